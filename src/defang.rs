@@ -1,0 +1,108 @@
+//! Defang: break every marker prefix and promise tag in text handed on to a later session
+//! (SPEC §3, P4), so that a model echoing it back can never end the wrong loop or task.
+//!
+//! Only hyphens are added: `<<<VIGIL_` becomes `<<<VIG-IL_`, `<promise>` becomes `<pro-mise>`,
+//! `</promise>` becomes `</pro-mise>`. A marker prefix is found in the flattened view (escapes,
+//! controls, gutters and whitespace between its characters do not hide it), so the result
+//! holds no marker as text or flattened text either. The function is idempotent.
+
+use crate::terminal;
+use crate::token::Prefix;
+
+/// Where a hyphen goes in a promise tag: before the `m` of `<promise>` and `</promise>`.
+const TAGS: [(&str, usize); 2] = [("</promise>", 5), ("<promise>", 4)];
+
+/// Defangs bytes, leaving everything but the spliced hyphens as it was, invalid UTF-8 included.
+pub fn defang_bytes(bytes: &[u8], prefixes: &[Prefix]) -> Vec<u8> {
+    let mut splices = marker_splices(bytes, prefixes);
+    for (tag, at) in TAGS {
+        let tag = tag.as_bytes();
+        let mut from = 0;
+        while let Some(found) = find(&bytes[from..], tag) {
+            splices.push(from + found + at);
+            from += found + tag.len();
+        }
+    }
+    splices.sort_unstable();
+    splices.dedup();
+    let mut out = Vec::with_capacity(bytes.len() + splices.len());
+    let mut last = 0;
+    for at in splices {
+        out.extend_from_slice(&bytes[last..at]);
+        out.push(b'-');
+        last = at;
+    }
+    out.extend_from_slice(&bytes[last..]);
+    out
+}
+
+/// Defangs text with the default prefix `VIGIL`: the one call every writer of handed-on text uses.
+pub fn defang(text: &str) -> String {
+    let out = defang_bytes(text.as_bytes(), &[Prefix::default()]);
+    // Splicing ASCII hyphens between characters keeps valid UTF-8 valid.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Byte offsets at which a hyphen breaks each marker prefix found in the flattened view.
+fn marker_splices(bytes: &[u8], prefixes: &[Prefix]) -> Vec<usize> {
+    let mut kept: Vec<(usize, char)> = Vec::new();
+    terminal::for_each_kept(bytes, |offset, c| kept.push((offset, c)));
+    let mut splices = Vec::new();
+    for prefix in prefixes {
+        let opener: Vec<char> = prefix.opener().chars().collect();
+        let splice_char = 3 + prefix.splice_at();
+        let mut i = 0;
+        while i + opener.len() <= kept.len() {
+            if kept[i..i + opener.len()]
+                .iter()
+                .zip(&opener)
+                .all(|((_, c), o)| c == o)
+            {
+                splices.push(kept[i + splice_char].0);
+                i += opener.len();
+            } else {
+                i += 1;
+            }
+        }
+    }
+    splices
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splices_a_hyphen_into_marker_prefixes_and_promise_tags() {
+        assert_eq!(
+            defang("<<<VIGIL_DONE_abc>>> <promise>DONE</promise>"),
+            "<<<VIG-IL_DONE_abc>>> <pro-mise>DONE</pro-mise>"
+        );
+    }
+
+    #[test]
+    fn breaks_a_prefix_split_by_whitespace_and_escapes() {
+        let out = defang("<<<VIG\n\x1b[31mIL_DONE_x>>>");
+        assert_eq!(out, "<<<VIG\n\x1b[31m-IL_DONE_x>>>");
+    }
+
+    #[test]
+    fn other_prefixes_only_when_given() {
+        let text = b"<<<ACME_DONE_x>>>";
+        assert_eq!(defang_bytes(text, &[Prefix::default()]), text.to_vec());
+        let acme = Prefix::parse("ACME").unwrap();
+        assert_eq!(defang_bytes(text, &[acme]), b"<<<AC-ME_DONE_x>>>".to_vec());
+    }
+
+    #[test]
+    fn invalid_utf8_passes_through() {
+        assert_eq!(
+            defang_bytes(b"\xff<promise>", &[]),
+            b"\xff<pro-mise>".to_vec()
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! Every exit code vigil uses, named once (SPEC §2).
+
+use std::process::ExitCode;
+
+/// How a vigil command ends. CLI commands use all three; hooks use `Success` and,
+/// only to block on purpose, `Block`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Yes: declared, found, verified, written.
+    Success = 0,
+    /// A negative verdict: not declared, not found, not verified.
+    Negative = 1,
+    /// A usage or input error. In a hook this same code blocks, so fail-open hooks never use it.
+    Usage = 2,
+}
+
+impl Exit {
+    /// Exit 2 blocks the stop in both Claude Code and Codex.
+    pub const BLOCK: Exit = Exit::Usage;
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit.code())
+    }
+}

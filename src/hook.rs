@@ -1,0 +1,196 @@
+//! Hook input: the JSON Claude Code and Codex send on stdin (SPEC §2), read once, at the door,
+//! into a typed struct. Nothing past this module sees raw hook JSON.
+
+use std::path::PathBuf;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::input::Source;
+
+/// Hook input larger than this is malformed (SPEC §2).
+pub const MAX_HOOK_INPUT: u64 = 16 * 1024 * 1024;
+
+/// The fields vigil uses. Every one may be absent; a binary that needs one says so.
+/// `null` counts as absent, since both engines send `null` for fields they do not have.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookInput {
+    pub session_id: Option<String>,
+    pub transcript_path: Option<PathBuf>,
+    pub cwd: Option<PathBuf>,
+    pub hook_event_name: Option<String>,
+    pub stop_hook_active: Option<bool>,
+    pub last_assistant_message: Option<String>,
+    /// SessionStart: `startup`, `resume`, `clear`, `compact`, `fork`.
+    pub source: Option<String>,
+    /// SessionEnd: why the session ended.
+    pub reason: Option<String>,
+    /// Codex only.
+    pub turn_id: Option<String>,
+}
+
+/// The events vigil handles, and the rest by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HookEvent {
+    Stop,
+    SubagentStop,
+    SessionStart,
+    SessionEnd,
+    PreCompact,
+    Other(String),
+}
+
+impl HookInput {
+    /// Reads and parses hook input from a source, refusing more than 16 MiB.
+    pub fn read(source: &Source) -> Result<HookInput> {
+        let bytes = source.read_capped(MAX_HOOK_INPUT, "hook input")?;
+        HookInput::parse(&bytes)
+    }
+
+    /// Parses hook input. Malformed (SPEC §2): empty, over 16 MiB, not UTF-8, not JSON,
+    /// not an object, or a known field of the wrong type. Unknown fields are ignored.
+    pub fn parse(bytes: &[u8]) -> Result<HookInput> {
+        if bytes.len() as u64 > MAX_HOOK_INPUT {
+            return Err(Error::input(
+                "hook input is larger than 16 MiB; refusing to read it",
+            ));
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            Error::input(format!(
+                "hook input is not valid UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ))
+        })?;
+        if text.trim().is_empty() {
+            return Err(Error::input(
+                "hook input is empty; a hook expects the event's JSON on stdin",
+            ));
+        }
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| Error::input(format!("hook input is not JSON: {e}")))?;
+        let Value::Object(object) = value else {
+            return Err(Error::input(format!(
+                "hook input is {}, not a JSON object",
+                json_type(&value)
+            )));
+        };
+        Ok(HookInput {
+            session_id: string_field(&object, "session_id")?,
+            transcript_path: string_field(&object, "transcript_path")?.map(PathBuf::from),
+            cwd: string_field(&object, "cwd")?.map(PathBuf::from),
+            hook_event_name: string_field(&object, "hook_event_name")?,
+            stop_hook_active: bool_field(&object, "stop_hook_active")?,
+            last_assistant_message: string_field(&object, "last_assistant_message")?,
+            source: string_field(&object, "source")?,
+            reason: string_field(&object, "reason")?,
+            turn_id: string_field(&object, "turn_id")?,
+        })
+    }
+
+    pub fn event(&self) -> Option<HookEvent> {
+        self.hook_event_name.as_deref().map(|name| match name {
+            "Stop" => HookEvent::Stop,
+            "SubagentStop" => HookEvent::SubagentStop,
+            "SessionStart" => HookEvent::SessionStart,
+            "SessionEnd" => HookEvent::SessionEnd,
+            "PreCompact" => HookEvent::PreCompact,
+            other => HookEvent::Other(other.to_string()),
+        })
+    }
+}
+
+fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String>> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(wrong_type(name, "a string", other)),
+    }
+}
+
+fn bool_field(object: &Map<String, Value>, name: &str) -> Result<Option<bool>> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(wrong_type(name, "a boolean", other)),
+    }
+}
+
+fn wrong_type(name: &str, expected: &str, got: &Value) -> Error {
+    Error::input(format!(
+        "hook input field `{name}` must be {expected}, not {}",
+        json_type(got)
+    ))
+}
+
+/// `a number`, `an array`: the JSON type of a value, for messages.
+pub fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let input = HookInput::parse(br#"{"session_id":"s","whatever":[1,{"x":2}]}"#).unwrap();
+        assert_eq!(input.session_id.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn null_fields_count_as_absent() {
+        let input =
+            HookInput::parse(br#"{"transcript_path":null,"last_assistant_message":null}"#).unwrap();
+        assert_eq!(input, HookInput::default());
+    }
+
+    #[test]
+    fn known_field_of_the_wrong_type_is_malformed() {
+        let err = HookInput::parse(br#"{"stop_hook_active":"yes"}"#).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "hook input field `stop_hook_active` must be a boolean, not a string"
+        );
+        let err = HookInput::parse(br#"{"session_id":7}"#).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("`session_id` must be a string, not a number")
+        );
+    }
+
+    #[test]
+    fn input_that_is_not_an_object_is_malformed() {
+        let err = HookInput::parse(b"[1,2]").unwrap_err();
+        assert_eq!(err.to_string(), "hook input is an array, not a JSON object");
+    }
+
+    #[test]
+    fn input_over_16_mib_is_malformed() {
+        let big = vec![b' '; MAX_HOOK_INPUT as usize + 1];
+        assert!(
+            HookInput::parse(&big)
+                .unwrap_err()
+                .to_string()
+                .contains("16 MiB")
+        );
+    }
+
+    #[test]
+    fn non_utf8_input_is_malformed() {
+        let err = HookInput::parse(b"{\"cwd\":\"\xff\"}").unwrap_err();
+        assert!(err.to_string().contains("not valid UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn event_names_map_to_events() {
+        let input = HookInput::parse(br#"{"hook_event_name":"PreCompact"}"#).unwrap();
+        assert_eq!(input.event(), Some(HookEvent::PreCompact));
+    }
+}

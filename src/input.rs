@@ -1,0 +1,81 @@
+//! Reading what a command is given: standard input or a file named on the command line,
+//! always with a size cap so a runaway producer cannot exhaust memory.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// Where input comes from: `-` (or nothing) is standard input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Stdin,
+    File(PathBuf),
+}
+
+impl Source {
+    pub fn from_arg(arg: Option<PathBuf>) -> Source {
+        match arg {
+            Some(path) if path.as_os_str() != "-" => Source::File(path),
+            _ => Source::Stdin,
+        }
+    }
+
+    /// A short name for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Stdin => "standard input".to_string(),
+            Source::File(path) => path.display().to_string(),
+        }
+    }
+
+    /// Reads the whole source, refusing anything larger than `cap` bytes.
+    pub fn read_capped(&self, cap: u64, what: &str) -> Result<Vec<u8>> {
+        match self {
+            Source::Stdin => read_capped(std::io::stdin().lock(), cap, what, Path::new("-")),
+            Source::File(path) => {
+                let file = std::fs::File::open(path).map_err(|e| Error::io("read", path, &e))?;
+                read_capped(file, cap, what, path)
+            }
+        }
+    }
+}
+
+/// Reads at most `cap` bytes; one more byte makes the input too large.
+pub fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader
+        .take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io("read", path, &e))?;
+    if bytes.len() as u64 > cap {
+        return Err(Error::input(format!(
+            "{what} is larger than {}; refusing to read it",
+            human_bytes(cap)
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `16 MiB`, `64 KiB`, `12 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Text that must be UTF-8, with the offset of the first bad byte in the error.
+pub fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        Error::input(format!(
+            "{what} is not valid UTF-8 (bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}

@@ -1,0 +1,282 @@
+//! Terminal output as evidence (SPEC §3, `scan`): a bounded tail, seen three ways.
+//!
+//! A PTY stream is a rendering protocol, not a document: a marker can arrive split by escape
+//! sequences, framed by box-drawing gutters, soft-wrapped, or painted in pieces with cursor
+//! moves while something else repaints between them. So the tail is scanned as text, as
+//! flattened text, and as the screen a user would see.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::num::NonZeroU16;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::input::Source;
+
+pub const DEFAULT_TAIL: u64 = 64 * 1024;
+pub const DEFAULT_COLS: u16 = 200;
+/// Rows of the virtual screen: taller than any terminal a TUI paints on absolutely.
+const SCREEN_ROWS: u16 = 100;
+/// Lines of scrollback kept above the screen.
+const SCROLLBACK: usize = 2000;
+
+/// Reads the last `tail` bytes of a source: seeking when it is a regular file (so a 1 GB log
+/// costs what a 1 MB one does, also when it is redirected to standard input), streaming and
+/// keeping the tail otherwise. The cut is moved forward to a UTF-8 boundary.
+pub fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
+    let (file, path) = match source {
+        Source::File(path) => (
+            File::open(path).map_err(|e| Error::io("read", path, &e))?,
+            path.as_path(),
+        ),
+        Source::Stdin => {
+            let path = Path::new("standard input");
+            let fd = std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::io("read", path, &e))?;
+            (File::from(fd), path)
+        }
+    };
+    let bytes = tail_of(file, tail).map_err(|e| Error::io("read", path, &e))?;
+    Ok(cut_to_char_boundary(&bytes).to_vec())
+}
+
+fn tail_of(mut file: File, tail: u64) -> std::io::Result<Vec<u8>> {
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        let start = meta.len().saturating_sub(tail);
+        file.seek(SeekFrom::Start(start))?;
+        let mut bytes = Vec::with_capacity((meta.len() - start) as usize);
+        file.take(tail).read_to_end(&mut bytes)?;
+        return Ok(bytes);
+    }
+    // A pipe: read it all, keeping no more than the tail (and a slack to drain in bulk).
+    let cap = usize::try_from(tail).unwrap_or(usize::MAX);
+    let slack = cap.max(1 << 20);
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        kept.extend_from_slice(&chunk[..n]);
+        if kept.len() > cap.saturating_add(slack) {
+            kept.drain(..kept.len() - cap);
+        }
+    }
+    if kept.len() > cap {
+        kept.drain(..kept.len() - cap);
+    }
+    Ok(kept)
+}
+
+/// Drops leading UTF-8 continuation bytes (at most three) left by a cut inside a character.
+pub fn cut_to_char_boundary(bytes: &[u8]) -> &[u8] {
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| (0x80..0xC0).contains(*b))
+        .count();
+    &bytes[skip..]
+}
+
+/// Calls `keep(offset, ch)` for every character the flattened view keeps, with its byte offset
+/// in `bytes`: escape sequences (CSI, OSC, DCS, SOS, PM, APC and the short forms), C0 and C1
+/// controls, U+2500 to U+259F (box drawing, block elements) and all whitespace are dropped.
+/// Invalid UTF-8 is kept as U+FFFD, so it breaks a marker as it does on a screen.
+pub fn for_each_kept(bytes: &[u8], mut keep: impl FnMut(usize, char)) {
+    let mut chars = decode(bytes).peekable();
+    while let Some((offset, ch)) = chars.next() {
+        match ch {
+            '\u{1b}' => match chars.peek().map(|(_, c)| *c) {
+                Some('[') => {
+                    chars.next();
+                    skip_csi(&mut chars);
+                }
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    chars.next();
+                    skip_string(&mut chars);
+                }
+                Some(' '..='/') => {
+                    while matches!(chars.peek(), Some((_, ' '..='/'))) {
+                        chars.next();
+                    }
+                    if matches!(chars.peek(), Some((_, '0'..='~'))) {
+                        chars.next();
+                    }
+                }
+                Some('0'..='~') => {
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if c.is_control() || c.is_whitespace() => {}
+            '\u{2500}'..='\u{259f}' => {}
+            c => keep(offset, c),
+        }
+    }
+}
+
+/// The characters of `bytes` with their offsets, invalid sequences as U+FFFD.
+fn decode(bytes: &[u8]) -> impl Iterator<Item = (usize, char)> + '_ {
+    bytes.utf8_chunks().flat_map(move |chunk| {
+        let valid = chunk.valid();
+        let base = valid.as_ptr() as usize - bytes.as_ptr() as usize;
+        let invalid_at = base + valid.len();
+        valid
+            .char_indices()
+            .map(move |(i, c)| (base + i, c))
+            .chain((!chunk.invalid().is_empty()).then_some((invalid_at, '\u{fffd}')))
+    })
+}
+
+/// Parameter and intermediate bytes, then one final byte; anything else ends it early.
+fn skip_csi(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) {
+    while matches!(chars.peek(), Some((_, ' '..='?'))) {
+        chars.next();
+    }
+    if matches!(chars.peek(), Some((_, '@'..='~'))) {
+        chars.next();
+    }
+}
+
+/// A control string, ended by BEL, ST (`ESC \` or U+009C), or the end of the input.
+fn skip_string(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) {
+    while let Some((_, c)) = chars.next() {
+        match c {
+            '\u{7}' | '\u{9c}' => return,
+            '\u{1b}' => {
+                if matches!(chars.peek(), Some((_, '\\'))) {
+                    chars.next();
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The flattened view: what `for_each_kept` keeps, in order.
+pub fn flatten(bytes: &[u8]) -> String {
+    let mut flat = String::with_capacity(bytes.len());
+    for_each_kept(bytes, |_, c| flat.push(c));
+    flat
+}
+
+/// The screen view: the bytes replayed on a virtual terminal `cols` wide, scrollback and
+/// screen rows joined top to bottom, then flattened (so gutters and whitespace are gone).
+pub fn screen(bytes: &[u8], cols: u16) -> String {
+    let cols = NonZeroU16::new(cols).unwrap_or(NonZeroU16::MIN);
+    let rows = NonZeroU16::new(SCREEN_ROWS).unwrap_or(NonZeroU16::MIN);
+    let mut parser = vt100::Parser::new(rows, cols, SCROLLBACK);
+    parser.process(bytes);
+    let screen = parser.screen_mut();
+    let history = screen.scrollback_len();
+    let mut text = String::new();
+    // View the scrollback a screenful at a time, from the oldest line down to the live screen.
+    let mut next_line = 0;
+    loop {
+        let offset = history.saturating_sub(next_line);
+        screen.set_scrollback(offset);
+        let top = history - offset;
+        for (i, row) in screen.rows(0, cols.get()).enumerate() {
+            if top + i >= next_line {
+                text.push_str(&row);
+                text.push('\n');
+            }
+        }
+        next_line = top + usize::from(SCREEN_ROWS);
+        if offset == 0 {
+            break;
+        }
+    }
+    screen.set_scrollback(0);
+    flatten(text.as_bytes())
+}
+
+/// Which views found the marker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Views {
+    pub text: bool,
+    pub flattened: bool,
+    pub screen: bool,
+}
+
+impl Views {
+    pub fn any(self) -> bool {
+        self.text || self.flattened || self.screen
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (self.text, "text"),
+            (self.flattened, "flattened"),
+            (self.screen, "screen"),
+        ]
+        .into_iter()
+        .filter_map(|(found, name)| found.then_some(name))
+        .collect()
+    }
+}
+
+/// Scans a tail for a marker. With `all` false it stops at the first view that finds it,
+/// so the screen is replayed only when the cheaper views found nothing.
+pub fn scan(tail: &[u8], marker: &str, cols: u16, all: bool) -> Views {
+    let needle = marker.as_bytes();
+    let mut views = Views {
+        text: contains(tail, needle),
+        ..Views::default()
+    };
+    if all || !views.any() {
+        views.flattened = flatten(tail).contains(marker);
+    }
+    if all || !views.any() {
+        views.screen = screen(tail, cols).contains(marker);
+    }
+    views
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flatten_drops_escapes_controls_gutters_and_whitespace() {
+        let raw =
+            "\x1b[1;31m<<<A\x1b]0;title\x07B\x1bP q\x1b\\C \u{2502}\tD\r\n\x1b(B\x1b7E\u{2588}";
+        assert_eq!(flatten(raw.as_bytes()), "<<<ABCDE");
+    }
+
+    #[test]
+    fn flatten_keeps_invalid_utf8_as_a_replacement_character() {
+        assert_eq!(flatten(b"a\xffb"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn cut_moves_forward_past_continuation_bytes() {
+        let text = "é<<<".as_bytes();
+        assert_eq!(cut_to_char_boundary(&text[1..]), b"<<<");
+    }
+
+    #[test]
+    fn screen_joins_scrollback_and_screen_in_order() {
+        let mut bytes = Vec::new();
+        for i in 0..250 {
+            bytes.extend_from_slice(format!("line{i}\r\n").as_bytes());
+        }
+        let screen = screen(&bytes, 40);
+        let expected: String = (0..250).map(|i| format!("line{i}")).collect();
+        assert_eq!(screen, expected);
+    }
+}

@@ -1,0 +1,227 @@
+//! The last assistant message (SPEC §2): `last_assistant_message` when the engine sends it,
+//! else the transcript read backwards from its end. A transcript can be gigabytes; only its
+//! tail is read, so a 1 GB transcript costs what a 1 MB one does.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::hook::HookInput;
+
+/// The most a backwards read will cover before giving up (the answer is then "no message").
+pub const TAIL_BUDGET: u64 = 32 * 1024 * 1024;
+const CHUNK: usize = 64 * 1024;
+
+/// Where the message came from, for diagnostics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageSource {
+    Hook,
+    Transcript,
+}
+
+/// The message a Stop hook should judge: `last_assistant_message` when present (the
+/// transcript can lag behind the current turn), else the transcript's last assistant text.
+/// `Ok(None)` when there is neither; an error when a named transcript cannot be read.
+pub fn last_message(input: &HookInput) -> Result<Option<(String, MessageSource)>> {
+    if let Some(message) = &input.last_assistant_message {
+        return Ok(Some((message.clone(), MessageSource::Hook)));
+    }
+    let Some(path) = &input.transcript_path else {
+        return Ok(None);
+    };
+    Ok(last_assistant_text(path)?.map(|text| (text, MessageSource::Transcript)))
+}
+
+/// The text of the last main-chain assistant entry that has any text, read from the end.
+///
+/// Each content block is its own line. Skipped: sidechain lines, lines with only thinking or
+/// tool_use blocks, tool results, system lines and malformed lines. A real user prompt ends the
+/// search with `None`: the assistant said nothing since, and an older turn's text must never
+/// stand in for the current one.
+pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
+    let file = File::open(path).map_err(|e| Error::io("read transcript", path, &e))?;
+    let mut lines = BackwardLines::new(file, TAIL_BUDGET)
+        .map_err(|e| Error::io("read transcript", path, &e))?;
+    while let Some(line) = lines
+        .next_line()
+        .map_err(|e| Error::io("read transcript", path, &e))?
+    {
+        match classify(&line) {
+            Entry::AssistantText(text) => return Ok(Some(text)),
+            Entry::UserPrompt => return Ok(None),
+            Entry::Skip => {}
+        }
+    }
+    Ok(None)
+}
+
+enum Entry {
+    AssistantText(String),
+    UserPrompt,
+    Skip,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(rename = "isSidechain")]
+    is_sidechain: Option<bool>,
+    message: Option<Message>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: Option<String>,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Block>),
+}
+
+#[derive(Deserialize)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+fn classify(line: &[u8]) -> Entry {
+    let Ok(line) = serde_json::from_slice::<Line>(line) else {
+        return Entry::Skip;
+    };
+    if line.is_sidechain == Some(true) {
+        return Entry::Skip;
+    }
+    let Some(message) = line.message else {
+        return Entry::Skip;
+    };
+    let role = line.kind.as_deref().or(message.role.as_deref());
+    let texts: Vec<String> = match message.content {
+        Some(Content::Text(text)) => vec![text],
+        Some(Content::Blocks(blocks)) => blocks
+            .into_iter()
+            .filter(|b| b.kind.as_deref() == Some("text"))
+            .filter_map(|b| b.text)
+            .collect(),
+        None => Vec::new(),
+    };
+    match role {
+        Some("assistant") if !texts.is_empty() => Entry::AssistantText(texts.join("\n\n")),
+        Some("user") if !texts.is_empty() => Entry::UserPrompt,
+        _ => Entry::Skip,
+    }
+}
+
+/// Lines of a file from the last to the first, reading chunks from the end, never more than
+/// `budget` bytes in all. A line longer than a chunk grows the chunk, so copying stays linear.
+pub struct BackwardLines {
+    file: File,
+    /// Start of the part of the file not yet read.
+    pos: u64,
+    /// Bytes read but not yet returned: the file's bytes from `pos` up to the last line given.
+    pending: Vec<u8>,
+    budget: u64,
+    done: bool,
+}
+
+impl BackwardLines {
+    pub fn new(mut file: File, budget: u64) -> std::io::Result<BackwardLines> {
+        let pos = file.seek(SeekFrom::End(0))?;
+        Ok(BackwardLines {
+            file,
+            pos,
+            pending: Vec::new(),
+            budget,
+            done: false,
+        })
+    }
+
+    /// The next line going backwards (without its newline), or `None` at the start of the
+    /// file or when the budget is spent.
+    pub fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        let mut searched = self.pending.len();
+        loop {
+            if let Some(newline) = self.pending[..searched].iter().rposition(|&b| b == b'\n') {
+                let line = self.pending.split_off(newline + 1);
+                self.pending.truncate(newline);
+                return Ok(Some(line));
+            }
+            if self.pos == 0 || self.budget == 0 {
+                if self.done || (self.budget == 0 && self.pos > 0) {
+                    return Ok(None);
+                }
+                self.done = true;
+                return Ok(Some(std::mem::take(&mut self.pending)));
+            }
+            let want = CHUNK.max(self.pending.len()) as u64;
+            let take = want.min(self.pos).min(self.budget);
+            self.pos -= take;
+            self.budget -= take;
+            self.file.seek(SeekFrom::Start(self.pos))?;
+            let mut chunk = vec![0u8; take as usize];
+            self.file.read_exact(&mut chunk)?;
+            searched = chunk.len();
+            chunk.extend_from_slice(&self.pending);
+            self.pending = chunk;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn lines_of(content: &[u8], budget: u64) -> Vec<Vec<u8>> {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(content).unwrap();
+        let mut lines = BackwardLines::new(file, budget).unwrap();
+        let mut out = Vec::new();
+        while let Some(line) = lines.next_line().unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    #[test]
+    fn backward_lines_come_last_first() {
+        assert_eq!(
+            lines_of(b"a\nbb\nccc", 1 << 20),
+            vec![b"ccc".to_vec(), b"bb".to_vec(), b"a".to_vec()]
+        );
+        assert_eq!(lines_of(b"a\n", 1 << 20), vec![b"".to_vec(), b"a".to_vec()]);
+        assert!(lines_of(b"", 1 << 20).iter().all(|l| l.is_empty()));
+    }
+
+    #[test]
+    fn backward_lines_handle_lines_longer_than_a_chunk() {
+        let long = vec![b'x'; CHUNK * 3 + 7];
+        let mut content = b"first\n".to_vec();
+        content.extend_from_slice(&long);
+        content.extend_from_slice(b"\nlast");
+        let lines = lines_of(&content, 1 << 30);
+        assert_eq!(lines, vec![b"last".to_vec(), long, b"first".to_vec()]);
+    }
+
+    #[test]
+    fn backward_lines_stop_at_the_budget() {
+        let mut content = Vec::new();
+        for _ in 0..10_000 {
+            content.extend_from_slice(b"0123456789\n");
+        }
+        let lines = lines_of(&content, 1000);
+        assert!(
+            lines.len() < 100,
+            "{} lines read within a 1000-byte budget",
+            lines.len()
+        );
+    }
+}
