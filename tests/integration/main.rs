@@ -1,0 +1,5 @@
+//! One test binary for every CLI test (as `just` does): modules per binary, shared support.
+
+mod promise_matcher;
+mod properties;
+mod support;

@@ -1,0 +1,224 @@
+//! Property tests: defang's guarantees, and no entry point panics on arbitrary input.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use vigil::defang::{defang, defang_bytes};
+use vigil::hook::HookInput;
+use vigil::promise::{Promise, Verdict, assess};
+use vigil::terminal;
+use vigil::token::{self, Prefix, Token};
+
+use crate::support::promise_matcher;
+
+const TOKEN: &str = "9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f";
+const MARKER: &str = "<<<VIGIL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>";
+
+/// Text built from the pieces markers, tags, escapes and TUI framing are made of, so that
+/// random concatenations assemble real markers and tags often.
+fn marker_rich_text() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "<<<",
+        "<<",
+        "<",
+        "VIGIL",
+        "VIG",
+        "IL",
+        "_",
+        "DONE_",
+        "DONE",
+        TOKEN,
+        ">>>",
+        ">",
+        "<promise>",
+        "</promise>",
+        "<pro",
+        "mise>",
+        "</",
+        "promise",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\r\n",
+        "\x1b[31m",
+        "\x1b[0m",
+        "\x1b]0;title\x07",
+        "\x1b(B",
+        "\u{2502}",
+        "\u{2500}",
+        "-",
+        "a",
+        "\u{e9}",
+        "```",
+        "> ",
+        "needs-decision: ",
+        "\u{0}",
+        MARKER,
+        "<<<VIGIL_",
+        "<<<VIG",
+        "IL_DONE_",
+        "<promise>DONE</promise>",
+    ]);
+    let piece = prop_oneof![4 => pieces.prop_map(str::to_string), 1 => split_marker()];
+    prop::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
+}
+
+/// A whole marker or promise tag with junk a terminal ignores spliced between its characters.
+fn split_marker() -> impl Strategy<Value = String> {
+    let junk = prop::sample::select(vec![
+        "",
+        "",
+        "",
+        " ",
+        "\n",
+        "\t",
+        "\x1b[1m",
+        "\x1b]8;;x\x07",
+        "\u{2502}",
+        "\r\n  ",
+    ]);
+    let whole = prop::sample::select(vec![MARKER, "<promise>DONE</promise>"]);
+    (whole, prop::collection::vec(junk, 64)).prop_map(|(whole, junk)| {
+        whole
+            .chars()
+            .zip(junk.iter().cycle())
+            .map(|(c, j)| format!("{c}{j}"))
+            .collect()
+    })
+}
+
+fn any_text() -> impl Strategy<Value = String> {
+    prop_oneof![marker_rich_text(), any::<String>()]
+}
+
+/// `original` is `defanged` with some hyphens taken out, and nothing else.
+fn only_hyphens_added(original: &[u8], defanged: &[u8]) -> bool {
+    let mut rest = original.iter().peekable();
+    for byte in defanged {
+        if rest.peek() == Some(&byte) {
+            rest.next();
+        } else if *byte != b'-' {
+            return false;
+        }
+    }
+    rest.next().is_none()
+}
+
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        any_text().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec![
+                        "session_id",
+                        "transcript_path",
+                        "cwd",
+                        "hook_event_name",
+                        "stop_hook_active",
+                        "last_assistant_message",
+                        "source",
+                        "reason",
+                        "turn_id",
+                        "other",
+                    ]),
+                    inner
+                ),
+                0..8
+            )
+            .prop_map(|pairs| Value::Object(
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+            )),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn defang_is_idempotent(text in any_text()) {
+        let once = defang(&text);
+        prop_assert_eq!(defang(&once), once);
+    }
+
+    #[test]
+    fn defang_changes_nothing_but_the_spliced_hyphens(bytes in prop::collection::vec(any::<u8>(), 0..300), text in marker_rich_text()) {
+        for input in [bytes, text.into_bytes()] {
+            let out = defang_bytes(&input, &[Prefix::default()]);
+            prop_assert!(only_hyphens_added(&input, &out), "{:?} -> {:?}", input, out);
+        }
+    }
+
+    #[test]
+    fn defanged_text_never_declares_or_mentions(text in marker_rich_text()) {
+        let out = defang(&text);
+        for phrase in ["DONE", "VIGIL", "a"] {
+            let verdict = assess(&out, &Promise::new(phrase).unwrap()).verdict;
+            prop_assert!(verdict == Verdict::Absent || verdict == Verdict::Blocked, "{:?}: {:?}", out, verdict);
+        }
+    }
+
+    #[test]
+    fn defanged_text_never_scans_as_found(text in marker_rich_text(), cols in 2u16..120) {
+        let out = defang(&text);
+        let marker = token::marker(&Prefix::default(), &Token::parse(TOKEN).unwrap());
+        let views = terminal::scan(out.as_bytes(), &marker, cols, true);
+        prop_assert!(!views.any(), "{:?} found in {:?}", views.names(), out);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_library(bytes in prop::collection::vec(any::<u8>(), 0..2000)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = assess(&text, &Promise::default());
+        let _ = HookInput::parse(&bytes);
+        let _ = terminal::flatten(&bytes);
+        let _ = terminal::cut_to_char_boundary(&bytes);
+        let _ = defang_bytes(&bytes, &[Prefix::default()]);
+    }
+
+    #[test]
+    fn arbitrary_json_never_panics_hook_parsing(value in any_json()) {
+        let text = value.to_string();
+        let _ = HookInput::parse(text.as_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, format!("{text}\n{text}")).unwrap();
+        let _ = vigil::transcript::last_assistant_text(&path);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_on_the_screen_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..4000), cols in 2u16..300) {
+        let _ = terminal::screen(&bytes, cols);
+    }
+
+    #[test]
+    fn arbitrary_input_never_panics_the_binary(bytes in prop::collection::vec(any::<u8>(), 0..1000), json in any_json()) {
+        let json = json.to_string().into_bytes();
+        let runs: [(&[&str], &[u8]); 5] = [
+            (&[], &bytes),
+            (&["--hook"], &bytes),
+            (&["--hook", "--json"], &json),
+            (&["scan", "--token", TOKEN], &bytes),
+            (&["defang"], &bytes),
+        ];
+        for (args, input) in runs {
+            let output = promise_matcher().args(args).write_stdin(input.to_vec()).output().unwrap();
+            let code = output.status.code();
+            prop_assert!(matches!(code, Some(0..=2)), "{:?} exited {:?}: {}", args, code, String::from_utf8_lossy(&output.stderr));
+        }
+    }
+}

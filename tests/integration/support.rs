@@ -1,0 +1,72 @@
+//! What every CLI test needs: the binaries, fixtures, temp dirs and schema validation.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+pub fn promise_matcher() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("promise-matcher"));
+    cmd.env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR");
+    cmd
+}
+
+pub fn fixture(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(relative)
+}
+
+pub fn read_fixture(relative: &str) -> String {
+    std::fs::read_to_string(fixture(relative)).unwrap()
+}
+
+/// A sample hook payload with fields replaced (or removed, with `Value::Null`).
+pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture(&format!("samples/{name}"))).unwrap();
+    let object = payload.as_object_mut().unwrap();
+    for (key, value) in changes {
+        if value.is_null() {
+            object.remove(*key);
+        } else {
+            object.insert((*key).to_string(), value.clone());
+        }
+    }
+    payload.to_string()
+}
+
+/// Validates a value against a schema in `schemas/`, panicking with every error.
+pub fn assert_valid(schema_name: &str, instance: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema_name);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{instance} does not match {schema_name}: {errors:?}"
+    );
+}
+
+/// stdout of a finished command as a string.
+pub fn stdout_of(output: &std::process::Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// stderr must be exactly one line starting with the binary's name.
+pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.starts_with(&format!("{binary}: ")), "{stderr:?}");
+    stderr
+}
