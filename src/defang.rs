@@ -45,31 +45,64 @@ pub fn defang(text: &str) -> String {
 
 /// Byte offsets at which a hyphen breaks each marker prefix found in the flattened view.
 fn marker_splices(bytes: &[u8], prefixes: &[Prefix]) -> Vec<usize> {
-    let mut kept: Vec<(usize, char)> = Vec::new();
-    terminal::for_each_kept(bytes, |offset, c| kept.push((offset, c)));
+    // Nearly all text has no `<<<` at all, and without one there is nothing to find.
+    if memchr::memchr(b'<', bytes).is_none() {
+        return Vec::new();
+    }
+    let mut matchers: Vec<Matcher> = prefixes.iter().map(Matcher::new).collect();
     let mut splices = Vec::new();
-    for prefix in prefixes {
-        let opener: Vec<char> = prefix.opener().chars().collect();
-        let splice_char = 3 + prefix.splice_at();
-        let mut i = 0;
-        while i + opener.len() <= kept.len() {
-            if kept[i..i + opener.len()]
-                .iter()
-                .zip(&opener)
-                .all(|((_, c), o)| c == o)
-            {
-                splices.push(kept[i + splice_char].0);
-                i += opener.len();
-            } else {
-                i += 1;
+    terminal::for_each_kept(bytes, |offset, c| {
+        for matcher in &mut matchers {
+            if let Some(at) = matcher.push(offset, c) {
+                splices.push(at);
             }
         }
-    }
+    });
     splices
 }
 
+/// Streams kept characters against one `<<<PREFIX_`, remembering the offsets of the current
+/// partial match so the hyphen lands before the right character.
+struct Matcher {
+    opener: Vec<char>,
+    splice_char: usize,
+    offsets: Vec<usize>,
+}
+
+impl Matcher {
+    fn new(prefix: &Prefix) -> Matcher {
+        Matcher {
+            opener: prefix.opener().chars().collect(),
+            splice_char: 3 + prefix.splice_at(),
+            offsets: Vec::new(),
+        }
+    }
+
+    /// Feeds one kept character; returns the splice offset when it completes a match.
+    fn push(&mut self, offset: usize, c: char) -> Option<usize> {
+        if c == self.opener[self.offsets.len()] {
+            self.offsets.push(offset);
+        } else if c == '<' {
+            // The opener is `<<<` then no other `<`: after `<<<` a fourth `<` still leaves
+            // `<<<` matched; after more than that it starts a new match.
+            let keep = if self.offsets.len() == 3 { 2 } else { 0 };
+            let drop = self.offsets.len() - keep;
+            self.offsets.drain(..drop);
+            self.offsets.push(offset);
+        } else {
+            self.offsets.clear();
+        }
+        if self.offsets.len() == self.opener.len() {
+            let at = self.offsets[self.splice_char];
+            self.offsets.clear();
+            return Some(at);
+        }
+        None
+    }
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(haystack, needle)
 }
 
 #[cfg(test)]
@@ -96,6 +129,12 @@ mod tests {
         assert_eq!(defang_bytes(text, &[Prefix::default()]), text.to_vec());
         let acme = Prefix::parse("ACME").unwrap();
         assert_eq!(defang_bytes(text, &[acme]), b"<<<AC-ME_DONE_x>>>".to_vec());
+    }
+
+    #[test]
+    fn a_run_of_angle_brackets_before_the_prefix_still_matches() {
+        assert_eq!(defang("<<<<<VIGIL_"), "<<<<<VIG-IL_");
+        assert_eq!(defang("<<<VI<<<VIGIL_"), "<<<VI<<<VIG-IL_");
     }
 
     #[test]

@@ -90,76 +90,92 @@ pub fn cut_to_char_boundary(bytes: &[u8]) -> &[u8] {
 /// controls, U+2500 to U+259F (box drawing, block elements) and all whitespace are dropped.
 /// Invalid UTF-8 is kept as U+FFFD, so it breaks a marker as it does on a screen.
 pub fn for_each_kept(bytes: &[u8], mut keep: impl FnMut(usize, char)) {
-    let mut chars = decode(bytes).peekable();
-    while let Some((offset, ch)) = chars.next() {
-        match ch {
-            '\u{1b}' => match chars.peek().map(|(_, c)| *c) {
-                Some('[') => {
-                    chars.next();
-                    skip_csi(&mut chars);
-                }
-                Some(']' | 'P' | 'X' | '^' | '_') => {
-                    chars.next();
-                    skip_string(&mut chars);
-                }
-                Some(' '..='/') => {
-                    while matches!(chars.peek(), Some((_, ' '..='/'))) {
-                        chars.next();
-                    }
-                    if matches!(chars.peek(), Some((_, '0'..='~'))) {
-                        chars.next();
-                    }
-                }
-                Some('0'..='~') => {
-                    chars.next();
-                }
-                _ => {}
-            },
-            '\u{9b}' => skip_csi(&mut chars),
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            c if c.is_control() || c.is_whitespace() => {}
-            '\u{2500}'..='\u{259f}' => {}
-            c => keep(offset, c),
+    let mut escape = Escape::None;
+    let mut at = 0;
+    while at < bytes.len() {
+        let (c, len) = char_at(bytes, at);
+        match escape.step(c) {
+            Step::Text if is_kept(c) => keep(at, c),
+            Step::Again => continue,
+            Step::Text | Step::Swallowed => {}
         }
+        at += len;
     }
 }
 
-/// The characters of `bytes` with their offsets, invalid sequences as U+FFFD.
-fn decode(bytes: &[u8]) -> impl Iterator<Item = (usize, char)> + '_ {
-    bytes.utf8_chunks().flat_map(move |chunk| {
-        let valid = chunk.valid();
-        let base = valid.as_ptr() as usize - bytes.as_ptr() as usize;
-        let invalid_at = base + valid.len();
-        valid
-            .char_indices()
-            .map(move |(i, c)| (base + i, c))
-            .chain((!chunk.invalid().is_empty()).then_some((invalid_at, '\u{fffd}')))
-    })
+fn is_kept(c: char) -> bool {
+    !(c.is_control() || c.is_whitespace() || ('\u{2500}'..='\u{259f}').contains(&c))
 }
 
-/// Parameter and intermediate bytes, then one final byte; anything else ends it early.
-fn skip_csi(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) {
-    while matches!(chars.peek(), Some((_, ' '..='?'))) {
-        chars.next();
+/// The character at `at` and its length; an invalid sequence is one U+FFFD.
+fn char_at(bytes: &[u8], at: usize) -> (char, usize) {
+    let first = bytes[at];
+    if first.is_ascii() {
+        return (char::from(first), 1);
     }
-    if matches!(chars.peek(), Some((_, '@'..='~'))) {
-        chars.next();
-    }
+    let end = (at + 4).min(bytes.len());
+    let valid = match std::str::from_utf8(&bytes[at..end]) {
+        Ok(text) => text,
+        Err(e) if e.valid_up_to() > 0 => {
+            std::str::from_utf8(&bytes[at..at + e.valid_up_to()]).unwrap_or("")
+        }
+        Err(e) => return ('\u{fffd}', e.error_len().map_or(end - at, usize::from)),
+    };
+    valid
+        .chars()
+        .next()
+        .map_or(('\u{fffd}', 1), |c| (c, c.len_utf8()))
 }
 
-/// A control string, ended by BEL, ST (`ESC \` or U+009C), or the end of the input.
-fn skip_string(chars: &mut std::iter::Peekable<impl Iterator<Item = (usize, char)>>) {
-    while let Some((_, c)) = chars.next() {
-        match c {
-            '\u{7}' | '\u{9c}' => return,
-            '\u{1b}' => {
-                if matches!(chars.peek(), Some((_, '\\'))) {
-                    chars.next();
-                }
-                return;
+/// Where the flattener is inside an escape sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Escape {
+    None,
+    /// After ESC.
+    Start,
+    /// After ESC and intermediate bytes (`ESC ( B`).
+    Intermediate,
+    /// Control sequence: parameters and intermediates until a final byte.
+    Csi,
+    /// OSC, DCS, SOS, PM, APC: until BEL or ST.
+    ControlString,
+    /// ESC inside a control string: `\\` completes ST.
+    ControlStringEsc,
+}
+
+enum Step {
+    /// Ordinary text.
+    Text,
+    /// Part of an escape sequence.
+    Swallowed,
+    /// The sequence ended without this character: read it again as text.
+    Again,
+}
+
+impl Escape {
+    fn step(&mut self, c: char) -> Step {
+        use Escape::*;
+        let (next, step) = match (*self, c) {
+            (None, '\u{1b}') => (Start, Step::Swallowed),
+            (None, '\u{9b}') => (Csi, Step::Swallowed),
+            (None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => {
+                (ControlString, Step::Swallowed)
             }
-            _ => {}
-        }
+            (None, _) => (None, Step::Text),
+            (Start, '[') => (Csi, Step::Swallowed),
+            (Start, ']' | 'P' | 'X' | '^' | '_') => (ControlString, Step::Swallowed),
+            (Start | Intermediate, ' '..='/') => (Intermediate, Step::Swallowed),
+            (Start | Intermediate, '0'..='~') => (None, Step::Swallowed),
+            (Csi, ' '..='?') => (Csi, Step::Swallowed),
+            (Csi, '@'..='~') => (None, Step::Swallowed),
+            (ControlString, '\u{7}' | '\u{9c}') => (None, Step::Swallowed),
+            (ControlString, '\u{1b}') => (ControlStringEsc, Step::Swallowed),
+            (ControlString, _) => (ControlString, Step::Swallowed),
+            (ControlStringEsc, '\\') => (None, Step::Swallowed),
+            (Start | Intermediate | Csi | ControlStringEsc, _) => (None, Step::Again),
+        };
+        *self = next;
+        step
     }
 }
 
@@ -244,7 +260,7 @@ pub fn scan(tail: &[u8], marker: &str, cols: u16, all: bool) -> Views {
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 #[cfg(test)]

@@ -12,10 +12,13 @@ pub fn promise_matcher() -> Command {
     cmd
 }
 
+/// A path inside the repository.
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
 pub fn fixture(relative: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(relative)
+    repo_path("tests/fixtures").join(relative)
 }
 
 pub fn read_fixture(relative: &str) -> String {

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# vigil's benchmark: each binary on realistic input, beside /bin/true and beside a bash+jq
+# implementation of the same job (bench/baseline/), printed as a table of medians and ratios.
+#
+#   bench/run.sh                      # every row, transcripts of 1 MB, 100 MB and 1 GB
+#   BENCH_SIZES="1 100" bench/run.sh  # smaller scaling rows (sizes in MB)
+#   BENCH_RUNS=50 bench/run.sh        # more runs per row (default 30)
+#
+# Uses hyperfine when it is installed, else a loop timed with `date +%s%N`. Installs nothing:
+# it needs cargo, jq and perl, and says so when one is missing.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+runs=${BENCH_RUNS:-30}
+sizes=${BENCH_SIZES:-"1 100 1024"}
+
+for tool in cargo jq perl; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "bench: $tool is needed; install it first" >&2; exit 2; }
+done
+if command -v hyperfine >/dev/null 2>&1; then timer=hyperfine; else timer=loop; fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/vigil-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
+pm=$root/target/release/promise-matcher
+samples=$root/tests/fixtures/samples
+
+# median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
+median_ms() {
+  if [ "$timer" = hyperfine ]; then
+    hyperfine --style none --ignore-failure --warmup 3 --runs "$runs" --export-json "$work/h.json" "$1" >/dev/null 2>&1
+    jq -r '.results[0].median * 1000 | . * 1000 | round / 1000' "$work/h.json"
+  else
+    local times=() i start end
+    for ((i = 0; i < 3; i++)); do eval "$1" >/dev/null 2>&1 || true; done
+    for ((i = 0; i < runs; i++)); do
+      start=$(date +%s%N)
+      eval "$1" >/dev/null 2>&1 || true
+      end=$(date +%s%N)
+      times+=($((end - start)))
+    done
+    printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", a[int((NR+1)/2)]/1e6}'
+  fi
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+
+# transcript FILE MB: a Claude Code transcript of about MB megabytes whose last main-chain
+# assistant text declares DONE, followed by a tool_use-only line, as a real one ends.
+transcript() {
+  local file=$1 mb=$2 block count
+  block=$(printf '%s\n' \
+    '{"type":"user","isSidechain":false,"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"'"$(head -c 1800 /dev/zero | tr '\0' 'x')"'"}]}}' \
+    '{"type":"assistant","isSidechain":false,"message":{"role":"assistant","content":[{"type":"thinking","thinking":"Next step."}]}}' \
+    '{"type":"assistant","isSidechain":false,"message":{"role":"assistant","content":[{"type":"text","text":"Running the tests again."}]}}' \
+    '{"type":"assistant","isSidechain":false,"message":{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test"}}]}}')
+  count=$(( mb * 1024 * 1024 / (${#block} + 1) ))
+  { yes "$block" || true; } | head -n "$((count * 4))" >"$file"
+  printf '%s\n' \
+    '{"type":"assistant","isSidechain":false,"message":{"role":"assistant","content":[{"type":"text","text":"All tests pass.\n\n<promise>DONE</promise>"}]}}' \
+    '{"type":"assistant","isSidechain":false,"message":{"role":"assistant","content":[{"type":"tool_use","id":"t2","name":"TodoWrite","input":{"todos":[]}}]}}' >>"$file"
+}
+
+# terminal_log FILE MB: TUI output (colours, gutters, spinner frames) ending with the marker.
+terminal_log() {
+  local file=$1 mb=$2 line count
+  line=$'\e[2m\u2502\e[0m \e[36mworking\e[0m on step \e[1m42\e[0m of the plan, reading src/parse.rs \u2502\r'
+  count=$(( mb * 1024 * 1024 / (${#line} + 1) ))
+  { yes "$line" || true; } | head -n "$count" >"$file"
+  printf '\e[9;1H<<<VIGIL_DONE_%s>>>\r\n' "$token" >>"$file"
+}
+
+token=9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f
+marker="<<<VIGIL_DONE_$token>>>"
+cp "$samples/claude-stop.json" "$work/stop.json"
+
+true_ms=$(median_ms /bin/true)
+printf '| job | input | vigil (ms) | bash+jq (ms) | vigil ÷ /bin/true | bash+jq ÷ vigil |\n'
+printf '|---|---|---:|---:|---:|---:|\n'
+printf "| start a process | \`/bin/true\` | %s | | 1.00x | |\n" "$true_ms"
+
+row() { # job input vigil-cmd baseline-cmd
+  local v b
+  v=$(median_ms "$3")
+  b=$(median_ms "$4")
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$v" "$b" "$(ratio "$v" "$true_ms")" "$(ratio "$b" "$v")"
+}
+
+row "promise-matcher --hook" "Stop payload (last_assistant_message)" \
+  "$pm --hook <$work/stop.json" "bash $here/baseline/promise-hook.sh DONE <$work/stop.json"
+
+for mb in $sizes; do
+  transcript "$work/t$mb.jsonl" "$mb"
+  jq -c --arg t "$work/t$mb.jsonl" '.transcript_path = $t' "$samples/claude-stop-old-version.json" >"$work/old$mb.json"
+  "$pm" --hook <"$work/old$mb.json" >/dev/null || { echo "bench: the $mb MB transcript did not declare" >&2; exit 1; }
+  row "promise-matcher --hook" "transcript fallback, $mb MB" \
+    "$pm --hook <$work/old$mb.json" "bash $here/baseline/promise-hook.sh DONE <$work/old$mb.json"
+  rm -f "$work/t$mb.jsonl"
+done
+
+for mb in $sizes; do
+  terminal_log "$work/log$mb" "$mb"
+  "$pm" scan --token "$token" "$work/log$mb" || { echo "bench: the $mb MB log did not scan as found" >&2; exit 1; }
+  row "promise-matcher scan" "terminal log, $mb MB (64 KiB tail)" \
+    "$pm scan --token $token $work/log$mb" "bash $here/baseline/scan.sh '$marker' $work/log$mb"
+  # Not found: every view runs, the screen replay included (the common case while a task runs).
+  other=0000000000000000ffffffffffffffff
+  row "promise-matcher scan" "terminal log, $mb MB, not found (all 3 views)" \
+    "$pm scan --token $other $work/log$mb" "bash $here/baseline/scan.sh '<<<VIGIL_DONE_$other>>>' $work/log$mb"
+  rm -f "$work/log$mb"
+done
+
+{ yes "Step done; the old marker <<<VIGIL_DONE_$token>>> and <promise>DONE</promise> are quoted here." || true; } | head -c 1048576 >"$work/text"
+row "promise-matcher defang" "1 MB of text" "$pm defang $work/text" "bash $here/baseline/defang.sh $work/text"
+
+printf '\nMachine: %s, %s cores; timer: %s, %s runs a row, medians.\n' \
+  "$(uname -srm)" "$(nproc 2>/dev/null || echo '?')" "$timer" "$runs"
