@@ -3,14 +3,26 @@
 //! The binaries in `src/bin/` are thin doors; everything they do lives in these modules, one
 //! concern each. `../SPEC.md` of the project is the contract they implement.
 
+pub mod atomic;
+pub mod budget;
+pub mod check;
+pub mod cli;
 pub mod defang;
 pub mod error;
 pub mod exit;
+pub mod gate;
 pub mod hook;
 pub mod input;
+pub mod lock;
+pub mod loops;
+pub mod marker;
 pub mod output;
+pub mod process;
 pub mod promise;
+pub mod state;
+pub mod subject;
 pub mod terminal;
+pub mod time;
 pub mod token;
 pub mod transcript;
 

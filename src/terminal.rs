@@ -179,6 +179,39 @@ impl Escape {
     }
 }
 
+/// Output made readable as plain text: escape sequences and control characters removed, but
+/// line breaks and tabs kept; a carriage return starts the line over, as on a terminal (so a
+/// progress bar leaves only its last state).
+pub fn plain_text(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    let mut escape = Escape::None;
+    let mut line_start = 0;
+    let mut at = 0;
+    while at < bytes.len() {
+        let (c, len) = char_at(bytes, at);
+        match escape.step(c) {
+            Step::Again => continue,
+            Step::Swallowed => {}
+            Step::Text => match c {
+                '\n' => {
+                    text.push('\n');
+                    line_start = text.len();
+                }
+                '\r' => {
+                    if bytes.get(at + 1) != Some(&b'\n') {
+                        text.truncate(line_start);
+                    }
+                }
+                '\t' => text.push('\t'),
+                c if c.is_control() => {}
+                c => text.push(c),
+            },
+        }
+        at += len;
+    }
+    text
+}
+
 /// The flattened view: what `for_each_kept` keeps, in order.
 pub fn flatten(bytes: &[u8]) -> String {
     let mut flat = String::with_capacity(bytes.len());
@@ -272,6 +305,12 @@ mod tests {
         let raw =
             "\x1b[1;31m<<<A\x1b]0;title\x07B\x1bP q\x1b\\C \u{2502}\tD\r\n\x1b(B\x1b7E\u{2588}";
         assert_eq!(flatten(raw.as_bytes()), "<<<ABCDE");
+    }
+
+    #[test]
+    fn plain_text_keeps_lines_and_drops_escapes_and_overwritten_progress() {
+        let raw = b"\x1b[31merror\x1b[0m: bad\r\n 10%\r 50%\r100%\n\tdone\x07\n";
+        assert_eq!(plain_text(raw), "error: bad\n100%\n\tdone\n");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::{help, number, print, string_value};
 use vigil::defang::defang_bytes;
 use vigil::hook::HookInput;
 use vigil::input::Source;
@@ -205,7 +206,7 @@ fn token_command(args: Vec<OsString>) -> Result<Exit> {
             ));
         }
     };
-    Ok(stdout(format!("{text}\n").as_bytes()).map_or_else(|exit| exit, |()| Exit::Success))
+    Ok(print(format!("{text}\n").as_bytes()))
 }
 
 fn scan_command(args: Vec<OsString>) -> Result<Exit> {
@@ -259,28 +260,7 @@ fn defang_command(args: Vec<OsString>) -> Result<Exit> {
         }
     }
     let bytes = Source::from_arg(file).read_capped(MAX_TEXT, "the text")?;
-    Ok(stdout(&defang_bytes(&bytes, &prefixes)).map_or_else(|exit| exit, |()| Exit::Success))
-}
-
-fn help(text: &str) -> Result<Exit> {
-    Ok(stdout(text.as_bytes()).map_or_else(|exit| exit, |()| Exit::Success))
-}
-
-fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
-    parser
-        .value()?
-        .into_string()
-        .map_err(|_| Error::usage(format!("the value of {flag} is not valid UTF-8")))
-}
-
-fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Result<u64> {
-    let text = string_value(parser, flag)?;
-    match text.parse::<u64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(Error::usage(format!(
-            "{flag} takes a whole number from {min} to {max}, not {text:?}"
-        ))),
-    }
+    Ok(print(&defang_bytes(&bytes, &prefixes)))
 }
 
 fn set_file(file: &mut Option<PathBuf>, value: OsString) -> Result<()> {

@@ -1,0 +1,343 @@
+//! stop-gate: the Stop hook (SPEC §4), and `stop-gate loop` to start, inspect and cancel a
+//! Ralph loop.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+use vigil::cli::{help, number, print, string_value};
+use vigil::gate::{self, GateConfig};
+use vigil::hook::HookInput;
+use vigil::input::{Source, read_capped};
+use vigil::loops::{self, LoopState, StartRequest, Word};
+use vigil::marker::CheckName;
+use vigil::output::{diagnostic, stdout};
+use vigil::promise::Promise;
+use vigil::state::{Project, SessionId};
+use vigil::{Error, Exit, Result, time};
+
+const NAME: &str = "stop-gate";
+/// A prompt (or the raw arguments of `loop start`) larger than this is refused.
+const MAX_PROMPT: u64 = 1024 * 1024;
+
+const HELP: &str = "\
+stop-gate: the Stop hook that turns \"looks done\" into evidence.
+
+Usage:
+  stop-gate [--run CMD] [--timeout SECS] [--require-marker CHECK]... [--max-blocks N]
+            [--marker-max-age DURATION] [--subagents] [--state-dir DIR]      < hook JSON
+  stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--claim-within DURATION] [--prompt-file F | PROMPT...]
+  stop-gate loop status [--session ID] [--json]
+  stop-gate loop cancel [--session ID]
+
+As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
+checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
+denies; otherwise it allows (no output, or {\"systemMessage\":...} when the human should know).
+  1. the Ralph loop of this session, when one is running (see `stop-gate loop --help`)
+  2. --run CMD: `sh -c CMD` in the project must exit 0 within --timeout
+  3. --require-marker CHECK: a passed marker for exactly this worktree (see marker-writer)
+It always exits 0: a gate that cannot read its input or config blocks, and says why.
+
+Options:
+  --run CMD                 the check command (blocks with its last 20 lines when it fails)
+  --timeout SECS            how long the check may run (default 600); then its process group
+                            is killed and the stop is blocked
+  --require-marker CHECK    repeatable: require `marker-writer verify --check CHECK` to pass
+  --marker-max-age DURATION how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
+  --max-blocks N            consecutive blocks per session before a stop is let through,
+                            marked NOT verified (default 3; a pass resets the count)
+  --subagents               also gate SubagentStop (by default it is allowed untouched)
+  --state-dir DIR           where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  -h, --help                this text
+VIGIL_DISABLE=1 makes the hook allow at once.
+";
+
+const HELP_LOOP: &str = "\
+Usage:
+  stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
+  stop-gate loop start --args-stdin          < the same arguments as raw text
+  stop-gate loop status [--session ID] [--json] [--state-dir DIR]
+  stop-gate loop cancel [--session ID] [--state-dir DIR]
+
+A loop makes the Stop hook feed the same prompt back until the agent's last line is
+<promise>P</promise> (a declaration, not a mention) and every check of the hook passes, for at
+most N passes. A `needs-decision: QUESTION` line ends it for a human to answer.
+
+start:
+  --max-iterations N       required, 1 to 10000
+  --completion-promise P   required: the phrase the agent ends with, inside <promise> tags
+  --session ID             the session the loop belongs to; default $VIGIL_SESSION_ID, then
+                           $CLAUDE_CODE_SESSION_ID; without one, start refuses
+  --next-session           instead, the next session that starts in this project claims it
+                           (for `claude -p` and `codex exec`, whose id is not known yet)
+  --claim-within DURATION  with --next-session: unclaimed after this, it lapses (default 10m)
+  --prompt-file F          read the prompt from a file, byte for byte
+  --args-stdin             read all the arguments as raw text from stdin, without a shell
+                           (slash commands use it: quotes, $() and apostrophes stay as typed)
+Flags come before or after the prompt, as `--flag value` or `--flag=value`; `--` ends them.
+An unknown flag, or one of these inside the prompt, is an error, never part of the prompt.
+Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
+";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "loop") {
+        return match loop_command(args[1..].to_vec()) {
+            Ok(exit) => exit.into(),
+            Err(err) => {
+                diagnostic(NAME, &err.to_string());
+                err.exit().into()
+            }
+        };
+    }
+    if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
+        return ExitCode::SUCCESS;
+    }
+    let config = parse_gate(args);
+    if matches!(config, Ok(None)) {
+        let _ = stdout(HELP.as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    let config = config.map(|c| c.unwrap_or_default());
+    let input = HookInput::read(&Source::Stdin);
+    if let Some(json) = gate::decide(config, input).to_json() {
+        let _ = stdout(format!("{json}\n").as_bytes());
+    }
+    // A hook exits 0 whatever it decided: the decision is in the JSON.
+    ExitCode::SUCCESS
+}
+
+/// The hook's flags; `Ok(None)` for --help.
+fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
+    let mut config = GateConfig::default();
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("run") => {
+                let command = string_value(&mut parser, "--run")?;
+                if command.trim().is_empty() {
+                    return Err(Error::usage("--run needs a command"));
+                }
+                config.run = Some(command);
+            }
+            Long("timeout") => {
+                config.timeout = Duration::from_secs(number(&mut parser, "--timeout", 1, 86_400)?)
+            }
+            Long("require-marker") => config.markers.push(CheckName::parse(&string_value(
+                &mut parser,
+                "--require-marker",
+            )?)?),
+            Long("marker-max-age") => {
+                config.marker_max_age =
+                    time::parse_duration(&string_value(&mut parser, "--marker-max-age")?)?
+            }
+            Long("max-blocks") => {
+                config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
+            }
+            Long("subagents") => config.subagents = true,
+            Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(config))
+}
+
+fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
+    if args.is_empty() {
+        return Err(Error::usage(
+            "`stop-gate loop` needs start, status or cancel; see `stop-gate loop --help`",
+        ));
+    }
+    let action = args.remove(0);
+    match action.to_str() {
+        Some("start") => loop_start(args),
+        Some("status") => loop_status(args),
+        Some("cancel") => loop_cancel(args),
+        Some("-h" | "--help") => help(HELP_LOOP),
+        _ => Err(Error::usage(format!(
+            "unknown loop command {:?}; use start, status or cancel",
+            action.to_string_lossy()
+        ))),
+    }
+}
+
+fn loop_start(args: Vec<OsString>) -> Result<Exit> {
+    let mut args: Vec<String> = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|_| Error::usage("an argument is not valid UTF-8"))
+        })
+        .collect::<Result<_>>()?;
+    let request = if let Some(at) = args.iter().position(|a| a == "--args-stdin") {
+        args.remove(at);
+        if !args.is_empty() {
+            return Err(Error::usage(
+                "--args-stdin takes every argument from stdin; give no others",
+            ));
+        }
+        let bytes = read_capped(
+            std::io::stdin().lock(),
+            MAX_PROMPT,
+            "the arguments",
+            "-".as_ref(),
+        )?;
+        let raw = vigil::input::utf8(bytes, "the arguments")?;
+        let raw = raw.strip_suffix('\n').unwrap_or(&raw);
+        loops::parse_start(&loops::split_words(raw), Some(raw))?
+    } else {
+        let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
+        loops::parse_start(&words, None)?
+    };
+    if request.help {
+        return help(HELP_LOOP);
+    }
+    start_from(request)
+}
+
+fn start_from(request: StartRequest) -> Result<Exit> {
+    let max = request.max_iterations.as_deref().ok_or_else(|| {
+        Error::usage(
+            "`loop start` needs --max-iterations N (1 to 10000): a loop must never run forever",
+        )
+    })?;
+    let max = loops::parse_max_iterations(max)?;
+    let promise = request.completion_promise.as_deref().ok_or_else(|| {
+        Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
+    })?;
+    let promise = Promise::new(promise)?;
+    let prompt = match (&request.prompt_file, request.prompt) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the prompt as text or with --prompt-file, not both",
+            ));
+        }
+        (Some(file), None) => {
+            let bytes = Source::File(file.clone()).read_capped(MAX_PROMPT, "the prompt file")?;
+            vigil::input::utf8(bytes, "the prompt file")?
+        }
+        (None, Some(prompt)) => prompt,
+        (None, None) => {
+            return Err(Error::usage(
+                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
+            ));
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::usage("the prompt is empty"));
+    }
+    let project = Project::resolve(request.state_dir.as_deref(), None);
+    if request.next_session {
+        if request.session.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Err(Error::usage(
+                "--next-session and --session exclude each other",
+            ));
+        }
+        let within = match &request.claim_within {
+            Some(text) => time::parse_duration(text)?,
+            None => loops::DEFAULT_CLAIM_WITHIN,
+        };
+        loops::start_pending(
+            &project,
+            LoopState::new("pending", prompt, &promise, max),
+            within,
+        )?;
+        let line = format!(
+            "vigil loop pending: the next session to start in this project within {}s claims it; up to {max} passes, ending on {} with every check passing\n",
+            within.as_secs(),
+            promise.tagged()
+        );
+        return Ok(print(line.as_bytes()));
+    }
+    if request.claim_within.is_some() {
+        return Err(Error::usage("--claim-within goes with --next-session"));
+    }
+    let session = session_of(request.session)?;
+    loops::start(
+        &project,
+        &session,
+        LoopState::new(session.as_str(), prompt, &promise, max),
+    )?;
+    let line = format!(
+        "vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes\n",
+        promise.tagged()
+    );
+    Ok(print(line.as_bytes()))
+}
+
+/// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.
+fn session_of(flag: Option<String>) -> Result<SessionId> {
+    let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let raw = flag
+        .filter(|s| !s.is_empty())
+        .or_else(|| from_env("VIGIL_SESSION_ID"))
+        .or_else(|| from_env("CLAUDE_CODE_SESSION_ID"))
+        .ok_or_else(|| {
+            Error::usage(
+                "no session id: pass --session ID (or run inside Claude Code, which sets it); a loop never starts without knowing its session, so it cannot leak into another",
+            )
+        })?;
+    SessionId::parse(&raw).map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// The flags of `loop status` and `loop cancel`.
+fn session_flags(
+    args: Vec<OsString>,
+    allow_json: bool,
+) -> Result<Option<(Project, SessionId, bool)>> {
+    let mut session = None;
+    let mut state_dir = None;
+    let mut json = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("session") => session = Some(string_value(&mut parser, "--session")?),
+            Long("state-dir") => state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("json") if allow_json => json = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    let project = Project::resolve(state_dir.as_deref(), None);
+    Ok(Some((project, session_of(session)?, json)))
+}
+
+fn loop_status(args: Vec<OsString>) -> Result<Exit> {
+    let Some((project, session, json)) = session_flags(args, true)? else {
+        return help(HELP_LOOP);
+    };
+    let Some(state) = loops::load(&loops::path(&project, &session))? else {
+        diagnostic(NAME, &format!("no loop in session {session}"));
+        return Ok(Exit::Negative);
+    };
+    let text = if json {
+        serde_json::to_string(&state).expect("loop state serializes")
+    } else {
+        format!("session {session}: {}", state.summary())
+    };
+    Ok(print(format!("{text}\n").as_bytes()))
+}
+
+fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
+    let Some((project, session, _)) = session_flags(args, false)? else {
+        return help(HELP_LOOP);
+    };
+    match loops::cancel(&project, &session)? {
+        Some(state) => {
+            let line = format!(
+                "vigil loop cancelled in session {session} at pass {}/{}\n",
+                state.iteration, state.max_iterations
+            );
+            Ok(print(line.as_bytes()))
+        }
+        None => {
+            diagnostic(NAME, &format!("no running loop in session {session}"));
+            Ok(Exit::Negative)
+        }
+    }
+}

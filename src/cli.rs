@@ -1,0 +1,34 @@
+//! What every binary's flag parsing shares: typed flag values with errors that name the flag.
+
+use crate::error::{Error, Result};
+use crate::exit::Exit;
+use crate::output::stdout;
+
+/// The value of `flag` as UTF-8.
+pub fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
+    parser
+        .value()?
+        .into_string()
+        .map_err(|_| Error::usage(format!("the value of {flag} is not valid UTF-8")))
+}
+
+/// The value of `flag` as a whole number from `min` to `max`.
+pub fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Result<u64> {
+    let text = string_value(parser, flag)?;
+    match text.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(Error::usage(format!(
+            "{flag} takes a whole number from {min} to {max}, not {text:?}"
+        ))),
+    }
+}
+
+/// Prints a help text; success unless stdout is gone.
+pub fn help(text: &str) -> Result<Exit> {
+    Ok(print(text.as_bytes()))
+}
+
+/// Prints bytes and answers `Success`, or how the write ended when stdout is closed or broken.
+pub fn print(bytes: &[u8]) -> Exit {
+    stdout(bytes).map_or_else(|exit| exit, |()| Exit::Success)
+}

@@ -1,0 +1,552 @@
+//! The Ralph loop's state (SPEC §4): `.vigil/loops/<session_id>.json`, one loop per session.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::atomic::write_atomic;
+use crate::error::{Error, Result};
+use crate::lock::FileLock;
+use crate::promise::Promise;
+use crate::state::{Project, SessionId};
+use crate::time;
+
+pub const SCHEMA: &str = "vigil.loop/v1";
+pub const MAX_ITERATIONS: u32 = 10_000;
+pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
+/// A loop state file larger than this is not vigil's.
+const MAX_STATE: u64 = 1024 * 1024;
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoopStatus {
+    Running,
+    Passed,
+    Blocked,
+    Aborted,
+    Cancelled,
+}
+
+impl LoopStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopStatus::Running => "running",
+            LoopStatus::Passed => "passed",
+            LoopStatus::Blocked => "blocked",
+            LoopStatus::Aborted => "aborted",
+            LoopStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// `schemas/loop.schema.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopState {
+    pub schema: String,
+    pub session_id: String,
+    pub prompt: String,
+    pub completion_promise: String,
+    pub max_iterations: u32,
+    /// The pass now running: starts at 1.
+    pub iteration: u32,
+    pub status: LoopStatus,
+    pub started_at: String,
+    pub updated_at: String,
+    /// Only in `pending.json`: after this time no session may claim it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_before: Option<String>,
+}
+
+impl LoopState {
+    pub fn new(session: &str, prompt: String, promise: &Promise, max_iterations: u32) -> LoopState {
+        let now = time::now_rfc3339();
+        LoopState {
+            schema: SCHEMA.to_string(),
+            session_id: session.to_string(),
+            prompt,
+            completion_promise: promise.as_str().to_string(),
+            max_iterations,
+            iteration: 1,
+            status: LoopStatus::Running,
+            started_at: now.clone(),
+            updated_at: now,
+            claim_before: None,
+        }
+    }
+
+    pub fn promise(&self) -> Result<Promise> {
+        Promise::new(&self.completion_promise)
+    }
+
+    /// `running, pass 2/5, promise DONE`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}, pass {}/{}, promise {}",
+            self.status.as_str(),
+            self.iteration,
+            self.max_iterations,
+            self.completion_promise
+        )
+    }
+}
+
+pub fn path(project: &Project, session: &SessionId) -> PathBuf {
+    project.loops().join(format!("{session}.json"))
+}
+
+pub fn pending_path(project: &Project) -> PathBuf {
+    project.loops().join("pending.json")
+}
+
+/// Reads a loop state; `Ok(None)` when there is none.
+pub fn load(path: &Path) -> Result<Option<LoopState>> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read the loop state", path, &e)),
+    };
+    let bytes = crate::input::read_capped(file, MAX_STATE, "the loop state", path)?;
+    let state: LoopState = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::input(format!(
+            "the loop state {} is not valid: {e}",
+            path.display()
+        ))
+    })?;
+    if state.schema != SCHEMA {
+        return Err(Error::input(format!(
+            "the loop state {} has schema {:?}, not {SCHEMA:?}",
+            path.display(),
+            state.schema
+        )));
+    }
+    if state.max_iterations == 0
+        || state.max_iterations > MAX_ITERATIONS
+        || Promise::new(&state.completion_promise).is_err()
+    {
+        return Err(Error::input(format!(
+            "the loop state {} has an impossible max_iterations or completion_promise",
+            path.display()
+        )));
+    }
+    Ok(Some(state))
+}
+
+/// Writes a loop state atomically, stamping `updated_at`.
+pub fn save(path: &Path, state: &mut LoopState) -> Result<()> {
+    state.updated_at = time::now_rfc3339();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    let mut json = serde_json::to_vec_pretty(state).expect("loop state serializes");
+    json.push(b'\n');
+    write_atomic(path, &json, 0o644).map_err(|e| Error::io("write the loop state", path, &e))
+}
+
+/// Locks a session's loop for a read-modify-write.
+pub fn lock(project: &Project, session: &SessionId) -> Result<FileLock> {
+    let dir = project.loops();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let lock_path = dir.join(format!("{session}.lock"));
+    FileLock::acquire(&lock_path, LOCK_WAIT).map_err(|e| Error::io("lock", &lock_path, &e))
+}
+
+/// Starts a loop for a session, refusing when one is already running there.
+pub fn start(project: &Project, session: &SessionId, mut state: LoopState) -> Result<LoopState> {
+    let _lock = lock(project, session)?;
+    let path = path(project, session);
+    if let Ok(Some(existing)) = load(&path)
+        && existing.status == LoopStatus::Running
+    {
+        return Err(Error::usage(format!(
+            "a loop is already running in session {session} ({}); cancel it first with `stop-gate loop cancel --session {session}`",
+            existing.summary()
+        )));
+    }
+    save(&path, &mut state)?;
+    Ok(state)
+}
+
+/// Writes the loop that the next session starting in the project will claim within `within`.
+pub fn start_pending(
+    project: &Project,
+    mut state: LoopState,
+    within: Duration,
+) -> Result<LoopState> {
+    let path = pending_path(project);
+    let deadline = std::time::SystemTime::now() + within;
+    state.claim_before = Some(time::format_rfc3339(deadline));
+    save(&path, &mut state)?;
+    Ok(state)
+}
+
+/// Claims the pending loop for `session` by an atomic rename, so exactly one session owns it.
+/// A pending loop past its `claim_before` is never claimed. `Ok(None)` when there is nothing
+/// to claim.
+pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    let pending = pending_path(project);
+    let Some(state) = load(&pending)? else {
+        return Ok(None);
+    };
+    let deadline = state
+        .claim_before
+        .as_deref()
+        .and_then(time::parse_rfc3339)
+        .unwrap_or(0.0);
+    if time::now_secs() > deadline {
+        return Ok(None);
+    }
+    let _lock = lock(project, session)?;
+    let target = path(project, session);
+    if let Ok(Some(existing)) = load(&target)
+        && existing.status == LoopStatus::Running
+    {
+        return Ok(None);
+    }
+    // Whoever renames first owns it; the others find nothing to rename.
+    let claimed = project.loops().join(format!(".{session}.claimed"));
+    match std::fs::rename(&pending, &claimed) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("claim", &pending, &e)),
+    }
+    let mut state = load(&claimed)?.ok_or_else(|| Error::input("the claimed loop vanished"))?;
+    state.session_id = session.to_string();
+    state.claim_before = None;
+    save(&target, &mut state)?;
+    let _ = std::fs::remove_file(&claimed);
+    Ok(Some(state))
+}
+
+/// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
+pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    let _lock = lock(project, session)?;
+    let path = path(project, session);
+    match load(&path)? {
+        Some(mut state) if state.status == LoopStatus::Running => {
+            state.status = LoopStatus::Cancelled;
+            save(&path, &mut state)?;
+            Ok(Some(state))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What `loop start` was asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StartRequest {
+    pub max_iterations: Option<String>,
+    pub completion_promise: Option<String>,
+    pub session: Option<String>,
+    pub next_session: bool,
+    pub claim_within: Option<String>,
+    pub prompt_file: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub prompt: Option<String>,
+    pub help: bool,
+}
+
+/// A word of the arguments: its text (outer quotes removed) and where it stood in raw text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Word {
+    pub text: String,
+    pub span: Option<(usize, usize)>,
+    quoted: bool,
+}
+
+impl Word {
+    pub fn plain(text: &str) -> Word {
+        Word {
+            text: text.to_string(),
+            span: None,
+            quoted: false,
+        }
+    }
+}
+
+/// Splits raw argument text into words without a shell: whitespace separates words; a word
+/// that opens with `"` or `'` runs to the matching quote (an apostrophe inside a word, as in
+/// `don't`, is just a letter); nothing is expanded.
+pub fn split_words(raw: &str) -> Vec<Word> {
+    let bytes = raw.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if let Some(end) = quoted_end(raw, i) {
+            words.push(Word {
+                text: raw[i + 1..end - 1].to_string(),
+                span: Some((start, end)),
+                quoted: true,
+            });
+            i = end;
+            continue;
+        }
+        let mut text = String::new();
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            // `--flag="a b"`: a quoted value after `=` runs to its closing quote.
+            if bytes[i] == b'='
+                && raw[start..].starts_with("--")
+                && let Some(end) = quoted_end(raw, i + 1)
+            {
+                text.push('=');
+                text.push_str(&raw[i + 2..end - 1]);
+                i = end;
+                break;
+            }
+            let c = raw[i..].chars().next().unwrap_or(' ');
+            text.push(c);
+            i += c.len_utf8();
+        }
+        words.push(Word {
+            text,
+            span: Some((start, i)),
+            quoted: false,
+        });
+    }
+    words
+}
+
+/// When a quote opens at `at` and closes before whitespace or the end: the index after it.
+fn quoted_end(raw: &str, at: usize) -> Option<usize> {
+    let quote = *raw.as_bytes().get(at)?;
+    if !matches!(quote, b'"' | b'\'') {
+        return None;
+    }
+    let end = at + 1 + raw[at + 1..].find(char::from(quote))? + 1;
+    (end == raw.len() || raw.as_bytes()[end].is_ascii_whitespace()).then_some(end)
+}
+
+const VALUE_FLAGS: [&str; 6] = [
+    "--max-iterations",
+    "--completion-promise",
+    "--session",
+    "--claim-within",
+    "--prompt-file",
+    "--state-dir",
+];
+const SWITCH_FLAGS: [&str; 2] = ["--next-session", "--help"];
+
+/// `--name` or `--name=value`: two dashes and a letter (`---` and `--` are not flags).
+fn is_flag_word(text: &str) -> bool {
+    text.len() > 2 && text.starts_with("--") && text.as_bytes()[2].is_ascii_alphabetic()
+}
+
+/// Parses `loop start` words: flags before the prompt and after it, in `--flag value` or
+/// `--flag=value` form; `--` ends the flags and everything after it is prompt. An unknown flag,
+/// or one of ours inside the prompt, is an error: a flag is never swallowed into the prompt.
+/// With `raw`, the prompt is cut from it verbatim; otherwise its words are joined by spaces.
+pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
+    let mut request = StartRequest::default();
+    let mut i = 0;
+    let mut end = words.len();
+    // Leading flags.
+    while i < end {
+        let text = words[i].text.as_str();
+        if text == "--" && !words[i].quoted {
+            i += 1;
+            break;
+        }
+        if words[i].quoted || !(is_flag_word(text) || (i == 0 && text == "-h")) {
+            break;
+        }
+        i += take_flag(&mut request, &words[i..end])?;
+    }
+    // Trailing flags, unless `--` ended them.
+    let ended = i > 0 && words[i - 1].text == "--";
+    if !ended {
+        loop {
+            if end > i && !words[end - 1].quoted && is_flag_word(&words[end - 1].text) {
+                take_flag(&mut request, &words[end - 1..end])?;
+                end -= 1;
+            } else if end >= i + 2
+                && !words[end - 2].quoted
+                && VALUE_FLAGS.contains(&words[end - 2].text.as_str())
+            {
+                take_flag(&mut request, &words[end - 2..end])?;
+                end -= 2;
+            } else {
+                break;
+            }
+        }
+        if let Some(word) = words[i..end].iter().find(|w| {
+            !w.quoted
+                && flag_name(&w.text)
+                    .is_some_and(|n| VALUE_FLAGS.contains(&n) || SWITCH_FLAGS.contains(&n))
+        }) {
+            return Err(Error::usage(format!(
+                "{} stands inside the prompt; put flags before or after the prompt, or the prompt in --prompt-file",
+                word.text
+            )));
+        }
+    }
+    if i < end {
+        let prompt = match (raw, words[i].span, words[end - 1].span) {
+            (Some(raw), Some((start, _)), Some((_, stop))) => {
+                if end - i == 1 && words[i].quoted {
+                    words[i].text.clone()
+                } else {
+                    raw[start..stop].to_string()
+                }
+            }
+            _ => words[i..end]
+                .iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        request.prompt = Some(prompt);
+    }
+    Ok(request)
+}
+
+fn flag_name(text: &str) -> Option<&str> {
+    let name = text.split_once('=').map_or(text, |(name, _)| name);
+    is_flag_word(name).then_some(name)
+}
+
+/// Applies the flag at `words[0]`, returning how many words it used.
+fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
+    let text = words[0].text.as_str();
+    let (name, inline) = match text.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_string())),
+        None => (text, None),
+    };
+    if name == "-h" || name == "--help" {
+        request.help = true;
+        return Ok(1);
+    }
+    if name == "--next-session" {
+        if inline.is_some() {
+            return Err(Error::usage("--next-session takes no value"));
+        }
+        request.next_session = true;
+        return Ok(1);
+    }
+    if !VALUE_FLAGS.contains(&name) {
+        return Err(Error::usage(format!(
+            "unknown flag {name} for `loop start`; the flags are {} and --next-session",
+            VALUE_FLAGS.join(", ")
+        )));
+    }
+    let (value, used) = match inline {
+        Some(value) => (value, 1),
+        None => match words.get(1) {
+            Some(word) => (word.text.clone(), 2),
+            None => return Err(Error::usage(format!("{name} needs a value"))),
+        },
+    };
+    let slot = match name {
+        "--max-iterations" => &mut request.max_iterations,
+        "--completion-promise" => &mut request.completion_promise,
+        "--session" => &mut request.session,
+        "--claim-within" => &mut request.claim_within,
+        "--prompt-file" => {
+            request.prompt_file = Some(PathBuf::from(value));
+            return Ok(used);
+        }
+        _ => {
+            request.state_dir = Some(PathBuf::from(value));
+            return Ok(used);
+        }
+    };
+    *slot = Some(value);
+    Ok(used)
+}
+
+/// Parses `--max-iterations`: 1 to 10000.
+pub fn parse_max_iterations(text: &str) -> Result<u32> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_ITERATIONS).contains(&n) => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--max-iterations takes a whole number from 1 to {MAX_ITERATIONS}, not {text:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> StartRequest {
+        parse_start(&split_words(text), Some(text)).unwrap()
+    }
+
+    #[test]
+    fn leading_flags_in_both_forms_then_the_prompt_verbatim() {
+        let r =
+            raw("--max-iterations=5 --completion-promise 'ALL DONE' Fix it; don't stop $(x) \"q\"");
+        assert_eq!(r.max_iterations.as_deref(), Some("5"));
+        assert_eq!(r.completion_promise.as_deref(), Some("ALL DONE"));
+        assert_eq!(r.prompt.as_deref(), Some("Fix it; don't stop $(x) \"q\""));
+    }
+
+    #[test]
+    fn trailing_flags_as_ralph_users_write_them() {
+        let r = raw("Fix the tests --max-iterations 5 --completion-promise=\"ALL TESTS PASS\"");
+        assert_eq!(r.prompt.as_deref(), Some("Fix the tests"));
+        assert_eq!(r.max_iterations.as_deref(), Some("5"));
+        assert_eq!(r.completion_promise.as_deref(), Some("ALL TESTS PASS"));
+    }
+
+    #[test]
+    fn a_single_quoted_prompt_loses_its_quotes() {
+        assert_eq!(
+            raw("--max-iterations 2 \"Fix it\"").prompt.as_deref(),
+            Some("Fix it")
+        );
+    }
+
+    #[test]
+    fn multi_line_prompt_with_dashes_is_kept() {
+        let text =
+            "--max-iterations 3 --completion-promise DONE ---\ntitle: x\n---\nBody  with  spaces\n";
+        assert_eq!(
+            raw(text).prompt.as_deref(),
+            Some("---\ntitle: x\n---\nBody  with  spaces")
+        );
+    }
+
+    #[test]
+    fn unknown_flags_and_our_flags_inside_the_prompt_are_refused() {
+        let words = split_words("--max-iterations 3 --verbose Fix");
+        assert!(
+            parse_start(&words, None)
+                .unwrap_err()
+                .to_string()
+                .contains("--verbose")
+        );
+        let text = "--max-iterations 3 Fix --completion-promise DONE it";
+        assert!(
+            parse_start(&split_words(text), Some(text))
+                .unwrap_err()
+                .to_string()
+                .contains("inside the prompt")
+        );
+    }
+
+    #[test]
+    fn a_prompt_ending_in_dash_h_keeps_it() {
+        assert_eq!(
+            raw("--max-iterations 2 list files with ls -h")
+                .prompt
+                .as_deref(),
+            Some("list files with ls -h")
+        );
+        assert!(raw("-h").help);
+    }
+
+    #[test]
+    fn double_dash_ends_the_flags() {
+        let text = "--max-iterations 3 -- --max-iterations is a flag";
+        assert_eq!(
+            raw(text).prompt.as_deref(),
+            Some("--max-iterations is a flag")
+        );
+    }
+}

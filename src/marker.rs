@@ -1,0 +1,304 @@
+//! Markers (SPEC §5): a payload `<key>.json` recording what happened, then an empty gate file
+//! `<key>.ok`, in `.vigil/markers/<check>/`, where `<key>` is the subject with `:` as `-`.
+//! Verification fails closed: anything it cannot read, parse or match denies.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::state::Project;
+use crate::subject;
+use crate::time;
+
+pub const SCHEMA: &str = "vigil.marker/v1";
+/// A payload larger than this is malformed.
+pub const MAX_PAYLOAD: u64 = 64 * 1024;
+/// How far in the future `created_at` may be before it counts as forged or broken.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+
+/// A check name: `^[A-Za-z0-9._-]{1,64}$`, not `.` or `..`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckName(String);
+
+impl CheckName {
+    pub fn parse(raw: &str) -> Result<CheckName> {
+        let valid = (1..=64).contains(&raw.len())
+            && raw != "."
+            && raw != ".."
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return Err(Error::usage(format!(
+                "check name {raw:?} is not 1 to 64 of A-Z a-z 0-9 . _ - (and not . or ..)"
+            )));
+        }
+        Ok(CheckName(raw.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CheckName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Passed,
+    Failed,
+    Blocked,
+    Aborted,
+}
+
+impl Status {
+    pub fn parse(raw: &str) -> Result<Status> {
+        match raw {
+            "passed" => Ok(Status::Passed),
+            "failed" => Ok(Status::Failed),
+            "blocked" => Ok(Status::Blocked),
+            "aborted" => Ok(Status::Aborted),
+            _ => Err(Error::usage(format!(
+                "status {raw:?} is not passed, failed, blocked or aborted"
+            ))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::Failed => "failed",
+            Status::Blocked => "blocked",
+            Status::Aborted => "aborted",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Writer {
+    pub name: String,
+    pub version: String,
+    pub host: String,
+    pub user: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// The command as a shell would show it, each argument quoted when it needs to be.
+    pub command: String,
+    pub exit_code: i32,
+    pub duration_ms: u64,
+    pub output_sha256: String,
+}
+
+/// The payload, `schemas/marker.schema.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    pub schema: String,
+    pub check: String,
+    pub status: Status,
+    pub subject: String,
+    pub created_at: String,
+    pub writer: Writer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Run>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Why verification denied: the first reason found (SPEC §5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Denial {
+    /// The check has no marker at all.
+    Missing,
+    /// Markers exist, but for other content; or a payload names another subject than its file.
+    SubjectMismatch(String),
+    Malformed(String),
+    Status(Status),
+    Stale(String),
+}
+
+impl Denial {
+    /// The reason word of SPEC §5: `missing`, `subject mismatch`, `malformed`, `status <s>`, `stale`.
+    pub fn reason(&self) -> String {
+        match self {
+            Denial::Missing => "missing".into(),
+            Denial::SubjectMismatch(_) => "subject mismatch".into(),
+            Denial::Malformed(_) => "malformed".into(),
+            Denial::Status(status) => format!("status {}", status.as_str()),
+            Denial::Stale(_) => "stale".into(),
+        }
+    }
+
+    /// The reason word and what it means, in one line.
+    pub fn describe(&self) -> String {
+        match self {
+            Denial::Missing => "missing: there is no marker for this check".into(),
+            Denial::Status(status) => {
+                format!(
+                    "status {}: the last run for this content did not pass",
+                    status.as_str()
+                )
+            }
+            Denial::SubjectMismatch(detail) | Denial::Malformed(detail) | Denial::Stale(detail) => {
+                format!("{}: {detail}", self.reason())
+            }
+        }
+    }
+}
+
+/// Where the markers of a check live.
+pub fn check_dir(project: &Project, check: &CheckName) -> PathBuf {
+    project.markers().join(check.as_str())
+}
+
+/// The payload and gate paths of a subject's marker.
+pub fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf, PathBuf) {
+    let dir = check_dir(project, check);
+    let key = subject::key(subject_id);
+    (
+        dir.join(format!("{key}.json")),
+        dir.join(format!("{key}.ok")),
+    )
+}
+
+/// Verifies the marker of `check` for `subject_id`: the gate file and payload exist, the
+/// payload is well formed, names this check and subject, says `passed`, and is younger than
+/// `max_age` (and not from the future). Returns the payload, or the first reason to deny.
+pub fn verify(
+    project: &Project,
+    check: &CheckName,
+    subject_id: &str,
+    max_age: Duration,
+) -> std::result::Result<Payload, Denial> {
+    let (payload_path, gate_path) = paths(project, check, subject_id);
+    if !gate_path.is_file() {
+        return Err(if has_other_markers(&check_dir(project, check)) {
+            Denial::SubjectMismatch(format!(
+                "the markers of `{check}` are for other content; this content is {subject_id}"
+            ))
+        } else {
+            Denial::Missing
+        });
+    }
+    let payload = read_payload(&payload_path)?;
+    if payload.schema != SCHEMA {
+        return Err(Denial::Malformed(format!(
+            "schema is {:?}, not {SCHEMA:?}",
+            payload.schema
+        )));
+    }
+    if payload.check != check.as_str() {
+        return Err(Denial::Malformed(format!(
+            "the payload is for check {:?}, not {check:?}",
+            payload.check
+        )));
+    }
+    if payload.subject != subject_id {
+        return Err(Denial::SubjectMismatch(format!(
+            "the payload names {} but its file is for {subject_id}",
+            payload.subject
+        )));
+    }
+    if payload.status != Status::Passed {
+        return Err(Denial::Status(payload.status));
+    }
+    let Some(created) = time::parse_rfc3339(&payload.created_at) else {
+        return Err(Denial::Malformed(format!(
+            "created_at {:?} is not an RFC 3339 time",
+            payload.created_at
+        )));
+    };
+    let age = time::now_secs() - created;
+    if age < -CLOCK_SKEW.as_secs_f64() {
+        return Err(Denial::Malformed(format!(
+            "created_at {} is in the future",
+            payload.created_at
+        )));
+    }
+    if age > max_age.as_secs_f64() {
+        return Err(Denial::Stale(format!(
+            "written {} ago, older than {}",
+            human_age(age),
+            human_age(max_age.as_secs_f64())
+        )));
+    }
+    Ok(payload)
+}
+
+/// Reads and parses a payload; every failure is `malformed`.
+pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
+    let bytes = match std::fs::File::open(path) {
+        Ok(file) => crate::input::read_capped(file, MAX_PAYLOAD, "the payload", path)
+            .map_err(|e| Denial::Malformed(e.to_string()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Denial::Malformed(
+                "the gate file has no payload beside it".into(),
+            ));
+        }
+        Err(e) => {
+            return Err(Denial::Malformed(format!(
+                "cannot read the payload: {}",
+                crate::error::plain_io(&e)
+            )));
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| Denial::Malformed(format!("the payload is not a valid marker: {e}")))
+}
+
+fn has_other_markers(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(".ok"))
+    })
+}
+
+/// The command the newest payload of a check was produced by, if any recorded one.
+pub fn last_command(project: &Project, check: &CheckName) -> Option<String> {
+    let entries = std::fs::read_dir(check_dir(project, check)).ok()?;
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max()
+        .and_then(|(_, path)| read_payload(&path).ok()?.run.map(|run| run.command))
+}
+
+fn human_age(secs: f64) -> String {
+    let secs = secs.max(0.0) as u64;
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        7200..=172_799 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_names() {
+        for good in ["tests", "lint.strict", "a-b_c", &"x".repeat(64)] {
+            assert!(CheckName::parse(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".", "..", "a/b", "../x", "a b", &"x".repeat(65)] {
+            assert!(CheckName::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

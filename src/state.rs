@@ -1,0 +1,113 @@
+//! Where vigil keeps its state (SPEC §2): `<project>/.vigil/`, and the session ids that name
+//! files in it.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// The project a hook works on and the state directory inside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Project {
+    /// `$CLAUDE_PROJECT_DIR`, else the hook input's `cwd`, else the working directory.
+    pub dir: PathBuf,
+    /// `--state-dir`, else `$VIGIL_STATE_DIR`, else `<dir>/.vigil`.
+    pub state: PathBuf,
+}
+
+impl Project {
+    pub fn resolve(state_dir_flag: Option<&Path>, input_cwd: Option<&Path>) -> Project {
+        let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
+        let dir = std::env::var_os("CLAUDE_PROJECT_DIR")
+            .and_then(nonempty)
+            .or_else(|| input_cwd.map(Path::to_path_buf))
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let state = state_dir_flag
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("VIGIL_STATE_DIR").and_then(nonempty))
+            .unwrap_or_else(|| dir.join(".vigil"));
+        Project { dir, state }
+    }
+
+    pub fn loops(&self) -> PathBuf {
+        self.state.join("loops")
+    }
+
+    pub fn sessions(&self) -> PathBuf {
+        self.state.join("sessions")
+    }
+
+    pub fn markers(&self) -> PathBuf {
+        self.state.join("markers")
+    }
+}
+
+/// A session id safe to use in a file name: `^[A-Za-z0-9._-]{1,128}$`, not `.` or `..`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SessionId(String);
+
+impl SessionId {
+    pub fn parse(raw: &str) -> Result<SessionId> {
+        let valid = (1..=128).contains(&raw.len())
+            && raw != "."
+            && raw != ".."
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            let shown: String = raw.chars().take(40).collect();
+            return Err(Error::input(format!(
+                "session id {shown:?} is not 1 to 128 of A-Z a-z 0-9 . _ - (and not . or ..); refusing to use it in a file name"
+            )));
+        }
+        Ok(SessionId(raw.to_string()))
+    }
+
+    /// The id used for state when the input names no usable session.
+    pub fn unknown() -> SessionId {
+        SessionId("unknown".to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_session_ids_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "../../etc/passwd",
+            "a/b",
+            "/abs",
+            "a\0b",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
+            assert!(SessionId::parse(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "00893aaf-19fa-41d2-8238-13269b9b3ca0",
+            "a",
+            "...",
+            "x.y_z-1",
+            &"x".repeat(128),
+        ] {
+            assert!(SessionId::parse(good).is_ok(), "{good:?}");
+        }
+    }
+}

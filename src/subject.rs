@@ -1,0 +1,181 @@
+//! What a marker vouches for (SPEC §5): the exact content, as a hash.
+//!
+//! `worktree` is the git tree of the working tree with untracked, non-ignored files, computed
+//! through a temporary index so the user's index, HEAD and files are never touched.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::process;
+use crate::state::Project;
+
+/// How long one git call may take before the subject counts as unknown.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A subject as named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Worktree,
+    File(PathBuf),
+    Stdin,
+}
+
+impl Subject {
+    /// `worktree`, `file:PATH` or `stdin`.
+    pub fn parse(text: &str) -> Result<Subject> {
+        match text {
+            "worktree" => Ok(Subject::Worktree),
+            "stdin" => Ok(Subject::Stdin),
+            _ => match text.strip_prefix("file:") {
+                Some(path) if !path.is_empty() => Ok(Subject::File(PathBuf::from(path))),
+                _ => Err(Error::usage(format!(
+                    "unknown subject {text:?}; use worktree, file:PATH or stdin"
+                ))),
+            },
+        }
+    }
+
+    /// The subject's id, e.g. `git-tree:4b825d…` or `sha256:e3b0c4…`. `stdin` hashes `stdin`.
+    pub fn id(&self, project: &Project, stdin: Option<&[u8]>) -> Result<String> {
+        match self {
+            Subject::Worktree => worktree_tree(&project.dir, &project.state),
+            Subject::File(path) => {
+                let path = project.dir.join(path);
+                let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
+                Ok(sha256_id(&bytes))
+            }
+            Subject::Stdin => Ok(sha256_id(stdin.unwrap_or_default())),
+        }
+    }
+}
+
+/// The file-name key of a subject id: `:` becomes `-`.
+pub fn key(subject_id: &str) -> String {
+    subject_id.replace(':', "-")
+}
+
+pub fn sha256_id(bytes: &[u8]) -> String {
+    format!("sha256:{}", sha256_hex(bytes))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `git-tree:<id>` of the working tree, tracked and untracked non-ignored files alike. vigil's
+/// own state directory is left out: writing a marker must not change what it vouches for.
+pub fn worktree_tree(project_dir: &Path, state_dir: &Path) -> Result<String> {
+    let toplevel = git(project_dir, &["rev-parse", "--show-toplevel"], None)
+        .map_err(|e| Error::input(format!("the worktree subject needs a git repository: {e}")))?;
+    let toplevel = PathBuf::from(toplevel);
+    let git_dir = PathBuf::from(git(&toplevel, &["rev-parse", "--absolute-git-dir"], None)?);
+    let temp = tempfile::tempdir()
+        .map_err(|e| Error::Io(format!("cannot make a temporary index: {e}")))?;
+    let index = temp.path().join("index");
+    // Starting from a copy of the real index lets git reuse its stat cache.
+    let real_index = git_dir.join("index");
+    if real_index.is_file() {
+        std::fs::copy(&real_index, &index).map_err(|e| Error::io("copy", &real_index, &e))?;
+    }
+    let mut add = vec!["add".to_string(), "--all".into(), "--".into(), ".".into()];
+    let state = canonical(state_dir);
+    let top = canonical(&toplevel);
+    if let Ok(inside) = state.strip_prefix(&top)
+        && !inside.as_os_str().is_empty()
+    {
+        add.push(format!(":(exclude,top,literal){}", inside.display()));
+    }
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    git(&toplevel, &add, Some(&index))?;
+    let tree = git(&toplevel, &["write-tree"], Some(&index))?;
+    Ok(format!("git-tree:{tree}"))
+}
+
+/// The canonical form of a path that may not exist yet: its longest existing ancestor
+/// canonicalized, the rest appended (so the answer is the same before and after it is made).
+fn canonical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(found, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// Runs git in `dir` (with `index` as GIT_INDEX_FILE when given), returning its trimmed stdout.
+fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0");
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
+    }
+    let shown = format!("git {}", args.join(" "));
+    let done = process::run(cmd, GIT_TIMEOUT, false, 1 << 20)
+        .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
+    match done.outcome {
+        process::Outcome::Exited(0) => Ok(String::from_utf8_lossy(&done.output).trim().to_string()),
+        process::Outcome::TimedOut => Err(Error::Io(format!(
+            "`{shown}` timed out after {}s",
+            GIT_TIMEOUT.as_secs()
+        ))),
+        other => {
+            let stderr = String::from_utf8_lossy(&done.errors);
+            let first = stderr
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message");
+            Err(Error::Io(format!(
+                "`{shown}` failed (exit {}): {first}",
+                other.code()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_parse() {
+        assert_eq!(Subject::parse("worktree").unwrap(), Subject::Worktree);
+        assert_eq!(
+            Subject::parse("file:a/b.txt").unwrap(),
+            Subject::File("a/b.txt".into())
+        );
+        assert_eq!(Subject::parse("stdin").unwrap(), Subject::Stdin);
+        assert!(Subject::parse("file:").is_err());
+        assert!(Subject::parse("tree").is_err());
+    }
+
+    #[test]
+    fn keys_replace_colons() {
+        assert_eq!(key("git-tree:abc"), "git-tree-abc");
+        assert_eq!(
+            sha256_id(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}
