@@ -2,4 +2,5 @@
 
 mod promise_matcher;
 mod properties;
+mod stop_gate;
 mod support;

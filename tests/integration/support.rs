@@ -73,3 +73,51 @@ pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> Str
     assert!(stderr.starts_with(&format!("{binary}: ")), "{stderr:?}");
     stderr
 }
+
+pub fn stop_gate() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"));
+    cmd.env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("VIGIL_SESSION_ID")
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    cmd
+}
+
+/// Runs git in `dir`, panicking with its stderr when it fails; returns trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// Every file below `dir`, as paths relative to it, sorted.
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

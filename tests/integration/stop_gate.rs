@@ -1,0 +1,1288 @@
+//! stop-gate, driven as Claude Code and Codex drive it (SPEC §4).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A throwaway project, and the ways a test talks to stop-gate about it.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+/// What a Stop hook run printed.
+struct Stop {
+    json: Option<Value>,
+}
+
+impl Stop {
+    fn blocked(&self) -> bool {
+        self.json.as_ref().is_some_and(|j| j["decision"] == "block")
+    }
+
+    fn reason(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j["reason"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn system_message(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j["systemMessage"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    fn silent_allow(&self) -> bool {
+        self.json.is_none()
+    }
+}
+
+impl Project {
+    fn new() -> Project {
+        Project {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn git() -> Project {
+        let project = Project::new();
+        git(project.path(), &["init", "-q", "-b", "main"]);
+        std::fs::write(project.path().join("lib.rs"), "fn main() {}\n").unwrap();
+        git(project.path(), &["add", "."]);
+        git(project.path(), &["commit", "-qm", "init"]);
+        project
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn vigil(&self) -> PathBuf {
+        self.path().join(".vigil")
+    }
+
+    fn payload(&self, session: &str, message: Option<&str>) -> Value {
+        let mut payload: Value =
+            serde_json::from_str(&read_fixture("samples/claude-stop.json")).unwrap();
+        payload["session_id"] = json!(session);
+        payload["cwd"] = json!(self.path());
+        payload["transcript_path"] = Value::Null;
+        match message {
+            Some(text) => payload["last_assistant_message"] = json!(text),
+            None => {
+                payload
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("last_assistant_message");
+            }
+        }
+        payload
+    }
+
+    /// Runs the Stop hook with `args` on `payload`, checking the rules every output obeys:
+    /// exit 0, stdout empty or one JSON object of the Stop output schema, never plain text.
+    fn stop_with(&self, args: &[&str], stdin: impl Into<Vec<u8>>) -> Stop {
+        let output = stop_gate()
+            .args(args)
+            .current_dir(self.path())
+            .write_stdin(stdin)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "a hook exits 0; stderr {:?}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+        if stdout.is_empty() {
+            return Stop { json: None };
+        }
+        assert!(
+            stdout.ends_with('\n') && stdout.trim_end().lines().count() == 1,
+            "one JSON line: {stdout:?}"
+        );
+        let json: Value = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("plain text on stdout ({e}): {stdout:?}"));
+        assert_valid("stop-output.schema.json", &json);
+        Stop { json: Some(json) }
+    }
+
+    fn stop(&self, args: &[&str], session: &str, message: Option<&str>) -> Stop {
+        self.stop_with(args, self.payload(session, message).to_string())
+    }
+
+    fn start(&self, args: &[&str]) -> std::process::Output {
+        stop_gate()
+            .arg("loop")
+            .arg("start")
+            .args(args)
+            .current_dir(self.path())
+            .output()
+            .unwrap()
+    }
+
+    fn start_ok(&self, session: &str, max: u32, prompt: &str) {
+        let output = self.start(&[
+            "--session",
+            session,
+            "--max-iterations",
+            &max.to_string(),
+            "--completion-promise",
+            "DONE",
+            "--",
+            prompt,
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    fn loop_state(&self, session: &str) -> Value {
+        let text =
+            std::fs::read_to_string(self.vigil().join("loops").join(format!("{session}.json")))
+                .unwrap();
+        let state: Value = serde_json::from_str(&text).unwrap();
+        assert_valid("loop.schema.json", &state);
+        state
+    }
+
+    fn session_record(&self, session: &str) -> Value {
+        let text = std::fs::read_to_string(
+            self.vigil()
+                .join("sessions")
+                .join(format!("{session}.json")),
+        )
+        .unwrap();
+        let record: Value = serde_json::from_str(&text).unwrap();
+        assert_valid("session.schema.json", &record);
+        record
+    }
+}
+
+const DECLARED: &str = "Everything works now.\n\n<promise>DONE</promise>";
+
+// --- Check 1: the Ralph loop --------------------------------------------------------------
+
+#[test]
+fn loop_without_a_declaration_blocks_until_max_iterations_then_allows_as_aborted() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "Fix the parser.");
+    let first = p.stop(&[], "s1", Some("Working on it."));
+    assert!(first.blocked());
+    assert_eq!(first.reason(), "Fix the parser.");
+    assert_eq!(
+        first.system_message(),
+        "vigil loop 2/3: finish only by ending with <promise>DONE</promise> on its own last line, when it is true"
+    );
+    let second = p.stop(&[], "s1", Some("Still going."));
+    assert!(second.blocked());
+    assert!(second.system_message().starts_with("vigil loop 3/3:"));
+    let third = p.stop(&[], "s1", Some("Nearly."));
+    assert!(!third.blocked(), "pass 3 of 3 ends the loop");
+    assert!(
+        third.system_message().contains("aborted")
+            && third.system_message().contains("NOT verified"),
+        "{}",
+        third.system_message()
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "aborted");
+    assert_eq!(state["iteration"], 3);
+    // The loop is over: the next stop is not the loop's business.
+    assert!(p.stop(&[], "s1", Some("bye")).silent_allow());
+}
+
+#[test]
+fn declaration_on_pass_two_ends_the_loop_as_passed() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix it.");
+    assert!(p.stop(&[], "s1", Some("Looking.")).blocked());
+    let done = p.stop(&[], "s1", Some(DECLARED));
+    assert!(!done.blocked());
+    assert!(
+        done.system_message().contains("passed on pass 2/5"),
+        "{}",
+        done.system_message()
+    );
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+    assert_eq!(p.loop_state("s1")["iteration"], 2);
+}
+
+#[test]
+fn mention_only_keeps_the_loop_going() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix it.");
+    for mention in [
+        "I will print <promise>DONE</promise> when it is.",
+        "```\n<promise>DONE</promise>\n```",
+        "> <promise>DONE</promise>",
+        "DONE",
+    ] {
+        assert!(
+            p.stop(&[], "s1", Some(mention)).blocked(),
+            "{mention:?} ended the loop"
+        );
+    }
+    assert_eq!(p.loop_state("s1")["status"], "running");
+}
+
+#[test]
+fn declaration_while_the_check_fails_is_blocked_with_the_check_line_before_the_prompt() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Make the tests pass.");
+    let stop = p.stop(&["--run", "echo 1 failed; exit 1"], "s1", Some(DECLARED));
+    assert!(stop.blocked());
+    assert_eq!(
+        stop.reason(),
+        "stop-gate: `echo 1 failed; exit 1` failed (exit 1); fix it and run it again before stopping\n\nMake the tests pass."
+    );
+    assert_eq!(p.loop_state("s1")["status"], "running");
+    // Once the check passes, the same declaration ends the loop.
+    assert!(!p.stop(&["--run", "true"], "s1", Some(DECLARED)).blocked());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn a_check_is_not_run_before_the_agent_declares() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Go.");
+    let ran = p.path().join("ran");
+    let stop = p.stop(
+        &["--run", &format!("touch {}", ran.display())],
+        "s1",
+        Some("working"),
+    );
+    assert!(stop.blocked());
+    assert!(!ran.exists(), "the check ran although nothing was declared");
+}
+
+#[test]
+fn blocked_verdict_ends_the_loop_and_allows_with_the_question() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Migrate.");
+    let stop = p.stop(
+        &[],
+        "s1",
+        Some("needs-decision: Drop the legacy table?\n<promise>DONE</promise>"),
+    );
+    assert!(!stop.blocked());
+    assert!(
+        stop.system_message().contains("Drop the legacy table?"),
+        "{}",
+        stop.system_message()
+    );
+    assert_eq!(p.loop_state("s1")["status"], "blocked");
+}
+
+#[test]
+fn loop_in_session_a_leaves_session_b_untouched() {
+    let p = Project::new();
+    p.start_ok("session-a", 5, "A's work.");
+    let a_state = std::fs::read(p.vigil().join("loops/session-a.json")).unwrap();
+    let stop = p.stop(&[], "session-b", Some("B is done."));
+    assert!(stop.silent_allow(), "B has no loop");
+    assert_eq!(
+        std::fs::read(p.vigil().join("loops/session-a.json")).unwrap(),
+        a_state,
+        "A's state changed"
+    );
+    assert!(!p.vigil().join("loops/session-b.json").exists());
+}
+
+#[test]
+fn many_sessions_loop_side_by_side_in_one_project() {
+    let p = Project::new();
+    for s in ["a", "b", "c"] {
+        p.start_ok(s, 4, &format!("work of {s}"));
+    }
+    assert_eq!(p.stop(&[], "b", Some("x")).reason(), "work of b");
+    assert!(p.stop(&[], "b", Some("x")).blocked());
+    assert_eq!(p.stop(&[], "a", Some("x")).reason(), "work of a");
+    assert!(!p.stop(&[], "c", Some(DECLARED)).blocked());
+    assert_eq!(p.loop_state("a")["iteration"], 2);
+    assert_eq!(p.loop_state("b")["iteration"], 3);
+    assert_eq!(p.loop_state("c")["status"], "passed");
+}
+
+#[test]
+fn stop_without_last_assistant_message_reads_the_transcript() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let mut payload = p.payload("s1", None);
+    payload["transcript_path"] = json!(fixture("samples/claude-transcript.jsonl"));
+    let stop = p.stop_with(&[], payload.to_string());
+    assert!(!stop.blocked(), "the sample transcript declares DONE");
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn loop_prefers_last_assistant_message_over_the_transcript() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let mut payload = p.payload("s1", Some("not yet"));
+    payload["transcript_path"] = json!(fixture("samples/claude-transcript.jsonl"));
+    assert!(p.stop_with(&[], payload.to_string()).blocked());
+}
+
+#[test]
+fn subagent_stop_never_counts_as_a_pass() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let mut payload = p.payload("s1", Some(DECLARED));
+    payload["hook_event_name"] = json!("SubagentStop");
+    assert!(p.stop_with(&[], payload.to_string()).silent_allow());
+    assert!(
+        p.stop_with(&["--subagents"], payload.to_string())
+            .silent_allow()
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(
+        (state["iteration"].clone(), state["status"].clone()),
+        (json!(1), json!("running"))
+    );
+}
+
+#[test]
+fn subagent_stop_is_allowed_untouched_unless_subagents_is_given() {
+    let p = Project::new();
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-subagent-stop.json")).unwrap();
+    payload["cwd"] = json!(p.path());
+    assert!(
+        p.stop_with(&["--run", "exit 1"], payload.to_string())
+            .silent_allow()
+    );
+    assert!(
+        !p.vigil().exists(),
+        "nothing recorded for an untouched SubagentStop"
+    );
+    assert!(
+        p.stop_with(&["--run", "exit 1", "--subagents"], payload.to_string())
+            .blocked()
+    );
+}
+
+#[test]
+fn codex_stop_drives_the_loop_too() {
+    let p = Project::new();
+    p.start_ok("019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b", 3, "Rename it.");
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/codex-stop.json")).unwrap();
+    payload["cwd"] = json!(p.path());
+    let stop = p.stop_with(&[], payload.to_string());
+    assert!(stop.blocked());
+    assert_eq!(stop.reason(), "Rename it.");
+}
+
+// --- loop start, status, cancel -----------------------------------------------------------
+
+#[test]
+fn loop_start_accepts_both_flag_forms() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--max-iterations=4",
+        "--completion-promise=ALL TESTS PASS",
+        "--session=s1",
+        "Fix",
+        "it",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["max_iterations"], 4);
+    assert_eq!(state["completion_promise"], "ALL TESTS PASS");
+    assert_eq!(state["prompt"], "Fix it");
+    assert_eq!(state["iteration"], 1);
+}
+
+#[test]
+fn loop_start_refuses_an_unknown_flag_never_taking_it_into_the_prompt() {
+    let p = Project::new();
+    for args in [
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--max-iteration=5",
+            "Fix",
+        ],
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "--verbos",
+        ],
+    ] {
+        let output = p.start(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&output, "stop-gate");
+        assert!(!p.vigil().join("loops/s1.json").exists());
+    }
+}
+
+#[test]
+fn loop_start_refuses_without_max_iterations() {
+    let p = Project::new();
+    let output = p.start(&["--session", "s1", "--completion-promise", "DONE", "Fix"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("--max-iterations"));
+    for bad in ["0", "10001", "-1", "x"] {
+        let output = p.start(&[
+            "--session",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            bad,
+            "Fix",
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+    }
+}
+
+#[test]
+fn loop_start_refuses_without_a_session_id() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("session"));
+    assert!(
+        !p.vigil().join("loops").exists()
+            || tree(&p.vigil().join("loops"))
+                .iter()
+                .all(|f| f.ends_with(".lock"))
+    );
+}
+
+#[test]
+fn loop_start_takes_the_session_from_the_environment() {
+    let p = Project::new();
+    let output = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "2",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+        ])
+        .current_dir(p.path())
+        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(p.loop_state("from-claude")["session_id"], "from-claude");
+    let output = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "2",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+        ])
+        .current_dir(p.path())
+        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
+        .env("VIGIL_SESSION_ID", "from-vigil")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(p.loop_state("from-vigil")["session_id"], "from-vigil");
+}
+
+#[test]
+fn loop_start_refuses_a_hostile_session_id() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--session",
+        "../../x",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_one_line_error(&output, "stop-gate");
+    assert!(
+        !p.path().join("x.json").exists() && !p.path().parent().unwrap().join("x.json").exists()
+    );
+}
+
+const TRICKY_PROMPT: &str = "---\ntitle: \"Fix\" it\n---\nDon't stop: run `cargo test` and $(rm -rf /) won't run; 'quotes' \"too\" \\n $HOME ${X} ; | & > <\nÜnïcödé ✓ 日本\n---\n";
+
+#[test]
+fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
+    // As one argument.
+    let p = Project::new();
+    p.start_ok("argv", 3, TRICKY_PROMPT);
+    assert_eq!(p.loop_state("argv")["prompt"], TRICKY_PROMPT);
+    assert_eq!(p.stop(&[], "argv", Some("x")).reason(), TRICKY_PROMPT);
+    // From --prompt-file.
+    let file = p.path().join("PROMPT.md");
+    std::fs::write(&file, TRICKY_PROMPT).unwrap();
+    let output = p.start(&[
+        "--session",
+        "file",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "--prompt-file",
+        file.to_str().unwrap(),
+    ]);
+    assert!(output.status.success());
+    assert_eq!(p.loop_state("file")["prompt"], TRICKY_PROMPT);
+    // As raw text on stdin, the way the slash command passes $ARGUMENTS.
+    let raw = format!(
+        "--max-iterations 3 --completion-promise DONE --session=raw {}",
+        TRICKY_PROMPT.trim_end()
+    );
+    let output = stop_gate()
+        .args(["loop", "start", "--args-stdin"])
+        .current_dir(p.path())
+        .write_stdin(format!("{raw}\n"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("raw")["prompt"], TRICKY_PROMPT.trim_end());
+}
+
+#[test]
+fn slash_command_arguments_with_trailing_flags_work_as_in_ralph() {
+    let p = Project::new();
+    let raw = "Fix the flaky test, don't skip it --max-iterations 5 --completion-promise \"ALL GREEN\" --session s1\n";
+    let output = stop_gate()
+        .args(["loop", "start", "--args-stdin"])
+        .current_dir(p.path())
+        .write_stdin(raw)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["prompt"], "Fix the flaky test, don't skip it");
+    assert_eq!(state["completion_promise"], "ALL GREEN");
+    assert_eq!(state["max_iterations"], 5);
+}
+
+#[test]
+fn one_loop_per_session() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "first");
+    let output = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "second",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("already running"));
+    assert_eq!(p.loop_state("s1")["prompt"], "first");
+}
+
+#[test]
+fn loop_status_and_cancel() {
+    let p = Project::new();
+    let status = |args: &[&str]| {
+        stop_gate()
+            .args(["loop", "status"])
+            .args(args)
+            .current_dir(p.path())
+            .output()
+            .unwrap()
+    };
+    assert_eq!(status(&["--session", "s1"]).status.code(), Some(1));
+    p.start_ok("s1", 3, "work");
+    let out = status(&["--session", "s1"]);
+    assert_eq!(
+        stdout_of(&out),
+        "session s1: running, pass 1/3, promise DONE\n"
+    );
+    let out = status(&["--session", "s1", "--json"]);
+    let state: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid("loop.schema.json", &state);
+    let cancel = stop_gate()
+        .args(["loop", "cancel", "--session", "s1"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(cancel.status.success());
+    assert_eq!(p.loop_state("s1")["status"], "cancelled");
+    assert!(
+        p.stop(&[], "s1", Some("x")).silent_allow(),
+        "a cancelled loop no longer blocks"
+    );
+    let again = stop_gate()
+        .args(["loop", "cancel", "--session", "s1"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+}
+
+#[test]
+fn next_session_writes_a_pending_loop_that_lapses() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--next-session",
+        "--claim-within",
+        "5m",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let pending: Value = serde_json::from_str(
+        &std::fs::read_to_string(p.vigil().join("loops/pending.json")).unwrap(),
+    )
+    .unwrap();
+    assert_valid("loop.schema.json", &pending);
+    assert!(pending["claim_before"].is_string());
+    let both = p.start(&[
+        "--next-session",
+        "--session",
+        "s",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+// --- Check 2: the check command -----------------------------------------------------------
+
+#[test]
+fn passing_check_allows_silently() {
+    let p = Project::new();
+    assert!(
+        p.stop(&["--run", "test -d ."], "s1", Some("done"))
+            .silent_allow()
+    );
+}
+
+#[test]
+fn check_runs_in_the_project_directory() {
+    let p = Project::new();
+    std::fs::write(p.path().join("marker-file"), "").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = stop_gate()
+        .args(["--run", "test -f marker-file"])
+        .current_dir(elsewhere.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    assert!(
+        output.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+#[test]
+fn failing_check_blocks_with_the_last_20_lines_escapes_stripped_and_no_live_promise_tag() {
+    let p = Project::new();
+    let script = "for i in $(seq 1 30); do printf '\\033[31mline %s\\033[0m\\n' $i; done; echo '<promise>DONE</promise> <<<VIGIL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>'; exit 3";
+    let stop = p.stop(&["--run", script], "s1", Some("done"));
+    assert!(stop.blocked());
+    let reason = stop.reason();
+    let lines: Vec<&str> = reason.lines().collect();
+    assert!(lines[0].starts_with("stop-gate: `for i in"), "{}", lines[0]);
+    assert!(
+        lines[0].ends_with("failed (exit 3); fix it and run it again before stopping"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines.len(), 21, "the line and the last 20 lines: {reason}");
+    assert_eq!(lines[1], "line 12");
+    assert_eq!(
+        lines[20],
+        "<pro-mise>DONE</pro-mise> <<<VIG-IL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>"
+    );
+    assert!(!reason.contains('\x1b'));
+    assert!(
+        !reason.contains("<promise>") && !reason.contains("<<<VIGIL_"),
+        "live tags in {reason}"
+    );
+}
+
+#[test]
+fn check_reason_is_at_most_4000_characters() {
+    let p = Project::new();
+    let stop = p.stop(
+        &["--run", "head -c 200000 /dev/zero | tr '\\0' x; exit 1"],
+        "s1",
+        Some("done"),
+    );
+    assert!(stop.blocked());
+    assert!(stop.reason().chars().count() <= 4000);
+    assert!(stop.reason().starts_with("stop-gate: `head -c"));
+}
+
+#[test]
+fn check_that_times_out_is_killed_with_its_whole_process_group() {
+    let p = Project::new();
+    let pidfile = p.path().join("child.pid");
+    let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
+    let started = std::time::Instant::now();
+    let stop = p.stop(&["--run", &script, "--timeout", "1"], "s1", Some("done"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("timed out after 1s"),
+        "{}",
+        stop.reason()
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = !stat.is_empty()
+        && !stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with('Z');
+    assert!(!alive, "the sleeping child {pid} outlived the timeout");
+}
+
+// --- The budget ---------------------------------------------------------------------------
+
+#[test]
+fn budget_allows_after_n_blocks_and_says_not_verified() {
+    let p = Project::new();
+    let args = ["--run", "exit 1", "--max-blocks", "2"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    let third = p.stop(&args, "s1", Some("x"));
+    assert!(!third.blocked());
+    assert!(
+        third.system_message().contains("NOT verified"),
+        "{}",
+        third.system_message()
+    );
+    assert!(
+        third.system_message().contains("`exit 1` failed"),
+        "names the last problem: {}",
+        third.system_message()
+    );
+    assert_eq!(p.session_record("s1")["status"], "aborted");
+}
+
+#[test]
+fn a_pass_resets_the_budget() {
+    let p = Project::new();
+    let flag = p.path().join("green");
+    let check = format!("test -f {}", flag.display());
+    let args = ["--run", check.as_str(), "--max-blocks", "2"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    std::fs::write(&flag, "").unwrap();
+    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    assert_eq!(p.session_record("s1")["consecutive_blocks"], 0);
+    std::fs::remove_file(&flag).unwrap();
+    assert!(
+        p.stop(&args, "s1", Some("x")).blocked(),
+        "the count started again"
+    );
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+}
+
+#[test]
+fn budget_is_per_session() {
+    let p = Project::new();
+    let args = ["--run", "exit 1", "--max-blocks", "1"];
+    assert!(p.stop(&args, "a", Some("x")).blocked());
+    assert!(
+        p.stop(&args, "b", Some("x")).blocked(),
+        "b has its own budget"
+    );
+    assert!(!p.stop(&args, "a", Some("x")).blocked());
+}
+
+// --- Check 3: markers ---------------------------------------------------------------------
+
+/// The worktree subject computed the way SPEC §5 says, independently of vigil's code.
+fn worktree_subject(dir: &Path) -> String {
+    let index = tempfile::tempdir().unwrap();
+    let index = index.path().join("index");
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .env("GIT_INDEX_FILE", &index)
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        String::from_utf8(output.stdout).unwrap().trim().to_string()
+    };
+    run(&["add", "--all", "--", ".", ":(exclude).vigil"]);
+    format!("git-tree:{}", run(&["write-tree"]))
+}
+
+fn write_marker(
+    p: &Project,
+    check: &str,
+    subject: &str,
+    status: &str,
+    created_at: &str,
+    command: Option<&str>,
+) -> PathBuf {
+    let dir = p.vigil().join("markers").join(check);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = subject.replace(':', "-");
+    let mut payload = json!({
+        "schema": "vigil.marker/v1", "check": check, "status": status, "subject": subject,
+        "created_at": created_at,
+        "writer": {"name": "test", "version": "1", "host": "ci", "user": "ci"},
+    });
+    if let Some(command) = command {
+        payload["run"] = json!({"command": command, "exit_code": 0, "duration_ms": 5, "output_sha256": "0".repeat(64)});
+    }
+    assert_valid("marker.schema.json", &payload);
+    std::fs::write(dir.join(format!("{key}.json")), payload.to_string()).unwrap();
+    std::fs::write(dir.join(format!("{key}.ok")), "").unwrap();
+    dir.join(format!("{key}.json"))
+}
+
+fn now() -> String {
+    vigil::time::now_rfc3339()
+}
+
+#[test]
+fn marker_for_exactly_this_worktree_allows() {
+    let p = Project::git();
+    write_marker(
+        &p,
+        "tests",
+        &worktree_subject(p.path()),
+        "passed",
+        &now(),
+        None,
+    );
+    assert!(
+        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
+            .silent_allow()
+    );
+}
+
+#[test]
+fn missing_marker_blocks_naming_the_check_and_the_writer_command() {
+    let p = Project::git();
+    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason()
+            .starts_with("stop-gate: marker `tests` missing"),
+        "{}",
+        stop.reason()
+    );
+    assert!(
+        stop.reason().contains("marker-writer run --check tests --"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn marker_for_other_content_is_a_subject_mismatch_naming_its_command() {
+    let p = Project::git();
+    write_marker(
+        &p,
+        "tests",
+        &worktree_subject(p.path()),
+        "passed",
+        &now(),
+        Some("cargo test --locked"),
+    );
+    std::fs::write(p.path().join("lib.rs"), "fn main() { changed() }\n").unwrap();
+    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("subject mismatch"),
+        "{}",
+        stop.reason()
+    );
+    assert!(
+        stop.reason()
+            .contains("marker-writer run --check tests -- cargo test --locked"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn marker_denials_each_name_their_reason() {
+    let two_days_ago = vigil::time::format_rfc3339(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400),
+    );
+    let tomorrow = vigil::time::format_rfc3339(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(86_400),
+    );
+    let cases: Vec<(&str, Box<dyn Fn(&Project, &str)>)> = vec![
+        (
+            "status failed",
+            Box::new(|p: &Project, s: &str| {
+                write_marker(p, "tests", s, "failed", &now(), None);
+            }),
+        ),
+        (
+            "status aborted",
+            Box::new(|p: &Project, s: &str| {
+                write_marker(p, "tests", s, "aborted", &now(), None);
+            }),
+        ),
+        (
+            "stale",
+            Box::new(move |p: &Project, s: &str| {
+                write_marker(p, "tests", s, "passed", &two_days_ago, None);
+            }),
+        ),
+        (
+            "malformed",
+            Box::new(move |p: &Project, s: &str| {
+                write_marker(p, "tests", s, "passed", &tomorrow, None);
+            }),
+        ),
+        (
+            "malformed",
+            Box::new(|p: &Project, s: &str| {
+                let payload = write_marker(p, "tests", s, "passed", &now(), None);
+                std::fs::remove_file(payload).unwrap();
+            }),
+        ),
+        (
+            "malformed",
+            Box::new(|p: &Project, s: &str| {
+                let payload = write_marker(p, "tests", s, "passed", &now(), None);
+                std::fs::write(payload, "{\"schema\":").unwrap();
+            }),
+        ),
+        (
+            "malformed",
+            Box::new(|p: &Project, s: &str| {
+                let payload = write_marker(p, "other", s, "passed", &now(), None);
+                let dir = p.vigil().join("markers/tests");
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::copy(&payload, dir.join(payload.file_name().unwrap())).unwrap();
+                std::fs::write(
+                    dir.join(payload.with_extension("ok").file_name().unwrap()),
+                    "",
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "subject mismatch",
+            Box::new(|p: &Project, s: &str| {
+                let payload = write_marker(p, "tests", s, "passed", &now(), None);
+                let mut json: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&payload).unwrap()).unwrap();
+                json["subject"] = json!(format!("git-tree:{}", "0".repeat(40)));
+                std::fs::write(&payload, json.to_string()).unwrap();
+            }),
+        ),
+    ];
+    for (reason, setup) in cases {
+        let p = Project::git();
+        setup(&p, &worktree_subject(p.path()));
+        let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+        assert!(stop.blocked(), "{reason}");
+        assert!(
+            stop.reason()
+                .starts_with(&format!("stop-gate: marker `tests` {reason}")),
+            "{reason}: {}",
+            stop.reason()
+        );
+    }
+}
+
+#[test]
+fn a_touched_gate_file_alone_never_passes() {
+    let p = Project::git();
+    let key = worktree_subject(p.path()).replace(':', "-");
+    let dir = p.vigil().join("markers/tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{key}.ok")), "").unwrap();
+    assert!(
+        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
+            .blocked()
+    );
+}
+
+#[test]
+fn every_required_marker_must_pass() {
+    let p = Project::git();
+    write_marker(
+        &p,
+        "tests",
+        &worktree_subject(p.path()),
+        "passed",
+        &now(),
+        None,
+    );
+    let stop = p.stop(
+        &["--require-marker", "tests", "--require-marker", "review"],
+        "s1",
+        Some("x"),
+    );
+    assert!(
+        stop.reason()
+            .starts_with("stop-gate: marker `review` missing"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn required_marker_outside_a_git_repository_blocks() {
+    let p = Project::new();
+    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("git repository"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn marker_check_leaves_the_users_index_and_head_alone() {
+    let p = Project::git();
+    std::fs::write(p.path().join("new.txt"), "untracked\n").unwrap();
+    std::fs::write(p.path().join("lib.rs"), "fn main() { 1 }\n").unwrap();
+    let index = std::fs::read(p.path().join(".git/index")).unwrap();
+    let head = git(p.path(), &["rev-parse", "HEAD"]);
+    p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    assert_eq!(std::fs::read(p.path().join(".git/index")).unwrap(), index);
+    assert_eq!(git(p.path(), &["rev-parse", "HEAD"]), head);
+    let status = git(
+        p.path(),
+        &["status", "--porcelain", "--", ".", ":(exclude).vigil"],
+    );
+    assert_eq!(
+        status, "M lib.rs\n?? new.txt",
+        "the working tree is as the user left it"
+    );
+}
+
+// --- Bad input and configuration ----------------------------------------------------------
+
+#[test]
+fn malformed_input_denies_with_one_useful_line_and_writes_only_under_vigil() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", vec![]),
+        ("not JSON", b"Stop now".to_vec()),
+        ("array", b"[{\"session_id\":\"s\"}]".to_vec()),
+        (
+            "wrong type",
+            br#"{"session_id":"s","stop_hook_active":"no"}"#.to_vec(),
+        ),
+        ("wrong type id", br#"{"session_id":42}"#.to_vec()),
+        ("invalid UTF-8", b"{\"session_id\":\"\xff\"}".to_vec()),
+        ("no session", br#"{"hook_event_name":"Stop"}"#.to_vec()),
+        (
+            "hostile id",
+            br#"{"session_id":"../../x","hook_event_name":"Stop"}"#.to_vec(),
+        ),
+        (
+            "absolute id",
+            br#"{"session_id":"/tmp/x","hook_event_name":"Stop"}"#.to_vec(),
+        ),
+    ];
+    for (name, input) in cases {
+        let p = Project::new();
+        let stop = p.stop_with(&[], input);
+        assert!(stop.blocked(), "{name}");
+        let reason = stop.reason();
+        assert_eq!(reason.lines().count(), 1, "{name}: {reason}");
+        assert!(reason.starts_with("stop-gate: "), "{name}: {reason}");
+        let after = tree(p.path());
+        assert!(
+            after.iter().all(|f| f.starts_with(".vigil/")),
+            "{name} wrote outside .vigil: {after:?}"
+        );
+        assert!(
+            after.contains(&".vigil/sessions/unknown.json".to_string()),
+            "{name}: counted under `unknown`: {after:?}"
+        );
+    }
+}
+
+#[test]
+fn malformed_input_is_denied_within_the_budget() {
+    let p = Project::new();
+    for _ in 0..3 {
+        assert!(p.stop_with(&[], "garbage").blocked());
+    }
+    let fourth = p.stop_with(&[], "garbage");
+    assert!(!fourth.blocked(), "the budget lets the 4th through");
+    assert!(fourth.system_message().contains("NOT verified"));
+}
+
+#[test]
+fn config_error_denies_with_one_useful_line() {
+    let p = Project::new();
+    for args in [
+        vec!["--frobnicate"],
+        vec!["--max-blocks", "lots"],
+        vec!["--timeout", "0"],
+        vec!["--require-marker", "../x"],
+        vec!["--run", ""],
+        vec!["--marker-max-age", "soon"],
+    ] {
+        let stop = p.stop(&args, "s1", Some("x"));
+        assert!(stop.blocked(), "{args:?}");
+        assert!(
+            stop.reason().starts_with("stop-gate: config error: "),
+            "{args:?}: {}",
+            stop.reason()
+        );
+        assert_eq!(stop.reason().lines().count(), 1);
+        std::fs::remove_dir_all(p.vigil()).unwrap();
+    }
+}
+
+#[test]
+fn unwritable_state_directory_blocks_once_then_lets_the_forced_continuation_stop() {
+    let p = Project::new();
+    // A file where the state directory should be: even root cannot create directories in it.
+    let blocker = p.path().join("blocker");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let state = blocker.join("state");
+    let args = ["--run", "exit 1", "--state-dir", state.to_str().unwrap()];
+    let first = p.stop(&args, "s1", Some("x"));
+    assert!(first.blocked());
+    assert!(
+        first
+            .system_message()
+            .contains("cannot keep the block budget"),
+        "{}",
+        first.system_message()
+    );
+    let mut payload = p.payload("s1", Some("x"));
+    payload["stop_hook_active"] = json!(true);
+    let second = p.stop_with(&args, payload.to_string());
+    assert!(!second.blocked());
+    assert!(second.system_message().contains("NOT verified"));
+    assert_eq!(
+        std::fs::read_to_string(&blocker).unwrap(),
+        "not a directory"
+    );
+}
+
+#[test]
+fn vigil_disable_allows_at_once() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "work");
+    let output = stop_gate()
+        .args(["--run", "exit 1", "--require-marker", "tests"])
+        .env("VIGIL_DISABLE", "1")
+        .current_dir(p.path())
+        .write_stdin("not even JSON")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(output.stdout.is_empty() && output.stderr.is_empty());
+    assert_eq!(p.loop_state("s1")["iteration"], 1);
+}
+
+#[test]
+fn no_loop_and_no_checks_allows_without_writing_anything() {
+    let p = Project::new();
+    assert!(p.stop(&[], "s1", Some("hello")).silent_allow());
+    assert!(!p.vigil().exists());
+}
+
+#[test]
+fn corrupt_loop_state_denies_and_says_how_to_clear_it() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
+    std::fs::write(p.vigil().join("loops/s1.json"), "{ not json").unwrap();
+    let stop = p.stop(&[], "s1", Some(DECLARED));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("stop-gate loop cancel --session s1"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn state_dir_flag_and_env_override_the_project() {
+    let p = Project::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = stop_gate()
+        .args(["--run", "exit 1"])
+        .env("VIGIL_STATE_DIR", elsewhere.path())
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&output.stdout).contains("block"));
+    assert!(elsewhere.path().join("sessions/s1.json").exists());
+    assert!(!p.vigil().exists());
+}
+
+#[test]
+fn help_is_printed_for_every_command() {
+    for args in [
+        vec!["--help"],
+        vec!["loop", "--help"],
+        vec!["loop", "start", "--help"],
+        vec!["loop", "status", "--help"],
+    ] {
+        let output = stop_gate().args(&args).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert!(stdout_of(&output).contains("Usage"), "{args:?}");
+    }
+}
