@@ -960,6 +960,9 @@ fn marker_for_other_content_is_a_subject_mismatch_naming_its_command() {
     );
 }
 
+/// Puts a project's markers into some state, given the project's worktree subject.
+type Setup = Box<dyn Fn(&Project, &str)>;
+
 #[test]
 fn marker_denials_each_name_their_reason() {
     let two_days_ago = vigil::time::format_rfc3339(
@@ -968,7 +971,7 @@ fn marker_denials_each_name_their_reason() {
     let tomorrow = vigil::time::format_rfc3339(
         std::time::SystemTime::now() + std::time::Duration::from_secs(86_400),
     );
-    let cases: Vec<(&str, Box<dyn Fn(&Project, &str)>)> = vec![
+    let cases: Vec<(&str, Setup)> = vec![
         (
             "status failed",
             Box::new(|p: &Project, s: &str| {
