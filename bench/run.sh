@@ -25,6 +25,7 @@ trap 'rm -rf "$work"' EXIT
 
 cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
 pm=$root/target/release/promise-matcher
+sg=$root/target/release/stop-gate
 samples=$root/tests/fixtures/samples
 
 # median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
@@ -90,6 +91,19 @@ row() { # job input vigil-cmd baseline-cmd
 
 row "promise-matcher --hook" "Stop payload (last_assistant_message)" \
   "$pm --hook <$work/stop.json" "bash $here/baseline/promise-hook.sh DONE <$work/stop.json"
+
+# stop-gate: a project with a loop running in session "looping" and none in "idle".
+mkdir -p "$work/project"
+jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .last_assistant_message = "Working on it."' \
+  "$samples/claude-stop.json" >"$work/idle.json"
+jq -c '.session_id = "looping"' "$work/idle.json" >"$work/looping.json"
+(cd "$work/project" && "$sg" loop start --session looping --max-iterations 10000 --completion-promise DONE \
+  "Fix the parser and keep the tests green." >/dev/null)
+cp "$work/project/.vigil/loops/looping.json" "$work/baseline-state.json"
+row "stop-gate" "Stop, no loop, no checks" \
+  "$sg <$work/idle.json" "bash $here/baseline/stop-noop.sh $work/project/.vigil <$work/idle.json"
+row "stop-gate" "Stop, loop running, not declared (durable write)" \
+  "$sg <$work/looping.json" "bash $here/baseline/stop-loop.sh $work/baseline-state.json <$work/looping.json"
 
 for mb in $sizes; do
   transcript "$work/t$mb.jsonl" "$mb"

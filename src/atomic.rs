@@ -30,7 +30,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result
     temp.as_file()
         .set_permissions(Permissions::from_mode(mode))?;
     temp.write_all(bytes)?;
-    temp.as_file().sync_all()?;
+    // fdatasync: the data and the size are made durable; timestamps need not be.
+    temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
     File::open(dir)?.sync_all()
 }

@@ -247,6 +247,27 @@ pub struct StartRequest {
     pub help: bool,
 }
 
+impl StartRequest {
+    /// Fills what this request leaves unsaid from `defaults` (the command-line flags that came
+    /// with `--args-stdin`); an empty `--session` counts as unsaid.
+    pub fn merge_defaults(&mut self, defaults: StartRequest) {
+        let present = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+        if !present(&self.session) && present(&defaults.session) {
+            self.session = defaults.session;
+        }
+        self.max_iterations = self.max_iterations.take().or(defaults.max_iterations);
+        self.completion_promise = self
+            .completion_promise
+            .take()
+            .or(defaults.completion_promise);
+        self.claim_within = self.claim_within.take().or(defaults.claim_within);
+        self.prompt_file = self.prompt_file.take().or(defaults.prompt_file);
+        self.state_dir = self.state_dir.take().or(defaults.state_dir);
+        self.next_session |= defaults.next_session;
+        self.help |= defaults.help;
+    }
+}
+
 /// A word of the arguments: its text (outer quotes removed) and where it stood in raw text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Word {

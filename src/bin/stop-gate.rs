@@ -176,9 +176,13 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
         .collect::<Result<_>>()?;
     let request = if let Some(at) = args.iter().position(|a| a == "--args-stdin") {
         args.remove(at);
-        if !args.is_empty() {
+        // Flags on the command line (the slash command passes --session there, where the shell
+        // can expand it) are defaults for what the raw text does not say.
+        let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
+        let outer = loops::parse_start(&words, None)?;
+        if outer.prompt.is_some() {
             return Err(Error::usage(
-                "--args-stdin takes every argument from stdin; give no others",
+                "with --args-stdin the prompt comes from stdin; give only flags on the command line",
             ));
         }
         let bytes = read_capped(
@@ -189,7 +193,9 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
         )?;
         let raw = vigil::input::utf8(bytes, "the arguments")?;
         let raw = raw.strip_suffix('\n').unwrap_or(&raw);
-        loops::parse_start(&loops::split_words(raw), Some(raw))?
+        let mut request = loops::parse_start(&loops::split_words(raw), Some(raw))?;
+        request.merge_defaults(outer);
+        request
     } else {
         let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
         loops::parse_start(&words, None)?
@@ -261,13 +267,13 @@ fn start_from(request: StartRequest) -> Result<Exit> {
     loops::start(
         &project,
         &session,
-        LoopState::new(session.as_str(), prompt, &promise, max),
+        LoopState::new(session.as_str(), prompt.clone(), &promise, max),
     )?;
-    let line = format!(
-        "vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes\n",
+    let text = format!(
+        "vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}\n",
         promise.tagged()
     );
-    Ok(print(line.as_bytes()))
+    Ok(print(text.as_bytes()))
 }
 
 /// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.

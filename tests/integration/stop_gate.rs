@@ -1289,3 +1289,123 @@ fn help_is_printed_for_every_command() {
         assert!(stdout_of(&output).contains("Usage"), "{args:?}");
     }
 }
+
+// --- The slash command templates ------------------------------------------------------------
+
+/// The ```! block of a command template, with Claude Code's text substitutions applied.
+fn command_block(template: &str, arguments: &str, session: Option<&str>) -> String {
+    let text = std::fs::read_to_string(repo_path(template)).unwrap();
+    let start = text.find("```!\n").expect("a bash block") + 5;
+    let end = start + text[start..].find("\n```").unwrap();
+    let mut block = text[start..end].replace("$ARGUMENTS", arguments);
+    if let Some(session) = session {
+        block = block.replace("${CLAUDE_SESSION_ID}", session);
+    }
+    block
+}
+
+fn run_block(p: &Project, block: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let bin = assert_cmd::cargo::cargo_bin!("stop-gate")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(block)
+        .current_dir(p.path())
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
+    for name in [
+        "CLAUDE_SESSION_ID",
+        "CLAUDE_CODE_SESSION_ID",
+        "VIGIL_SESSION_ID",
+        "CLAUDE_PROJECT_DIR",
+        "VIGIL_STATE_DIR",
+    ] {
+        cmd.env_remove(name);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().unwrap()
+}
+
+#[test]
+fn loop_command_template_passes_arguments_without_shell_interpretation() {
+    let p = Project::new();
+    let arguments = "Fix it; don't $(touch pwned) `touch pwned2` \"keep\" 'these' $HOME\n---\nstep 2 --max-iterations 4 --completion-promise 'ALL DONE'";
+    let output = run_block(
+        &p,
+        &command_block(
+            "templates/commands/vigil-loop.md",
+            arguments,
+            Some("sess-1"),
+        ),
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = p.loop_state("sess-1");
+    assert_eq!(
+        state["prompt"],
+        "Fix it; don't $(touch pwned) `touch pwned2` \"keep\" 'these' $HOME\n---\nstep 2"
+    );
+    assert_eq!(state["max_iterations"], 4);
+    assert_eq!(state["completion_promise"], "ALL DONE");
+    assert!(!p.path().join("pwned").exists() && !p.path().join("pwned2").exists());
+    assert!(
+        stdout_of(&output).contains("step 2"),
+        "the model is shown the task"
+    );
+}
+
+#[test]
+fn loop_command_template_falls_back_to_the_session_in_the_environment() {
+    let p = Project::new();
+    let block = command_block(
+        "templates/commands/vigil-loop.md",
+        "Fix --max-iterations 2 --completion-promise DONE",
+        None,
+    );
+    let output = run_block(&p, &block, &[("VIGIL_SESSION_ID", "from-env")]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("from-env")["prompt"], "Fix");
+}
+
+#[test]
+fn cancel_command_template_cancels_this_sessions_loop() {
+    let p = Project::new();
+    p.start_ok("sess-1", 3, "work");
+    p.start_ok("other", 3, "work");
+    let output = run_block(
+        &p,
+        &command_block("templates/commands/vigil-cancel.md", "", Some("sess-1")),
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("sess-1")["status"], "cancelled");
+    assert_eq!(p.loop_state("other")["status"], "running");
+}
+
+#[test]
+fn completion_prompt_template_teaches_a_declaration() {
+    let text = std::fs::read_to_string(repo_path("templates/prompts/completion.md")).unwrap();
+    let example = text.lines().find(|l| l.contains("<promise>")).unwrap();
+    let output = promise_matcher()
+        .arg("--json")
+        .write_stdin(format!("All done.\n{example}\n"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the line the template teaches must be a declaration"
+    );
+}
