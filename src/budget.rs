@@ -45,9 +45,13 @@ pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     project.sessions().join(format!("{session}.json"))
 }
 
+/// The session's record; a missing or unreadable one starts from zero (it is rewritten whole).
 fn load(path: &std::path::Path, session: &SessionId) -> SessionRecord {
-    std::fs::read(path)
+    crate::input::open_regular(path)
         .ok()
+        .and_then(|file| {
+            crate::input::read_capped(file, 64 * 1024, "the session record", path).ok()
+        })
         .and_then(|bytes| serde_json::from_slice::<SessionRecord>(&bytes).ok())
         .filter(|record| record.schema == SCHEMA)
         .unwrap_or_else(|| SessionRecord {

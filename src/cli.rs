@@ -23,12 +23,14 @@ pub fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Re
     }
 }
 
-/// Prints a help text; success unless stdout is gone.
+/// Prints a help text.
 pub fn help(text: &str) -> Result<Exit> {
-    Ok(print(text.as_bytes()))
+    stdout(text.as_bytes())?;
+    Ok(Exit::Success)
 }
 
-/// Prints bytes and answers `Success`, or how the write ended when stdout is closed or broken.
-pub fn print(bytes: &[u8]) -> Exit {
-    stdout(bytes).map_or_else(|exit| exit, |()| Exit::Success)
+/// Prints bytes and answers `Success`.
+pub fn print(bytes: &[u8]) -> Result<Exit> {
+    stdout(bytes)?;
+    Ok(Exit::Success)
 }

@@ -43,14 +43,21 @@ pub fn defang(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Byte offsets at which a hyphen breaks each marker prefix found in the flattened view.
+/// Byte offsets at which a hyphen breaks each marker prefix, found as raw text and in the
+/// flattened view (which differ: an escape introducer just before `<<<` swallows a `<` when
+/// flattened, while the raw bytes still hold the prefix).
 fn marker_splices(bytes: &[u8], prefixes: &[Prefix]) -> Vec<usize> {
-    // Nearly all text has no `<<<` at all, and without one there is nothing to find.
+    // Nearly all text has no `<` at all, and without one there is nothing to find.
     if memchr::memchr(b'<', bytes).is_none() {
         return Vec::new();
     }
-    let mut matchers: Vec<Matcher> = prefixes.iter().map(Matcher::new).collect();
     let mut splices = Vec::new();
+    for prefix in prefixes {
+        let opener = prefix.opener();
+        let at = 3 + prefix.splice_at();
+        splices.extend(memchr::memmem::find_iter(bytes, opener.as_bytes()).map(|found| found + at));
+    }
+    let mut matchers: Vec<Matcher> = prefixes.iter().map(Matcher::new).collect();
     terminal::for_each_kept(bytes, |offset, c| {
         for matcher in &mut matchers {
             if let Some(at) = matcher.push(offset, c) {
@@ -135,6 +142,20 @@ mod tests {
     fn a_run_of_angle_brackets_before_the_prefix_still_matches() {
         assert_eq!(defang("<<<<<VIGIL_"), "<<<<<VIG-IL_");
         assert_eq!(defang("<<<VI<<<VIGIL_"), "<<<VI<<<VIG-IL_");
+    }
+
+    #[test]
+    fn a_prefix_right_after_an_escape_introducer_is_broken_too() {
+        for raw in [
+            "\x1b<<<VIGIL_DONE",
+            "\x1b[<<<VIGIL_DONE",
+            "\x1b]0;<<<VIGIL_DONE\x07",
+            "\u{9b}<<<VIGIL_DONE",
+        ] {
+            let out = defang(raw);
+            assert!(!out.contains("<<<VIGIL_"), "{raw:?} -> {out:?}");
+            assert_eq!(defang(&out), out);
+        }
     }
 
     #[test]

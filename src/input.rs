@@ -41,6 +41,23 @@ impl Source {
     }
 }
 
+/// Opens a file that must be a regular file, without ever blocking: a FIFO or device planted
+/// where a transcript or a state file should be is refused, not waited on.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 /// Reads at most `cap` bytes; one more byte makes the input too large.
 pub fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();

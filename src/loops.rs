@@ -103,7 +103,7 @@ pub fn pending_path(project: &Project) -> PathBuf {
 
 /// Reads a loop state; `Ok(None)` when there is none.
 pub fn load(path: &Path) -> Result<Option<LoopState>> {
-    let file = match std::fs::File::open(path) {
+    let file = match crate::input::open_regular(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the loop state", path, &e)),

@@ -240,7 +240,7 @@ pub fn verify(
 
 /// Reads and parses a payload; every failure is `malformed`.
 pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
-    let bytes = match std::fs::File::open(path) {
+    let bytes = match crate::input::open_regular(path) {
         Ok(file) => crate::input::read_capped(file, MAX_PAYLOAD, "the payload", path)
             .map_err(|e| Denial::Malformed(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

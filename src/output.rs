@@ -2,18 +2,18 @@
 
 use std::io::Write;
 
-use crate::exit::Exit;
+use crate::error::{Error, plain_io};
 
-/// Writes to stdout; a closed pipe (`| head`) is a clean end, not an error.
-pub fn stdout(bytes: &[u8]) -> Result<(), Exit> {
+/// Writes to stdout. A closed pipe (`| head`, `| grep -q`) is not an error: the answer still
+/// stands in the exit code. Any other failure is an error for the binary to report.
+pub fn stdout(bytes: &[u8]) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Exit::Success),
-        Err(e) => {
-            diagnostic("vigil", &format!("cannot write to standard output: {e}"));
-            Err(Exit::Usage)
-        }
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Io(format!(
+            "cannot write to standard output: {}",
+            plain_io(&e)
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -87,16 +87,22 @@ pub struct Assessment {
     pub question: Option<String>,
 }
 
-/// Applies rules 1 to 6 of SPEC §3 to a message.
+/// Applies rules 1 to 6 of SPEC §3 to a message. Linear in its length, whatever it holds.
 pub fn assess(text: &str, promise: &Promise) -> Assessment {
-    let lines: Vec<&str> = text
-        .split('\n')
-        .map(|line| line.strip_suffix('\r').unwrap_or(line))
-        .collect();
-    let masked = mask(&lines);
-    let (verdict, line, question) = if let Some((line, question)) = escalation(&lines, &masked) {
+    // One forward pass: the mask of every line (rule 1) and the first escalation (rule 6).
+    let mut masked = Vec::new();
+    let mut fence = None;
+    let mut escalation = None;
+    for (index, line) in lines(text).enumerate() {
+        let is_masked = mask_line(&mut fence, line);
+        masked.push(is_masked);
+        if escalation.is_none() && !is_masked {
+            escalation = needs_decision(line).map(|question| (index + 1, question));
+        }
+    }
+    let (verdict, line, question) = if let Some((line, question)) = escalation {
         (Verdict::Blocked, Some(line), Some(question))
-    } else if let Some(line) = declaration(&lines, &masked, promise) {
+    } else if let Some(line) = declaration(text, &masked, promise) {
         (Verdict::Declared, Some(line), None)
     } else if let Some(line) = mention(text, promise) {
         (Verdict::Mentioned, Some(line), None)
@@ -111,25 +117,40 @@ pub fn assess(text: &str, promise: &Promise) -> Assessment {
     }
 }
 
-/// Rule 1: lines inside fenced code blocks (fences included, to the end when unclosed) and
-/// blockquote lines are masked.
-fn mask(lines: &[&str]) -> Vec<bool> {
-    let mut masked = Vec::with_capacity(lines.len());
-    let mut open_fence: Option<(char, usize)> = None;
-    for line in lines {
-        if let Some((fence_char, fence_len)) = open_fence {
-            if closes_fence(line, fence_char, fence_len) {
-                open_fence = None;
-            }
-            masked.push(true);
-        } else if let Some(fence) = opens_fence(line) {
-            open_fence = Some(fence);
-            masked.push(true);
-        } else {
-            masked.push(line.trim_start().starts_with('>'));
+/// The lines of a text, split on `\n`, each without a trailing `\r`.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split('\n')
+        .map(|line| line.strip_suffix('\r').unwrap_or(line))
+}
+
+/// The lines from the last to the first, with their 0-based index and byte offset.
+fn lines_backward(text: &str, count: usize) -> impl Iterator<Item = (usize, usize, &str)> {
+    let mut end = Some(text.len());
+    let mut index = count;
+    std::iter::from_fn(move || {
+        let stop = end?;
+        let start = memchr::memrchr(b'\n', &text.as_bytes()[..stop]).map_or(0, |at| at + 1);
+        end = start.checked_sub(1);
+        index -= 1;
+        let line = &text[start..stop];
+        Some((index, start, line.strip_suffix('\r').unwrap_or(line)))
+    })
+}
+
+/// Rule 1 for one line, carrying the open fence from line to line: lines inside fenced code
+/// blocks (fences included, to the end when unclosed) and blockquote lines are masked.
+fn mask_line(open_fence: &mut Option<(char, usize)>, line: &str) -> bool {
+    if let Some((fence_char, fence_len)) = *open_fence {
+        if closes_fence(line, fence_char, fence_len) {
+            *open_fence = None;
         }
+        true
+    } else if let Some(fence) = opens_fence(line) {
+        *open_fence = Some(fence);
+        true
+    } else {
+        line.trim_start().starts_with('>')
     }
-    masked
 }
 
 /// Up to three spaces, then a run of at least three backticks or tildes.
@@ -154,83 +175,88 @@ fn closes_fence(line: &str, fence_char: char, fence_len: usize) -> bool {
 }
 
 /// Rules 2 to 4: the 1-based line of the opening tag when the message declares the promise.
-fn declaration(lines: &[&str], masked: &[bool], promise: &Promise) -> Option<usize> {
+fn declaration(text: &str, masked: &[bool], promise: &Promise) -> Option<usize> {
+    let mut backward = lines_backward(text, masked.len());
     // Rule 2: ignore trailing blank lines; the last line must end with the closing tag.
-    let last = lines.iter().rposition(|line| !line.trim().is_empty())?;
+    let (last, start, line) = backward.find(|(_, _, line)| !line.trim().is_empty())?;
     if masked[last] {
         return None;
     }
-    let closing = lines[last].trim();
-    let before_close = closing.strip_suffix(CLOSE)?;
+    let trimmed = line.trim_end();
+    trimmed.strip_suffix(CLOSE)?;
+    let close_at = start + trimmed.len() - CLOSE.len();
 
     // Rule 3: the nearest opening tag, first on its line, every line between unmasked.
-    let mut pieces = vec![before_close];
-    let mut index = last;
-    let open_at = loop {
-        if let Some(at) = pieces.last()?.rfind(OPEN) {
-            break at;
-        }
-        index = index.checked_sub(1)?;
-        if masked[index] {
-            return None;
-        }
-        pieces.push(lines[index]);
+    let (open_line, open_start, open_at) = match text[start..close_at].rfind(OPEN) {
+        Some(at) => (last, start, start + at),
+        None => backward.find_map(|(index, line_start, line)| {
+            if masked[index] {
+                return Some(None);
+            }
+            line.rfind(OPEN)
+                .map(|at| Some((index, line_start, line_start + at)))
+        })??,
     };
-    let opening = pieces.pop()?;
-    if !opening[..open_at].trim().is_empty() {
+    if !text[open_start..open_at].trim().is_empty() {
         return None;
     }
-    pieces.push(&opening[open_at + OPEN.len()..]);
-    pieces.reverse();
-    let content = pieces.join("\n");
     // Rule 4: the content, trimmed and collapsed, equals the phrase exactly.
-    (collapse_whitespace(&content) == promise.as_str()).then_some(index + 1)
+    let content = &text[open_at + OPEN.len()..close_at];
+    (collapse_whitespace(content) == promise.as_str()).then_some(open_line + 1)
 }
 
 /// Rule 5: the 1-based line of the first `<promise>…</promise>` pair holding the phrase,
-/// masked or not.
+/// masked or not. A closing tag pairs with the nearest opening tag before it; one pass.
 fn mention(text: &str, promise: &Promise) -> Option<usize> {
-    let mut from = 0;
-    while let Some(at) = text[from..].find(OPEN) {
-        let open = from + at;
-        let content_start = open + OPEN.len();
-        let close = content_start + text[content_start..].find(CLOSE)?;
-        let content = &text[content_start..close];
-        // A later opening tag inside the content starts the pair instead.
-        if !content.contains(OPEN) && collapse_whitespace(content) == promise.as_str() {
-            return Some(text[..open].matches('\n').count() + 1);
+    let mut opens = memchr::memmem::find_iter(text.as_bytes(), OPEN.as_bytes()).peekable();
+    let mut last_open = None;
+    for close in memchr::memmem::find_iter(text.as_bytes(), CLOSE.as_bytes()) {
+        while let Some(&open) = opens.peek() {
+            if open + OPEN.len() > close {
+                break;
+            }
+            last_open = Some(open);
+            opens.next();
         }
-        from = content_start;
+        if let Some(open) = last_open.take()
+            && collapse_whitespace(&text[open + OPEN.len()..close]) == promise.as_str()
+        {
+            return Some(memchr::memchr_iter(b'\n', &text.as_bytes()[..open]).count() + 1);
+        }
     }
     None
 }
 
-/// Rule 6: the first unmasked `needs-decision: TEXT` line with real text.
-fn escalation(lines: &[&str], masked: &[bool]) -> Option<(usize, String)> {
-    lines
-        .iter()
-        .zip(masked)
-        .enumerate()
-        .find_map(|(index, (line, masked))| {
-            if *masked {
-                return None;
-            }
-            let question = line.trim().strip_prefix("needs-decision:")?.trim();
-            (!is_placeholder(question)).then(|| (index + 1, question.to_string()))
-        })
+/// Rule 6 for one unmasked line: `needs-decision: TEXT` (the key in any case) with real text.
+fn needs_decision(line: &str) -> Option<String> {
+    const KEY: &str = "needs-decision:";
+    let trimmed = line.trim();
+    let head = trimmed.get(..KEY.len())?;
+    if !head.eq_ignore_ascii_case(KEY) {
+        return None;
+    }
+    let question = trimmed[KEY.len()..].trim();
+    (!is_placeholder(question)).then(|| question.to_string())
 }
 
-/// Empty, an angle-bracket placeholder like `<question>`, or none / n/a / na / nothing / -.
+/// Placeholders never escalate: empty, an angle-bracket placeholder such as `<question>` or
+/// `<your question here>` (words only: a `?` inside makes it a real question), or none, n/a,
+/// na, nothing, `-`; any case, with or without a final period.
 fn is_placeholder(text: &str) -> bool {
+    let text = text.strip_suffix('.').unwrap_or(text).trim_end();
     if text.is_empty() {
         return true;
     }
-    if text.starts_with('<') && text.ends_with('>') && !text[1..text.len() - 1].contains(['<', '>'])
-    {
-        return true;
+    if let Some(inner) = text.strip_prefix('<').and_then(|t| t.strip_suffix('>')) {
+        return inner.len() <= 40
+            && inner
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '_' | '-'));
     }
-    let word = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
-    matches!(word.as_str(), "none" | "n/a" | "na" | "nothing" | "-")
+    matches!(
+        text.to_ascii_lowercase().as_str(),
+        "none" | "n/a" | "na" | "nothing" | "-"
+    )
 }
 
 #[cfg(test)]
@@ -290,6 +316,8 @@ mod tests {
         for p in [
             "",
             "<question>",
+            "<question>.",
+            "<your question here>",
             "none",
             "None.",
             "N/A",
@@ -300,8 +328,44 @@ mod tests {
         ] {
             assert!(is_placeholder(p), "{p:?}");
         }
-        for q in ["Which database?", "<a> or <b>?", "no", "none of these work"] {
+        for q in [
+            "Which database?",
+            "<a> or <b>?",
+            "<Should I drop the users table?>",
+            "no",
+            "none of these work",
+            "<x>y",
+        ] {
             assert!(!is_placeholder(q), "{q:?}");
+        }
+    }
+
+    #[test]
+    fn the_escalation_key_is_read_in_any_case() {
+        assert_eq!(
+            needs_decision("Needs-Decision: Which DB?").as_deref(),
+            Some("Which DB?")
+        );
+        assert_eq!(
+            needs_decision("  NEEDS-DECISION:   x  ").as_deref(),
+            Some("x")
+        );
+        assert_eq!(needs_decision("- needs-decision: x"), None);
+    }
+
+    #[test]
+    fn lines_backward_match_lines_forward() {
+        for text in ["", "a", "a\n", "a\r\nb\n\nc", "\n\n"] {
+            let forward: Vec<&str> = lines(text).collect();
+            let mut backward: Vec<&str> = lines_backward(text, forward.len())
+                .map(|(_, _, l)| l)
+                .collect();
+            backward.reverse();
+            assert_eq!(forward, backward, "{text:?}");
+            let indexes: Vec<usize> = lines_backward(text, forward.len())
+                .map(|(i, _, _)| i)
+                .collect();
+            assert_eq!(indexes, (0..forward.len()).rev().collect::<Vec<_>>());
         }
     }
 }

@@ -225,7 +225,8 @@ pub fn screen(bytes: &[u8], cols: u16) -> String {
     let cols = NonZeroU16::new(cols).unwrap_or(NonZeroU16::MIN);
     let rows = NonZeroU16::new(SCREEN_ROWS).unwrap_or(NonZeroU16::MIN);
     let mut parser = vt100::Parser::new(rows, cols, SCROLLBACK);
-    parser.process(bytes);
+    let limit = u32::from(cols.get().max(SCREEN_ROWS));
+    parser.process(&clamp_csi_parameters(bytes, limit));
     let screen = parser.screen_mut();
     let history = screen.scrollback_len();
     let mut text = String::new();
@@ -248,6 +249,61 @@ pub fn screen(bytes: &[u8], cols: u16) -> String {
     }
     screen.set_scrollback(0);
     flatten(text.as_bytes())
+}
+
+/// Caps every number in a control sequence at `limit`. Past the screen's size a count or a
+/// position means the same on the screen, but `ESC[65535b` (repeat a character 65535 times)
+/// would make the replay's work unbounded by the tail it reads.
+pub fn clamp_csi_parameters(bytes: &[u8], limit: u32) -> std::borrow::Cow<'_, [u8]> {
+    let limit_text = limit.to_string();
+    let mut out: Option<Vec<u8>> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let introducer = match (bytes[i], bytes.get(i + 1)) {
+            (0x1b, Some(b'[')) | (0xc2, Some(0x9b)) => 2,
+            _ => 0,
+        };
+        if introducer == 0 {
+            if let Some(out) = &mut out {
+                out.push(bytes[i]);
+            }
+            i += 1;
+            continue;
+        }
+        let params_start = i + introducer;
+        let mut j = params_start;
+        while j < bytes.len() && (0x30..=0x3f).contains(&bytes[j]) {
+            j += 1;
+        }
+        let params = &bytes[params_start..j];
+        let exceeds = |n: &[u8]| {
+            n.len() > limit_text.len() || (n.len() == limit_text.len() && n > limit_text.as_bytes())
+        };
+        if out.is_some() || params.split(|b| !b.is_ascii_digit()).any(exceeds) {
+            let out = out.get_or_insert_with(|| bytes[..i].to_vec());
+            out.extend_from_slice(&bytes[i..params_start]);
+            let mut first = true;
+            for piece in params.split(|b| *b == b';') {
+                if !first {
+                    out.push(b';');
+                }
+                first = false;
+                let digits = piece.iter().take_while(|b| b.is_ascii_digit()).count();
+                let number = &piece[..digits];
+                out.extend_from_slice(if exceeds(number) {
+                    limit_text.as_bytes()
+                } else {
+                    number
+                });
+                out.extend_from_slice(&piece[digits..]);
+            }
+        }
+        i = j;
+    }
+    match out {
+        Some(out) => std::borrow::Cow::Owned(out),
+        None => std::borrow::Cow::Borrowed(bytes),
+    }
 }
 
 /// Which views found the marker.
@@ -322,6 +378,22 @@ mod tests {
     fn cut_moves_forward_past_continuation_bytes() {
         let text = "é<<<".as_bytes();
         assert_eq!(cut_to_char_boundary(&text[1..]), b"<<<");
+    }
+
+    #[test]
+    fn csi_numbers_are_capped_and_nothing_else_changes() {
+        assert_eq!(
+            &*clamp_csi_parameters(b"x\x1b[65535b\x1b[3;99999Hy", 200),
+            b"x\x1b[200b\x1b[3;200Hy"
+        );
+        assert_eq!(
+            &*clamp_csi_parameters(b"\x1b[?1049h\x1b[200;1H", 200),
+            b"\x1b[?1049h\x1b[200;1H"
+        );
+        assert!(matches!(
+            clamp_csi_parameters(b"plain \x1b[31m", 200),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 
     #[test]

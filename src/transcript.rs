@@ -35,32 +35,52 @@ pub fn last_message(input: &HookInput) -> Result<Option<(String, MessageSource)>
     Ok(last_assistant_text(path)?.map(|text| (text, MessageSource::Transcript)))
 }
 
-/// The text of the last main-chain assistant entry that has any text, read from the end.
+/// The text of the last main-chain assistant message, read from the end: every text block of
+/// it (a message's blocks are separate lines sharing its `message.id`), joined in order.
 ///
-/// Each content block is its own line. Skipped: sidechain lines, lines with only thinking or
-/// tool_use blocks, tool results, system lines and malformed lines. A real user prompt ends the
-/// search with `None`: the assistant said nothing since, and an older turn's text must never
-/// stand in for the current one.
+/// Skipped: sidechain lines, lines with only thinking or tool_use blocks, system lines and
+/// malformed lines. A real user prompt before any assistant text ends the search with `None`:
+/// the assistant said nothing since, and an older turn's text must never stand in for this one.
 pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
-    let file = File::open(path).map_err(|e| Error::io("read transcript", path, &e))?;
-    let mut lines = BackwardLines::new(file, TAIL_BUDGET)
-        .map_err(|e| Error::io("read transcript", path, &e))?;
-    while let Some(line) = lines
-        .next_line()
-        .map_err(|e| Error::io("read transcript", path, &e))?
-    {
-        match classify(&line) {
-            Entry::AssistantText(text) => return Ok(Some(text)),
-            Entry::UserPrompt => return Ok(None),
-            Entry::Skip => {}
+    let io = |e: std::io::Error| Error::io("read transcript", path, &e);
+    let file = crate::input::open_regular(path).map_err(io)?;
+    let mut lines = BackwardLines::new(file, TAIL_BUDGET).map_err(io)?;
+    // The message found so far: its id and its text blocks, last first.
+    let mut found: Option<(Option<String>, Vec<String>)> = None;
+    while let Some(line) = lines.next_line().map_err(io)? {
+        match (classify(&line), &mut found) {
+            (
+                Entry::Assistant {
+                    text: Some(text),
+                    id,
+                },
+                None,
+            ) => found = Some((id, vec![text])),
+            (Entry::Assistant { text, id }, Some((found_id, texts))) => {
+                if id.is_none() || id != *found_id {
+                    break;
+                }
+                texts.extend(text);
+            }
+            (Entry::UserPrompt, None) => return Ok(None),
+            (Entry::UserPrompt | Entry::ToolResult, Some(_)) => break,
+            _ => {}
         }
     }
-    Ok(None)
+    Ok(found.map(|(_, mut texts)| {
+        texts.reverse();
+        texts.join("\n\n")
+    }))
 }
 
 enum Entry {
-    AssistantText(String),
+    /// A main-chain assistant line, with its text blocks joined (`None` when it has none).
+    Assistant {
+        id: Option<String>,
+        text: Option<String>,
+    },
     UserPrompt,
+    ToolResult,
     Skip,
 }
 
@@ -75,6 +95,7 @@ struct Line {
 
 #[derive(Deserialize)]
 struct Message {
+    id: Option<String>,
     role: Option<String>,
     content: Option<Content>,
 }
@@ -114,8 +135,12 @@ fn classify(line: &[u8]) -> Entry {
         None => Vec::new(),
     };
     match role {
-        Some("assistant") if !texts.is_empty() => Entry::AssistantText(texts.join("\n\n")),
+        Some("assistant") => Entry::Assistant {
+            id: message.id,
+            text: (!texts.is_empty()).then(|| texts.join("\n\n")),
+        },
         Some("user") if !texts.is_empty() => Entry::UserPrompt,
+        Some("user") => Entry::ToolResult,
         _ => Entry::Skip,
     }
 }

@@ -159,9 +159,7 @@ fn judge_command(args: Vec<OsString>) -> Result<Exit> {
     } else {
         assessment.verdict.as_str().to_string()
     };
-    if let Err(exit) = stdout(format!("{line}\n").as_bytes()) {
-        return Ok(exit);
-    }
+    stdout(format!("{line}\n").as_bytes())?;
     Ok(match assessment.verdict {
         Verdict::Declared => Exit::Success,
         _ => Exit::Negative,
@@ -206,7 +204,7 @@ fn token_command(args: Vec<OsString>) -> Result<Exit> {
             ));
         }
     };
-    Ok(print(format!("{text}\n").as_bytes()))
+    print(format!("{text}\n").as_bytes())
 }
 
 fn scan_command(args: Vec<OsString>) -> Result<Exit> {
@@ -234,9 +232,7 @@ fn scan_command(args: Vec<OsString>) -> Result<Exit> {
     let views = terminal::scan(&bytes, &token::marker(&prefix, &token), cols, json);
     if json {
         let report = serde_json::json!({ "found": views.any(), "views": views.names() });
-        if let Err(exit) = stdout(format!("{report}\n").as_bytes()) {
-            return Ok(exit);
-        }
+        stdout(format!("{report}\n").as_bytes())?;
     }
     Ok(if views.any() {
         Exit::Success
@@ -260,7 +256,7 @@ fn defang_command(args: Vec<OsString>) -> Result<Exit> {
         }
     }
     let bytes = Source::from_arg(file).read_capped(MAX_TEXT, "the text")?;
-    Ok(print(&defang_bytes(&bytes, &prefixes)))
+    print(&defang_bytes(&bytes, &prefixes))
 }
 
 fn set_file(file: &mut Option<PathBuf>, value: OsString) -> Result<()> {

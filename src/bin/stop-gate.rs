@@ -258,7 +258,7 @@ fn start_from(request: StartRequest) -> Result<Exit> {
             within.as_secs(),
             promise.tagged()
         );
-        return Ok(print(line.as_bytes()));
+        return print(line.as_bytes());
     }
     if request.claim_within.is_some() {
         return Err(Error::usage("--claim-within goes with --next-session"));
@@ -273,7 +273,7 @@ fn start_from(request: StartRequest) -> Result<Exit> {
         "vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}\n",
         promise.tagged()
     );
-    Ok(print(text.as_bytes()))
+    print(text.as_bytes())
 }
 
 /// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.
@@ -326,7 +326,7 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
     } else {
         format!("session {session}: {}", state.summary())
     };
-    Ok(print(format!("{text}\n").as_bytes()))
+    print(format!("{text}\n").as_bytes())
 }
 
 fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
@@ -339,7 +339,7 @@ fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
                 "vigil loop cancelled in session {session} at pass {}/{}\n",
                 state.iteration, state.max_iterations
             );
-            Ok(print(line.as_bytes()))
+            print(line.as_bytes())
         }
         None => {
             diagnostic(NAME, &format!("no running loop in session {session}"));

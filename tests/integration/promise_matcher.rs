@@ -284,6 +284,25 @@ fn needs_decision_placeholders_never_block() {
 }
 
 #[test]
+fn needs_decision_with_a_question_in_angle_brackets_still_blocks() {
+    let report = judge_with(
+        "needs-decision: <Should I drop the users table?>\n<promise>DONE</promise>",
+        "DONE",
+    );
+    assert_eq!(report["verdict"], "blocked");
+    assert_eq!(report["question"], "<Should I drop the users table?>");
+}
+
+#[test]
+fn needs_decision_key_in_any_case_blocks() {
+    assert_verdict(
+        "Needs-Decision: Which database?\n<promise>DONE</promise>",
+        "blocked",
+    );
+    assert_verdict("NEEDS-DECISION: Which database?", "blocked");
+}
+
+#[test]
 fn needs_decision_inside_a_code_fence_does_not_block() {
     assert_verdict(
         "```\nneeds-decision: Which region?\n```\n<promise>DONE</promise>",
@@ -379,6 +398,54 @@ fn invalid_utf8_text_is_judged_lossily_not_refused() {
         .assert()
         .success()
         .stdout("declared\n");
+}
+
+#[test]
+fn a_closed_stdout_pipe_keeps_the_verdict_exit_code() {
+    let pm = assert_cmd::cargo::cargo_bin!("promise-matcher");
+    for (text, code) in [("DONE", "1"), ("<promise>DONE</promise>", "0")] {
+        let script = format!(
+            "(sleep 0.3; echo '{text}') | '{}' | true; echo ${{PIPESTATUS[1]}}",
+            pm.display()
+        );
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout).trim(),
+            code,
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_write_to_stdout_is_one_line_naming_the_binary() {
+    let output = std::process::Command::new(assert_cmd::cargo::cargo_bin!("promise-matcher"))
+        .stdin(std::process::Stdio::null())
+        .stdout(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = assert_one_line_error(&output, "promise-matcher");
+    assert!(
+        stderr.contains("cannot write to standard output"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn many_opening_tags_are_judged_in_one_pass() {
+    // 200,000 opening tags before one closing tag: quadratic pairing would take minutes.
+    let text = "<promise>".repeat(200_000) + "</promise>\n<promise>DONE</promise> trailing";
+    assert_verdict(&text, "mentioned");
 }
 
 #[test]
@@ -583,6 +650,53 @@ fn transcript_that_ends_in_a_malformed_line_uses_the_last_good_one() {
         "{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"te".to_string(),
     ]);
     assert_eq!(hook_verdict(&old_stop(&path))["verdict"], "declared");
+}
+
+#[test]
+fn transcript_fallback_judges_every_text_block_of_the_last_message() {
+    // One message, two text blocks, each its own line (as with citations): the question in the
+    // first block must not be lost behind the declaration in the second.
+    let block = |text: &str| {
+        json!({"type": "assistant", "isSidechain": false, "message": {"id": "msg_9", "role": "assistant",
+            "content": [{"type": "text", "text": text}]}})
+        .to_string()
+            + "\n"
+    };
+    let (_dir, path) = write_transcript(&[
+        entry("user", false, json!("Migrate the schema")),
+        block("needs-decision: Drop the legacy table?"),
+        json!({"type": "assistant", "isSidechain": false, "message": {"id": "msg_9", "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "hmm"}]}}).to_string() + "\n",
+        block("<promise>DONE</promise>"),
+    ]);
+    let report = hook_verdict(&old_stop(&path));
+    assert_eq!(report["verdict"], "blocked", "{report}");
+}
+
+#[test]
+fn transcript_fallback_does_not_join_an_earlier_message() {
+    let message = |id: &str, text: &str| {
+        json!({"type": "assistant", "message": {"id": id, "role": "assistant", "content": [{"type": "text", "text": text}]}}).to_string() + "\n"
+    };
+    let (_dir, path) = write_transcript(&[
+        message("msg_1", "needs-decision: old question"),
+        message("msg_2", "<promise>DONE</promise>"),
+    ]);
+    assert_eq!(hook_verdict(&old_stop(&path))["verdict"], "declared");
+}
+
+#[test]
+fn transcript_that_is_a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("t.jsonl");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = hook(&old_stop(&fifo));
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "promise-matcher").contains("not a regular file"));
 }
 
 #[test]
@@ -992,6 +1106,28 @@ fn defanged_marker_does_not_scan_as_found() {
         format!("{}\n", MARKER.replace("<<<VIGIL_", "<<<VIG-IL_"))
     );
     assert_eq!(scan_report(defanged.as_bytes(), &[])["found"], false);
+}
+
+#[test]
+fn defang_breaks_a_marker_right_after_an_escape_introducer() {
+    for prefix in ["\x1b", "\x1b[", "\x1b]0;", "\x1bP", "\u{9b}"] {
+        let text = format!("{prefix}{MARKER}");
+        let defanged = promise_matcher()
+            .arg("defang")
+            .write_stdin(text.clone())
+            .output()
+            .unwrap()
+            .stdout;
+        assert_eq!(scan_report(&defanged, &[])["found"], false, "{text:?}");
+    }
+}
+
+#[test]
+fn scan_work_is_bounded_by_the_tail_even_for_hostile_repeat_sequences() {
+    // `ESC[65535b` repeats the last character 65535 times: unclamped, this tail costs seconds.
+    let bytes = b"x\x1b[65535b".repeat(8192);
+    assert_eq!(scan_report(&bytes, &[])["found"], false);
+    assert_eq!(scan_report(&bytes, &["--cols", "2"])["found"], false);
 }
 
 #[test]
