@@ -1141,6 +1141,12 @@ fn malformed_input_denies_with_one_useful_line_and_writes_only_under_vigil() {
             "absolute id",
             br#"{"session_id":"/tmp/x","hook_event_name":"Stop"}"#.to_vec(),
         ),
+        (
+            "NUL in id",
+            br#"{"session_id":"a\u0000b","hook_event_name":"Stop"}"#.to_vec(),
+        ),
+        ("deeply nested", deeply_nested()),
+        ("over 16 MiB", over_16_mib()),
     ];
     for (name, input) in cases {
         let p = Project::new();
@@ -1159,6 +1165,22 @@ fn malformed_input_denies_with_one_useful_line_and_writes_only_under_vigil() {
             "{name}: counted under `unknown`: {after:?}"
         );
     }
+}
+
+fn deeply_nested() -> Vec<u8> {
+    format!(
+        r#"{{"session_id":"s","x":{}{}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    )
+    .into_bytes()
+}
+
+fn over_16_mib() -> Vec<u8> {
+    let mut big = br#"{"session_id":"s","last_assistant_message":""#.to_vec();
+    big.extend(std::iter::repeat_n(b'a', 16 * 1024 * 1024));
+    big.extend_from_slice(b"\"}");
+    big
 }
 
 #[test]
