@@ -262,6 +262,7 @@ fn needs_decision_placeholders_never_block() {
     for placeholder in [
         "",
         "<question>",
+        "<question>.",
         "<your question here>",
         "none",
         "None.",
