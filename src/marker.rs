@@ -164,6 +164,58 @@ pub fn check_dir(project: &Project, check: &CheckName) -> PathBuf {
     project.markers().join(check.as_str())
 }
 
+/// Refuses a markers directory (or a check's directory) that is a symlink: vigil makes them
+/// as plain directories, and a link could point a gate at files outside the project.
+pub fn refuse_symlinks(project: &Project, check: &CheckName) -> Result<()> {
+    for dir in [project.markers(), check_dir(project, check)] {
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::input(format!(
+                "{} is a symlink; markers live only in a plain directory of the project",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Who wrote a marker: this program, this host, this user.
+pub fn writer() -> Writer {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        // SAFETY: getuid cannot fail and touches no memory.
+        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }));
+    Writer {
+        name: "marker-writer".to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        host,
+        user,
+    }
+}
+
+/// Writes a marker: the payload, then the empty gate file, each atomically and in that order,
+/// so that a crash at any instant leaves the previous marker or the new one, never a gate
+/// whose payload is unreadable.
+pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)> {
+    let check = CheckName::parse(&payload.check)?;
+    refuse_symlinks(project, &check)?;
+    let dir = check_dir(project, &check);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    refuse_symlinks(project, &check)?;
+    let (payload_path, gate_path) = paths(project, &check, &payload.subject);
+    let mut json = serde_json::to_vec_pretty(payload).expect("a payload serializes");
+    json.push(b'\n');
+    crate::atomic::write_atomic(&payload_path, &json, 0o644)
+        .map_err(|e| Error::io("write", &payload_path, &e))?;
+    crate::atomic::write_atomic(&gate_path, b"", 0o644)
+        .map_err(|e| Error::io("write", &gate_path, &e))?;
+    Ok((payload_path, gate_path))
+}
+
 /// The payload and gate paths of a subject's marker.
 pub fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf, PathBuf) {
     let dir = check_dir(project, check);
@@ -183,6 +235,9 @@ pub fn verify(
     subject_id: &str,
     max_age: Duration,
 ) -> std::result::Result<Payload, Denial> {
+    if let Err(e) = refuse_symlinks(project, check) {
+        return Err(Denial::Malformed(e.to_string()));
+    }
     let (payload_path, gate_path) = paths(project, check, subject_id);
     if !gate_path.is_file() {
         return Err(if has_other_markers(&check_dir(project, check)) {

@@ -64,25 +64,12 @@ pub fn run(
         Some(err_reader)
     };
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
+    let child = cmd.spawn()?;
     // The writers now live only in the child: drop our copies (inside `cmd`) so EOF comes.
     drop(cmd);
     let out = collect(out_reader, tail);
     let err = err_reader.map(|r| collect(r, 4096));
-
-    let pid = child.id() as libc::pid_t;
-    let (done_tx, done_rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = done_tx.send(child.wait());
-    });
-    let outcome = match done_rx.recv_timeout(timeout) {
-        Ok(status) => outcome_of(status?),
-        Err(_) => {
-            kill_group(pid);
-            let _ = done_rx.recv();
-            Outcome::TimedOut
-        }
-    };
+    let outcome = wait(child, Some(timeout))?;
     let duration = start.elapsed();
     Ok(Finished {
         outcome,
@@ -90,6 +77,120 @@ pub fn run(
         errors: err
             .and_then(|e| e.recv_timeout(PIPE_GRACE).ok())
             .unwrap_or_default(),
+        duration,
+    })
+}
+
+/// Waits for a child that leads its own process group; at `timeout` the whole group gets
+/// SIGKILL and the outcome is `TimedOut`.
+pub fn wait(mut child: std::process::Child, timeout: Option<Duration>) -> std::io::Result<Outcome> {
+    let pid = child.id() as libc::pid_t;
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = done_tx.send(child.wait());
+    });
+    let received = match timeout {
+        Some(timeout) => done_rx.recv_timeout(timeout).ok(),
+        None => done_rx.recv().ok(),
+    };
+    match received {
+        Some(status) => Ok(outcome_of(status?)),
+        None => {
+            kill_group(pid);
+            let _ = done_rx.recv();
+            Ok(Outcome::TimedOut)
+        }
+    }
+}
+
+/// A command that ran with its output passed through.
+#[derive(Clone, Debug)]
+pub struct PassedThrough {
+    pub outcome: Outcome,
+    /// sha256 of stdout and stderr together, in the order the chunks arrived.
+    pub output_sha256: String,
+    pub duration: Duration,
+}
+
+/// The process group that SIGINT, SIGTERM and SIGHUP are forwarded to (0: none).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn forward(signal: libc::c_int) {
+    let group = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);
+    if group > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(-group, signal);
+        }
+    }
+}
+
+/// Runs `cmd` in its own process group with its stdout and stderr copied through to ours as
+/// they come, hashing them. Ctrl-C, SIGTERM and SIGHUP sent to us are forwarded to the group
+/// (it has left our terminal's group so that a timeout can kill it whole); at `timeout` the
+/// group gets SIGKILL.
+pub fn run_passthrough(
+    mut cmd: Command,
+    timeout: Option<Duration>,
+) -> std::io::Result<PassedThrough> {
+    use sha2::Digest;
+    use std::sync::{Arc, Mutex};
+    let (out_reader, out_writer) = std::io::pipe()?;
+    let (err_reader, err_writer) = std::io::pipe()?;
+    cmd.stdout(out_writer).stderr(err_writer).process_group(0);
+    let start = Instant::now();
+    let child = cmd.spawn()?;
+    drop(cmd);
+    FORWARD_TO.store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only reads an atomic and calls kill(2).
+        unsafe {
+            libc::signal(signal, forward as *const () as libc::sighandler_t);
+        }
+    }
+    let hasher = Arc::new(Mutex::new(sha2::Sha256::new()));
+    let tee = |mut reader: std::io::PipeReader, to_stderr: bool| {
+        let hasher = Arc::clone(&hasher);
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            use std::io::Write;
+            let mut chunk = [0u8; 16 * 1024];
+            loop {
+                match reader.read(&mut chunk) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if let Ok(mut h) = hasher.lock() {
+                            h.update(&chunk[..n]);
+                        }
+                        // Output goes on even when ours is closed: the command must not stall.
+                        let _ = if to_stderr {
+                            std::io::stderr().lock().write_all(&chunk[..n])
+                        } else {
+                            std::io::stdout().lock().write_all(&chunk[..n])
+                        };
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(());
+        });
+        rx
+    };
+    let out_done = tee(out_reader, false);
+    let err_done = tee(err_reader, true);
+    let outcome = wait(child, timeout)?;
+    let duration = start.elapsed();
+    let _ = out_done.recv_timeout(PIPE_GRACE);
+    let _ = err_done.recv_timeout(PIPE_GRACE);
+    FORWARD_TO.store(0, std::sync::atomic::Ordering::SeqCst);
+    let digest = hasher
+        .lock()
+        .map(|h| h.clone().finalize())
+        .unwrap_or_default();
+    Ok(PassedThrough {
+        outcome,
+        output_sha256: crate::subject::hex(&digest),
         duration,
     })
 }

@@ -45,8 +45,9 @@ impl Subject {
             Subject::Worktree => worktree_tree(&project.dir, &project.state),
             Subject::File(path) => {
                 let path = project.dir.join(path);
-                let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, &e))?;
-                Ok(sha256_id(&bytes))
+                let file = std::fs::File::open(&path).map_err(|e| Error::io("read", &path, &e))?;
+                let hex = sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
+                Ok(format!("sha256:{hex}"))
             }
             Subject::Stdin => Ok(sha256_id(stdin.unwrap_or_default())),
         }
@@ -60,6 +61,25 @@ pub fn key(subject_id: &str) -> String {
 
 pub fn sha256_id(bytes: &[u8]) -> String {
     format!("sha256:{}", sha256_hex(bytes))
+}
+
+/// The sha256 of everything a reader yields, read in 1 MiB chunks (never all at once).
+pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

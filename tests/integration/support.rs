@@ -121,3 +121,20 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+pub fn marker_writer() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"));
+    cmd.env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    cmd
+}
+
+/// A git repository with one committed file, `lib.rs`.
+pub fn git_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.path().join("lib.rs"), "fn main() {}\n").unwrap();
+    git(dir.path(), &["add", "."]);
+    git(dir.path(), &["commit", "-qm", "init"]);
+    dir
+}

@@ -1,0 +1,315 @@
+//! marker-writer: the protected writer (SPEC §5). It records what happened to exactly which
+//! content, and verifies such records fail-closed.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use lexopt::prelude::*;
+use vigil::cli::{help, number, print, string_value};
+use vigil::input::Source;
+use vigil::marker::{self, CheckName, Payload, Run, Status};
+use vigil::output::diagnostic;
+use vigil::process::{self, Outcome};
+use vigil::state::Project;
+use vigil::subject::Subject;
+use vigil::{Error, Exit, Result, time};
+
+const NAME: &str = "marker-writer";
+/// Standard input hashed as a subject may be at most this large.
+const MAX_STDIN_SUBJECT: u64 = 1 << 30;
+
+const HELP: &str = "\
+marker-writer: content-bound markers from a protected writer, verified fail-closed.
+
+Usage:
+  marker-writer run    --check NAME [--subject S] [--timeout SECS] -- CMD ARGS...
+  marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
+  marker-writer verify --check NAME [--subject S] [--max-age DURATION]
+  marker-writer show   --check NAME [--subject S]
+
+A marker records that a check (tests, lint, review...) ended with a status (passed, failed,
+blocked, aborted) for exactly one content, named by its hash. It lives in
+.vigil/markers/NAME/: the payload KEY.json, then the empty gate file KEY.ok, each written
+atomically. Run it from a process the agent cannot alter: a CI job, a git hook, a human.
+
+run      runs CMD (its output passes through unchanged), records passed on exit 0, failed on
+         another code, aborted on a signal or --timeout, and exits with the command's code
+         (124 on a timeout, 128+N on signal N)
+write    records a status given by hand
+verify   exits 0 only for a passed marker of exactly this content, younger than --max-age;
+         otherwise 1 with one line: missing, subject mismatch, malformed, status S, or stale
+show     prints the payload of the marker for this content
+
+Options:
+  --check NAME         the check: 1 to 64 of A-Z a-z 0-9 . _ -
+  --subject S          worktree (default, in a git repository): the tree of the working tree,
+                       untracked non-ignored files included; file:PATH: the file's sha256;
+                       stdin: the sha256 of standard input
+  --status STATUS      write: passed, failed, blocked or aborted
+  --note TEXT          write: a note kept in the payload
+  --timeout SECS       run: kill the command's whole process group after SECS
+  --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
+  --state-dir DIR      where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  -h, --help           this text
+";
+
+fn main() -> ExitCode {
+    match run_main() {
+        Ok(exit) => ExitCode::from(exit),
+        Err(err) => {
+            diagnostic(NAME, &err.to_string());
+            err.exit().into()
+        }
+    }
+}
+
+/// The options every command shares, and the rest.
+#[derive(Default)]
+struct Options {
+    check: Option<CheckName>,
+    subject: Option<Subject>,
+    status: Option<Status>,
+    note: Option<String>,
+    timeout: Option<Duration>,
+    max_age: Option<Duration>,
+    state_dir: Option<PathBuf>,
+    command: Vec<OsString>,
+}
+
+fn run_main() -> Result<u8> {
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.is_empty() {
+        return Err(Error::usage(
+            "marker-writer needs a command: run, write, verify or show; see --help",
+        ));
+    }
+    let action = args.remove(0);
+    let action = action.to_str().unwrap_or("");
+    if matches!(action, "-h" | "--help") {
+        return help(HELP).map(Exit::code);
+    }
+    if !matches!(action, "run" | "write" | "verify" | "show") {
+        return Err(Error::usage(format!(
+            "unknown command {action:?}; use run, write, verify or show"
+        )));
+    }
+    let Some(options) = parse(action, args)? else {
+        return help(HELP).map(Exit::code);
+    };
+    let check = options
+        .check
+        .clone()
+        .ok_or_else(|| Error::usage(format!("`{action}` needs --check NAME")))?;
+    let project = Project::resolve(options.state_dir.as_deref(), None);
+    let subject = match options.subject.clone() {
+        Some(subject) => subject,
+        None => Subject::Worktree,
+    };
+    let stdin = match subject {
+        Subject::Stdin => Some(Source::Stdin.read_capped(MAX_STDIN_SUBJECT, "standard input")?),
+        _ => None,
+    };
+    let subject_id = subject.id(&project, stdin.as_deref())?;
+    match action {
+        "run" => run(&project, &check, &subject, &subject_id, options),
+        "write" => {
+            let status = options.status.ok_or_else(|| {
+                Error::usage("`write` needs --status passed|failed|blocked|aborted")
+            })?;
+            let payload = payload(&check, status, &subject_id, None, options.note);
+            let (path, _) = marker::write(&project, &payload)?;
+            print(
+                format!(
+                    "marker-writer: {check} {} for {subject_id} in {}\n",
+                    status.as_str(),
+                    path.display()
+                )
+                .as_bytes(),
+            )
+            .map(Exit::code)
+        }
+        "verify" => {
+            let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
+            match marker::verify(&project, &check, &subject_id, max_age) {
+                Ok(payload) => print(
+                    format!(
+                        "{check}: passed for {subject_id}, written {} by {}@{}\n",
+                        payload.created_at, payload.writer.user, payload.writer.host
+                    )
+                    .as_bytes(),
+                )
+                .map(Exit::code),
+                Err(denial) => {
+                    diagnostic(NAME, &format!("{check}: {}", denial.describe()));
+                    Ok(Exit::Negative.code())
+                }
+            }
+        }
+        _ => {
+            let (payload_path, gate_path) = marker::paths(&project, &check, &subject_id);
+            let payload = marker::read_payload(&payload_path).map_err(|denial| match denial {
+                marker::Denial::Malformed(detail) if !payload_path.exists() => {
+                    Error::input(format!("{check}: no marker for {subject_id} ({detail})"))
+                }
+                other => Error::input(format!("{check}: {}", other.describe())),
+            })?;
+            if !gate_path.is_file() {
+                diagnostic(
+                    NAME,
+                    &format!(
+                        "{check}: the payload has no gate file: it was never committed, and verify denies it"
+                    ),
+                );
+            }
+            let mut json = serde_json::to_vec_pretty(&payload).expect("a payload serializes");
+            json.push(b'\n');
+            print(&json).map(Exit::code)
+        }
+    }
+}
+
+fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options::default();
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("check") => {
+                options.check = Some(CheckName::parse(&string_value(&mut parser, "--check")?)?)
+            }
+            Long("subject") => {
+                options.subject = Some(Subject::parse(&string_value(&mut parser, "--subject")?)?)
+            }
+            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("status") if action == "write" => {
+                options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
+            }
+            Long("note") if action == "write" => {
+                options.note = Some(string_value(&mut parser, "--note")?)
+            }
+            Long("timeout") if action == "run" => {
+                options.timeout = Some(Duration::from_secs(number(
+                    &mut parser,
+                    "--timeout",
+                    1,
+                    7 * 86_400,
+                )?))
+            }
+            Long("max-age") if action == "verify" => {
+                options.max_age = Some(time::parse_duration(&string_value(
+                    &mut parser,
+                    "--max-age",
+                )?)?)
+            }
+            Short('h') | Long("help") => return Ok(None),
+            Value(first) if action == "run" => {
+                options.command.push(first);
+                options.command.extend(parser.raw_args()?);
+            }
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    if action == "run" && options.command.is_empty() {
+        return Err(Error::usage(
+            "`run` needs the command after --, e.g. marker-writer run --check tests -- cargo test",
+        ));
+    }
+    Ok(Some(options))
+}
+
+fn run(
+    project: &Project,
+    check: &CheckName,
+    subject: &Subject,
+    subject_id: &str,
+    options: Options,
+) -> Result<u8> {
+    let shown = options
+        .command
+        .iter()
+        .map(|a| shell_quote(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = Command::new(&options.command[0]);
+    cmd.args(&options.command[1..]);
+    if matches!(subject, Subject::Stdin) {
+        cmd.stdin(Stdio::null());
+    }
+    let ran = process::run_passthrough(cmd, options.timeout).map_err(|e| {
+        Error::Io(format!(
+            "cannot run `{shown}`: {}",
+            vigil::error::plain_io(&e)
+        ))
+    })?;
+    let (status, code) = match ran.outcome {
+        Outcome::Exited(0) => (Status::Passed, 0),
+        Outcome::Exited(code) => (Status::Failed, code),
+        Outcome::Signaled(signal) => (Status::Aborted, 128 + signal),
+        Outcome::TimedOut => (Status::Aborted, 124),
+    };
+    if matches!(subject, Subject::Worktree)
+        && subject.id(project, None).ok().as_deref() != Some(subject_id)
+    {
+        diagnostic(
+            NAME,
+            &format!(
+                "`{shown}` changed the worktree; the marker vouches for the content it ran on, {subject_id}"
+            ),
+        );
+    }
+    let record = Run {
+        command: shown,
+        exit_code: code,
+        duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
+        output_sha256: ran.output_sha256,
+    };
+    let payload = payload(check, status, subject_id, Some(record), None);
+    match marker::write(project, &payload) {
+        Ok(_) => {
+            diagnostic(
+                NAME,
+                &format!("{check} {} for {subject_id}", status.as_str()),
+            );
+            Ok(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+        }
+        // The command passed but nothing vouches for it: that must not look like success.
+        Err(e) if code == 0 => Err(e),
+        Err(e) => {
+            diagnostic(NAME, &e.to_string());
+            Ok(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
+        }
+    }
+}
+
+fn payload(
+    check: &CheckName,
+    status: Status,
+    subject_id: &str,
+    run: Option<Run>,
+    note: Option<String>,
+) -> Payload {
+    Payload {
+        schema: marker::SCHEMA.to_string(),
+        check: check.to_string(),
+        status,
+        subject: subject_id.to_string(),
+        created_at: time::now_rfc3339(),
+        writer: marker::writer(),
+        run,
+        note,
+    }
+}
+
+/// An argument as a POSIX shell would need it written.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

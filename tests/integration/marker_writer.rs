@@ -1,0 +1,875 @@
+//! marker-writer, driven as a CI job or a git hook drives it (SPEC §5).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn mw(dir: &Path, args: &[&str]) -> Output {
+    marker_writer()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn verify(dir: &Path, check: &str) -> Output {
+    mw(dir, &["verify", "--check", check])
+}
+
+fn markers(dir: &Path, check: &str) -> PathBuf {
+    dir.join(".vigil/markers").join(check)
+}
+
+/// Every payload under a check's directory, each validated against the schema.
+fn payloads(dir: &Path, check: &str) -> Vec<Value> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(markers(dir, check)).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            let payload: Value =
+                serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
+            assert_valid("marker.schema.json", &payload);
+            found.push(payload);
+        }
+    }
+    found
+}
+
+fn only_payload(dir: &Path, check: &str) -> Value {
+    let mut all = payloads(dir, check);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all.remove(0)
+}
+
+fn denial(output: &Output) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stdout {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_one_line_error(output, "marker-writer")
+}
+
+// --- Round trips ---------------------------------------------------------------------------
+
+#[test]
+fn worktree_marker_round_trip() {
+    let repo = git_repo();
+    let output = mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(payload["status"], "passed");
+    assert!(
+        payload["subject"]
+            .as_str()
+            .unwrap()
+            .starts_with("git-tree:")
+    );
+    let key = payload["subject"].as_str().unwrap().replace(':', "-");
+    assert!(
+        markers(repo.path(), "tests")
+            .join(format!("{key}.ok"))
+            .is_file()
+    );
+    assert_eq!(
+        std::fs::read(markers(repo.path(), "tests").join(format!("{key}.ok")))
+            .unwrap()
+            .len(),
+        0,
+        "the gate is empty"
+    );
+}
+
+#[test]
+fn file_marker_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("report.pdf"), b"%PDF bytes").unwrap();
+    let output = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "review",
+            "--subject",
+            "file:report.pdf",
+            "--status",
+            "passed",
+            "--note",
+            "read by Ana",
+        ],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let payload = only_payload(dir.path(), "review");
+    assert_eq!(
+        payload["subject"],
+        format!("sha256:{}", vigil::subject::sha256_hex(b"%PDF bytes"))
+    );
+    assert_eq!(payload["note"], "read by Ana");
+    assert!(payload.get("run").is_none());
+    assert_eq!(
+        mw(
+            dir.path(),
+            &[
+                "verify",
+                "--check",
+                "review",
+                "--subject",
+                "file:report.pdf"
+            ]
+        )
+        .status
+        .code(),
+        Some(0)
+    );
+    std::fs::write(dir.path().join("report.pdf"), b"%PDF other bytes").unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "verify",
+            "--check",
+            "review",
+            "--subject",
+            "file:report.pdf",
+        ],
+    );
+    assert!(denial(&out).contains("subject mismatch"));
+}
+
+#[test]
+fn stdin_marker_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = marker_writer()
+        .args([
+            "write",
+            "--check",
+            "diff-review",
+            "--subject",
+            "stdin",
+            "--status",
+            "passed",
+        ])
+        .current_dir(dir.path())
+        .write_stdin("diff --git a/x b/x\n")
+        .output()
+        .unwrap();
+    assert!(write.status.success());
+    let same = marker_writer()
+        .args(["verify", "--check", "diff-review", "--subject", "stdin"])
+        .current_dir(dir.path())
+        .write_stdin("diff --git a/x b/x\n")
+        .output()
+        .unwrap();
+    assert_eq!(same.status.code(), Some(0));
+    let other = marker_writer()
+        .args(["verify", "--check", "diff-review", "--subject", "stdin"])
+        .current_dir(dir.path())
+        .write_stdin("another diff\n")
+        .output()
+        .unwrap();
+    assert!(denial(&other).contains("subject mismatch"));
+}
+
+#[test]
+fn show_prints_the_payload() {
+    let repo = git_repo();
+    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    let output = mw(repo.path(), &["show", "--check", "tests"]);
+    assert!(output.status.success());
+    let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(shown, only_payload(repo.path(), "tests"));
+    let none = mw(repo.path(), &["show", "--check", "lint"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert_one_line_error(&none, "marker-writer");
+}
+
+// --- The worktree subject ------------------------------------------------------------------
+
+fn subject_of(dir: &Path) -> String {
+    let out = mw(dir, &["write", "--check", "probe", "--status", "passed"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split_whitespace()
+        .find(|w| w.starts_with("git-tree:"))
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn worktree_subject_changes_with_an_edit() {
+    let repo = git_repo();
+    let before = subject_of(repo.path());
+    std::fs::write(repo.path().join("lib.rs"), "fn main() { edited() }\n").unwrap();
+    assert_ne!(subject_of(repo.path()), before);
+    std::fs::write(repo.path().join("lib.rs"), "fn main() {}\n").unwrap();
+    assert_eq!(
+        subject_of(repo.path()),
+        before,
+        "the same content is the same subject"
+    );
+}
+
+#[test]
+fn worktree_subject_changes_with_a_new_untracked_file() {
+    let repo = git_repo();
+    let before = subject_of(repo.path());
+    std::fs::write(repo.path().join("new.rs"), "x").unwrap();
+    assert_ne!(subject_of(repo.path()), before);
+}
+
+#[test]
+fn worktree_subject_changes_with_a_deletion() {
+    let repo = git_repo();
+    let before = subject_of(repo.path());
+    std::fs::remove_file(repo.path().join("lib.rs")).unwrap();
+    assert_ne!(subject_of(repo.path()), before);
+}
+
+#[test]
+fn worktree_subject_changes_with_a_mode_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = git_repo();
+    let before = subject_of(repo.path());
+    std::fs::set_permissions(
+        repo.path().join("lib.rs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    assert_ne!(subject_of(repo.path()), before);
+}
+
+#[test]
+fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
+    let repo = git_repo();
+    std::fs::write(repo.path().join(".gitignore"), "*.log\n").unwrap();
+    git(repo.path(), &["add", ".gitignore"]);
+    git(repo.path(), &["commit", "-qm", "ignore logs"]);
+    let before = subject_of(repo.path());
+    std::fs::write(repo.path().join("build.log"), "noise").unwrap();
+    assert_eq!(subject_of(repo.path()), before);
+    // .vigil/ is not ignored here, and writing markers into it must not change the subject.
+    assert!(repo.path().join(".vigil/markers/probe").is_dir());
+    assert_eq!(subject_of(repo.path()), before);
+}
+
+#[test]
+fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
+    let repo = git_repo();
+    std::fs::write(repo.path().join("lib.rs"), "fn main() { staged() }\n").unwrap();
+    git(repo.path(), &["add", "lib.rs"]);
+    std::fs::write(repo.path().join("lib.rs"), "fn main() { unstaged() }\n").unwrap();
+    std::fs::write(repo.path().join("untracked.rs"), "u").unwrap();
+    let index = std::fs::read(repo.path().join(".git/index")).unwrap();
+    let head = git(repo.path(), &["rev-parse", "HEAD"]);
+    let status = git(
+        repo.path(),
+        &["status", "--porcelain", "--", ".", ":(exclude).vigil"],
+    );
+    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    verify(repo.path(), "tests");
+    assert_eq!(
+        std::fs::read(repo.path().join(".git/index")).unwrap(),
+        index,
+        "the index is byte-identical"
+    );
+    assert_eq!(git(repo.path(), &["rev-parse", "HEAD"]), head);
+    assert_eq!(
+        git(
+            repo.path(),
+            &["status", "--porcelain", "--", ".", ":(exclude).vigil"]
+        ),
+        status
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("lib.rs")).unwrap(),
+        "fn main() { unstaged() }\n"
+    );
+}
+
+#[test]
+fn worktree_subject_outside_a_repository_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = mw(dir.path(), &["verify", "--check", "tests"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "marker-writer").contains("git repository"));
+}
+
+// --- run -----------------------------------------------------------------------------------
+
+#[test]
+fn run_passes_output_through_unchanged_and_records_it() {
+    let repo = git_repo();
+    let script = "printf 'out\\377\\000bytes\\n'; printf 'err line\\n' >&2; exit 0";
+    let output = mw(
+        repo.path(),
+        &["run", "--check", "tests", "--", "sh", "-c", script],
+    );
+    assert_eq!(output.stdout, b"out\xff\x00bytes\n");
+    assert!(String::from_utf8_lossy(&output.stderr).starts_with("err line\n"));
+    let payload = only_payload(repo.path(), "tests");
+    let run = &payload["run"];
+    assert_eq!(run["exit_code"], 0);
+    // The recorded command is the exact one: a shell given it runs the same thing.
+    let command = run["command"].as_str().unwrap();
+    let again = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .unwrap();
+    assert_eq!(again.stdout, output.stdout, "{command}");
+    assert!(run["duration_ms"].as_u64().is_some());
+    let expected = vigil::subject::sha256_hex(b"out\xff\x00bytes\nerr line\n");
+    let stdout_first = run["output_sha256"] == expected;
+    let stderr_first =
+        run["output_sha256"] == vigil::subject::sha256_hex(b"err line\nout\xff\x00bytes\n");
+    assert!(stdout_first || stderr_first, "{run}");
+}
+
+#[test]
+fn run_exits_with_the_commands_code_and_records_failed() {
+    let repo = git_repo();
+    let output = mw(
+        repo.path(),
+        &["run", "--check", "tests", "--", "sh", "-c", "exit 7"],
+    );
+    assert_eq!(output.status.code(), Some(7));
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(
+        (
+            payload["status"].clone(),
+            payload["run"]["exit_code"].clone()
+        ),
+        (json!("failed"), json!(7))
+    );
+    assert!(denial(&verify(repo.path(), "tests")).contains("status failed"));
+}
+
+#[test]
+fn run_records_aborted_when_the_command_dies_by_a_signal() {
+    let repo = git_repo();
+    let output = mw(
+        repo.path(),
+        &["run", "--check", "tests", "--", "sh", "-c", "kill -TERM $$"],
+    );
+    assert_eq!(output.status.code(), Some(128 + 15));
+    assert_eq!(only_payload(repo.path(), "tests")["status"], "aborted");
+}
+
+#[test]
+fn run_records_aborted_on_timeout_and_kills_the_group() {
+    let repo = git_repo();
+    let pidfile = repo.path().join("..").join(format!(
+        "{}.pid",
+        repo.path().file_name().unwrap().to_string_lossy()
+    ));
+    let script = format!("sleep 60 & echo $! > '{}'; wait", pidfile.display());
+    let output = mw(
+        repo.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    assert_eq!(output.status.code(), Some(124));
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(payload["status"], "aborted");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::remove_file(&pidfile).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty()
+            || stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with('Z'),
+        "{pid} outlived the timeout"
+    );
+}
+
+#[test]
+fn run_forwards_sigterm_to_the_command_and_records_aborted() {
+    let repo = git_repo();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
+        .args(["run", "--check", "tests", "--", "sleep", "30"])
+        .current_dir(repo.path())
+        .env_remove("VIGIL_STATE_DIR")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: signalling a child this test spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + 15));
+    assert_eq!(only_payload(repo.path(), "tests")["status"], "aborted");
+}
+
+// --- verify: every reason to deny, named --------------------------------------------------
+
+fn hand_written(
+    dir: &Path,
+    check: &str,
+    subject: &str,
+    edit: impl FnOnce(&mut Value),
+) -> (PathBuf, PathBuf) {
+    let mut payload = json!({
+        "schema": "vigil.marker/v1", "check": check, "status": "passed", "subject": subject,
+        "created_at": vigil::time::now_rfc3339(),
+        "writer": {"name": "ci", "version": "1", "host": "runner", "user": "ci"},
+    });
+    edit(&mut payload);
+    let dir = markers(dir, check);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = subject.replace(':', "-");
+    let (p, g) = (
+        dir.join(format!("{key}.json")),
+        dir.join(format!("{key}.ok")),
+    );
+    std::fs::write(&p, payload.to_string()).unwrap();
+    std::fs::write(&g, "").unwrap();
+    (p, g)
+}
+
+fn file_subject(dir: &Path) -> String {
+    std::fs::write(dir.join("artifact"), "content").unwrap();
+    format!("sha256:{}", vigil::subject::sha256_hex(b"content"))
+}
+
+fn verify_file(dir: &Path) -> Output {
+    mw(
+        dir,
+        &["verify", "--check", "tests", "--subject", "file:artifact"],
+    )
+}
+
+#[test]
+fn verify_denies_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    assert!(denial(&verify_file(dir.path())).contains("tests: missing"));
+}
+
+#[test]
+fn verify_denies_a_gate_file_without_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (payload, _) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
+    std::fs::remove_file(payload).unwrap();
+    assert!(
+        denial(&verify_file(dir.path())).contains("tests: malformed: the gate file has no payload")
+    );
+}
+
+#[test]
+fn verify_denies_a_payload_without_gate_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, gate) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
+    std::fs::remove_file(gate).unwrap();
+    assert!(denial(&verify_file(dir.path())).contains("tests: missing"));
+}
+
+#[test]
+fn verify_denies_a_payload_that_is_not_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (payload, _) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
+    std::fs::write(payload, "passed").unwrap();
+    assert!(denial(&verify_file(dir.path())).contains("malformed"));
+}
+
+#[test]
+fn verify_denies_a_payload_missing_a_field() {
+    for field in [
+        "schema",
+        "check",
+        "status",
+        "subject",
+        "created_at",
+        "writer",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+            p.as_object_mut().unwrap().remove(field);
+        });
+        assert!(
+            denial(&verify_file(dir.path())).contains("malformed"),
+            "{field}"
+        );
+    }
+}
+
+#[test]
+fn verify_denies_a_payload_for_another_check() {
+    let dir = tempfile::tempdir().unwrap();
+    hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+        p["check"] = json!("lint")
+    });
+    assert!(
+        denial(&verify_file(dir.path())).contains("malformed: the payload is for check \"lint\"")
+    );
+}
+
+#[test]
+fn verify_denies_a_payload_for_another_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+        p["subject"] = json!(format!("sha256:{}", "a".repeat(64)))
+    });
+    assert!(denial(&verify_file(dir.path())).contains("subject mismatch"));
+}
+
+#[test]
+fn verify_denies_failed_blocked_and_aborted() {
+    for status in ["failed", "blocked", "aborted"] {
+        let dir = tempfile::tempdir().unwrap();
+        hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+            p["status"] = json!(status)
+        });
+        assert!(
+            denial(&verify_file(dir.path())).contains(&format!("status {status}")),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn verify_denies_a_marker_older_than_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let hour_ago = vigil::time::format_rfc3339(
+        std::time::SystemTime::now() - std::time::Duration::from_secs(3600),
+    );
+    hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+        p["created_at"] = json!(hour_ago)
+    });
+    assert_eq!(
+        verify_file(dir.path()).status.code(),
+        Some(0),
+        "within the default 24h"
+    );
+    let out = mw(
+        dir.path(),
+        &[
+            "verify",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--max-age",
+            "30m",
+        ],
+    );
+    assert!(denial(&out).contains("stale"));
+}
+
+#[test]
+fn verify_denies_a_marker_from_the_future() {
+    let dir = tempfile::tempdir().unwrap();
+    let later = vigil::time::format_rfc3339(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+    );
+    hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+        p["created_at"] = json!(later)
+    });
+    assert!(denial(&verify_file(dir.path())).contains("in the future"));
+    let soon = vigil::time::format_rfc3339(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(30),
+    );
+    hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
+        p["created_at"] = json!(soon)
+    });
+    assert_eq!(
+        verify_file(dir.path()).status.code(),
+        Some(0),
+        "a small clock skew is tolerated"
+    );
+}
+
+#[test]
+fn a_touched_gate_file_never_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = file_subject(dir.path()).replace(':', "-");
+    std::fs::create_dir_all(markers(dir.path(), "tests")).unwrap();
+    std::fs::write(markers(dir.path(), "tests").join(format!("{key}.ok")), "").unwrap();
+    assert_eq!(verify_file(dir.path()).status.code(), Some(1));
+}
+
+// --- Crash safety and concurrency ---------------------------------------------------------
+
+/// Every gate file has a complete, valid payload beside it.
+fn assert_no_gate_without_a_complete_payload(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(markers(dir, "tests")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(key) = name.strip_suffix(".ok") {
+            let payload = entry.path().with_file_name(format!("{key}.json"));
+            let json: Value = serde_json::from_slice(
+                &std::fs::read(&payload).expect("a gate implies its payload"),
+            )
+            .expect("the payload of a gate is complete JSON");
+            assert_valid("marker.schema.json", &json);
+        }
+    }
+}
+
+#[test]
+fn a_writer_killed_at_random_points_never_leaves_a_half_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    let subject = file_subject(dir.path());
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut random = move |below: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    };
+    let (mut accepted, mut killed) = (0, 0);
+    for i in 0..200 {
+        let status = ["passed", "failed", "aborted"][i % 3];
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
+            .args([
+                "write",
+                "--check",
+                "tests",
+                "--subject",
+                "file:artifact",
+                "--status",
+                status,
+            ])
+            .current_dir(dir.path())
+            .env_remove("VIGIL_STATE_DIR")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(random(3000)));
+        let _ = child.kill();
+        if child.wait().unwrap().code().is_none() {
+            killed += 1;
+        }
+        assert_no_gate_without_a_complete_payload(dir.path());
+        let out = verify_file(dir.path());
+        if out.status.success() {
+            accepted += 1;
+            let key = subject.replace(':', "-");
+            let payload: Value = serde_json::from_slice(
+                &std::fs::read(markers(dir.path(), "tests").join(format!("{key}.json"))).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                payload["status"], "passed",
+                "verify accepted a payload that is not passed"
+            );
+        }
+    }
+    eprintln!("{killed} of 200 writers killed, {accepted} states verified");
+    assert!(
+        killed >= 20,
+        "only {killed} writers were killed before finishing: the test proves little"
+    );
+}
+
+#[test]
+fn sixteen_writers_at_once_leave_one_valid_marker() {
+    let dir = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    let children: Vec<_> = (0..16)
+        .map(|i| {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
+                .args([
+                    "write",
+                    "--check",
+                    "tests",
+                    "--subject",
+                    "file:artifact",
+                    "--status",
+                    "passed",
+                    "--note",
+                    &format!("writer {i}"),
+                ])
+                .current_dir(dir.path())
+                .env_remove("VIGIL_STATE_DIR")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let files = tree(&markers(dir.path(), "tests"));
+    assert_eq!(
+        files.len(),
+        2,
+        "one payload and one gate, no temp files: {files:?}"
+    );
+    only_payload(dir.path(), "tests");
+    assert_eq!(verify_file(dir.path()).status.code(), Some(0));
+}
+
+// --- Hostile input and usage -------------------------------------------------------------
+
+#[test]
+fn hostile_check_names_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    let long = "x".repeat(129);
+    for check in [
+        "a/b",
+        "..",
+        ".",
+        "../../etc",
+        "",
+        long.as_str(),
+        "with space",
+    ] {
+        let out = mw(
+            dir.path(),
+            &[
+                "write",
+                "--check",
+                check,
+                "--subject",
+                "file:artifact",
+                "--status",
+                "passed",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "{check:?}");
+        assert!(
+            assert_one_line_error(&out, "marker-writer").contains("check name"),
+            "{check:?}"
+        );
+    }
+    assert!(!dir.path().join(".vigil").exists());
+    assert!(vigil::marker::CheckName::parse("a\0b").is_err());
+}
+
+#[test]
+fn a_symlinked_markers_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil/markers")).unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--status",
+            "passed",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(assert_one_line_error(&out, "marker-writer").contains("symlink"));
+    assert!(
+        tree(outside.path()).is_empty(),
+        "nothing written through the link"
+    );
+    // A marker placed behind the link by other means is not trusted either.
+    let subject = format!("sha256:{}", vigil::subject::sha256_hex(b"content"));
+    let real = outside.path().join("tests");
+    std::fs::create_dir_all(&real).unwrap();
+    let key = subject.replace(':', "-");
+    std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(real.join(format!("{key}.ok")), "").unwrap();
+    assert!(denial(&verify_file(dir.path())).contains("symlink"));
+}
+
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    let repo = git_repo();
+    for args in [
+        vec![],
+        vec!["frobnicate"],
+        vec!["verify"],
+        vec!["run", "--check", "tests"],
+        vec!["write", "--check", "tests"],
+        vec!["write", "--check", "tests", "--status", "great"],
+        vec!["verify", "--check", "tests", "--subject", "tree"],
+        vec!["verify", "--check", "tests", "--max-age", "1y"],
+        vec!["verify", "--check", "tests", "--status", "passed"],
+        vec!["run", "--check", "tests", "--timeout", "0", "--", "true"],
+    ] {
+        let out = mw(repo.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&out, "marker-writer");
+    }
+    let out = mw(repo.path(), &["--help"]);
+    assert!(out.status.success() && stdout_of(&out).contains("Usage"));
+}
+
+#[test]
+fn stop_gate_trusts_what_marker_writer_writes() {
+    let repo = git_repo();
+    assert!(
+        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": repo.path(), "last_assistant_message": "done"});
+    let gate = stop_gate()
+        .args(["--require-marker", "tests"])
+        .current_dir(repo.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        gate.stdout.is_empty(),
+        "allowed: {}",
+        String::from_utf8_lossy(&gate.stdout)
+    );
+    std::fs::write(
+        repo.path().join("lib.rs"),
+        "fn main() { after_the_run() }\n",
+    )
+    .unwrap();
+    let gate = stop_gate()
+        .args(["--require-marker", "tests"])
+        .current_dir(repo.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let out: Value = serde_json::from_slice(&gate.stdout).unwrap();
+    assert_eq!(out["decision"], "block");
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("marker-writer run --check tests -- true"),
+        "{out}"
+    );
+}
