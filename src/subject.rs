@@ -107,8 +107,11 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path) -> Result<String> {
     let mut add = vec!["add".to_string(), "--all".into(), "--".into(), ".".into()];
     let state = canonical(state_dir);
     let top = canonical(&toplevel);
+    // An ignored state directory is left out by `add --all` already, and git refuses a
+    // pathspec that names ignored files, so the exclusion is only for one that is not ignored.
     if let Ok(inside) = state.strip_prefix(&top)
         && !inside.as_os_str().is_empty()
+        && !is_ignored(&toplevel, inside)?
     {
         add.push(format!(":(exclude,top,literal){}", inside.display()));
     }
@@ -141,8 +144,16 @@ fn canonical(path: &Path) -> PathBuf {
     }
 }
 
-/// Runs git in `dir` (with `index` as GIT_INDEX_FILE when given), returning its trimmed stdout.
-fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
+/// How a git call ended.
+struct GitOutput {
+    outcome: process::Outcome,
+    stdout: String,
+    /// What a failure says: the command and the first line of its stderr.
+    failure: String,
+}
+
+/// Runs git in `dir`, with `index` as GIT_INDEX_FILE when given, within `GIT_TIMEOUT`.
+fn git_run(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<GitOutput> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(dir)
@@ -154,23 +165,43 @@ fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
     let shown = format!("git {}", args.join(" "));
     let done = process::run(cmd, GIT_TIMEOUT, false, 1 << 20)
         .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
-    match done.outcome {
-        process::Outcome::Exited(0) => Ok(String::from_utf8_lossy(&done.output).trim().to_string()),
-        process::Outcome::TimedOut => Err(Error::Io(format!(
-            "`{shown}` timed out after {}s",
-            GIT_TIMEOUT.as_secs()
-        ))),
+    let failure = match done.outcome {
+        process::Outcome::TimedOut => {
+            format!("`{shown}` timed out after {}s", GIT_TIMEOUT.as_secs())
+        }
         other => {
             let stderr = String::from_utf8_lossy(&done.errors);
             let first = stderr
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no message");
-            Err(Error::Io(format!(
-                "`{shown}` failed (exit {}): {first}",
-                other.code()
-            )))
+            format!("`{shown}` failed (exit {}): {first}", other.code())
         }
+    };
+    Ok(GitOutput {
+        outcome: done.outcome,
+        stdout: String::from_utf8_lossy(&done.output).trim().to_string(),
+        failure,
+    })
+}
+
+/// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
+fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
+    let output = git_run(dir, args, index)?;
+    match output.outcome {
+        process::Outcome::Exited(0) => Ok(output.stdout),
+        _ => Err(Error::Io(output.failure)),
+    }
+}
+
+/// Whether git ignores `path`, relative to the top of the repository at `toplevel`.
+fn is_ignored(toplevel: &Path, path: &Path) -> Result<bool> {
+    let path = path.to_string_lossy();
+    let output = git_run(toplevel, &["check-ignore", "-q", "--", &path], None)?;
+    match output.outcome {
+        process::Outcome::Exited(0) => Ok(true),
+        process::Outcome::Exited(1) => Ok(false),
+        _ => Err(Error::Io(output.failure)),
     }
 }
 

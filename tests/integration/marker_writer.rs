@@ -266,6 +266,17 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
 }
 
 #[test]
+fn worktree_subject_works_when_vigil_is_gitignored() {
+    // The README tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
+    let repo = git_repo();
+    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    let before = subject_of(repo.path());
+    assert_eq!(subject_of(repo.path()), before, "stable while markers are written");
+    assert!(mw(repo.path(), &["run", "--check", "tests", "--", "true"]).status.success());
+    assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
+}
+
+#[test]
 fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
     let repo = git_repo();
     std::fs::write(repo.path().join("lib.rs"), "fn main() { staged() }\n").unwrap();
@@ -872,4 +883,54 @@ fn stop_gate_trusts_what_marker_writer_writes() {
             .contains("marker-writer run --check tests -- true"),
         "{out}"
     );
+}
+
+// --- The pre-push hook template -------------------------------------------------------------
+
+#[test]
+fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
+    let repo = git_repo();
+    let remote = tempfile::tempdir().unwrap();
+    git(remote.path(), &["init", "-q", "--bare"]);
+    git(
+        repo.path(),
+        &["remote", "add", "origin", remote.path().to_str().unwrap()],
+    );
+    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    git(repo.path(), &["add", ".gitignore"]);
+    git(repo.path(), &["commit", "-qm", "ignore state"]);
+    // The template, with its test command swapped for one this test controls.
+    let hook = std::fs::read_to_string(repo_path("templates/ci/pre-push")).unwrap();
+    assert!(hook.contains("-- cargo test --locked"));
+    let hook = hook.replace("-- cargo test --locked", "-- test -f tests-pass");
+    let path = repo.path().join(".git/hooks/pre-push");
+    std::fs::write(&path, hook).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin!("marker-writer")
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let push = || {
+        std::process::Command::new("git")
+            .args(["push", "-q", "origin", "main"])
+            .current_dir(repo.path())
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output()
+            .unwrap()
+    };
+    assert!(
+        !push().status.success(),
+        "a failing test command must stop the push"
+    );
+    assert_eq!(only_payload(repo.path(), "tests")["status"], "failed");
+    std::fs::write(repo.path().join("tests-pass"), "").unwrap();
+    std::fs::write(repo.path().join(".gitignore"), ".vigil/\ntests-pass\n").unwrap();
+    git(repo.path(), &["commit", "-qam", "ignore the switch"]);
+    let pushed = push();
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
 }
