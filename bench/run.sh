@@ -26,6 +26,7 @@ trap 'rm -rf "$work"' EXIT
 cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
 pm=$root/target/release/promise-matcher
 sg=$root/target/release/stop-gate
+mw=$root/target/release/marker-writer
 samples=$root/tests/fixtures/samples
 
 # median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
@@ -125,6 +126,30 @@ for mb in $sizes; do
     "$pm scan --token $other $work/log$mb" "bash $here/baseline/scan.sh '<<<VIGIL_DONE_$other>>>' $work/log$mb"
   rm -f "$work/log$mb"
 done
+
+# marker-writer verify on a repository of 10,000 files, beside the floor for its subject:
+# `git add -A && git write-tree` on a copy of the index.
+repo=$work/repo
+mkdir -p "$repo"
+for d in $(seq 1 100); do
+  mkdir -p "$repo/dir$d"
+  for f in $(seq 1 100); do printf 'file %s/%s\n' "$d" "$f" >"$repo/dir$d/f$f.txt"; done
+done
+git -C "$repo" init -q
+git -C "$repo" add -A
+git -C "$repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+(cd "$repo" && "$mw" run --check tests -- true >/dev/null 2>&1)
+floor="cp $repo/.git/index $work/index && GIT_INDEX_FILE=$work/index git -C $repo add -A && GIT_INDEX_FILE=$work/index git -C $repo write-tree"
+row "marker-writer verify" "worktree of 10,000 files (baseline: git add -A && write-tree)" \
+  "cd $repo && $mw verify --check tests" "$floor"
+
+# Hashing a file: marker-writer's file: subject beside sha256sum.
+hash_mb=1
+for mb in $sizes; do hash_mb=$mb; done
+head -c "$((hash_mb * 1024 * 1024))" /dev/zero >"$work/big.bin"
+row "marker-writer write" "file: subject, $hash_mb MB (baseline: sha256sum)" \
+  "cd $work && $mw write --check big --subject file:big.bin --status passed" "sha256sum $work/big.bin"
+rm -f "$work/big.bin"
 
 { yes "Step done; the old marker <<<VIGIL_DONE_$token>>> and <promise>DONE</promise> are quoted here." || true; } | head -c 1048576 >"$work/text"
 row "promise-matcher defang" "1 MB of text" "$pm defang $work/text" "bash $here/baseline/defang.sh $work/text"
