@@ -271,8 +271,16 @@ fn worktree_subject_works_when_vigil_is_gitignored() {
     let repo = git_repo();
     std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
     let before = subject_of(repo.path());
-    assert_eq!(subject_of(repo.path()), before, "stable while markers are written");
-    assert!(mw(repo.path(), &["run", "--check", "tests", "--", "true"]).status.success());
+    assert_eq!(
+        subject_of(repo.path()),
+        before,
+        "stable while markers are written"
+    );
+    assert!(
+        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
 }
 
