@@ -4,6 +4,7 @@
 //! concern each. `../SPEC.md` of the project is the contract they implement.
 
 pub mod atomic;
+pub mod briefing;
 pub mod budget;
 pub mod check;
 pub mod cli;
@@ -11,6 +12,7 @@ pub mod defang;
 pub mod error;
 pub mod exit;
 pub mod gate;
+pub mod handoff;
 pub mod hook;
 pub mod input;
 pub mod lock;
@@ -19,6 +21,7 @@ pub mod marker;
 pub mod output;
 pub mod process;
 pub mod promise;
+pub mod repo;
 pub mod state;
 pub mod subject;
 pub mod terminal;

@@ -322,6 +322,20 @@ fn has_other_markers(dir: &Path) -> bool {
     })
 }
 
+/// The newest committed marker of a check (a payload with its gate), by `created_at`.
+pub fn newest(project: &Project, check: &CheckName) -> Option<Payload> {
+    let entries = std::fs::read_dir(check_dir(project, check)).ok()?;
+    entries
+        .flatten()
+        .take(1000)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let key = name.strip_suffix(".ok")?;
+            read_payload(&e.path().with_file_name(format!("{key}.json"))).ok()
+        })
+        .max_by(|a, b| a.created_at.cmp(&b.created_at))
+}
+
 /// The command the newest payload of a check was produced by, if any recorded one.
 pub fn last_command(project: &Project, check: &CheckName) -> Option<String> {
     let entries = std::fs::read_dir(check_dir(project, check)).ok()?;

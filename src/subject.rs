@@ -42,7 +42,7 @@ impl Subject {
     /// The subject's id, e.g. `git-tree:4b825d…` or `sha256:e3b0c4…`. `stdin` hashes `stdin`.
     pub fn id(&self, project: &Project, stdin: Option<&[u8]>) -> Result<String> {
         match self {
-            Subject::Worktree => worktree_tree(&project.dir, &project.state),
+            Subject::Worktree => worktree_tree(&project.dir, &project.state, GIT_TIMEOUT),
             Subject::File(path) => {
                 let path = project.dir.join(path);
                 let file = std::fs::File::open(&path).map_err(|e| Error::io("read", &path, &e))?;
@@ -91,7 +91,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `git-tree:<id>` of the working tree, tracked and untracked non-ignored files alike. vigil's
 /// own state directory is left out: writing a marker must not change what it vouches for.
-pub fn worktree_tree(project_dir: &Path, state_dir: &Path) -> Result<String> {
+/// Each git call gets at most `timeout`.
+pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) -> Result<String> {
+    let git = |dir: &Path, args: &[&str], index: Option<&Path>| git(dir, args, index, timeout);
     let toplevel = git(project_dir, &["rev-parse", "--show-toplevel"], None)
         .map_err(|e| Error::input(format!("the worktree subject needs a git repository: {e}")))?;
     let toplevel = PathBuf::from(toplevel);
@@ -111,7 +113,7 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path) -> Result<String> {
     // pathspec that names ignored files, so the exclusion is only for one that is not ignored.
     if let Ok(inside) = state.strip_prefix(&top)
         && !inside.as_os_str().is_empty()
-        && !is_ignored(&toplevel, inside)?
+        && !is_ignored(&toplevel, inside, timeout)?
     {
         add.push(format!(":(exclude,top,literal){}", inside.display()));
     }
@@ -152,8 +154,13 @@ struct GitOutput {
     failure: String,
 }
 
-/// Runs git in `dir`, with `index` as GIT_INDEX_FILE when given, within `GIT_TIMEOUT`.
-fn git_run(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<GitOutput> {
+/// Runs git in `dir`, with `index` as GIT_INDEX_FILE when given, within `timeout`.
+fn git_run(
+    dir: &Path,
+    args: &[&str],
+    index: Option<&Path>,
+    timeout: Duration,
+) -> Result<GitOutput> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(dir)
@@ -163,11 +170,11 @@ fn git_run(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<GitOutput>
         cmd.env("GIT_INDEX_FILE", index);
     }
     let shown = format!("git {}", args.join(" "));
-    let done = process::run(cmd, GIT_TIMEOUT, false, 1 << 20)
+    let done = process::run(cmd, timeout, false, 1 << 20)
         .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
     let failure = match done.outcome {
         process::Outcome::TimedOut => {
-            format!("`{shown}` timed out after {}s", GIT_TIMEOUT.as_secs())
+            format!("`{shown}` timed out after {}ms", timeout.as_millis())
         }
         other => {
             let stderr = String::from_utf8_lossy(&done.errors);
@@ -186,8 +193,8 @@ fn git_run(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<GitOutput>
 }
 
 /// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
-fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
-    let output = git_run(dir, args, index)?;
+pub fn git(dir: &Path, args: &[&str], index: Option<&Path>, timeout: Duration) -> Result<String> {
+    let output = git_run(dir, args, index, timeout)?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),
         _ => Err(Error::Io(output.failure)),
@@ -195,9 +202,14 @@ fn git(dir: &Path, args: &[&str], index: Option<&Path>) -> Result<String> {
 }
 
 /// Whether git ignores `path`, relative to the top of the repository at `toplevel`.
-fn is_ignored(toplevel: &Path, path: &Path) -> Result<bool> {
+fn is_ignored(toplevel: &Path, path: &Path, timeout: Duration) -> Result<bool> {
     let path = path.to_string_lossy();
-    let output = git_run(toplevel, &["check-ignore", "-q", "--", &path], None)?;
+    let output = git_run(
+        toplevel,
+        &["check-ignore", "-q", "--", &path],
+        None,
+        timeout,
+    )?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(true),
         process::Outcome::Exited(1) => Ok(false),

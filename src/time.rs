@@ -93,6 +93,27 @@ pub fn now_secs() -> f64 {
         .as_secs_f64()
 }
 
+/// A point in time by which work must be done.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline(std::time::Instant);
+
+impl Deadline {
+    pub fn after(budget: Duration) -> Deadline {
+        Deadline(std::time::Instant::now() + budget)
+    }
+
+    /// What is left, never less than a millisecond (so a call made late fails fast, not never).
+    pub fn remaining(self) -> Duration {
+        self.0
+            .saturating_duration_since(std::time::Instant::now())
+            .max(Duration::from_millis(1))
+    }
+
+    pub fn passed(self) -> bool {
+        std::time::Instant::now() >= self.0
+    }
+}
+
 /// `45s`, `30m`, `24h`, `7d`: a whole number and one unit.
 pub fn parse_duration(text: &str) -> Result<Duration> {
     let bad = || {
@@ -115,6 +136,17 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     }
     .ok_or_else(bad)?;
     Ok(Duration::from_secs(secs))
+}
+
+/// `7d`, `24h`, `30m`, `45s`: the largest unit that divides the duration exactly.
+pub fn format_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs >= size && secs.is_multiple_of(size) {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    format!("{secs}s")
 }
 
 fn is_leap(y: i64) -> bool {

@@ -1,0 +1,310 @@
+//! Handoff records (SPEC §6, §7): what one session leaves for the next. They only orient:
+//! both ends fail open, and nothing in a record is ever trusted as approval.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::atomic::write_atomic;
+use crate::defang::defang;
+use crate::error::{Error, Result};
+use crate::hook::HookInput;
+use crate::loops;
+use crate::marker;
+use crate::repo::{self, GitState};
+use crate::state::{Project, SessionId};
+use crate::subject;
+use crate::terminal;
+use crate::time::{self, Deadline};
+use crate::transcript;
+
+pub const SCHEMA: &str = "vigil.handoff/v1";
+/// A record larger than this is not written, and not read.
+pub const MAX_RECORD: usize = 16 * 1024;
+pub const MAX_LAST_MESSAGE: usize = 2000;
+const MAX_LOOP_PROMPT: usize = 500;
+const MAX_CHECKS: usize = 32;
+/// The progress files looked for in the project, in this order.
+pub const PROGRESS_FILES: [&str; 3] = ["PROGRESS.md", "progress.md", "progress.txt"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HandoffKind {
+    /// Written at SessionEnd: the session is over.
+    Final,
+    /// A checkpoint from Stop or PreCompact: the session was still going.
+    Intermediate,
+}
+
+impl HandoffKind {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            HandoffKind::Final => "final.json",
+            HandoffKind::Intermediate => "checkpoint.json",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoffKind::Final => "final",
+            HandoffKind::Intermediate => "intermediate",
+        }
+    }
+}
+
+/// The loop of the session, as the next one should see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopSummary {
+    pub status: loops::LoopStatus,
+    pub iteration: u32,
+    pub max_iterations: u32,
+    pub completion_promise: String,
+    /// The start of the loop's prompt, defanged.
+    pub prompt: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarkerState {
+    pub check: String,
+    pub status: marker::Status,
+    pub subject: String,
+    /// Whether the marker was for the working tree as it was when the record was written;
+    /// `None` when that could not be computed in time.
+    pub matches_worktree: Option<bool>,
+}
+
+/// `schemas/handoff.schema.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    pub schema: String,
+    pub kind: HandoffKind,
+    pub session_id: String,
+    pub event: Option<String>,
+    pub reason: Option<String>,
+    pub written_at: String,
+    pub cwd: Option<String>,
+    pub git: Option<GitState>,
+    pub last_message: Option<String>,
+    #[serde(rename = "loop")]
+    pub loop_summary: Option<LoopSummary>,
+    pub markers: Vec<MarkerState>,
+    pub progress_file: Option<String>,
+}
+
+pub fn dir(project: &Project) -> PathBuf {
+    project.state.join("handoff")
+}
+
+/// Gathers the record of a session within `deadline`: what cannot be had in time is left out.
+pub fn gather(
+    project: &Project,
+    session: &SessionId,
+    input: &HookInput,
+    kind: HandoffKind,
+    progress_flag: Option<&Path>,
+    deadline: Deadline,
+) -> Record {
+    // The two slow parts, git status and the worktree subject, run side by side.
+    let (git, worktree) = std::thread::scope(|scope| {
+        let subject = scope.spawn(|| {
+            if marker_checks(project).is_empty() {
+                return None;
+            }
+            subject::worktree_tree(&project.dir, &project.state, deadline.remaining()).ok()
+        });
+        let git = repo::state(&project.dir, deadline);
+        (git, subject.join().ok().flatten())
+    });
+    let last_message = transcript::last_message(input)
+        .ok()
+        .flatten()
+        .map(|(text, _)| clean(&text, MAX_LAST_MESSAGE));
+    let loop_summary = loops::load(&loops::path(project, session))
+        .ok()
+        .flatten()
+        .map(|state| LoopSummary {
+            status: state.status,
+            iteration: state.iteration,
+            max_iterations: state.max_iterations,
+            completion_promise: state.completion_promise,
+            prompt: clean(&state.prompt, MAX_LOOP_PROMPT),
+        });
+    Record {
+        schema: SCHEMA.to_string(),
+        kind,
+        session_id: session.to_string(),
+        event: input.hook_event_name.clone(),
+        reason: input.reason.clone(),
+        written_at: time::now_rfc3339(),
+        cwd: input.cwd.as_ref().map(|c| c.display().to_string()),
+        git,
+        last_message,
+        loop_summary,
+        markers: markers(project, worktree.as_deref()),
+        progress_file: progress_file(&project.dir, progress_flag),
+    }
+}
+
+/// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
+pub fn clean(text: &str, max: usize) -> String {
+    let plain = terminal::plain_text(text.as_bytes());
+    keep_tail(&defang(plain.trim()), max)
+}
+
+/// The last `max` characters, with `…` in front when something was dropped.
+pub fn keep_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    let tail: String = text.chars().skip(count - (max - 1)).collect();
+    format!("…{tail}")
+}
+
+fn marker_checks(project: &Project) -> Vec<marker::CheckName> {
+    let Ok(entries) = std::fs::read_dir(project.markers()) else {
+        return Vec::new();
+    };
+    let mut checks: Vec<marker::CheckName> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| marker::CheckName::parse(&e.file_name().to_string_lossy()).ok())
+        .collect();
+    checks.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    checks.truncate(MAX_CHECKS);
+    checks
+}
+
+/// The newest committed marker of each check, and whether it is for `worktree`.
+fn markers(project: &Project, worktree: Option<&str>) -> Vec<MarkerState> {
+    marker_checks(project)
+        .into_iter()
+        .filter_map(|check| {
+            let payload = marker::newest(project, &check)?;
+            Some(MarkerState {
+                check: check.to_string(),
+                status: payload.status,
+                matches_worktree: worktree.map(|w| w == payload.subject),
+                subject: payload.subject,
+            })
+        })
+        .collect()
+}
+
+fn progress_file(project_dir: &Path, flag: Option<&Path>) -> Option<String> {
+    if let Some(path) = flag {
+        return Some(path.display().to_string());
+    }
+    PROGRESS_FILES
+        .iter()
+        .find(|name| project_dir.join(name).is_file())
+        .map(|name| name.to_string())
+}
+
+/// Serializes a record within `MAX_RECORD` bytes, shedding detail (changed paths, then the
+/// last message) until it fits.
+pub fn to_json(record: &mut Record) -> Result<Vec<u8>> {
+    loop {
+        let mut json = serde_json::to_vec_pretty(record).expect("a record serializes");
+        json.push(b'\n');
+        if json.len() <= MAX_RECORD {
+            return Ok(json);
+        }
+        if let Some(changed) = record
+            .git
+            .as_mut()
+            .and_then(|g| g.changed_files.as_mut())
+            .filter(|c| !c.is_empty())
+        {
+            changed.truncate(changed.len() / 2);
+        } else if let Some(message) = record
+            .last_message
+            .as_mut()
+            .filter(|m| m.chars().count() > 100)
+        {
+            *message = keep_tail(message, message.chars().count() / 2);
+        } else if record.markers.len() > 1 {
+            record.markers.truncate(record.markers.len() / 2);
+        } else {
+            return Err(Error::input(format!(
+                "the record is larger than {} KiB",
+                MAX_RECORD / 1024
+            )));
+        }
+    }
+}
+
+/// Writes a record atomically, then reads it back and checks it is what was meant.
+pub fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
+    let dir = dir(project);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let path = dir.join(record.kind.file_name());
+    let json = to_json(record)?;
+    write_atomic(&path, &json, 0o644).map_err(|e| Error::io("write", &path, &e))?;
+    match read(&path) {
+        Ok(back) if back == *record => Ok(path),
+        Ok(_) => Err(Error::Io(format!(
+            "{} does not read back as written",
+            path.display()
+        ))),
+        Err(e) => Err(Error::Io(format!(
+            "{} does not read back: {}",
+            path.display(),
+            e.describe()
+        ))),
+    }
+}
+
+/// Why a record was not loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    Missing,
+    TooLarge,
+    Unreadable(String),
+    NewerSchema(String),
+    Invalid(String),
+}
+
+impl Unusable {
+    pub fn describe(&self) -> String {
+        match self {
+            Unusable::Missing => "missing".into(),
+            Unusable::TooLarge => format!("larger than {} KiB", MAX_RECORD / 1024),
+            Unusable::Unreadable(e) => format!("unreadable ({e})"),
+            Unusable::NewerSchema(s) => format!("written by a newer vigil (schema {s:?})"),
+            Unusable::Invalid(e) => format!("not a valid record ({e})"),
+        }
+    }
+}
+
+/// Reads a record with typed parsing (the schema, enforced at run time).
+pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
+    let file = match crate::input::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
+        Err(e) => return Err(Unusable::Unreadable(crate::error::plain_io(&e))),
+    };
+    let bytes = crate::input::read_capped(file, MAX_RECORD as u64, "the record", path)
+        .map_err(|_| Unusable::TooLarge)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| Unusable::Invalid(e.to_string()))?;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(SCHEMA) => {}
+        Some(other) if other.starts_with("vigil.handoff/") => {
+            return Err(Unusable::NewerSchema(other.to_string()));
+        }
+        _ => return Err(Unusable::Invalid("no vigil.handoff/v1 schema".into())),
+    }
+    serde_json::from_value(value).map_err(|e| Unusable::Invalid(e.to_string()))
+}
+
+/// The age of a record in seconds, when its time can be read.
+pub fn age_secs(record: &Record) -> Option<f64> {
+    time::parse_rfc3339(&record.written_at).map(|t| time::now_secs() - t)
+}
+
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);
