@@ -41,13 +41,33 @@ pub enum Charge {
     Spent { max: u32 },
 }
 
-pub fn path(project: &Project, session: &SessionId) -> PathBuf {
-    project.sessions().join(format!("{session}.json"))
+/// Whose stops a budget counts: the main agent's, or its subagents' (kept apart, so that a
+/// subagent passing never resets the main agent's count, nor spends it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Main,
+    Subagent,
+}
+
+impl Scope {
+    fn dir(self) -> &'static str {
+        match self {
+            Scope::Main => "sessions",
+            Scope::Subagent => "sessions/subagents",
+        }
+    }
+}
+
+pub fn path(project: &Project, session: &SessionId, scope: Scope) -> PathBuf {
+    project
+        .state
+        .join(scope.dir())
+        .join(format!("{session}.json"))
 }
 
 /// The session's record; a missing or unreadable one starts from zero (it is rewritten whole).
 fn load(path: &std::path::Path, session: &SessionId) -> SessionRecord {
-    crate::input::open_regular(path)
+    crate::input::open_state(path)
         .ok()
         .and_then(|file| {
             crate::input::read_capped(file, 64 * 1024, "the session record", path).ok()
@@ -71,19 +91,18 @@ fn save(path: &std::path::Path, record: &mut SessionRecord) -> Result<()> {
     write_atomic(path, &json, 0o644).map_err(|e| Error::io("write the session record", path, &e))
 }
 
-fn locked(project: &Project, session: &SessionId) -> Result<(FileLock, PathBuf)> {
-    let dir = project.sessions();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+fn locked(project: &Project, session: &SessionId, scope: Scope) -> Result<(FileLock, PathBuf)> {
+    let dir = project.owned_dir(scope.dir())?;
     let lock_path = dir.join(format!("{session}.lock"));
     let lock =
         FileLock::acquire(&lock_path, LOCK_WAIT).map_err(|e| Error::io("lock", &lock_path, &e))?;
-    Ok((lock, path(project, session)))
+    Ok((lock, path(project, session, scope)))
 }
 
 /// Counts one more block. When that would exceed `max`, the budget is spent instead: the
 /// count starts again from zero and the session records `aborted`.
-pub fn charge(project: &Project, session: &SessionId, max: u32) -> Result<Charge> {
-    let (_lock, path) = locked(project, session)?;
+pub fn charge(project: &Project, session: &SessionId, scope: Scope, max: u32) -> Result<Charge> {
+    let (_lock, path) = locked(project, session, scope)?;
     let mut record = load(&path, session);
     record.consecutive_blocks += 1;
     let charge = if record.consecutive_blocks > max {
@@ -101,18 +120,19 @@ pub fn charge(project: &Project, session: &SessionId, max: u32) -> Result<Charge
     Ok(charge)
 }
 
-/// A pass: the count of consecutive blocks goes back to zero (nothing is written when it is
-/// zero already, so a clean stop costs one failed open at most).
-pub fn reset(project: &Project, session: &SessionId) -> Result<()> {
-    let path = path(project, session);
-    if !path.exists() {
+/// A pass: the count of consecutive blocks goes back to zero and the status to `ok` (nothing
+/// is written when that is so already, so a clean stop costs one failed stat at most).
+pub fn reset(project: &Project, session: &SessionId, scope: Scope) -> Result<()> {
+    let path = path(project, session, scope);
+    if std::fs::symlink_metadata(&path).is_err() {
         return Ok(());
     }
-    let (_lock, path) = locked(project, session)?;
+    let (_lock, path) = locked(project, session, scope)?;
     let mut record = load(&path, session);
-    if record.consecutive_blocks == 0 {
+    if record.consecutive_blocks == 0 && record.status == "ok" {
         return Ok(());
     }
     record.consecutive_blocks = 0;
+    record.status = "ok".to_string();
     save(&path, &mut record)
 }

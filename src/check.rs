@@ -23,6 +23,7 @@ pub struct CheckFailure {
 
 /// Runs the check; `Ok(())` when it exits 0 within the timeout.
 pub fn run_check(command: &str, dir: &Path, timeout: Duration) -> Result<(), CheckFailure> {
+    let shown = shown(command);
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).current_dir(dir);
     let done = match process::run(cmd, timeout, true, OUTPUT_TAIL) {
@@ -30,7 +31,7 @@ pub fn run_check(command: &str, dir: &Path, timeout: Duration) -> Result<(), Che
         Err(e) => {
             return Err(CheckFailure {
                 line: format!(
-                    "stop-gate: `{command}` could not start ({}); fix the --run command in the Stop hook",
+                    "stop-gate: `{shown}` could not start ({}); fix the --run command in the Stop hook",
                     crate::error::plain_io(&e)
                 ),
                 tail: String::new(),
@@ -40,11 +41,11 @@ pub fn run_check(command: &str, dir: &Path, timeout: Duration) -> Result<(), Che
     let line = match done.outcome {
         Outcome::Exited(0) => return Ok(()),
         Outcome::TimedOut => format!(
-            "stop-gate: `{command}` timed out after {}s and was killed; make it faster or raise --timeout, then run it again before stopping",
+            "stop-gate: `{shown}` timed out after {}s and was killed; make it faster or raise --timeout, then run it again before stopping",
             timeout.as_secs()
         ),
         other => format!(
-            "stop-gate: `{command}` failed (exit {}); fix it and run it again before stopping",
+            "stop-gate: `{shown}` failed (exit {}); fix it and run it again before stopping",
             other.code()
         ),
     };
@@ -52,6 +53,11 @@ pub fn run_check(command: &str, dir: &Path, timeout: Duration) -> Result<(), Che
         line,
         tail: last_lines(&terminal::plain_text(&done.output), TAIL_LINES),
     })
+}
+
+/// The command as one line: line breaks written as `\n`, so the useful line stays one line.
+fn shown(command: &str) -> String {
+    command.trim().replace('\r', "").replace('\n', "\\n")
 }
 
 /// The last `n` non-empty-at-the-end lines of text.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::budget::{self, Charge};
+use crate::budget::{self, Charge, Scope};
 use crate::check;
 use crate::defang::defang;
 use crate::error::Error;
@@ -26,7 +26,7 @@ pub const MAX_REASON: usize = 4000;
 pub struct GateConfig {
     pub run: Option<String>,
     pub timeout: Duration,
-    pub markers: Vec<CheckName>,
+    pub markers: Vec<RequiredMarker>,
     pub marker_max_age: Duration,
     pub max_blocks: u32,
     pub subagents: bool,
@@ -44,6 +44,31 @@ impl Default for GateConfig {
             subagents: false,
             state_dir: None,
         }
+    }
+}
+
+/// `--require-marker CHECK[=COMMAND]`: the marker a stop needs, and the command the protected
+/// writer runs to produce it (named in the block, so the human knows what to run). The command
+/// comes from the configuration, never from a payload: those the agent can write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequiredMarker {
+    pub check: CheckName,
+    pub command: Option<String>,
+}
+
+impl RequiredMarker {
+    pub fn parse(text: &str) -> crate::error::Result<RequiredMarker> {
+        let (check, command) = match text.split_once('=') {
+            Some((check, command)) if !command.trim().is_empty() => {
+                (check, Some(command.trim().to_string()))
+            }
+            Some((check, _)) => (check, None),
+            None => (text, None),
+        };
+        Ok(RequiredMarker {
+            check: CheckName::parse(check)?,
+            command,
+        })
     }
 }
 
@@ -106,12 +131,19 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
         .ok()
         .and_then(|i| i.stop_hook_active)
         .unwrap_or(false);
+    let subagent = input.as_ref().ok().and_then(HookInput::event) == Some(HookEvent::SubagentStop);
+    let scope = if subagent {
+        Scope::Subagent
+    } else {
+        Scope::Main
+    };
     let raw_session = input.as_ref().ok().and_then(|i| i.session_id.clone());
     let session = raw_session.as_deref().map(SessionId::parse);
     let gate = Gate {
         project,
         max_blocks,
         stop_hook_active,
+        scope,
     };
 
     let input = match input {
@@ -147,7 +179,6 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
             );
         }
     };
-    let subagent = input.event() == Some(HookEvent::SubagentStop);
     if subagent && !config.subagents {
         return StopOutput::Allow(None);
     }
@@ -157,7 +188,7 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     }
     match gate.checks(&config) {
         Ok(()) => {
-            let _ = budget::reset(&gate.project, &session);
+            let _ = budget::reset(&gate.project, &session, scope);
             StopOutput::Allow(None)
         }
         Err(failure) => gate.deny(&session, &failure.reason()),
@@ -168,6 +199,7 @@ struct Gate {
     project: Project,
     max_blocks: u32,
     stop_hook_active: bool,
+    scope: Scope,
 }
 
 /// A failing check: the one useful line, and detail the model can use.
@@ -211,11 +243,18 @@ fn cap(text: &str, max: usize) -> String {
     )
 }
 
+/// What the first look at a running loop found.
+struct Pass {
+    verdict: Verdict,
+    /// Why the message could not be read, when it could not.
+    note: Option<String>,
+}
+
 impl Gate {
     /// Blocks within the budget; when it is spent, allows and says the work is NOT verified.
     fn deny(&self, session: &SessionId, reason: &str) -> StopOutput {
         let reason = cap(reason, MAX_REASON);
-        match budget::charge(&self.project, session, self.max_blocks) {
+        match budget::charge(&self.project, session, self.scope, self.max_blocks) {
             Ok(Charge::Block { .. }) => StopOutput::Block {
                 reason,
                 system_message: None,
@@ -238,7 +277,9 @@ impl Gate {
         }
     }
 
-    /// Check 1. `None` when no loop is running for this session.
+    /// Check 1. `None` when no loop is running for this session (and none ended unreported).
+    /// The loop's lock is held to read and to write its state, not while the checks run: a
+    /// long test run must not keep `loop cancel` out.
     fn run_loop(
         &self,
         config: &GateConfig,
@@ -246,103 +287,127 @@ impl Gate {
         session: &SessionId,
     ) -> Option<StopOutput> {
         let path = loops::path(&self.project, session);
-        if !path.exists() {
+        if session.as_str() == loops::PENDING || std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        let _lock = match loops::lock(&self.project, session) {
-            Ok(lock) => lock,
-            Err(e) => return Some(self.deny(session, &format!("stop-gate: {e}"))),
-        };
-        let mut state = match loops::load(&path) {
-            Ok(Some(state)) if state.status == LoopStatus::Running => state,
-            Ok(_) => return None,
-            Err(e) => {
-                return Some(self.deny(
-                    session,
-                    &format!("stop-gate: {e}; end the loop with `stop-gate loop cancel --session {session}` or fix the file"),
-                ));
-            }
-        };
-        let promise = match state.promise() {
-            Ok(promise) => promise,
-            Err(e) => {
-                return Some(self.deny(
-                    session,
-                    &format!("stop-gate: the loop's promise is unusable: {e}"),
-                ));
-            }
-        };
-        let message = transcript::last_message(input)
-            .ok()
-            .flatten()
-            .map(|(text, _)| text);
-        let assessment = assess(message.as_deref().unwrap_or(""), &promise);
-        let (k, max) = (state.iteration, state.max_iterations);
-        let mut failing = None;
-        match assessment.verdict {
-            Verdict::Blocked => {
+        let pass = match self.with_loop(session, &path, |state| {
+            let promise = state.promise()?;
+            let (message, note) = match transcript::last_message(input) {
+                Ok(found) => (found.map(|(text, _)| text).unwrap_or_default(), None),
+                Err(e) => (
+                    String::new(),
+                    Some(format!(
+                        "stop-gate: cannot read the transcript ({e}); this pass counts as not done"
+                    )),
+                ),
+            };
+            let assessment = assess(&message, &promise);
+            if assessment.verdict == Verdict::Blocked {
                 let question = assessment.question.unwrap_or_default();
-                return Some(self.end_loop(
-                    session,
-                    &path,
-                    &mut state,
-                    LoopStatus::Blocked,
-                    format!(
-                        "vigil loop stopped at pass {k}/{max}: the agent asks for a decision: {}",
-                        defang(&question)
-                    ),
-                ));
+                let message = format!(
+                    "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
+                    state.iteration,
+                    state.max_iterations,
+                    defang(&question)
+                );
+                return Ok(Step::End(LoopStatus::Blocked, message));
             }
-            Verdict::Declared => match self.checks(config) {
-                Ok(()) => {
-                    let _ = budget::reset(&self.project, session);
-                    return Some(self.end_loop(session, &path, &mut state, LoopStatus::Passed, format!(
-                        "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
-                    )));
-                }
-                Err(failure) => failing = Some(failure),
-            },
-            Verdict::Mentioned | Verdict::Absent => {}
-        }
-        if k >= max {
-            let why = failing.map_or(String::new(), |f| {
-                format!(" Last problem: {}", defang(&f.line))
-            });
-            return Some(self.end_loop(session, &path, &mut state, LoopStatus::Aborted, format!(
-                "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
-            )));
-        }
-        state.iteration = k + 1;
-        if let Err(e) = loops::save(&path, &mut state) {
-            return Some(self.deny(session, &format!("stop-gate: {e}")));
-        }
-        let reason = match &failing {
-            Some(failure) => format!("{}\n\n{}", defang(&failure.line), state.prompt),
-            None => state.prompt.clone(),
+            Ok(Step::Continue(Pass {
+                verdict: assessment.verdict,
+                note,
+            }))
+        }) {
+            Ok(Some(Step::Continue(pass))) => pass,
+            Ok(Some(Step::Output(output))) => return Some(output),
+            Ok(Some(Step::End(..))) | Ok(None) => return None,
+            Err(output) => return Some(output),
         };
-        Some(StopOutput::Block {
-            reason,
-            system_message: Some(format!(
-                "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
-                state.iteration,
-                promise.tagged()
-            )),
-        })
+        // Checks 2 and 3 run only when the promise was declared, and without the lock.
+        let failing = match pass.verdict {
+            Verdict::Declared => self.checks(config).err(),
+            _ => None,
+        };
+        let outcome = self.with_loop(session, &path, |state| {
+            let (k, max) = (state.iteration, state.max_iterations);
+            if pass.verdict == Verdict::Declared && failing.is_none() {
+                let _ = budget::reset(&self.project, session, Scope::Main);
+                return Ok(Step::End(LoopStatus::Passed, format!(
+                    "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
+                )));
+            }
+            let problem = failing.as_ref().map(|f| defang(&f.line)).or_else(|| pass.note.clone());
+            if k >= max {
+                let why = problem.map_or(String::new(), |line| format!(" Last problem: {line}"));
+                return Ok(Step::End(LoopStatus::Aborted, format!(
+                    "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
+                )));
+            }
+            state.iteration = k + 1;
+            let promise = state.promise()?;
+            let reason = match problem {
+                Some(line) => format!("{line}\n\n{}", state.prompt),
+                None => state.prompt.clone(),
+            };
+            Ok(Step::Output(StopOutput::Block {
+                reason,
+                system_message: Some(format!(
+                    "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
+                    state.iteration,
+                    promise.tagged()
+                )),
+            }))
+        });
+        match outcome {
+            Ok(Some(Step::Output(output))) => Some(output),
+            Ok(_) => None,
+            Err(output) => Some(output),
+        }
     }
 
-    fn end_loop(
+    /// Locks the loop, loads it, and applies `step` to a running loop, saving what it changed.
+    /// A loop that is not running is reported once if it was cancelled and never reported
+    /// (the agent can cancel its own loop; the human must hear of it). `Ok(None)`: no loop.
+    fn with_loop(
         &self,
         session: &SessionId,
         path: &std::path::Path,
-        state: &mut LoopState,
-        status: LoopStatus,
-        message: String,
-    ) -> StopOutput {
-        state.status = status;
-        match loops::save(path, state) {
-            Ok(()) => StopOutput::Allow(Some(message)),
-            Err(e) => self.deny(session, &format!("stop-gate: {e}")),
+        step: impl FnOnce(&mut LoopState) -> crate::error::Result<Step>,
+    ) -> Result<Option<Step>, StopOutput> {
+        let deny = |e: Error| self.deny(session, &format!("stop-gate: {e}"));
+        let _lock = loops::lock(&self.project, session).map_err(deny)?;
+        let mut state = match loops::load(path) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(self.deny(
+                    session,
+                    &format!("stop-gate: {e}; end the loop with `stop-gate loop cancel --session {session}`"),
+                ));
+            }
+        };
+        if state.status != LoopStatus::Running {
+            if state.status == LoopStatus::Cancelled && !state.reported {
+                state.reported = true;
+                loops::save(path, &mut state).map_err(deny)?;
+                return Ok(Some(Step::Output(StopOutput::Allow(Some(format!(
+                    "vigil loop was cancelled at pass {}/{}: the work is NOT verified",
+                    state.iteration, state.max_iterations
+                ))))));
+            }
+            return Ok(None);
         }
+        let before = state.clone();
+        let step = step(&mut state).map_err(deny)?;
+        if let Step::End(status, message) = step {
+            state.status = status;
+            state.reported = true;
+            loops::save(path, &mut state).map_err(deny)?;
+            return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
+        }
+        if state != before {
+            loops::save(path, &mut state).map_err(deny)?;
+        }
+        Ok(Some(step))
     }
 
     /// Checks 2 and 3, in order; the first failure.
@@ -361,20 +426,33 @@ impl Gate {
                 "stop-gate: cannot tell what the markers must vouch for: {e}"
             ))
         })?;
-        for check in &config.markers {
+        for required in &config.markers {
+            let check = &required.check;
             if let Err(denial) =
                 marker::verify(&self.project, check, &subject, config.marker_max_age)
             {
-                let command = marker::last_command(&self.project, check)
-                    .unwrap_or_else(|| "<the check's command>".to_string());
+                let command = required
+                    .command
+                    .as_deref()
+                    .unwrap_or("<the command that checks it>");
                 return Err(Failure::line(format!(
-                    "stop-gate: marker `{check}` {}; the protected writer must run `marker-writer run --check {check} -- {command}` on this content before you stop",
+                    "stop-gate: marker `{check}` {}; a protected writer (CI, a git hook, a human) must run `marker-writer run --check {check} -- {command}` on this content before you stop",
                     denial.describe()
                 )));
             }
         }
         Ok(())
     }
+}
+
+/// What one look at a running loop leads to.
+enum Step {
+    /// Go on with what was found.
+    Continue(Pass),
+    /// End the loop with this status, allowing the stop with this message.
+    End(LoopStatus, String),
+    /// Print this.
+    Output(StopOutput),
 }
 
 fn first_line(text: &str) -> &str {
@@ -409,5 +487,14 @@ mod tests {
             block.to_json().unwrap(),
             r#"{"decision":"block","reason":"r"}"#
         );
+    }
+
+    #[test]
+    fn required_markers_may_name_their_command() {
+        let plain = RequiredMarker::parse("tests").unwrap();
+        assert_eq!((plain.check.as_str(), plain.command), ("tests", None));
+        let with = RequiredMarker::parse("tests=cargo test --locked").unwrap();
+        assert_eq!(with.command.as_deref(), Some("cargo test --locked"));
+        assert!(RequiredMarker::parse("../x=y").is_err());
     }
 }

@@ -240,8 +240,7 @@ pub fn to_json(record: &mut Record) -> Result<Vec<u8>> {
 
 /// Writes a record atomically, then reads it back and checks it is what was meant.
 pub fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
-    let dir = dir(project);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let dir = project.owned_dir("handoff")?;
     let path = dir.join(record.kind.file_name());
     let json = to_json(record)?;
     write_atomic(&path, &json, 0o644).map_err(|e| Error::io("write", &path, &e))?;
@@ -283,7 +282,7 @@ impl Unusable {
 
 /// Reads a record with typed parsing (the schema, enforced at run time).
 pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
-    let file = match crate::input::open_regular(path) {
+    let file = match crate::input::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(Unusable::Unreadable(crate::error::plain_io(&e))),

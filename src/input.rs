@@ -44,10 +44,21 @@ impl Source {
 /// Opens a file that must be a regular file, without ever blocking: a FIFO or device planted
 /// where a transcript or a state file should be is refused, not waited on.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, libc::O_NONBLOCK)
+}
+
+/// Opens one of vigil's own state files: a regular file, and never through a symlink (a link
+/// there was planted, and reading through it would trust whatever it points at; a dangling
+/// one must not read as "no state").
+pub fn open_state(path: &Path) -> std::io::Result<std::fs::File> {
+    open_file(path, libc::O_NONBLOCK | libc::O_NOFOLLOW)
+}
+
+fn open_file(path: &Path, flags: i32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(flags)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(

@@ -12,13 +12,23 @@ pub struct FileLock {
 }
 
 impl FileLock {
-    /// Takes the lock on `path` (created when missing), waiting at most `wait`.
+    /// Takes the lock on `path` (created when missing), waiting at most `wait`. The lock file
+    /// must be a regular file: a symlink is not followed and a FIFO is not waited on, so a file
+    /// planted in its place can neither redirect the open nor hang it.
     pub fn acquire(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the lock is not a regular file",
+            ));
+        }
         let deadline = Instant::now() + wait;
         loop {
             // SAFETY: flock on a descriptor this function owns.

@@ -14,6 +14,8 @@ use crate::time;
 
 pub const SCHEMA: &str = "vigil.loop/v1";
 pub const MAX_ITERATIONS: u32 = 10_000;
+/// A loop's prompt is fed back on every pass: it may be at most this long.
+pub const MAX_PROMPT_CHARS: usize = 16_000;
 pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
 /// A loop state file larger than this is not vigil's.
 const MAX_STATE: u64 = 1024 * 1024;
@@ -58,6 +60,10 @@ pub struct LoopState {
     /// Only in `pending.json`: after this time no session may claim it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_before: Option<String>,
+    /// Whether a Stop has told the human how the loop ended (a cancel happens outside a Stop,
+    /// so the next Stop reports it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reported: bool,
 }
 
 impl LoopState {
@@ -74,6 +80,7 @@ impl LoopState {
             started_at: now.clone(),
             updated_at: now,
             claim_before: None,
+            reported: false,
         }
     }
 
@@ -93,6 +100,9 @@ impl LoopState {
     }
 }
 
+/// The file name stem of a pending loop, so no session may be called this.
+pub const PENDING: &str = "pending";
+
 pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     project.loops().join(format!("{session}.json"))
 }
@@ -103,7 +113,7 @@ pub fn pending_path(project: &Project) -> PathBuf {
 
 /// Reads a loop state; `Ok(None)` when there is none.
 pub fn load(path: &Path) -> Result<Option<LoopState>> {
-    let file = match crate::input::open_regular(path) {
+    let file = match crate::input::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the loop state", path, &e)),
@@ -146,8 +156,7 @@ pub fn save(path: &Path, state: &mut LoopState) -> Result<()> {
 
 /// Locks a session's loop for a read-modify-write.
 pub fn lock(project: &Project, session: &SessionId) -> Result<FileLock> {
-    let dir = project.loops();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let dir = project.owned_dir("loops")?;
     let lock_path = dir.join(format!("{session}.lock"));
     FileLock::acquire(&lock_path, LOCK_WAIT).map_err(|e| Error::io("lock", &lock_path, &e))
 }
@@ -219,17 +228,33 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
     Ok(Some(state))
 }
 
-/// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
-pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+/// What `cancel` did.
+pub enum Cancelled {
+    /// The running loop now says `cancelled`.
+    Loop(LoopState),
+    /// The state could not be read: it was moved aside to this path, so no loop remains.
+    Corrupt(PathBuf),
+}
+
+/// Ends a running loop with `cancelled`. A state that cannot be read is moved aside (a gate
+/// denies while it is there, and its advice is to cancel). `Ok(None)` when no loop is running.
+pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
     let _lock = lock(project, session)?;
     let path = path(project, session);
-    match load(&path)? {
-        Some(mut state) if state.status == LoopStatus::Running => {
+    match load(&path) {
+        Ok(Some(mut state)) if state.status == LoopStatus::Running => {
             state.status = LoopStatus::Cancelled;
+            state.reported = false;
             save(&path, &mut state)?;
-            Ok(Some(state))
+            Ok(Some(Cancelled::Loop(state)))
         }
-        _ => Ok(None),
+        Ok(_) => Ok(None),
+        Err(_) => {
+            let kept =
+                path.with_extension(format!("corrupt-{}", time::now_rfc3339().replace(':', "")));
+            std::fs::rename(&path, &kept).map_err(|e| Error::io("move aside", &path, &e))?;
+            Ok(Some(Cancelled::Corrupt(kept)))
+        }
     }
 }
 
@@ -351,7 +376,17 @@ const VALUE_FLAGS: [&str; 6] = [
     "--prompt-file",
     "--state-dir",
 ];
-const SWITCH_FLAGS: [&str; 2] = ["--next-session", "--help"];
+
+/// How many of `args` are leading flags with their values (up to `--` or the first word
+/// of the prompt).
+pub fn leading_flags(args: &[String]) -> usize {
+    let mut i = 0;
+    while i < args.len() && is_flag_word(&args[i]) {
+        let takes_value = !args[i].contains('=') && VALUE_FLAGS.contains(&args[i].as_str());
+        i += if takes_value { 2 } else { 1 };
+    }
+    i.min(args.len())
+}
 
 /// `--name` or `--name=value`: two dashes and a letter (`---` and `--` are not flags).
 fn is_flag_word(text: &str) -> bool {
@@ -395,13 +430,12 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
                 break;
             }
         }
-        if let Some(word) = words[i..end].iter().find(|w| {
-            !w.quoted
-                && flag_name(&w.text)
-                    .is_some_and(|n| VALUE_FLAGS.contains(&n) || SWITCH_FLAGS.contains(&n))
-        }) {
+        if let Some(word) = words[i..end]
+            .iter()
+            .find(|w| !w.quoted && flag_name(&w.text).is_some())
+        {
             return Err(Error::usage(format!(
-                "{} stands inside the prompt; put flags before or after the prompt, or the prompt in --prompt-file",
+                "{} stands inside the prompt: flags go before or after it; to keep it as text, quote it, put -- before the prompt, or use --prompt-file",
                 word.text
             )));
         }
@@ -462,21 +496,30 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
             None => return Err(Error::usage(format!("{name} needs a value"))),
         },
     };
-    let slot = match name {
-        "--max-iterations" => &mut request.max_iterations,
-        "--completion-promise" => &mut request.completion_promise,
-        "--session" => &mut request.session,
-        "--claim-within" => &mut request.claim_within,
-        "--prompt-file" => {
-            request.prompt_file = Some(PathBuf::from(value));
-            return Ok(used);
+    let given_twice = || Error::usage(format!("{name} is given twice; give each flag once"));
+    match name {
+        "--prompt-file" | "--state-dir" => {
+            let slot = if name == "--prompt-file" {
+                &mut request.prompt_file
+            } else {
+                &mut request.state_dir
+            };
+            if slot.replace(PathBuf::from(value)).is_some() {
+                return Err(given_twice());
+            }
         }
         _ => {
-            request.state_dir = Some(PathBuf::from(value));
-            return Ok(used);
+            let slot = match name {
+                "--max-iterations" => &mut request.max_iterations,
+                "--completion-promise" => &mut request.completion_promise,
+                "--session" => &mut request.session,
+                _ => &mut request.claim_within,
+            };
+            if slot.replace(value).is_some() {
+                return Err(given_twice());
+            }
         }
-    };
-    *slot = Some(value);
+    }
     Ok(used)
 }
 

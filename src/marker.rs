@@ -164,10 +164,15 @@ pub fn check_dir(project: &Project, check: &CheckName) -> PathBuf {
     project.markers().join(check.as_str())
 }
 
-/// Refuses a markers directory (or a check's directory) that is a symlink: vigil makes them
-/// as plain directories, and a link could point a gate at files outside the project.
+/// Refuses a markers directory (or a check's directory, or a default `.vigil`) that is a
+/// symlink: vigil makes them as plain directories, and a link could point a gate at files
+/// outside the project.
 pub fn refuse_symlinks(project: &Project, check: &CheckName) -> Result<()> {
-    for dir in [project.markers(), check_dir(project, check)] {
+    let default = project.default_state.then(|| project.state.clone());
+    for dir in default
+        .into_iter()
+        .chain([project.markers(), check_dir(project, check)])
+    {
         if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
             return Err(Error::input(format!(
                 "{} is a symlink; markers live only in a plain directory of the project",
@@ -202,10 +207,7 @@ pub fn writer() -> Writer {
 /// whose payload is unreadable.
 pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)> {
     let check = CheckName::parse(&payload.check)?;
-    refuse_symlinks(project, &check)?;
-    let dir = check_dir(project, &check);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
-    refuse_symlinks(project, &check)?;
+    project.owned_dir(&format!("markers/{check}"))?;
     let (payload_path, gate_path) = paths(project, &check, &payload.subject);
     let mut json = serde_json::to_vec_pretty(payload).expect("a payload serializes");
     json.push(b'\n');
@@ -295,7 +297,7 @@ pub fn verify(
 
 /// Reads and parses a payload; every failure is `malformed`.
 pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
-    let bytes = match crate::input::open_regular(path) {
+    let bytes = match crate::input::open_state(path) {
         Ok(file) => crate::input::read_capped(file, MAX_PAYLOAD, "the payload", path)
             .map_err(|e| Denial::Malformed(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -1,11 +1,13 @@
 //! Running a child process with a deadline: its own process group (so a timeout kills every
 //! process it started), output captured to a bounded tail, and never a hang on a pipe that a
-//! stray grandchild keeps open.
+//! stray grandchild keeps open. Ctrl-C, SIGTERM and SIGHUP that reach vigil are passed on to
+//! the groups it runs, so a killed hook does not leave its check running.
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, Once, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -45,8 +47,54 @@ pub struct Finished {
 /// How long to wait for output pipes after the child is gone.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
+/// The process groups signals are forwarded to; 0 marks a free slot.
+static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
+static HANDLERS: Once = Once::new();
+
+extern "C" fn forward(signal: libc::c_int) {
+    for slot in &GROUPS {
+        let group = slot.load(Ordering::SeqCst);
+        if group > 0 {
+            // SAFETY: kill(2) is async-signal-safe.
+            unsafe {
+                libc::kill(-group, signal);
+            }
+        }
+    }
+}
+
+/// While alive, signals that reach vigil are passed on to one process group.
+struct Forwarding(Option<&'static AtomicI32>);
+
+impl Forwarding {
+    fn to(group: i32) -> Forwarding {
+        HANDLERS.call_once(|| {
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                // SAFETY: the handler only reads atomics and calls kill(2).
+                unsafe {
+                    libc::signal(signal, forward as *const () as libc::sighandler_t);
+                }
+            }
+        });
+        let slot = GROUPS.iter().find(|slot| {
+            slot.compare_exchange(0, group, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        Forwarding(slot)
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        if let Some(slot) = self.0 {
+            slot.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
 /// Runs `cmd` with stdin closed, in a new process group. With `merge`, stderr goes into the
-/// same pipe as stdout, in order. At `timeout` the whole group gets SIGKILL.
+/// same pipe as stdout, in order. At `timeout` the whole group gets SIGKILL; when the child
+/// exits on its own, whatever it left running in its group is killed too.
 pub fn run(
     mut cmd: Command,
     timeout: Duration,
@@ -67,16 +115,17 @@ pub fn run(
     let child = cmd.spawn()?;
     // The writers now live only in the child: drop our copies (inside `cmd`) so EOF comes.
     drop(cmd);
+    let group = child.id() as libc::pid_t;
+    let _forwarding = Forwarding::to(group);
     let out = collect(out_reader, tail);
     let err = err_reader.map(|r| collect(r, 4096));
     let outcome = wait(child, Some(timeout))?;
     let duration = start.elapsed();
+    kill_group(group);
     Ok(Finished {
         outcome,
-        output: out.recv_timeout(PIPE_GRACE).unwrap_or_default(),
-        errors: err
-            .and_then(|e| e.recv_timeout(PIPE_GRACE).ok())
-            .unwrap_or_default(),
+        output: out.take(),
+        errors: err.map(Collected::take).unwrap_or_default(),
         duration,
     })
 }
@@ -112,42 +161,22 @@ pub struct PassedThrough {
     pub duration: Duration,
 }
 
-/// The process group that SIGINT, SIGTERM and SIGHUP are forwarded to (0: none).
-static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-extern "C" fn forward(signal: libc::c_int) {
-    let group = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);
-    if group > 0 {
-        // SAFETY: kill(2) is async-signal-safe.
-        unsafe {
-            libc::kill(-group, signal);
-        }
-    }
-}
-
 /// Runs `cmd` in its own process group with its stdout and stderr copied through to ours as
-/// they come, hashing them. Ctrl-C, SIGTERM and SIGHUP sent to us are forwarded to the group
-/// (it has left our terminal's group so that a timeout can kill it whole); at `timeout` the
-/// group gets SIGKILL.
+/// they come, hashing them. Signals that reach vigil are passed on to the group (it has left
+/// the terminal's group so that a timeout can kill it whole); at `timeout` the group gets
+/// SIGKILL.
 pub fn run_passthrough(
     mut cmd: Command,
     timeout: Option<Duration>,
 ) -> std::io::Result<PassedThrough> {
     use sha2::Digest;
-    use std::sync::{Arc, Mutex};
     let (out_reader, out_writer) = std::io::pipe()?;
     let (err_reader, err_writer) = std::io::pipe()?;
     cmd.stdout(out_writer).stderr(err_writer).process_group(0);
     let start = Instant::now();
     let child = cmd.spawn()?;
     drop(cmd);
-    FORWARD_TO.store(child.id() as i32, std::sync::atomic::Ordering::SeqCst);
-    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only reads an atomic and calls kill(2).
-        unsafe {
-            libc::signal(signal, forward as *const () as libc::sighandler_t);
-        }
-    }
+    let _forwarding = Forwarding::to(child.id() as i32);
     let hasher = Arc::new(Mutex::new(sha2::Sha256::new()));
     let tee = |mut reader: std::io::PipeReader, to_stderr: bool| {
         let hasher = Arc::clone(&hasher);
@@ -183,7 +212,6 @@ pub fn run_passthrough(
     let duration = start.elapsed();
     let _ = out_done.recv_timeout(PIPE_GRACE);
     let _ = err_done.recv_timeout(PIPE_GRACE);
-    FORWARD_TO.store(0, std::sync::atomic::Ordering::SeqCst);
     let digest = hasher
         .lock()
         .map(|h| h.clone().finalize())
@@ -211,31 +239,51 @@ pub fn kill_group(pid: libc::pid_t) {
     }
 }
 
+/// Output being read on a thread into a shared tail.
+struct Collected {
+    kept: Arc<Mutex<Vec<u8>>>,
+    done: mpsc::Receiver<()>,
+    tail: usize,
+}
+
+impl Collected {
+    /// What was read: everything, once the pipe closes; or, if a process that escaped the
+    /// group still holds it open after a grace period, what had arrived by then.
+    fn take(self) -> Vec<u8> {
+        let _ = self.done.recv_timeout(PIPE_GRACE);
+        let mut kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
+        if kept.len() > self.tail {
+            kept.drain(..kept.len() - self.tail);
+        }
+        kept
+    }
+}
+
 /// Reads a pipe to its end on a thread, keeping the last `tail` bytes.
-fn collect(mut reader: impl Read + Send + 'static, tail: usize) -> mpsc::Receiver<Vec<u8>> {
-    let (tx, rx) = mpsc::channel();
+fn collect(mut reader: impl Read + Send + 'static, tail: usize) -> Collected {
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let (tx, done) = mpsc::channel();
+    let shared = Arc::clone(&kept);
     thread::spawn(move || {
-        let mut kept = Vec::new();
         let mut chunk = [0u8; 16 * 1024];
         loop {
             match reader.read(&mut chunk) {
                 Ok(0) => break,
                 Ok(n) => {
+                    let Ok(mut kept) = shared.lock() else { break };
                     kept.extend_from_slice(&chunk[..n]);
                     if kept.len() > tail.saturating_mul(2).max(64 * 1024) {
-                        kept.drain(..kept.len() - tail);
+                        let excess = kept.len() - tail;
+                        kept.drain(..excess);
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
         }
-        if kept.len() > tail {
-            kept.drain(..kept.len() - tail);
-        }
-        let _ = tx.send(kept);
+        let _ = tx.send(());
     });
-    rx
+    Collected { kept, done, tail }
 }
 
 #[cfg(test)]
@@ -301,6 +349,31 @@ mod tests {
         assert!(
             !running(pid),
             "the sleeping grandchild {pid} survived the timeout"
+        );
+    }
+
+    #[test]
+    fn output_survives_a_background_child_holding_the_pipe_and_the_child_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let script = format!(
+            "echo the real reason; sleep 30 & echo $! > {}; exit 1",
+            pidfile.display()
+        );
+        let start = Instant::now();
+        let done = run(sh(&script), Duration::from_secs(20), true, 1024).unwrap();
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(done.outcome, Outcome::Exited(1));
+        assert_eq!(String::from_utf8_lossy(&done.output), "the real reason\n");
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            !running(pid),
+            "the background child {pid} outlived the check"
         );
     }
 }

@@ -12,6 +12,8 @@ pub struct Project {
     pub dir: PathBuf,
     /// `--state-dir`, else `$VIGIL_STATE_DIR`, else `<dir>/.vigil`.
     pub state: PathBuf,
+    /// Whether `state` is the default `<dir>/.vigil` (rather than one the user chose).
+    pub default_state: bool,
 }
 
 impl Project {
@@ -22,11 +24,46 @@ impl Project {
             .or_else(|| input_cwd.map(Path::to_path_buf))
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("."));
-        let state = state_dir_flag
+        let chosen = state_dir_flag
             .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("VIGIL_STATE_DIR").and_then(nonempty))
-            .unwrap_or_else(|| dir.join(".vigil"));
-        Project { dir, state }
+            .or_else(|| std::env::var_os("VIGIL_STATE_DIR").and_then(nonempty));
+        let default_state = chosen.is_none();
+        let state = chosen.unwrap_or_else(|| dir.join(".vigil"));
+        Project {
+            dir,
+            state,
+            default_state,
+        }
+    }
+
+    /// A directory vigil owns under the state directory (`loops`, `sessions/subagents`…),
+    /// created when missing. A symlink in its place, or in place of the default `.vigil`, is
+    /// refused: vigil makes these as plain directories, and a link could send its writes
+    /// outside the project.
+    pub fn owned_dir(&self, relative: &str) -> Result<PathBuf> {
+        let mut checked = vec![];
+        if self.default_state {
+            checked.push(self.state.clone());
+        }
+        let mut dir = self.state.clone();
+        for part in relative.split('/') {
+            dir.push(part);
+            checked.push(dir.clone());
+        }
+        let refuse = |path: &Path| {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::input(format!(
+                    "{} is a symlink; vigil keeps its state only in plain directories",
+                    path.display()
+                )));
+            }
+            Ok(())
+        };
+        checked.iter().try_for_each(|p| refuse(p))?;
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+        // Checked again after creating: a link could have appeared in between.
+        checked.iter().try_for_each(|p| refuse(p))?;
+        Ok(dir)
     }
 
     pub fn loops(&self) -> PathBuf {

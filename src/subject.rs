@@ -13,6 +13,17 @@ use crate::error::{Error, Result};
 use crate::process;
 use crate::state::Project;
 
+/// Settings that override the repository's own for every git call vigil makes.
+const TRUSTED_SETTINGS: [&str; 7] = [
+    "core.trustctime=true",
+    "core.checkStat=default",
+    "core.ignoreStat=false",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.splitIndex=false",
+    "core.sparseCheckout=false",
+];
+
 /// How long one git call may take before the subject counts as unknown.
 pub const GIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -105,6 +116,15 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) ->
     let real_index = git_dir.join("index");
     if real_index.is_file() {
         std::fs::copy(&real_index, &index).map_err(|e| Error::io("copy", &real_index, &e))?;
+        // Entries marked assume-unchanged or skip-worktree would hide edits from `add`: such
+        // an index is not trusted, and the tree is hashed from scratch instead.
+        let flags = git(&toplevel, &["ls-files", "-v", "-z"], Some(&index))?;
+        let hides = flags
+            .split('\0')
+            .any(|entry| entry.starts_with(|c: char| c.is_ascii_lowercase() || c == 'S'));
+        if hides {
+            std::fs::remove_file(&index).map_err(|e| Error::io("remove", &index, &e))?;
+        }
     }
     let mut add = vec!["add".to_string(), "--all".into(), "--".into(), ".".into()];
     let state = canonical(state_dir);
@@ -162,15 +182,19 @@ fn git_run(
     timeout: Duration,
 ) -> Result<GitOutput> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0");
+    cmd.arg("-C").arg(dir);
+    // The repository's configuration is the agent's to edit: nothing in it may make git
+    // trust stale stat data, skip files, or ask a hook what changed.
+    for setting in TRUSTED_SETTINGS {
+        cmd.arg("-c").arg(setting);
+    }
+    cmd.args(args).env("GIT_OPTIONAL_LOCKS", "0");
     if let Some(index) = index {
         cmd.env("GIT_INDEX_FILE", index);
     }
     let shown = format!("git {}", args.join(" "));
-    let done = process::run(cmd, timeout, false, 1 << 20)
+    // The whole output is needed (ls-files of a large repository is megabytes).
+    let done = process::run(cmd, timeout, false, 64 << 20)
         .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
     let failure = match done.outcome {
         process::Outcome::TimedOut => {

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, number, print, string_value};
-use vigil::gate::{self, GateConfig};
+use vigil::gate::{self, GateConfig, RequiredMarker};
 use vigil::hook::HookInput;
 use vigil::input::{Source, read_capped};
 use vigil::loops::{self, LoopState, StartRequest, Word};
-use vigil::marker::CheckName;
 use vigil::output::{diagnostic, stdout};
 use vigil::promise::Promise;
 use vigil::state::{Project, SessionId};
@@ -127,7 +126,7 @@ fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
             Long("timeout") => {
                 config.timeout = Duration::from_secs(number(&mut parser, "--timeout", 1, 86_400)?)
             }
-            Long("require-marker") => config.markers.push(CheckName::parse(&string_value(
+            Long("require-marker") => config.markers.push(RequiredMarker::parse(&string_value(
                 &mut parser,
                 "--require-marker",
             )?)?),
@@ -174,7 +173,9 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
                 .map_err(|_| Error::usage("an argument is not valid UTF-8"))
         })
         .collect::<Result<_>>()?;
-    let request = if let Some(at) = args.iter().position(|a| a == "--args-stdin") {
+    // --args-stdin counts only among the leading flags: later it is text of the prompt.
+    let leading = loops::leading_flags(&args);
+    let request = if let Some(at) = args[..leading].iter().position(|a| a == "--args-stdin") {
         args.remove(at);
         // Flags on the command line (the slash command passes --session there, where the shell
         // can expand it) are defaults for what the raw text does not say.
@@ -237,6 +238,12 @@ fn start_from(request: StartRequest) -> Result<Exit> {
     if prompt.trim().is_empty() {
         return Err(Error::usage("the prompt is empty"));
     }
+    if prompt.chars().count() > loops::MAX_PROMPT_CHARS {
+        return Err(Error::usage(format!(
+            "the prompt has more than {} characters; it is fed back on every pass, so keep it short and point to files for the rest",
+            loops::MAX_PROMPT_CHARS
+        )));
+    }
     let project = Project::resolve(request.state_dir.as_deref(), None);
     if request.next_session {
         if request.session.as_deref().is_some_and(|s| !s.is_empty()) {
@@ -278,6 +285,17 @@ fn start_from(request: StartRequest) -> Result<Exit> {
 
 /// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.
 fn session_of(flag: Option<String>) -> Result<SessionId> {
+    let session = any_session_of(flag)?;
+    if session.as_str() == loops::PENDING {
+        return Err(Error::usage(format!(
+            "session id `{}` is reserved for --next-session",
+            loops::PENDING
+        )));
+    }
+    Ok(session)
+}
+
+fn any_session_of(flag: Option<String>) -> Result<SessionId> {
     let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
     let raw = flag
         .filter(|s| !s.is_empty())
@@ -334,7 +352,14 @@ fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
         return help(HELP_LOOP);
     };
     match loops::cancel(&project, &session)? {
-        Some(state) => {
+        Some(loops::Cancelled::Corrupt(kept)) => {
+            let line = format!(
+                "vigil loop of session {session} was unreadable; moved it to {} and the loop is over\n",
+                kept.display()
+            );
+            print(line.as_bytes())
+        }
+        Some(loops::Cancelled::Loop(state)) => {
             let line = format!(
                 "vigil loop cancelled in session {session} at pass {}/{}\n",
                 state.iteration, state.max_iterations

@@ -861,7 +861,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     );
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": repo.path(), "last_assistant_message": "done"});
     let gate = stop_gate()
-        .args(["--require-marker", "tests"])
+        .args(["--require-marker", "tests=cargo test --locked"])
         .current_dir(repo.path())
         .write_stdin(payload.to_string())
         .output()
@@ -877,7 +877,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     )
     .unwrap();
     let gate = stop_gate()
-        .args(["--require-marker", "tests"])
+        .args(["--require-marker", "tests=cargo test --locked"])
         .current_dir(repo.path())
         .write_stdin(payload.to_string())
         .output()
@@ -888,7 +888,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
         out["reason"]
             .as_str()
             .unwrap()
-            .contains("marker-writer run --check tests -- true"),
+            .contains("marker-writer run --check tests -- cargo test --locked"),
         "{out}"
     );
 }
@@ -941,4 +941,58 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
         String::from_utf8_lossy(&pushed.stderr)
     );
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
+}
+
+// --- The subject cannot be fooled through the index or the repository's config ------------
+
+fn marked_then_edited(setup: impl FnOnce(&Path)) -> Output {
+    let repo = git_repo();
+    assert!(
+        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    setup(repo.path());
+    verify(repo.path(), "tests")
+}
+
+#[test]
+fn assume_unchanged_does_not_hide_an_edit_from_the_subject() {
+    let out = marked_then_edited(|dir| {
+        git(dir, &["update-index", "--assume-unchanged", "lib.rs"]);
+        std::fs::write(dir.join("lib.rs"), "fn main() { panic!() }\n").unwrap();
+    });
+    assert!(denial(&out).contains("subject mismatch"));
+}
+
+#[test]
+fn skip_worktree_does_not_hide_an_edit_from_the_subject() {
+    let out = marked_then_edited(|dir| {
+        git(dir, &["update-index", "--skip-worktree", "lib.rs"]);
+        std::fs::write(dir.join("lib.rs"), "fn main() { panic!() }\n").unwrap();
+    });
+    assert!(denial(&out).contains("subject mismatch"));
+}
+
+#[test]
+fn a_same_size_edit_with_its_old_mtime_is_still_seen() {
+    let out = marked_then_edited(|dir| {
+        git(dir, &["config", "core.trustctime", "false"]);
+        git(dir, &["config", "core.checkStat", "minimal"]);
+        let path = dir.join("lib.rs");
+        let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, "fn maim() {}\n").unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            "fn main() {}\n".len() as u64,
+            "same size"
+        );
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(before)
+            .unwrap();
+    });
+    assert!(denial(&out).contains("subject mismatch"));
 }

@@ -645,10 +645,14 @@ fn loop_status_and_cancel() {
         .unwrap();
     assert!(cancel.status.success());
     assert_eq!(p.loop_state("s1")["status"], "cancelled");
+    let reported = p.stop(&[], "s1", Some("x"));
+    assert!(!reported.blocked(), "a cancelled loop no longer blocks");
+    let message = reported.system_message();
     assert!(
-        p.stop(&[], "s1", Some("x")).silent_allow(),
-        "a cancelled loop no longer blocks"
+        message.contains("cancelled at pass 1/3") && message.contains("NOT verified"),
+        "{message}"
     );
+    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "reported once");
     let again = stop_gate()
         .args(["loop", "cancel", "--session", "s1"])
         .current_dir(p.path())
@@ -934,18 +938,23 @@ fn missing_marker_blocks_naming_the_check_and_the_writer_command() {
 }
 
 #[test]
-fn marker_for_other_content_is_a_subject_mismatch_naming_its_command() {
+fn marker_for_other_content_is_a_subject_mismatch_naming_the_configured_command() {
     let p = Project::git();
+    // The payload's own command is the agent's to write: the block must not repeat it.
     write_marker(
         &p,
         "tests",
         &worktree_subject(p.path()),
         "passed",
         &now(),
-        Some("cargo test --locked"),
+        Some("true"),
     );
     std::fs::write(p.path().join("lib.rs"), "fn main() { changed() }\n").unwrap();
-    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    let stop = p.stop(
+        &["--require-marker", "tests=cargo test --locked"],
+        "s1",
+        Some("x"),
+    );
     assert!(stop.blocked());
     assert!(
         stop.reason().contains("subject mismatch"),
@@ -956,6 +965,11 @@ fn marker_for_other_content_is_a_subject_mismatch_naming_its_command() {
         stop.reason()
             .contains("marker-writer run --check tests -- cargo test --locked"),
         "{}",
+        stop.reason()
+    );
+    assert!(
+        !stop.reason().contains("-- true"),
+        "a command from a payload was echoed: {}",
         stop.reason()
     );
 }
@@ -1429,5 +1443,459 @@ fn completion_prompt_template_teaches_a_declaration() {
     assert!(
         output.status.success(),
         "the line the template teaches must be a declaration"
+    );
+}
+
+// --- Hardening found by review --------------------------------------------------------------
+
+#[test]
+fn a_fifo_planted_as_a_lock_file_denies_without_hanging() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.vigil().join("sessions")).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(p.vigil().join("sessions/s1.lock"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = std::time::Instant::now();
+    let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "the hook hung on a FIFO"
+    );
+    assert!(stop.blocked());
+    assert!(
+        stop.system_message()
+            .contains("cannot keep the block budget"),
+        "{}",
+        stop.system_message()
+    );
+}
+
+#[test]
+fn a_symlink_planted_as_a_lock_file_is_not_followed() {
+    let p = Project::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(p.vigil().join("sessions")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("created-by-vigil"),
+        p.vigil().join("sessions/s1.lock"),
+    )
+    .unwrap();
+    p.stop(&["--run", "exit 1"], "s1", Some("x"));
+    assert!(
+        tree(outside.path()).is_empty(),
+        "vigil wrote through a planted link"
+    );
+}
+
+#[test]
+fn a_symlinked_state_directory_is_refused() {
+    let p = Project::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.vigil()).unwrap();
+    let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.system_message().contains("symlink"),
+        "{}",
+        stop.system_message()
+    );
+    assert!(
+        tree(outside.path()).is_empty(),
+        "state was written through the link"
+    );
+}
+
+#[test]
+fn a_dangling_symlink_as_loop_state_denies_instead_of_allowing() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/loop.json", p.vigil().join("loops/s1.json")).unwrap();
+    assert!(p.stop(&[], "s1", Some(DECLARED)).blocked());
+}
+
+#[test]
+fn subagent_passes_never_reset_the_main_agents_budget() {
+    let p = Project::new();
+    let mut subagent = p.payload("s1", Some("x"));
+    subagent["hook_event_name"] = json!("SubagentStop");
+    let main = ["--run", "exit 1", "--max-blocks", "2"];
+    assert!(p.stop(&main, "s1", Some("x")).blocked());
+    assert!(p.stop(&main, "s1", Some("x")).blocked());
+    assert!(
+        p.stop_with(&["--subagents", "--run", "true"], subagent.to_string())
+            .silent_allow()
+    );
+    let third = p.stop(&main, "s1", Some("x"));
+    assert!(!third.blocked(), "the main budget was reset by a subagent");
+    assert!(third.system_message().contains("NOT verified"));
+}
+
+#[test]
+fn check_output_survives_a_background_child_holding_the_pipe() {
+    let p = Project::new();
+    let pidfile = p.path().join("bg.pid");
+    let script = format!(
+        "echo THE REAL REASON; sleep 31 & echo $! > {}; exit 1",
+        pidfile.display()
+    );
+    let started = std::time::Instant::now();
+    let stop = p.stop(&["--run", &script], "s1", Some("x"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        stop.reason().contains("THE REAL REASON"),
+        "{}",
+        stop.reason()
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty()
+            || stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with('Z'),
+        "the check's child {pid} outlived it"
+    );
+}
+
+#[test]
+fn a_check_dies_with_a_stop_gate_that_is_terminated() {
+    let p = Project::new();
+    let pidfile = p.path().join("check.pid");
+    let script = format!("sleep 287 & echo $! > {}; wait", pidfile.display());
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"))
+        .args(["--run", &script])
+        .current_dir(p.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(p.payload("s1", Some("x")).to_string().as_bytes())
+        .unwrap();
+    for _ in 0..100 {
+        if pidfile.exists() && !std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling a child this test spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = child.wait();
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty()
+            || stat
+                .rsplit(')')
+                .next()
+                .unwrap()
+                .trim_start()
+                .starts_with('Z'),
+        "the check {pid} was orphaned"
+    );
+}
+
+#[test]
+fn loop_cancel_succeeds_while_a_long_check_runs_and_the_stop_reports_it() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let dir = p.path().to_path_buf();
+    let payload = p.payload("s1", Some(DECLARED)).to_string();
+    let stop = std::thread::spawn(move || {
+        stop_gate()
+            .args(["--run", "sleep 3; exit 1"])
+            .current_dir(&dir)
+            .write_stdin(payload)
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let cancel = stop_gate()
+        .args(["loop", "cancel", "--session", "s1"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(
+        cancel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "cancel waited for the check"
+    );
+    let output = stop.join().unwrap();
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_valid("stop-output.schema.json", &json);
+    assert!(json.get("decision").is_none(), "{json}");
+    assert!(
+        json["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{json}"
+    );
+}
+
+#[test]
+fn loop_cancel_clears_a_corrupt_state_so_the_gates_advice_works() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
+    std::fs::write(p.vigil().join("loops/s1.json"), "{bad").unwrap();
+    let stop = p.stop(&[], "s1", Some(DECLARED));
+    assert!(stop.reason().contains("stop-gate loop cancel --session s1"));
+    let cancel = stop_gate()
+        .args(["loop", "cancel", "--session", "s1"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(
+        cancel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    assert!(stdout_of(&cancel).contains("moved it to"));
+    assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
+    assert!(
+        tree(&p.vigil().join("loops"))
+            .iter()
+            .any(|f| f.starts_with("s1.corrupt-")),
+        "the bad state is kept"
+    );
+}
+
+#[test]
+fn loop_start_refuses_any_unknown_flag_inside_the_prompt() {
+    let p = Project::new();
+    for args in [
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "it",
+            "--verbose",
+            "now",
+        ],
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "--sesion",
+            "abc",
+        ],
+    ] {
+        let output = p.start(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(assert_one_line_error(&output, "stop-gate").contains("inside the prompt"));
+    }
+    let raw = "--max-iterations 3 --completion-promise DONE --session s1 Fix --release builds\n";
+    let output = stop_gate()
+        .args(["loop", "start", "--args-stdin"])
+        .current_dir(p.path())
+        .write_stdin(raw)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    // Kept as text when quoted, or after --.
+    let raw = "--max-iterations 3 --completion-promise DONE --session s1 -- Fix --release builds\n";
+    let output = stop_gate()
+        .args(["loop", "start", "--args-stdin"])
+        .current_dir(p.path())
+        .write_stdin(raw)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("s1")["prompt"], "Fix --release builds");
+}
+
+#[test]
+fn loop_start_refuses_a_flag_given_twice() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+        "it",
+        "--max-iterations",
+        "9999",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("twice"));
+}
+
+#[test]
+fn args_stdin_inside_the_prompt_is_text() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "explain the --args-stdin flag");
+    let output = p.start(&[
+        "--session",
+        "s2",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "--",
+        "use",
+        "the",
+        "--args-stdin",
+        "flag",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("s2")["prompt"], "use the --args-stdin flag");
+}
+
+#[test]
+fn the_pending_session_id_is_reserved() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--session",
+        "pending",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("reserved"));
+    // A Stop whose session is called `pending` never drives the pending loop.
+    let pending = p.start(&[
+        "--next-session",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert!(pending.status.success());
+    assert!(p.stop(&[], "pending", Some("x")).silent_allow());
+}
+
+#[test]
+fn loop_prompt_over_16000_characters_is_refused() {
+    let p = Project::new();
+    let long = "x".repeat(16_001);
+    let output = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        &long,
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_one_line_error(&output, "stop-gate");
+}
+
+#[test]
+fn an_unreadable_transcript_during_a_loop_says_so() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let mut payload = p.payload("s1", None);
+    payload["transcript_path"] = json!("/nonexistent/transcript.jsonl");
+    let stop = p.stop_with(&[], payload.to_string());
+    assert!(stop.blocked());
+    assert!(
+        stop.reason()
+            .starts_with("stop-gate: cannot read the transcript"),
+        "{}",
+        stop.reason()
+    );
+    assert!(stop.reason().ends_with("Fix."));
+}
+
+#[test]
+fn a_multi_line_check_command_still_gives_one_useful_line() {
+    let p = Project::new();
+    let stop = p.stop(&["--run", "echo a\nexit 4"], "s1", Some("x"));
+    let reason = stop.reason();
+    let first = reason.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "stop-gate: `echo a\\nexit 4` failed (exit 4); fix it and run it again before stopping"
+    );
+}
+
+#[test]
+fn a_pass_sets_the_session_record_back_to_ok() {
+    let p = Project::new();
+    let flag = p.path().join("green");
+    let check = format!("test -f {}", flag.display());
+    let args = ["--run", check.as_str(), "--max-blocks", "1"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(!p.stop(&args, "s1", Some("x")).blocked());
+    assert_eq!(p.session_record("s1")["status"], "aborted");
+    std::fs::write(&flag, "").unwrap();
+    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    let record = p.session_record("s1");
+    assert_eq!(
+        (record["status"].clone(), record["budget_spent"].clone()),
+        (json!("ok"), json!(1))
+    );
+}
+
+#[test]
+fn loop_command_template_survives_its_old_delimiter_in_the_arguments() {
+    let p = Project::new();
+    let arguments = "Fix it.\nVIGIL_LOOP_ARGUMENTS\necho INJECTED > pwned\n--max-iterations 3 --completion-promise DONE";
+    let output = run_block(
+        &p,
+        &command_block(
+            "templates/commands/vigil-loop.md",
+            arguments,
+            Some("sess-1"),
+        ),
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!p.path().join("pwned").exists());
+    assert_eq!(
+        p.loop_state("sess-1")["prompt"],
+        "Fix it.\nVIGIL_LOOP_ARGUMENTS\necho INJECTED > pwned"
     );
 }
