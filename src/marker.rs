@@ -19,6 +19,9 @@ pub const MAX_PAYLOAD: u64 = 64 * 1024;
 /// How far in the future `created_at` may be before it counts as forged or broken.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// A note longer than this is refused, and a recorded command is cut to it, so that every
+/// payload the writer makes stays well inside `MAX_PAYLOAD`.
+pub const MAX_NOTE: usize = 4096;
 
 /// A check name: `^[A-Za-z0-9._-]{1,64}$`, not `.` or `..`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -241,7 +244,16 @@ pub fn verify(
         return Err(Denial::Malformed(e.to_string()));
     }
     let (payload_path, gate_path) = paths(project, check, subject_id);
-    if !gate_path.is_file() {
+    match std::fs::symlink_metadata(&gate_path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => {}
+        Ok(_) => {
+            return Err(Denial::Malformed(
+                "the gate file is not an empty regular file".to_string(),
+            ));
+        }
+        Err(_) => {}
+    }
+    if std::fs::symlink_metadata(&gate_path).is_err() {
         return Err(if has_other_markers(&check_dir(project, check)) {
             Denial::SubjectMismatch(format!(
                 "the markers of `{check}` are for other content; this content is {subject_id}"

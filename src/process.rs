@@ -52,12 +52,70 @@ static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
 static HANDLERS: Once = Once::new();
 
 extern "C" fn forward(signal: libc::c_int) {
+    let mut forwarded = false;
     for slot in &GROUPS {
         let group = slot.load(Ordering::SeqCst);
         if group > 0 {
             // SAFETY: kill(2) is async-signal-safe.
             unsafe {
                 libc::kill(-group, signal);
+            }
+            forwarded = true;
+        }
+    }
+    if !forwarded {
+        // Nothing runs on our behalf: the signal is for us, with its usual effect.
+        // SAFETY: signal(2) and raise(3) are async-signal-safe.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+}
+
+/// A new process group for the child, and on Linux its death with ours: a hook killed by its
+/// engine must not leave the command it ran behind.
+fn isolate(cmd: &mut Command) {
+    cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// While alive, the terminal on our stdin (if it is one) gives its foreground to a child's
+/// process group, so a command run in its own group can still read from the terminal.
+struct Foreground(bool);
+
+impl Foreground {
+    fn give(group: libc::pid_t) -> Foreground {
+        // SAFETY: isatty, signal, tcsetpgrp and kill take plain values and touch no memory.
+        unsafe {
+            if libc::isatty(0) != 1 {
+                return Foreground(false);
+            }
+            let previous = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+            let given = libc::tcsetpgrp(0, group) == 0;
+            libc::signal(libc::SIGTTOU, previous);
+            // It may have tried to read before it had the terminal, and stopped.
+            libc::kill(-group, libc::SIGCONT);
+            Foreground(given)
+        }
+    }
+}
+
+impl Drop for Foreground {
+    fn drop(&mut self) {
+        if self.0 {
+            // SAFETY: as above; the terminal goes back to our own group.
+            unsafe {
+                let previous = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+                libc::tcsetpgrp(0, libc::getpgrp());
+                libc::signal(libc::SIGTTOU, previous);
             }
         }
     }
@@ -102,7 +160,8 @@ pub fn run(
     tail: usize,
 ) -> std::io::Result<Finished> {
     let (out_reader, out_writer) = std::io::pipe()?;
-    cmd.stdin(Stdio::null()).process_group(0);
+    cmd.stdin(Stdio::null());
+    isolate(&mut cmd);
     let err_reader = if merge {
         cmd.stdout(out_writer.try_clone()?).stderr(out_writer);
         None
@@ -170,16 +229,27 @@ pub fn run_passthrough(
     timeout: Option<Duration>,
 ) -> std::io::Result<PassedThrough> {
     use sha2::Digest;
+    use std::sync::atomic::{AtomicBool, AtomicU64};
     let (out_reader, out_writer) = std::io::pipe()?;
     let (err_reader, err_writer) = std::io::pipe()?;
-    cmd.stdout(out_writer).stderr(err_writer).process_group(0);
+    cmd.stdout(out_writer).stderr(err_writer);
+    isolate(&mut cmd);
     let start = Instant::now();
     let child = cmd.spawn()?;
     drop(cmd);
-    let _forwarding = Forwarding::to(child.id() as i32);
+    let group = child.id() as i32;
+    let _forwarding = Forwarding::to(group);
+    let foreground = Foreground::give(group);
     let hasher = Arc::new(Mutex::new(sha2::Sha256::new()));
+    // How far the copying has got, and whether a copy is blocked writing to a slow reader.
+    let progress = Arc::new(AtomicU64::new(0));
+    let writing = Arc::new(AtomicBool::new(false));
     let tee = |mut reader: std::io::PipeReader, to_stderr: bool| {
-        let hasher = Arc::clone(&hasher);
+        let (hasher, progress, writing) = (
+            Arc::clone(&hasher),
+            Arc::clone(&progress),
+            Arc::clone(&writing),
+        );
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
             use std::io::Write;
@@ -191,12 +261,15 @@ pub fn run_passthrough(
                         if let Ok(mut h) = hasher.lock() {
                             h.update(&chunk[..n]);
                         }
+                        writing.store(true, Ordering::SeqCst);
                         // Output goes on even when ours is closed: the command must not stall.
                         let _ = if to_stderr {
                             std::io::stderr().lock().write_all(&chunk[..n])
                         } else {
                             std::io::stdout().lock().write_all(&chunk[..n])
                         };
+                        writing.store(false, Ordering::SeqCst);
+                        progress.fetch_add(n as u64, Ordering::SeqCst);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => break,
@@ -210,8 +283,21 @@ pub fn run_passthrough(
     let err_done = tee(err_reader, true);
     let outcome = wait(child, timeout)?;
     let duration = start.elapsed();
-    let _ = out_done.recv_timeout(PIPE_GRACE);
-    let _ = err_done.recv_timeout(PIPE_GRACE);
+    drop(foreground);
+    // All the output is copied and hashed, however slowly it drains; only a pipe that a
+    // process outside the group holds open, with nothing coming through, is given up on.
+    let (mut out_open, mut err_open) = (true, true);
+    let mut last = (progress.load(Ordering::SeqCst), Instant::now());
+    while out_open || err_open {
+        out_open = out_open && out_done.recv_timeout(Duration::from_millis(20)).is_err();
+        err_open = err_open && err_done.recv_timeout(Duration::from_millis(20)).is_err();
+        let now = progress.load(Ordering::SeqCst);
+        if now != last.0 || writing.load(Ordering::SeqCst) {
+            last = (now, Instant::now());
+        } else if last.1.elapsed() > PIPE_GRACE {
+            break;
+        }
+    }
     let digest = hasher
         .lock()
         .map(|h| h.clone().finalize())

@@ -32,7 +32,7 @@ pub fn state(dir: &Path, deadline: Deadline) -> Option<GitState> {
     let heads = subject::git(
         dir,
         &["rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
-        None,
+        &[],
         deadline.remaining(),
     )
     .ok()?;
@@ -46,7 +46,7 @@ pub fn state(dir: &Path, deadline: Deadline) -> Option<GitState> {
     let status = subject::git(
         dir,
         &["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
-        None,
+        &[],
         deadline.remaining(),
     );
     let (dirty, changed_files) = match status {

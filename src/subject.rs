@@ -3,6 +3,7 @@
 //! `worktree` is the git tree of the working tree with untracked, non-ignored files, computed
 //! through a temporary index so the user's index, HEAD and files are never touched.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -14,8 +15,9 @@ use crate::process;
 use crate::state::Project;
 
 /// Settings that override the repository's own for every git call vigil makes.
-const TRUSTED_SETTINGS: [&str; 7] = [
+const TRUSTED_SETTINGS: [&str; 8] = [
     "core.trustctime=true",
+    "core.fileMode=true",
     "core.checkStat=default",
     "core.ignoreStat=false",
     "core.fsmonitor=false",
@@ -56,7 +58,8 @@ impl Subject {
             Subject::Worktree => worktree_tree(&project.dir, &project.state, GIT_TIMEOUT),
             Subject::File(path) => {
                 let path = project.dir.join(path);
-                let file = std::fs::File::open(&path).map_err(|e| Error::io("read", &path, &e))?;
+                let file =
+                    crate::input::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
                 let hex = sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
                 Ok(format!("sha256:{hex}"))
             }
@@ -104,21 +107,46 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// own state directory is left out: writing a marker must not change what it vouches for.
 /// Each git call gets at most `timeout`.
 pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) -> Result<String> {
-    let git = |dir: &Path, args: &[&str], index: Option<&Path>| git(dir, args, index, timeout);
-    let toplevel = git(project_dir, &["rev-parse", "--show-toplevel"], None)
+    let toplevel = git(project_dir, &["rev-parse", "--show-toplevel"], &[], timeout)
         .map_err(|e| Error::input(format!("the worktree subject needs a git repository: {e}")))?;
     let toplevel = PathBuf::from(toplevel);
-    let git_dir = PathBuf::from(git(&toplevel, &["rev-parse", "--absolute-git-dir"], None)?);
-    let temp = tempfile::tempdir()
+    let dirs = git(
+        &toplevel,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-path",
+            "objects",
+        ],
+        &[],
+        timeout,
+    )?;
+    let mut dirs = dirs.lines().map(PathBuf::from);
+    let (Some(git_dir), Some(objects)) = (dirs.next(), dirs.next()) else {
+        return Err(Error::Io("git did not name its directories".into()));
+    };
+    // A scratch index, and a scratch object store that reads the real one: hashing the tree
+    // writes nothing into the user's repository.
+    let scratch = tempfile::Builder::new()
+        .prefix("vigil-subject-")
+        .tempdir()
         .map_err(|e| Error::Io(format!("cannot make a temporary index: {e}")))?;
-    let index = temp.path().join("index");
+    let index = scratch.path().join("index");
+    let scratch_objects = scratch.path().join("objects");
+    std::fs::create_dir(&scratch_objects).map_err(|e| Error::io("create", &scratch_objects, &e))?;
+    let env: [(&str, &OsStr); 3] = [
+        ("GIT_INDEX_FILE", index.as_os_str()),
+        ("GIT_OBJECT_DIRECTORY", scratch_objects.as_os_str()),
+        ("GIT_ALTERNATE_OBJECT_DIRECTORIES", objects.as_os_str()),
+    ];
     // Starting from a copy of the real index lets git reuse its stat cache.
     let real_index = git_dir.join("index");
     if real_index.is_file() {
-        std::fs::copy(&real_index, &index).map_err(|e| Error::io("copy", &real_index, &e))?;
+        copy_index(&real_index, &index)?;
         // Entries marked assume-unchanged or skip-worktree would hide edits from `add`: such
         // an index is not trusted, and the tree is hashed from scratch instead.
-        let flags = git(&toplevel, &["ls-files", "-v", "-z"], Some(&index))?;
+        let flags = git(&toplevel, &["ls-files", "-v", "-z"], &env, timeout)?;
         let hides = flags
             .split('\0')
             .any(|entry| entry.starts_with(|c: char| c.is_ascii_lowercase() || c == 'S'));
@@ -138,9 +166,24 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) ->
         add.push(format!(":(exclude,top,literal){}", inside.display()));
     }
     let add: Vec<&str> = add.iter().map(String::as_str).collect();
-    git(&toplevel, &add, Some(&index))?;
-    let tree = git(&toplevel, &["write-tree"], Some(&index))?;
+    git(&toplevel, &add, &env, timeout)?;
+    let tree = git(&toplevel, &["write-tree"], &env, timeout)?;
     Ok(format!("git-tree:{tree}"))
+}
+
+/// Copies the index with its modification time: git re-reads an entry whose file is not
+/// older than the index ("racy git"), and a copy stamped now would hide an edit made in the
+/// same second as the last `git add`.
+fn copy_index(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to).map_err(|e| Error::io("copy", from, &e))?;
+    let modified = std::fs::metadata(from)
+        .and_then(|m| m.modified())
+        .map_err(|e| Error::io("read", from, &e))?;
+    std::fs::File::options()
+        .write(true)
+        .open(to)
+        .and_then(|f| f.set_modified(modified))
+        .map_err(|e| Error::io("stamp", to, &e))
 }
 
 /// The canonical form of a path that may not exist yet: its longest existing ancestor
@@ -174,11 +217,11 @@ struct GitOutput {
     failure: String,
 }
 
-/// Runs git in `dir`, with `index` as GIT_INDEX_FILE when given, within `timeout`.
+/// Runs git in `dir`, with `env` added to its environment, within `timeout`.
 fn git_run(
     dir: &Path,
     args: &[&str],
-    index: Option<&Path>,
+    env: &[(&str, &OsStr)],
     timeout: Duration,
 ) -> Result<GitOutput> {
     let mut cmd = Command::new("git");
@@ -188,10 +231,9 @@ fn git_run(
     for setting in TRUSTED_SETTINGS {
         cmd.arg("-c").arg(setting);
     }
-    cmd.args(args).env("GIT_OPTIONAL_LOCKS", "0");
-    if let Some(index) = index {
-        cmd.env("GIT_INDEX_FILE", index);
-    }
+    cmd.args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .envs(env.iter().copied());
     let shown = format!("git {}", args.join(" "));
     // The whole output is needed (ls-files of a large repository is megabytes).
     let done = process::run(cmd, timeout, false, 64 << 20)
@@ -217,8 +259,8 @@ fn git_run(
 }
 
 /// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
-pub fn git(dir: &Path, args: &[&str], index: Option<&Path>, timeout: Duration) -> Result<String> {
-    let output = git_run(dir, args, index, timeout)?;
+pub fn git(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], timeout: Duration) -> Result<String> {
+    let output = git_run(dir, args, env, timeout)?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),
         _ => Err(Error::Io(output.failure)),
@@ -228,12 +270,7 @@ pub fn git(dir: &Path, args: &[&str], index: Option<&Path>, timeout: Duration) -
 /// Whether git ignores `path`, relative to the top of the repository at `toplevel`.
 fn is_ignored(toplevel: &Path, path: &Path, timeout: Duration) -> Result<bool> {
     let path = path.to_string_lossy();
-    let output = git_run(
-        toplevel,
-        &["check-ignore", "-q", "--", &path],
-        None,
-        timeout,
-    )?;
+    let output = git_run(toplevel, &["check-ignore", "-q", "--", &path], &[], timeout)?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(true),
         process::Outcome::Exited(1) => Ok(false),

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, number, print, string_value};
-use vigil::input::Source;
 use vigil::marker::{self, CheckName, Payload, Run, Status};
 use vigil::output::diagnostic;
 use vigil::process::{self, Outcome};
@@ -17,8 +16,6 @@ use vigil::subject::Subject;
 use vigil::{Error, Exit, Result, time};
 
 const NAME: &str = "marker-writer";
-/// Standard input hashed as a subject may be at most this large.
-const MAX_STDIN_SUBJECT: u64 = 1 << 30;
 
 const HELP: &str = "\
 marker-writer: content-bound markers from a protected writer, verified fail-closed.
@@ -107,11 +104,27 @@ fn run_main() -> Result<u8> {
         Some(subject) => subject,
         None => Subject::Worktree,
     };
-    let stdin = match subject {
-        Subject::Stdin => Some(Source::Stdin.read_capped(MAX_STDIN_SUBJECT, "standard input")?),
-        _ => None,
+    if let Some(note) = &options.note
+        && note.len() > marker::MAX_NOTE
+    {
+        return Err(Error::usage(format!(
+            "--note is longer than {} bytes",
+            marker::MAX_NOTE
+        )));
+    }
+    let subject_id = match subject {
+        // Hashed as it streams: standard input may be larger than memory.
+        Subject::Stdin => {
+            let hex = vigil::subject::sha256_reader(std::io::stdin().lock()).map_err(|e| {
+                Error::Io(format!(
+                    "cannot read standard input: {}",
+                    vigil::error::plain_io(&e)
+                ))
+            })?;
+            format!("sha256:{hex}")
+        }
+        _ => subject.id(&project, None)?,
     };
-    let subject_id = subject.id(&project, stdin.as_deref())?;
     match action {
         "run" => run(&project, &check, &subject, &subject_id, options),
         "write" => {
@@ -231,32 +244,49 @@ fn run(
         .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ");
+    let shown = if shown.chars().count() > marker::MAX_NOTE {
+        format!(
+            "{} …",
+            shown.chars().take(marker::MAX_NOTE - 2).collect::<String>()
+        )
+    } else {
+        shown
+    };
     let mut cmd = Command::new(&options.command[0]);
     cmd.args(&options.command[1..]);
     if matches!(subject, Subject::Stdin) {
         cmd.stdin(Stdio::null());
     }
-    let ran = process::run_passthrough(cmd, options.timeout).map_err(|e| {
-        Error::Io(format!(
-            "cannot run `{shown}`: {}",
-            vigil::error::plain_io(&e)
-        ))
-    })?;
-    let (status, code) = match ran.outcome {
+    let ran = match process::run_passthrough(cmd, options.timeout) {
+        Ok(ran) => ran,
+        // As a shell: 127 for a command that cannot be run at all; no marker is written.
+        Err(e) => {
+            diagnostic(
+                NAME,
+                &format!("cannot run `{shown}`: {}", vigil::error::plain_io(&e)),
+            );
+            return Ok(127);
+        }
+    };
+    let (mut status, code) = match ran.outcome {
         Outcome::Exited(0) => (Status::Passed, 0),
         Outcome::Exited(code) => (Status::Failed, code),
         Outcome::Signaled(signal) => (Status::Aborted, 128 + signal),
         Outcome::TimedOut => (Status::Aborted, 124),
     };
+    // A pass vouches for the content it ran on; if that changed under it, nothing is vouched.
+    let mut note = None;
     if matches!(subject, Subject::Worktree)
         && subject.id(project, None).ok().as_deref() != Some(subject_id)
     {
         diagnostic(
             NAME,
-            &format!(
-                "`{shown}` changed the worktree; the marker vouches for the content it ran on, {subject_id}"
-            ),
+            &format!("the worktree changed while `{shown}` ran; recording aborted"),
         );
+        if status == Status::Passed {
+            status = Status::Aborted;
+        }
+        note = Some("the worktree changed while the command ran".to_string());
     }
     let record = Run {
         command: shown,
@@ -264,7 +294,7 @@ fn run(
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
         output_sha256: ran.output_sha256,
     };
-    let payload = payload(check, status, subject_id, Some(record), None);
+    let payload = payload(check, status, subject_id, Some(record), note);
     match marker::write(project, &payload) {
         Ok(_) => {
             diagnostic(

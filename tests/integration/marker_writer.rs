@@ -996,3 +996,232 @@ fn a_same_size_edit_with_its_old_mtime_is_still_seen() {
     });
     assert!(denial(&out).contains("subject mismatch"));
 }
+
+#[test]
+fn an_edit_in_the_same_second_as_git_add_is_seen() {
+    // "Racy git": an index copy stamped now would make git trust stat data from the same
+    // second as the edit, and vouch for the staged content instead of what is on disk.
+    let repo = git_repo();
+    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    std::fs::write(repo.path().join("f"), "x111\n").unwrap();
+    git(repo.path(), &["add", "-A"]);
+    std::fs::write(repo.path().join("f"), "y111\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let subject = subject_of(repo.path());
+    git(repo.path(), &["add", "-A"]);
+    let on_disk = git(repo.path(), &["write-tree"]);
+    assert_eq!(
+        subject,
+        format!("git-tree:{on_disk}"),
+        "the subject is the content on disk"
+    );
+}
+
+#[test]
+fn computing_the_subject_writes_nothing_into_the_repository() {
+    let repo = git_repo();
+    std::fs::write(repo.path().join("big-untracked.bin"), vec![7u8; 4 << 20]).unwrap();
+    let objects = || tree(&repo.path().join(".git/objects"));
+    let before = objects();
+    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    verify(repo.path(), "tests");
+    assert_eq!(objects(), before, ".git/objects changed");
+}
+
+#[test]
+fn a_gate_that_is_a_symlink_fifo_or_not_empty_is_malformed() {
+    for kind in ["symlink", "fifo", "not empty"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, gate) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
+        std::fs::remove_file(&gate).unwrap();
+        match kind {
+            "symlink" => std::os::unix::fs::symlink("/etc/hostname", &gate).unwrap(),
+            "fifo" => assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(&gate)
+                    .status()
+                    .unwrap()
+                    .success()
+            ),
+            _ => std::fs::write(&gate, "ok").unwrap(),
+        }
+        assert!(
+            denial(&verify_file(dir.path()))
+                .contains("malformed: the gate file is not an empty regular file"),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
+fn a_payload_that_is_a_symlink_is_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (payload, _) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
+    let real = outside.path().join("payload.json");
+    std::fs::rename(&payload, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &payload).unwrap();
+    assert!(denial(&verify_file(dir.path())).contains("malformed"));
+}
+
+#[test]
+fn a_symlinked_state_directory_is_refused_for_writing_and_verifying() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil")).unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--status",
+            "passed",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(tree(outside.path()).is_empty());
+    assert!(denial(&verify_file(dir.path())).contains("symlink"));
+}
+
+#[test]
+fn a_note_too_long_for_a_valid_payload_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    let note = "n".repeat(5000);
+    let out = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--status",
+            "passed",
+            "--note",
+            &note,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&out, "marker-writer");
+}
+
+#[test]
+fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let out = mw(
+        dir.path(),
+        &["verify", "--check", "tests", "--subject", "file:pipe"],
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(assert_one_line_error(&out, "marker-writer").contains("not a regular file"));
+}
+
+#[test]
+fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
+    let repo = git_repo();
+    let mw_bin = assert_cmd::cargo::cargo_bin!("marker-writer");
+    let script = format!(
+        "'{}' run --check tests -- seq 1 20000 | (sleep 2; wc -l)",
+        mw_bin.display()
+    );
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "20000");
+    let expected: String = (1..=20000).map(|i| format!("{i}\n")).collect();
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(
+        payload["run"]["output_sha256"],
+        vigil::subject::sha256_hex(expected.as_bytes())
+    );
+}
+
+#[test]
+fn run_lets_a_command_read_from_the_terminal() {
+    // `script` gives the run a terminal; the command (in its own process group) must still
+    // be able to read it, not stop on SIGTTIN.
+    let repo = git_repo();
+    let mw_bin = assert_cmd::cargo::cargo_bin!("marker-writer");
+    let inner = format!(
+        "'{}' run --check human -- sh -c 'read answer; test \"$answer\" = yes'",
+        mw_bin.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .current_dir(repo.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    child.stdin.as_mut().unwrap().write_all(b"yes\n").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.is_some(), "the command hung reading the terminal");
+    assert_eq!(only_payload(repo.path(), "human")["status"], "passed");
+}
+
+#[test]
+fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
+    let repo = git_repo();
+    let out = mw(
+        repo.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--",
+            "sh",
+            "-c",
+            "echo '// sneaked in' >> lib.rs",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "the command's own code");
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(payload["status"], "aborted");
+    assert_eq!(
+        payload["note"],
+        "the worktree changed while the command ran"
+    );
+    assert_eq!(verify(repo.path(), "tests").status.code(), Some(1));
+}
+
+#[test]
+fn a_command_that_cannot_start_exits_127_and_writes_no_marker() {
+    let repo = git_repo();
+    let out = mw(
+        repo.path(),
+        &["run", "--check", "tests", "--", "/nonexistent/binary"],
+    );
+    assert_eq!(out.status.code(), Some(127));
+    assert_one_line_error(&out, "marker-writer");
+    assert!(!markers(repo.path(), "tests").exists() || payloads(repo.path(), "tests").is_empty());
+}
