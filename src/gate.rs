@@ -279,7 +279,8 @@ impl Gate {
 
     /// Check 1. `None` when no loop is running for this session (and none ended unreported).
     /// The loop's lock is held to read and to write its state, not while the checks run: a
-    /// long test run must not keep `loop cancel` out.
+    /// long test run must not keep `loop cancel` out. A pass that declared nothing needs no
+    /// check, and is decided in one locked step.
     fn run_loop(
         &self,
         config: &GateConfig,
@@ -290,7 +291,7 @@ impl Gate {
         if session.as_str() == loops::PENDING || std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        let pass = match self.with_loop(session, &path, |state| {
+        let first = self.with_loop(session, &path, |state| {
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
                 Ok(found) => (found.map(|(text, _)| text).unwrap_or_default(), None),
@@ -302,66 +303,87 @@ impl Gate {
                 ),
             };
             let assessment = assess(&message, &promise);
-            if assessment.verdict == Verdict::Blocked {
-                let question = assessment.question.unwrap_or_default();
-                let message = format!(
-                    "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
-                    state.iteration,
-                    state.max_iterations,
-                    defang(&question)
-                );
-                return Ok(Step::End(LoopStatus::Blocked, message));
+            match assessment.verdict {
+                Verdict::Blocked => {
+                    let question = assessment.question.unwrap_or_default();
+                    Ok(Step::End(
+                        LoopStatus::Blocked,
+                        format!(
+                            "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
+                            state.iteration,
+                            state.max_iterations,
+                            defang(&question)
+                        ),
+                    ))
+                }
+                Verdict::Declared => Ok(Step::Continue(Pass {
+                    verdict: Verdict::Declared,
+                    note,
+                })),
+                _ => self.advance(state, session, Verdict::Absent, None, note),
             }
-            Ok(Step::Continue(Pass {
-                verdict: assessment.verdict,
-                note,
-            }))
-        }) {
+        });
+        let pass = match first {
             Ok(Some(Step::Continue(pass))) => pass,
             Ok(Some(Step::Output(output))) => return Some(output),
-            Ok(Some(Step::End(..))) | Ok(None) => return None,
+            Ok(_) => return None,
             Err(output) => return Some(output),
         };
-        // Checks 2 and 3 run only when the promise was declared, and without the lock.
-        let failing = match pass.verdict {
-            Verdict::Declared => self.checks(config).err(),
-            _ => None,
-        };
-        let outcome = self.with_loop(session, &path, |state| {
-            let (k, max) = (state.iteration, state.max_iterations);
-            if pass.verdict == Verdict::Declared && failing.is_none() {
-                let _ = budget::reset(&self.project, session, Scope::Main);
-                return Ok(Step::End(LoopStatus::Passed, format!(
-                    "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
-                )));
-            }
-            let problem = failing.as_ref().map(|f| defang(&f.line)).or_else(|| pass.note.clone());
-            if k >= max {
-                let why = problem.map_or(String::new(), |line| format!(" Last problem: {line}"));
-                return Ok(Step::End(LoopStatus::Aborted, format!(
-                    "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
-                )));
-            }
-            state.iteration = k + 1;
-            let promise = state.promise()?;
-            let reason = match problem {
-                Some(line) => format!("{line}\n\n{}", state.prompt),
-                None => state.prompt.clone(),
-            };
-            Ok(Step::Output(StopOutput::Block {
-                reason,
-                system_message: Some(format!(
-                    "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
-                    state.iteration,
-                    promise.tagged()
-                )),
-            }))
-        });
-        match outcome {
+        // The promise was declared: checks 2 and 3 run, without the lock.
+        let failing = self.checks(config).err().map(|f| defang(&f.line));
+        match self.with_loop(session, &path, |state| {
+            self.advance(state, session, pass.verdict, failing, pass.note)
+        }) {
             Ok(Some(Step::Output(output))) => Some(output),
             Ok(_) => None,
             Err(output) => Some(output),
         }
+    }
+
+    /// The end of a pass: passed when declared with every check passing, aborted at the last
+    /// pass, and otherwise the next pass, with the problem (if any) before the prompt.
+    fn advance(
+        &self,
+        state: &mut LoopState,
+        session: &SessionId,
+        verdict: Verdict,
+        failing: Option<String>,
+        note: Option<String>,
+    ) -> crate::error::Result<Step> {
+        let (k, max) = (state.iteration, state.max_iterations);
+        if verdict == Verdict::Declared && failing.is_none() {
+            let _ = budget::reset(&self.project, session, Scope::Main);
+            return Ok(Step::End(
+                LoopStatus::Passed,
+                format!(
+                    "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
+                ),
+            ));
+        }
+        let problem = failing.or(note);
+        if k >= max {
+            let why = problem.map_or(String::new(), |line| format!(" Last problem: {line}"));
+            return Ok(Step::End(
+                LoopStatus::Aborted,
+                format!(
+                    "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
+                ),
+            ));
+        }
+        state.iteration = k + 1;
+        let promise = state.promise()?;
+        let reason = match problem {
+            Some(line) => format!("{line}\n\n{}", state.prompt),
+            None => state.prompt.clone(),
+        };
+        Ok(Step::Output(StopOutput::Block {
+            reason,
+            system_message: Some(format!(
+                "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
+                state.iteration,
+                promise.tagged()
+            )),
+        }))
     }
 
     /// Locks the loop, loads it, and applies `step` to a running loop, saving what it changed.

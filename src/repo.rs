@@ -43,7 +43,7 @@ pub fn state(dir: &Path, deadline: Deadline) -> Option<GitState> {
         .map(str::trim)
         .filter(|b| !b.is_empty() && *b != "HEAD")
         .map(str::to_string);
-    let status = subject::git(
+    let status = subject::git_untrimmed(
         dir,
         &["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
         &[],

@@ -253,13 +253,23 @@ fn git_run(
     };
     Ok(GitOutput {
         outcome: done.outcome,
-        stdout: String::from_utf8_lossy(&done.output).trim().to_string(),
+        stdout: String::from_utf8_lossy(&done.output).into_owned(),
         failure,
     })
 }
 
 /// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
 pub fn git(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], timeout: Duration) -> Result<String> {
+    git_untrimmed(dir, args, env, timeout).map(|out| out.trim().to_string())
+}
+
+/// Runs git, returning its stdout exactly (porcelain formats begin with meaningful spaces).
+pub fn git_untrimmed(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    timeout: Duration,
+) -> Result<String> {
     let output = git_run(dir, args, env, timeout)?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),

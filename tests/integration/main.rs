@@ -1,5 +1,6 @@
 //! One test binary for every CLI test (as `just` does): modules per binary, shared support.
 
+mod handoff;
 mod marker_writer;
 mod promise_matcher;
 mod properties;

@@ -138,3 +138,20 @@ pub fn git_repo() -> tempfile::TempDir {
     git(dir.path(), &["commit", "-qm", "init"]);
     dir
 }
+
+pub fn session_end_handoff() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
+    cmd.env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    cmd
+}
+
+pub fn session_start_loader() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-start-loader"));
+    cmd.env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("CLAUDE_ENV_FILE");
+    cmd
+}

@@ -1,0 +1,122 @@
+//! session-end-handoff: what one session leaves for the next (SPEC §6). Fails open: any
+//! problem is one line on stderr and exit 1, never a block.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+use vigil::cli::{help, string_value};
+use vigil::handoff::{self, HandoffKind};
+use vigil::hook::HookInput;
+use vigil::input::Source;
+use vigil::output::diagnostic;
+use vigil::state::{Project, SessionId};
+use vigil::time::Deadline;
+use vigil::{Error, Result};
+
+const NAME: &str = "session-end-handoff";
+/// The whole run stays inside this, well within SessionEnd's default 1.5 s shared budget.
+const BUDGET: Duration = Duration::from_millis(300);
+/// What is kept for writing and reading back the record.
+const WRITE_RESERVE: Duration = Duration::from_millis(50);
+
+const HELP: &str = "\
+session-end-handoff: leave the next session a record of this one.
+
+Usage:
+  session-end-handoff [--checkpoint] [--progress-file PATH] [--state-dir DIR]   < hook JSON
+
+As a SessionEnd hook it writes .vigil/handoff/final.json: the session, how it ended, the
+branch and HEAD, whether the tree is dirty and what changed, the end of the last assistant
+message, the loop's state, the markers, and the progress file. With --checkpoint (for Stop,
+PreCompact, and Codex's Stop, since Codex has no SessionEnd) it writes checkpoint.json, an
+intermediate record that never replaces final.json. Text copied from the session is defanged.
+
+The record is at most 16 KiB, written atomically, then read back and checked. It takes at most
+300 ms: git calls are bounded, and what they cannot tell in time is left out. It fails open:
+any problem is one line on stderr and exit 1 (a non-blocking error); it never exits 2.
+
+Options:
+  --checkpoint          write the intermediate checkpoint.json instead of final.json
+  --progress-file PATH  the progress file to point the next session at (default: PROGRESS.md,
+                        progress.md or progress.txt in the project, when present)
+  --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  -h, --help            this text
+VIGIL_DISABLE=1 makes it do nothing.
+";
+
+struct Options {
+    checkpoint: bool,
+    progress_file: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
+        return ExitCode::SUCCESS;
+    }
+    let deadline = Deadline::after(BUDGET);
+    match run(deadline) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            diagnostic(NAME, &format!("{err}; no handoff was written"));
+            // Exit 1: a non-blocking error in both engines. Never 2, which would block.
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(deadline: Deadline) -> Result<()> {
+    let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
+        help(HELP)?;
+        return Ok(());
+    };
+    let input = HookInput::read(&Source::Stdin)?;
+    let session = SessionId::parse(
+        input
+            .session_id
+            .as_deref()
+            .ok_or_else(|| Error::input("the hook input has no session_id"))?,
+    )?;
+    let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
+    let kind = if options.checkpoint {
+        HandoffKind::Intermediate
+    } else {
+        HandoffKind::Final
+    };
+    let gather_by = Deadline::after(deadline.remaining().saturating_sub(WRITE_RESERVE));
+    let mut record = handoff::gather(
+        &project,
+        &session,
+        &input,
+        kind,
+        options.progress_file.as_deref(),
+        gather_by,
+    );
+    handoff::write(&project, &mut record)?;
+    Ok(())
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options {
+        checkpoint: false,
+        progress_file: None,
+        state_dir: None,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("checkpoint") => options.checkpoint = true,
+            Long("progress-file") => {
+                options.progress_file =
+                    Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
+            }
+            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(options))
+}

@@ -1,0 +1,164 @@
+//! session-start-loader: tell a new session what the last ones left (SPEC §7). Fails open:
+//! on any problem it prints nothing, exits 0, and says why in one line on stderr.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+use vigil::briefing::{self, Request};
+use vigil::cli::{help, string_value};
+use vigil::handoff;
+use vigil::hook::HookInput;
+use vigil::input::Source;
+use vigil::loops;
+use vigil::output::{diagnostic, stdout};
+use vigil::state::{Project, SessionId};
+use vigil::{Error, Result, time};
+
+const NAME: &str = "session-start-loader";
+
+const HELP: &str = "\
+session-start-loader: tell a new session what the last ones left.
+
+Usage:
+  session-start-loader [--max-age DURATION] [--progress-file PATH] [--state-dir DIR]  < hook JSON
+
+As a SessionStart hook (every source: startup, resume, clear, compact, fork) it reads
+.vigil/handoff/final.json and checkpoint.json, newest first, each labelled final or
+intermediate (an intermediate record is never presented as a finished task), and prints them
+as the session's additional context, with the end of the progress file: SessionStart JSON of
+at most 10,000 characters, everything defanged. A record older than --max-age is named as
+stale and not loaded; an invalid one is skipped with a one-line note. On compact it gives back
+this session's own checkpoint, so the state survives compaction.
+
+On startup it also claims a loop started with `stop-gate loop start --next-session`. When
+$CLAUDE_ENV_FILE is set it appends `export VIGIL_SESSION_ID=<id>` to it, so commands the agent
+runs later know their session. It fails open: on any problem, no output, exit 0, one line on
+stderr.
+
+Options:
+  --max-age DURATION    records older than this are stale (default 7d; 45s, 30m, 24h, 7d)
+  --progress-file PATH  the progress file whose end is shown (default: the one a record
+                        names, else PROGRESS.md, progress.md or progress.txt)
+  --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  -h, --help            this text
+VIGIL_DISABLE=1 makes it do nothing.
+";
+
+struct Options {
+    max_age: Duration,
+    progress_file: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
+        return ExitCode::SUCCESS;
+    }
+    if let Err(err) = run() {
+        diagnostic(
+            NAME,
+            &format!("{err}; the session starts without a handoff"),
+        );
+    }
+    // Fails open: whatever happened, the session starts.
+    ExitCode::SUCCESS
+}
+
+fn run() -> Result<()> {
+    let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
+        help(HELP)?;
+        return Ok(());
+    };
+    let input = HookInput::read(&Source::Stdin)?;
+    let session = SessionId::parse(
+        input
+            .session_id
+            .as_deref()
+            .ok_or_else(|| Error::input("the hook input has no session_id"))?,
+    )?;
+    let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
+    let source = input
+        .source
+        .clone()
+        .unwrap_or_else(|| "startup".to_string());
+    export_session(&session);
+    let claimed = if source == "startup" && session.as_str() != loops::PENDING {
+        match loops::claim_pending(&project, &session) {
+            Ok(Some(state)) => Some(format!(
+                "vigil: this session claimed a loop started with --next-session: up to {} passes, ending only on <promise>{}</promise> with every check passing. The task:\n{}",
+                state.max_iterations,
+                state.completion_promise,
+                handoff::clean(&state.prompt, 2000)
+            )),
+            Ok(None) => None,
+            Err(e) => {
+                diagnostic(NAME, &format!("cannot claim the pending loop: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let request = Request {
+        project: &project,
+        session: &session,
+        source: &source,
+        max_age: options.max_age,
+        progress_flag: options.progress_file.as_deref(),
+        claimed,
+    };
+    if let Some(json) = briefing::context(&request) {
+        stdout(format!("{json}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Appends `export VIGIL_SESSION_ID=<id>` to `$CLAUDE_ENV_FILE`, in one write.
+fn export_session(session: &SessionId) {
+    let Some(path) = std::env::var_os("CLAUDE_ENV_FILE").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    let line = format!("export VIGIL_SESSION_ID={session}\n");
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        diagnostic(
+            NAME,
+            &format!(
+                "cannot append to $CLAUDE_ENV_FILE: {}",
+                vigil::error::plain_io(&e)
+            ),
+        );
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options {
+        max_age: handoff::DEFAULT_MAX_AGE,
+        progress_file: None,
+        state_dir: None,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("max-age") => {
+                options.max_age = time::parse_duration(&string_value(&mut parser, "--max-age")?)?
+            }
+            Long("progress-file") => {
+                options.progress_file =
+                    Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
+            }
+            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(options))
+}

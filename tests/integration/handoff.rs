@@ -1,0 +1,681 @@
+//! session-end-handoff and session-start-loader, driven as the engines drive them (SPEC §6, §7).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const MARKER: &str = "<<<VIGIL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>";
+
+fn end_payload(dir: &Path, session: &str, event: &str, transcript: Option<&Path>) -> String {
+    let mut payload = json!({
+        "session_id": session, "cwd": dir, "hook_event_name": event, "reason": "prompt_input_exit",
+        "transcript_path": transcript,
+    });
+    if event == "Stop" {
+        payload["last_assistant_message"] = json!(format!(
+            "Half way there.\n{MARKER}\n<promise>DONE</promise>"
+        ));
+    }
+    payload.to_string()
+}
+
+fn end(dir: &Path, args: &[&str], payload: String) -> Output {
+    session_end_handoff()
+        .args(args)
+        .current_dir(dir)
+        .write_stdin(payload)
+        .output()
+        .unwrap()
+}
+
+fn start(dir: &Path, session: &str, source: &str) -> Output {
+    let payload = json!({"session_id": session, "cwd": dir, "hook_event_name": "SessionStart", "source": source});
+    session_start_loader()
+        .current_dir(dir)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap()
+}
+
+/// The context a SessionStart run injects, after checking its shape and size.
+fn context(output: &Output) -> String {
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    assert!(
+        stdout.chars().count() <= 10_001,
+        "{} characters",
+        stdout.chars().count()
+    );
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout:?}"));
+    assert_eq!(json["hookSpecificOutput"]["hookEventName"], "SessionStart");
+    json["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn record(dir: &Path, file: &str) -> Value {
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".vigil/handoff").join(file)).unwrap())
+            .unwrap();
+    assert_valid("handoff.schema.json", &record);
+    record
+}
+
+fn transcript(dir: &Path, last: &str) -> PathBuf {
+    let path = dir.join("transcript.jsonl");
+    let line = json!({"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": last}]}});
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    path
+}
+
+// --- Round trip -----------------------------------------------------------------------------
+
+#[test]
+fn session_end_then_session_start_tells_the_next_session_what_happened() {
+    let repo = git_repo();
+    let dir = repo.path();
+    std::fs::write(dir.join(".gitignore"), ".vigil/\ntranscript.jsonl\n").unwrap();
+    std::fs::write(dir.join("lib.rs"), "fn main() { wip() }\n").unwrap();
+    std::fs::write(
+        dir.join("PROGRESS.md"),
+        "# Progress\n- parser: done\n- docs: next\n",
+    )
+    .unwrap();
+    // A loop and a marker for the session.
+    let started = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--session",
+            "s-1",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "Finish the parser",
+        ])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(started.status.success());
+    assert!(
+        marker_writer()
+            .args(["run", "--check", "tests", "--", "true"])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let t = transcript(
+        dir,
+        &format!("I stopped here; next is the docs.\n{MARKER}\n<promise>DONE</promise>"),
+    );
+    let out = end(dir, &[], end_payload(dir, "s-1", "SessionEnd", Some(&t)));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let final_record = record(dir, "final.json");
+    assert_eq!(final_record["kind"], "final");
+    assert_eq!(final_record["git"]["branch"], "main");
+    assert_eq!(final_record["git"]["dirty"], true);
+    assert!(
+        final_record["git"]["changed_files"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("lib.rs"))
+    );
+    assert_eq!(final_record["loop"]["status"], "running");
+    assert_eq!(final_record["markers"][0]["check"], "tests");
+    assert_eq!(final_record["markers"][0]["matches_worktree"], true);
+    assert_eq!(final_record["progress_file"], "PROGRESS.md");
+
+    let told = context(&start(dir, "s-2", "startup"));
+    assert!(told.contains("[final] session s-1"), "{told}");
+    assert!(told.contains("branch main"), "{told}");
+    assert!(
+        told.contains("dirty: ") && told.contains("lib.rs"),
+        "{told}"
+    );
+    assert!(
+        told.contains("loop: running, pass 1/5, promise DONE"),
+        "{told}"
+    );
+    assert!(
+        told.contains("tests passed (matches the working tree now)"),
+        "{told}"
+    );
+    assert!(told.contains("next is the docs"), "{told}");
+    assert!(
+        told.contains("- docs: next"),
+        "the progress file's tail: {told}"
+    );
+}
+
+#[test]
+fn markers_that_no_longer_match_are_said_to() {
+    let repo = git_repo();
+    let dir = repo.path();
+    assert!(
+        marker_writer()
+            .args(["run", "--check", "tests", "--", "true"])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    assert!(
+        end(dir, &[], end_payload(dir, "s-1", "SessionEnd", None))
+            .status
+            .success()
+    );
+    std::fs::write(dir.join("lib.rs"), "fn main() { changed_since() }\n").unwrap();
+    let told = context(&start(dir, "s-2", "startup"));
+    assert!(
+        told.contains("tests passed (does NOT match the working tree now)"),
+        "{told}"
+    );
+}
+
+// --- Kinds ----------------------------------------------------------------------------------
+
+#[test]
+fn a_checkpoint_after_a_final_record_does_not_replace_it() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), "s-1", "SessionEnd", None)
+        )
+        .status
+        .success()
+    );
+    let final_before = std::fs::read(dir.path().join(".vigil/handoff/final.json")).unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &["--checkpoint"],
+            end_payload(dir.path(), "s-2", "Stop", None)
+        )
+        .status
+        .success()
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join(".vigil/handoff/final.json")).unwrap(),
+        final_before
+    );
+    assert_eq!(
+        record(dir.path(), "checkpoint.json")["kind"],
+        "intermediate"
+    );
+}
+
+#[test]
+fn a_final_after_a_checkpoint_is_presented_first_and_the_checkpoint_never_as_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &["--checkpoint"],
+            end_payload(dir.path(), "s-1", "PreCompact", None)
+        )
+        .status
+        .success()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(
+        end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), "s-1", "SessionEnd", None)
+        )
+        .status
+        .success()
+    );
+    let told = context(&start(dir.path(), "s-2", "startup"));
+    let final_at = told.find("[final]").expect("final shown");
+    let checkpoint_at = told.find("[intermediate]").expect("checkpoint shown");
+    assert!(final_at < checkpoint_at, "newest first: {told}");
+    let checkpoint_line = told[checkpoint_at..].lines().next().unwrap();
+    assert!(
+        checkpoint_line.contains("NOT a finished task"),
+        "{checkpoint_line}"
+    );
+    assert!(!checkpoint_line.contains("ended"), "{checkpoint_line}");
+}
+
+#[test]
+fn compact_gives_back_this_sessions_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), "old", "SessionEnd", None)
+        )
+        .status
+        .success()
+    );
+    assert!(
+        end(
+            dir.path(),
+            &["--checkpoint"],
+            end_payload(dir.path(), "s-1", "PreCompact", None)
+        )
+        .status
+        .success()
+    );
+    let told = context(&start(dir.path(), "s-1", "compact"));
+    assert!(told.contains("[intermediate] session s-1"), "{told}");
+    assert!(
+        !told.contains("session old"),
+        "compaction brings back this session only: {told}"
+    );
+}
+
+#[test]
+fn every_source_loads() {
+    for source in ["startup", "resume", "clear", "fork"] {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            end(
+                dir.path(),
+                &[],
+                end_payload(dir.path(), "s-1", "SessionEnd", None)
+            )
+            .status
+            .success()
+        );
+        assert!(
+            context(&start(dir.path(), "s-2", source)).contains("[final] session s-1"),
+            "{source}"
+        );
+    }
+}
+
+// --- Defanging ------------------------------------------------------------------------------
+
+#[test]
+fn live_tokens_and_promise_tags_come_out_defanged_in_record_and_context() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &["--checkpoint"],
+            end_payload(dir.path(), "s-1", "Stop", None)
+        )
+        .status
+        .success()
+    );
+    let raw = std::fs::read_to_string(dir.path().join(".vigil/handoff/checkpoint.json")).unwrap();
+    assert!(
+        !raw.contains("<<<VIGIL_") && !raw.contains("<promise>"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("<<<VIG-IL_") && raw.contains("<pro-mise>"),
+        "{raw}"
+    );
+    let told = context(&start(dir.path(), "s-2", "startup"));
+    assert!(
+        !told.contains("<<<VIGIL_") && !told.contains("<promise>"),
+        "{told}"
+    );
+    // A loop reading the next session's output cannot be ended by what was handed on.
+    let scan = promise_matcher()
+        .args(["scan", "--token", "9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f"])
+        .write_stdin(told.clone())
+        .output()
+        .unwrap();
+    assert_eq!(scan.status.code(), Some(1));
+    let judged = promise_matcher().write_stdin(told).output().unwrap();
+    assert_eq!(stdout_of(&judged), "absent\n");
+}
+
+#[test]
+fn a_progress_file_with_a_live_tag_is_defanged_too() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("PROGRESS.md"),
+        format!("done: {MARKER}\n<promise>DONE</promise>\n"),
+    )
+    .unwrap();
+    let told = context(&start(dir.path(), "s-2", "startup"));
+    assert!(
+        told.contains("<pro-mise>DONE</pro-mise>") && !told.contains("<<<VIGIL_"),
+        "{told}"
+    );
+}
+
+// --- Fail open ------------------------------------------------------------------------------
+
+#[test]
+fn no_state_directory_gives_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = start(dir.path(), "s-2", "startup");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty());
+}
+
+fn written_then(dir: &Path, file: &str, content: &[u8]) -> Output {
+    std::fs::create_dir_all(dir.join(".vigil/handoff")).unwrap();
+    std::fs::write(dir.join(".vigil/handoff").join(file), content).unwrap();
+    start(dir, "s-2", "startup")
+}
+
+#[test]
+fn a_corrupt_final_record_is_skipped_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let told = context(&written_then(
+        dir.path(),
+        "final.json",
+        b"{\"schema\":\"vigil.handoff/v1\", broken",
+    ));
+    assert!(
+        told.contains("skipped final.json: not a valid record"),
+        "{told}"
+    );
+}
+
+#[test]
+fn a_record_with_a_future_schema_is_skipped_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let told = context(&written_then(
+        dir.path(),
+        "final.json",
+        br#"{"schema":"vigil.handoff/v2","kind":"final"}"#,
+    ));
+    assert!(told.contains("written by a newer vigil"), "{told}");
+}
+
+#[test]
+fn a_record_larger_than_the_cap_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = format!(
+        "{{\"schema\":\"vigil.handoff/v1\",\"x\":\"{}\"}}",
+        "a".repeat(20_000)
+    );
+    let told = context(&written_then(dir.path(), "checkpoint.json", big.as_bytes()));
+    assert!(told.contains("larger than 16 KiB"), "{told}");
+}
+
+#[test]
+fn a_stale_record_is_named_and_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), "s-1", "SessionEnd", None)
+        )
+        .status
+        .success()
+    );
+    let path = dir.path().join(".vigil/handoff/final.json");
+    let mut record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    record["written_at"] = json!("2026-01-01T00:00:00.000Z");
+    record["last_message"] = json!("SECRET OLD CONTEXT");
+    std::fs::write(&path, record.to_string()).unwrap();
+    let told = context(&start(dir.path(), "s-2", "startup"));
+    assert!(
+        told.contains("is stale (older than 7d); not loaded"),
+        "{told}"
+    );
+    assert!(!told.contains("SECRET OLD CONTEXT"));
+}
+
+#[test]
+fn a_hostile_session_id_is_skipped_by_both() {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["../../x", "/tmp/x", ".."] {
+        let out = end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), id, "SessionEnd", None),
+        );
+        assert_eq!(out.status.code(), Some(1), "{id}");
+        assert_one_line_error(&out, "session-end-handoff");
+        let out = start(dir.path(), id, "startup");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(out.stdout.is_empty());
+        assert_one_line_error(&out, "session-start-loader");
+    }
+    assert!(!dir.path().join(".vigil").exists());
+}
+
+#[test]
+fn an_unwritable_state_directory_fails_open_with_one_line_and_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("blocker"), "not a directory").unwrap();
+    let out = session_end_handoff()
+        .args([
+            "--state-dir",
+            dir.path().join("blocker/state").to_str().unwrap(),
+        ])
+        .write_stdin(end_payload(dir.path(), "s-1", "SessionEnd", None))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&out, "session-end-handoff");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("blocker")).unwrap(),
+        "not a directory"
+    );
+    // The next SessionStart still works.
+    assert_eq!(start(dir.path(), "s-2", "startup").status.code(), Some(0));
+}
+
+#[test]
+fn a_transcript_that_does_not_exist_still_leaves_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = end(
+        dir.path(),
+        &[],
+        end_payload(
+            dir.path(),
+            "s-1",
+            "SessionEnd",
+            Some(Path::new("/nonexistent/t.jsonl")),
+        ),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        record(dir.path(), "final.json")["last_message"],
+        Value::Null
+    );
+}
+
+#[test]
+fn malformed_hook_input_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    for input in [
+        &b""[..],
+        b"not json",
+        b"[1]",
+        br#"{"session_id":7}"#,
+        b"{\"session_id\":\"\xff\"}",
+    ] {
+        let out = session_end_handoff()
+            .current_dir(dir.path())
+            .write_stdin(input.to_vec())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_one_line_error(&out, "session-end-handoff");
+        let out = session_start_loader()
+            .current_dir(dir.path())
+            .write_stdin(input.to_vec())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(out.stdout.is_empty());
+        assert_one_line_error(&out, "session-start-loader");
+    }
+}
+
+#[test]
+fn vigil_disable_makes_both_do_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = session_end_handoff()
+        .env("VIGIL_DISABLE", "1")
+        .current_dir(dir.path())
+        .write_stdin(end_payload(dir.path(), "s-1", "SessionEnd", None))
+        .output()
+        .unwrap();
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty());
+    assert!(!dir.path().join(".vigil").exists());
+}
+
+// --- Size, budget and the rest --------------------------------------------------------------
+
+#[test]
+fn records_stay_under_16_kib_and_the_context_under_10000_characters() {
+    let repo = git_repo();
+    let dir = repo.path();
+    for i in 0..300 {
+        std::fs::write(
+            dir.join(format!("changed-file-with-a-long-name-number-{i:04}.txt")),
+            "x",
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.join("PROGRESS.md"), "progress line\n".repeat(5000)).unwrap();
+    let long_message = "é word ".repeat(2000);
+    let t = transcript(dir, &long_message);
+    assert!(
+        end(dir, &[], end_payload(dir, "s-1", "SessionEnd", Some(&t)))
+            .status
+            .success()
+    );
+    let size = std::fs::metadata(dir.join(".vigil/handoff/final.json"))
+        .unwrap()
+        .len();
+    assert!(size <= 16 * 1024, "{size} bytes");
+    let record = record(dir, "final.json");
+    assert!(record["last_message"].as_str().unwrap().chars().count() <= 2000);
+    context(&start(dir, "s-2", "startup"));
+}
+
+#[test]
+fn session_start_exports_the_session_id_to_claude_env_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("env.sh");
+    std::fs::write(&env_file, "export EXISTING=1\n").unwrap();
+    let payload = json!({"session_id": "s-9", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
+    let out = session_start_loader()
+        .env("CLAUDE_ENV_FILE", &env_file)
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&env_file).unwrap(),
+        "export EXISTING=1\nexport VIGIL_SESSION_ID=s-9\n"
+    );
+}
+
+#[test]
+fn startup_claims_a_pending_loop_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let pending = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--next-session",
+            "--max-iterations",
+            "4",
+            "--completion-promise",
+            "DONE",
+            "Run the migration",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(pending.status.success());
+    let told = context(&start(dir.path(), "s-1", "startup"));
+    assert!(
+        told.contains("claimed a loop") && told.contains("Run the migration"),
+        "{told}"
+    );
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(".vigil/loops/s-1.json")).unwrap())
+            .unwrap();
+    assert_valid("loop.schema.json", &state);
+    assert_eq!(state["session_id"], "s-1");
+    assert!(!dir.path().join(".vigil/loops/pending.json").exists());
+    let second = start(dir.path(), "s-2", "startup");
+    assert!(second.stdout.is_empty() || !context(&second).contains("claimed a loop"));
+    assert!(!dir.path().join(".vigil/loops/s-2.json").exists());
+    // The claimed loop drives the Stop hook of its new session.
+    let stop = stop_gate()
+        .current_dir(dir.path())
+        .write_stdin(json!({"session_id": "s-1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "working"}).to_string())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&stop.stdout).contains("Run the migration"));
+}
+
+#[test]
+fn a_lapsed_pending_loop_is_never_claimed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pending = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--next-session",
+            "--claim-within",
+            "1s",
+            "--max-iterations",
+            "4",
+            "--completion-promise",
+            "DONE",
+            "Old task",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(pending.status.success());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let out = start(dir.path(), "s-1", "startup");
+    assert!(out.stdout.is_empty() || !context(&out).contains("claimed"));
+    assert!(!dir.path().join(".vigil/loops/s-1.json").exists());
+}
+
+#[test]
+fn checkpoint_as_a_stop_hook_prints_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = end(
+        dir.path(),
+        &["--checkpoint"],
+        end_payload(dir.path(), "s-1", "Stop", None),
+    );
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "Codex rejects plain text on a Stop hook's stdout"
+    );
+}
+
+#[test]
+fn help_for_both() {
+    for cmd in [
+        session_end_handoff().arg("--help").output().unwrap(),
+        session_start_loader().arg("--help").output().unwrap(),
+    ] {
+        assert!(cmd.status.success() && stdout_of(&cmd).contains("Usage"));
+    }
+}
