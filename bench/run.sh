@@ -27,6 +27,8 @@ cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
 pm=$root/target/release/promise-matcher
 sg=$root/target/release/stop-gate
 mw=$root/target/release/marker-writer
+se=$root/target/release/session-end-handoff
+sl=$root/target/release/session-start-loader
 samples=$root/tests/fixtures/samples
 
 # median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
@@ -150,6 +152,33 @@ head -c "$((hash_mb * 1024 * 1024))" /dev/zero >"$work/big.bin"
 row "marker-writer write" "file: subject, $hash_mb MB (baseline: sha256sum)" \
   "cd $work && $mw write --check big --subject file:big.bin --status passed" "sha256sum $work/big.bin"
 rm -f "$work/big.bin"
+
+# session-end-handoff against SessionEnd's 1.5 s budget: a repository of 100,000 files with a
+# change in it, and the largest transcript; session-start-loader on a full record (a loop, a
+# marker, a progress file) in the 10,000-file repository.
+big=$work/big
+for d in $(seq 1 1000); do
+  mkdir -p "$big/d$d"
+  (cd "$big/d$d" && touch f{1..100}.txt)
+done
+git -C "$big" init -q
+git -C "$big" add -A
+git -C "$big" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+echo change >"$big/d1/f1.txt"
+transcript "$work/t-end.jsonl" "$hash_mb"
+jq -c --arg cwd "$big" --arg t "$work/t-end.jsonl" \
+  '.cwd = $cwd | .transcript_path = $t | .session_id = "ending"' "$samples/claude-session-end.json" >"$work/end.json"
+row "session-end-handoff" "SessionEnd, 100,000 files, $hash_mb MB transcript" \
+  "$se --state-dir $work/se-state <$work/end.json" "bash $here/baseline/handoff.sh $work/se-base <$work/end.json"
+rm -f "$work/t-end.jsonl"
+(cd "$repo" && "$sg" loop start --session ending --max-iterations 10 --completion-promise DONE "Finish the docs" >/dev/null)
+printf '# Progress\n- parser: done\n- docs: next\n' >"$repo/PROGRESS.md"
+jq -c --arg cwd "$repo" '.cwd = $cwd | .session_id = "ending" | .transcript_path = null' "$samples/claude-session-end.json" >"$work/end-small.json"
+"$se" <"$work/end-small.json"
+bash "$here/baseline/handoff.sh" "$work/base-small" <"$work/end-small.json"
+jq -c --arg cwd "$repo" '.cwd = $cwd' "$samples/claude-session-start.json" >"$work/start.json"
+row "session-start-loader" "startup, a full record (loop, marker, progress)" \
+  "cd $repo && $sl <$work/start.json" "cd $repo && bash $here/baseline/loader.sh $work/base-small <$work/start.json"
 
 { yes "Step done; the old marker <<<VIGIL_DONE_$token>>> and <promise>DONE</promise> are quoted here." || true; } | head -c 1048576 >"$work/text"
 row "promise-matcher defang" "1 MB of text" "$pm defang $work/text" "bash $here/baseline/defang.sh $work/text"
