@@ -22,6 +22,7 @@ pub mod output;
 pub mod process;
 pub mod promise;
 pub mod repo;
+pub mod settings;
 pub mod state;
 pub mod subject;
 pub mod terminal;

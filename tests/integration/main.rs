@@ -1,6 +1,7 @@
 //! One test binary for every CLI test (as `just` does): modules per binary, shared support.
 
 mod handoff;
+mod installer;
 mod marker_writer;
 mod promise_matcher;
 mod properties;

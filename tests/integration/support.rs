@@ -155,3 +155,18 @@ pub fn session_start_loader() -> Command {
         .env_remove("CLAUDE_ENV_FILE");
     cmd
 }
+
+pub fn settings_merge() -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+    cmd.env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    cmd
+}
+
+/// The directory the test binaries were built into.
+pub fn bin_dir() -> PathBuf {
+    assert_cmd::cargo::cargo_bin!("stop-gate")
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# install.sh: build vigil, install its binaries, and wire its hooks into Claude Code or Codex
+# without losing anything of your settings. Run ./install.sh --help for the options.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+Usage: ./install.sh [--project DIR | --user] [--shared] [--codex] [--prefix DIR] [--run CMD]
+                    [--dry-run] [--uninstall] [--check]
+
+Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
+its hooks to one settings file with settings-merge, which keeps everything else in it:
+
+  (default)      DIR/.claude/settings.local.json   your own settings for the project
+  --shared       DIR/.claude/settings.json         committed and shared: the commands find
+                                                   vigil through PATH on each machine
+  --user         ~/.claude/settings.json           every project of yours
+  --codex        DIR/.codex/hooks.json             Codex (with --user: ~/.codex/hooks.json)
+
+Options:
+  --project DIR  the project to wire (default: the current directory)
+  --prefix DIR   where binaries go: DIR/bin (default ~/.local)
+  --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test'
+  --dry-run      build, then print the diff the settings change would make; change nothing
+  --uninstall    remove vigil's hooks from the settings file (the binaries stay)
+  --check        report whether vigil is wired and runs (settings-merge check)
+  -h, --help     this text
+
+VIGIL_BUILT_DIR=DIR uses binaries already built in DIR instead of building.
+USAGE
+}
+
+project=$PWD
+user=false
+shared=false
+codex=false
+prefix=${HOME}/.local
+run=""
+dry_run=false
+action=install
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --project) project=${2:?--project needs a directory}; shift 2 ;;
+    --project=*) project=${1#*=}; shift ;;
+    --user) user=true; shift ;;
+    --shared) shared=true; shift ;;
+    --codex) codex=true; shift ;;
+    --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
+    --prefix=*) prefix=${1#*=}; shift ;;
+    --run) run=${2:?--run needs a command}; shift 2 ;;
+    --run=*) run=${1#*=}; shift ;;
+    --dry-run) dry_run=true; shift ;;
+    --uninstall) action=uninstall; shift ;;
+    --check) action=check; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "install.sh: unknown option $1; see ./install.sh --help" >&2; exit 2 ;;
+  esac
+done
+
+if $user && $shared; then
+  echo "install.sh: --user and --shared exclude each other" >&2
+  exit 2
+fi
+project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: project directory not found" >&2; exit 2; }
+source_dir=$(cd "$(dirname "$0")" && pwd)
+bin_dir=$prefix/bin
+
+if $codex; then
+  if $user; then settings=$HOME/.codex/hooks.json; else settings=$project/.codex/hooks.json; fi
+elif $user; then
+  settings=$HOME/.claude/settings.json
+elif $shared; then
+  settings=$project/.claude/settings.json
+else
+  settings=$project/.claude/settings.local.json
+fi
+
+merge_flags=(--settings "$settings")
+$codex && merge_flags+=(--codex)
+
+if [ "$action" = install ]; then
+  # VIGIL_BUILT_DIR: binaries already built (by a packager, or the test suite); no build then.
+  built=${VIGIL_BUILT_DIR:-}
+  if [ -z "$built" ]; then
+    if ! command -v cargo >/dev/null 2>&1; then
+      echo "install.sh: cargo is not installed; install Rust (rustup.rs) and run ./install.sh again" >&2
+      exit 1
+    fi
+    echo "install.sh: building vigil (cargo build --release --locked)" >&2
+    cargo build --release --locked --quiet --manifest-path "$source_dir/Cargo.toml"
+    built=$source_dir/target/release
+  fi
+  if $dry_run; then
+    flags=("${merge_flags[@]}" --dry-run --bin-dir "$bin_dir")
+    $shared && flags=("${merge_flags[@]}" --dry-run --shared)
+    [ -n "$run" ] && flags+=(--run "$run")
+    exec "$built/settings-merge" install "${flags[@]}"
+  fi
+  mkdir -p "$bin_dir"
+  for binary in promise-matcher stop-gate marker-writer session-end-handoff session-start-loader settings-merge; do
+    install -m 0755 "$built/$binary" "$bin_dir/$binary"
+  done
+  echo "install.sh: installed the binaries into $bin_dir" >&2
+  flags=("${merge_flags[@]}" --bin-dir "$bin_dir")
+  $shared && flags=("${merge_flags[@]}" --shared)
+  [ -n "$run" ] && flags+=(--run "$run")
+  "$bin_dir/settings-merge" install "${flags[@]}"
+  # The slash commands that start and cancel a loop, for Claude Code; the user's own
+  # files of the same name are never replaced.
+  if ! $codex; then
+    if $user; then commands=$HOME/.claude/commands; else commands=$project/.claude/commands; fi
+    mkdir -p "$commands"
+    for file in "$source_dir"/templates/commands/*.md; do
+      name=$(basename "$file")
+      if [ ! -e "$commands/$name" ]; then
+        cp "$file" "$commands/$name"
+      elif ! cmp -s "$file" "$commands/$name"; then
+        echo "install.sh: kept your own $commands/$name" >&2
+      fi
+    done
+  fi
+  case ":$PATH:" in
+    *":$bin_dir:"*) ;;
+    *) echo "install.sh: note: $bin_dir is not on your PATH; the hooks use absolute paths, but add it to run vigil's commands yourself" >&2 ;;
+  esac
+  exit 0
+fi
+
+merge=$bin_dir/settings-merge
+[ -x "$merge" ] || merge=$source_dir/target/release/settings-merge
+if [ ! -x "$merge" ]; then
+  echo "install.sh: settings-merge is not installed; run ./install.sh first" >&2
+  exit 1
+fi
+if [ "$action" = uninstall ]; then
+  if $dry_run; then exec "$merge" uninstall "${merge_flags[@]}" --dry-run; fi
+  "$merge" uninstall "${merge_flags[@]}"
+  echo "install.sh: the binaries stay in $bin_dir (other projects may use them); remove them by hand if you want" >&2
+else
+  exec "$merge" check "${merge_flags[@]}"
+fi

@@ -1,0 +1,199 @@
+//! settings-merge: wire vigil's hooks into Claude Code settings or Codex hooks.json without
+//! losing anything of the user's (SPEC §8).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use lexopt::prelude::*;
+use vigil::cli::{help, print, string_value};
+use vigil::output::diagnostic;
+use vigil::settings::{self, Binaries, Engine, Finding, Plan, Target};
+use vigil::{Error, Exit, Result};
+
+const NAME: &str = "settings-merge";
+
+const HELP: &str = "\
+settings-merge: wire vigil's hooks into Claude Code or Codex settings, losing nothing.
+
+Usage:
+  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--codex] [--dry-run]
+  settings-merge uninstall --settings FILE [--dry-run]
+  settings-merge check     --settings FILE [--codex] [--codex-config FILE]
+
+install adds vigil's hook groups (Claude Code: Stop -> stop-gate, SessionStart ->
+session-start-loader, SessionEnd -> session-end-handoff, PreCompact -> session-end-handoff
+--checkpoint; Codex: Stop -> stop-gate and session-end-handoff --checkpoint, SessionStart ->
+session-start-loader). Every other key, hook and entry is kept, in order, written with 2-space
+indentation and a final newline; a second install changes nothing. A file that is not valid
+JSON, whose root is not an object, or whose `hooks` or an event has the wrong type, is refused,
+unchanged, with its line and column. The original is kept as FILE.vigil-backup before the first
+change; a lock on FILE.vigil-lock keeps two installers apart; the write is atomic, keeps the
+file's permissions, and follows a symlinked FILE to its target. What was added is recorded in
+.vigil/installed.json of the project that holds the file (~/.vigil/ for ~/.claude/).
+
+uninstall removes exactly that: the original comes back byte for byte when nothing else changed.
+
+check reports, a line each, [ok], [warn] or [fail]: the file parses, each vigil entry is there
+once, each command runs from a bare environment (PATH=/usr/bin:/bin), and for Codex, whether
+each hook has a trust entry. Exit 1 on any [fail].
+
+Options:
+  --settings FILE      the settings file (.claude/settings.local.json, .claude/settings.json,
+                       ~/.claude/settings.json, or .codex/hooks.json)
+  --bin-dir DIR        where the binaries are (default: beside settings-merge); written as
+                       absolute paths
+  --shared             for a committed file: find the binaries through PATH and the usual
+                       install places when the hook runs, and say ./install.sh is needed
+                       when none is found
+  --run CMD            stop-gate's check command
+  --codex              the file is Codex's hooks.json
+  --codex-config FILE  check: Codex's config.toml (default ~/.codex/config.toml)
+  --dry-run            print the diff the change would make, and change nothing
+  -h, --help           this text
+";
+
+#[derive(Default)]
+struct Options {
+    settings: Option<PathBuf>,
+    bin_dir: Option<PathBuf>,
+    shared: bool,
+    run: Option<String>,
+    codex: bool,
+    codex_config: Option<PathBuf>,
+    dry_run: bool,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            diagnostic(NAME, &err.to_string());
+            err.exit().into()
+        }
+    }
+}
+
+fn run() -> Result<Exit> {
+    let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.is_empty() {
+        return Err(Error::usage(
+            "settings-merge needs install, uninstall or check; see --help",
+        ));
+    }
+    let action = args.remove(0).to_string_lossy().into_owned();
+    if matches!(action.as_str(), "-h" | "--help") {
+        return help(HELP);
+    }
+    if matches!(action.as_str(), "-V" | "--version") {
+        return print(format!("{NAME} {}\n", env!("CARGO_PKG_VERSION")).as_bytes());
+    }
+    if !matches!(action.as_str(), "install" | "uninstall" | "check") {
+        return Err(Error::usage(format!(
+            "unknown command {action:?}; use install, uninstall or check"
+        )));
+    }
+    let Some(options) = parse(args)? else {
+        return help(HELP);
+    };
+    let settings = options
+        .settings
+        .clone()
+        .ok_or_else(|| Error::usage(format!("`{action}` needs --settings FILE")))?;
+    let target = Target::resolve(&settings)?;
+    let engine = if options.codex {
+        Engine::Codex
+    } else {
+        Engine::Claude
+    };
+    match action.as_str() {
+        "install" => {
+            let binaries = if options.shared {
+                Binaries::Search
+            } else {
+                let dir = match options.bin_dir {
+                    Some(dir) => dir,
+                    None => std::env::current_exe()
+                        .ok()
+                        .and_then(|exe| exe.parent().map(PathBuf::from))
+                        .ok_or_else(|| {
+                            Error::usage("cannot tell where the binaries are; give --bin-dir DIR")
+                        })?,
+                };
+                Binaries::Dir(
+                    std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, &e))?,
+                )
+            };
+            let plan = Plan {
+                engine,
+                binaries,
+                run: options.run,
+            };
+            report(
+                &target,
+                settings::install(&target, &plan, options.dry_run)?,
+                options.dry_run,
+            )
+        }
+        "uninstall" => report(
+            &target,
+            settings::uninstall(&target, options.dry_run)?,
+            options.dry_run,
+        ),
+        _ => {
+            let config = options.codex_config.or_else(|| {
+                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
+            });
+            let findings = settings::check(&target, engine, config.as_deref());
+            let text: String = findings.iter().map(|f| f.line() + "\n").collect();
+            print(text.as_bytes())?;
+            Ok(if findings.iter().any(|f| matches!(f, Finding::Fail(_))) {
+                Exit::Negative
+            } else {
+                Exit::Success
+            })
+        }
+    }
+}
+
+fn report(target: &Target, change: settings::Change, dry_run: bool) -> Result<Exit> {
+    let shown = target.given.display().to_string();
+    if dry_run {
+        let before =
+            String::from_utf8_lossy(change.before.as_deref().unwrap_or_default()).into_owned();
+        let after =
+            String::from_utf8_lossy(change.after.as_deref().unwrap_or_default()).into_owned();
+        let text = if change.changed() {
+            settings::diff(&shown, &before, &after)
+        } else {
+            format!("{shown}: no change ({})\n", change.summary)
+        };
+        return print(text.as_bytes());
+    }
+    print(format!("{shown}: {}\n", change.summary).as_bytes())
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options::default();
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("settings") => options.settings = Some(PathBuf::from(parser.value()?)),
+            Long("bin-dir") => options.bin_dir = Some(PathBuf::from(parser.value()?)),
+            Long("shared") => options.shared = true,
+            Long("run") => {
+                let run = string_value(&mut parser, "--run")?;
+                if run.trim().is_empty() {
+                    return Err(Error::usage("--run needs a command"));
+                }
+                options.run = Some(run);
+            }
+            Long("codex") => options.codex = true,
+            Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
+            Long("dry-run") => options.dry_run = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(options))
+}

@@ -1,0 +1,813 @@
+//! Merging vigil's hooks into Claude Code settings and Codex `hooks.json` (SPEC §8) without
+//! ever losing what the user has: every other key, hook and entry is kept, in order; a file
+//! that does not parse is refused and left as it is; the original is backed up before the
+//! first change; what was added is recorded, so uninstall removes exactly that, or restores
+//! the original byte for byte when nothing else changed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::atomic::write_atomic;
+use crate::error::{Error, Result};
+use crate::lock::FileLock;
+use crate::subject::sha256_hex;
+
+pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
+/// The binaries a vigil entry runs; a handler naming one of them is vigil's.
+pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];
+/// A check command gets this long; the Stop hook's own timeout is set above it.
+const CHECK_TIMEOUT_SECS: u64 = 540;
+const HOOK_TIMEOUT_SECS: u64 = 600;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Claude,
+    Codex,
+}
+
+/// Where the commands find vigil's binaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binaries {
+    /// Absolute paths in this directory: for files only this machine reads.
+    Dir(PathBuf),
+    /// Found through PATH and the usual install places when the hook runs: for settings that
+    /// are committed and shared, where every machine installs vigil somewhere else.
+    Search,
+}
+
+/// What to install.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub engine: Engine,
+    pub binaries: Binaries,
+    /// The check command for `stop-gate --run`.
+    pub run: Option<String>,
+}
+
+/// One hook group vigil adds to one event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub event: &'static str,
+    pub group: Value,
+}
+
+/// The entries of a plan (SPEC §8's default set).
+pub fn entries(plan: &Plan) -> Vec<Entry> {
+    let stop_args = match &plan.run {
+        Some(run) => format!(" --run {} --timeout {CHECK_TIMEOUT_SECS}", shell_quote(run)),
+        None => String::new(),
+    };
+    let handler = |binary: &str, args: &str| {
+        let mut handler =
+            json!({"type": "command", "command": command(&plan.binaries, binary, args)});
+        if binary == "stop-gate" && plan.run.is_some() {
+            handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
+        }
+        handler
+    };
+    let group = |handlers: Vec<Value>| json!({ "hooks": handlers });
+    match plan.engine {
+        Engine::Claude => vec![
+            Entry {
+                event: "Stop",
+                group: group(vec![handler("stop-gate", &stop_args)]),
+            },
+            Entry {
+                event: "SessionStart",
+                group: group(vec![handler("session-start-loader", "")]),
+            },
+            Entry {
+                event: "SessionEnd",
+                group: group(vec![handler("session-end-handoff", "")]),
+            },
+            Entry {
+                event: "PreCompact",
+                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+            },
+        ],
+        Engine::Codex => vec![
+            Entry {
+                event: "Stop",
+                group: group(vec![
+                    handler("stop-gate", &stop_args),
+                    handler("session-end-handoff", " --checkpoint"),
+                ]),
+            },
+            Entry {
+                event: "SessionStart",
+                group: group(vec![handler("session-start-loader", "")]),
+            },
+        ],
+    }
+}
+
+/// The command string of a handler.
+fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
+    match binaries {
+        Binaries::Dir(dir) => format!(
+            "{}{args}",
+            shell_quote(&dir.join(binary).display().to_string())
+        ),
+        Binaries::Search => format!(
+            "for b in \"$(command -v {binary})\" \"$HOME/.local/bin/{binary}\" /usr/local/bin/{binary} /opt/homebrew/bin/{binary}; do \
+             [ -x \"$b\" ] && exec \"$b\"{args}; done; \
+             echo '{{\"systemMessage\":\"vigil: {binary} is not installed on this machine; run ./install.sh from a vigil clone\"}}'"
+        ),
+    }
+}
+
+/// An argument as a POSIX shell needs it.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// The settings file as it is on disk, resolved through a symlink to the file it names.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The path the user gave.
+    pub given: PathBuf,
+    /// The file actually read and written.
+    pub file: PathBuf,
+}
+
+impl Target {
+    pub fn resolve(given: &Path) -> Result<Target> {
+        let file = match std::fs::symlink_metadata(given) {
+            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(given)
+                .map_err(|e| Error::io("follow the symlink", given, &e))?,
+            _ => std::path::absolute(given).map_err(|e| Error::io("resolve", given, &e))?,
+        };
+        Ok(Target {
+            given: given.to_path_buf(),
+            file,
+        })
+    }
+
+    fn sidecar(&self, suffix: &str) -> PathBuf {
+        let mut name = self.file.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        self.file.with_file_name(name)
+    }
+
+    pub fn backup(&self) -> PathBuf {
+        self.sidecar(".vigil-backup")
+    }
+
+    fn lock(&self) -> Result<FileLock> {
+        if let Some(dir) = self.file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        }
+        let path = self.sidecar(".vigil-lock");
+        FileLock::acquire(&path, Duration::from_secs(30)).map_err(|e| Error::io("lock", &path, &e))
+    }
+
+    /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
+    /// own directory. `~/.claude/settings.json` gives `~`, so the record is `~/.vigil/`.
+    pub fn project(&self) -> PathBuf {
+        let dir = self.given_dir();
+        match dir.file_name().and_then(|n| n.to_str()) {
+            Some(".claude" | ".codex") => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            _ => dir,
+        }
+    }
+
+    fn given_dir(&self) -> PathBuf {
+        let absolute = std::path::absolute(&self.given).unwrap_or_else(|_| self.given.clone());
+        absolute.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    fn record_path(&self) -> PathBuf {
+        self.project().join(".vigil").join("installed.json")
+    }
+
+    fn read(&self) -> Result<Option<Vec<u8>>> {
+        match std::fs::read(&self.file) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("read", &self.file, &e)),
+        }
+    }
+}
+
+/// Parses a settings file, refusing (with line and column) anything vigil could not rewrite
+/// without loss: not JSON, a byte order mark, a root that is not an object, `hooks` that is
+/// not an object, an event whose value is not a list.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
+    let shown = path.display();
+    if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
+        return Err(Error::input(format!(
+            "{shown}: the file starts with a byte order mark, which Claude Code and Codex do not read as JSON; remove it and run again; nothing was changed"
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::input(format!(
+            "{shown}: not UTF-8 (bad byte at offset {}); nothing was changed",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Error::input(format!(
+            "{shown}:{}:{}: not valid JSON ({}); fix it and run again; nothing was changed",
+            e.line(),
+            e.column(),
+            strip_position(&e.to_string())
+        ))
+    })?;
+    let Value::Object(root) = value else {
+        return Err(Error::input(format!(
+            "{shown}: the top level is {}, not an object; nothing was changed",
+            crate::hook::json_type(&value)
+        )));
+    };
+    if let Some(hooks) = root.get("hooks") {
+        let Value::Object(events) = hooks else {
+            return Err(Error::input(format!(
+                "{shown}:{}: `hooks` is {}, not an object; nothing was changed",
+                line_of(text, "\"hooks\""),
+                crate::hook::json_type(hooks)
+            )));
+        };
+        for (event, groups) in events {
+            if !groups.is_array() {
+                return Err(Error::input(format!(
+                    "{shown}:{}: `hooks.{event}` is {}, not a list; nothing was changed",
+                    line_of(text, &format!("\"{event}\"")),
+                    crate::hook::json_type(groups)
+                )));
+            }
+        }
+    }
+    Ok(root)
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(cut) => message[..cut].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The 1-based line on which `needle` first appears.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .map_or(1, |at| text[..at].matches('\n').count() + 1)
+}
+
+/// A settings file as vigil writes it: 2-space indentation and a final newline.
+pub fn render(root: &Map<String, Value>) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(root).expect("settings serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// What `installed.json` keeps about one settings file.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Installed {
+    entries: Vec<(String, Value)>,
+    created_file: bool,
+    created_hooks: bool,
+    created_events: Vec<String>,
+    /// sha256 of the file as vigil left it: if it still reads so, uninstall restores the backup.
+    written_sha256: String,
+    /// sha256 of the file before vigil's first change: the backup is restored only if it is this.
+    original_sha256: Option<String>,
+}
+
+fn load_record(path: &Path) -> Result<Map<String, Value>> {
+    match std::fs::read(path) {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) if map.get("schema") == Some(&json!(INSTALLED_SCHEMA)) => {
+                Ok(map)
+            }
+            _ => Err(Error::input(format!(
+                "{} is not a vigil install record; move it away and run again",
+                path.display()
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::from_iter([
+            ("schema".to_string(), json!(INSTALLED_SCHEMA)),
+            ("files".to_string(), json!({})),
+        ])),
+        Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
+    let file = record.get("files")?.get(key)?;
+    Some(Installed {
+        entries: file
+            .get("entries")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e.get("event")?.as_str()?.to_string(),
+                    e.get("group")?.clone(),
+                ))
+            })
+            .collect(),
+        created_file: file.get("created_file")?.as_bool()?,
+        created_hooks: file.get("created_hooks")?.as_bool()?,
+        created_events: file
+            .get("created_events")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect(),
+        written_sha256: file.get("written_sha256")?.as_str()?.to_string(),
+        original_sha256: file
+            .get("original_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option<&Installed>) {
+    let files = record.entry("files").or_insert_with(|| json!({}));
+    let Some(files) = files.as_object_mut() else {
+        return;
+    };
+    match installed {
+        None => {
+            files.remove(key);
+        }
+        Some(i) => {
+            files.insert(
+                key.to_string(),
+                json!({
+                    "entries": i.entries.iter().map(|(event, group)| json!({"event": event, "group": group})).collect::<Vec<_>>(),
+                    "created_file": i.created_file,
+                    "created_hooks": i.created_hooks,
+                    "created_events": i.created_events,
+                    "written_sha256": i.written_sha256,
+                    "original_sha256": i.original_sha256,
+                }),
+            );
+        }
+    }
+}
+
+fn save_record(path: &Path, record: &Map<String, Value>) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    write_atomic(path, &render(record), 0o644).map_err(|e| Error::io("write", path, &e))
+}
+
+/// What an install or uninstall did, or would do.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub before: Option<Vec<u8>>,
+    pub after: Option<Vec<u8>>,
+    pub summary: String,
+}
+
+impl Change {
+    pub fn changed(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bool {
+    let Some(list) = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    match list.iter().position(|g| g == group) {
+        Some(at) => {
+            list.remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Installs vigil's entries. With `dry_run`, computes the change and writes nothing.
+pub fn install(target: &Target, plan: &Plan, dry_run: bool) -> Result<Change> {
+    let _lock = if dry_run { None } else { Some(target.lock()?) };
+    let before = target.read()?;
+    let mut root = match &before {
+        Some(bytes) => parse(bytes, &target.given)?,
+        None => Map::new(),
+    };
+    let record_path = target.record_path();
+    let mut record = load_record(&record_path)?;
+    let key = target.file.display().to_string();
+    let previous = installed_of(&record, &key);
+    let mut installed = previous.clone().unwrap_or(Installed {
+        created_file: before.is_none(),
+        original_sha256: before.as_deref().map(sha256_hex),
+        ..Installed::default()
+    });
+    // Entries vigil put here before and no longer wants (another --run, say) go first.
+    let wanted = entries(plan);
+    installed.entries.retain(|(event, group)| {
+        let keep = wanted.iter().any(|w| w.event == event && &w.group == group);
+        if !keep {
+            remove_group(&mut root, event, group);
+        }
+        keep
+    });
+    let mut added = 0;
+    for entry in &wanted {
+        if !root.contains_key("hooks") {
+            root.insert("hooks".to_string(), json!({}));
+            installed.created_hooks = true;
+        }
+        let hooks = root
+            .get_mut("hooks")
+            .and_then(Value::as_object_mut)
+            .expect("hooks is an object");
+        if !hooks.contains_key(entry.event) {
+            hooks.insert(entry.event.to_string(), json!([]));
+            installed.created_events.push(entry.event.to_string());
+        }
+        let list = hooks
+            .get_mut(entry.event)
+            .and_then(Value::as_array_mut)
+            .expect("an event is a list");
+        if !list.contains(&entry.group) {
+            list.push(entry.group.clone());
+            added += 1;
+        }
+        if !installed
+            .entries
+            .iter()
+            .any(|(e, g)| e == entry.event && g == &entry.group)
+        {
+            installed
+                .entries
+                .push((entry.event.to_string(), entry.group.clone()));
+        }
+    }
+    let after = if added == 0 && previous.is_some() && before.is_some() {
+        before.clone()
+    } else {
+        Some(render(&root))
+    };
+    let change = Change {
+        before: before.clone(),
+        after: after.clone(),
+        summary: if added == 0 {
+            "vigil's hooks are already installed".into()
+        } else {
+            format!("added {added} vigil hook groups")
+        },
+    };
+    if dry_run || !change.changed() {
+        return Ok(change);
+    }
+    let after = after.expect("an install has content");
+    // The backup is the file before vigil's first change: written when this file has no
+    // install record yet (replacing any backup left from an earlier cycle), kept after that.
+    if let Some(original) = &before
+        && previous.is_none()
+    {
+        write_atomic(&target.backup(), original, 0o600)
+            .map_err(|e| Error::io("back up to", &target.backup(), &e))?;
+    }
+    if let Some(dir) = target.file.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    }
+    write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
+    installed.written_sha256 = sha256_hex(&after);
+    store_installed(&mut record, &key, Some(&installed));
+    save_record(&record_path, &record)?;
+    Ok(change)
+}
+
+/// Removes exactly what install added: when the file is as install left it, the original
+/// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
+/// entries, and the events and `hooks` it created and left empty, are taken out.
+pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
+    let _lock = if dry_run { None } else { Some(target.lock()?) };
+    let before = target.read()?;
+    let record_path = target.record_path();
+    let mut record = load_record(&record_path)?;
+    let key = target.file.display().to_string();
+    let Some(installed) = installed_of(&record, &key) else {
+        return Ok(Change {
+            before: before.clone(),
+            after: before,
+            summary: "vigil is not installed in this file".into(),
+        });
+    };
+    let untouched =
+        before.as_deref().map(sha256_hex).as_deref() == Some(installed.written_sha256.as_str());
+    let backup = target.backup();
+    let original = std::fs::read(&backup)
+        .ok()
+        .filter(|bytes| installed.original_sha256.as_deref() == Some(sha256_hex(bytes).as_str()));
+    let after = if untouched && installed.created_file {
+        None
+    } else if untouched && original.is_some() {
+        original
+    } else {
+        let Some(bytes) = &before else {
+            return Ok(Change {
+                before: None,
+                after: None,
+                summary: "the settings file is gone; nothing to remove".into(),
+            });
+        };
+        let mut root = parse(bytes, &target.given)?;
+        for (event, group) in &installed.entries {
+            remove_group(&mut root, event, group);
+        }
+        if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
+            for event in &installed.created_events {
+                if hooks
+                    .get(event)
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+                {
+                    hooks.remove(event);
+                }
+            }
+        }
+        if installed.created_hooks
+            && root
+                .get("hooks")
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+        {
+            root.remove("hooks");
+        }
+        Some(render(&root))
+    };
+    let change = Change {
+        before,
+        after: after.clone(),
+        summary: "removed vigil's hooks".into(),
+    };
+    if dry_run {
+        return Ok(change);
+    }
+    match &after {
+        None => match std::fs::remove_file(&target.file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &target.file, &e)),
+        },
+        Some(bytes) => write_atomic(&target.file, bytes, 0o644)
+            .map_err(|e| Error::io("write", &target.file, &e))?,
+    }
+    if untouched {
+        let _ = std::fs::remove_file(&backup);
+    }
+    store_installed(&mut record, &key, None);
+    save_record(&record_path, &record)?;
+    Ok(change)
+}
+
+/// One line of `check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    Ok(String),
+    Warn(String),
+    Fail(String),
+}
+
+impl Finding {
+    pub fn line(&self) -> String {
+        match self {
+            Finding::Ok(text) => format!("[ok] {text}"),
+            Finding::Warn(text) => format!("[warn] {text}"),
+            Finding::Fail(text) => format!("[fail] {text}"),
+        }
+    }
+}
+
+/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
+fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
+    let mut found = Vec::new();
+    let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {
+        return found;
+    };
+    for (event, groups) in hooks {
+        for (g, group) in groups.as_array().into_iter().flatten().enumerate() {
+            for (h, handler) in group
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(command) = handler.get("command").and_then(Value::as_str)
+                    && BINARIES.iter().any(|b| command.contains(b))
+                {
+                    found.push((event.clone(), g, h, command.to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The doctor: does the file parse, is each vigil entry there, does each command run from a
+/// bare environment, are there duplicates or stale binaries, will Codex run the hooks.
+pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let shown = target.given.display();
+    let root = match target.read() {
+        Ok(Some(bytes)) => match parse(&bytes, &target.given) {
+            Ok(root) => {
+                findings.push(Finding::Ok(format!("{shown} parses")));
+                root
+            }
+            Err(e) => return vec![Finding::Fail(e.to_string())],
+        },
+        Ok(None) => {
+            return vec![Finding::Fail(format!(
+                "{shown} does not exist; run ./install.sh"
+            ))];
+        }
+        Err(e) => return vec![Finding::Fail(e.to_string())],
+    };
+    let handlers = vigil_handlers(&root);
+    let expected: &[(&str, &str)] = match engine {
+        Engine::Claude => &[
+            ("Stop", "stop-gate"),
+            ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+        ],
+        Engine::Codex => &[
+            ("Stop", "stop-gate"),
+            ("Stop", "session-end-handoff"),
+            ("SessionStart", "session-start-loader"),
+        ],
+    };
+    for (event, binary) in expected {
+        let count = handlers
+            .iter()
+            .filter(|(e, _, _, c)| e == event && c.contains(binary))
+            .count();
+        match count {
+            0 => findings.push(Finding::Fail(format!(
+                "{event} does not run {binary}; run ./install.sh"
+            ))),
+            1 => findings.push(Finding::Ok(format!("{event} runs {binary}"))),
+            n => findings.push(Finding::Warn(format!(
+                "{event} runs {binary} {n} times; remove the extra entries"
+            ))),
+        }
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    for (event, _, _, command) in &handlers {
+        findings.push(run_bare(event, command, &home));
+    }
+    if engine == Engine::Codex {
+        findings.extend(codex_trust(target, &handlers, codex_config));
+    }
+    findings
+}
+
+/// Runs a hook command the way an engine would, but from a bare environment and with vigil
+/// switched off (so it only has to be found and start): a command that works only with the
+/// user's shell PATH is reported.
+fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_DISABLE", "1");
+    match crate::process::run(cmd, Duration::from_secs(10), true, 4096) {
+        Ok(done)
+            if done.outcome.success()
+                && !String::from_utf8_lossy(&done.output).contains("not installed") =>
+        {
+            Finding::Ok(format!("{event}: `{command}` runs from a bare environment"))
+        }
+        Ok(done) => {
+            let said = String::from_utf8_lossy(&done.output);
+            let first = said
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            Finding::Fail(format!(
+                "{event}: `{command}` does not run from a bare environment (PATH=/usr/bin:/bin): {first}; run ./install.sh, which writes absolute paths"
+            ))
+        }
+        Err(e) => Finding::Fail(format!("{event}: cannot run sh: {e}")),
+    }
+}
+
+/// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
+/// entry in its config.toml, keyed `<hooks.json>:<event>:<group>:<handler>`.
+fn codex_trust(
+    target: &Target,
+    handlers: &[(String, usize, usize, String)],
+    config: Option<&Path>,
+) -> Vec<Finding> {
+    let text = config
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    handlers
+        .iter()
+        .map(|(event, g, h, _)| {
+            let label = snake_case(event);
+            let key = format!("{}:{label}:{g}:{h}", target.file.display());
+            if text.contains(&format!("[hooks.state.\"{key}\"]")) {
+                Finding::Ok(format!("Codex has a trust entry for {event} hook {g}:{h}"))
+            } else {
+                Finding::Warn(format!(
+                    "Codex will skip the {event} hook {g}:{h} until you trust it: start codex in this project and approve it in /hooks"
+                ))
+            }
+        })
+        .collect()
+}
+
+fn snake_case(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A unified diff of two texts, line by line (for `--dry-run`).
+pub fn diff(label: &str, before: &str, after: &str) -> String {
+    let a: Vec<&str> = before.lines().collect();
+    let b: Vec<&str> = after.lines().collect();
+    // Longest common subsequence table, from the end.
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = format!("--- {label}\n+++ {label} (after)\n");
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!(" {}\n", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_marks_added_and_removed_lines() {
+        assert_eq!(
+            diff("f", "a\nb\nc\n", "a\nx\nc\n"),
+            "--- f\n+++ f (after)\n a\n-b\n+x\n c\n"
+        );
+    }
+
+    #[test]
+    fn refusals_name_line_and_column() {
+        let err = parse(b"{\n  \"a\": 1,\n}\n", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.json:3:1: not valid JSON"), "{err}");
+        let err = parse(b"{\"hooks\": {\"Stop\": {}}}", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`hooks.Stop` is an object, not a list"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,741 @@
+//! settings-merge, install.sh and the plugin (SPEC §8), against real-world-shaped settings.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const GOOD: [&str; 3] = [
+    "claude-user-hooks.json",
+    "claude-four-spaces.json",
+    "codex-hooks.json",
+];
+
+/// A project with one fixture as its settings file; returns (dir, settings path, codex?).
+fn project_with(fixture_name: &str) -> (tempfile::TempDir, PathBuf, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let codex = fixture_name.starts_with("codex");
+    let path = if codex {
+        dir.path().join(".codex/hooks.json")
+    } else {
+        dir.path().join(".claude/settings.local.json")
+    };
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::copy(fixture(&format!("settings/{fixture_name}")), &path).unwrap();
+    (dir, path, codex)
+}
+
+fn merge(action: &str, path: &Path, codex: bool, extra: &[&str]) -> Output {
+    let mut cmd = settings_merge();
+    cmd.arg(action).arg("--settings").arg(path).args(extra);
+    if codex {
+        cmd.arg("--codex");
+    }
+    if action == "install" && !extra.contains(&"--shared") {
+        cmd.arg("--bin-dir").arg(bin_dir());
+    }
+    cmd.output().unwrap()
+}
+
+fn user_groups(value: &Value) -> Vec<Value> {
+    let mut groups = Vec::new();
+    for (_, list) in value["hooks"].as_object().unwrap() {
+        for group in list.as_array().unwrap() {
+            if !vigil::settings::BINARIES
+                .iter()
+                .any(|b| group.to_string().contains(b))
+            {
+                groups.push(group.clone());
+            }
+        }
+    }
+    groups
+}
+
+fn json_of(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn install_twice_is_byte_identical_and_keeps_the_users_hooks() {
+    for name in GOOD {
+        let (_dir, path, codex) = project_with(name);
+        let original = json_of(&path);
+        assert!(
+            merge("install", &path, codex, &["--run", "cargo test"])
+                .status
+                .success(),
+            "{name}"
+        );
+        let once = std::fs::read(&path).unwrap();
+        let installed = json_of(&path);
+        assert_eq!(
+            user_groups(&installed),
+            user_groups(&original),
+            "{name}: the user's hooks"
+        );
+        for (key, value) in original.as_object().unwrap() {
+            if key != "hooks" {
+                assert_eq!(&installed[key], value, "{name}: {key}");
+            }
+        }
+        let keys: Vec<&String> = installed.as_object().unwrap().keys().collect();
+        let original_keys: Vec<&String> = original.as_object().unwrap().keys().collect();
+        assert_eq!(keys, original_keys, "{name}: key order");
+        assert!(
+            once.ends_with(b"}\n") && String::from_utf8_lossy(&once).contains("\n  \""),
+            "{name}: 2-space indentation, final newline"
+        );
+        assert!(
+            merge("install", &path, codex, &["--run", "cargo test"])
+                .status
+                .success()
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            once,
+            "{name}: a second install changes nothing"
+        );
+    }
+}
+
+#[test]
+fn large_integers_and_non_ascii_survive_byte_for_byte() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("12345678901234567890123"),
+        "a large integer was rounded"
+    );
+    assert!(text.contains("2.50"), "a number was rewritten");
+    assert!(text.contains("Grüße, 世界 ✓"));
+}
+
+#[test]
+fn install_then_uninstall_restores_the_original_byte_for_byte() {
+    for name in GOOD {
+        let (dir, path, codex) = project_with(name);
+        let original = std::fs::read(&path).unwrap();
+        assert!(merge("install", &path, codex, &[]).status.success());
+        assert!(
+            path.with_file_name(format!(
+                "{}.vigil-backup",
+                path.file_name().unwrap().to_string_lossy()
+            ))
+            .exists()
+        );
+        let record: Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join(".vigil/installed.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(record["schema"], "vigil.installed/v1");
+        assert!(merge("uninstall", &path, codex, &[]).status.success());
+        assert_eq!(std::fs::read(&path).unwrap(), original, "{name}");
+    }
+}
+
+#[test]
+fn install_into_a_missing_file_then_uninstall_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(json_of(&path)["hooks"]["Stop"].is_array());
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert!(!path.exists());
+}
+
+#[test]
+fn uninstall_after_the_user_changed_the_file_removes_only_vigils_entries() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let original = json_of(&path);
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    edited["model"] = json!("opus");
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    let after = json_of(&path);
+    assert_eq!(after["model"], "opus", "the user's later change is kept");
+    assert_eq!(
+        after["hooks"], original["hooks"],
+        "vigil's entries, and only they, are gone"
+    );
+}
+
+#[test]
+fn a_different_run_command_replaces_vigils_stop_entry() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(
+        merge("install", &path, false, &["--run", "cargo test"])
+            .status
+            .success()
+    );
+    assert!(
+        merge("install", &path, false, &["--run", "make check"])
+            .status
+            .success()
+    );
+    let stops = json_of(&path)["hooks"]["Stop"].to_string();
+    assert_eq!(stops.matches("stop-gate").count(), 1, "{stops}");
+    assert!(stops.contains("make check"));
+}
+
+#[test]
+fn malformed_files_are_refused_and_left_unchanged() {
+    let cases = [
+        ("bad-comment.json", Some("2:")),
+        ("bad-trailing-comma.json", Some("3:")),
+        ("bad-truncated.json", Some("1:")),
+        ("bad-bom.json", None),
+        ("bad-root-array.json", None),
+        ("bad-root-null.json", None),
+        ("bad-root-number.json", None),
+        ("bad-hooks-string.json", Some("1:")),
+        ("bad-event-object.json", Some("1:")),
+    ];
+    for (name, position) in cases {
+        let (dir, path, _) = project_with(name);
+        let before = std::fs::read(&path).unwrap();
+        let out = merge("install", &path, false, &[]);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let stderr = assert_one_line_error(&out, "settings-merge");
+        assert!(stderr.contains("nothing was changed"), "{name}: {stderr}");
+        if let Some(position) = position {
+            assert!(
+                stderr.contains(&format!("settings.local.json:{position}")),
+                "{name}: line and column: {stderr}"
+            );
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{name}");
+        assert!(
+            !dir.path().join(".vigil").exists(),
+            "{name}: nothing recorded"
+        );
+        assert_eq!(
+            tree(&dir.path().join(".claude")).len(),
+            1 + usize::from(
+                tree(&dir.path().join(".claude"))
+                    .iter()
+                    .any(|f| f.ends_with(".vigil-lock"))
+            ),
+            "{name}: no backup"
+        );
+    }
+}
+
+#[test]
+fn eight_installers_at_once_leave_each_entry_once() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"))
+                .arg("install")
+                .arg("--settings")
+                .arg(&path)
+                .arg("--bin-dir")
+                .arg(bin_dir())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    for binary in ["stop-gate", "session-start-loader"] {
+        assert_eq!(
+            text.matches(&format!("{binary}\"")).count(),
+            1,
+            "{binary}: {text}"
+        );
+    }
+    assert_eq!(
+        text.matches("session-end-handoff").count(),
+        2,
+        "SessionEnd and PreCompact"
+    );
+    json_of(&path);
+}
+
+#[test]
+fn permissions_are_kept() {
+    for mode in [0o600, 0o644] {
+        let (_dir, path, _) = project_with("claude-user-hooks.json");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        assert!(merge("install", &path, false, &[]).status.success());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            mode
+        );
+    }
+}
+
+#[test]
+fn a_symlinked_settings_file_stays_a_symlink() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let real = dir.path().join("dotfiles-settings.json");
+    std::fs::rename(&path, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &path).unwrap();
+    let original = std::fs::read(&real).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        std::fs::read_to_string(&real)
+            .unwrap()
+            .contains("stop-gate")
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read(&real).unwrap(), original);
+}
+
+#[test]
+fn dry_run_prints_the_diff_and_changes_nothing() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let before = std::fs::read(&path).unwrap();
+    let out = merge("install", &path, false, &["--dry-run"]);
+    assert!(out.status.success());
+    let diff = stdout_of(&out);
+    assert!(
+        diff.starts_with("--- ")
+            && diff.contains("+            \"command\": ")
+            && diff.contains("stop-gate"),
+        "{diff}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.path().join(".vigil").exists());
+}
+
+#[test]
+fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missing_one() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(stdout_of(&out).contains("[ok] Stop: `"));
+    // Point the entries at a directory that has no binaries.
+    let (_dir2, path2, _) = project_with("claude-user-hooks.json");
+    let out = settings_merge()
+        .args(["install", "--bin-dir", "/nonexistent/bin", "--settings"])
+        .arg(&path2)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = merge("check", &path2, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout_of(&out).contains("[fail] Stop: `/nonexistent/bin/stop-gate"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
+fn check_reports_a_missing_entry_and_a_duplicate() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_of(&out).contains("[fail] Stop does not run stop-gate"));
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut value = json_of(&path);
+    let stop = value["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    value["hooks"]["Stop"].as_array_mut().unwrap().push(stop);
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    assert!(
+        stdout_of(&merge("check", &path, false, &[]))
+            .contains("[warn] Stop runs stop-gate 2 times")
+    );
+}
+
+#[test]
+fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
+    let (dir, path, _) = project_with("codex-hooks.json");
+    assert!(merge("install", &path, true, &[]).status.success());
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "model = \"gpt-5\"\n").unwrap();
+    let out = merge(
+        "check",
+        &path,
+        true,
+        &["--codex-config", config.to_str().unwrap()],
+    );
+    assert!(
+        stdout_of(&out).contains("[warn] Codex will skip the Stop hook"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
+fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let out = merge("install", &path, false, &["--shared"]);
+    assert!(out.status.success());
+    let stop = json_of(&path)["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !stop.contains(&bin_dir().display().to_string()),
+        "no machine's own path in a shared file: {stop}"
+    );
+    let sample = std::fs::read(fixture("samples/claude-stop.json")).unwrap();
+    // No vigil anywhere: one line, and the stop goes on.
+    let home = tempfile::tempdir().unwrap();
+    let none = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let said: Value = serde_json::from_slice(&none.stdout).unwrap();
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("./install.sh")
+    );
+    // Installed in ~/.local/bin: found there.
+    let local = home.path().join(".local/bin");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::copy(bin_dir().join("stop-gate"), local.join("stop-gate")).unwrap();
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "allowed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+// --- install.sh end to end --------------------------------------------------------------------
+
+fn install_sh(home: &Path, args: &[&str], path_env: &str) -> Output {
+    std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .args(args)
+        .env("HOME", home)
+        .env("PATH", path_env)
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .output()
+        .unwrap()
+}
+
+/// Runs a hook command exactly as written in a settings file, with a sample payload.
+fn fire(command: &str, project: &Path, payload: &Value) -> Output {
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(project)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
+    let home = tempfile::tempdir().unwrap();
+    let project = git_repo();
+    let path_env = "/usr/bin:/bin";
+    let prefix = home.path().join(".local");
+    let out = install_sh(
+        home.path(),
+        &[
+            "--project",
+            project.path().to_str().unwrap(),
+            "--run",
+            "test -f tests-pass",
+        ],
+        path_env,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(prefix.join("bin/stop-gate").is_file());
+    assert!(
+        project
+            .path()
+            .join(".claude/commands/vigil-loop.md")
+            .is_file()
+    );
+    let settings = json_of(&project.path().join(".claude/settings.local.json"));
+    let stop = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut payload: Value =
+        serde_json::from_slice(&std::fs::read(fixture("samples/claude-stop.json")).unwrap())
+            .unwrap();
+    payload["cwd"] = json!(project.path());
+    // The check fails: the Stop hook, exactly as written, blocks.
+    let blocked = fire(&stop, project.path(), &payload);
+    let decision: Value = serde_json::from_slice(&blocked.stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("test -f tests-pass")
+    );
+    // The check passes: it allows.
+    std::fs::write(project.path().join("tests-pass"), "").unwrap();
+    let allowed = fire(&stop, project.path(), &payload);
+    assert!(
+        allowed.status.success() && allowed.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stdout)
+    );
+    // SessionEnd then SessionStart hand over.
+    let end = settings["hooks"]["SessionEnd"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let start = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut end_payload: Value =
+        serde_json::from_slice(&std::fs::read(fixture("samples/claude-session-end.json")).unwrap())
+            .unwrap();
+    end_payload["cwd"] = json!(project.path());
+    end_payload["transcript_path"] = Value::Null;
+    assert!(fire(&end, project.path(), &end_payload).status.success());
+    let mut start_payload: Value = serde_json::from_slice(
+        &std::fs::read(fixture("samples/claude-session-start.json")).unwrap(),
+    )
+    .unwrap();
+    start_payload["cwd"] = json!(project.path());
+    let context: Value =
+        serde_json::from_slice(&fire(&start, project.path(), &start_payload).stdout).unwrap();
+    assert!(
+        context["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("[final] session 00893aaf")
+    );
+    // --check passes; --uninstall takes it all out again.
+    let check = install_sh(
+        home.path(),
+        &["--project", project.path().to_str().unwrap(), "--check"],
+        path_env,
+    );
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let uninstall = install_sh(
+        home.path(),
+        &["--project", project.path().to_str().unwrap(), "--uninstall"],
+        path_env,
+    );
+    assert!(
+        uninstall.status.success(),
+        "{}",
+        String::from_utf8_lossy(&uninstall.stderr)
+    );
+    assert!(
+        !project.path().join(".claude/settings.local.json").exists(),
+        "install created it, uninstall removes it"
+    );
+}
+
+#[test]
+fn install_sh_user_and_codex_targets() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let out = install_sh(home.path(), &["--user"], "/usr/bin:/bin");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(json_of(&home.path().join(".claude/settings.json"))["hooks"]["SessionEnd"].is_array());
+    assert!(
+        home.path().join(".vigil/installed.json").is_file(),
+        "the user's record lives in ~/.vigil"
+    );
+    let out = install_sh(
+        home.path(),
+        &["--codex", "--project", project.path().to_str().unwrap()],
+        "/usr/bin:/bin",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let codex = json_of(&project.path().join(".codex/hooks.json"));
+    assert_eq!(
+        codex["hooks"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        vec!["Stop", "SessionStart"]
+    );
+}
+
+#[test]
+fn install_sh_dry_run_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let out = install_sh(
+        home.path(),
+        &["--project", project.path().to_str().unwrap(), "--dry-run"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    assert!(stdout_of(&out).contains("+  \"hooks\": {"));
+    assert!(!project.path().join(".claude").exists() && !home.path().join(".local").exists());
+}
+
+#[test]
+fn install_sh_stops_clearly_without_cargo() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("VIGIL_BUILT_DIR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cargo is not installed"));
+}
+
+// --- The Claude Code plugin -------------------------------------------------------------------
+
+#[test]
+fn plugin_manifest_and_hooks_are_well_formed() {
+    let manifest = json_of(&repo_path(".claude-plugin/plugin.json"));
+    assert_eq!(manifest["name"], "vigil");
+    for command in manifest["commands"].as_array().unwrap() {
+        assert!(repo_path(command.as_str().unwrap()).is_file(), "{command}");
+    }
+    let hooks = json_of(&repo_path("hooks/hooks.json"));
+    for event in ["Stop", "SessionStart", "SessionEnd", "PreCompact"] {
+        let command = hooks["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(
+            command.starts_with("\"${CLAUDE_PLUGIN_ROOT}/hooks/vigil-run\" "),
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn plugin_hook_runs_the_installed_binary_or_says_install_sh_is_needed() {
+    let hooks = json_of(&repo_path("hooks/hooks.json"));
+    let stop = hooks["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let project = tempfile::tempdir().unwrap();
+    let mut payload: Value =
+        serde_json::from_slice(&std::fs::read(fixture("samples/claude-stop.json")).unwrap())
+            .unwrap();
+    payload["cwd"] = json!(project.path());
+    // Found on PATH: it runs (no loop, no checks: allowed silently).
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env("CLAUDE_PLUGIN_ROOT", repo_path(""))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir().display()))
+        .current_dir(project.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A plugin root with nothing installed anywhere: one line naming ./install.sh.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("hooks")).unwrap();
+    std::fs::copy(
+        repo_path("hooks/vigil-run"),
+        root.path().join("hooks/vigil-run"),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env_clear()
+        .env("CLAUDE_PLUGIN_ROOT", root.path())
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("./install.sh"),
+        "{said}"
+    );
+}
