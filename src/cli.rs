@@ -34,3 +34,14 @@ pub fn print(bytes: &[u8]) -> Result<Exit> {
     stdout(bytes)?;
     Ok(Exit::Success)
 }
+
+/// `BINARY --version` as the only argument: prints `BINARY VERSION` and answers true.
+pub fn version_requested(binary: &str) -> bool {
+    let mut args = std::env::args_os().skip(1);
+    let asked =
+        matches!(args.next(), Some(a) if a == "--version" || a == "-V") && args.next().is_none();
+    if asked {
+        let _ = stdout(format!("{binary} {}\n", env!("CARGO_PKG_VERSION")).as_bytes());
+    }
+    asked
+}

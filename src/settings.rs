@@ -671,6 +671,9 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     let home = std::env::var_os("HOME").unwrap_or_default();
     for (event, _, _, command) in &handlers {
         findings.push(run_bare(event, command, &home));
+        if let Some(stale) = stale_binary(command) {
+            findings.push(stale);
+        }
     }
     if engine == Engine::Codex {
         findings.extend(codex_trust(target, &handlers, codex_config));
@@ -708,6 +711,30 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
         }
         Err(e) => Finding::Fail(format!("{event}: cannot run sh: {e}")),
     }
+}
+
+/// A binary named by absolute path that reports another version than this settings-merge:
+/// installed from an older (or newer) build.
+fn stale_binary(command: &str) -> Option<Finding> {
+    let path = if let Some(rest) = command.strip_prefix('\'') {
+        rest.split('\'').next()?.to_string()
+    } else {
+        command.split_whitespace().next()?.to_string()
+    };
+    if !path.starts_with('/') {
+        return None;
+    }
+    let mut cmd = std::process::Command::new(&path);
+    cmd.arg("--version");
+    let done = crate::process::run(cmd, Duration::from_secs(5), true, 1024).ok()?;
+    let said = String::from_utf8_lossy(&done.output);
+    let version = said.split_whitespace().nth(1)?;
+    (version != env!("CARGO_PKG_VERSION")).then(|| {
+        Finding::Warn(format!(
+            "{path} is version {version}, this settings-merge is {}: a stale binary; run ./install.sh again",
+            env!("CARGO_PKG_VERSION")
+        ))
+    })
 }
 
 /// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`

@@ -53,6 +53,9 @@ Options:
 ";
 
 fn main() -> ExitCode {
+    if vigil::cli::version_requested(NAME) {
+        return ExitCode::SUCCESS;
+    }
     match run_main() {
         Ok(exit) => ExitCode::from(exit),
         Err(err) => {

@@ -98,6 +98,9 @@ Options:
 ";
 
 fn main() -> ExitCode {
+    if vigil::cli::version_requested(NAME) {
+        return ExitCode::SUCCESS;
+    }
     match run() {
         Ok(exit) => exit.into(),
         Err(err) => {

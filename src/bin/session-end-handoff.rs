@@ -54,6 +54,9 @@ struct Options {
 }
 
 fn main() -> ExitCode {
+    if vigil::cli::version_requested(NAME) {
+        return ExitCode::SUCCESS;
+    }
     if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
         return ExitCode::SUCCESS;
     }

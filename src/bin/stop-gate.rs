@@ -83,6 +83,9 @@ Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 ";
 
 fn main() -> ExitCode {
+    if vigil::cli::version_requested(NAME) {
+        return ExitCode::SUCCESS;
+    }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == "loop") {
         return match loop_command(args[1..].to_vec()) {

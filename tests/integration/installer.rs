@@ -739,3 +739,54 @@ fn plugin_hook_runs_the_installed_binary_or_says_install_sh_is_needed() {
         "{said}"
     );
 }
+
+#[test]
+fn check_warns_about_a_stale_binary() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let bin = dir.path().join("old-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["stop-gate", "session-start-loader", "session-end-handoff"] {
+        let script = bin.join(name);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\n[ \"$1\" = --version ] && echo '{name} 0.0.1'\nexit 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = settings_merge()
+        .args(["install", "--bin-dir"])
+        .arg(&bin)
+        .arg("--settings")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report.contains("[warn]") && report.contains("stop-gate is version 0.0.1"),
+        "{report}"
+    );
+}
+
+#[test]
+fn every_binary_reports_its_version() {
+    for name in [
+        "promise-matcher",
+        "stop-gate",
+        "marker-writer",
+        "session-end-handoff",
+        "session-start-loader",
+        "settings-merge",
+    ] {
+        let out = std::process::Command::new(bin_dir().join(name))
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert_eq!(
+            stdout_of(&out),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION")),
+            "{name}"
+        );
+    }
+}
