@@ -1,6 +1,7 @@
 //! What the next session is told at SessionStart (SPEC §7): the handoff records, newest first,
 //! each labelled by kind, with the progress file's tail; defanged, and at most 10,000
-//! characters of SessionStart JSON.
+//! characters of SessionStart JSON. Everything in a record is untrusted text: it is shown on
+//! lines of its own, indented, and can never start a line that looks like vigil's.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -20,6 +21,10 @@ pub const MAX_OUTPUT: usize = 10_000;
 pub const MAX_PROGRESS: usize = 4 * 1024;
 /// How long the loader may spend asking git whether markers still match.
 const SUBJECT_BUDGET: Duration = Duration::from_millis(500);
+/// How far in the future a record's time may be before it counts as forged.
+const FUTURE_SKEW: f64 = 300.0;
+
+const HEADER: &str = "vigil handoff: what earlier sessions left in this project. It orients you and approves nothing: check the code and run the checks before relying on it.\n";
 
 pub struct Request<'a> {
     pub project: &'a Project,
@@ -58,6 +63,15 @@ pub fn context(request: &Request) -> Option<String> {
         records.retain(|r| r.session_id == request.session.as_str());
     }
     records.retain(|record| match handoff::age_secs(record) {
+        Some(age) if age < -FUTURE_SKEW => {
+            notes.push(format!(
+                "vigil: skipped the {} record of session {}: written in the future ({})",
+                record.kind.as_str(),
+                record.session_id,
+                record.written_at
+            ));
+            false
+        }
         Some(age) if age <= request.max_age.as_secs_f64() => true,
         Some(_) => {
             notes.push(format!(
@@ -77,11 +91,20 @@ pub fn context(request: &Request) -> Option<String> {
             false
         }
     });
-    records.sort_by(|a, b| b.written_at.cmp(&a.written_at));
-    let progress = progress_tail(request, &records);
-    if records.is_empty() && notes.is_empty() && progress.is_none() && request.claimed.is_none() {
+    records.sort_by(|a, b| {
+        let time = |r: &Record| crate::time::parse_rfc3339(&r.written_at).unwrap_or(0.0);
+        time(b).total_cmp(&time(a))
+    });
+    // Missing records give no output (SPEC §7): the progress file comes only with them.
+    if records.is_empty() && notes.is_empty() && request.claimed.is_none() {
         return None;
     }
+    let progress = progress_tail(request, &records).map(|(name, tail)| {
+        defang(&format!(
+            "\nProgress file {name}, its end:\n{}\n",
+            indent(&tail)
+        ))
+    });
     let worktree = records
         .iter()
         .any(|r| !r.markers.is_empty())
@@ -89,29 +112,56 @@ pub fn context(request: &Request) -> Option<String> {
             subject::worktree_tree(
                 &request.project.dir,
                 &request.project.state,
-                Deadline::after(SUBJECT_BUDGET).remaining(),
+                Deadline::after(SUBJECT_BUDGET),
             )
             .ok()
         })
         .flatten();
+    // The claimed loop's instruction names the promise as the agent must write it: that line
+    // alone is not defanged (its task text already is).
+    let claimed = request.claimed.as_deref().unwrap_or("");
+    Some(fit(
+        claimed,
+        &records,
+        &notes,
+        worktree.as_deref(),
+        progress.as_deref(),
+    ))
+}
 
-    let mut text = String::from(
-        "vigil handoff: what earlier sessions left in this project. It orients you and approves nothing: check the code and run the checks before relying on it.\n",
-    );
-    if let Some(claimed) = &request.claimed {
+/// The context: header, claimed loop, notes, then each record (its last message cut to
+/// `message_max` characters); everything but the claimed line defanged.
+fn compose(
+    claimed: &str,
+    records: &[Record],
+    notes: &[String],
+    worktree: Option<&str>,
+    message_max: usize,
+) -> String {
+    let mut text = String::from(HEADER);
+    if !claimed.is_empty() {
         let _ = writeln!(text, "{claimed}");
     }
-    for note in &notes {
-        let _ = writeln!(text, "{note}");
+    let mut rest = String::new();
+    for note in notes {
+        let _ = writeln!(rest, "{}", line(note));
     }
-    for record in &records {
-        text.push('\n');
-        render(&mut text, record, worktree.as_deref());
+    for record in records {
+        let mut record = record.clone();
+        record.last_message = record
+            .last_message
+            .map(|m| handoff::keep_tail(&m, message_max))
+            .filter(|m| !m.is_empty());
+        rest.push('\n');
+        render(&mut rest, &record, worktree);
     }
-    let body = defang(&text);
-    let progress =
-        progress.map(|(name, tail)| defang(&format!("\nProgress file {name}, its end:\n{tail}\n")));
-    Some(fit(&body, progress.as_deref()))
+    text.push_str(&defang(&rest));
+    text
+}
+
+/// One line of untrusted text, whatever it holds.
+fn line(text: &str) -> String {
+    handoff::field(text)
 }
 
 fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
@@ -120,10 +170,11 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
             let _ = write!(
                 text,
                 "[final] session {} ended at {}",
-                record.session_id, record.written_at
+                line(&record.session_id),
+                line(&record.written_at)
             );
             if let Some(reason) = &record.reason {
-                let _ = write!(text, " ({reason})");
+                let _ = write!(text, " ({})", line(reason));
             }
             text.push('\n');
         }
@@ -131,22 +182,27 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
             let _ = writeln!(
                 text,
                 "[intermediate] session {}, checkpoint at {} ({}): the session was still going; this is NOT a finished task",
-                record.session_id,
-                record.written_at,
-                record.event.as_deref().unwrap_or("checkpoint")
+                line(&record.session_id),
+                line(&record.written_at),
+                line(record.event.as_deref().unwrap_or("checkpoint"))
             );
         }
     }
     match &record.git {
         Some(git) => {
-            let short: String = git.head.chars().take(12).collect();
+            let short: String = line(&git.head).chars().take(12).collect();
             let at = match &git.branch {
-                Some(branch) => format!("branch {branch} at {short}"),
+                Some(branch) => format!("branch {} at {short}", line(branch)),
                 None => format!("detached HEAD at {short}"),
             };
             let state = match (git.dirty, &git.changed_files) {
                 (Some(false), _) => "clean".to_string(),
-                (Some(true), Some(files)) => format!("dirty: {}", files.join(", ")),
+                (Some(true), Some(files)) => {
+                    format!(
+                        "dirty: {}",
+                        files.iter().map(|f| line(f)).collect::<Vec<_>>().join(", ")
+                    )
+                }
                 (Some(true), None) => "dirty".to_string(),
                 (None, _) => "dirty state unknown (git status was too slow)".to_string(),
             };
@@ -161,8 +217,8 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
             summary.status.as_str(),
             summary.iteration,
             summary.max_iterations,
-            summary.completion_promise,
-            summary.prompt.replace('\n', " ")
+            line(&summary.completion_promise),
+            line(&summary.prompt)
         );
     }
     if !record.markers.is_empty() {
@@ -175,7 +231,7 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
                     Some(_) => "does NOT match the working tree now",
                     None => "match with the working tree unknown",
                 };
-                format!("{} {} ({now})", m.check, m.status.as_str())
+                format!("{} {} ({now})", line(&m.check), m.status.as_str())
             })
             .collect();
         let _ = writeln!(text, "  markers: {}", list.join("; "));
@@ -185,14 +241,24 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
     }
 }
 
+/// Each line indented four spaces, control characters gone: multi-line untrusted text can
+/// never start a line of its own.
 fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("    {l}"))
+    text.split(['\n', '\u{2028}', '\u{2029}'])
+        .map(|l| {
+            let clean: String = l
+                .chars()
+                .map(|c| if c.is_control() && c != '\t' { ' ' } else { c })
+                .collect();
+            format!("    {clean}")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
 /// The progress file named by the flag or a record (else found in the project), and its tail.
+/// Only a plain file inside the project is read, never through a symlink: a record or a
+/// repository must not be able to put another file's contents into the context.
 fn progress_tail(request: &Request, records: &[Record]) -> Option<(String, String)> {
     let named = request
         .progress_flag
@@ -204,55 +270,72 @@ fn progress_tail(request: &Request, records: &[Record]) -> Option<(String, Strin
                 .find(|n| request.project.dir.join(n).is_file())
                 .map(|n| n.to_string())
         })?;
-    let path = request.project.dir.join(&named);
-    let file = crate::input::open_regular(&path).ok()?;
-    let bytes = crate::terminal::read_tail(
-        &crate::input::Source::File(path.clone()),
-        MAX_PROGRESS as u64,
-    )
-    .ok()?;
-    drop(file);
-    let text = crate::terminal::plain_text(&bytes);
-    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let project = std::fs::canonicalize(&request.project.dir).ok()?;
+    let path = project.join(&named);
+    let parent = std::fs::canonicalize(path.parent()?).ok()?;
+    if !parent.starts_with(&project) {
+        return None;
+    }
+    let file = crate::input::open_state(&parent.join(path.file_name()?)).ok()?;
+    let len = file.metadata().ok()?.len();
+    let bytes = crate::terminal::tail_of_file(file, MAX_PROGRESS as u64).ok()?;
+    let text = crate::terminal::plain_text(crate::terminal::cut_to_char_boundary(&bytes));
     let tail = if len > MAX_PROGRESS as u64 {
         format!("[…]\n{text}")
     } else {
         text
     };
-    Some((named, tail))
+    Some((line(&named), tail))
 }
 
-/// The SessionStart JSON, at most `MAX_OUTPUT` characters: the progress tail is shortened
-/// first, then the records' text, from its end.
-fn fit(body: &str, progress: Option<&str>) -> String {
+/// The SessionStart JSON, at most `MAX_OUTPUT` characters. The last messages are cut first
+/// (every record keeps its header and facts), then the progress tail; only then is the text
+/// itself cut, at exactly what fits.
+fn fit(
+    claimed: &str,
+    records: &[Record],
+    notes: &[String],
+    worktree: Option<&str>,
+    progress: Option<&str>,
+) -> String {
     let wrap = |context: &str| {
         json!({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}).to_string()
     };
-    let mut progress = progress.unwrap_or("").to_string();
-    loop {
-        let out = wrap(&format!("{body}{progress}"));
-        let over = out.chars().count().saturating_sub(MAX_OUTPUT);
-        if over == 0 {
-            return out;
+    let fits = |context: &str| wrap(context).chars().count() <= MAX_OUTPUT;
+    let progress = progress.unwrap_or("");
+    let mut body = String::new();
+    for message_max in [handoff::MAX_LAST_MESSAGE, 1000, 400, 100, 0] {
+        body = compose(claimed, records, notes, worktree, message_max);
+        if fits(&format!("{body}{progress}")) {
+            return wrap(&format!("{body}{progress}"));
         }
-        if progress.is_empty() {
-            break;
-        }
-        let keep = progress.chars().count().saturating_sub(over + 16);
-        progress = if keep < 64 {
-            String::new()
+    }
+    // The largest tail of the progress file that fits (the search is over characters).
+    let chars: Vec<char> = progress.chars().collect();
+    let tail_of = |n: usize| chars[chars.len() - n..].iter().collect::<String>();
+    let (mut low, mut high) = (0, chars.len());
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        if fits(&format!("{body}{}", tail_of(mid))) {
+            low = mid;
         } else {
-            handoff::keep_tail(&progress, keep)
-        };
-    }
-    let mut body: String = body.to_string();
-    loop {
-        let out = wrap(&format!("{body}\n[… cut to fit]"));
-        let over = out.chars().count().saturating_sub(MAX_OUTPUT);
-        if over == 0 {
-            return out;
+            high = mid - 1;
         }
-        let keep = body.chars().count().saturating_sub(over.max(1) + 8);
-        body = body.chars().take(keep).collect();
     }
+    if fits(&format!("{body}{}", tail_of(low))) {
+        return wrap(&format!("{body}{}", tail_of(low)));
+    }
+    // Still too long without any progress: the body, cut at exactly what fits.
+    let chars: Vec<char> = body.chars().collect();
+    let cut = |n: usize| format!("{}\n[… cut to fit]", chars[..n].iter().collect::<String>());
+    let (mut low, mut high) = (0, chars.len());
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        if fits(&cut(mid)) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    wrap(&cut(low))
 }

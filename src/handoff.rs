@@ -99,6 +99,9 @@ pub fn dir(project: &Project) -> PathBuf {
     project.state.join("handoff")
 }
 
+/// The most any one-line field of a record holds.
+const MAX_FIELD: usize = 300;
+
 /// Gathers the record of a session within `deadline`: what cannot be had in time is left out.
 pub fn gather(
     project: &Project,
@@ -108,21 +111,34 @@ pub fn gather(
     progress_flag: Option<&Path>,
     deadline: Deadline,
 ) -> Record {
-    // The two slow parts, git status and the worktree subject, run side by side.
-    let (git, worktree) = std::thread::scope(|scope| {
+    // The slow parts (git status, the worktree subject, the transcript) run side by side.
+    let (git, markers, last_message) = std::thread::scope(|scope| {
         let subject = scope.spawn(|| {
             if marker_checks(project).is_empty() {
                 return None;
             }
-            subject::worktree_tree(&project.dir, &project.state, deadline.remaining()).ok()
+            subject::worktree_tree(&project.dir, &project.state, deadline).ok()
         });
-        let git = repo::state(&project.dir, deadline);
-        (git, subject.join().ok().flatten())
+        let message = scope.spawn(|| {
+            transcript::last_message(input)
+                .ok()
+                .flatten()
+                .map(|(text, _)| clean(&text, MAX_LAST_MESSAGE))
+        });
+        let newest = scope.spawn(|| newest_markers(project, deadline));
+        let git = repo::state(&project.dir, &project.state, deadline).map(|git| GitState {
+            head: field(&git.head),
+            branch: git.branch.as_deref().map(field),
+            dirty: git.dirty,
+            changed_files: git
+                .changed_files
+                .map(|files| files.iter().map(|f| field_max(f, 200)).collect()),
+        });
+        let message = message.join().ok().flatten();
+        let worktree = subject.join().ok().flatten();
+        let markers = newest.join().unwrap_or_default();
+        (git, markers_state(markers, worktree.as_deref()), message)
     });
-    let last_message = transcript::last_message(input)
-        .ok()
-        .flatten()
-        .map(|(text, _)| clean(&text, MAX_LAST_MESSAGE));
     let loop_summary = loops::load(&loops::path(project, session))
         .ok()
         .flatten()
@@ -130,22 +146,22 @@ pub fn gather(
             status: state.status,
             iteration: state.iteration,
             max_iterations: state.max_iterations,
-            completion_promise: state.completion_promise,
+            completion_promise: field(&state.completion_promise),
             prompt: clean(&state.prompt, MAX_LOOP_PROMPT),
         });
     Record {
         schema: SCHEMA.to_string(),
         kind,
         session_id: session.to_string(),
-        event: input.hook_event_name.clone(),
-        reason: input.reason.clone(),
+        event: input.hook_event_name.as_deref().map(field),
+        reason: input.reason.as_deref().map(field),
         written_at: time::now_rfc3339(),
-        cwd: input.cwd.as_ref().map(|c| c.display().to_string()),
+        cwd: input.cwd.as_ref().map(|c| field(&c.display().to_string())),
         git,
         last_message,
         loop_summary,
-        markers: markers(project, worktree.as_deref()),
-        progress_file: progress_file(&project.dir, progress_flag),
+        markers,
+        progress_file: progress_file(&project.dir, progress_flag).map(|p| field(&p)),
     }
 }
 
@@ -155,11 +171,48 @@ pub fn clean(text: &str, max: usize) -> String {
     keep_tail(&defang(plain.trim()), max)
 }
 
+/// A value for a one-line field: escapes and control characters gone, line breaks (and U+2028,
+/// U+2029) made spaces, defanged, at most `MAX_FIELD` characters. Nothing a branch name, a
+/// file name or a hook payload holds can then start a line of its own or carry a live tag.
+pub fn field(text: &str) -> String {
+    field_max(text, MAX_FIELD)
+}
+
+pub fn field_max(text: &str, max: usize) -> String {
+    let plain = terminal::plain_text(text.as_bytes());
+    let one_line: String = plain
+        .chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    keep_head(&defang(one_line.trim()), max)
+}
+
+/// The first `max` characters, with `…` at the end when something was dropped.
+pub fn keep_head(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let head: String = text.chars().take(max - 1).collect();
+    format!("{head}…")
+}
+
 /// The last `max` characters, with `…` in front when something was dropped.
 pub fn keep_tail(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
         return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
     }
     let tail: String = text.chars().skip(count - (max - 1)).collect();
     format!("…{tail}")
@@ -179,18 +232,30 @@ fn marker_checks(project: &Project) -> Vec<marker::CheckName> {
     checks
 }
 
-/// The newest committed marker of each check, and whether it is for `worktree`.
-fn markers(project: &Project, worktree: Option<&str>) -> Vec<MarkerState> {
+/// The newest committed marker of each check; checks not reached by the deadline are left out.
+fn newest_markers(
+    project: &Project,
+    deadline: Deadline,
+) -> Vec<(marker::CheckName, marker::Payload)> {
     marker_checks(project)
         .into_iter()
-        .filter_map(|check| {
-            let payload = marker::newest(project, &check)?;
-            Some(MarkerState {
-                check: check.to_string(),
-                status: payload.status,
-                matches_worktree: worktree.map(|w| w == payload.subject),
-                subject: payload.subject,
-            })
+        .take_while(|_| !deadline.passed())
+        .filter_map(|check| Some((check.clone(), marker::newest(project, &check)?)))
+        .collect()
+}
+
+/// Each marker, and whether it is for `worktree` (unknown when that could not be computed).
+fn markers_state(
+    found: Vec<(marker::CheckName, marker::Payload)>,
+    worktree: Option<&str>,
+) -> Vec<MarkerState> {
+    found
+        .into_iter()
+        .map(|(check, payload)| MarkerState {
+            check: check.to_string(),
+            status: payload.status,
+            matches_worktree: worktree.map(|w| w == payload.subject),
+            subject: field(&payload.subject),
         })
         .collect()
 }
@@ -298,7 +363,86 @@ pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
         }
         _ => return Err(Unusable::Invalid("no vigil.handoff/v1 schema".into())),
     }
-    serde_json::from_value(value).map_err(|e| Unusable::Invalid(e.to_string()))
+    let record: Record =
+        serde_json::from_value(value).map_err(|e| Unusable::Invalid(e.to_string()))?;
+    record.validate().map_err(Unusable::Invalid)?;
+    Ok(record)
+}
+
+impl Record {
+    /// The limits of `schemas/handoff.schema.json` that typing alone does not enforce. A record
+    /// is read by the next session: one that breaks them was not written by vigil.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        SessionId::parse(&self.session_id).map_err(|e| e.to_string())?;
+        let one_line = |name: &str, value: &str, max: usize| {
+            if value.chars().count() > max
+                || value
+                    .chars()
+                    .any(|c| c.is_control() || c == '\u{2028}' || c == '\u{2029}')
+            {
+                return Err(format!(
+                    "`{name}` is not one line of at most {max} characters"
+                ));
+            }
+            if defang(value) != value {
+                return Err(format!("`{name}` holds a live promise tag or marker"));
+            }
+            Ok(())
+        };
+        for (name, value) in [
+            ("event", &self.event),
+            ("reason", &self.reason),
+            ("cwd", &self.cwd),
+            ("progress_file", &self.progress_file),
+        ] {
+            if let Some(value) = value {
+                one_line(name, value, MAX_FIELD)?;
+            }
+        }
+        time::parse_rfc3339(&self.written_at).ok_or("`written_at` is not an RFC 3339 time")?;
+        if let Some(git) = &self.git {
+            one_line("git.head", &git.head, MAX_FIELD)?;
+            if let Some(branch) = &git.branch {
+                one_line("git.branch", branch, MAX_FIELD)?;
+            }
+            if let Some(files) = &git.changed_files {
+                if files.len() > repo::MAX_CHANGED {
+                    return Err("`git.changed_files` has more than 50 paths".into());
+                }
+                files
+                    .iter()
+                    .try_for_each(|f| one_line("git.changed_files", f, 200))?;
+            }
+        }
+        if let Some(message) = &self.last_message
+            && (message.chars().count() > MAX_LAST_MESSAGE || defang(message) != *message)
+        {
+            return Err("`last_message` is too long or holds a live tag".into());
+        }
+        if let Some(summary) = &self.loop_summary {
+            if summary.iteration == 0
+                || summary.max_iterations == 0
+                || summary.max_iterations > loops::MAX_ITERATIONS
+            {
+                return Err("the loop's passes are out of range".into());
+            }
+            one_line(
+                "loop.completion_promise",
+                &summary.completion_promise,
+                MAX_FIELD,
+            )?;
+            if summary.prompt.chars().count() > MAX_LOOP_PROMPT
+                || defang(&summary.prompt) != summary.prompt
+            {
+                return Err("the loop's prompt is too long or holds a live tag".into());
+            }
+        }
+        for marker in &self.markers {
+            marker::CheckName::parse(&marker.check).map_err(|e| e.to_string())?;
+            one_line("markers.subject", &marker.subject, MAX_FIELD)?;
+        }
+        Ok(())
+    }
 }
 
 /// The age of a record in seconds, when its time can be read.

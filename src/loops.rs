@@ -220,12 +220,24 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("claim", &pending, &e)),
     }
-    let mut state = load(&claimed)?.ok_or_else(|| Error::input("the claimed loop vanished"))?;
-    state.session_id = session.to_string();
-    state.claim_before = None;
-    save(&target, &mut state)?;
-    let _ = std::fs::remove_file(&claimed);
-    Ok(Some(state))
+    let taken = load(&claimed)
+        .and_then(|state| state.ok_or_else(|| Error::input("the claimed loop vanished")));
+    let result = taken.and_then(|mut state| {
+        state.session_id = session.to_string();
+        state.claim_before = None;
+        save(&target, &mut state).map(|()| state)
+    });
+    match result {
+        Ok(state) => {
+            let _ = std::fs::remove_file(&claimed);
+            Ok(Some(state))
+        }
+        Err(e) => {
+            // Not ours after all: put it back for the next session to claim.
+            let _ = std::fs::rename(&claimed, &pending);
+            Err(e)
+        }
+    }
 }
 
 /// What `cancel` did.

@@ -181,10 +181,14 @@ pub fn run(
     let outcome = wait(child, Some(timeout))?;
     let duration = start.elapsed();
     kill_group(group);
+    // The grace for a pipe held by an escaped process comes out of the same time budget.
+    let grace = PIPE_GRACE
+        .min(timeout.saturating_sub(duration))
+        .max(Duration::from_millis(5));
     Ok(Finished {
         outcome,
-        output: out.take(),
-        errors: err.map(Collected::take).unwrap_or_default(),
+        output: out.take(grace),
+        errors: err.map(|e| e.take(grace)).unwrap_or_default(),
         duration,
     })
 }
@@ -335,8 +339,8 @@ struct Collected {
 impl Collected {
     /// What was read: everything, once the pipe closes; or, if a process that escaped the
     /// group still holds it open after a grace period, what had arrived by then.
-    fn take(self) -> Vec<u8> {
-        let _ = self.done.recv_timeout(PIPE_GRACE);
+    fn take(self, grace: Duration) -> Vec<u8> {
+        let _ = self.done.recv_timeout(grace);
         let mut kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
         if kept.len() > self.tail {
             kept.drain(..kept.len() - self.tail);

@@ -28,27 +28,41 @@ pub struct GitState {
 
 /// The repository state at `dir`, or `None` outside a repository or when even HEAD could
 /// not be read in time. `dirty` and `changed_files` are `None` when status ran out of time.
-pub fn state(dir: &Path, deadline: Deadline) -> Option<GitState> {
+/// vigil's own state directory never counts as a change.
+pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitState> {
     let heads = subject::git(
         dir,
-        &["rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+        &[
+            "rev-parse",
+            "--show-toplevel",
+            "HEAD",
+            "--abbrev-ref",
+            "HEAD",
+        ],
         &[],
         deadline.remaining(),
     )
     .ok()?;
-    let mut lines = heads.lines();
-    let head = lines.next()?.trim().to_string();
+    let mut lines = heads.lines().map(str::trim);
+    let toplevel = Path::new(lines.next()?);
+    let head = lines.next()?.to_string();
     let branch = lines
         .next()
-        .map(str::trim)
         .filter(|b| !b.is_empty() && *b != "HEAD")
         .map(str::to_string);
-    let status = subject::git_untrimmed(
-        dir,
-        &["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
-        &[],
-        deadline.remaining(),
-    );
+    let mut args = vec![
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=normal",
+        "--",
+        ":/",
+    ];
+    let exclusion = subject::state_exclusion(toplevel, state_dir, deadline.remaining())
+        .ok()
+        .flatten();
+    args.extend(exclusion.as_deref());
+    let status = subject::git_untrimmed(dir, &args, &[], deadline.remaining());
     let (dirty, changed_files) = match status {
         Ok(text) => {
             let changed = changed_paths(&text);

@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::error::{Error, Result};
 use crate::process;
 use crate::state::Project;
+use crate::time::Deadline;
 
 /// Settings that override the repository's own for every git call vigil makes.
 const TRUSTED_SETTINGS: [&str; 8] = [
@@ -26,8 +27,8 @@ const TRUSTED_SETTINGS: [&str; 8] = [
     "core.sparseCheckout=false",
 ];
 
-/// How long one git call may take before the subject counts as unknown.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long computing a subject may take before it counts as unknown.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A subject as named on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +56,9 @@ impl Subject {
     /// The subject's id, e.g. `git-tree:4b825d…` or `sha256:e3b0c4…`. `stdin` hashes `stdin`.
     pub fn id(&self, project: &Project, stdin: Option<&[u8]>) -> Result<String> {
         match self {
-            Subject::Worktree => worktree_tree(&project.dir, &project.state, GIT_TIMEOUT),
+            Subject::Worktree => {
+                worktree_tree(&project.dir, &project.state, Deadline::after(GIT_TIMEOUT))
+            }
             Subject::File(path) => {
                 let path = project.dir.join(path);
                 let file =
@@ -105,10 +108,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// `git-tree:<id>` of the working tree, tracked and untracked non-ignored files alike. vigil's
 /// own state directory is left out: writing a marker must not change what it vouches for.
-/// Each git call gets at most `timeout`.
-pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) -> Result<String> {
-    let toplevel = git(project_dir, &["rev-parse", "--show-toplevel"], &[], timeout)
-        .map_err(|e| Error::input(format!("the worktree subject needs a git repository: {e}")))?;
+/// All of it is done by `deadline`: each git call gets what is left.
+pub fn worktree_tree(project_dir: &Path, state_dir: &Path, deadline: Deadline) -> Result<String> {
+    let toplevel = git(
+        project_dir,
+        &["rev-parse", "--show-toplevel"],
+        &[],
+        deadline.remaining(),
+    )
+    .map_err(|e| Error::input(format!("the worktree subject needs a git repository: {e}")))?;
     let toplevel = PathBuf::from(toplevel);
     let dirs = git(
         &toplevel,
@@ -120,7 +128,7 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) ->
             "objects",
         ],
         &[],
-        timeout,
+        deadline.remaining(),
     )?;
     let mut dirs = dirs.lines().map(PathBuf::from);
     let (Some(git_dir), Some(objects)) = (dirs.next(), dirs.next()) else {
@@ -146,7 +154,12 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) ->
         copy_index(&real_index, &index)?;
         // Entries marked assume-unchanged or skip-worktree would hide edits from `add`: such
         // an index is not trusted, and the tree is hashed from scratch instead.
-        let flags = git(&toplevel, &["ls-files", "-v", "-z"], &env, timeout)?;
+        let flags = git(
+            &toplevel,
+            &["ls-files", "-v", "-z"],
+            &env,
+            deadline.remaining(),
+        )?;
         let hides = flags
             .split('\0')
             .any(|entry| entry.starts_with(|c: char| c.is_ascii_lowercase() || c == 'S'));
@@ -155,19 +168,10 @@ pub fn worktree_tree(project_dir: &Path, state_dir: &Path, timeout: Duration) ->
         }
     }
     let mut add = vec!["add".to_string(), "--all".into(), "--".into(), ".".into()];
-    let state = canonical(state_dir);
-    let top = canonical(&toplevel);
-    // An ignored state directory is left out by `add --all` already, and git refuses a
-    // pathspec that names ignored files, so the exclusion is only for one that is not ignored.
-    if let Ok(inside) = state.strip_prefix(&top)
-        && !inside.as_os_str().is_empty()
-        && !is_ignored(&toplevel, inside, timeout)?
-    {
-        add.push(format!(":(exclude,top,literal){}", inside.display()));
-    }
+    add.extend(state_exclusion(&toplevel, state_dir, deadline.remaining())?);
     let add: Vec<&str> = add.iter().map(String::as_str).collect();
-    git(&toplevel, &add, &env, timeout)?;
-    let tree = git(&toplevel, &["write-tree"], &env, timeout)?;
+    git(&toplevel, &add, &env, deadline.remaining())?;
+    let tree = git(&toplevel, &["write-tree"], &env, deadline.remaining())?;
     Ok(format!("git-tree:{tree}"))
 }
 
@@ -274,6 +278,24 @@ pub fn git_untrimmed(
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),
         _ => Err(Error::Io(output.failure)),
+    }
+}
+
+/// The pathspec that leaves vigil's state directory out of `add` or `status`, when it lies in
+/// the repository and git does not ignore it already (git refuses a pathspec that names
+/// ignored files, and an ignored directory is left out anyway).
+pub fn state_exclusion(
+    toplevel: &Path,
+    state_dir: &Path,
+    timeout: Duration,
+) -> Result<Option<String>> {
+    let state = canonical(state_dir);
+    let top = canonical(toplevel);
+    match state.strip_prefix(&top) {
+        Ok(inside) if !inside.as_os_str().is_empty() && !is_ignored(toplevel, inside, timeout)? => {
+            Ok(Some(format!(":(exclude,top,literal){}", inside.display())))
+        }
+        _ => Ok(None),
     }
 }
 

@@ -43,6 +43,11 @@ pub fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
     Ok(cut_to_char_boundary(&bytes).to_vec())
 }
 
+/// The last `tail` bytes of an open file (the whole of a pipe is read, keeping its tail).
+pub fn tail_of_file(file: File, tail: u64) -> std::io::Result<Vec<u8>> {
+    tail_of(file, tail)
+}
+
 fn tail_of(mut file: File, tail: u64) -> std::io::Result<Vec<u8>> {
     let meta = file.metadata()?;
     if meta.is_file() {

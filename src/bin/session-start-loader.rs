@@ -92,10 +92,17 @@ fn run() -> Result<()> {
     let claimed = if source == "startup" && session.as_str() != loops::PENDING {
         match loops::claim_pending(&project, &session) {
             Ok(Some(state)) => Some(format!(
-                "vigil: this session claimed a loop started with --next-session: up to {} passes, ending only on <promise>{}</promise> with every check passing. The task:\n{}",
+                "vigil: this session claimed a loop started with --next-session: up to {} passes; it ends only when your reply's last line is <promise>{}</promise> and every check passes. The task:\n{}",
                 state.max_iterations,
                 state.completion_promise,
-                handoff::clean(&state.prompt, 2000)
+                handoff::keep_head(
+                    &handoff::clean(&state.prompt, loops::MAX_PROMPT_CHARS),
+                    2000
+                )
+                .lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
             )),
             Ok(None) => None,
             Err(e) => {
@@ -125,7 +132,13 @@ fn export_session(session: &SessionId) {
     let Some(path) = std::env::var_os("CLAUDE_ENV_FILE").filter(|p| !p.is_empty()) else {
         return;
     };
-    let line = format!("export VIGIL_SESSION_ID={session}\n");
+    // A file that does not end its last line would run ours into it.
+    let unterminated =
+        std::fs::read(&path).is_ok_and(|bytes| bytes.last().is_some_and(|b| *b != b'\n'));
+    let line = format!(
+        "{}export VIGIL_SESSION_ID={session}\n",
+        if unterminated { "\n" } else { "" }
+    );
     let written = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
