@@ -45,3 +45,16 @@ pub fn version_requested(binary: &str) -> bool {
     }
     asked
 }
+
+/// An argument as a POSIX shell needs it written: as it is when plain, else single-quoted.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}

@@ -29,13 +29,7 @@ pub struct CheckName(String);
 
 impl CheckName {
     pub fn parse(raw: &str) -> Result<CheckName> {
-        let valid = (1..=64).contains(&raw.len())
-            && raw != "."
-            && raw != ".."
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if !valid {
+        if !crate::state::is_file_name(raw, 64) {
             return Err(Error::usage(format!(
                 "check name {raw:?} is not 1 to 64 of A-Z a-z 0-9 . _ - (and not . or ..)"
             )));

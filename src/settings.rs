@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::atomic::write_atomic;
+pub use crate::cli::shell_quote;
 use crate::error::{Error, Result};
 use crate::lock::FileLock;
 use crate::subject::sha256_hex;
@@ -115,19 +116,6 @@ fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
              [ -x \"$b\" ] && exec \"$b\"{args}; done; \
              echo '{{\"systemMessage\":\"vigil: {binary} is not installed on this machine; run ./install.sh from a vigil clone\"}}'"
         ),
-    }
-}
-
-/// An argument as a POSIX shell needs it.
-pub fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
     }
 }
 

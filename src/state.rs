@@ -79,19 +79,23 @@ impl Project {
     }
 }
 
+/// Whether `raw` is safe as one file name: 1 to `max` of `A-Z a-z 0-9 . _ -`, not `.` or `..`.
+pub fn is_file_name(raw: &str, max: usize) -> bool {
+    (1..=max).contains(&raw.len())
+        && raw != "."
+        && raw != ".."
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// A session id safe to use in a file name: `^[A-Za-z0-9._-]{1,128}$`, not `.` or `..`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SessionId(String);
 
 impl SessionId {
     pub fn parse(raw: &str) -> Result<SessionId> {
-        let valid = (1..=128).contains(&raw.len())
-            && raw != "."
-            && raw != ".."
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if !valid {
+        if !is_file_name(raw, 128) {
             let shown: String = raw.chars().take(40).collect();
             return Err(Error::input(format!(
                 "session id {shown:?} is not 1 to 128 of A-Z a-z 0-9 . _ - (and not . or ..); refusing to use it in a file name"

@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use lexopt::prelude::*;
-use vigil::cli::{help, number, print, string_value};
+use vigil::cli::{help, number, print, shell_quote, string_value};
 use vigil::marker::{self, CheckName, Payload, Run, Status};
 use vigil::output::diagnostic;
 use vigil::process::{self, Outcome};
@@ -331,18 +331,5 @@ fn payload(
         writer: marker::writer(),
         run,
         note,
-    }
-}
-
-/// An argument as a POSIX shell would need it written.
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
     }
 }

@@ -787,14 +787,7 @@ fn check_that_times_out_is_killed_with_its_whole_process_group() {
         .parse()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let alive = !stat.is_empty()
-        && !stat
-            .rsplit(')')
-            .next()
-            .unwrap()
-            .trim_start()
-            .starts_with('Z');
+    let alive = running(pid);
     assert!(!alive, "the sleeping child {pid} outlived the timeout");
 }
 
@@ -1554,17 +1547,7 @@ fn check_output_survives_a_background_child_holding_the_pipe() {
         .parse()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        stat.is_empty()
-            || stat
-                .rsplit(')')
-                .next()
-                .unwrap()
-                .trim_start()
-                .starts_with('Z'),
-        "the check's child {pid} outlived it"
-    );
+    assert!(!running(pid), "the check's child {pid} outlived it");
 }
 
 #[test]
@@ -1601,17 +1584,7 @@ fn a_check_dies_with_a_stop_gate_that_is_terminated() {
         .parse()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        stat.is_empty()
-            || stat
-                .rsplit(')')
-                .next()
-                .unwrap()
-                .trim_start()
-                .starts_with('Z'),
-        "the check {pid} was orphaned"
-    );
+    assert!(!running(pid), "the check {pid} was orphaned");
 }
 
 #[test]

@@ -170,3 +170,16 @@ pub fn bin_dir() -> PathBuf {
         .unwrap()
         .to_path_buf()
 }
+
+/// Whether a process is alive and not a zombie (an orphan here may wait a while for a reaper).
+pub fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
