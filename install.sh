@@ -5,8 +5,8 @@ set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-Usage: ./install.sh [--project DIR | --user] [--shared] [--codex] [--prefix DIR] [--run CMD]
-                    [--dry-run] [--uninstall] [--check]
+Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--prefix DIR]
+                    [--run CMD] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
 its hooks to one settings file with settings-merge, which keeps everything else in it:
@@ -21,6 +21,8 @@ Options:
   --project DIR  the project to wire (default: the current directory)
   --prefix DIR   where binaries go: DIR/bin (default ~/.local)
   --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test'
+  --trust        with --codex: record Codex's trust for vigil's hooks in ~/.codex/config.toml
+                 (Codex skips a hook it does not trust)
   --dry-run      build, then print the diff the settings change would make; change nothing
   --uninstall    remove vigil's hooks from the settings file (the binaries stay)
   --check        report whether vigil is wired and runs (settings-merge check)
@@ -34,6 +36,7 @@ project=$PWD
 user=false
 shared=false
 codex=false
+trust=false
 prefix=${HOME}/.local
 run=""
 dry_run=false
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --user) user=true; shift ;;
     --shared) shared=true; shift ;;
     --codex) codex=true; shift ;;
+    --trust) trust=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
     --run) run=${2:?--run needs a command}; shift 2 ;;
@@ -58,6 +62,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+if $trust && ! $codex; then
+  echo "install.sh: --trust is for Codex: give it with --codex" >&2
+  exit 2
+fi
 if $user && $shared; then
   echo "install.sh: --user and --shared exclude each other" >&2
   exit 2
@@ -105,6 +113,7 @@ if [ "$action" = install ]; then
   flags=("${merge_flags[@]}" --bin-dir "$bin_dir")
   $shared && flags=("${merge_flags[@]}" --shared)
   [ -n "$run" ] && flags+=(--run "$run")
+  $trust && flags+=(--trust)
   "$bin_dir/settings-merge" install "${flags[@]}"
   # The slash commands that start and cancel a loop, for Claude Code; the user's own
   # files of the same name are never replaced.

@@ -8,6 +8,7 @@ pub mod briefing;
 pub mod budget;
 pub mod check;
 pub mod cli;
+pub mod codex;
 pub mod defang;
 pub mod error;
 pub mod exit;

@@ -272,6 +272,9 @@ struct Installed {
     written_sha256: String,
     /// sha256 of the file before vigil's first change: the backup is restored only if it is this.
     original_sha256: Option<String>,
+    /// Codex: the config.toml that trusts vigil's hooks, and the keys it wrote there.
+    codex_config: Option<String>,
+    trusted_keys: Vec<String>,
 }
 
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
@@ -320,6 +323,19 @@ fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
             .get("original_sha256")
             .and_then(Value::as_str)
             .map(str::to_string),
+        codex_config: file
+            .get("codex_config")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        trusted_keys: file
+            .get("trusted_keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
@@ -342,6 +358,8 @@ fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option
                     "created_events": i.created_events,
                     "written_sha256": i.written_sha256,
                     "original_sha256": i.original_sha256,
+                    "codex_config": i.codex_config,
+                    "trusted_keys": i.trusted_keys,
                 }),
             );
         }
@@ -385,8 +403,31 @@ fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bo
     }
 }
 
-/// Installs vigil's entries. With `dry_run`, computes the change and writes nothing.
-pub fn install(target: &Target, plan: &Plan, dry_run: bool) -> Result<Change> {
+/// Codex's trust entries for vigil's handlers as they stand in `root`: (key, hash).
+pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(String, String)> {
+    let key_path = std::path::absolute(&target.given).unwrap_or_else(|_| target.given.clone());
+    vigil_handlers(root)
+        .into_iter()
+        .filter_map(|(event, g, h, _)| {
+            let group = root.get("hooks")?.get(&event)?.get(g)?;
+            let handler = group.get("hooks")?.get(h)?;
+            let matcher = group.get("matcher").and_then(Value::as_str);
+            Some((
+                crate::codex::trust_key(&key_path, &event, g, h),
+                crate::codex::trust_hash(&event, matcher, handler),
+            ))
+        })
+        .collect()
+}
+
+/// Installs vigil's entries; with `trust` (Codex), also records Codex's trust for them in that
+/// config.toml. With `dry_run`, computes the change and writes nothing.
+pub fn install(
+    target: &Target,
+    plan: &Plan,
+    dry_run: bool,
+    trust: Option<&Path>,
+) -> Result<Change> {
     let _lock = if dry_run { None } else { Some(target.lock()?) };
     let before = target.read()?;
     let mut root = match &before {
@@ -457,7 +498,35 @@ pub fn install(target: &Target, plan: &Plan, dry_run: bool) -> Result<Change> {
             format!("added {added} vigil hook groups")
         },
     };
-    if dry_run || !change.changed() {
+    if dry_run {
+        return Ok(change);
+    }
+    if let Some(config) = trust {
+        // The trust follows the file as written: hashes of vigil's handlers where they stand.
+        let entries = codex_trust_entries(target, &root);
+        if let Some(old) = installed
+            .codex_config
+            .as_deref()
+            .filter(|old| Path::new(old) != config)
+        {
+            crate::codex::untrust(Path::new(old), &installed.trusted_keys)?;
+        }
+        crate::codex::trust(config, &entries)?;
+        let stale: Vec<String> = installed
+            .trusted_keys
+            .iter()
+            .filter(|k| !entries.iter().any(|(e, _)| e == *k))
+            .cloned()
+            .collect();
+        crate::codex::untrust(config, &stale)?;
+        installed.codex_config = Some(config.display().to_string());
+        installed.trusted_keys = entries.into_iter().map(|(key, _)| key).collect();
+    }
+    if !change.changed() {
+        if trust.is_some() {
+            store_installed(&mut record, &key, Some(&installed));
+            save_record(&record_path, &record)?;
+        }
         return Ok(change);
     }
     let after = after.expect("an install has content");
@@ -557,6 +626,9 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     }
     if untouched {
         let _ = std::fs::remove_file(&backup);
+    }
+    if let Some(config) = &installed.codex_config {
+        crate::codex::untrust(Path::new(config), &installed.trusted_keys)?;
     }
     store_installed(&mut record, &key, None);
     save_record(&record_path, &record)?;
@@ -664,7 +736,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         }
     }
     if engine == Engine::Codex {
-        findings.extend(codex_trust(target, &handlers, codex_config));
+        findings.extend(codex_trust(target, &root, codex_config));
     }
     findings
 }
@@ -726,44 +798,21 @@ fn stale_binary(command: &str) -> Option<Finding> {
 }
 
 /// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
-/// entry in its config.toml, keyed `<hooks.json>:<event>:<group>:<handler>`.
-fn codex_trust(
-    target: &Target,
-    handlers: &[(String, usize, usize, String)],
-    config: Option<&Path>,
-) -> Vec<Finding> {
-    let text = config
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
-    handlers
-        .iter()
-        .map(|(event, g, h, _)| {
-            let label = snake_case(event);
-            let key = format!("{}:{label}:{g}:{h}", target.file.display());
-            if text.contains(&format!("[hooks.state.\"{key}\"]")) {
-                Finding::Ok(format!("Codex has a trust entry for {event} hook {g}:{h}"))
-            } else {
-                Finding::Warn(format!(
-                    "Codex will skip the {event} hook {g}:{h} until you trust it: start codex in this project and approve it in /hooks"
-                ))
-            }
+/// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
+fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
+    let trusted = config.map(crate::codex::trusted_hashes).unwrap_or_default();
+    codex_trust_entries(target, root)
+        .into_iter()
+        .map(|(key, hash)| match trusted.get(&key) {
+            Some(stored) if *stored == hash => Finding::Ok(format!("Codex trusts {key}")),
+            Some(_) => Finding::Warn(format!(
+                "Codex will skip {key}: it changed since it was trusted; run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
+            None => Finding::Warn(format!(
+                "Codex will skip {key} until you trust it: run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
         })
         .collect()
-}
-
-fn snake_case(event: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in event.chars().enumerate() {
-        if c.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A unified diff of two texts, line by line (for `--dry-run`).

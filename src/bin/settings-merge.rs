@@ -17,7 +17,7 @@ const HELP: &str = "\
 settings-merge: wire vigil's hooks into Claude Code or Codex settings, losing nothing.
 
 Usage:
-  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--codex] [--dry-run]
+  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--codex [--trust]] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 
@@ -48,7 +48,9 @@ Options:
                        when none is found
   --run CMD            stop-gate's check command
   --codex              the file is Codex's hooks.json
-  --codex-config FILE  check: Codex's config.toml (default ~/.codex/config.toml)
+  --trust              with --codex: record Codex's trust for vigil's hooks in its config.toml
+                       (a [hooks.state.\"<key>\"] trusted_hash each; the rest of the file is kept)
+  --codex-config FILE  Codex's config.toml (default ~/.codex/config.toml)
   --dry-run            print the diff the change would make, and change nothing
   -h, --help           this text
 ";
@@ -61,6 +63,7 @@ struct Options {
     run: Option<String>,
     codex: bool,
     codex_config: Option<PathBuf>,
+    trust: bool,
     dry_run: bool,
 }
 
@@ -101,6 +104,13 @@ fn run() -> Result<Exit> {
         .clone()
         .ok_or_else(|| Error::usage(format!("`{action}` needs --settings FILE")))?;
     let target = Target::resolve(&settings)?;
+    if options.trust && !options.codex {
+        return Err(Error::usage("--trust is for Codex: give it with --codex"));
+    }
+    let config = options.codex_config.clone().or_else(|| {
+        std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
+    });
+    let trust = if options.trust { config.clone() } else { None };
     let engine = if options.codex {
         Engine::Codex
     } else {
@@ -131,7 +141,7 @@ fn run() -> Result<Exit> {
             };
             report(
                 &target,
-                settings::install(&target, &plan, options.dry_run)?,
+                settings::install(&target, &plan, options.dry_run, trust.as_deref())?,
                 options.dry_run,
             )
         }
@@ -141,9 +151,6 @@ fn run() -> Result<Exit> {
             options.dry_run,
         ),
         _ => {
-            let config = options.codex_config.or_else(|| {
-                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
-            });
             let findings = settings::check(&target, engine, config.as_deref());
             let text: String = findings.iter().map(|f| f.line() + "\n").collect();
             print(text.as_bytes())?;
@@ -190,6 +197,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("codex") => options.codex = true,
             Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
+            Long("trust") => options.trust = true,
             Long("dry-run") => options.dry_run = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

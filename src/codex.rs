@@ -1,0 +1,281 @@
+//! Codex's hook trust (SPEC §8): Codex runs a hook from `hooks.json` only when its
+//! `config.toml` holds `[hooks.state."<key>"] trusted_hash = "sha256:…"` for it, keyed
+//! `<hooks.json path>:<event label>:<group>:<handler>`, the hash taken over the canonical JSON of
+//! the hook's normalized identity. A wrong or missing hash makes Codex skip the hook silently,
+//! so vigil computes it exactly and edits `config.toml` without disturbing anything else in it.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::atomic::write_atomic;
+use crate::error::{Error, Result};
+
+/// Codex's label of an event in trust keys: `SessionStart` → `session_start`.
+pub fn event_label(event: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in event.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The trust key of one handler of a `hooks.json`.
+pub fn trust_key(hooks_json: &Path, event: &str, group: usize, handler: usize) -> String {
+    format!(
+        "{}:{}:{group}:{handler}",
+        hooks_json.display(),
+        event_label(event)
+    )
+}
+
+/// The canonical identity Codex hashes: the event's label, the group's matcher (never for Stop
+/// and UserPromptSubmit), and the one handler normalized: its type and command, the timeout
+/// made explicit (600 s, or 1 to 3 s for SessionEnd), `async` always present, a status message
+/// only when set. Keys sorted at every level, no whitespace.
+pub fn canonical_identity(event: &str, matcher: Option<&str>, handler: &Value) -> String {
+    let timeout = handler.get("timeout").and_then(Value::as_u64);
+    let timeout = if event == "SessionEnd" {
+        timeout.unwrap_or(1).clamp(1, 3)
+    } else {
+        timeout.unwrap_or(600).max(1)
+    };
+    let mut normalized = Map::new();
+    normalized.insert(
+        "async".into(),
+        json!(
+            handler
+                .get("async")
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        ),
+    );
+    normalized.insert(
+        "command".into(),
+        handler.get("command").cloned().unwrap_or(Value::Null),
+    );
+    if let Some(message) = handler.get("statusMessage").and_then(Value::as_str) {
+        normalized.insert("statusMessage".into(), json!(message));
+    }
+    normalized.insert("timeout".into(), json!(timeout));
+    normalized.insert("type".into(), json!("command"));
+    let mut identity = Map::new();
+    identity.insert("event_name".into(), json!(event_label(event)));
+    identity.insert("hooks".into(), json!([Value::Object(normalized)]));
+    if let Some(matcher) = matcher.filter(|_| !matches!(event, "Stop" | "UserPromptSubmit")) {
+        identity.insert("matcher".into(), json!(matcher));
+    }
+    serde_json::to_string(&sorted(Value::Object(identity))).expect("an identity serializes")
+}
+
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// `sha256:<hex>` of the canonical identity.
+pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
+    let digest = Sha256::digest(canonical_identity(event, matcher, handler).as_bytes());
+    format!("sha256:{}", crate::subject::hex(&digest))
+}
+
+fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, toml_edit::DocumentMut)> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io("read", path, &e)),
+    };
+    let text = match &bytes {
+        Some(bytes) => std::str::from_utf8(bytes).map_err(|_| {
+            Error::input(format!(
+                "{}: not UTF-8; nothing was changed",
+                path.display()
+            ))
+        })?,
+        None => "",
+    };
+    let document = text.parse::<toml_edit::DocumentMut>().map_err(|e| {
+        Error::input(format!(
+            "{}: not valid TOML ({}); nothing was changed",
+            path.display(),
+            e.message()
+        ))
+    })?;
+    Ok((bytes, document))
+}
+
+/// The `trusted_hash` of each key present in a Codex config.
+pub fn trusted_hashes(config: &Path) -> std::collections::BTreeMap<String, String> {
+    let Ok((_, document)) = read_config(config) else {
+        return Default::default();
+    };
+    let Some(state) = document
+        .get("hooks")
+        .and_then(|h| h.get("state"))
+        .and_then(|s| s.as_table_like())
+    else {
+        return Default::default();
+    };
+    state
+        .iter()
+        .filter_map(|(key, item)| {
+            let hash = item.as_table_like()?.get("trusted_hash")?.as_str()?;
+            Some((key.to_string(), hash.to_string()))
+        })
+        .collect()
+}
+
+/// Sets `trusted_hash` for each (key, hash), keeping everything else in the file as it was.
+pub fn trust(config: &Path, entries: &[(String, String)]) -> Result<()> {
+    let (before, mut document) = read_config(config)?;
+    let root = document.as_table_mut();
+    let hooks = root.entry("hooks").or_insert_with(|| {
+        let mut table = toml_edit::Table::new();
+        table.set_implicit(true);
+        toml_edit::Item::Table(table)
+    });
+    let hooks = hooks.as_table_mut().ok_or_else(|| {
+        Error::input(format!(
+            "{}: `hooks` is not a table; nothing was changed",
+            config.display()
+        ))
+    })?;
+    let state = hooks.entry("state").or_insert_with(|| {
+        let mut table = toml_edit::Table::new();
+        table.set_implicit(true);
+        toml_edit::Item::Table(table)
+    });
+    let state = state.as_table_mut().ok_or_else(|| {
+        Error::input(format!(
+            "{}: `hooks.state` is not a table; nothing was changed",
+            config.display()
+        ))
+    })?;
+    for (key, hash) in entries {
+        let entry = state
+            .entry(key)
+            .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+        let entry = entry.as_table_like_mut().ok_or_else(|| {
+            Error::input(format!(
+                "{}: the entry for {key} is not a table",
+                config.display()
+            ))
+        })?;
+        entry.insert("trusted_hash", toml_edit::value(hash.as_str()));
+    }
+    write(config, before.as_deref(), document.to_string().as_bytes())
+}
+
+/// Removes the trust entries of these keys (and the tables vigil's entries left empty).
+pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
+    let (before, mut document) = read_config(config)?;
+    let Some(hooks) = document.get_mut("hooks").and_then(|h| h.as_table_mut()) else {
+        return Ok(());
+    };
+    if let Some(state) = hooks.get_mut("state").and_then(|s| s.as_table_mut()) {
+        for key in keys {
+            state.remove(key);
+        }
+        if state.is_empty() && state.is_implicit() {
+            hooks.remove("state");
+        }
+    }
+    if hooks.is_empty() && hooks.is_implicit() {
+        document.as_table_mut().remove("hooks");
+    }
+    write(config, before.as_deref(), document.to_string().as_bytes())
+}
+
+fn write(config: &Path, before: Option<&[u8]>, after: &[u8]) -> Result<()> {
+    if before == Some(after) {
+        return Ok(());
+    }
+    if let Some(dir) = config.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    }
+    write_atomic(config, after, 0o600).map_err(|e| Error::io("write", config, &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_identity_is_codexs_normalized_canonical_json() {
+        let handler = json!({"type": "command", "command": "/home/u/.local/bin/stop-gate"});
+        assert_eq!(
+            canonical_identity("Stop", Some("ignored for Stop"), &handler),
+            r#"{"event_name":"stop","hooks":[{"async":false,"command":"/home/u/.local/bin/stop-gate","timeout":600,"type":"command"}]}"#
+        );
+        let handler =
+            json!({"command": "x", "timeout": 10, "statusMessage": "checking", "type": "command"});
+        assert_eq!(
+            canonical_identity("SessionStart", Some("startup"), &handler),
+            r#"{"event_name":"session_start","hooks":[{"async":false,"command":"x","statusMessage":"checking","timeout":10,"type":"command"}],"matcher":"startup"}"#
+        );
+        assert!(
+            canonical_identity("SessionEnd", None, &json!({"command": "x", "timeout": 30}))
+                .contains(r#""timeout":3"#)
+        );
+        assert!(trust_hash("Stop", None, &json!({"command": "x"})).starts_with("sha256:"));
+    }
+
+    #[test]
+    fn keys_name_the_file_event_group_and_handler() {
+        assert_eq!(
+            trust_key(Path::new("/p/.codex/hooks.json"), "SessionStart", 1, 0),
+            "/p/.codex/hooks.json:session_start:1:0"
+        );
+        assert_eq!(event_label("UserPromptSubmit"), "user_prompt_submit");
+    }
+
+    #[test]
+    fn trust_and_untrust_keep_the_rest_of_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        let original = "# my settings\nmodel = \"gpt-5\"  # keep this comment\n\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        std::fs::write(&config, original).unwrap();
+        let entries = vec![(
+            "/p/.codex/hooks.json:stop:1:0".to_string(),
+            "sha256:ab".to_string(),
+        )];
+        trust(&config, &entries).unwrap();
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.starts_with(original), "{text}");
+        assert_eq!(
+            trusted_hashes(&config)
+                .get("/p/.codex/hooks.json:stop:1:0")
+                .map(String::as_str),
+            Some("sha256:ab")
+        );
+        untrust(&config, &[entries[0].0.clone()]).unwrap();
+        assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
+    }
+
+    #[test]
+    fn an_invalid_config_is_refused_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        std::fs::write(&config, "model = [unclosed\n").unwrap();
+        assert!(trust(&config, &[("k".into(), "h".into())]).is_err());
+        assert_eq!(
+            std::fs::read_to_string(&config).unwrap(),
+            "model = [unclosed\n"
+        );
+    }
+}
