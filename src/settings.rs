@@ -178,12 +178,41 @@ impl Target {
         self.project().join(".vigil").join("installed.json")
     }
 
+    /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
+    /// or device in its place is refused rather than waited on.
     fn read(&self) -> Result<Option<Vec<u8>>> {
-        match std::fs::read(&self.file) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io("read", &self.file, &e)),
+        use std::io::Read;
+        let mut file = match crate::input::open_regular(&self.file) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &self.file, &e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", &self.file, &e))?;
+        Ok(Some(bytes))
+    }
+
+    /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
+    /// allows) would undo a choice the user made. Nothing is changed.
+    fn writable(&self) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(&self.file) {
+            Ok(meta) if meta.permissions().mode() & 0o222 == 0 => Err(Error::input(format!(
+                "{} is read-only; make it writable (chmod u+w) and run again; nothing was changed",
+                self.given.display()
+            ))),
+            _ => Ok(()),
         }
+    }
+
+    /// The lock on the install record, which settings files of one project share.
+    fn record_lock(&self) -> Result<FileLock> {
+        let path = self.project().join(".vigil").join("installed.json.lock");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        }
+        FileLock::acquire(&path, Duration::from_secs(30)).map_err(|e| Error::io("lock", &path, &e))
     }
 }
 
@@ -403,6 +432,48 @@ fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bo
     }
 }
 
+/// The binaries a group's handlers run, if every one of them runs vigil.
+fn vigil_group(group: &Value) -> Option<Vec<&'static str>> {
+    let handlers = group.get("hooks")?.as_array()?;
+    let binaries: Option<Vec<_>> = handlers
+        .iter()
+        .map(|h| {
+            h.get("command")
+                .and_then(Value::as_str)
+                .and_then(vigil_binary)
+        })
+        .collect();
+    binaries.filter(|b| !b.is_empty())
+}
+
+/// Removes the first group in `event` that runs the same vigil binaries as `group` and nothing
+/// else; when there is none, names the entry in `missing`.
+fn remove_like(
+    root: &mut Map<String, Value>,
+    event: &str,
+    group: &Value,
+    missing: &mut Vec<String>,
+) {
+    let wanted = vigil_group(group);
+    let list = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut);
+    let at = list.as_ref().and_then(|list| {
+        list.iter()
+            .position(|g| wanted.is_some() && vigil_group(g) == wanted)
+    });
+    match (list, at) {
+        (Some(list), Some(at)) => {
+            list.remove(at);
+        }
+        _ => missing.push(format!(
+            "{event} {}",
+            wanted.map(|b| b.join("+")).unwrap_or_default()
+        )),
+    }
+}
+
 /// Codex's trust entries for vigil's handlers as they stand in `root`: (key, hash).
 pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(String, String)> {
     let key_path = std::path::absolute(&target.given).unwrap_or_else(|_| target.given.clone());
@@ -434,15 +505,47 @@ pub fn install(
         Some(bytes) => parse(bytes, &target.given)?,
         None => Map::new(),
     };
+    if !dry_run {
+        target.writable()?;
+    }
+    // Settings files of one project share the record: it is read, changed and saved under its
+    // own lock (taken after the file's, always in that order).
+    let _record_lock = if dry_run {
+        None
+    } else {
+        Some(target.record_lock()?)
+    };
     let record_path = target.record_path();
     let mut record = load_record(&record_path)?;
     let key = target.file.display().to_string();
     let previous = installed_of(&record, &key);
-    let mut installed = previous.clone().unwrap_or(Installed {
-        created_file: before.is_none(),
-        original_sha256: before.as_deref().map(sha256_hex),
-        ..Installed::default()
-    });
+    // The backup holds the file as it was before vigil: taken on the first install only, and
+    // only from a file with no vigil handlers in it (else it is not the user's original).
+    let take_backup = previous.is_none() && before.is_some() && vigil_handlers(&root).is_empty();
+    let mut installed = match previous.clone() {
+        // Edited since vigil wrote it: restoring the old backup on uninstall would lose those
+        // edits, so from now on uninstall takes out vigil's entries instead.
+        Some(mut p) if before.is_some() => {
+            if before.as_deref().map(sha256_hex).as_deref() != Some(p.written_sha256.as_str()) {
+                p.original_sha256 = None;
+            }
+            p
+        }
+        // Deleted since: what vigil writes now is a new file, with nothing of vigil's in it yet.
+        Some(p) => Installed {
+            created_file: true,
+            codex_config: p.codex_config,
+            trusted_keys: p.trusted_keys,
+            ..Installed::default()
+        },
+        None => Installed {
+            created_file: before.is_none(),
+            original_sha256: take_backup
+                .then(|| before.as_deref().map(sha256_hex))
+                .flatten(),
+            ..Installed::default()
+        },
+    };
     // Entries vigil put here before and no longer wants (another --run, say) go first.
     let wanted = entries(plan);
     installed.entries.retain(|(event, group)| {
@@ -464,24 +567,28 @@ pub fn install(
             .expect("hooks is an object");
         if !hooks.contains_key(entry.event) {
             hooks.insert(entry.event.to_string(), json!([]));
-            installed.created_events.push(entry.event.to_string());
+            if !installed.created_events.iter().any(|e| e == entry.event) {
+                installed.created_events.push(entry.event.to_string());
+            }
         }
         let list = hooks
             .get_mut(entry.event)
             .and_then(Value::as_array_mut)
             .expect("an event is a list");
+        // Only what vigil itself adds is recorded: an identical group the user put there is
+        // theirs, and uninstall leaves it.
         if !list.contains(&entry.group) {
             list.push(entry.group.clone());
             added += 1;
-        }
-        if !installed
-            .entries
-            .iter()
-            .any(|(e, g)| e == entry.event && g == &entry.group)
-        {
-            installed
+            if !installed
                 .entries
-                .push((entry.event.to_string(), entry.group.clone()));
+                .iter()
+                .any(|(e, g)| e == entry.event && g == &entry.group)
+            {
+                installed
+                    .entries
+                    .push((entry.event.to_string(), entry.group.clone()));
+            }
         }
     }
     let after = if added == 0 && previous.is_some() && before.is_some() {
@@ -530,10 +637,10 @@ pub fn install(
         return Ok(change);
     }
     let after = after.expect("an install has content");
-    // The backup is the file before vigil's first change: written when this file has no
-    // install record yet (replacing any backup left from an earlier cycle), kept after that.
+    // The backup is the file before vigil's first change (replacing any backup left from an
+    // earlier cycle), kept after that.
     if let Some(original) = &before
-        && previous.is_none()
+        && take_backup
     {
         write_atomic(&target.backup(), original, 0o600)
             .map_err(|e| Error::io("back up to", &target.backup(), &e))?;
@@ -541,10 +648,12 @@ pub fn install(
     if let Some(dir) = target.file.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
     }
-    write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
+    // The record goes first: a crash between the two leaves a record whose hash the file does
+    // not match, which uninstall handles by taking entries out, never by restoring blindly.
     installed.written_sha256 = sha256_hex(&after);
     store_installed(&mut record, &key, Some(&installed));
     save_record(&record_path, &record)?;
+    write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
     Ok(change)
 }
 
@@ -554,7 +663,16 @@ pub fn install(
 pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     let _lock = if dry_run { None } else { Some(target.lock()?) };
     let before = target.read()?;
+    if !dry_run && before.is_some() {
+        target.writable()?;
+    }
     let record_path = target.record_path();
+    // No record, nothing to lock: uninstall where vigil never was leaves no `.vigil/` behind.
+    let _record_lock = if dry_run || !record_path.exists() {
+        None
+    } else {
+        Some(target.record_lock()?)
+    };
     let mut record = load_record(&record_path)?;
     let key = target.file.display().to_string();
     let Some(installed) = installed_of(&record, &key) else {
@@ -566,6 +684,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     };
     let untouched =
         before.as_deref().map(sha256_hex).as_deref() == Some(installed.written_sha256.as_str());
+    let mut missing = Vec::new();
     let backup = target.backup();
     let original = std::fs::read(&backup)
         .ok()
@@ -584,7 +703,11 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         };
         let mut root = parse(bytes, &target.given)?;
         for (event, group) in &installed.entries {
-            remove_group(&mut root, event, group);
+            if !remove_group(&mut root, event, group) {
+                // Reformatted or edited since: a group in that event that runs nothing but
+                // the same vigil binaries is taken as vigil's.
+                remove_like(&mut root, event, group, &mut missing);
+            }
         }
         if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
             for event in &installed.created_events {
@@ -610,7 +733,14 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     let change = Change {
         before,
         after: after.clone(),
-        summary: "removed vigil's hooks".into(),
+        summary: if missing.is_empty() {
+            "removed vigil's hooks".into()
+        } else {
+            format!(
+                "removed vigil's hooks; not found, so left as they are: {}",
+                missing.join(", ")
+            )
+        },
     };
     if dry_run {
         return Ok(change);
@@ -653,6 +783,28 @@ impl Finding {
     }
 }
 
+/// The vigil binary a hook command runs, if it runs one: its first shell word is a path (or
+/// name) whose file name is a vigil binary, or it is the PATH search `install` writes for
+/// shared settings. A command that only mentions a binary (`echo stop-gate`) is not vigil's.
+pub fn vigil_binary(command: &str) -> Option<&'static str> {
+    let command = command.trim_start();
+    let first = if let Some(rest) = command.strip_prefix('\'') {
+        rest.split('\'').next()?
+    } else if let Some(rest) = command.strip_prefix('"') {
+        rest.split('"').next()?
+    } else {
+        command.split_whitespace().next()?
+    };
+    let name = first.rsplit('/').next()?;
+    if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
+        return Some(binary);
+    }
+    BINARIES
+        .iter()
+        .copied()
+        .find(|binary| command.starts_with(&format!("for b in \"$(command -v {binary})\"")))
+}
+
 /// The handlers in a settings file that run vigil: (event, group index, handler index, command).
 fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
     let mut found = Vec::new();
@@ -669,7 +821,7 @@ fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, Strin
                 .enumerate()
             {
                 if let Some(command) = handler.get("command").and_then(Value::as_str)
-                    && BINARIES.iter().any(|b| command.contains(b))
+                    && vigil_binary(command).is_some()
                 {
                     found.push((event.clone(), g, h, command.to_string()));
                 }
@@ -716,7 +868,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     for (event, binary) in expected {
         let count = handlers
             .iter()
-            .filter(|(e, _, _, c)| e == event && c.contains(binary))
+            .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary))
             .count();
         match count {
             0 => findings.push(Finding::Fail(format!(

@@ -1,6 +1,6 @@
 //! settings-merge, install.sh and the plugin (SPEC §8), against real-world-shaped settings.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -228,37 +228,58 @@ fn malformed_files_are_refused_and_left_unchanged() {
 
 #[test]
 fn eight_installers_at_once_leave_each_entry_once() {
-    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let original = std::fs::read(&path).unwrap();
+    // Installs, reinstalls with another check and uninstalls, all at once, on this file and
+    // on a second settings file of the same project (which shares the install record).
+    let local = dir.path().join(".claude/settings.json");
+    std::fs::copy(&path, &local).unwrap();
     let children: Vec<_> = (0..8)
-        .map(|_| {
-            std::process::Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"))
-                .arg("install")
-                .arg("--settings")
-                .arg(&path)
-                .arg("--bin-dir")
-                .arg(bin_dir())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
+        .map(|i| {
+            let mut cmd =
+                std::process::Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+            match i % 4 {
+                0 | 1 => cmd.arg("install"),
+                2 => cmd.arg("install").args(["--run", "make test"]),
+                _ => cmd.arg("uninstall"),
+            };
+            cmd.arg("--settings")
+                .arg(if i % 2 == 0 { &path } else { &local });
+            if i % 4 != 3 {
+                cmd.arg("--bin-dir").arg(bin_dir());
+            }
+            cmd.stdout(std::process::Stdio::null()).spawn().unwrap()
         })
         .collect();
     for mut child in children {
         assert!(child.wait().unwrap().success());
     }
-    let text = std::fs::read_to_string(&path).unwrap();
-    for binary in ["stop-gate", "session-start-loader"] {
+    for file in [&path, &local] {
+        assert!(merge("install", file, false, &[]).status.success());
+        let text = std::fs::read_to_string(file).unwrap();
+        for binary in ["stop-gate", "session-start-loader"] {
+            assert_eq!(
+                text.matches(&format!("{binary}\"")).count(),
+                1,
+                "{binary}: {text}"
+            );
+        }
         assert_eq!(
-            text.matches(&format!("{binary}\"")).count(),
-            1,
-            "{binary}: {text}"
+            text.matches("session-end-handoff").count(),
+            2,
+            "SessionEnd and PreCompact"
+        );
+        assert_eq!(
+            std::fs::read(backup_of(file)).unwrap(),
+            original,
+            "the backup is the user's file, never one with vigil in it"
         );
     }
-    assert_eq!(
-        text.matches("session-end-handoff").count(),
-        2,
-        "SessionEnd and PreCompact"
-    );
-    json_of(&path);
+    // Both files' records survived the interleaving: each uninstall restores its original.
+    for file in [&path, &local] {
+        assert!(merge("uninstall", file, false, &[]).status.success());
+        assert_eq!(std::fs::read(file).unwrap(), original);
+    }
 }
 
 #[test]
@@ -868,4 +889,221 @@ fn trust_is_refused_for_claude_settings() {
     let out = merge("install", &path, false, &["--trust"]);
     assert_eq!(out.status.code(), Some(2));
     assert_one_line_error(&out, "settings-merge");
+}
+
+fn backup_of(path: &Path) -> PathBuf {
+    path.with_file_name(format!(
+        "{}.vigil-backup",
+        path.file_name().unwrap().to_string_lossy()
+    ))
+}
+
+fn vigil_commands(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    for (_, list) in value["hooks"].as_object().into_iter().flatten() {
+        for group in list.as_array().unwrap() {
+            for handler in group["hooks"].as_array().into_iter().flatten() {
+                let command = handler["command"].as_str().unwrap_or_default();
+                if vigil::settings::vigil_binary(command).is_some() {
+                    found.push(command.to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_reinstall_after_an_edit_never_restores_the_stale_backup() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    edited["model"] = json!("opus");
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    // Reinstalling with another check rewrites the file; the edit made in between must
+    // survive the uninstall that follows.
+    assert!(
+        merge("install", &path, false, &["--run", "make test"])
+            .status
+            .success()
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    let after = json_of(&path);
+    assert_eq!(after["model"], "opus", "the edit between installs is kept");
+    assert!(vigil_commands(&after).is_empty(), "{after}");
+}
+
+#[test]
+fn a_settings_file_deleted_after_install_is_recreated_then_removed_on_uninstall() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    std::fs::remove_file(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert!(
+        !path.exists(),
+        "the file vigil created is removed, not replaced by the old backup"
+    );
+}
+
+#[test]
+fn a_group_the_user_already_had_is_theirs_and_stays_after_uninstall() {
+    // The user copied vigil's Stop group by hand (say, from a teammate's settings), then lost
+    // the install record: install must not claim that group, nor back up a file that already
+    // runs vigil as if it were the original.
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let stop_group = json_of(&path)["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g.to_string().contains("stop-gate"))
+        .cloned()
+        .unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    let mut own = json_of(&path);
+    own["hooks"]["Stop"]
+        .as_array_mut()
+        .unwrap()
+        .push(stop_group.clone());
+    let own_bytes = serde_json::to_vec_pretty(&own).unwrap();
+    std::fs::write(&path, &own_bytes).unwrap();
+    std::fs::remove_dir_all(dir.path().join(".vigil")).unwrap();
+
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(
+        !backup_of(&path).exists(),
+        "a file that already runs vigil is not backed up as the original"
+    );
+    let installed = json_of(&path);
+    assert_eq!(
+        installed["hooks"]["Stop"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| **g == stop_group)
+            .count(),
+        1,
+        "nothing added twice"
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    let after = json_of(&path);
+    assert!(
+        after["hooks"]["Stop"]
+            .as_array()
+            .unwrap()
+            .contains(&stop_group),
+        "the user's own copy of the group stays: {after}"
+    );
+    assert!(
+        !after["hooks"]
+            .as_object()
+            .unwrap()
+            .contains_key("SessionEnd"),
+        "what vigil added is gone"
+    );
+}
+
+#[test]
+fn uninstall_finds_vigils_group_after_the_user_reformatted_it() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let original = json_of(&path);
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group.to_string().contains("stop-gate") {
+            group["hooks"][0]["timeout"] = json!(120);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success());
+    let after = json_of(&path);
+    assert!(vigil_commands(&after).is_empty(), "{after}");
+    assert_eq!(after["hooks"], original["hooks"]);
+}
+
+#[test]
+fn uninstall_names_what_it_could_not_find() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    edited["hooks"]["Stop"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|g| !g.to_string().contains("stop-gate"));
+    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success());
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("Stop stop-gate"), "{said}");
+    assert!(vigil_commands(&json_of(&path)).is_empty());
+}
+
+#[test]
+fn a_fifo_in_place_of_the_settings_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let out = merge("install", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_one_line_error(&out, "settings-merge");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
+}
+
+#[test]
+fn a_read_only_settings_file_is_refused_and_left_as_it_is() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let before = std::fs::read(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let out = merge("install", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = assert_one_line_error(&out, "settings-merge");
+    assert!(stderr.contains("read-only"), "{stderr}");
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert!(!dir.path().join(".vigil").exists());
+    assert!(!backup_of(&path).exists());
+}
+
+#[test]
+fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let user = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stop-gate is not installed here"}]}]}});
+    std::fs::write(&path, serde_json::to_vec_pretty(&user).unwrap()).unwrap();
+    let out = settings_merge()
+        .arg("check")
+        .arg("--settings")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("Stop does not run stop-gate"),
+        "an echo is not vigil's handler: {said}"
+    );
+    assert!(
+        !said.contains("echo stop-gate is not installed here` runs"),
+        "{said}"
+    );
+    // Uninstall with a lost record never removes it either.
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(json_of(&path), user);
 }
