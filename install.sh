@@ -86,6 +86,18 @@ fi
 
 merge_flags=(--settings "$settings")
 $codex && merge_flags+=(--codex)
+if $user; then commands=$HOME/.claude/commands; else commands=$project/.claude/commands; fi
+
+# A slash command as installed: the template with stop-gate named by its absolute path, so the
+# command works whether or not PREFIX/bin is on the PATH Claude Code runs it with.
+render_command() {
+  local text stop_gate=$bin_dir/stop-gate
+  text=$(cat "$1")
+  case $stop_gate in
+    *[!A-Za-z0-9_./-]*) printf -v stop_gate '%q' "$stop_gate" ;;
+  esac
+  printf '%s\n' "${text//"stop-gate loop"/"$stop_gate loop"}"
+}
 
 if [ "$action" = install ]; then
   # VIGIL_BUILT_DIR: binaries already built (by a packager, or the test suite); no build then.
@@ -96,7 +108,8 @@ if [ "$action" = install ]; then
       exit 1
     fi
     echo "install.sh: building vigil (cargo build --release --locked)" >&2
-    cargo build --release --locked --quiet --manifest-path "$source_dir/Cargo.toml"
+    # Its own target dir: a CARGO_TARGET_DIR in the environment must not send the build elsewhere.
+    cargo build --release --locked --quiet --manifest-path "$source_dir/Cargo.toml" --target-dir "$source_dir/target"
     built=$source_dir/target/release
   fi
   if $dry_run; then
@@ -118,13 +131,12 @@ if [ "$action" = install ]; then
   # The slash commands that start and cancel a loop, for Claude Code; the user's own
   # files of the same name are never replaced.
   if ! $codex; then
-    if $user; then commands=$HOME/.claude/commands; else commands=$project/.claude/commands; fi
     mkdir -p "$commands"
     for file in "$source_dir"/templates/commands/*.md; do
       name=$(basename "$file")
       if [ ! -e "$commands/$name" ]; then
-        cp "$file" "$commands/$name"
-      elif ! cmp -s "$file" "$commands/$name"; then
+        render_command "$file" >"$commands/$name"
+      elif ! render_command "$file" | cmp -s - "$commands/$name"; then
         echo "install.sh: kept your own $commands/$name" >&2
       fi
     done
@@ -145,6 +157,16 @@ fi
 if [ "$action" = uninstall ]; then
   if $dry_run; then exec "$merge" uninstall "${merge_flags[@]}" --dry-run; fi
   "$merge" uninstall "${merge_flags[@]}"
+  # The slash commands go too, when they are still exactly as install.sh wrote them.
+  if ! $codex; then
+    for file in "$source_dir"/templates/commands/*.md; do
+      name=$(basename "$file")
+      if [ -f "$commands/$name" ] && render_command "$file" | cmp -s - "$commands/$name"; then
+        rm -f "$commands/$name"
+      fi
+    done
+    rmdir "$commands" 2>/dev/null || true
+  fi
   echo "install.sh: the binaries stay in $bin_dir (other projects may use them); remove them by hand if you want" >&2
 else
   exec "$merge" check "${merge_flags[@]}"

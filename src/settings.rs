@@ -880,6 +880,33 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             ))),
         }
     }
+    if root.get("disableAllHooks") == Some(&Value::Bool(true)) {
+        findings.push(Finding::Fail(format!(
+            "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
+        )));
+    }
+    for (event, g, h, command) in &handlers {
+        if !expected.iter().any(|(e, _)| e == event) {
+            findings.push(Finding::Warn(format!(
+                "{event} runs `{command}`, but vigil's hooks belong to {}",
+                expected
+                    .iter()
+                    .map(|(e, _)| *e)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let kind = root["hooks"][event][g]["hooks"][h].get("type");
+        if kind != Some(&json!("command")) {
+            findings.push(Finding::Fail(format!(
+                "{event}: `{command}` has type {}, not \"command\", so it never runs",
+                kind.map(Value::to_string)
+                    .unwrap_or_else(|| "missing".into())
+            )));
+        }
+    }
     let home = std::env::var_os("HOME").unwrap_or_default();
     for (event, _, _, command) in &handlers {
         findings.push(run_bare(event, command, &home));

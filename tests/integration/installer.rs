@@ -531,6 +531,42 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
             .join(".claude/commands/vigil-loop.md")
             .is_file()
     );
+    // The slash command, as copied, names stop-gate by absolute path: it starts a loop even
+    // though ~/.local/bin is not on this PATH.
+    let loop_md =
+        std::fs::read_to_string(project.path().join(".claude/commands/vigil-loop.md")).unwrap();
+    let stop_gate = prefix.join("bin/stop-gate").display().to_string();
+    assert!(
+        loop_md.contains(&format!("{stop_gate} loop start")),
+        "{loop_md}"
+    );
+    let block = loop_md
+        .split("```!\n")
+        .nth(1)
+        .unwrap()
+        .split("\n```")
+        .next()
+        .unwrap()
+        .replace(
+            "$ARGUMENTS",
+            "Fix the bug --max-iterations 3 --completion-promise DONE",
+        );
+    let started = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(&block)
+        .current_dir(project.path())
+        .env("PATH", path_env)
+        .env("CLAUDE_SESSION_ID", "5e55a0e1-0000-4000-8000-00000000c0de")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let cancelled = cancel_loop(&prefix, project.path(), path_env);
+    assert!(cancelled.contains("cancel"), "{cancelled}");
     let settings = json_of(&project.path().join(".claude/settings.local.json"));
     let stop = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
         .as_str()
@@ -611,6 +647,27 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
         !project.path().join(".claude/settings.local.json").exists(),
         "install created it, uninstall removes it"
     );
+    assert!(
+        !project.path().join(".claude/commands").exists(),
+        "the slash commands install.sh copied go too"
+    );
+}
+
+/// Cancels the loop the copied slash command started, through the installed stop-gate.
+fn cancel_loop(prefix: &Path, project: &Path, path_env: &str) -> String {
+    let out = std::process::Command::new(prefix.join("bin/stop-gate"))
+        .args([
+            "loop",
+            "cancel",
+            "--session",
+            "5e55a0e1-0000-4000-8000-00000000c0de",
+        ])
+        .current_dir(project)
+        .env("PATH", path_env)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
 #[test]
@@ -686,6 +743,13 @@ fn plugin_manifest_and_hooks_are_well_formed() {
     for command in manifest["commands"].as_array().unwrap() {
         assert!(repo_path(command.as_str().unwrap()).is_file(), "{command}");
     }
+    assert!(
+        manifest.get("hooks").is_none(),
+        "hooks/hooks.json is loaded by convention; naming it again makes Claude Code load it twice"
+    );
+    let marketplace = json_of(&repo_path(".claude-plugin/marketplace.json"));
+    assert_eq!(marketplace["plugins"][0]["name"], "vigil");
+    assert_eq!(marketplace["plugins"][0]["source"], "./");
     let hooks = json_of(&repo_path("hooks/hooks.json"));
     for event in ["Stop", "SessionStart", "SessionEnd", "PreCompact"] {
         let command = hooks["hooks"][event][0]["hooks"][0]["command"]
@@ -1106,4 +1170,34 @@ fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
     assert!(merge("install", &path, false, &[]).status.success());
     assert!(merge("uninstall", &path, false, &[]).status.success());
     assert_eq!(json_of(&path), user);
+}
+
+#[test]
+fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert_eq!(merge("check", &path, false, &[]).status.code(), Some(0));
+    let installed = json_of(&path);
+
+    let mut disabled = installed.clone();
+    disabled["disableAllHooks"] = json!(true);
+    std::fs::write(&path, serde_json::to_vec_pretty(&disabled).unwrap()).unwrap();
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_of(&out).contains("[fail]") && stdout_of(&out).contains("disableAllHooks"));
+
+    let mut wrong = installed.clone();
+    for group in wrong["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group.to_string().contains("stop-gate") {
+            group["hooks"][0]["type"] = json!("prompt");
+        }
+    }
+    let moved = wrong["hooks"]["SessionEnd"].clone();
+    wrong["hooks"]["SessionEnds"] = moved;
+    std::fs::write(&path, serde_json::to_vec_pretty(&wrong).unwrap()).unwrap();
+    let out = merge("check", &path, false, &[]);
+    let said = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("has type \"prompt\""), "{said}");
+    assert!(said.contains("[warn] SessionEnds runs"), "{said}");
 }
