@@ -141,6 +141,20 @@ pub fn trusted_hashes(config: &Path) -> std::collections::BTreeMap<String, Strin
 }
 
 /// Sets `trusted_hash` for each (key, hash), keeping everything else in the file as it was.
+/// Whether config.toml marks `project` trusted (`[projects."<path>"] trust_level = "trusted"`):
+/// Codex reads a project's `.codex/` only then.
+pub fn project_trusted(config: &Path, project: &Path) -> bool {
+    let Ok((_, document)) = read_config(config) else {
+        return false;
+    };
+    document
+        .get("projects")
+        .and_then(|p| p.get(&project.display().to_string()))
+        .and_then(|p| p.get("trust_level"))
+        .and_then(|t| t.as_str())
+        == Some("trusted")
+}
+
 pub fn trust(config: &Path, entries: &[(String, String)]) -> Result<()> {
     let (before, mut document) = read_config(config)?;
     let root = document.as_table_mut();

@@ -980,7 +980,28 @@ fn stale_binary(command: &str) -> Option<Finding> {
 /// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
 fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
     let trusted = config.map(crate::codex::trusted_hashes).unwrap_or_default();
-    codex_trust_entries(target, root)
+    let mut findings = Vec::new();
+    // A project's .codex/ (not ~/.codex/) is read only for a project the user trusts.
+    let project = target.project();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if target.given_dir().file_name().and_then(|n| n.to_str()) == Some(".codex")
+        && home.as_deref() != Some(project.as_path())
+    {
+        let canonical = std::fs::canonicalize(&project).unwrap_or(project);
+        if config.is_some_and(|c| crate::codex::project_trusted(c, &canonical)) {
+            findings.push(Finding::Ok(format!(
+                "Codex trusts the project {}",
+                canonical.display()
+            )));
+        } else {
+            findings.push(Finding::Warn(format!(
+                "Codex reads {}/.codex/ only for a trusted project: trust it when codex asks, or set [projects.\"{}\"] trust_level = \"trusted\" in config.toml",
+                canonical.display(),
+                canonical.display()
+            )));
+        }
+    }
+    findings.extend(codex_trust_entries(target, root)
         .into_iter()
         .map(|(key, hash)| match trusted.get(&key) {
             Some(stored) if *stored == hash => Finding::Ok(format!("Codex trusts {key}")),
@@ -990,8 +1011,8 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
             None => Finding::Warn(format!(
                 "Codex will skip {key} until you trust it: run ./install.sh --codex --trust, or approve it in codex's /hooks"
             )),
-        })
-        .collect()
+        }));
+    findings
 }
 
 /// A unified diff of two texts, line by line (for `--dry-run`).

@@ -405,6 +405,32 @@ fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
         "{}",
         stdout_of(&out)
     );
+    // The project itself must be trusted too, or Codex never reads its .codex/.
+    assert!(
+        stdout_of(&out).contains("only for a trusted project"),
+        "{}",
+        stdout_of(&out)
+    );
+    let project = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "model = \"gpt-5\"\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            project.display()
+        ),
+    )
+    .unwrap();
+    let out = merge(
+        "check",
+        &path,
+        true,
+        &["--codex-config", config.to_str().unwrap()],
+    );
+    assert!(
+        stdout_of(&out).contains("[ok] Codex trusts the project"),
+        "{}",
+        stdout_of(&out)
+    );
 }
 
 #[test]
