@@ -149,7 +149,7 @@ pub fn project_trusted(config: &Path, project: &Path) -> bool {
     };
     document
         .get("projects")
-        .and_then(|p| p.get(&project.display().to_string()))
+        .and_then(|p| p.get(project.display().to_string()))
         .and_then(|p| p.get("trust_level"))
         .and_then(|t| t.as_str())
         == Some("trusted")
