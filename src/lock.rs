@@ -3,49 +3,83 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Held until dropped (closing the file releases the lock).
 pub struct FileLock {
     _file: File,
+    path: PathBuf,
+    transient: bool,
 }
 
 impl FileLock {
     /// Takes the lock on `path` (created when missing), waiting at most `wait`. The lock file
     /// must be a regular file: a symlink is not followed and a FIFO is not waited on, so a file
-    /// planted in its place can neither redirect the open nor hang it.
+    /// planted in its place can neither redirect the open nor hang it. The lock is the file the
+    /// path names once it is held: a holder may remove it ([`FileLock::transient`]), and a waiter
+    /// that locked the removed file opens the path again.
     pub fn acquire(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)?;
-        if !file.metadata()?.is_file() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "the lock is not a regular file",
-            ));
-        }
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let deadline = Instant::now() + wait;
         loop {
-            // SAFETY: flock on a descriptor this function owns.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(FileLock { _file: file });
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::WouldBlock {
-                return Err(err);
-            }
-            if Instant::now() >= deadline {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)?;
+            let held = file.metadata()?;
+            if !held.is_file() {
                 return Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "another vigil process holds the lock",
+                    std::io::ErrorKind::InvalidInput,
+                    "the lock is not a regular file",
                 ));
             }
-            std::thread::sleep(Duration::from_millis(2));
+            loop {
+                // SAFETY: flock on a descriptor this function owns.
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                    break;
+                }
+                let err = std::io::Error::last_os_error();
+                if err.kind() != std::io::ErrorKind::WouldBlock {
+                    return Err(err);
+                }
+                if Instant::now() >= deadline {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "another vigil process holds the lock",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            match std::fs::symlink_metadata(path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    return Ok(FileLock {
+                        _file: file,
+                        path: path.to_path_buf(),
+                        transient: false,
+                    });
+                }
+                // Removed (or replaced) by the holder before us: this lock guards nothing.
+                _ => continue,
+            }
+        }
+    }
+
+    /// Makes the lock file go when the lock is released (removed first, then unlocked), for a
+    /// lock that should leave nothing behind beside the file it guards. Waiters notice and lock
+    /// the path afresh.
+    pub fn transient(mut self) -> FileLock {
+        self.transient = true;
+        self
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        if self.transient {
+            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -65,5 +99,26 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
         drop(first);
         FileLock::acquire(&path, Duration::from_millis(20)).unwrap();
+    }
+
+    #[test]
+    fn a_waiter_on_a_removed_lock_locks_the_path_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let first = FileLock::acquire(&path, Duration::from_secs(1))
+            .unwrap()
+            .transient();
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || FileLock::acquire(&path, Duration::from_secs(5)).unwrap())
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        drop(first);
+        let second = waiter.join().unwrap();
+        // The waiter holds the file the path names now, so a third comer must wait for it.
+        assert!(path.exists());
+        let third = FileLock::acquire(&path, Duration::from_millis(30));
+        assert_eq!(third.err().unwrap().kind(), std::io::ErrorKind::TimedOut);
+        drop(second);
     }
 }
