@@ -88,15 +88,28 @@ merge_flags=(--settings "$settings")
 $codex && merge_flags+=(--codex)
 if $user; then commands=$HOME/.claude/commands; else commands=$project/.claude/commands; fi
 
+if $user; then record=$HOME/.vigil/installed.json; else record=$project/.vigil/installed.json; fi
+
 # A slash command as installed: the template with stop-gate named by its absolute path, so the
-# command works whether or not PREFIX/bin is on the PATH Claude Code runs it with.
-render_command() {
-  local text stop_gate=$bin_dir/stop-gate
+# command works whether or not PREFIX/bin is on the PATH Claude Code runs it with. Not for
+# --shared (the files are committed, and every machine installs vigil elsewhere) nor for a
+# PREFIX with characters that would need quoting inside the command's YAML front matter: then
+# the template as it is, which finds stop-gate on PATH.
+absolute_commands=true
+$shared && absolute_commands=false
+case $bin_dir in *[!A-Za-z0-9_./-]*) absolute_commands=false ;; esac
+with_absolute_path() {
+  local text
   text=$(cat "$1")
-  case $stop_gate in
-    *[!A-Za-z0-9_./-]*) printf -v stop_gate '%q' "$stop_gate" ;;
-  esac
-  printf '%s\n' "${text//"stop-gate loop"/"$stop_gate loop"}"
+  printf '%s\n' "${text//"stop-gate loop"/"$bin_dir/stop-gate loop"}"
+}
+render_command() {
+  if $absolute_commands; then with_absolute_path "$1"; else cat "$1"; fi
+}
+# A command file install.sh wrote: the template as it is, or with PREFIX's absolute path in
+# it; anything else is the user's.
+ours() {
+  [ -f "$2" ] && { cmp -s "$1" "$2" || with_absolute_path "$1" | cmp -s - "$2"; }
 }
 
 if [ "$action" = install ]; then
@@ -134,12 +147,16 @@ if [ "$action" = install ]; then
     mkdir -p "$commands"
     for file in "$source_dir"/templates/commands/*.md; do
       name=$(basename "$file")
-      if [ ! -e "$commands/$name" ]; then
-        render_command "$file" >"$commands/$name"
-      elif ! render_command "$file" | cmp -s - "$commands/$name"; then
+      if [ ! -e "$commands/$name" ] || ours "$file" "$commands/$name"; then
+        render_command "$file" >"$commands/$name.vigil-tmp"
+        mv -f "$commands/$name.vigil-tmp" "$commands/$name"
+      else
         echo "install.sh: kept your own $commands/$name" >&2
       fi
     done
+    if ! $absolute_commands && ! $shared; then
+      echo "install.sh: note: $bin_dir needs quoting, so /vigil-loop finds stop-gate on PATH; put $bin_dir on it" >&2
+    fi
   fi
   case ":$PATH:" in
     *":$bin_dir:"*) ;;
@@ -157,11 +174,12 @@ fi
 if [ "$action" = uninstall ]; then
   if $dry_run; then exec "$merge" uninstall "${merge_flags[@]}" --dry-run; fi
   "$merge" uninstall "${merge_flags[@]}"
-  # The slash commands go too, when they are still exactly as install.sh wrote them.
-  if ! $codex; then
+  # The slash commands go too, once no settings file here runs vigil any more, and only when
+  # they are still exactly as install.sh wrote them.
+  if ! $codex && [ ! -e "$record" ]; then
     for file in "$source_dir"/templates/commands/*.md; do
       name=$(basename "$file")
-      if [ -f "$commands/$name" ] && render_command "$file" | cmp -s - "$commands/$name"; then
+      if ours "$file" "$commands/$name"; then
         rm -f "$commands/$name"
       fi
     done

@@ -156,6 +156,7 @@ pub fn project_trusted(config: &Path, project: &Path) -> bool {
 }
 
 pub fn trust(config: &Path, entries: &[(String, String)]) -> Result<()> {
+    let _lock = lock(config)?;
     let (before, mut document) = read_config(config)?;
     let root = document.as_table_mut();
     let hooks = root.entry("hooks").or_insert_with(|| {
@@ -197,6 +198,7 @@ pub fn trust(config: &Path, entries: &[(String, String)]) -> Result<()> {
 
 /// Removes the trust entries of these keys (and the tables vigil's entries left empty).
 pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
+    let _lock = lock(config)?;
     let (before, mut document) = read_config(config)?;
     let Some(hooks) = document.get_mut("hooks").and_then(|h| h.as_table_mut()) else {
         return Ok(());
@@ -213,6 +215,20 @@ pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
         document.as_table_mut().remove("hooks");
     }
     write(config, before.as_deref(), document.to_string().as_bytes())
+}
+
+/// Two installs trusting hooks of two projects at once edit one config.toml: each read, change
+/// and write happens under a lock beside it (gone once released).
+fn lock(config: &Path) -> Result<crate::lock::FileLock> {
+    let mut name = config.file_name().unwrap_or_default().to_os_string();
+    name.push(".vigil-lock");
+    let path = config.with_file_name(name);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    }
+    crate::lock::FileLock::acquire(&path, std::time::Duration::from_secs(30))
+        .map(crate::lock::FileLock::transient)
+        .map_err(|e| Error::io("lock", &path, &e))
 }
 
 fn write(config: &Path, before: Option<&[u8]>, after: &[u8]) -> Result<()> {

@@ -155,8 +155,11 @@ impl Target {
         if let Some(dir) = self.file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
         }
+        // Gone again once released: nothing is left beside the settings file.
         let path = self.sidecar(".vigil-lock");
-        FileLock::acquire(&path, Duration::from_secs(30)).map_err(|e| Error::io("lock", &path, &e))
+        FileLock::acquire(&path, Duration::from_secs(30))
+            .map(FileLock::transient)
+            .map_err(|e| Error::io("lock", &path, &e))
     }
 
     /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
@@ -209,10 +212,17 @@ impl Target {
     /// The lock on the install record, which settings files of one project share.
     fn record_lock(&self) -> Result<FileLock> {
         let path = self.project().join(".vigil").join("installed.json.lock");
-        if let Some(dir) = path.parent() {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tries = 0;
+        loop {
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+            match FileLock::acquire(&path, Duration::from_secs(30)) {
+                Ok(lock) => return Ok(lock.transient()),
+                // The last uninstall removed `.vigil/` between the two steps: make it again.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
+                Err(e) => return Err(Error::io("lock", &path, &e)),
+            }
         }
-        FileLock::acquire(&path, Duration::from_secs(30)).map_err(|e| Error::io("lock", &path, &e))
     }
 }
 
@@ -432,45 +442,60 @@ fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bo
     }
 }
 
-/// The binaries a group's handlers run, if every one of them runs vigil.
-fn vigil_group(group: &Value) -> Option<Vec<&'static str>> {
+/// The commands of a group's handlers, if every one of them runs vigil.
+fn vigil_group(group: &Value) -> Option<Vec<&str>> {
     let handlers = group.get("hooks")?.as_array()?;
-    let binaries: Option<Vec<_>> = handlers
+    let commands: Option<Vec<_>> = handlers
         .iter()
         .map(|h| {
             h.get("command")
                 .and_then(Value::as_str)
-                .and_then(vigil_binary)
+                .filter(|c| vigil_binary(c).is_some())
         })
         .collect();
-    binaries.filter(|b| !b.is_empty())
+    commands.filter(|c| !c.is_empty())
 }
 
-/// Removes the first group in `event` that runs the same vigil binaries as `group` and nothing
-/// else; when there is none, names the entry in `missing`.
+/// Removes the group in `event` that runs exactly the commands of `group` (its other fields,
+/// a timeout say, may have been edited) and nothing else. When there is no such group, or more
+/// than one (so one may be the user's own), nothing is removed and the entry is named in
+/// `missing`.
 fn remove_like(
     root: &mut Map<String, Value>,
     event: &str,
     group: &Value,
     missing: &mut Vec<String>,
 ) {
-    let wanted = vigil_group(group);
+    let wanted: Option<Vec<String>> =
+        vigil_group(group).map(|c| c.into_iter().map(str::to_string).collect());
     let list = root
         .get_mut("hooks")
         .and_then(|h| h.get_mut(event))
         .and_then(Value::as_array_mut);
     let at = list.as_ref().and_then(|list| {
-        list.iter()
-            .position(|g| wanted.is_some() && vigil_group(g) == wanted)
+        let found: Vec<usize> = list
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| {
+                wanted.is_some()
+                    && vigil_group(g).map(|c| c.into_iter().map(str::to_string).collect()) == wanted
+            })
+            .map(|(at, _)| at)
+            .collect();
+        (found.len() == 1).then(|| found[0])
     });
     match (list, at) {
         (Some(list), Some(at)) => {
             list.remove(at);
         }
-        _ => missing.push(format!(
-            "{event} {}",
-            wanted.map(|b| b.join("+")).unwrap_or_default()
-        )),
+        _ => {
+            let binaries: Vec<&str> = wanted
+                .iter()
+                .flatten()
+                .filter_map(|c| vigil_binary(c))
+                .collect();
+            missing.push(format!("{event} {}", binaries.join("+")));
+        }
     }
 }
 
@@ -526,8 +551,15 @@ pub fn install(
         // Edited since vigil wrote it: restoring the old backup on uninstall would lose those
         // edits, so from now on uninstall takes out vigil's entries instead.
         Some(mut p) if before.is_some() => {
-            if before.as_deref().map(sha256_hex).as_deref() != Some(p.written_sha256.as_str()) {
-                p.original_sha256 = None;
+            let now = before.as_deref().map(sha256_hex);
+            if now.as_deref() != Some(p.written_sha256.as_str()) {
+                // Unless it is the original itself (vigil's write never happened), in which
+                // case the backup still holds it.
+                if now != p.original_sha256 {
+                    p.original_sha256 = None;
+                }
+                // A file vigil created and the user has since written to is theirs now.
+                p.created_file = false;
             }
             p
         }
@@ -548,13 +580,16 @@ pub fn install(
     };
     // Entries vigil put here before and no longer wants (another --run, say) go first.
     let wanted = entries(plan);
+    let mut missing = Vec::new();
+    let recorded = installed.entries.len();
     installed.entries.retain(|(event, group)| {
         let keep = wanted.iter().any(|w| w.event == event && &w.group == group);
-        if !keep {
-            remove_group(&mut root, event, group);
+        if !keep && !remove_group(&mut root, event, group) {
+            remove_like(&mut root, event, group, &mut missing);
         }
         keep
     });
+    let dropped = recorded - installed.entries.len();
     let mut added = 0;
     for entry in &wanted {
         if !root.contains_key("hooks") {
@@ -591,7 +626,7 @@ pub fn install(
             }
         }
     }
-    let after = if added == 0 && previous.is_some() && before.is_some() {
+    let after = if added == 0 && dropped == 0 && previous.is_some() && before.is_some() {
         before.clone()
     } else {
         Some(render(&root))
@@ -599,10 +634,19 @@ pub fn install(
     let change = Change {
         before: before.clone(),
         after: after.clone(),
-        summary: if added == 0 {
-            "vigil's hooks are already installed".into()
-        } else {
-            format!("added {added} vigil hook groups")
+        summary: {
+            let mut summary = if added == 0 {
+                "vigil's hooks are already installed".to_string()
+            } else {
+                format!("added {added} vigil hook groups")
+            };
+            if !missing.is_empty() {
+                summary.push_str(&format!(
+                    "; an earlier vigil entry was not found, so it is left as it is: {}",
+                    missing.join(", ")
+                ));
+            }
+            summary
         },
     };
     if dry_run {
@@ -761,7 +805,21 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         crate::codex::untrust(Path::new(config), &installed.trusted_keys)?;
     }
     store_installed(&mut record, &key, None);
-    save_record(&record_path, &record)?;
+    if record
+        .get("files")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
+        // The last file vigil was installed in: no record, and no `.vigil/` if it holds nothing
+        // else (loops, markers and handoffs stay where they are).
+        std::fs::remove_file(&record_path).map_err(|e| Error::io("remove", &record_path, &e))?;
+        drop(_record_lock);
+        if let Some(dir) = record_path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    } else {
+        save_record(&record_path, &record)?;
+    }
     Ok(change)
 }
 
@@ -788,13 +846,7 @@ impl Finding {
 /// shared settings. A command that only mentions a binary (`echo stop-gate`) is not vigil's.
 pub fn vigil_binary(command: &str) -> Option<&'static str> {
     let command = command.trim_start();
-    let first = if let Some(rest) = command.strip_prefix('\'') {
-        rest.split('\'').next()?
-    } else if let Some(rest) = command.strip_prefix('"') {
-        rest.split('"').next()?
-    } else {
-        command.split_whitespace().next()?
-    };
+    let first = first_word(command)?;
     let name = first.rsplit('/').next()?;
     if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
         return Some(binary);
@@ -803,6 +855,36 @@ pub fn vigil_binary(command: &str) -> Option<&'static str> {
         .iter()
         .copied()
         .find(|binary| command.starts_with(&format!("for b in \"$(command -v {binary})\"")))
+}
+
+/// The first word of a shell command with its quoting undone (`'…'`, `"…"`, backslashes), as
+/// `shell_quote` writes it; `None` when it uses expansions vigil does not write (`$`, a backtick).
+fn first_word(command: &str) -> Option<String> {
+    let mut word = String::new();
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => word.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => word.push(chars.next()?),
+                    '$' | '`' => return None,
+                    c => word.push(c),
+                }
+            },
+            '\\' => word.push(chars.next()?),
+            '$' | '`' => return None,
+            c if c.is_whitespace() || ";|&<>()".contains(c) => break,
+            c => word.push(c),
+        }
+    }
+    (!word.is_empty()).then_some(word)
 }
 
 /// The handlers in a settings file that run vigil: (event, group index, handler index, command).
@@ -1058,6 +1140,33 @@ mod tests {
             diff("f", "a\nb\nc\n", "a\nx\nc\n"),
             "--- f\n+++ f (after)\n a\n-b\n+x\n c\n"
         );
+    }
+
+    #[test]
+    fn a_handler_is_vigils_by_what_its_first_word_runs() {
+        for dir in [
+            "/opt/vigil/bin",
+            "/home/o'neil/a b/bin",
+            "/x/$HOME/`id`",
+            "/tmp/é\"q",
+        ] {
+            let command = format!(
+                "{} --run 'make test'",
+                shell_quote(&format!("{dir}/stop-gate"))
+            );
+            assert_eq!(vigil_binary(&command), Some("stop-gate"), "{command}");
+        }
+        for not_vigil in [
+            "echo stop-gate",
+            "/usr/bin/env stop-gate",
+            "stop-gate-wrapper --x",
+            "\"$CLAUDE_PROJECT_DIR\"/bin/stop-gate",
+            "",
+        ] {
+            assert_eq!(vigil_binary(not_vigil), None, "{not_vigil}");
+        }
+        let shared = command(&Binaries::Search, "session-end-handoff", " --checkpoint");
+        assert_eq!(vigil_binary(&shared), Some("session-end-handoff"));
     }
 
     #[test]

@@ -993,8 +993,12 @@ fn vigil_commands(value: &Value) -> Vec<String> {
     for (_, list) in value["hooks"].as_object().into_iter().flatten() {
         for group in list.as_array().unwrap() {
             for handler in group["hooks"].as_array().into_iter().flatten() {
+                // Independent of vigil's own recognition: any handler naming a vigil binary.
                 let command = handler["command"].as_str().unwrap_or_default();
-                if vigil::settings::vigil_binary(command).is_some() {
+                if vigil::settings::BINARIES
+                    .iter()
+                    .any(|b| command.contains(b))
+                {
                     found.push(command.to_string());
                 }
             }
@@ -1058,7 +1062,7 @@ fn a_group_the_user_already_had_is_theirs_and_stays_after_uninstall() {
         .push(stop_group.clone());
     let own_bytes = serde_json::to_vec_pretty(&own).unwrap();
     std::fs::write(&path, &own_bytes).unwrap();
-    std::fs::remove_dir_all(dir.path().join(".vigil")).unwrap();
+    let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
 
     assert!(merge("install", &path, false, &[]).status.success());
     assert!(
@@ -1226,4 +1230,201 @@ fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("has type \"prompt\""), "{said}");
     assert!(said.contains("[warn] SessionEnds runs"), "{said}");
+}
+
+#[test]
+fn a_file_vigil_created_and_the_user_then_edited_survives_a_reinstall_and_uninstall() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    edited["model"] = json!("opus");
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert!(
+        merge("install", &path, false, &["--run", "make test"])
+            .status
+            .success()
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    let after = json_of(&path);
+    assert_eq!(
+        after["model"], "opus",
+        "the file is the user's now: {after}"
+    );
+    assert!(vigil_commands(&after).is_empty(), "{after}");
+}
+
+#[test]
+fn uninstall_never_takes_the_users_own_gate_for_vigils_edited_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let own = json!({"type": "command", "command": "/home/me/mygate/stop-gate --run 'make lint'"});
+    let user = json!({"hooks": {"Stop": [{"hooks": [own.clone()]}]}});
+    std::fs::write(&path, serde_json::to_vec_pretty(&user).unwrap()).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group["hooks"][0] != own {
+            group["hooks"][0]["timeout"] = json!(900);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(
+        json_of(&path)["hooks"]["Stop"],
+        json!([{"hooks": [own]}]),
+        "the user's gate stays and vigil's edited one goes"
+    );
+}
+
+#[test]
+fn a_bin_dir_that_needs_quoting_is_still_recognized_as_vigils() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let original = json_of(&path);
+    let odd = dir.path().join("o'neil & co/bin");
+    let out = settings_merge()
+        .args(["install", "--settings"])
+        .arg(&path)
+        .arg("--bin-dir")
+        .arg(&odd)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = stdout_of(&merge("check", &path, false, &[]));
+    for line in [
+        "[ok] Stop runs stop-gate",
+        "[ok] SessionStart runs session-start-loader",
+    ] {
+        assert!(said.contains(line), "{said}");
+    }
+    let mut edited = json_of(&path);
+    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group.to_string().contains("o'neil") {
+            group["hooks"][0]["timeout"] = json!(900);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(json_of(&path)["hooks"], original["hooks"]);
+}
+
+#[test]
+fn an_install_whose_write_never_happened_keeps_the_backup_of_the_original() {
+    let (_dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    // As if the process died after recording, before the file was written.
+    std::fs::write(&path, &original).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
+}
+
+#[test]
+fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut edited = json_of(&path);
+    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group.to_string().contains("stop-gate") {
+            group["hooks"][0]["timeout"] = json!(900);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    assert!(
+        merge("install", &path, false, &["--run", "make test"])
+            .status
+            .success()
+    );
+    let stop_gates: Vec<String> = vigil_commands(&json_of(&path))
+        .into_iter()
+        .filter(|c| c.contains("stop-gate"))
+        .collect();
+    assert_eq!(stop_gates.len(), 1, "{stop_gates:?}");
+    assert!(stop_gates[0].contains("make test"));
+}
+
+#[test]
+fn install_then_uninstall_leaves_no_lock_record_or_state_dir_behind() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let before = tree(dir.path());
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(
+        !tree(dir.path())
+            .iter()
+            .any(|f| f.ends_with("vigil-lock") || f.ends_with(".lock")),
+        "locks go once released"
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(tree(dir.path()), before);
+}
+
+#[test]
+fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd_prefix() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path().to_str().unwrap();
+    let commands = project.path().join(".claude/commands");
+    let template = std::fs::read_to_string(repo_path("templates/commands/vigil-loop.md")).unwrap();
+    // A copy an earlier install.sh made (the bare template) is upgraded, not "kept as yours".
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(commands.join("vigil-loop.md"), &template).unwrap();
+    let out = install_sh(home.path(), &["--project", p], "/usr/bin:/bin");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let upgraded = std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap();
+    assert!(
+        upgraded.contains("/.local/bin/stop-gate loop start"),
+        "{upgraded}"
+    );
+    // Shared settings wire vigil too: the commands are committed, so they name stop-gate
+    // through PATH, and uninstalling the personal file leaves them for the shared one.
+    let out = install_sh(home.path(), &["--project", p, "--shared"], "/usr/bin:/bin");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap(),
+        template
+    );
+    let out = install_sh(
+        home.path(),
+        &["--project", p, "--uninstall"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    assert!(
+        commands.join("vigil-loop.md").is_file(),
+        "still used by settings.json"
+    );
+    let out = install_sh(
+        home.path(),
+        &["--project", p, "--shared", "--uninstall"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    assert!(!commands.exists(), "the last uninstall takes them");
+    // A prefix that would need quoting inside the YAML front matter: the template as it is.
+    let odd = home.path().join("o'neil & co");
+    let out = install_sh(
+        home.path(),
+        &["--project", p, "--prefix", odd.to_str().unwrap()],
+        "/usr/bin:/bin",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap(),
+        template
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("finds stop-gate on PATH"));
 }
