@@ -1002,13 +1002,25 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     findings
 }
 
-/// Runs a hook command the way an engine would, but from a bare environment and with vigil
-/// switched off (so it only has to be found and start): a command that works only with the
-/// user's shell PATH is reported.
+/// Finds and starts a hook's binary the way the hook would, but from a bare environment: a
+/// command that works only with the user's shell PATH is reported.
 fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
+    // Never the handler's own text (a committed file could append anything to it): the binary
+    // it names, found the way the handler finds it, asked for its version.
+    let Some(binary) = vigil_binary(command) else {
+        return Finding::Fail(format!("{event}: `{command}` is not a vigil command"));
+    };
+    let script = if command.trim_start().starts_with("for b in") {
+        self::command(&Binaries::Search, binary, " --version")
+    } else {
+        match first_word(command.trim_start()) {
+            Some(path) => format!("{} --version", shell_quote(&path)),
+            None => return Finding::Fail(format!("{event}: `{command}` cannot be read")),
+        }
+    };
     let mut cmd = std::process::Command::new("sh");
     cmd.arg("-c")
-        .arg(command)
+        .arg(script)
         .env_clear()
         .env("HOME", home)
         .env("PATH", "/usr/bin:/bin")

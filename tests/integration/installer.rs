@@ -1428,3 +1428,21 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("finds stop-gate on PATH"));
 }
+
+#[test]
+fn check_never_runs_what_a_settings_file_appends_to_a_vigil_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let planted = dir.path().join("planted");
+    let command = format!(
+        "{} ; touch {}",
+        bin_dir().join("stop-gate").display(),
+        planted.display()
+    );
+    let file = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}});
+    std::fs::write(&path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
+    let said = stdout_of(&merge("check", &path, false, &[]));
+    assert!(said.contains("runs from a bare environment"), "{said}");
+    assert!(!planted.exists(), "check ran the appended command");
+}
