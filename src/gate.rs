@@ -31,6 +31,7 @@ pub struct GateConfig {
     pub max_blocks: u32,
     pub subagents: bool,
     pub state_dir: Option<PathBuf>,
+    pub feedback: Feedback,
 }
 
 impl Default for GateConfig {
@@ -43,6 +44,7 @@ impl Default for GateConfig {
             max_blocks: budget::DEFAULT_MAX_BLOCKS,
             subagents: false,
             state_dir: None,
+            feedback: Feedback::Block,
         }
     }
 }
@@ -84,6 +86,19 @@ pub enum StopOutput {
     },
 }
 
+/// How a block reaches the model (`--feedback`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Feedback {
+    /// `decision: block` with the reason: both engines take it (Claude Code shows it to the
+    /// model as "Stop hook blocking error").
+    #[default]
+    Block,
+    /// `hookSpecificOutput.additionalContext` on Stop: Claude Code goes on with the reason as
+    /// "Stop hook additional context", feedback rather than an error. SubagentStop, and any
+    /// engine that does not take it, still get a block.
+    Context,
+}
+
 #[derive(Serialize)]
 struct Wire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,17 +107,46 @@ struct Wire<'a> {
     reason: Option<&'a str>,
     #[serde(rename = "systemMessage", skip_serializing_if = "Option::is_none")]
     system_message: Option<&'a str>,
+    #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
+    hook_specific_output: Option<Context<'a>>,
+}
+
+#[derive(Serialize)]
+struct Context<'a> {
+    #[serde(rename = "hookEventName")]
+    hook_event_name: &'static str,
+    #[serde(rename = "additionalContext")]
+    additional_context: &'a str,
 }
 
 impl StopOutput {
     /// The JSON line for stdout, or nothing for a silent allow.
     pub fn to_json(&self) -> Option<String> {
+        self.to_json_as(Feedback::Block, false)
+    }
+
+    /// The JSON line with a block given as `feedback`; `subagent` for a SubagentStop (which
+    /// always gets `decision: block`).
+    pub fn to_json_as(&self, feedback: Feedback, subagent: bool) -> Option<String> {
         let wire = match self {
             StopOutput::Allow(None) => return None,
             StopOutput::Allow(Some(message)) => Wire {
                 decision: None,
                 reason: None,
                 system_message: Some(message),
+                hook_specific_output: None,
+            },
+            StopOutput::Block {
+                reason,
+                system_message,
+            } if feedback == Feedback::Context && !subagent => Wire {
+                decision: None,
+                reason: None,
+                system_message: system_message.as_deref(),
+                hook_specific_output: Some(Context {
+                    hook_event_name: "Stop",
+                    additional_context: reason,
+                }),
             },
             StopOutput::Block {
                 reason,
@@ -111,6 +155,7 @@ impl StopOutput {
                 decision: Some("block"),
                 reason: Some(reason),
                 system_message: system_message.as_deref(),
+                hook_specific_output: None,
             },
         };
         Some(serde_json::to_string(&wire).expect("stop output serializes"))

@@ -26,7 +26,8 @@ stop-gate: the Stop hook that turns \"looks done\" into evidence.
 
 Usage:
   stop-gate [--run CMD] [--timeout SECS] [--require-marker CHECK]... [--max-blocks N]
-            [--marker-max-age DURATION] [--subagents] [--state-dir DIR]      < hook JSON
+            [--marker-max-age DURATION] [--subagents] [--feedback block|context]
+            [--state-dir DIR]                                               < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
   stop-gate loop status [--session ID] [--json]
@@ -49,6 +50,9 @@ Options:
   --max-blocks N            consecutive blocks per session before a stop is let through,
                             marked NOT verified (default 3; a pass resets the count)
   --subagents               also gate SubagentStop (by default it is allowed untouched)
+  --feedback block|context  how a block reaches the model: `block` (default; both engines)
+                            prints decision:block; `context` prints Stop additionalContext,
+                            which Claude Code (2.1.332 checked) shows as feedback, not an error
   --state-dir DIR           where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   -h, --help                this text
 VIGIL_DISABLE=1 makes the hook allow at once.
@@ -105,8 +109,12 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let config = config.map(|c| c.unwrap_or_default());
+    let feedback = config.as_ref().map(|c| c.feedback).unwrap_or_default();
     let input = HookInput::read(&Source::Stdin);
-    if let Some(json) = gate::decide(config, input).to_json() {
+    let subagent = input
+        .as_ref()
+        .is_ok_and(|i| i.event() == Some(vigil::hook::HookEvent::SubagentStop));
+    if let Some(json) = gate::decide(config, input).to_json_as(feedback, subagent) {
         let _ = stdout(format!("{json}\n").as_bytes());
     }
     // A hook exits 0 whatever it decided: the decision is in the JSON.
@@ -141,6 +149,17 @@ fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
                 config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
             }
             Long("subagents") => config.subagents = true,
+            Long("feedback") => {
+                config.feedback = match string_value(&mut parser, "--feedback")?.as_str() {
+                    "block" => gate::Feedback::Block,
+                    "context" => gate::Feedback::Context,
+                    other => {
+                        return Err(Error::usage(format!(
+                            "--feedback is block or context, not {other:?}"
+                        )));
+                    }
+                }
+            }
             Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

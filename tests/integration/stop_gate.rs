@@ -371,6 +371,51 @@ fn subagent_stop_is_allowed_untouched_unless_subagents_is_given() {
 }
 
 #[test]
+fn feedback_context_gives_the_block_as_stop_additional_context() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix it.");
+    let stop = p.stop(&["--feedback", "context"], "s1", Some("Not yet."));
+    let json = stop.json.clone().expect("a continuation");
+    assert!(json.get("decision").is_none(), "{json}");
+    assert_eq!(json["hookSpecificOutput"]["hookEventName"], "Stop");
+    assert!(
+        json["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("Fix it."),
+        "{json}"
+    );
+    assert_eq!(
+        p.loop_state("s1")["iteration"],
+        json!(2),
+        "it counts as a block"
+    );
+    // The default, and a SubagentStop even with context asked for, stay decision:block.
+    assert!(
+        p.stop(&["--feedback", "block"], "s1", Some("Not yet."))
+            .blocked()
+    );
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-subagent-stop.json")).unwrap();
+    payload["cwd"] = json!(p.path());
+    assert!(
+        p.stop_with(
+            &["--run", "exit 1", "--subagents", "--feedback", "context"],
+            payload.to_string()
+        )
+        .blocked()
+    );
+}
+
+#[test]
+fn feedback_other_than_block_or_context_is_a_config_error_that_blocks() {
+    let p = Project::new();
+    let stop = p.stop(&["--feedback", "loud"], "s1", Some("Done."));
+    assert!(stop.blocked());
+    assert!(stop.reason().contains("--feedback"), "{}", stop.reason());
+}
+
+#[test]
 fn codex_stop_drives_the_loop_too() {
     let p = Project::new();
     p.start_ok("019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b", 3, "Rename it.");

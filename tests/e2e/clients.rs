@@ -1,0 +1,155 @@
+//! The real clients, pinned: Claude Code and Codex from the npm registry, installed once into a
+//! cache folder and run from their native binaries with a throwaway HOME pointed at the
+//! scripted server, telemetry and updates off.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+pub const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
+pub const CODEX: &str = "@openai/codex@0.171.0";
+
+/// Where the clients are cached: `$VIGIL_E2E_CACHE`, else `~/.cache/vigil-e2e`.
+pub fn cache() -> PathBuf {
+    std::env::var_os("VIGIL_E2E_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/vigil-e2e")
+        })
+}
+
+pub struct Clients {
+    pub claude: PathBuf,
+    pub codex: PathBuf,
+}
+
+fn native(cache: &Path) -> Clients {
+    let modules = cache.join("node_modules");
+    Clients {
+        claude: modules.join("@anthropic-ai/claude-code-linux-x64/claude"),
+        codex: modules.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
+    }
+}
+
+/// The clients, installed when missing; `None` (with one line on stderr saying why) on a
+/// machine that cannot have them. CI sets `VIGIL_E2E_REQUIRED=1`, which turns that into a
+/// failure.
+pub fn clients() -> Option<Clients> {
+    static ONCE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let cache = cache();
+    let result = ONCE.get_or_init(|| {
+        let found = native(&cache);
+        if found.claude.is_file() && found.codex.is_file() {
+            return Ok(());
+        }
+        if !(cfg!(target_os = "linux") && cfg!(target_arch = "x86_64")) {
+            return Err("the pinned clients are taken for linux-x64 only".into());
+        }
+        let npm = Command::new("npm").arg("--version").output();
+        if !npm.is_ok_and(|o| o.status.success()) {
+            return Err("npm is not installed, so Claude Code and Codex cannot be fetched".into());
+        }
+        std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
+        let out = Command::new("npm")
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--prefix",
+            ])
+            .arg(&cache)
+            .args([CLAUDE_CODE, CODEX])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "npm install failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => Some(native(&cache)),
+        Err(why) => {
+            assert!(
+                std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+                "the end-to-end suite is required here, but {why}"
+            );
+            eprintln!("skipping the end-to-end suite: {why}");
+            None
+        }
+    }
+}
+
+/// A throwaway HOME for one client run.
+pub fn home() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Runs a command with a deadline, killing it when it runs over; returns its output.
+pub fn run(mut cmd: Command, deadline: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().expect("spawn a client");
+    let pid = child.id();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(deadline).is_err() {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    let out = child.wait_with_output().expect("wait for a client");
+    let _ = done_tx.send(());
+    let _ = watchdog.join();
+    out
+}
+
+/// `claude -p PROMPT` in `project`, against `server`, with a fresh HOME.
+pub fn claude(clients: &Clients, home: &Path, project: &Path, url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(&clients.claude);
+    cmd.args(args)
+        .current_dir(project)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", path_with_vigil())
+        .env("ANTHROPIC_BASE_URL", url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY", "1")
+        .env("IS_SANDBOX", "1");
+    cmd
+}
+
+/// `codex exec` in `project`, against `server`, with a fresh CODEX_HOME holding its config.
+pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(&clients.codex);
+    cmd.args(args)
+        .current_dir(project)
+        .env_clear()
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("PATH", path_with_vigil())
+        .env("OPENAI_API_KEY", "sk-test-0000");
+    cmd
+}
+
+/// The directory of the vigil binaries under test.
+pub fn bin_dir() -> PathBuf {
+    PathBuf::from(assert_cmd::cargo::cargo_bin!("stop-gate"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn path_with_vigil() -> String {
+    format!("/usr/local/bin:/usr/bin:/bin")
+}
