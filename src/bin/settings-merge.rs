@@ -50,7 +50,8 @@ Options:
   --codex              the file is Codex's hooks.json
   --trust              with --codex: record Codex's trust for vigil's hooks in its config.toml
                        (a [hooks.state.\"<key>\"] trusted_hash each; the rest of the file is kept)
-  --codex-config FILE  Codex's config.toml (default ~/.codex/config.toml)
+  --codex-config FILE  Codex's config.toml (default $CODEX_HOME/config.toml, else
+                       ~/.codex/config.toml)
   --dry-run            print the diff the change would make, and change nothing
   -h, --help           this text
 ";
@@ -107,8 +108,14 @@ fn run() -> Result<Exit> {
     if options.trust && !options.codex {
         return Err(Error::usage("--trust is for Codex: give it with --codex"));
     }
+    // Where Codex itself reads it: $CODEX_HOME, else ~/.codex.
     let config = options.codex_config.clone().or_else(|| {
-        std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
+        std::env::var_os("CODEX_HOME")
+            .filter(|home| !home.is_empty())
+            .map(|home| PathBuf::from(home).join("config.toml"))
+            .or_else(|| {
+                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
+            })
     });
     let trust = if options.trust { config.clone() } else { None };
     let engine = if options.codex {

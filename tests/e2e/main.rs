@@ -8,61 +8,100 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use clients::*;
 use server::{Server, Turn};
 
 const SESSION: &str = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab";
-const DEADLINE: Duration = Duration::from_secs(90);
+const SECOND: &str = "7a2b3c4d-5e6f-4a1b-9c2d-abcdef012345";
+const DEADLINE: Duration = Duration::from_secs(120);
 
 /// A fresh git project with one commit.
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        assert!(
-            Command::new("git")
-                .args(args)
-                .current_dir(dir.path())
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .output()
-                .unwrap()
-                .status
-                .success()
-        )
-    };
-    git(&["init", "-q"]);
-    std::fs::write(dir.path().join("README.md"), "a project\n").unwrap();
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "start"]);
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"][..],
+        &["commit", "-qm", "start", "--allow-empty"][..],
+    ] {
+        if args[0] == "add" {
+            std::fs::write(dir.path().join("README.md"), "a project\n").unwrap();
+        }
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+    }
     dir
 }
 
+/// A vigil binary run in `project` as a person (or CI) would.
 fn vigil(binary: &str, project: &Path, args: &[&str]) -> Output {
     Command::new(bin_dir().join(binary))
         .args(args)
         .current_dir(project)
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
         .output()
         .unwrap()
 }
 
-fn install_claude(project: &Path, extra: &[&str]) {
+fn ok(out: Output) -> Output {
+    assert!(out.status.success(), "{}", said(&out));
+    out
+}
+
+/// settings-merge install into the project's `.claude/settings.local.json`, then `extra`
+/// appended to the Stop command (flags settings-merge does not write).
+fn install_claude(project: &Path, run: Option<&str>, stop_extra: &str) {
     let settings = project.join(".claude/settings.local.json");
-    let mut args = vec!["install", "--settings", settings.to_str().unwrap()];
     let bin = bin_dir();
-    args.extend(["--bin-dir", bin.to_str().unwrap()]);
-    args.extend(extra);
-    let out = vigil("settings-merge", project, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut args = vec![
+        "install",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--bin-dir",
+        bin.to_str().unwrap(),
+    ];
+    if let Some(run) = run {
+        args.extend(["--run", run]);
+    }
+    ok(vigil("settings-merge", project, &args));
+    if !stop_extra.is_empty() {
+        let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        value["hooks"]["Stop"][0]["hooks"][0]["command"] = json!(format!("{command} {stop_extra}"));
+        std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    }
+}
+
+fn start_loop(project: &Path, session: &str, max: &str, prompt: &str) {
+    ok(vigil(
+        "stop-gate",
+        project,
+        &[
+            "loop",
+            "start",
+            "--session",
+            session,
+            "--max-iterations",
+            max,
+            "--completion-promise",
+            "DONE",
+            prompt,
+        ],
+    ));
 }
 
 fn loop_status(project: &Path, session: &str) -> Value {
@@ -83,56 +122,506 @@ fn said(out: &Output) -> String {
     )
 }
 
+/// One `claude -p` session, permissions skipped (the throwaway project is the sandbox).
+fn claude_session(
+    clients: &Clients,
+    project: &Path,
+    server: &Server,
+    session: &str,
+    prompt: &str,
+    extra: &[&str],
+) -> Output {
+    let home = home();
+    let mut args = vec![
+        "-p",
+        prompt,
+        "--session-id",
+        session,
+        "--dangerously-skip-permissions",
+    ];
+    args.extend(extra);
+    let out = run(
+        claude(clients, home.path(), project, &server.url, &args),
+        DEADLINE,
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    out
+}
+
+const MENTION: &str = "When it is done I will write <promise>DONE</promise> on its own line.";
+const DECLARATION: &str = "The build is green.\n<promise>DONE</promise>";
+
+// --- The Ralph loop ---------------------------------------------------------------------------
+
 #[test]
-fn claude_ralph_loop_ends_on_the_declaration_not_the_mention() {
+fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() {
+    let Some(clients) = clients() else { return };
+    for (feedback, wording) in [
+        ("", "Stop hook blocking error"),
+        ("--feedback context", "Stop hook additional context"),
+    ] {
+        let project = project();
+        install_claude(project.path(), None, feedback);
+        start_loop(project.path(), SESSION, "5", "Make the build green.");
+        let server = Server::start(
+            vec![
+                Turn::Text(MENTION.into()),
+                Turn::Text("Still working on the build.".into()),
+                Turn::Text(DECLARATION.into()),
+            ],
+            None,
+        );
+        claude_session(
+            &clients,
+            project.path(),
+            &server,
+            SESSION,
+            "Make the build green.",
+            &[],
+        );
+        let main = server.main_requests();
+        assert_eq!(main.len(), 3, "exactly three model turns ({feedback:?})");
+        for request in &main[1..] {
+            let text = request.text();
+            assert!(text.contains(wording), "{feedback:?}: {text}");
+            assert!(text.contains("Make the build green."));
+        }
+        assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
+    }
+}
+
+#[test]
+fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let home = home();
-    install_claude(project.path(), &[]);
-    let out = vigil(
+    install_claude(project.path(), None, "");
+    start_loop(project.path(), SESSION, "3", "Make the build green.");
+    let server = Server::start(vec![], Some(Turn::Text("Still working.".into())));
+    let out = claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Make the build green.",
+        &["--output-format", "stream-json", "--verbose"],
+    );
+    assert_eq!(
+        server.main_requests().len(),
+        3,
+        "exactly max_iterations turns"
+    );
+    assert_eq!(loop_status(project.path(), SESSION)["status"], "aborted");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("NOT verified") || stdout.contains("aborted"),
+        "the user is told: {stdout}"
+    );
+}
+
+// --- The check gate ---------------------------------------------------------------------------
+
+#[test]
+fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(
+        project.path(),
+        Some("test -f fixed || { echo 'FAIL: tests/parser: fixed is missing'; exit 1; }"),
+        "",
+    );
+    let server = Server::start(
+        vec![
+            Turn::Text("Done, I think.".into()),
+            Turn::Bash("echo ok > fixed".into()),
+            Turn::Text("Fixed it.".into()),
+        ],
+        None,
+    );
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Fix the parser.",
+        &[],
+    );
+    let main = server.main_requests();
+    assert_eq!(main.len(), 3, "failing check, the fix, then a pass");
+    assert!(
+        main[1]
+            .text()
+            .contains("FAIL: tests/parser: fixed is missing"),
+        "the check's useful line reached the model: {}",
+        main[1].text()
+    );
+    assert!(project.path().join("fixed").is_file());
+}
+
+// --- Handoff ----------------------------------------------------------------------------------
+
+#[test]
+fn claude_handoff_reaches_the_next_sessions_first_request_defanged() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    let first = Server::start(
+        vec![Turn::Text(
+            "Wrapped up the tokenizer.\n<promise>DONE</promise>".into(),
+        )],
+        None,
+    );
+    claude_session(
+        &clients,
+        project.path(),
+        &first,
+        SESSION,
+        "Finish the tokenizer.",
+        &[],
+    );
+    assert!(
+        project.path().join(".vigil/handoff/final.json").is_file(),
+        "SessionEnd wrote the handoff"
+    );
+    let second = Server::start(vec![Turn::Text("Carrying on.".into())], None);
+    claude_session(&clients, project.path(), &second, SECOND, "Carry on.", &[]);
+    let opening = second.main_requests()[0].text();
+    assert!(
+        opening.contains("[final] session 6f1c2d3e"),
+        "the handoff is in session two's first request: {opening}"
+    );
+    assert!(opening.contains("Wrapped up the tokenizer."));
+    assert!(
+        !opening.contains("<promise>DONE</promise>"),
+        "handed-on text is defanged"
+    );
+}
+
+// --- Markers ----------------------------------------------------------------------------------
+
+#[test]
+fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_worktree() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "--require-marker tests");
+    let server = Server::start(
+        vec![
+            Turn::Text("Tests pass.".into()),
+            Turn::Text("Tests pass, and now it is vouched for.".into()),
+        ],
+        None,
+    );
+    let dir = project.path().to_path_buf();
+    // Between the two turns, CI (the protected writer) runs the tests and writes the marker.
+    server.before_turn(1, move || {
+        ok(vigil(
+            "marker-writer",
+            &dir,
+            &["run", "--check", "tests", "--", "true"],
+        ));
+    });
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Make the tests pass.",
+        &[],
+    );
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "blocked once, then allowed");
+    assert!(
+        main[1].text().contains("tests"),
+        "the block names the marker: {}",
+        main[1].text()
+    );
+}
+
+// --- A loop for the next session --------------------------------------------------------------
+
+#[test]
+fn claude_next_session_loop_is_claimed_by_that_session_and_no_later_one() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    ok(vigil(
         "stop-gate",
         project.path(),
         &[
             "loop",
             "start",
-            "--session",
-            SESSION,
+            "--next-session",
             "--max-iterations",
-            "5",
+            "4",
             "--completion-promise",
             "DONE",
             "Make the build green.",
         ],
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
     let server = Server::start(
         vec![
-            Turn::Text(
-                "When it is done I will write <promise>DONE</promise> on its own line.".into(),
-            ),
-            Turn::Text("Still working on the build.".into()),
-            Turn::Text("The build is green.\n<promise>DONE</promise>".into()),
+            Turn::Text("Working.".into()),
+            Turn::Text(DECLARATION.into()),
         ],
         None,
     );
-    let out = run(
-        claude(
-            &clients,
-            home.path(),
-            project.path(),
-            &server.url,
-            &["-p", "Make the build green.", "--session-id", SESSION],
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Make the build green.",
+        &[],
+    );
+    assert_eq!(server.main_requests().len(), 2);
+    assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
+    let later = Server::start(vec![Turn::Text("Hello.".into())], None);
+    claude_session(&clients, project.path(), &later, SECOND, "Say hello.", &[]);
+    assert_eq!(
+        later.main_requests().len(),
+        1,
+        "a later session has no loop"
+    );
+    assert_eq!(loop_status(project.path(), SECOND), Value::Null);
+}
+
+// --- The plugin -------------------------------------------------------------------------------
+
+#[test]
+fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let server = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    let home = home();
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = claude(
+        &clients,
+        home.path(),
+        project.path(),
+        &server.url,
+        &[
+            "-p",
+            "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+            "--session-id",
+            SESSION,
+            "--dangerously-skip-permissions",
+            "--plugin-dir",
+            checkout.to_str().unwrap(),
+        ],
+    );
+    // The plugin's hooks find the binaries on PATH, as after ./install.sh.
+    cmd.env(
+        "PATH",
+        format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display()),
+    );
+    let out = run(cmd, DEADLINE);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        loop_status(project.path(), SESSION)["status"],
+        "passed",
+        "{}",
+        said(&out)
+    );
+    assert_eq!(server.main_requests().len(), 2);
+}
+
+// --- Codex ------------------------------------------------------------------------------------
+
+/// A CODEX_HOME whose config.toml points Codex at `server`, with its own services off.
+fn codex_home(server: &Server, project: &Path, trust_project: bool) -> tempfile::TempDir {
+    let home = home();
+    let codex = home.path().join(".codex");
+    std::fs::create_dir_all(&codex).unwrap();
+    let mut config = format!(
+        "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n",
+        server.url
+    );
+    if trust_project {
+        let canonical = std::fs::canonicalize(project).unwrap();
+        config.push_str(&format!(
+            "\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            canonical.display()
+        ));
+    }
+    std::fs::write(codex.join("config.toml"), config).unwrap();
+    home
+}
+
+fn codex_exec(clients: &Clients, home: &Path, project: &Path, prompt: &str) -> Output {
+    run(
+        codex(
+            clients,
+            home,
+            project,
+            &[
+                "exec",
+                "--disable",
+                "plugins",
+                "-c",
+                "analytics.enabled=false",
+                prompt,
+            ],
         ),
         DEADLINE,
+    )
+}
+
+fn install_codex(project: &Path, home: &Path, trust: bool) {
+    let settings = project.join(".codex/hooks.json");
+    let bin = bin_dir();
+    let config = home.join(".codex/config.toml");
+    let mut args = vec![
+        "install",
+        "--codex",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--codex-config",
+        config.to_str().unwrap(),
+    ];
+    if trust {
+        args.push("--trust");
+    }
+    ok(vigil("settings-merge", project, &args));
+}
+
+fn codex_check(project: &Path, home: &Path) -> String {
+    let settings = project.join(".codex/hooks.json");
+    let config = home.join(".codex/config.toml");
+    let out = vigil(
+        "settings-merge",
+        project,
+        &[
+            "check",
+            "--codex",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--codex-config",
+            config.to_str().unwrap(),
+        ],
     );
-    assert!(out.status.success(), "{}", said(&out));
-    assert_eq!(server.main_requests().len(), 3, "{}", said(&out));
-    let status = loop_status(project.path(), SESSION);
-    assert_eq!(status["status"], "passed", "{status}");
-    for r in server.main_requests() {
-        eprintln!(
-            "REQ {}",
-            r.body["messages"].as_array().unwrap().last().unwrap()
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// The one loop file of the project (Codex's session id is not known before it runs).
+fn only_loop(project: &Path) -> Value {
+    let dir = project.join(".vigil/loops");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(files.len(), 1, "{files:?}");
+    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+}
+
+#[test]
+fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let untrusted = Server::start(vec![Turn::Text(MENTION.into())], None);
+    let home = codex_home(&untrusted, project.path(), true);
+    install_codex(project.path(), home.path(), false);
+    let said_before = codex_check(project.path(), home.path());
+    for event in ["stop:", "session_start:"] {
+        assert!(
+            said_before.contains("[warn] Codex will skip") && said_before.contains(event),
+            "check names every hook Codex would skip: {said_before}"
         );
     }
+    ok(vigil(
+        "stop-gate",
+        project.path(),
+        &[
+            "loop",
+            "start",
+            "--next-session",
+            "--max-iterations",
+            "4",
+            "--completion-promise",
+            "DONE",
+            "Make the build green.",
+        ],
+    ));
+    // Untrusted: Codex skips the hooks without a word; the mention ends the run.
+    let out = codex_exec(
+        &clients,
+        home.path(),
+        project.path(),
+        "Make the build green.",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(untrusted.main_requests().len(), 1);
+
+    // Trusted: a plain `codex exec` runs them; the loop goes on past the mention.
+    install_codex(project.path(), home.path(), true);
+    assert!(!codex_check(project.path(), home.path()).contains("[warn]"));
+    let trusted = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    point_codex_at(home.path(), &trusted);
+    let out = codex_exec(
+        &clients,
+        home.path(),
+        project.path(),
+        "Make the build green.",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(trusted.main_requests().len(), 2, "{}", said(&out));
+    assert_eq!(only_loop(project.path())["status"], "passed");
+
+    // SessionStart: the next session opens with the checkpoint Codex's Stop left.
+    let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
+    point_codex_at(home.path(), &next);
+    let out = codex_exec(&clients, home.path(), project.path(), "Carry on.");
+    assert!(out.status.success(), "{}", said(&out));
+    let opening = next.main_requests()[0].text();
+    let at = opening.find("vigil handoff").unwrap_or(0);
+    let context = &opening[at..(at + 1500).min(opening.len())];
+    assert!(
+        context.starts_with("vigil handoff") && context.contains("[intermediate] session"),
+        "{context}"
+    );
+    assert!(context.contains("loop: passed, pass 2/4"), "{context}");
+    assert!(
+        context.contains("<pro-mise>DONE</pro-mise>")
+            && !opening.contains("<promise>DONE</promise>"),
+        "handed-on text is defanged: {context}"
+    );
+
+    // Editing a hook makes it untrusted again, and check says so.
+    let settings = project.path().join(".codex/hooks.json");
+    let mut hooks: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let last = hooks["hooks"]["Stop"].as_array().unwrap().len() - 1;
+    hooks["hooks"]["Stop"][last]["hooks"][0]["timeout"] = json!(300);
+    std::fs::write(&settings, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
+    let said_after = codex_check(project.path(), home.path());
+    assert!(
+        said_after.contains("changed since it was trusted"),
+        "{said_after}"
+    );
+}
+
+/// Rewrites the scripted provider's address in CODEX_HOME's config.toml.
+fn point_codex_at(home: &Path, server: &Server) {
+    let path = home.join(".codex/config.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rewritten: String = text
+        .lines()
+        .map(|line| {
+            if line.starts_with("base_url = ") {
+                format!("base_url = \"{}/v1\"\n", server.url)
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&path, rewritten).unwrap();
 }

@@ -17,14 +17,18 @@ pub enum Turn {
     Bash(String),
 }
 
-/// A request the server got: its path and JSON body.
+/// A request the server got: its JSON body.
 #[derive(Clone, Debug)]
 pub struct Request {
-    pub path: String,
     pub body: Value,
 }
 
 impl Request {
+    /// The whole request as text, to look for what the model was told.
+    pub fn text(&self) -> String {
+        self.body.to_string()
+    }
+
     /// The request carries tools: the session's main loop.
     pub fn is_main(&self) -> bool {
         self.body
@@ -34,10 +38,14 @@ impl Request {
     }
 }
 
+type Action = Box<dyn FnOnce() + Send>;
+
 #[derive(Default)]
 struct State {
     script: Vec<Turn>,
     next: usize,
+    /// Run just before main turn N is answered (what a person or CI does between turns).
+    before: std::collections::HashMap<usize, Action>,
     /// After the script: what every further main request gets.
     after: Option<Turn>,
     requests: Vec<Request>,
@@ -85,9 +93,13 @@ impl Server {
             .collect()
     }
 
-    /// How many turns of the script (and after it) were played.
-    pub fn turns_played(&self) -> usize {
-        self.state.lock().unwrap().next
+    /// Runs `action` just before main turn `turn` (0-based) is answered.
+    pub fn before_turn(&self, turn: usize, action: impl FnOnce() + Send + 'static) {
+        self.state
+            .lock()
+            .unwrap()
+            .before
+            .insert(turn, Box::new(action));
     }
 }
 
@@ -161,10 +173,7 @@ fn respond(
     body: &Value,
     state: &Arc<Mutex<State>>,
 ) -> (&'static str, &'static str, String) {
-    let request = Request {
-        path: path.to_string(),
-        body: body.clone(),
-    };
+    let request = Request { body: body.clone() };
     let main = request.is_main();
     let turn = {
         let mut state = state.lock().unwrap();
@@ -175,6 +184,9 @@ fn respond(
         {
             let at = state.next;
             state.next += 1;
+            if let Some(action) = state.before.remove(&at) {
+                action();
+            }
             state
                 .script
                 .get(at)
