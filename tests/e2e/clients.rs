@@ -138,14 +138,14 @@ pub fn claude(clients: &Clients, home: &Path, project: &Path, url: &str, args: &
     cmd
 }
 
-/// `codex exec` in `project`, against `server`, with a fresh CODEX_HOME holding its config.
+/// `codex exec` in `project`, with CODEX_HOME (not ~/.codex) holding its config, as many set it.
 pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(&clients.codex);
     cmd.args(args)
         .current_dir(project)
         .env_clear()
         .env("HOME", home)
-        .env("CODEX_HOME", home.join(".codex"))
+        .env("CODEX_HOME", home.join("codex-home"))
         .env("PATH", path_with_vigil())
         .env("OPENAI_API_KEY", "sk-test-0000");
     cmd

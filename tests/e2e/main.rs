@@ -432,7 +432,7 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
 /// A CODEX_HOME whose config.toml points Codex at `server`, with its own services off.
 fn codex_home(server: &Server, project: &Path, trust_project: bool) -> tempfile::TempDir {
     let home = home();
-    let codex = home.path().join(".codex");
+    let codex = home.path().join("codex-home");
     std::fs::create_dir_all(&codex).unwrap();
     let mut config = format!(
         "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n",
@@ -468,10 +468,11 @@ fn codex_exec(clients: &Clients, home: &Path, project: &Path, prompt: &str) -> O
     )
 }
 
+/// settings-merge install --codex, as a user would run it: config.toml found through
+/// CODEX_HOME, where Codex itself reads it.
 fn install_codex(project: &Path, home: &Path, trust: bool) {
     let settings = project.join(".codex/hooks.json");
     let bin = bin_dir();
-    let config = home.join(".codex/config.toml");
     let mut args = vec![
         "install",
         "--codex",
@@ -479,18 +480,22 @@ fn install_codex(project: &Path, home: &Path, trust: bool) {
         settings.to_str().unwrap(),
         "--bin-dir",
         bin.to_str().unwrap(),
-        "--codex-config",
-        config.to_str().unwrap(),
     ];
     if trust {
         args.push("--trust");
     }
-    ok(vigil("settings-merge", project, &args));
+    ok(Command::new(bin_dir().join("settings-merge"))
+        .args(&args)
+        .current_dir(project)
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join("codex-home"))
+        .output()
+        .unwrap());
 }
 
 fn codex_check(project: &Path, home: &Path) -> String {
     let settings = project.join(".codex/hooks.json");
-    let config = home.join(".codex/config.toml");
+    let config = home.join("codex-home/config.toml");
     let out = vigil(
         "settings-merge",
         project,
@@ -611,7 +616,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
 
 /// Rewrites the scripted provider's address in CODEX_HOME's config.toml.
 fn point_codex_at(home: &Path, server: &Server) {
-    let path = home.join(".codex/config.toml");
+    let path = home.join("codex-home/config.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let rewritten: String = text
         .lines()
