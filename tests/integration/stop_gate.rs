@@ -1917,3 +1917,61 @@ fn loop_command_template_survives_its_old_delimiter_in_the_arguments() {
         "Fix it.\nVIGIL_LOOP_ARGUMENTS\necho INJECTED > pwned"
     );
 }
+
+#[test]
+fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_exactly() {
+    let p = Project::new();
+    let sessions: Vec<String> = (0..8).map(|i| format!("s{i}")).collect();
+    for session in &sessions {
+        p.start_ok(session, 100, &format!("Task of {session}."));
+    }
+    // Four Stops per session, all 32 at once, none declaring: each is one block, one pass.
+    let children: Vec<_> = (0..32)
+        .map(|i| {
+            let session = &sessions[i % 8];
+            let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"))
+                .current_dir(p.path())
+                .env_remove("CLAUDE_PROJECT_DIR")
+                .env_remove("VIGIL_STATE_DIR")
+                .env_remove("VIGIL_DISABLE")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(
+                    p.payload(session, Some("Still working."))
+                        .to_string()
+                        .as_bytes(),
+                )
+                .unwrap();
+            (session.clone(), child)
+        })
+        .collect();
+    for (session, child) in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(decision["decision"], "block", "{session}: {decision}");
+        assert!(
+            decision["reason"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("Task of {session}.")),
+            "each session is fed its own prompt: {decision}"
+        );
+    }
+    for session in &sessions {
+        let state = p.loop_state(session);
+        assert_eq!(
+            (state["iteration"].clone(), state["status"].clone()),
+            (json!(5), json!("running")),
+            "{session}: 1 + 4 passes, no lost or double count"
+        );
+    }
+}
