@@ -12,6 +12,7 @@ use std::path::Path;
 /// directory cannot redirect a write elsewhere (callers that must follow a link, such as a
 /// settings file, resolve it first).
 pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
+    ignore_file_size_signal();
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -34,6 +35,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;
     File::open(dir)?.sync_all()
+}
+
+/// A write past the file size limit (`ulimit -f`) raises SIGXFSZ, whose default kills the
+/// process before it can say anything: a gate would then die silently, which an engine reads
+/// as "allow". Ignored, the write fails with EFBIG like a full disk, the temp file is removed,
+/// and the caller fails in its documented direction. Every binary calls it first thing;
+/// `write_atomic` calls it too, for library users. Children get the default back
+/// (`process::isolate`).
+pub fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN is always sound.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 #[cfg(test)]

@@ -82,6 +82,8 @@ fn isolate(cmd: &mut Command) {
     unsafe {
         cmd.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // An ignored signal stays ignored across exec: the command gets the default back.
+            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
             Ok(())
         });
     }

@@ -746,6 +746,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
             });
         };
         let mut root = parse(bytes, &target.given)?;
+        let unchanged = root.clone();
         for (event, group) in &installed.entries {
             if !remove_group(&mut root, event, group) {
                 // Reformatted or edited since: a group in that event that runs nothing but
@@ -772,7 +773,13 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         {
             root.remove("hooks");
         }
-        Some(render(&root))
+        // Nothing of vigil's was there (an install interrupted before its write, say): the
+        // file stays byte for byte, never re-rendered.
+        if root == unchanged {
+            Some(bytes.clone())
+        } else {
+            Some(render(&root))
+        }
     };
     let change = Change {
         before,

@@ -53,6 +53,7 @@ Options:
 ";
 
 fn main() -> ExitCode {
+    vigil::atomic::ignore_file_size_signal();
     if vigil::cli::version_requested(NAME) {
         return ExitCode::SUCCESS;
     }

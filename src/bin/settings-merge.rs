@@ -69,6 +69,7 @@ struct Options {
 }
 
 fn main() -> ExitCode {
+    vigil::atomic::ignore_file_size_signal();
     match run() {
         Ok(exit) => exit.into(),
         Err(err) => {

@@ -87,6 +87,7 @@ Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 ";
 
 fn main() -> ExitCode {
+    vigil::atomic::ignore_file_size_signal();
     if vigil::cli::version_requested(NAME) {
         return ExitCode::SUCCESS;
     }

@@ -1,5 +1,6 @@
 //! One test binary for every CLI test (as `just` does): modules per binary, shared support.
 
+mod faults;
 mod handoff;
 mod installer;
 mod marker_writer;

@@ -1,0 +1,360 @@
+//! Faults (issue 8): every writer killed at random points, and a full disk. Afterwards every
+//! file is the old or the new version, parses and validates; nothing half-written is left; and
+//! each binary fails in its documented direction (a gate denies, a handoff skips, the
+//! installer leaves the settings as they were).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A small xorshift, seeded from the clock: different points each run, no extra crate.
+fn random() -> impl FnMut(u64) -> u64 {
+    let mut seed: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    move |below| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % below
+    }
+}
+
+fn stop_payload(dir: &Path, session: &str, message: &str) -> String {
+    json!({
+        "session_id": session, "hook_event_name": "Stop", "cwd": dir,
+        "transcript_path": null, "stop_hook_active": false,
+        "last_assistant_message": message,
+    })
+    .to_string()
+}
+
+/// Spawns `cmd` with `stdin`, kills it after a random few milliseconds; true if it was killed.
+fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    std::thread::sleep(after);
+    let _ = child.kill();
+    child.wait().unwrap().code().is_none()
+}
+
+/// Every file vigil keeps in `.vigil/` parses and validates; no temp file is left behind
+/// except those of writers killed outright (which no process can clean up), and none of
+/// those is ever read as state.
+fn assert_state_is_whole(dir: &Path) {
+    let vigil = dir.join(".vigil");
+    for (sub, schema) in [
+        ("loops", "loop.schema.json"),
+        ("sessions", "session.schema.json"),
+        ("handoff", "handoff.schema.json"),
+    ] {
+        let Ok(entries) = std::fs::read_dir(vigil.join(sub)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if !name.ends_with(".json") || name.starts_with('.') || entry.path().is_dir() {
+                continue;
+            }
+            let bytes = std::fs::read(entry.path()).unwrap();
+            let value: Value = serde_json::from_slice(&bytes)
+                .unwrap_or_else(|e| panic!("{sub}/{name} does not parse ({e}): {bytes:?}"));
+            assert_valid(schema, &value);
+        }
+    }
+}
+
+fn stop_gate_cmd(dir: &Path) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"));
+    cmd.current_dir(dir)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("VIGIL_DISABLE");
+    cmd
+}
+
+#[test]
+fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points() {
+    let dir = git_repo();
+    let mut random = random();
+    let mut killed = 0;
+    for round in 0..100 {
+        if round % 10 == 0 {
+            // A fresh loop now and then, so the writes go on (a loop ends at its cap).
+            let _ = stop_gate()
+                .args(["loop", "cancel", "--session", "s1"])
+                .current_dir(dir.path())
+                .output();
+            stop_gate()
+                .args(["loop", "start", "--session", "s1", "--max-iterations", "50"])
+                .args(["--completion-promise", "DONE", "Fix it."])
+                .current_dir(dir.path())
+                .assert()
+                .success();
+        }
+        let mut cmd = stop_gate_cmd(dir.path());
+        cmd.args(["--run", "true"]);
+        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], "Not yet.");
+        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
+            killed += 1;
+        }
+        assert_state_is_whole(dir.path());
+    }
+    // The state still works: a Stop right now is answered in full.
+    let out = stop_gate_cmd(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(stop_payload(dir.path(), "s1", "Not yet.").as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    assert!(
+        killed >= 10,
+        "only {killed} of 100 killed: the test proves little"
+    );
+}
+
+#[test]
+fn handoff_records_survive_a_writer_killed_at_random_points() {
+    let dir = git_repo();
+    let mut random = random();
+    let mut killed = 0;
+    for round in 0..100 {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
+        cmd.current_dir(dir.path())
+            .env_remove("CLAUDE_PROJECT_DIR")
+            .env_remove("VIGIL_STATE_DIR")
+            .env_remove("VIGIL_DISABLE");
+        if round % 2 == 0 {
+            cmd.arg("--checkpoint");
+        }
+        let payload = json!({
+            "session_id": format!("s{round}"), "hook_event_name": if round % 2 == 0 { "Stop" } else { "SessionEnd" },
+            "cwd": dir.path(), "transcript_path": null, "reason": "exit",
+            "last_assistant_message": format!("Round {round} done."),
+        })
+        .to_string();
+        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(8000))) {
+            killed += 1;
+        }
+        assert_state_is_whole(dir.path());
+    }
+    assert!(
+        killed >= 10,
+        "only {killed} of 100 killed: the test proves little"
+    );
+}
+
+#[test]
+fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_killed_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let original = std::fs::read(fixture("settings/claude-user-hooks.json")).unwrap();
+    std::fs::write(&path, &original).unwrap();
+    // The installed version, from an install that ran to the end.
+    let twin = tempfile::tempdir().unwrap();
+    let twin_path = twin.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(twin_path.parent().unwrap()).unwrap();
+    std::fs::write(&twin_path, &original).unwrap();
+    settings_merge()
+        .args(["install", "--settings"])
+        .arg(&twin_path)
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .assert()
+        .success();
+    let installed = std::fs::read(&twin_path).unwrap();
+    let mut random = random();
+    let mut killed = 0;
+    for round in 0..100 {
+        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+        cmd.arg(if round % 2 == 0 {
+            "install"
+        } else {
+            "uninstall"
+        })
+        .arg("--settings")
+        .arg(&path)
+        .env_remove("CLAUDE_PROJECT_DIR");
+        if round % 2 == 0 {
+            cmd.arg("--bin-dir").arg(bin_dir());
+        }
+        if kill_midway(cmd, b"", Duration::from_micros(random(6000))) {
+            killed += 1;
+        }
+        let now = std::fs::read(&path).unwrap();
+        assert!(
+            now == original || now == installed,
+            "round {round}: the settings file is neither the old nor the new version:\n{}",
+            String::from_utf8_lossy(&now)
+        );
+        if let Ok(record) = std::fs::read(dir.path().join(".vigil/installed.json")) {
+            serde_json::from_slice::<Value>(&record).expect("the install record parses");
+        }
+    }
+    // Whatever the interruptions, a full uninstall gives the original back.
+    settings_merge()
+        .args(["uninstall", "--settings"])
+        .arg(&path)
+        .assert()
+        .success();
+    let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let before: Value = serde_json::from_slice(&original).unwrap();
+    assert_eq!(after, before);
+    assert!(
+        killed >= 10,
+        "only {killed} of 100 killed: the test proves little"
+    );
+}
+
+// --- A full disk ------------------------------------------------------------------------------
+
+/// Runs a binary with `ulimit -f 0`: every write to a file fails as on a full disk.
+fn on_a_full_disk(dir: &Path, binary: &str, args: &[&str], stdin: &str) -> std::process::Output {
+    let bin = bin_dir().join(binary);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 0; exec \"$0\" \"$@\"")
+        .arg(bin)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("VIGIL_DISABLE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn no_temp_files(dir: &Path) {
+    let left: Vec<String> = tree(dir)
+        .into_iter()
+        .filter(|f| f.ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "half-written files left: {left:?}");
+}
+
+#[test]
+fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
+    let dir = git_repo();
+    stop_gate()
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
+        .args(["--completion-promise", "DONE", "Fix it."])
+        .current_dir(dir.path())
+        .assert()
+        .success();
+    let before = std::fs::read(dir.path().join(".vigil/loops/s1.json")).unwrap();
+    let out = on_a_full_disk(
+        dir.path(),
+        "stop-gate",
+        &[],
+        &stop_payload(dir.path(), "s1", "Not yet."),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a gate killed by SIGXFSZ says nothing, which an engine takes as allow"
+    );
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("File too large"),
+        "{decision}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join(".vigil/loops/s1.json")).unwrap(),
+        before,
+        "the loop state is as it was"
+    );
+    no_temp_files(dir.path());
+}
+
+#[test]
+fn a_full_disk_makes_the_handoff_skip_with_one_line_and_writes_nothing() {
+    let dir = git_repo();
+    let payload = json!({
+        "session_id": "s1", "hook_event_name": "SessionEnd", "cwd": dir.path(),
+        "transcript_path": null, "reason": "exit",
+    })
+    .to_string();
+    let out = on_a_full_disk(dir.path(), "session-end-handoff", &[], &payload);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("no handoff was written"), "{stderr}");
+    assert!(!dir.path().join(".vigil/handoff/final.json").exists());
+    no_temp_files(dir.path());
+}
+
+#[test]
+fn a_full_disk_leaves_the_settings_and_markers_as_they_were() {
+    let dir = git_repo();
+    let path = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let original = std::fs::read(fixture("settings/claude-user-hooks.json")).unwrap();
+    std::fs::write(&path, &original).unwrap();
+    let bin = bin_dir();
+    let out = on_a_full_disk(
+        dir.path(),
+        "settings-merge",
+        &[
+            "install",
+            "--settings",
+            path.to_str().unwrap(),
+            "--bin-dir",
+            bin.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(out.status.code().is_some(), "an error, not a signal");
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    let out = on_a_full_disk(
+        dir.path(),
+        "marker-writer",
+        &["run", "--check", "tests", "--", "true"],
+        "",
+    );
+    assert!(out.status.code().is_some_and(|c| c != 0), "{out:?}");
+    marker_writer()
+        .args(["verify", "--check", "tests"])
+        .current_dir(dir.path())
+        .assert()
+        .failure();
+    no_temp_files(dir.path());
+}
