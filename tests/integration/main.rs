@@ -2,6 +2,7 @@
 
 mod faults;
 mod handoff;
+mod hostile;
 mod installer;
 mod marker_writer;
 mod promise_matcher;

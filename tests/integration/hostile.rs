@@ -1,0 +1,162 @@
+//! Hostile input (issue 8), table-driven: every hook binary against every malformed input it
+//! can be given on stdin. No panic, the documented exit code and direction (a gate denies, a
+//! handoff skips, a loader starts the session without context), at most one line on stderr,
+//! and nothing written outside the project's `.vigil/`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The inputs: a name and the bytes, given a project directory for the well-formed parts.
+fn inputs(project: &Path) -> Vec<(&'static str, Vec<u8>)> {
+    let good = |session: &str| {
+        json!({
+            "session_id": session, "hook_event_name": "Stop", "cwd": project,
+            "transcript_path": null, "last_assistant_message": "x", "source": "startup",
+            "reason": "exit",
+        })
+    };
+    let mut huge =
+        br#"{"session_id":"s1","hook_event_name":"Stop","last_assistant_message":""#.to_vec();
+    huge.resize(100 * 1024 * 1024, b'a');
+    huge.extend_from_slice(br#""}"#);
+    vec![
+        ("empty", Vec::new()),
+        ("truncated", br#"{"session_id":"s1","hook_ev"#.to_vec()),
+        ("not JSON", b"session_id=s1\n".to_vec()),
+        ("invalid UTF-8", b"{\"session_id\":\"s\xff\xfe1\"}".to_vec()),
+        ("deeply nested", {
+            let mut v = b"[".repeat(100_000);
+            v.extend(b"]".repeat(100_000));
+            v
+        }),
+        ("an array", b"[]".to_vec()),
+        (
+            "wrong types",
+            br#"{"session_id":5,"hook_event_name":[],"cwd":{}}"#.to_vec(),
+        ),
+        ("100 MB", huge),
+        ("id ../x", good("../x").to_string().into_bytes()),
+        ("id absolute", good("/etc/passwd").to_string().into_bytes()),
+        ("id with NUL", good("a\u{0}b").to_string().into_bytes()),
+        (
+            "id too long",
+            good(&"a".repeat(200)).to_string().into_bytes(),
+        ),
+    ]
+}
+
+/// What a binary must do with input it cannot use.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// Exit 2, nothing on stdout (promise-matcher: a verdict needs valid input).
+    Refuse,
+    /// Exit 0 and a `decision: block` (or, once the budget is spent, an allow that says the
+    /// work is NOT verified): the gate fails closed.
+    Deny,
+    /// Exit 1, no record (the handoff is skipped).
+    Skip,
+    /// Exit 0, nothing on stdout (the session starts without a handoff).
+    Start,
+}
+
+fn run(bin: &str, args: &[&str], cwd: &Path, stdin: &[u8]) -> std::process::Output {
+    let mut child = Command::new(bin_dir().join(bin))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("VIGIL_DISABLE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    // A binary may stop reading early (a size cap); the writer must not block the test.
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = pipe.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    out
+}
+
+#[test]
+fn every_hook_binary_meets_every_hostile_input_in_its_documented_direction() {
+    let table: [(&str, &[&str], Direction); 5] = [
+        (
+            "promise-matcher",
+            &["--hook", "--promise", "DONE"],
+            Direction::Refuse,
+        ),
+        ("stop-gate", &[], Direction::Deny),
+        ("session-end-handoff", &[], Direction::Skip),
+        ("session-end-handoff", &["--checkpoint"], Direction::Skip),
+        ("session-start-loader", &[], Direction::Start),
+    ];
+    for (bin, args, direction) in table {
+        let parent = tempfile::tempdir().unwrap();
+        let project = parent.path().join("project");
+        std::fs::create_dir(&project).unwrap();
+        git(&project, &["init", "-q"]);
+        let before = outside_vigil(parent.path());
+        for (name, stdin) in inputs(&project) {
+            let out = run(bin, args, &project, &stdin);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let case = format!("{bin} {args:?} on {name}: {stderr}");
+            assert!(!stderr.contains("panicked"), "{case}");
+            assert!(stderr.lines().count() <= 1, "one line at most: {case}");
+            // promise-matcher reads no session id, so a hostile one leaves it usable input.
+            let usable = name.starts_with("id ");
+            match direction {
+                Direction::Refuse if !usable => {
+                    assert_eq!(out.status.code(), Some(2), "{case}");
+                    assert!(stdout.is_empty(), "{case}");
+                }
+                Direction::Refuse => assert!(matches!(out.status.code(), Some(0..=2)), "{case}"),
+                Direction::Deny => {
+                    assert_eq!(out.status.code(), Some(0), "{case}");
+                    let decision: Value = serde_json::from_str(&stdout)
+                        .unwrap_or_else(|e| panic!("{case}: not JSON ({e}): {stdout}"));
+                    let denied = decision["decision"] == "block"
+                        || decision["systemMessage"]
+                            .as_str()
+                            .is_some_and(|m| m.contains("NOT verified"));
+                    assert!(denied, "{case}: {decision}");
+                }
+                Direction::Skip => {
+                    assert_eq!(out.status.code(), Some(1), "{case}");
+                    assert!(
+                        stderr.contains("no handoff was written") || stderr.contains("refus"),
+                        "{case}"
+                    );
+                    assert!(!project.join(".vigil/handoff").exists(), "{case}");
+                }
+                Direction::Start => {
+                    assert_eq!(out.status.code(), Some(0), "{case}");
+                    assert!(stdout.is_empty(), "{case}: {stdout}");
+                }
+            }
+            assert_eq!(
+                outside_vigil(parent.path()),
+                before,
+                "{case}: wrote outside .vigil/"
+            );
+        }
+    }
+}
+
+/// Every file under `dir` except the project's `.vigil/` (and git's own files).
+fn outside_vigil(dir: &Path) -> Vec<String> {
+    tree(dir)
+        .into_iter()
+        .filter(|f| !f.starts_with("project/.vigil/") && !f.starts_with("project/.git/"))
+        .collect()
+}
