@@ -95,6 +95,21 @@ pub fn context(request: &Request) -> Option<String> {
         let time = |r: &Record| crate::time::parse_rfc3339(&r.written_at).unwrap_or(0.0);
         time(b).total_cmp(&time(a))
     });
+    // The loop file is the truth, the record a snapshot: Codex runs its Stop hooks at once, so
+    // the checkpoint of a Stop can be taken before stop-gate records that pass. Where the
+    // session's loop is still on disk, its state now is what is told.
+    for record in &mut records {
+        if let (Some(summary), Ok(session)) = (
+            record.loop_summary.as_mut(),
+            SessionId::parse(&record.session_id),
+        ) && let Ok(Some(state)) =
+            crate::loops::load(&crate::loops::path(&request.project, &session))
+        {
+            summary.status = state.status;
+            summary.iteration = state.iteration;
+            summary.max_iterations = state.max_iterations;
+        }
+    }
     // Missing records give no output (SPEC §7): the progress file comes only with them.
     if records.is_empty() && notes.is_empty() && request.claimed.is_none() {
         return None;

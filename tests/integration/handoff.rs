@@ -1191,3 +1191,40 @@ fn many_large_records_fit_in_10000_characters_and_each_keeps_its_header() {
         "{told}"
     );
 }
+
+#[test]
+fn the_loop_is_told_as_it_stands_now_not_as_a_racing_checkpoint_saw_it() {
+    // Codex runs stop-gate and the checkpoint at once: the checkpoint can see the loop
+    // before stop-gate records the pass that ended it.
+    let dir = git_repo();
+    stop_gate()
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "4"])
+        .args(["--completion-promise", "DONE", "Fix it."])
+        .current_dir(dir.path())
+        .assert()
+        .success();
+    assert!(
+        end(
+            dir.path(),
+            &["--checkpoint"],
+            end_payload(dir.path(), "s1", "Stop", None)
+        )
+        .status
+        .success()
+    );
+    assert_eq!(
+        record(dir.path(), "checkpoint.json")["loop"]["status"],
+        "running"
+    );
+    let declared = json!({
+        "session_id": "s1", "cwd": dir.path(), "hook_event_name": "Stop",
+        "last_assistant_message": "Done.\n<promise>DONE</promise>",
+    });
+    stop_gate()
+        .current_dir(dir.path())
+        .write_stdin(declared.to_string())
+        .assert()
+        .success();
+    let told = context(&start(dir.path(), "s2", "startup"));
+    assert!(told.contains("loop: passed, pass 1/4"), "{told}");
+}
