@@ -103,7 +103,7 @@ pub fn context(request: &Request) -> Option<String> {
             record.loop_summary.as_mut(),
             SessionId::parse(&record.session_id),
         ) && let Ok(Some(state)) =
-            crate::loops::load(&crate::loops::path(&request.project, &session))
+            crate::loops::load(&crate::loops::path(request.project, &session))
         {
             summary.status = state.status;
             summary.iteration = state.iteration;
