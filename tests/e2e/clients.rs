@@ -55,20 +55,24 @@ pub fn clients() -> Option<Clients> {
         }
         std::fs::create_dir_all(&cache).map_err(|e| e.to_string())?;
         std::fs::write(cache.join("package.json"), PACKAGE_JSON).map_err(|e| e.to_string())?;
-        let out = Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--ignore-scripts",
-                "--prefix",
-            ])
-            .arg(&cache)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
+        // Bounded: a machine with npm but no way to the registry fails here, it does not hang.
+        let mut npm = Command::new("npm");
+        npm.args([
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            "--prefix",
+        ])
+        .arg(&cache);
+        let out = run(npm, Duration::from_secs(300));
+        let installed = native(&cache);
+        if !out.status.success() || !installed.claude.is_file() || !installed.codex.is_file() {
+            // Not marked as installed, so the next run tries again.
+            let _ = std::fs::remove_file(cache.join("package.json"));
             return Err(format!(
-                "npm install failed: {}",
+                "npm install failed ({}): {}",
+                out.status,
                 String::from_utf8_lossy(&out.stderr)
                     .lines()
                     .last()
@@ -102,15 +106,20 @@ pub fn home() -> tempfile::TempDir {
 
 /// Runs a command with a deadline, killing it when it runs over; returns its output.
 pub fn run(mut cmd: Command, deadline: Duration) -> Output {
+    use std::os::unix::process::CommandExt;
+    // Its own process group, so the watchdog takes the hooks and tool calls it ran along.
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        .process_group(0);
     let child = cmd.spawn().expect("spawn a client");
     let pid = child.id();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let watchdog = std::thread::spawn(move || {
         if done_rx.recv_timeout(deadline).is_err() {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            let _ = Command::new("kill")
+                .args(["-9", "--", &format!("-{pid}")])
+                .status();
         }
     });
     let out = child.wait_with_output().expect("wait for a client");
@@ -126,6 +135,7 @@ pub fn claude(clients: &Clients, home: &Path, project: &Path, url: &str, args: &
         .current_dir(project)
         .env_clear()
         .env("HOME", home)
+        .env("TMPDIR", home)
         .env("PATH", path_with_vigil())
         .env("ANTHROPIC_BASE_URL", url)
         .env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
@@ -145,6 +155,7 @@ pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> C
         .current_dir(project)
         .env_clear()
         .env("HOME", home)
+        .env("TMPDIR", home)
         .env("CODEX_HOME", home.join("codex-home"))
         .env("PATH", path_with_vigil())
         .env("OPENAI_API_KEY", "sk-test-0000");

@@ -162,7 +162,12 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
     ] {
         let project = project();
         install_claude(project.path(), None, feedback);
-        start_loop(project.path(), SESSION, "5", "Make the build green.");
+        start_loop(
+            project.path(),
+            SESSION,
+            "5",
+            "Loop task: make the build green.",
+        );
         let server = Server::start(
             vec![
                 Turn::Text(MENTION.into()),
@@ -184,7 +189,10 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
         for request in &main[1..] {
             let text = request.text();
             assert!(text.contains(wording), "{feedback:?}: {text}");
-            assert!(text.contains("Make the build green."));
+            assert!(
+                text.contains("Loop task: make the build green."),
+                "the loop's own prompt is fed back: {text}"
+            );
         }
         assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
     }
@@ -224,14 +232,17 @@ fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
 fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass() {
     let Some(clients) = clients() else { return };
     let project = project();
-    install_claude(
-        project.path(),
-        Some("test -f fixed || { echo 'FAIL: tests/parser: fixed is missing'; exit 1; }"),
-        "",
-    );
+    // The check's useful line is in its output only, never in its command.
+    std::fs::write(
+        project.path().join("check.sh"),
+        "test -f fixed && exit 0\necho 'FAIL: parser case 3 of 7'\nexit 1\n",
+    )
+    .unwrap();
+    install_claude(project.path(), Some("sh check.sh"), "");
     let server = Server::start(
         vec![
             Turn::Text("Done, I think.".into()),
+            Turn::Text("Really done now.".into()),
             Turn::Bash("echo ok > fixed".into()),
             Turn::Text("Fixed it.".into()),
         ],
@@ -246,14 +257,18 @@ fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass(
         &[],
     );
     let main = server.main_requests();
-    assert_eq!(main.len(), 3, "failing check, the fix, then a pass");
-    assert!(
-        main[1]
-            .text()
-            .contains("FAIL: tests/parser: fixed is missing"),
-        "the check's useful line reached the model: {}",
-        main[1].text()
+    assert_eq!(
+        main.len(),
+        4,
+        "blocked at each stop while the check fails, then the fix, then a pass"
     );
+    for request in &main[1..3] {
+        assert!(
+            request.text().contains("FAIL: parser case 3 of 7"),
+            "the check's output reached the model: {}",
+            request.text()
+        );
+    }
     assert!(project.path().join("fixed").is_file());
 }
 
@@ -291,8 +306,9 @@ fn claude_handoff_reaches_the_next_sessions_first_request_defanged() {
     );
     assert!(opening.contains("Wrapped up the tokenizer."));
     assert!(
-        !opening.contains("<promise>DONE</promise>"),
-        "handed-on text is defanged"
+        opening.contains("<pro-mise>DONE</pro-mise>")
+            && !opening.contains("<promise>DONE</promise>"),
+        "handed-on text is there, defanged"
     );
 }
 
@@ -306,13 +322,24 @@ fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_wor
     let server = Server::start(
         vec![
             Turn::Text("Tests pass.".into()),
+            Turn::Text("Tests pass, I said.".into()),
             Turn::Text("Tests pass, and now it is vouched for.".into()),
         ],
         None,
     );
     let dir = project.path().to_path_buf();
-    // Between the two turns, CI (the protected writer) runs the tests and writes the marker.
+    // Before turn 1, CI vouches for content that then changes: a marker for other content.
     server.before_turn(1, move || {
+        ok(vigil(
+            "marker-writer",
+            &dir,
+            &["run", "--check", "tests", "--", "true"],
+        ));
+        std::fs::write(dir.join("README.md"), "changed after the run\n").unwrap();
+    });
+    let dir = project.path().to_path_buf();
+    // Before turn 2, CI vouches for the worktree as it is.
+    server.before_turn(2, move || {
         ok(vigil(
             "marker-writer",
             &dir,
@@ -324,15 +351,24 @@ fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_wor
         project.path(),
         &server,
         SESSION,
-        "Make the tests pass.",
+        "Make it work.",
         &[],
     );
     let main = server.main_requests();
-    assert_eq!(main.len(), 2, "blocked once, then allowed");
+    assert_eq!(
+        main.len(),
+        3,
+        "missing, then for other content, then allowed"
+    );
     assert!(
-        main[1].text().contains("tests"),
-        "the block names the marker: {}",
+        main[1].text().contains("marker `tests` missing"),
+        "{}",
         main[1].text()
+    );
+    assert!(
+        main[2].text().contains("marker `tests` subject mismatch"),
+        "{}",
+        main[2].text()
     );
 }
 
@@ -381,7 +417,12 @@ fn claude_next_session_loop_is_claimed_by_that_session_and_no_later_one() {
         1,
         "a later session has no loop"
     );
-    assert_eq!(loop_status(project.path(), SECOND), Value::Null);
+    let status = vigil(
+        "stop-gate",
+        project.path(),
+        &["loop", "status", "--session", SECOND],
+    );
+    assert_eq!(status.status.code(), Some(1), "no loop: {}", said(&status));
 }
 
 // --- The plugin -------------------------------------------------------------------------------
@@ -534,10 +575,12 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     let home = codex_home(&untrusted, project.path(), true);
     install_codex(project.path(), home.path(), false);
     let said_before = codex_check(project.path(), home.path());
-    for event in ["stop:", "session_start:"] {
+    for key in [":stop:0:0", ":stop:0:1", ":session_start:0:0"] {
         assert!(
-            said_before.contains("[warn] Codex will skip") && said_before.contains(event),
-            "check names every hook Codex would skip: {said_before}"
+            said_before
+                .lines()
+                .any(|l| l.starts_with("[warn] Codex will skip") && l.contains(key)),
+            "check names every hook Codex would skip ({key}): {said_before}"
         );
     }
     ok(vigil(
@@ -611,6 +654,38 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     assert!(
         said_after.contains("changed since it was trusted"),
         "{said_after}"
+    );
+    // And Codex does skip it: a new loop is not driven past the mention.
+    ok(vigil(
+        "stop-gate",
+        project.path(),
+        &[
+            "loop",
+            "start",
+            "--next-session",
+            "--max-iterations",
+            "4",
+            "--completion-promise",
+            "DONE",
+            "Make the build green.",
+        ],
+    ));
+    let edited = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    point_codex_at(home.path(), &edited);
+    let out = codex_exec(
+        &clients,
+        home.path(),
+        project.path(),
+        "Make the build green.",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        edited.main_requests().len(),
+        1,
+        "the edited Stop hook did not run"
     );
 }
 
