@@ -129,8 +129,26 @@ for mb in $sizes; do
   rm -f "$work/log$mb"
 done
 
-# marker-writer verify on a repository of 10,000 files, beside the floor for its subject:
-# `git add -A && git write-tree` on a copy of the index.
+# marker-writer verify beside the floor for its subject, `git add -A && git write-tree` on a
+# copy of the index: repositories of 10 and 1,000 files here, 10,000 and 100,000 below.
+verify_row() { # DIR LABEL
+  (cd "$1" && "$mw" run --check tests -- true >/dev/null 2>&1)
+  row "marker-writer verify" "worktree of $2 files (baseline: git add -A && write-tree)" \
+    "cd $1 && $mw verify --check tests" \
+    "cp $1/.git/index $work/index && GIT_INDEX_FILE=$work/index git -C $1 add -A && GIT_INDEX_FILE=$work/index git -C $1 write-tree"
+}
+for n in 10 1,000; do
+  label=$n
+  n=${n//,/}
+  small=$work/repo$n
+  mkdir -p "$small"
+  for f in $(seq 1 "$n"); do printf 'file %s\n' "$f" >"$small/f$f.txt"; done
+  git -C "$small" init -q
+  git -C "$small" add -A
+  git -C "$small" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+  verify_row "$small" "$label"
+done
+
 repo=$work/repo
 mkdir -p "$repo"
 for d in $(seq 1 100); do
@@ -140,10 +158,7 @@ done
 git -C "$repo" init -q
 git -C "$repo" add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
-(cd "$repo" && "$mw" run --check tests -- true >/dev/null 2>&1)
-floor="cp $repo/.git/index $work/index && GIT_INDEX_FILE=$work/index git -C $repo add -A && GIT_INDEX_FILE=$work/index git -C $repo write-tree"
-row "marker-writer verify" "worktree of 10,000 files (baseline: git add -A && write-tree)" \
-  "cd $repo && $mw verify --check tests" "$floor"
+verify_row "$repo" "10,000"
 
 # Hashing a file: marker-writer's file: subject beside sha256sum.
 hash_mb=1
@@ -166,7 +181,7 @@ git -C "$big" add -A
 git -C "$big" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
 echo change >"$big/d1/f1.txt"
 # A marker, so the handoff also computes the worktree subject (its most expensive part).
-(cd "$big" && "$mw" run --check tests -- true >/dev/null 2>&1)
+verify_row "$big" "100,000"
 transcript "$work/t-end.jsonl" "$hash_mb"
 jq -c --arg cwd "$big" --arg t "$work/t-end.jsonl" \
   '.cwd = $cwd | .transcript_path = $t | .session_id = "ending"' "$samples/claude-session-end.json" >"$work/end.json"
