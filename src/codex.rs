@@ -73,19 +73,7 @@ pub fn canonical_identity(event: &str, matcher: Option<&str>, handler: &Value) -
     if let Some(matcher) = matcher.filter(|_| !matches!(event, "Stop" | "UserPromptSubmit")) {
         identity.insert("matcher".into(), json!(matcher));
     }
-    serde_json::to_string(&sorted(Value::Object(identity))).expect("an identity serializes")
-}
-
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
-    }
+    crate::canonical::to_string(&Value::Object(identity))
 }
 
 /// `sha256:<hex>` of the canonical identity.

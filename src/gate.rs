@@ -32,6 +32,8 @@ pub struct GateConfig {
     pub subagents: bool,
     pub state_dir: Option<PathBuf>,
     pub feedback: Feedback,
+    /// `--verify-key`: the public key markers must be signed with.
+    pub verify_key: Option<PathBuf>,
 }
 
 impl Default for GateConfig {
@@ -45,6 +47,7 @@ impl Default for GateConfig {
             subagents: false,
             state_dir: None,
             feedback: Feedback::Block,
+            verify_key: None,
         }
     }
 }
@@ -493,10 +496,14 @@ impl Gate {
                 "stop-gate: cannot tell what the markers must vouch for: {e}"
             ))
         })?;
+        // The same trusted keys as `marker-writer verify`: the flag, $VIGIL_VERIFY_KEY and the
+        // project's `.vigil/trusted-keys/`. A key that cannot be read denies.
+        let keys = crate::signing::trusted_keys(&self.project, config.verify_key.as_deref())
+            .map_err(|e| Failure::line(format!("stop-gate: {e}")))?;
         for required in &config.markers {
             let check = &required.check;
             if let Err(denial) =
-                marker::verify(&self.project, check, &subject, config.marker_max_age)
+                marker::verify(&self.project, check, &subject, config.marker_max_age, &keys)
             {
                 let command = required
                     .command

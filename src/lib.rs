@@ -6,6 +6,7 @@
 pub mod atomic;
 pub mod briefing;
 pub mod budget;
+pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod codex;
@@ -24,6 +25,7 @@ pub mod process;
 pub mod promise;
 pub mod repo;
 pub mod settings;
+pub mod signing;
 pub mod state;
 pub mod subject;
 pub mod terminal;

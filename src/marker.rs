@@ -113,6 +113,9 @@ pub struct Payload {
     pub run: Option<Run>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// With `--sign-key`: over the canonical JSON of every other field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<crate::signing::Signature>,
 }
 
 /// Why verification denied: the first reason found (SPEC §5).
@@ -125,6 +128,8 @@ pub enum Denial {
     Malformed(String),
     Status(Status),
     Stale(String),
+    /// A verify key is configured and the signature does not hold.
+    BadSignature(String),
 }
 
 impl Denial {
@@ -136,6 +141,7 @@ impl Denial {
             Denial::Malformed(_) => "malformed".into(),
             Denial::Status(status) => format!("status {}", status.as_str()),
             Denial::Stale(_) => "stale".into(),
+            Denial::BadSignature(_) => "bad signature".into(),
         }
     }
 
@@ -149,7 +155,10 @@ impl Denial {
                     status.as_str()
                 )
             }
-            Denial::SubjectMismatch(detail) | Denial::Malformed(detail) | Denial::Stale(detail) => {
+            Denial::SubjectMismatch(detail)
+            | Denial::Malformed(detail)
+            | Denial::Stale(detail)
+            | Denial::BadSignature(detail) => {
                 format!("{}: {detail}", self.reason())
             }
         }
@@ -233,6 +242,7 @@ pub fn verify(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
+    keys: &[crate::signing::VerifyKey],
 ) -> std::result::Result<Payload, Denial> {
     if let Err(e) = refuse_symlinks(project, check) {
         return Err(Denial::Malformed(e.to_string()));
@@ -257,6 +267,10 @@ pub fn verify(
         });
     }
     let payload = read_payload(&payload_path)?;
+    // With a trusted key, nothing of the payload counts before its signature holds.
+    if !keys.is_empty() {
+        crate::signing::check(keys, &payload).map_err(Denial::BadSignature)?;
+    }
     if payload.schema != SCHEMA {
         return Err(Denial::Malformed(format!(
             "schema is {:?}, not {SCHEMA:?}",

@@ -25,6 +25,7 @@ Usage:
   marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION]
   marker-writer show   --check NAME [--subject S]
+  marker-writer keygen --out DIR
 
 A marker records that a check (tests, lint, review...) ended with a status (passed, failed,
 blocked, aborted) for exactly one content, named by its hash. It lives in
@@ -38,6 +39,8 @@ write    records a status given by hand
 verify   exits 0 only for a passed marker of exactly this content, younger than --max-age;
          otherwise 1 with one line: missing, subject mismatch, malformed, status S, or stale
 show     prints the payload of the marker for this content
+keygen   makes an Ed25519 key pair: DIR/vigil-marker.key (0600, never overwritten; keep it
+         where the agent cannot read it) and DIR/vigil-marker.pub (safe to commit)
 
 Options:
   --check NAME         the check: 1 to 64 of A-Z a-z 0-9 . _ -
@@ -48,6 +51,11 @@ Options:
   --note TEXT          write: a note kept in the payload
   --timeout SECS       run: kill the command's whole process group after SECS
   --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
+  --sign-key FILE      run, write: sign the payload with this secret key (or $VIGIL_SIGN_KEY)
+  --verify-key FILE    verify: markers must be signed by this key (or $VIGIL_VERIFY_KEY, and
+                       every .vigil/trusted-keys/*.pub); with none, unsigned markers count;
+                       with one, an unsigned or altered marker is `bad signature`
+  --out DIR            keygen: where the key pair goes
   --state-dir DIR      where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   -h, --help           this text
 ";
@@ -76,6 +84,9 @@ struct Options {
     timeout: Option<Duration>,
     max_age: Option<Duration>,
     state_dir: Option<PathBuf>,
+    sign_key: Option<PathBuf>,
+    verify_key: Option<PathBuf>,
+    out: Option<PathBuf>,
     command: Vec<OsString>,
 }
 
@@ -91,13 +102,34 @@ fn run_main() -> Result<u8> {
     if matches!(action, "-h" | "--help") {
         return help(HELP).map(Exit::code);
     }
-    if !matches!(action, "run" | "write" | "verify" | "show") {
+    if !matches!(action, "run" | "write" | "verify" | "show" | "keygen") {
         return Err(Error::usage(format!(
-            "unknown command {action:?}; use run, write, verify or show"
+            "unknown command {action:?}; use run, write, verify, show or keygen"
         )));
     }
     let Some(options) = parse(action, args)? else {
         return help(HELP).map(Exit::code);
+    };
+    if action == "keygen" {
+        let out = options
+            .out
+            .ok_or_else(|| Error::usage("`keygen` needs --out DIR"))?;
+        let (secret, public) = vigil::signing::keygen(&out)?;
+        return print(
+            format!(
+                "marker-writer: secret key {} (keep it from the agent), public key {} (commit it, or put it in .vigil/trusted-keys/)\n",
+                secret.display(),
+                public.display()
+            )
+            .as_bytes(),
+        )
+        .map(Exit::code);
+    }
+    // A key that cannot be read stops a writer before it runs anything.
+    let signer = if matches!(action, "run" | "write") {
+        vigil::signing::sign_key(options.sign_key.as_deref())?
+    } else {
+        None
     };
     let check = options
         .check
@@ -130,12 +162,22 @@ fn run_main() -> Result<u8> {
         _ => subject.id(&project, None)?,
     };
     match action {
-        "run" => run(&project, &check, &subject, &subject_id, options),
+        "run" => run(
+            &project,
+            &check,
+            &subject,
+            &subject_id,
+            options,
+            signer.as_ref(),
+        ),
         "write" => {
             let status = options.status.ok_or_else(|| {
                 Error::usage("`write` needs --status passed|failed|blocked|aborted")
             })?;
-            let payload = payload(&check, status, &subject_id, None, options.note);
+            let mut payload = payload(&check, status, &subject_id, None, options.note);
+            if let Some(key) = &signer {
+                vigil::signing::sign(key, &mut payload);
+            }
             let (path, _) = marker::write(&project, &payload)?;
             print(
                 format!(
@@ -149,7 +191,8 @@ fn run_main() -> Result<u8> {
         }
         "verify" => {
             let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
-            match marker::verify(&project, &check, &subject_id, max_age) {
+            let keys = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
+            match marker::verify(&project, &check, &subject_id, max_age, &keys) {
                 Ok(payload) => print(
                     format!(
                         "{check}: passed for {subject_id}, written {} by {}@{}\n",
@@ -199,6 +242,13 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.subject = Some(Subject::parse(&string_value(&mut parser, "--subject")?)?)
             }
             Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("sign-key") if matches!(action, "run" | "write") => {
+                options.sign_key = Some(PathBuf::from(parser.value()?))
+            }
+            Long("verify-key") if action == "verify" => {
+                options.verify_key = Some(PathBuf::from(parser.value()?))
+            }
+            Long("out") if action == "keygen" => options.out = Some(PathBuf::from(parser.value()?)),
             Long("status") if action == "write" => {
                 options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
             }
@@ -241,6 +291,7 @@ fn run(
     subject: &Subject,
     subject_id: &str,
     options: Options,
+    signer: Option<&vigil::signing::SignKey>,
 ) -> Result<u8> {
     let shown = options
         .command
@@ -298,7 +349,10 @@ fn run(
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
         output_sha256: ran.output_sha256,
     };
-    let payload = payload(check, status, subject_id, Some(record), note);
+    let mut payload = payload(check, status, subject_id, Some(record), note);
+    if let Some(key) = signer {
+        vigil::signing::sign(key, &mut payload);
+    }
     match marker::write(project, &payload) {
         Ok(_) => {
             diagnostic(
@@ -332,5 +386,6 @@ fn payload(
         writer: marker::writer(),
         run,
         note,
+        signature: None,
     }
 }

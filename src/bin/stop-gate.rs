@@ -27,7 +27,7 @@ stop-gate: the Stop hook that turns \"looks done\" into evidence.
 Usage:
   stop-gate [--run CMD] [--timeout SECS] [--require-marker CHECK]... [--max-blocks N]
             [--marker-max-age DURATION] [--subagents] [--feedback block|context]
-            [--state-dir DIR]                                               < hook JSON
+            [--verify-key FILE] [--state-dir DIR]                                               < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
   stop-gate loop status [--session ID] [--json]
@@ -53,6 +53,8 @@ Options:
   --feedback block|context  how a block reaches the model: `block` (default; both engines)
                             prints decision:block; `context` prints Stop additionalContext,
                             which Claude Code (2.1.332 checked) shows as feedback, not an error
+  --verify-key FILE         markers must be signed by this key (also $VIGIL_VERIFY_KEY and
+                            .vigil/trusted-keys/*.pub; with none, unsigned markers count)
   --state-dir DIR           where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   -h, --help                this text
 VIGIL_DISABLE=1 makes the hook allow at once.
@@ -162,6 +164,7 @@ fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
                 }
             }
             Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("verify-key") => config.verify_key = Some(PathBuf::from(parser.value()?)),
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),
         }

@@ -7,5 +7,6 @@ mod installer;
 mod marker_writer;
 mod promise_matcher;
 mod properties;
+mod signing;
 mod stop_gate;
 mod support;

@@ -1,0 +1,213 @@
+//! Signed markers (SPEC §5, issue 9): an Ed25519 signature, by a key the agent never sees, over
+//! the canonical JSON of every other field of a payload. Verified with public keys that are
+//! safe to commit. The cryptography is ed25519-dalek's; vigil only encodes and compares.
+
+use std::path::{Path, PathBuf};
+
+use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::marker::Payload;
+use crate::state::Project;
+use crate::subject::sha256_hex;
+
+const SECRET_TAG: &str = "vigil-ed25519-secret";
+const PUBLIC_TAG: &str = "vigil-ed25519-public";
+pub const ALG: &str = "ed25519";
+
+/// The `signature` field of a payload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signature {
+    pub alg: String,
+    /// The first 16 hex digits of the sha256 of the public key.
+    pub key_id: String,
+    /// The 64-byte signature, in hex.
+    pub sig: String,
+}
+
+pub struct SignKey {
+    key: SigningKey,
+}
+
+#[derive(Clone)]
+pub struct VerifyKey {
+    pub id: String,
+    key: VerifyingKey,
+    pub path: PathBuf,
+}
+
+fn key_id(public: &VerifyingKey) -> String {
+    sha256_hex(public.as_bytes())[..16].to_string()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    let text = text.trim();
+    if text.len() != N * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// `keygen --out DIR`: `DIR/vigil-marker.key` (0600, never overwritten) and
+/// `DIR/vigil-marker.pub`. Returns both paths.
+pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    let secret_path = dir.join("vigil-marker.key");
+    let public_path = dir.join("vigil-marker.pub");
+    for path in [&secret_path, &public_path] {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(Error::input(format!(
+                "{} exists; keygen never overwrites a key (move it away to make a new pair)",
+                path.display()
+            )));
+        }
+    }
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).map_err(|e| Error::Io(format!("no randomness for a key: {e}")))?;
+    let key = SigningKey::from_bytes(&seed);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&secret_path)
+        .map_err(|e| Error::io("create", &secret_path, &e))?;
+    writeln!(file, "{SECRET_TAG} {}", hex(&seed))
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io("write", &secret_path, &e))?;
+    let public = key.verifying_key();
+    crate::atomic::write_atomic(
+        &public_path,
+        format!("{PUBLIC_TAG} {}\n", hex(public.as_bytes())).as_bytes(),
+        0o644,
+    )
+    .map_err(|e| Error::io("write", &public_path, &e))?;
+    Ok((secret_path, public_path))
+}
+
+fn read_tagged(path: &Path, tag: &str) -> Result<String> {
+    let file = crate::input::open_regular(path).map_err(|e| Error::io("read", path, &e))?;
+    let bytes = crate::input::read_capped(file, 4096, "the key", path)?;
+    let text = String::from_utf8_lossy(&bytes);
+    text.trim()
+        .strip_prefix(tag)
+        .map(|rest| rest.trim().to_string())
+        .ok_or_else(|| {
+            Error::input(format!(
+                "{} is not a vigil key ({tag} …); make one with `marker-writer keygen`",
+                path.display()
+            ))
+        })
+}
+
+pub fn load_sign_key(path: &Path) -> Result<SignKey> {
+    let seed = unhex::<32>(&read_tagged(path, SECRET_TAG)?)
+        .ok_or_else(|| Error::input(format!("{}: the secret key is damaged", path.display())))?;
+    Ok(SignKey {
+        key: SigningKey::from_bytes(&seed),
+    })
+}
+
+pub fn load_verify_key(path: &Path) -> Result<VerifyKey> {
+    let bytes = unhex::<32>(&read_tagged(path, PUBLIC_TAG)?)
+        .ok_or_else(|| Error::input(format!("{}: the public key is damaged", path.display())))?;
+    let key = VerifyingKey::from_bytes(&bytes)
+        .map_err(|_| Error::input(format!("{}: not an Ed25519 public key", path.display())))?;
+    Ok(VerifyKey {
+        id: key_id(&key),
+        key,
+        path: path.to_path_buf(),
+    })
+}
+
+/// The sign key to use: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none.
+pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
+    let path = flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("VIGIL_SIGN_KEY")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    path.map(|p| load_sign_key(&p)).transpose()
+}
+
+/// The trusted keys: `--verify-key` (or `$VIGIL_VERIFY_KEY`), plus every
+/// `.vigil/trusted-keys/*.pub` of the project. Empty: markers are not required to be signed.
+pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Vec<VerifyKey>> {
+    let mut keys = Vec::new();
+    let explicit = flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("VIGIL_VERIFY_KEY")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(path) = explicit {
+        keys.push(load_verify_key(&path)?);
+    }
+    let dir = project.state.join("trusted-keys");
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        let mut paths: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pub"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            keys.push(load_verify_key(&path)?);
+        }
+    }
+    Ok(keys)
+}
+
+/// The bytes a signature covers: the canonical JSON of the payload without its signature.
+fn signed_bytes(payload: &Payload) -> Vec<u8> {
+    let mut unsigned = payload.clone();
+    unsigned.signature = None;
+    let value = serde_json::to_value(&unsigned).expect("a payload serializes");
+    crate::canonical::to_string(&value).into_bytes()
+}
+
+/// Signs `payload` in place.
+pub fn sign(key: &SignKey, payload: &mut Payload) {
+    let sig = key.key.sign(&signed_bytes(payload));
+    payload.signature = Some(Signature {
+        alg: ALG.into(),
+        key_id: key_id(&key.key.verifying_key()),
+        sig: hex(&sig.to_bytes()),
+    });
+}
+
+/// Checks `payload`'s signature against `keys`; the reason when it does not hold.
+pub fn check(keys: &[VerifyKey], payload: &Payload) -> std::result::Result<(), String> {
+    let Some(signature) = &payload.signature else {
+        return Err("the marker is not signed, and a verify key is configured".into());
+    };
+    if signature.alg != ALG {
+        return Err(format!(
+            "signature algorithm {:?} is not {ALG}",
+            signature.alg
+        ));
+    }
+    let Some(key) = keys.iter().find(|k| k.id == signature.key_id) else {
+        return Err(format!(
+            "signed by key {}, which is not a trusted key",
+            signature.key_id
+        ));
+    };
+    let bytes = unhex::<64>(&signature.sig).ok_or("the signature is damaged")?;
+    key.key
+        .verify(
+            &signed_bytes(payload),
+            &ed25519_dalek::Signature::from_bytes(&bytes),
+        )
+        .map_err(|_| format!("the signature by key {} does not match the payload", key.id))
+}

@@ -1,0 +1,326 @@
+//! Signed markers (issue 9): an Ed25519 key the agent never sees signs, a public key that is
+//! safe to commit verifies; with a key configured, anything unsigned or altered is
+//! `bad signature`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn mw(dir: &Path, args: &[&str]) -> Output {
+    marker_writer()
+        .args(args)
+        .current_dir(dir)
+        .env_remove("VIGIL_SIGN_KEY")
+        .env_remove("VIGIL_VERIFY_KEY")
+        .output()
+        .unwrap()
+}
+
+/// A key pair in `keys/NAME/` beside the project: (secret, public).
+fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let out = dir.join("keys").join(name);
+    let done = mw(dir, &["keygen", "--out", out.to_str().unwrap()]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
+}
+
+/// A project (a file subject, so editing the worktree cannot interfere) with a signed marker.
+fn signed(secret: &Path) -> tempfile::TempDir {
+    let dir = git_repo();
+    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--sign-key",
+            secret.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+fn verify_with(dir: &Path, public: &Path) -> Output {
+    mw(
+        dir,
+        &[
+            "verify",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--verify-key",
+            public.to_str().unwrap(),
+        ],
+    )
+}
+
+fn payload_path(dir: &Path) -> PathBuf {
+    let markers = dir.join(".vigil/markers/tests");
+    std::fs::read_dir(&markers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap()
+}
+
+/// One change an agent could make to a payload.
+type Tamper = Box<dyn Fn(&mut Value)>;
+
+fn bad_signature(out: &Output) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let said = assert_one_line_error(out, "marker-writer");
+    assert!(said.contains("bad signature"), "{said}");
+    said
+}
+
+#[test]
+fn a_signed_marker_round_trips_and_validates() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let dir = signed(&secret);
+    let payload: Value =
+        serde_json::from_slice(&std::fs::read(payload_path(dir.path())).unwrap()).unwrap();
+    assert_valid("marker.schema.json", &payload);
+    assert_eq!(payload["signature"]["alg"], "ed25519");
+    assert!(verify_with(dir.path(), &public).status.success());
+    // Without a key configured, behaviour is as before: the signed marker verifies too.
+    assert!(
+        mw(
+            dir.path(),
+            &["verify", "--check", "tests", "--subject", "file:artifact"]
+        )
+        .status
+        .success()
+    );
+}
+
+#[test]
+fn every_tampering_with_a_signed_field_is_a_bad_signature() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let changes: Vec<(&str, Tamper)> = vec![
+        ("status", Box::new(|p| p["status"] = json!("failed"))),
+        (
+            "subject",
+            Box::new(|p| p["subject"] = json!(format!("sha256:{}", "0".repeat(64)))),
+        ),
+        ("check", Box::new(|p| p["check"] = json!("lint"))),
+        (
+            "created_at",
+            Box::new(|p| p["created_at"] = json!("2026-11-30T00:00:00Z")),
+        ),
+        ("note", Box::new(|p| p["note"] = json!("looks fine"))),
+        (
+            "run.exit_code",
+            Box::new(|p| p["run"]["exit_code"] = json!(1)),
+        ),
+        (
+            "run.command",
+            Box::new(|p| p["run"]["command"] = json!("cargo test")),
+        ),
+        (
+            "run.output_sha256",
+            Box::new(|p| p["run"]["output_sha256"] = json!("0".repeat(64))),
+        ),
+        ("writer", Box::new(|p| p["writer"]["user"] = json!("ci"))),
+        (
+            "unsigned",
+            Box::new(|p| {
+                p.as_object_mut().unwrap().remove("signature");
+            }),
+        ),
+    ];
+    for (name, change) in changes {
+        let dir = signed(&secret);
+        let path = payload_path(dir.path());
+        let mut payload: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        change(&mut payload);
+        std::fs::write(&path, serde_json::to_vec(&payload).unwrap()).unwrap();
+        let said = bad_signature(&verify_with(dir.path(), &public));
+        assert!(!said.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn a_marker_signed_by_another_key_or_not_at_all_is_a_bad_signature() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, _) = keygen(keys.path(), "agent");
+    let (_, trusted) = keygen(keys.path(), "ci");
+    let dir = signed(&secret);
+    bad_signature(&verify_with(dir.path(), &trusted));
+    // An unsigned marker, as anyone who can write .vigil/ can make.
+    let plain = git_repo();
+    std::fs::write(plain.path().join("artifact"), "x\n").unwrap();
+    assert!(
+        mw(
+            plain.path(),
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--subject",
+                "file:artifact",
+                "--status",
+                "passed"
+            ]
+        )
+        .status
+        .success()
+    );
+    bad_signature(&verify_with(plain.path(), &trusted));
+}
+
+#[test]
+fn the_secret_key_is_0600_and_keygen_never_overwrites_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    assert_eq!(
+        std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let before = std::fs::read(&secret).unwrap();
+    let again = mw(
+        keys.path(),
+        &[
+            "keygen",
+            "--out",
+            secret.parent().unwrap().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let said = assert_one_line_error(&again, "marker-writer");
+    assert!(said.contains("never overwrites"), "{said}");
+    assert_eq!(std::fs::read(&secret).unwrap(), before);
+    assert!(public.is_file());
+}
+
+#[test]
+fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
+    let keys = tempfile::tempdir().unwrap();
+    let (old_secret, old_public) = keygen(keys.path(), "old");
+    let (_, new_public) = keygen(keys.path(), "new");
+    let dir = git_repo();
+    let trusted = dir.path().join(".vigil/trusted-keys");
+    std::fs::create_dir_all(&trusted).unwrap();
+    std::fs::copy(&new_public, trusted.join("new.pub")).unwrap();
+    std::fs::copy(&old_public, trusted.join("old.pub")).unwrap();
+    // The worktree subject, as the gate requires: CI signs for this tree with the old key.
+    let out = mw(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--sign-key",
+            old_secret.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        mw(dir.path(), &["verify", "--check", "tests"])
+            .status
+            .success()
+    );
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "Done."});
+    let allowed = stop_gate()
+        .args(["--require-marker", "tests"])
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        allowed.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stdout)
+    );
+    // An unsigned marker for the same tree, written over it: the gate now denies.
+    assert!(
+        mw(
+            dir.path(),
+            &["write", "--check", "tests", "--status", "passed"]
+        )
+        .status
+        .success()
+    );
+    let denied = stop_gate()
+        .args(["--require-marker", "tests"])
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let decision: Value = serde_json::from_slice(&denied.stdout).unwrap();
+    assert_eq!(decision["decision"], "block");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("bad signature"),
+        "{decision}"
+    );
+}
+
+#[test]
+fn a_failed_run_edited_to_passed_is_a_bad_signature() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let dir = git_repo();
+    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--sign-key",
+            secret.to_str().unwrap(),
+            "--",
+            "false",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let path = payload_path(dir.path());
+    let mut payload: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(payload["status"], "failed");
+    payload["status"] = json!("passed");
+    payload["run"]["exit_code"] = json!(0);
+    std::fs::write(&path, serde_json::to_vec(&payload).unwrap()).unwrap();
+    bad_signature(&verify_with(dir.path(), &public));
+}
