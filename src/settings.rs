@@ -546,7 +546,20 @@ pub fn install(
     let previous = installed_of(&record, &key);
     // The backup holds the file as it was before vigil: taken on the first install only, and
     // only from a file with no vigil handlers in it (else it is not the user's original).
-    let take_backup = previous.is_none() && before.is_some() && vigil_handlers(&root).is_empty();
+    let backup_holds =
+        |sha: &str| std::fs::read(target.backup()).is_ok_and(|bytes| sha256_hex(&bytes) == sha);
+    let take_backup = before.is_some()
+        && match &previous {
+            None => vigil_handlers(&root).is_empty(),
+            // The file is the original again (an interrupted run) but its backup is gone:
+            // take it again, so that uninstall can still give these bytes back.
+            Some(p) => {
+                let now = before.as_deref().map(sha256_hex);
+                now.is_some()
+                    && now == p.original_sha256
+                    && !backup_holds(p.original_sha256.as_deref().unwrap_or(""))
+            }
+        };
     let mut installed = match previous.clone() {
         // Edited since vigil wrote it: restoring the old backup on uninstall would lose those
         // edits, so from now on uninstall takes out vigil's entries instead.
@@ -805,9 +818,6 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         Some(bytes) => write_atomic(&target.file, bytes, 0o644)
             .map_err(|e| Error::io("write", &target.file, &e))?,
     }
-    if untouched {
-        let _ = std::fs::remove_file(&backup);
-    }
     if let Some(config) = &installed.codex_config {
         crate::codex::untrust(Path::new(config), &installed.trusted_keys)?;
     }
@@ -826,6 +836,11 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         }
     } else {
         save_record(&record_path, &record)?;
+    }
+    // Only once the record no longer points at it: an uninstall killed before this point
+    // leaves a record whose backup still exists.
+    if untouched {
+        let _ = std::fs::remove_file(&backup);
     }
     Ok(change)
 }

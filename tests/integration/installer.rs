@@ -1446,3 +1446,24 @@ fn check_never_runs_what_a_settings_file_appends_to_a_vigil_command() {
     assert!(said.contains("runs from a bare environment"), "{said}");
     assert!(!planted.exists(), "check ran the appended command");
 }
+
+#[test]
+fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_later() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = dir.path().join(".vigil/installed.json");
+    let kept = std::fs::read(&record).unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    // As if it died after restoring the file and dropping the backup, before the record.
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    std::fs::write(&record, kept).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert_eq!(
+        std::fs::read(backup_of(&path)).unwrap(),
+        original,
+        "the backup is taken again"
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
+}
