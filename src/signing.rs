@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -46,9 +46,9 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Exactly 2N lowercase hex digits, nothing around them: one spelling per value.
 fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
-    let text = text.trim();
-    if text.len() != N * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if text.len() != N * 2 || !text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     let mut out = [0u8; N];
@@ -62,7 +62,7 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// `DIR/vigil-marker.pub`. Returns both paths.
 pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
     let secret_path = dir.join("vigil-marker.key");
     let public_path = dir.join("vigil-marker.pub");
@@ -76,23 +76,33 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| Error::Io(format!("no randomness for a key: {e}")))?;
-    let key = SigningKey::from_bytes(&seed);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&secret_path)
-        .map_err(|e| Error::io("create", &secret_path, &e))?;
-    writeln!(file, "{SECRET_TAG} {}", hex(&seed))
-        .and_then(|()| file.sync_all())
-        .map_err(|e| Error::io("write", &secret_path, &e))?;
-    let public = key.verifying_key();
-    crate::atomic::write_atomic(
+    let public = SigningKey::from_bytes(&seed).verifying_key();
+    // Each file is written whole to a temp file, then linked into place, which fails rather
+    // than replace anything: a failure leaves no half key, and nothing is ever overwritten.
+    let place = |path: &Path, text: String, mode: u32| -> Result<()> {
+        let mut temp = tempfile::Builder::new()
+            .prefix(".vigil-key.")
+            .permissions(std::fs::Permissions::from_mode(mode))
+            .tempfile_in(dir)
+            .map_err(|e| Error::io("create a key in", dir, &e))?;
+        temp.write_all(text.as_bytes())
+            .and_then(|()| temp.as_file().sync_all())
+            .map_err(|e| Error::io("write", path, &e))?;
+        std::fs::hard_link(temp.path(), path).map_err(|e| Error::io("create", path, &e))
+    };
+    place(
+        &secret_path,
+        format!("{SECRET_TAG} {}\n", hex(&seed)),
+        0o600,
+    )?;
+    if let Err(e) = place(
         &public_path,
-        format!("{PUBLIC_TAG} {}\n", hex(public.as_bytes())).as_bytes(),
+        format!("{PUBLIC_TAG} {}\n", hex(public.as_bytes())),
         0o644,
-    )
-    .map_err(|e| Error::io("write", &public_path, &e))?;
+    ) {
+        let _ = std::fs::remove_file(&secret_path);
+        return Err(e);
+    }
     Ok((secret_path, public_path))
 }
 
@@ -141,31 +151,36 @@ pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
     path.map(|p| load_sign_key(&p)).transpose()
 }
 
-/// The trusted keys: `--verify-key` (or `$VIGIL_VERIFY_KEY`), plus every
+/// The trusted keys. `--verify-key` (or `$VIGIL_VERIFY_KEY`) pins one key, and then only it:
+/// the project's directory, which the agent can write, cannot add its own. Otherwise every
 /// `.vigil/trusted-keys/*.pub` of the project. Empty: markers are not required to be signed.
+/// A directory that exists but cannot be read is an error (the gate denies), never "no keys".
 pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Vec<VerifyKey>> {
-    let mut keys = Vec::new();
     let explicit = flag.map(Path::to_path_buf).or_else(|| {
         std::env::var_os("VIGIL_VERIFY_KEY")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     });
     if let Some(path) = explicit {
-        keys.push(load_verify_key(&path)?);
+        return Ok(vec![load_verify_key(&path)?]);
     }
     let dir = project.state.join("trusted-keys");
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        let mut paths: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "pub"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            keys.push(load_verify_key(&path)?);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("read the trusted keys in", &dir, &e)),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| Error::io("read the trusted keys in", &dir, &e))?
+            .path();
+        if path.extension().is_some_and(|x| x == "pub") {
+            paths.push(path);
         }
     }
-    Ok(keys)
+    paths.sort();
+    paths.iter().map(|path| load_verify_key(path)).collect()
 }
 
 /// The bytes a signature covers: the canonical JSON of the payload without its signature.
@@ -205,7 +220,7 @@ pub fn check(keys: &[VerifyKey], payload: &Payload) -> std::result::Result<(), S
     };
     let bytes = unhex::<64>(&signature.sig).ok_or("the signature is damaged")?;
     key.key
-        .verify(
+        .verify_strict(
             &signed_bytes(payload),
             &ed25519_dalek::Signature::from_bytes(&bytes),
         )

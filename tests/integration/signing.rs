@@ -324,3 +324,90 @@ fn a_failed_run_edited_to_passed_is_a_bad_signature() {
     std::fs::write(&path, serde_json::to_vec(&payload).unwrap()).unwrap();
     bad_signature(&verify_with(dir.path(), &public));
 }
+
+#[test]
+fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
+    let keys = tempfile::tempdir().unwrap();
+    let (agent_secret, agent_public) = keygen(keys.path(), "agent");
+    let (_, ci_public) = keygen(keys.path(), "ci");
+    let dir = signed(&agent_secret);
+    let trusted = dir.path().join(".vigil/trusted-keys");
+    std::fs::create_dir_all(&trusted).unwrap();
+    std::fs::copy(&agent_public, trusted.join("mine.pub")).unwrap();
+    bad_signature(&verify_with(dir.path(), &ci_public));
+}
+
+#[test]
+fn trusted_keys_that_cannot_be_read_deny_instead_of_turning_signing_off() {
+    let keys = tempfile::tempdir().unwrap();
+    let (_, ci_public) = keygen(keys.path(), "ci");
+    let dir = git_repo();
+    std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
+    assert!(
+        mw(
+            dir.path(),
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--subject",
+                "file:artifact",
+                "--status",
+                "passed"
+            ]
+        )
+        .status
+        .success()
+    );
+    let verify = || {
+        mw(
+            dir.path(),
+            &["verify", "--check", "tests", "--subject", "file:artifact"],
+        )
+    };
+    // A file where the directory should be, and a damaged key: errors, never "no keys".
+    let trusted = dir.path().join(".vigil/trusted-keys");
+    std::fs::write(&trusted, "not a directory").unwrap();
+    assert_ne!(verify().status.code(), Some(0));
+    std::fs::remove_file(&trusted).unwrap();
+    std::fs::create_dir_all(&trusted).unwrap();
+    std::fs::write(trusted.join("ci.pub"), "vigil-ed25519-public nothex\n").unwrap();
+    assert_ne!(verify().status.code(), Some(0));
+    std::fs::copy(&ci_public, trusted.join("ci.pub")).unwrap();
+    bad_signature(&verify());
+}
+
+#[test]
+fn a_respelled_signature_is_a_bad_signature() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let dir = signed(&secret);
+    let path = payload_path(dir.path());
+    let mut payload: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let sig = payload["signature"]["sig"].as_str().unwrap().to_uppercase();
+    payload["signature"]["sig"] = json!(format!(" {sig}\n"));
+    std::fs::write(&path, serde_json::to_vec(&payload).unwrap()).unwrap();
+    bad_signature(&verify_with(dir.path(), &public));
+}
+
+#[test]
+fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
+    let dir = git_repo();
+    let out = mw(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--sign-key",
+            "/nonexistent/key",
+            "--",
+            "touch",
+            "ran",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert_one_line_error(&out, "marker-writer");
+    assert!(!dir.path().join("ran").exists(), "the command never ran");
+    assert!(!dir.path().join(".vigil/markers").exists());
+}
