@@ -113,20 +113,10 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
         assert_state_is_whole(dir.path());
     }
     // The state still works: a Stop right now is answered in full.
-    let out = stop_gate_cmd(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(stop_payload(dir.path(), "s1", "Not yet.").as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+    let out = output_with_stdin(
+        stop_gate_cmd(dir.path()),
+        stop_payload(dir.path(), "s1", "Not yet.").as_bytes(),
+    );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
     assert!(
@@ -234,28 +224,16 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
 /// Runs a binary with `ulimit -f 0`: every write to a file fails as on a full disk.
 fn on_a_full_disk(dir: &Path, binary: &str, args: &[&str], stdin: &str) -> std::process::Output {
     let bin = bin_dir().join(binary);
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg("ulimit -f 0; exec \"$0\" \"$@\"")
         .arg(bin)
         .args(args)
         .current_dir(dir)
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_STATE_DIR")
-        .env_remove("VIGIL_DISABLE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .env_remove("VIGIL_DISABLE");
+    output_with_stdin(cmd, stdin.as_bytes())
 }
 
 fn no_temp_files(dir: &Path) {

@@ -4,7 +4,7 @@
 //! and nothing written outside the project's `.vigil/`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -64,27 +64,13 @@ enum Direction {
 }
 
 fn run(bin: &str, args: &[&str], cwd: &Path, stdin: &[u8]) -> std::process::Output {
-    let mut child = Command::new(bin_dir().join(bin))
-        .args(args)
+    let mut cmd = Command::new(bin_dir().join(bin));
+    cmd.args(args)
         .current_dir(cwd)
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_STATE_DIR")
-        .env_remove("VIGIL_DISABLE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    // A binary may stop reading early (a size cap); the writer must not block the test.
-    let writer = std::thread::spawn(move || {
-        use std::io::Write;
-        let _ = pipe.write_all(&bytes);
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = writer.join();
-    out
+        .env_remove("VIGIL_DISABLE");
+    output_with_stdin(cmd, stdin)
 }
 
 #[test]

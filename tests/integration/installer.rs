@@ -509,24 +509,12 @@ fn install_sh(home: &Path, args: &[&str], path_env: &str) -> Output {
 
 /// Runs a hook command exactly as written in a settings file, with a sample payload.
 fn fire(command: &str, project: &Path, payload: &Value) -> Output {
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .current_dir(project)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .env_remove("CLAUDE_PROJECT_DIR");
+    output_with_stdin(cmd, payload.to_string().as_bytes())
 }
 
 #[test]

@@ -183,3 +183,24 @@ pub fn running(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Runs `cmd` with `stdin` fed through a pipe (from a thread, so a binary that stops reading
+/// early cannot block the test) and returns everything it printed.
+pub fn output_with_stdin(mut cmd: std::process::Command, stdin: &[u8]) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = pipe.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    out
+}
