@@ -86,22 +86,21 @@ fn install_claude(project: &Path, run: Option<&str>, stop_extra: &str) {
     }
 }
 
-fn start_loop(project: &Path, session: &str, max: &str, prompt: &str) {
-    ok(vigil(
-        "stop-gate",
-        project,
-        &[
-            "loop",
-            "start",
-            "--session",
-            session,
-            "--max-iterations",
-            max,
-            "--completion-promise",
-            "DONE",
-            prompt,
-        ],
-    ));
+/// `stop-gate loop start` for `session`, or with `None` for the next session that starts.
+fn start_loop(project: &Path, session: Option<&str>, max: &str, prompt: &str) {
+    let mut args = vec!["loop", "start"];
+    match session {
+        Some(session) => args.extend(["--session", session]),
+        None => args.push("--next-session"),
+    }
+    args.extend([
+        "--max-iterations",
+        max,
+        "--completion-promise",
+        "DONE",
+        prompt,
+    ]);
+    ok(vigil("stop-gate", project, &args));
 }
 
 fn loop_status(project: &Path, session: &str) -> Value {
@@ -164,7 +163,7 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
         install_claude(project.path(), None, feedback);
         start_loop(
             project.path(),
-            SESSION,
+            Some(SESSION),
             "5",
             "Loop task: make the build green.",
         );
@@ -203,7 +202,7 @@ fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
     let Some(clients) = clients() else { return };
     let project = project();
     install_claude(project.path(), None, "");
-    start_loop(project.path(), SESSION, "3", "Make the build green.");
+    start_loop(project.path(), Some(SESSION), "3", "Make the build green.");
     let server = Server::start(vec![], Some(Turn::Text("Still working.".into())));
     let out = claude_session(
         &clients,
@@ -379,20 +378,7 @@ fn claude_next_session_loop_is_claimed_by_that_session_and_no_later_one() {
     let Some(clients) = clients() else { return };
     let project = project();
     install_claude(project.path(), None, "");
-    ok(vigil(
-        "stop-gate",
-        project.path(),
-        &[
-            "loop",
-            "start",
-            "--next-session",
-            "--max-iterations",
-            "4",
-            "--completion-promise",
-            "DONE",
-            "Make the build green.",
-        ],
-    ));
+    start_loop(project.path(), None, "4", "Make the build green.");
     let server = Server::start(
         vec![
             Turn::Text("Working.".into()),
@@ -583,20 +569,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
             "check names every hook Codex would skip ({key}): {said_before}"
         );
     }
-    ok(vigil(
-        "stop-gate",
-        project.path(),
-        &[
-            "loop",
-            "start",
-            "--next-session",
-            "--max-iterations",
-            "4",
-            "--completion-promise",
-            "DONE",
-            "Make the build green.",
-        ],
-    ));
+    start_loop(project.path(), None, "4", "Make the build green.");
     // Untrusted: Codex skips the hooks without a word; the mention ends the run.
     let out = codex_exec(
         &clients,
@@ -656,20 +629,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         "{said_after}"
     );
     // And Codex does skip it: a new loop is not driven past the mention.
-    ok(vigil(
-        "stop-gate",
-        project.path(),
-        &[
-            "loop",
-            "start",
-            "--next-session",
-            "--max-iterations",
-            "4",
-            "--completion-promise",
-            "DONE",
-            "Make the build green.",
-        ],
-    ));
+    start_loop(project.path(), None, "4", "Make the build green.");
     let edited = Server::start(
         vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
         None,
