@@ -12,7 +12,6 @@ use std::path::Path;
 /// directory cannot redirect a write elsewhere (callers that must follow a link, such as a
 /// settings file, resolve it first).
 pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
-    ignore_file_size_signal();
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -40,9 +39,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result
 /// A write past the file size limit (`ulimit -f`) raises SIGXFSZ, whose default kills the
 /// process before it can say anything: a gate would then die silently, which an engine reads
 /// as "allow". Ignored, the write fails with EFBIG like a full disk, the temp file is removed,
-/// and the caller fails in its documented direction. Every binary calls it first thing;
-/// `write_atomic` calls it too, for library users. Children get the default back
-/// (`process::isolate`).
+/// and the caller fails in its documented direction. Every binary calls it first thing
+/// (`cli::start`). Children get the default back (`process::isolate`).
 pub fn ignore_file_size_signal() {
     // SAFETY: setting a signal's disposition to SIG_IGN is always sound.
     unsafe {

@@ -35,8 +35,20 @@ pub fn print(bytes: &[u8]) -> Result<Exit> {
     Ok(Exit::Success)
 }
 
+/// Every binary's first step: file size signals ignored (`atomic::ignore_file_size_signal`),
+/// and `BINARY --version` answered. True when that was all there was to do.
+pub fn start(binary: &str) -> bool {
+    crate::atomic::ignore_file_size_signal();
+    version_requested(binary)
+}
+
+/// `VIGIL_DISABLE=1`: the hook binaries do nothing and exit 0.
+pub fn disabled() -> bool {
+    std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1")
+}
+
 /// `BINARY --version` as the only argument: prints `BINARY VERSION` and answers true.
-pub fn version_requested(binary: &str) -> bool {
+fn version_requested(binary: &str) -> bool {
     let mut args = std::env::args_os().skip(1);
     let asked =
         matches!(args.next(), Some(a) if a == "--version" || a == "-V") && args.next().is_none();

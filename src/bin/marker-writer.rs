@@ -61,8 +61,7 @@ Options:
 ";
 
 fn main() -> ExitCode {
-    vigil::atomic::ignore_file_size_signal();
-    if vigil::cli::version_requested(NAME) {
+    if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run_main() {

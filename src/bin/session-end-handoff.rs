@@ -54,11 +54,10 @@ struct Options {
 }
 
 fn main() -> ExitCode {
-    vigil::atomic::ignore_file_size_signal();
-    if vigil::cli::version_requested(NAME) {
+    if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }
-    if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
+    if vigil::cli::disabled() {
         return ExitCode::SUCCESS;
     }
     let deadline = Deadline::after(BUDGET);

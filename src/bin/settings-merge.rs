@@ -69,7 +69,9 @@ struct Options {
 }
 
 fn main() -> ExitCode {
-    vigil::atomic::ignore_file_size_signal();
+    if vigil::cli::start(NAME) {
+        return ExitCode::SUCCESS;
+    }
     match run() {
         Ok(exit) => exit.into(),
         Err(err) => {

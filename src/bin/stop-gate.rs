@@ -89,8 +89,7 @@ Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 ";
 
 fn main() -> ExitCode {
-    vigil::atomic::ignore_file_size_signal();
-    if vigil::cli::version_requested(NAME) {
+    if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -103,7 +102,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    if std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1") {
+    if vigil::cli::disabled() {
         return ExitCode::SUCCESS;
     }
     let config = parse_gate(args);
