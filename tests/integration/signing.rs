@@ -58,6 +58,31 @@ fn signed(secret: &Path) -> tempfile::TempDir {
     dir
 }
 
+/// A project with an unsigned `passed` marker for `file:artifact`, as anyone who can write
+/// `.vigil/` can make.
+fn unsigned() -> tempfile::TempDir {
+    let dir = git_repo();
+    std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
+    let out = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--status",
+            "passed",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
 fn verify_with(dir: &Path, public: &Path) -> Output {
     mw(
         dir,
@@ -174,24 +199,7 @@ fn a_marker_signed_by_another_key_or_not_at_all_is_a_bad_signature() {
     let dir = signed(&secret);
     bad_signature(&verify_with(dir.path(), &trusted));
     // An unsigned marker, as anyone who can write .vigil/ can make.
-    let plain = git_repo();
-    std::fs::write(plain.path().join("artifact"), "x\n").unwrap();
-    assert!(
-        mw(
-            plain.path(),
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--subject",
-                "file:artifact",
-                "--status",
-                "passed"
-            ]
-        )
-        .status
-        .success()
-    );
+    let plain = unsigned();
     bad_signature(&verify_with(plain.path(), &trusted));
 }
 
@@ -341,24 +349,7 @@ fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
 fn trusted_keys_that_cannot_be_read_deny_instead_of_turning_signing_off() {
     let keys = tempfile::tempdir().unwrap();
     let (_, ci_public) = keygen(keys.path(), "ci");
-    let dir = git_repo();
-    std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
-    assert!(
-        mw(
-            dir.path(),
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--subject",
-                "file:artifact",
-                "--status",
-                "passed"
-            ]
-        )
-        .status
-        .success()
-    );
+    let dir = unsigned();
     let verify = || {
         mw(
             dir.path(),
