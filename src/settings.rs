@@ -466,8 +466,7 @@ fn remove_like(
     group: &Value,
     missing: &mut Vec<String>,
 ) {
-    let wanted: Option<Vec<String>> =
-        vigil_group(group).map(|c| c.into_iter().map(str::to_string).collect());
+    let wanted = vigil_group(group);
     let list = root
         .get_mut("hooks")
         .and_then(|h| h.get_mut(event))
@@ -476,10 +475,7 @@ fn remove_like(
         let found: Vec<usize> = list
             .iter()
             .enumerate()
-            .filter(|(_, g)| {
-                wanted.is_some()
-                    && vigil_group(g).map(|c| c.into_iter().map(str::to_string).collect()) == wanted
-            })
+            .filter(|(_, g)| wanted.is_some() && vigil_group(g) == wanted)
             .map(|(at, _)| at)
             .collect();
         (found.len() == 1).then(|| found[0])
@@ -989,17 +985,12 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
         )));
     }
+    let events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
     for (event, g, h, command) in &handlers {
-        if !expected.iter().any(|(e, _)| e == event) {
+        if !events.contains(event.as_str()) {
             findings.push(Finding::Warn(format!(
                 "{event} runs `{command}`, but vigil's hooks belong to {}",
-                expected
-                    .iter()
-                    .map(|(e, _)| *e)
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                events.iter().copied().collect::<Vec<_>>().join(", ")
             )));
         }
         let kind = root["hooks"][event][g]["hooks"][h].get("type");

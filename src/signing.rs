@@ -141,13 +141,18 @@ pub fn load_verify_key(path: &Path) -> Result<VerifyKey> {
     })
 }
 
-/// The sign key to use: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none.
-pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
-    let path = flag.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os("VIGIL_SIGN_KEY")
+/// The path a flag gives, else a non-empty environment variable's.
+fn flag_or_env(flag: Option<&Path>, var: &str) -> Option<PathBuf> {
+    flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os(var)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
-    });
+    })
+}
+
+/// The sign key to use: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none.
+pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
+    let path = flag_or_env(flag, "VIGIL_SIGN_KEY");
     path.map(|p| load_sign_key(&p)).transpose()
 }
 
@@ -156,11 +161,7 @@ pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
 /// `.vigil/trusted-keys/*.pub` of the project. Empty: markers are not required to be signed.
 /// A directory that exists but cannot be read is an error (the gate denies), never "no keys".
 pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Vec<VerifyKey>> {
-    let explicit = flag.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os("VIGIL_VERIFY_KEY")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    });
+    let explicit = flag_or_env(flag, "VIGIL_VERIFY_KEY");
     if let Some(path) = explicit {
         return Ok(vec![load_verify_key(&path)?]);
     }
