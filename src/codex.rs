@@ -210,13 +210,10 @@ pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
 fn lock(config: &Path) -> Result<crate::lock::FileLock> {
     let mut name = config.file_name().unwrap_or_default().to_os_string();
     name.push(".vigil-lock");
-    let path = config.with_file_name(name);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-    }
-    crate::lock::FileLock::acquire(&path, std::time::Duration::from_secs(30))
-        .map(crate::lock::FileLock::transient)
-        .map_err(|e| Error::io("lock", &path, &e))
+    crate::lock::FileLock::transient_at(
+        &config.with_file_name(name),
+        std::time::Duration::from_secs(30),
+    )
 }
 
 fn write(config: &Path, before: Option<&[u8]>, after: &[u8]) -> Result<()> {

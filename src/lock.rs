@@ -67,6 +67,22 @@ impl FileLock {
         }
     }
 
+    /// A lock that leaves nothing behind: its directory is made when missing (again, if another
+    /// process removed it in between), and the lock file goes when released. An error names
+    /// the path.
+    pub fn transient_at(path: &Path, wait: Duration) -> crate::error::Result<FileLock> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut tries = 0;
+        loop {
+            std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io("create", dir, &e))?;
+            match FileLock::acquire(path, wait) {
+                Ok(lock) => return Ok(lock.transient()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
+                Err(e) => return Err(crate::error::Error::io("lock", path, &e)),
+            }
+        }
+    }
+
     /// Makes the lock file go when the lock is released (removed first, then unlocked), for a
     /// lock that should leave nothing behind beside the file it guards. Waiters notice and lock
     /// the path afresh.

@@ -152,14 +152,8 @@ impl Target {
     }
 
     fn lock(&self) -> Result<FileLock> {
-        if let Some(dir) = self.file.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-        }
         // Gone again once released: nothing is left beside the settings file.
-        let path = self.sidecar(".vigil-lock");
-        FileLock::acquire(&path, Duration::from_secs(30))
-            .map(FileLock::transient)
-            .map_err(|e| Error::io("lock", &path, &e))
+        FileLock::transient_at(&self.sidecar(".vigil-lock"), Duration::from_secs(30))
     }
 
     /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
@@ -211,18 +205,9 @@ impl Target {
 
     /// The lock on the install record, which settings files of one project share.
     fn record_lock(&self) -> Result<FileLock> {
+        // The last uninstall may remove `.vigil/` meanwhile: `transient_at` makes it again.
         let path = self.project().join(".vigil").join("installed.json.lock");
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let mut tries = 0;
-        loop {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-            match FileLock::acquire(&path, Duration::from_secs(30)) {
-                Ok(lock) => return Ok(lock.transient()),
-                // The last uninstall removed `.vigil/` between the two steps: make it again.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
-                Err(e) => return Err(Error::io("lock", &path, &e)),
-            }
-        }
+        FileLock::transient_at(&path, Duration::from_secs(30))
     }
 }
 
