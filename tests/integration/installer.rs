@@ -1091,13 +1091,7 @@ fn uninstall_finds_vigils_group_after_the_user_reformatted_it() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     let original = json_of(&path);
     assert!(merge("install", &path, false, &[]).status.success());
-    let mut edited = json_of(&path);
-    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
-        if group.to_string().contains("stop-gate") {
-            group["hooks"][0]["timeout"] = json!(120);
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec(&edited).unwrap()).unwrap();
+    set_stop_timeout(&path, |group| group.to_string().contains("stop-gate"), 120);
     let out = merge("uninstall", &path, false, &[]);
     assert!(out.status.success());
     let after = json_of(&path);
@@ -1251,13 +1245,7 @@ fn uninstall_never_takes_the_users_own_gate_for_vigils_edited_one() {
     let user = json!({"hooks": {"Stop": [{"hooks": [own.clone()]}]}});
     std::fs::write(&path, serde_json::to_vec_pretty(&user).unwrap()).unwrap();
     assert!(merge("install", &path, false, &[]).status.success());
-    let mut edited = json_of(&path);
-    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
-        if group["hooks"][0] != own {
-            group["hooks"][0]["timeout"] = json!(900);
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    set_stop_timeout(&path, |group| group["hooks"][0] != own, 900);
     assert!(merge("uninstall", &path, false, &[]).status.success());
     assert_eq!(
         json_of(&path)["hooks"]["Stop"],
@@ -1286,13 +1274,7 @@ fn a_bin_dir_that_needs_quoting_is_still_recognized_as_vigils() {
     ] {
         assert!(said.contains(line), "{said}");
     }
-    let mut edited = json_of(&path);
-    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
-        if group.to_string().contains("o'neil") {
-            group["hooks"][0]["timeout"] = json!(900);
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    set_stop_timeout(&path, |group| group.to_string().contains("o'neil"), 900);
     assert!(merge("uninstall", &path, false, &[]).status.success());
     assert_eq!(json_of(&path)["hooks"], original["hooks"]);
 }
@@ -1313,13 +1295,7 @@ fn an_install_whose_write_never_happened_keeps_the_backup_of_the_original() {
 fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     assert!(merge("install", &path, false, &[]).status.success());
-    let mut edited = json_of(&path);
-    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
-        if group.to_string().contains("stop-gate") {
-            group["hooks"][0]["timeout"] = json!(900);
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    set_stop_timeout(&path, |group| group.to_string().contains("stop-gate"), 900);
     assert!(
         merge("install", &path, false, &["--run", "make test"])
             .status
@@ -1454,4 +1430,16 @@ fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_
     );
     assert!(merge("uninstall", &path, false, &[]).status.success());
     assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
+}
+
+/// The user edits the file: a timeout on the first handler of each Stop group `pick` takes,
+/// written back compact (so the file is reformatted too).
+fn set_stop_timeout(path: &Path, pick: impl Fn(&Value) -> bool, seconds: u64) {
+    let mut edited = json_of(path);
+    for group in edited["hooks"]["Stop"].as_array_mut().unwrap() {
+        if pick(group) {
+            group["hooks"][0]["timeout"] = json!(seconds);
+        }
+    }
+    std::fs::write(path, serde_json::to_vec(&edited).unwrap()).unwrap();
 }
