@@ -32,8 +32,9 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
 }
 
-/// A project (a file subject, so editing the worktree cannot interfere) with a signed marker.
-fn signed(secret: &Path) -> tempfile::TempDir {
+/// A project (a file subject, so editing the worktree cannot interfere) whose `command` ran
+/// through `marker-writer run`, signed: the project and what marker-writer said.
+fn run_signed(secret: &Path, command: &str) -> (tempfile::TempDir, Output) {
     let dir = git_repo();
     std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
     let out = mw(
@@ -47,9 +48,15 @@ fn signed(secret: &Path) -> tempfile::TempDir {
             "--sign-key",
             secret.to_str().unwrap(),
             "--",
-            "true",
+            command,
         ],
     );
+    (dir, out)
+}
+
+/// A project with a signed `passed` marker.
+fn signed(secret: &Path) -> tempfile::TempDir {
+    let (dir, out) = run_signed(secret, "true");
     assert!(
         out.status.success(),
         "{}",
@@ -307,22 +314,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
 fn a_failed_run_edited_to_passed_is_a_bad_signature() {
     let keys = tempfile::tempdir().unwrap();
     let (secret, public) = keygen(keys.path(), "ci");
-    let dir = git_repo();
-    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
-    let out = mw(
-        dir.path(),
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--sign-key",
-            secret.to_str().unwrap(),
-            "--",
-            "false",
-        ],
-    );
+    let (dir, out) = run_signed(&secret, "false");
     assert_eq!(out.status.code(), Some(1));
     let path = payload_path(dir.path());
     let mut payload: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
