@@ -19,6 +19,7 @@ pub mod hook;
 pub mod input;
 pub mod lock;
 pub mod loops;
+pub mod markdown;
 pub mod marker;
 pub mod output;
 pub mod process;

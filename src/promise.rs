@@ -1,12 +1,14 @@
 //! Declaration versus mention (SPEC §3, rules 1 to 6).
 //!
 //! A message *declares* completion only when its last line closes a `<promise>` pair that
-//! stands alone on its lines, outside code and quotes, and holds exactly the promise phrase.
+//! stands alone on its lines, outside what CommonMark reads as code, quotes or raw HTML
+//! (`markdown`), and holds exactly the promise phrase.
 //! Anything else that shows the pair merely *mentions* it.
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::markdown::{self, Lines};
 
 const OPEN: &str = "<promise>";
 const CLOSE: &str = "</promise>";
@@ -89,22 +91,17 @@ pub struct Assessment {
 
 /// Applies rules 1 to 6 of SPEC §3 to a message. Linear in its length, whatever it holds.
 pub fn assess(text: &str, promise: &Promise) -> Assessment {
-    // One forward pass: the mask of every line (rule 1) and the first escalation (rule 6).
-    let mut masked = Vec::new();
-    let mut fence = None;
-    let mut escalation = None;
-    for (index, line) in lines(text).enumerate() {
-        let is_masked = mask_line(&mut fence, line);
-        masked.push(is_masked);
-        if escalation.is_none() && !is_masked {
-            escalation = needs_decision(line).map(|question| (index + 1, question));
-        }
-    }
+    let lines = Lines::new(text);
+    let masked = markdown::masked_lines(&lines);
+    // Rule 6: the first unmasked escalation wins over everything else.
+    let escalation = (0..lines.len())
+        .filter(|&index| !masked[index])
+        .find_map(|index| needs_decision(lines.get(index)).map(|question| (index + 1, question)));
     let (verdict, line, question) = if let Some((line, question)) = escalation {
         (Verdict::Blocked, Some(line), Some(question))
-    } else if let Some(line) = declaration(text, &masked, promise) {
+    } else if let Some(line) = declaration(&lines, &masked, promise) {
         (Verdict::Declared, Some(line), None)
-    } else if let Some(line) = mention(text, promise) {
+    } else if let Some(line) = mention(&lines, promise) {
         (Verdict::Mentioned, Some(line), None)
     } else {
         (Verdict::Absent, None, None)
@@ -117,87 +114,39 @@ pub fn assess(text: &str, promise: &Promise) -> Assessment {
     }
 }
 
-/// The lines of a text, split on `\n`, each without a trailing `\r`.
-fn lines(text: &str) -> impl Iterator<Item = &str> {
-    text.split('\n')
-        .map(|line| line.strip_suffix('\r').unwrap_or(line))
-}
-
-/// The lines from the last to the first, with their 0-based index and byte offset.
-fn lines_backward(text: &str, count: usize) -> impl Iterator<Item = (usize, usize, &str)> {
-    let mut end = Some(text.len());
-    let mut index = count;
-    std::iter::from_fn(move || {
-        let stop = end?;
-        let start = memchr::memrchr(b'\n', &text.as_bytes()[..stop]).map_or(0, |at| at + 1);
-        end = start.checked_sub(1);
-        index -= 1;
-        let line = &text[start..stop];
-        Some((index, start, line.strip_suffix('\r').unwrap_or(line)))
-    })
-}
-
-/// Rule 1 for one line, carrying the open fence from line to line: lines inside fenced code
-/// blocks (fences included, to the end when unclosed) and blockquote lines are masked.
-fn mask_line(open_fence: &mut Option<(char, usize)>, line: &str) -> bool {
-    if let Some((fence_char, fence_len)) = *open_fence {
-        if closes_fence(line, fence_char, fence_len) {
-            *open_fence = None;
-        }
-        true
-    } else if let Some(fence) = opens_fence(line) {
-        *open_fence = Some(fence);
-        true
-    } else {
-        line.trim_start().starts_with('>')
-    }
-}
-
-/// Up to three spaces, then a run of at least three backticks or tildes.
-fn fence_run(line: &str) -> Option<(char, usize, &str)> {
-    let indent = line.len() - line.trim_start_matches(' ').len();
-    if indent > 3 {
-        return None;
-    }
-    let rest = &line[indent..];
-    let fence_char = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
-    let run = rest.len() - rest.trim_start_matches(fence_char).len();
-    (run >= 3).then(|| (fence_char, run, &rest[run..]))
-}
-
-fn opens_fence(line: &str) -> Option<(char, usize)> {
-    fence_run(line).map(|(fence_char, run, _)| (fence_char, run))
-}
-
-/// A closing fence: the same character, at least as long, nothing after it but spaces.
-fn closes_fence(line: &str, fence_char: char, fence_len: usize) -> bool {
-    matches!(fence_run(line), Some((c, run, rest)) if c == fence_char && run >= fence_len && rest.trim().is_empty())
-}
-
 /// Rules 2 to 4: the 1-based line of the opening tag when the message declares the promise.
-fn declaration(text: &str, masked: &[bool], promise: &Promise) -> Option<usize> {
-    let mut backward = lines_backward(text, masked.len());
-    // Rule 2: ignore trailing blank lines; the last line must end with the closing tag.
-    let (last, start, line) = backward.find(|(_, _, line)| !line.trim().is_empty())?;
+fn declaration(lines: &Lines, masked: &[bool], promise: &Promise) -> Option<usize> {
+    let text = lines.text;
+    // Rule 2: ignore trailing blank lines; the last line must be unmasked and end with the
+    // closing tag.
+    let last = (0..lines.len())
+        .rev()
+        .find(|&index| !lines.get(index).trim().is_empty())?;
     if masked[last] {
         return None;
     }
-    let trimmed = line.trim_end();
+    let start = lines.spans[last].start;
+    let trimmed = lines.get(last).trim_end();
     trimmed.strip_suffix(CLOSE)?;
     let close_at = start + trimmed.len() - CLOSE.len();
 
     // Rule 3: the nearest opening tag, first on its line, every line between unmasked.
-    let (open_line, open_start, open_at) = match text[start..close_at].rfind(OPEN) {
-        Some(at) => (last, start, start + at),
-        None => backward.find_map(|(index, line_start, line)| {
+    let (open_line, open_at) = match text[start..close_at].rfind(OPEN) {
+        Some(at) => (last, start + at),
+        None => (0..last).rev().find_map(|index| {
             if masked[index] {
                 return Some(None);
             }
-            line.rfind(OPEN)
-                .map(|at| Some((index, line_start, line_start + at)))
+            let span = &lines.spans[index];
+            text[span.clone()]
+                .rfind(OPEN)
+                .map(|at| Some((index, span.start + at)))
         })??,
     };
-    if !text[open_start..open_at].trim().is_empty() {
+    if !text[lines.spans[open_line].start..open_at]
+        .trim()
+        .is_empty()
+    {
         return None;
     }
     // Rule 4: the content, trimmed and collapsed, equals the phrase exactly.
@@ -207,7 +156,8 @@ fn declaration(text: &str, masked: &[bool], promise: &Promise) -> Option<usize> 
 
 /// Rule 5: the 1-based line of the first `<promise>…</promise>` pair holding the phrase,
 /// masked or not. A closing tag pairs with the nearest opening tag before it; one pass.
-fn mention(text: &str, promise: &Promise) -> Option<usize> {
+fn mention(lines: &Lines, promise: &Promise) -> Option<usize> {
+    let text = lines.text;
     let mut opens = memchr::memmem::find_iter(text.as_bytes(), OPEN.as_bytes()).peekable();
     let mut last_open = None;
     for close in memchr::memmem::find_iter(text.as_bytes(), CLOSE.as_bytes()) {
@@ -221,7 +171,7 @@ fn mention(text: &str, promise: &Promise) -> Option<usize> {
         if let Some(open) = last_open.take()
             && collapse_whitespace(&text[open + OPEN.len()..close]) == promise.as_str()
         {
-            return Some(memchr::memchr_iter(b'\n', &text.as_bytes()[..open]).count() + 1);
+            return Some(lines.index_of(open) + 1);
         }
     }
     None
@@ -283,30 +233,6 @@ mod tests {
     }
 
     #[test]
-    fn tilde_fence_masks_until_a_tilde_fence_of_at_least_the_same_length() {
-        let text = "~~~~\n<promise>DONE</promise>\n~~~\n<promise>DONE</promise>";
-        assert_eq!(verdict(text), Verdict::Mentioned);
-        let closed = "~~~~\nx\n~~~~~\n<promise>DONE</promise>";
-        assert_eq!(verdict(closed), Verdict::Declared);
-    }
-
-    #[test]
-    fn a_fence_indented_four_spaces_is_not_a_fence() {
-        assert_eq!(
-            verdict("    ```\n<promise>DONE</promise>"),
-            Verdict::Declared
-        );
-    }
-
-    #[test]
-    fn a_backtick_fence_is_not_closed_by_tildes() {
-        assert_eq!(
-            verdict("```\n~~~\n<promise>DONE</promise>"),
-            Verdict::Mentioned
-        );
-    }
-
-    #[test]
     fn multi_line_pair_with_a_masked_line_between_does_not_declare() {
         assert_eq!(verdict("<promise>\n> DONE\n</promise>"), Verdict::Absent);
     }
@@ -351,21 +277,5 @@ mod tests {
             Some("x")
         );
         assert_eq!(needs_decision("- needs-decision: x"), None);
-    }
-
-    #[test]
-    fn lines_backward_match_lines_forward() {
-        for text in ["", "a", "a\n", "a\r\nb\n\nc", "\n\n"] {
-            let forward: Vec<&str> = lines(text).collect();
-            let mut backward: Vec<&str> = lines_backward(text, forward.len())
-                .map(|(_, _, l)| l)
-                .collect();
-            backward.reverse();
-            assert_eq!(forward, backward, "{text:?}");
-            let indexes: Vec<usize> = lines_backward(text, forward.len())
-                .map(|(i, _, _)| i)
-                .collect();
-            assert_eq!(indexes, (0..forward.len()).rev().collect::<Vec<_>>());
-        }
     }
 }

@@ -234,6 +234,35 @@ fn mention_only_keeps_the_loop_going() {
     assert_eq!(p.loop_state("s1")["status"], "running");
 }
 
+/// The agent's attack on rule 1: Markdown that a hand-written fence reader takes for closed
+/// code, while every CommonMark renderer shows the promise inside a code block, a quote or an
+/// HTML comment. None of it may end a running loop.
+#[test]
+fn promise_hidden_in_markdown_structure_never_ends_the_loop() {
+    let p = Project::new();
+    p.start_ok("s1", 20, "Fix it.");
+    for hidden in [
+        "Notes:\n```a`b\n```\n<promise>DONE</promise>",
+        "1. Ran the suite:\n\n    ```\n    <promise>DONE</promise>",
+        "Log:\n\n    <promise>DONE</promise>",
+        "> The prompt said\n<promise>DONE</promise>",
+        "<!-- draft\n<promise>DONE</promise>",
+        "<pre>\n<promise>DONE</promise>",
+        "```\ncode\n```\u{a0}\n<promise>DONE</promise>",
+        "```\rcode\r<promise>DONE</promise>",
+    ] {
+        assert!(
+            p.stop(&[], "s1", Some(hidden)).blocked(),
+            "{hidden:?} ended the loop"
+        );
+    }
+    assert_eq!(p.loop_state("s1")["status"], "running");
+    // The same declaration outside the structure ends it.
+    let done = p.stop(&[], "s1", Some("- ```\n  ```\n\n<promise>DONE</promise>"));
+    assert!(!done.blocked());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
 #[test]
 fn declaration_while_the_check_fails_is_blocked_with_the_check_line_before_the_prompt() {
     let p = Project::new();
