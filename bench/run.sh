@@ -95,6 +95,30 @@ row() { # job input vigil-cmd baseline-cmd
 row "promise-matcher --hook" "Stop payload (last_assistant_message)" \
   "$pm --hook <$work/stop.json" "bash $here/baseline/promise-hook.sh DONE <$work/stop.json"
 
+# A 1 MB message read as CommonMark: realistic Markdown (fences, lists, quotes, HTML, links),
+# then 1 MB and 4 MB of `[`, the costliest shape found for the parser (it stays linear).
+message_row() { # LABEL UNIT MB
+  { yes "$2" || true; } | head -c "$(($3 * 1048576))" >"$work/message"
+  printf '\n<promise>DONE</promise>\n' >>"$work/message"
+  jq -c --rawfile m "$work/message" '.last_assistant_message = $m' "$samples/claude-stop.json" >"$work/big-stop.json"
+  "$pm" --hook <"$work/big-stop.json" >/dev/null || { echo "bench: the $1 message did not declare" >&2; exit 1; }
+  row "promise-matcher --hook" "$1" \
+    "$pm --hook <$work/big-stop.json" "bash $here/baseline/promise-hook.sh DONE <$work/big-stop.json"
+}
+# shellcheck disable=SC2016 # the backticks are Markdown, not a command
+message_row "a 1 MB Markdown message" 'Fixed it.
+
+```rust
+fn main() {}
+```
+
+- item one, `two`
+  > quoted *text* [link](http://x)
+
+<!-- note -->' 1
+message_row "1 MB of \`[\`" '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' 1
+message_row "4 MB of \`[\`" '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' 4
+
 # stop-gate: a project with a loop running in session "looping" and none in "idle".
 mkdir -p "$work/project"
 jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .last_assistant_message = "Working on it."' \

@@ -12,6 +12,7 @@ use crate::markdown::{self, Lines};
 
 const OPEN: &str = "<promise>";
 const CLOSE: &str = "</promise>";
+const ESCALATION: &str = "needs-decision:";
 
 /// A completion phrase: trimmed, inner whitespace runs collapsed, never empty, no `<` or `>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +92,18 @@ pub struct Assessment {
 
 /// Applies rules 1 to 6 of SPEC §3 to a message. Linear in its length, whatever it holds.
 pub fn assess(text: &str, promise: &Promise) -> Assessment {
+    // Without a closing tag or an escalation key nothing can be declared, mentioned or
+    // escalated: the Markdown structure is not needed (most Stops of a running loop).
+    if !contains_ignore_ascii_case(text.as_bytes(), CLOSE.as_bytes())
+        && !contains_ignore_ascii_case(text.as_bytes(), ESCALATION.as_bytes())
+    {
+        return Assessment {
+            verdict: Verdict::Absent,
+            promise: promise.as_str().to_string(),
+            line: None,
+            question: None,
+        };
+    }
     let lines = Lines::new(text);
     let masked = markdown::masked_lines(&lines);
     // Rule 6: the first unmasked escalation wins over everything else.
@@ -179,14 +192,28 @@ fn mention(lines: &Lines, promise: &Promise) -> Option<usize> {
 
 /// Rule 6 for one unmasked line: `needs-decision: TEXT` (the key in any case) with real text.
 fn needs_decision(line: &str) -> Option<String> {
-    const KEY: &str = "needs-decision:";
     let trimmed = line.trim();
-    let head = trimmed.get(..KEY.len())?;
-    if !head.eq_ignore_ascii_case(KEY) {
+    let head = trimmed.get(..ESCALATION.len())?;
+    if !head.eq_ignore_ascii_case(ESCALATION) {
         return None;
     }
-    let question = trimmed[KEY.len()..].trim();
+    let question = trimmed[ESCALATION.len()..].trim();
     (!is_placeholder(question)).then(|| question.to_string())
+}
+
+/// Whether `needle` (ASCII) occurs in `haystack`, ignoring ASCII case.
+fn contains_ignore_ascii_case(haystack: &[u8], needle: &[u8]) -> bool {
+    let first = needle[0];
+    memchr::memchr2_iter(
+        first.to_ascii_lowercase(),
+        first.to_ascii_uppercase(),
+        haystack,
+    )
+    .any(|at| {
+        haystack
+            .get(at..at + needle.len())
+            .is_some_and(|found| found.eq_ignore_ascii_case(needle))
+    })
 }
 
 /// Placeholders never escalate: empty, an angle-bracket placeholder such as `<question>` or

@@ -90,21 +90,143 @@ pub fn cut_to_char_boundary(bytes: &[u8]) -> &[u8] {
     &bytes[skip..]
 }
 
-/// Calls `keep(offset, ch)` for every character the flattened view keeps, with its byte offset
-/// in `bytes`: escape sequences (CSI, OSC, DCS, SOS, PM, APC and the short forms), C0 and C1
-/// controls, U+2500 to U+259F (box drawing, block elements) and all whitespace are dropped.
-/// Invalid UTF-8 is kept as U+FFFD, so it breaks a marker as it does on a screen.
-pub fn for_each_kept(bytes: &[u8], mut keep: impl FnMut(usize, char)) {
-    let mut escape = Escape::None;
+/// Calls `keep(offset, ch)` for every character the flattened view keeps, with the byte offset
+/// it starts at in `bytes`. The bytes are read by the screen model's own parser (vte), so what
+/// the screen swallows is swallowed here too: escape sequences of every kind, C0 and C1 controls
+/// (which vte executes, and the screen ignores), sequences cut short by CAN or SUB, bytes after
+/// a lone ESC. Then, as the screen does, a character of no width is dropped where the cursor
+/// may stand in the first column, U+FFFD (invalid UTF-8) is never drawn, and `CSI b` repeats
+/// the last character. Of what is printed, whitespace and U+2500 to U+259F (box drawing, block
+/// elements) are dropped too.
+pub fn for_each_kept(bytes: &[u8], keep: impl FnMut(usize, char)) {
+    let mut parser = vte::Parser::new();
+    let mut printer = Printer {
+        keep,
+        offset: 0,
+        run: false,
+        printed: false,
+        may_be_first_column: true,
+        last: None,
+    };
+    // One character's bytes at a time, so that everything printed is known by its offset (a
+    // replacement character for bytes held back from an earlier call is never part of a
+    // marker). After a print the parser is at ground, where each printable ASCII byte prints
+    // itself: a run of them goes in one call, its offsets counted as they print.
     let mut at = 0;
     while at < bytes.len() {
-        let (c, len) = char_at(bytes, at);
-        match escape.step(c) {
-            Step::Text if is_kept(c) => keep(at, c),
-            Step::Again => continue,
-            Step::Text | Step::Swallowed => {}
+        if printer.printed {
+            let run = bytes[at..]
+                .iter()
+                .take_while(|b| (0x20..0x7f).contains(*b))
+                .count();
+            if run > 1 {
+                printer.offset = at;
+                printer.run = true;
+                parser.advance(&mut printer, &bytes[at..at + run]);
+                printer.run = false;
+                at += run;
+                continue;
+            }
         }
+        let len = char_len(bytes, at);
+        printer.offset = at;
+        printer.printed = false;
+        parser.advance(&mut printer, &bytes[at..at + len]);
         at += len;
+    }
+}
+
+/// The width the screen gives a printed character: `None` for one it never draws.
+fn screen_width(c: char) -> Option<usize> {
+    use unicode_width::UnicodeWidthChar;
+    c.width()
+}
+
+/// What the terminal model prints, handed to `keep` when the flattened view keeps it.
+struct Printer<F: FnMut(usize, char)> {
+    keep: F,
+    /// Where the character being printed starts.
+    offset: usize,
+    /// A run of printable ASCII is being parsed: each such character is one byte on.
+    run: bool,
+    /// The last thing parsed was printed, so the parser is at ground.
+    printed: bool,
+    /// The cursor may be in the first column (at the start, after a CR, a backspace or any
+    /// sequence but SGR): where the screen drops a character of no width.
+    may_be_first_column: bool,
+    /// The last character printed with a width, which `CSI b` repeats.
+    last: Option<char>,
+}
+
+impl<F: FnMut(usize, char)> Printer<F> {
+    fn put(&mut self, c: char) {
+        // The screen never draws U+FFFD (what the parser makes of invalid UTF-8) or a C1
+        // control, so a marker split by either is whole on the screen.
+        if c == '\u{fffd}' || ('\u{80}'..'\u{a0}').contains(&c) {
+            return;
+        }
+        let Some(width) = screen_width(c) else {
+            return;
+        };
+        if width == 0 && self.may_be_first_column {
+            return;
+        }
+        if width > 0 {
+            self.may_be_first_column = false;
+            self.last = Some(c);
+        }
+        if is_kept(c) {
+            (self.keep)(self.offset, c);
+        }
+    }
+}
+
+/// The most `CSI b` repeats: past any run of one character a marker holds, more change nothing.
+const MAX_REPEAT: u16 = 1000;
+
+impl<F: FnMut(usize, char)> vte::Perform for Printer<F> {
+    fn print(&mut self, c: char) {
+        self.put(c);
+        // A replacement for bytes held back from an earlier call is printed before this call's
+        // own bytes are read, which may leave ground (an ESC): it says nothing of the state.
+        self.printed = c != '\u{fffd}';
+        if self.run && c.is_ascii() {
+            self.offset += 1;
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        self.printed = false;
+        match byte {
+            b'\r' | 0x08 => self.may_be_first_column = true,
+            b'\t' => self.may_be_first_column = false,
+            _ => {}
+        }
+    }
+
+    fn csi_dispatch(&mut self, params: &vte::Params, intermediates: &[u8], _: bool, action: char) {
+        self.printed = false;
+        match (intermediates, action) {
+            ([], 'm') => {}
+            ([], 'b') => {
+                let count = params.iter().next().and_then(|p| p.first().copied());
+                let count = count.filter(|n| *n > 0).unwrap_or(1).min(MAX_REPEAT);
+                if let Some(c) = self.last {
+                    for _ in 0..count {
+                        self.put(c);
+                    }
+                }
+            }
+            _ => self.may_be_first_column = true,
+        }
+    }
+
+    fn esc_dispatch(&mut self, intermediates: &[u8], _: bool, byte: u8) {
+        self.printed = false;
+        // A character set (`ESC ( B`) and the keypad modes leave the cursor where it is.
+        if intermediates.is_empty() && !matches!(byte, b'=' | b'>') {
+            self.may_be_first_column = true;
+        }
     }
 }
 
@@ -112,109 +234,89 @@ fn is_kept(c: char) -> bool {
     !(c.is_control() || c.is_whitespace() || ('\u{2500}'..='\u{259f}').contains(&c))
 }
 
-/// The character at `at` and its length; an invalid sequence is one U+FFFD.
-fn char_at(bytes: &[u8], at: usize) -> (char, usize) {
+/// The length of the character at `at`; an invalid sequence counts as its bytes up to where it
+/// breaks (at least one).
+fn char_len(bytes: &[u8], at: usize) -> usize {
     let first = bytes[at];
     if first.is_ascii() {
-        return (char::from(first), 1);
+        return 1;
     }
     let end = (at + 4).min(bytes.len());
-    let valid = match std::str::from_utf8(&bytes[at..end]) {
-        Ok(text) => text,
-        Err(e) if e.valid_up_to() > 0 => {
-            std::str::from_utf8(&bytes[at..at + e.valid_up_to()]).unwrap_or("")
-        }
-        Err(e) => return ('\u{fffd}', e.error_len().map_or(end - at, usize::from)),
-    };
-    valid
-        .chars()
-        .next()
-        .map_or(('\u{fffd}', 1), |c| (c, c.len_utf8()))
-}
-
-/// Where the flattener is inside an escape sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Escape {
-    None,
-    /// After ESC.
-    Start,
-    /// After ESC and intermediate bytes (`ESC ( B`).
-    Intermediate,
-    /// Control sequence: parameters and intermediates until a final byte.
-    Csi,
-    /// OSC, DCS, SOS, PM, APC: until BEL or ST.
-    ControlString,
-    /// ESC inside a control string: `\\` completes ST.
-    ControlStringEsc,
-}
-
-enum Step {
-    /// Ordinary text.
-    Text,
-    /// Part of an escape sequence.
-    Swallowed,
-    /// The sequence ended without this character: read it again as text.
-    Again,
-}
-
-impl Escape {
-    fn step(&mut self, c: char) -> Step {
-        use Escape::*;
-        let (next, step) = match (*self, c) {
-            (None, '\u{1b}') => (Start, Step::Swallowed),
-            (None, '\u{9b}') => (Csi, Step::Swallowed),
-            (None, '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}') => {
-                (ControlString, Step::Swallowed)
-            }
-            (None, _) => (None, Step::Text),
-            (Start, '[') => (Csi, Step::Swallowed),
-            (Start, ']' | 'P' | 'X' | '^' | '_') => (ControlString, Step::Swallowed),
-            (Start | Intermediate, ' '..='/') => (Intermediate, Step::Swallowed),
-            (Start | Intermediate, '0'..='~') => (None, Step::Swallowed),
-            (Csi, ' '..='?') => (Csi, Step::Swallowed),
-            (Csi, '@'..='~') => (None, Step::Swallowed),
-            (ControlString, '\u{7}' | '\u{9c}') => (None, Step::Swallowed),
-            (ControlString, '\u{1b}') => (ControlStringEsc, Step::Swallowed),
-            (ControlString, _) => (ControlString, Step::Swallowed),
-            (ControlStringEsc, '\\') => (None, Step::Swallowed),
-            (Start | Intermediate | Csi | ControlStringEsc, _) => (None, Step::Again),
-        };
-        *self = next;
-        step
+    match std::str::from_utf8(&bytes[at..end]) {
+        Ok(text) => text.chars().next().map_or(1, char::len_utf8),
+        Err(e) if e.valid_up_to() > 0 => std::str::from_utf8(&bytes[at..at + e.valid_up_to()])
+            .ok()
+            .and_then(|text| text.chars().next())
+            .map_or(1, char::len_utf8),
+        Err(e) => e.error_len().map_or(end - at, usize::from),
     }
 }
 
-/// Output made readable as plain text: escape sequences and control characters removed, but
-/// line breaks and tabs kept; a carriage return starts the line over, as on a terminal (so a
-/// progress bar leaves only its last state).
+/// Output made readable as plain text, read as the terminal model reads it: escape sequences
+/// and control characters removed, but line breaks and tabs kept; a carriage return starts the
+/// line over, as on a terminal (so a progress bar leaves only its last state).
 pub fn plain_text(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(bytes.len());
-    let mut escape = Escape::None;
-    let mut line_start = 0;
-    let mut at = 0;
-    while at < bytes.len() {
-        let (c, len) = char_at(bytes, at);
-        match escape.step(c) {
-            Step::Again => continue,
-            Step::Swallowed => {}
-            Step::Text => match c {
-                '\n' => {
-                    text.push('\n');
-                    line_start = text.len();
-                }
-                '\r' => {
-                    if bytes.get(at + 1) != Some(&b'\n') {
-                        text.truncate(line_start);
-                    }
-                }
-                '\t' => text.push('\t'),
-                c if c.is_control() => {}
-                c => text.push(c),
-            },
+    let mut plain = Plain {
+        text: String::with_capacity(bytes.len()),
+        line_start: 0,
+        carriage_return: false,
+    };
+    vte::Parser::new().advance(&mut plain, bytes);
+    plain.settle(false);
+    plain.text
+}
+
+struct Plain {
+    text: String,
+    line_start: usize,
+    /// A CR was the last thing read: it starts the line over unless an LF follows.
+    carriage_return: bool,
+}
+
+impl Plain {
+    fn settle(&mut self, line_feed: bool) {
+        if std::mem::take(&mut self.carriage_return) && !line_feed {
+            self.text.truncate(self.line_start);
         }
-        at += len;
     }
-    text
+}
+
+impl vte::Perform for Plain {
+    fn print(&mut self, c: char) {
+        self.settle(false);
+        if !c.is_control() {
+            self.text.push(c);
+        }
+    }
+
+    fn execute(&mut self, byte: u8) {
+        self.settle(byte == b'\n');
+        match byte {
+            b'\n' => {
+                self.text.push('\n');
+                self.line_start = self.text.len();
+            }
+            b'\r' => self.carriage_return = true,
+            b'\t' => self.text.push('\t'),
+            _ => {}
+        }
+    }
+
+    fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.settle(false);
+    }
+
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+        self.settle(false);
+    }
+
+    fn osc_dispatch(&mut self, _: &[&[u8]], _: bool) {
+        self.settle(false);
+    }
+
+    fn hook(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.settle(false);
+    }
 }
 
 /// The flattened view: what `for_each_kept` keeps, in order.
@@ -253,7 +355,8 @@ pub fn screen(bytes: &[u8], cols: u16) -> String {
         }
     }
     screen.set_scrollback(0);
-    flatten(text.as_bytes())
+    text.retain(is_kept);
+    text
 }
 
 /// Caps every number in a control sequence at `limit`. Past the screen's size a count or a
@@ -264,8 +367,10 @@ pub fn clamp_csi_parameters(bytes: &[u8], limit: u32) -> std::borrow::Cow<'_, [u
     let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < bytes.len() {
+        // Only `ESC [` opens a control sequence: the screen's parser executes a C1 CSI (U+009B)
+        // as a control of its own, which the screen ignores, so digits after it are text.
         let introducer = match (bytes[i], bytes.get(i + 1)) {
-            (0x1b, Some(b'[')) | (0xc2, Some(0x9b)) => 2,
+            (0x1b, Some(b'[')) => 2,
             _ => 0,
         };
         if introducer == 0 {
@@ -375,8 +480,9 @@ mod tests {
     }
 
     #[test]
-    fn flatten_keeps_invalid_utf8_as_a_replacement_character() {
-        assert_eq!(flatten(b"a\xffb"), "a\u{fffd}b");
+    fn flatten_drops_invalid_utf8_as_the_screen_does() {
+        assert_eq!(flatten(b"a\xffb\xe2\x94c\xef\xbf\xbdd"), "abcd");
+        assert_eq!(screen(b"a\xffb\xe2\x94c\xef\xbf\xbdd", 20), "abcd");
     }
 
     #[test]

@@ -1248,6 +1248,75 @@ fn defanged_marker_does_not_scan_as_found() {
     assert_eq!(scan_report(defanged.as_bytes(), &[])["found"], false);
 }
 
+/// SPEC §3: the flattened view drops exactly what the screen model drops. Each of these bytes
+/// inside a marker vanishes from the screen, so the marker is whole there; defang must see it
+/// whole too, or it leaves a live marker on the screen.
+#[test]
+fn defang_breaks_a_marker_split_by_whatever_the_screen_swallows() {
+    let (head, tail) = MARKER.split_at(6); // `<<<VIG` | `IL_DONE_…`
+    for (what, between) in [
+        ("a C1 CSI, which the screen ignores", "\u{9b}"),
+        ("a C1 OSC", "\u{9d}"),
+        ("a C1 DCS", "\u{90}"),
+        ("a C1 NEL", "\u{85}"),
+        ("an OSC cut short by CAN", "\x1b]0;title\x18"),
+        ("an OSC cut short by SUB", "\x1b]0;title\x1a"),
+        ("a DCS cut short by CAN", "\x1bPq#0\x18"),
+        ("a CSI cut short by CAN", "\x1b[12\x18"),
+        ("an APC cut short by SUB", "\x1b_x\x1a"),
+        ("SOS, PM and APC strings", "\x1bXa\x1b\\\x1b^b\x1b\\"),
+        ("invalid UTF-8, which the screen never draws", "\u{fffd}"),
+        (
+            "a zero-width character at the start of a line",
+            "\r\n\u{200b}",
+        ),
+    ] {
+        let marked = format!("{head}{between}{tail}\n");
+        let report = scan_report(marked.as_bytes(), &[]);
+        assert!(
+            report["views"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("screen")),
+            "{what}: the screen shows the marker whole ({report})"
+        );
+        let defanged = defanged(marked.as_bytes());
+        let report = scan_report(&defanged, &[]);
+        assert_eq!(
+            report["found"],
+            false,
+            "{what}: {:?} {report}",
+            String::from_utf8_lossy(&defanged)
+        );
+    }
+    // Raw invalid bytes, and a repeat that completes the `<<<` on the screen.
+    for marked in [
+        [head.as_bytes(), b"\xff\xfe", tail.as_bytes()].concat(),
+        [b"<<\x1b[b", &MARKER.as_bytes()[2..]].concat(),
+    ] {
+        assert_eq!(scan_report(&marked, &[])["found"], true);
+        let defanged = defanged(&marked);
+        let report = scan_report(&defanged, &[]);
+        assert_eq!(
+            report["found"],
+            false,
+            "{:?} {report}",
+            String::from_utf8_lossy(&defanged)
+        );
+    }
+}
+
+/// What `promise-matcher defang` makes of `bytes`.
+fn defanged(bytes: &[u8]) -> Vec<u8> {
+    let output = promise_matcher()
+        .arg("defang")
+        .write_stdin(bytes.to_vec())
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    output.stdout
+}
+
 #[test]
 fn defang_breaks_a_marker_right_after_an_escape_introducer() {
     for prefix in ["\x1b", "\x1b[", "\x1b]0;", "\x1bP", "\u{9b}"] {

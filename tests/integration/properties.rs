@@ -65,6 +65,29 @@ fn marker_rich_text() -> impl Strategy<Value = String> {
         "\u{9b}",
         "\x1b[2D",
         "\r",
+        // C1 controls, as characters and as lone bytes of broken UTF-8 text.
+        "\u{85}",
+        "\u{90}",
+        "\u{9c}",
+        "\u{9d}",
+        "\u{9f}",
+        // The 7-bit forms of C1 (ESC Fe), and CAN and SUB, which cut any sequence short.
+        "\x1bD",
+        "\x1bE",
+        "\x1bM",
+        "\x1bX",
+        "\x1b^",
+        "\x1b_",
+        "\x1b\\",
+        "\x18",
+        "\x1a",
+        "\x1b[1\x18",
+        "\x1b]0;\x1a",
+        "\x1bP1\x18",
+        // Zero-width characters, and a repeat of the last character.
+        "\u{200b}",
+        "\u{301}",
+        "\x1b[3b",
     ]);
     let piece = prop_oneof![4 => pieces.prop_map(str::to_string), 1 => split_marker()];
     prop::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
@@ -83,6 +106,21 @@ fn split_marker() -> impl Strategy<Value = String> {
         "\x1b]8;;x\x07",
         "\u{2502}",
         "\r\n  ",
+        "\u{9b}",
+        "\u{85}",
+        "\u{9d}",
+        "\u{90}",
+        "\x1b[3\x18",
+        "\x1b[3\x1a",
+        "\x1b]0;t\x18",
+        "\x1bP\x1a",
+        "\x1b_x\x18",
+        "\x1bX",
+        "\x1b^",
+        "\x18",
+        "\u{200b}",
+        "\r\n\u{200b}",
+        "\u{301}",
     ]);
     let whole = prop::sample::select(vec![MARKER, "<promise>DONE</promise>"]);
     (whole, prop::collection::vec(junk, 64)).prop_map(|(whole, junk)| {
@@ -111,9 +149,72 @@ fn only_hyphens_added(original: &[u8], defanged: &[u8]) -> bool {
     rest.next().is_none()
 }
 
-/// ESC and C1 sequences, backspace, and a carriage return not followed by a line feed.
-fn moves_cursor(text: &str) -> bool {
-    text.contains(['\x1b', '\u{9b}', '\x08']) || text.replace("\r\n", "").contains('\r')
+/// Whether text moves the cursor other than by printing and line feeds, as the screen model
+/// reads it: a backspace, a tab (at the right margin it moves back onto the last cell), a CR not
+/// followed by an LF, an escape sequence (ESC 7 and 8, ESC M, ESC c, ...) or a control sequence
+/// other than SGR (colours) and REP (repeat). Read with the
+/// terminal's own parser, so a C1 control (which it ignores) or a cut-short sequence counts as
+/// what it really is.
+fn moves_cursor(text: &[u8]) -> bool {
+    struct Moves {
+        moved: bool,
+        carriage_return: bool,
+    }
+    impl Moves {
+        fn settle(&mut self, line_feed: bool) {
+            if std::mem::take(&mut self.carriage_return) && !line_feed {
+                self.moved = true;
+            }
+        }
+    }
+    impl vte::Perform for Moves {
+        fn print(&mut self, _: char) {
+            self.settle(false);
+        }
+        fn execute(&mut self, byte: u8) {
+            self.settle(byte == b'\n');
+            match byte {
+                0x08 | b'\t' => self.moved = true,
+                b'\r' => self.carriage_return = true,
+                _ => {}
+            }
+        }
+        fn csi_dispatch(&mut self, _: &vte::Params, intermediates: &[u8], _: bool, action: char) {
+            self.settle(false);
+            if !(intermediates.is_empty() && matches!(action, 'm' | 'b')) {
+                self.moved = true;
+            }
+        }
+        fn esc_dispatch(&mut self, intermediates: &[u8], _: bool, byte: u8) {
+            self.settle(false);
+            if intermediates.is_empty() && !matches!(byte, b'=' | b'>') {
+                self.moved = true;
+            }
+        }
+    }
+    let mut moves = Moves {
+        moved: false,
+        carriage_return: false,
+    };
+    vte::Parser::new().advance(&mut moves, text);
+    moves.settle(false);
+    moves.moved
+}
+
+/// Runs of characters of no width made one: the screen keeps as many of them as a cell holds,
+/// the flattened view all of them, and one is enough to break a marker in either.
+fn zero_width_runs_folded(text: &str) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut out = String::new();
+    let mut in_run = false;
+    for c in text.chars() {
+        let zero = c.width() == Some(0);
+        if !(zero && in_run) {
+            out.push(c);
+        }
+        in_run = zero;
+    }
+    out
 }
 
 fn any_json() -> impl Strategy<Value = Value> {
@@ -155,7 +256,7 @@ fn any_json() -> impl Strategy<Value = Value> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
 
     #[test]
     fn defang_is_idempotent(text in any_text()) {
@@ -188,8 +289,35 @@ proptest! {
         prop_assert!(!views.text && !views.flattened, "{:?} found in {:?}", views.names(), out);
         // Text that moves the cursor can paint any marker on a screen from harmless pieces, so
         // the screen view is promised only for text that is laid out as written (README).
-        if !moves_cursor(&text) {
+        if !moves_cursor(text.as_bytes()) {
             prop_assert!(!views.screen, "screen found it in {:?}", out);
+        }
+    }
+
+    #[test]
+    fn every_kept_character_stands_at_its_offset(text in marker_rich_text(), bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+        // Defang splices at these offsets; a repeat (`CSI b`) prints what is not in the bytes.
+        for input in [text.replace("\x1b[3b", "").into_bytes(), bytes] {
+            let mut kept = Vec::new();
+            terminal::for_each_kept(&input, |offset, c| kept.push((offset, c)));
+            for (offset, c) in kept {
+                let mut utf8 = [0; 4];
+                prop_assert!(input[offset..].starts_with(c.encode_utf8(&mut utf8).as_bytes()), "{:?} at {} of {:?}", c, offset, input);
+            }
+        }
+    }
+
+    #[test]
+    fn flattened_view_drops_exactly_what_the_screen_drops(text in marker_rich_text(), bytes in prop::collection::vec(any::<u8>(), 0..200), cols in 2u16..120) {
+        // Arbitrary bytes too: broken UTF-8 and lone C1 bytes are read alike by both views.
+        for input in [text.into_bytes(), bytes] {
+            if moves_cursor(&input) {
+                continue;
+            }
+            let shown = String::from_utf8_lossy(&input).into_owned();
+            let flat = zero_width_runs_folded(&terminal::flatten(&input));
+            let screen = zero_width_runs_folded(&terminal::screen(&input, cols));
+            prop_assert_eq!(flat, screen, "{:?}", shown);
         }
     }
 
