@@ -61,8 +61,17 @@ impl<'a> Lines<'a> {
 /// in an HTML block of CommonMark types 1 to 6. Paragraphs, headings and type-7 HTML blocks (a
 /// line holding only a tag such as `<promise>`) stay unmasked.
 pub fn masked_lines(lines: &Lines) -> Vec<bool> {
-    let text = &*lf_for_lone_cr(lines.text);
-    let mut masked = vec![false; lines.len()];
+    let normal = structural_text(lines.text);
+    // The normal form ends its lines where the message does, so line `i` is line `i` in both.
+    let normal_lines;
+    let (text, spans) = match &normal {
+        Cow::Borrowed(_) => (lines.text, &lines.spans),
+        Cow::Owned(normal) => {
+            normal_lines = Lines::new(normal);
+            (normal.as_str(), &normal_lines.spans)
+        }
+    };
+    let mut masked = vec![false; spans.len()];
     // Blocks nest inside the one that opened before them, so a range that ends before this
     // offset is already marked whole: skipping it keeps deep nesting linear.
     let mut marked_to = 0;
@@ -75,8 +84,8 @@ pub fn masked_lines(lines: &Lines) -> Vec<bool> {
         if !hides || range.end <= marked_to {
             continue;
         }
-        let first = lines.spans.partition_point(|span| span.end < range.start);
-        for (index, span) in lines.spans.iter().enumerate().skip(first) {
+        let first = spans.partition_point(|span| span.end < range.start);
+        for (index, span) in spans.iter().enumerate().skip(first) {
             if span.start >= range.end {
                 break;
             }
@@ -87,20 +96,96 @@ pub fn masked_lines(lines: &Lines) -> Vec<bool> {
     masked
 }
 
-/// The text with every lone CR made an LF. CommonMark reads both as the same line ending, but
-/// pulldown-cmark 0.13 misreads a lone CR in places (nested list items holding HTML blocks, as
-/// the differential test against markdown-rs found). One byte for one keeps every offset.
-fn lf_for_lone_cr(text: &str) -> Cow<'_, str> {
+/// The text as pulldown-cmark reads it the way CommonMark means it, with the same lines.
+///
+/// pulldown-cmark 0.13 misreads a few shapes, as the differential test against commonmark.js
+/// (the reference implementation) found; each is rewritten into one it reads right, keeping
+/// every line ending where it was:
+/// - a lone CR, read as LF everywhere but in nested list items holding HTML blocks: made LF;
+/// - a tab, which shapes blocks as the spaces up to its tab stop (4 columns) but before `>`
+///   was read as one column (`"> a\n\t> b"` went on quoting a lazy line): made those spaces
+///   (elsewhere a space and a tab are both just whitespace);
+/// - the end of an HTML block of type 1, which is any of `</pre>`, `</script>`, `</style>`,
+///   `</textarea>` in any case but was only the start tag's own name in lower case: every such
+///   start tag is made `<pre` and every end tag `</pre>`, the four names being alike in every
+///   other rule of block structure.
+fn structural_text(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let lone = |at: usize| bytes[at] == b'\r' && bytes.get(at + 1) != Some(&b'\n');
-    if !memchr::memchr_iter(b'\r', bytes).any(lone) {
+    let has_lone_cr = memchr::memchr_iter(b'\r', bytes).any(lone);
+    let has_tab = memchr::memchr(b'\t', bytes).is_some();
+    let has_raw_tag =
+        memchr::memchr_iter(b'<', bytes).any(|at| raw_text_tag(&bytes[at..]).is_some());
+    if !has_lone_cr && !has_tab && !has_raw_tag {
         return Cow::Borrowed(text);
     }
-    let normal: String = text
-        .char_indices()
-        .map(|(at, c)| if c == '\r' && lone(at) { '\n' } else { c })
-        .collect();
+    let mut normal = String::with_capacity(text.len());
+    // The column in the message's own line, where the next tab's stop is counted from.
+    let mut column = 0;
+    let mut copied = 0;
+    for at in memchr::memchr3_iter(b'\t', b'\r', b'<', bytes) {
+        if at < copied {
+            continue; // inside a tag already rewritten
+        }
+        let run = &text[copied..at];
+        normal.push_str(run);
+        column = match run.rfind('\n') {
+            Some(end) => chars(&run[end + 1..]),
+            None => column + chars(run),
+        };
+        copied = at + 1;
+        match bytes[at] {
+            b'\t' => {
+                let spaces = 4 - column % 4;
+                normal.extend(std::iter::repeat_n(' ', spaces));
+                column += spaces;
+            }
+            b'\r' => {
+                normal.push(if lone(at) { '\n' } else { '\r' });
+                column = 0;
+            }
+            _ => match raw_text_tag(&bytes[at..]) {
+                Some((len, tag)) => {
+                    normal.push_str(tag);
+                    column += len;
+                    copied = at + len;
+                }
+                None => {
+                    normal.push('<');
+                    column += 1;
+                }
+            },
+        }
+    }
+    normal.push_str(&text[copied..]);
     Cow::Owned(normal)
+}
+
+/// The characters in `text` (each starts with a byte that is not a UTF-8 continuation byte).
+fn chars(text: &str) -> usize {
+    text.bytes().filter(|b| (b & 0xC0) != 0x80).count()
+}
+
+/// The HTML block type 1 names: a start tag of one opens the block, an end tag of any ends it.
+const RAW_TEXT_NAMES: [&[u8]; 4] = [b"pre", b"script", b"style", b"textarea"];
+
+/// At a `<`: a type-1 start tag's `<name` (the whole name: what follows is the parser's to
+/// judge) or an end tag `</name>`, in any case; its length and what it is made.
+fn raw_text_tag(at: &[u8]) -> Option<(usize, &'static str)> {
+    let (rest, close) = match at.get(1) {
+        Some(b'/') => (&at[2..], true),
+        _ => (&at[1..], false),
+    };
+    let name = RAW_TEXT_NAMES
+        .iter()
+        .find(|name| rest.len() >= name.len() && rest[..name.len()].eq_ignore_ascii_case(name))?;
+    let after = rest.get(name.len()).copied();
+    if close {
+        (after == Some(b'>')).then_some((name.len() + 3, "</pre>"))
+    } else {
+        let name_goes_on = after.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-');
+        (!name_goes_on).then_some((name.len() + 1, "<pre"))
+    }
 }
 
 /// Whether an HTML block is of type 7 (a lone complete tag of any other name), the one kind that
@@ -153,6 +238,28 @@ mod tests {
         assert_eq!(mask("<div>\na\n\nb"), [true, true, false, false]);
         assert_eq!(mask("<promise>\nDONE\n</promise>"), [false, false, false]);
         assert_eq!(mask("a\n\n    b\nc"), [false, false, true, false]);
+    }
+
+    #[test]
+    fn a_tab_is_read_as_the_spaces_to_its_tab_stop() {
+        // Four columns before `>`: no quote marker, so a lazy line of the quote's paragraph,
+        // and so is the line after it (pulldown-cmark alone reads a second quote line there).
+        assert_eq!(mask("> a\n\t> <div>\nb"), [true, true, true]);
+        assert_eq!(mask("> a\n \t> <div>\nb"), [true, true, true]);
+        assert_eq!(mask("\tcode\n\nb"), [true, false, false]);
+        assert_eq!(mask("a\tb\n\nc"), [false, false, false]);
+        assert_eq!(structural_text("ab\tc\r\td"), "ab  c\n    d");
+        assert_eq!(structural_text("é\t"), "é   ");
+    }
+
+    #[test]
+    fn any_type_one_end_tag_in_any_case_ends_a_type_one_block() {
+        assert_eq!(mask("<style>\n</pre>\nb"), [true, true, false]);
+        assert_eq!(mask("<pre>\n</PRE>\nb"), [true, true, false]);
+        assert_eq!(mask("<SCRIPT type=x>\n</TextArea>\nb"), [true, true, false]);
+        assert_eq!(mask("<pre>\n</pres>\nb"), [true, true, true]);
+        assert_eq!(mask("<prex>\n</pre>\nb"), [false, false, false]);
+        assert_eq!(structural_text("<Style>a</SCRIPT>"), "<pre>a</pre>");
     }
 
     #[test]

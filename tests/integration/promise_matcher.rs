@@ -352,13 +352,30 @@ fn rule1_a_closing_fence_followed_by_nbsp_or_vt_does_not_close() {
     }
 }
 
-/// CommonMark 0.31 lets spaces or tabs follow a closing fence; pulldown-cmark 0.13 accepts
-/// spaces only, so a tab there leaves the fence open and what follows stays masked. The
-/// divergence can only refuse a declaration, never accept one (README, "Declaration or
-/// mention"); this test says when the parser changes.
+/// A tab shapes blocks as the spaces up to its tab stop. pulldown-cmark alone took a tab before
+/// `>` for a quote marker's indent and a tab after a closing fence for no whitespace, so an agent
+/// could end a quote early and declare in a line every renderer shows quoted.
 #[test]
-fn rule1_known_divergence_a_tab_after_a_closing_fence_keeps_it_open() {
-    assert_verdict("```\ncode\n```\t\n<promise>DONE</promise>", "mentioned");
+fn rule1_a_tab_counts_as_the_spaces_to_its_tab_stop() {
+    // Four columns before `>`: no marker, so a lazy line, and the promise after it one too.
+    assert_verdict("> quoted\n\t> <div>\n<promise>DONE</promise>", "mentioned");
+    assert_verdict("> quoted\n \t> <div>\n<promise>DONE</promise>", "mentioned");
+    assert_verdict("```\ncode\n```\t\n<promise>DONE</promise>", "declared");
+    assert_verdict("Done.\n\n\t<promise>DONE</promise>", "mentioned");
+    // In a list item whose content starts at column 4, the same tab is the item's indent.
+    assert_verdict("-\tDone.\n\n\t<promise>DONE</promise>", "declared");
+}
+
+/// An HTML block of type 1 ends at a line holding any of the four end tags, in any case; read
+/// only at its own name in lower case, the rest of the message stayed masked.
+#[test]
+fn rule1_a_type_1_html_block_ends_at_any_of_its_end_tags() {
+    assert_verdict("<style>\na {}\n</pre>\n<promise>DONE</promise>", "declared");
+    assert_verdict("<PRE>\nx\n</PRE>\n<promise>DONE</promise>", "declared");
+    assert_verdict(
+        "<script>\nx\n</scripts>\n<promise>DONE</promise>",
+        "mentioned",
+    );
 }
 
 #[test]

@@ -250,6 +250,7 @@ fn promise_hidden_in_markdown_structure_never_ends_the_loop() {
         "<pre>\n<promise>DONE</promise>",
         "```\ncode\n```\u{a0}\n<promise>DONE</promise>",
         "```\rcode\r<promise>DONE</promise>",
+        "> The prompt said\n\t> <div>\n<promise>DONE</promise>",
     ] {
         assert!(
             p.stop(&[], "s1", Some(hidden)).blocked(),
