@@ -360,7 +360,7 @@ impl Gate {
                             "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
                             state.iteration,
                             state.max_iterations,
-                            defang(&question)
+                            shown_question(&question)
                         ),
                     ))
                 }
@@ -527,6 +527,20 @@ enum Step {
     End(LoopStatus, String),
     /// Print this.
     Output(StopOutput),
+}
+
+/// The longest question a human is shown.
+const MAX_QUESTION: usize = 500;
+
+/// An escalated question as the human reads it: plain text (escape sequences would run in the
+/// human's terminal), at most `MAX_QUESTION` characters, defanged.
+fn shown_question(question: &str) -> String {
+    let plain = crate::terminal::plain_text(question.as_bytes());
+    let mut shown: String = plain.chars().take(MAX_QUESTION).collect();
+    if shown.len() < plain.len() {
+        shown.push('…');
+    }
+    defang(&shown)
 }
 
 fn first_line(text: &str) -> &str {

@@ -108,12 +108,16 @@ pub fn masked_lines(lines: &Lines) -> Vec<bool> {
 /// - the end of an HTML block of type 1, which is any of `</pre>`, `</script>`, `</style>`,
 ///   `</textarea>` in any case but was only the start tag's own name in lower case: every such
 ///   start tag is made `<pre` and every end tag `</pre>`, the four names being alike in every
-///   other rule of block structure.
+///   other rule of block structure;
+/// - a vertical tab or form feed, which CommonMark's block structure never takes for space (a
+///   blank line, the space after `#` or `>`, the space around a tag are spaces and tabs), but
+///   pulldown-cmark did (`"<div>\n\x0c\n<promise>…"` ended the HTML block and declared): made
+///   U+0001, another ASCII control that no rule treats as space.
 fn structural_text(text: &str) -> Cow<'_, str> {
     let bytes = text.as_bytes();
     let lone = |at: usize| bytes[at] == b'\r' && bytes.get(at + 1) != Some(&b'\n');
     let has_lone_cr = memchr::memchr_iter(b'\r', bytes).any(lone);
-    let has_tab = memchr::memchr(b'\t', bytes).is_some();
+    let has_tab = memchr::memchr3(b'\t', 0x0b, 0x0c, bytes).is_some();
     let has_raw_tag =
         memchr::memchr_iter(b'<', bytes).any(|at| raw_text_tag(&bytes[at..]).is_some());
     if !has_lone_cr && !has_tab && !has_raw_tag {
@@ -123,7 +127,9 @@ fn structural_text(text: &str) -> Cow<'_, str> {
     // The column in the message's own line, where the next tab's stop is counted from.
     let mut column = 0;
     let mut copied = 0;
-    for at in memchr::memchr3_iter(b'\t', b'\r', b'<', bytes) {
+    let special = |b: &u8| matches!(b, b'\t' | b'\r' | b'<' | 0x0b | 0x0c);
+    let found = bytes.iter().enumerate().filter(|(_, b)| special(b)).map(|(at, _)| at);
+    for at in found {
         if at < copied {
             continue; // inside a tag already rewritten
         }
@@ -143,6 +149,10 @@ fn structural_text(text: &str) -> Cow<'_, str> {
             b'\r' => {
                 normal.push(if lone(at) { '\n' } else { '\r' });
                 column = 0;
+            }
+            0x0b | 0x0c => {
+                normal.push('\u{1}');
+                column += 1;
             }
             _ => match raw_text_tag(&bytes[at..]) {
                 Some((len, tag)) => {
@@ -250,6 +260,18 @@ mod tests {
         assert_eq!(mask("a\tb\n\nc"), [false, false, false]);
         assert_eq!(structural_text("ab\tc\r\td"), "ab  c\n    d");
         assert_eq!(structural_text("é\t"), "é   ");
+    }
+
+    #[test]
+    fn a_vertical_tab_or_form_feed_is_never_space_to_block_structure() {
+        for c in ["\u{b}", "\u{c}"] {
+            // Not a blank line: the HTML block goes on, and the quote's paragraph with it.
+            assert_eq!(mask(&format!("<div>\n{c}\nb")), [true, true, true]);
+            assert_eq!(mask(&format!(">{c}\nb")), [true, true]);
+            // Not the space after `#`: no heading, so a lazy line of the quote.
+            assert_eq!(mask(&format!("> a\n#{c}\nb")), [true, true, true]);
+        }
+        assert_eq!(structural_text("a\u{b}b\u{c}"), "a\u{1}b\u{1}");
     }
 
     #[test]

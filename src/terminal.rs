@@ -181,8 +181,9 @@ impl<F: FnMut(usize, char)> Printer<F> {
     }
 }
 
-/// The most `CSI b` repeats: past any run of one character a marker holds, more change nothing.
-const MAX_REPEAT: u16 = 1000;
+/// The most `CSI b` repeats: past any run of one character a marker holds (a marker is at most
+/// 172 characters), more change nothing.
+const MAX_REPEAT: u16 = 200;
 
 impl<F: FnMut(usize, char)> vte::Perform for Printer<F> {
     fn print(&mut self, c: char) {
@@ -361,51 +362,67 @@ pub fn screen(bytes: &[u8], cols: u16) -> String {
 
 /// Caps every number in a control sequence at `limit`. Past the screen's size a count or a
 /// position means the same on the screen, but `ESC[65535b` (repeat a character 65535 times)
-/// would make the replay's work unbounded by the tail it reads.
+/// would make the replay's work unbounded by the tail it reads. A number is read as the
+/// screen's parser reads it: leading zeros count for nothing (`ESC[0001b` repeats once), and a
+/// C0 control inside the sequence is executed without ending it (`ESC[6\x005535b` is 65535), so
+/// such controls are moved before the sequence, where they take effect all the same. Private
+/// sequences (`ESC[?1049h`) hold mode numbers, and are left alone.
 pub fn clamp_csi_parameters(bytes: &[u8], limit: u32) -> std::borrow::Cow<'_, [u8]> {
     let limit_text = limit.to_string();
+    let exceeds = |n: &[u8]| {
+        let n = &n[n.iter().take_while(|b| **b == b'0').count()..];
+        n.len() > limit_text.len() || (n.len() == limit_text.len() && n > limit_text.as_bytes())
+    };
     let mut out: Option<Vec<u8>> = None;
     let mut i = 0;
     while i < bytes.len() {
         // Only `ESC [` opens a control sequence: the screen's parser executes a C1 CSI (U+009B)
         // as a control of its own, which the screen ignores, so digits after it are text.
-        let introducer = match (bytes[i], bytes.get(i + 1)) {
-            (0x1b, Some(b'[')) => 2,
-            _ => 0,
-        };
-        if introducer == 0 {
+        if !(bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'[')) {
             if let Some(out) = &mut out {
                 out.push(bytes[i]);
             }
             i += 1;
             continue;
         }
-        let params_start = i + introducer;
-        let mut j = params_start;
-        while j < bytes.len() && (0x30..=0x3f).contains(&bytes[j]) {
+        let mut params = Vec::new();
+        let mut controls = Vec::new();
+        let mut j = i + 2;
+        while let Some(&b) = bytes.get(j) {
+            match b {
+                0x30..=0x3f => params.push(b),
+                // Executed where they stand (CAN, SUB and ESC end the sequence instead).
+                0x00..=0x17 | 0x19 | 0x1c..=0x1f | 0x7f => controls.push(b),
+                _ => break,
+            }
             j += 1;
         }
-        let params = &bytes[params_start..j];
-        let exceeds = |n: &[u8]| {
-            n.len() > limit_text.len() || (n.len() == limit_text.len() && n > limit_text.as_bytes())
-        };
-        if out.is_some() || params.split(|b| !b.is_ascii_digit()).any(exceeds) {
+        // A private sequence (`ESC[?1049h`) names modes, not counts: it is left as it is.
+        let private = params.iter().any(|b| (0x3c..=0x3f).contains(b));
+        let clamp = !private && params.split(|b| !b.is_ascii_digit()).any(exceeds);
+        if clamp || out.is_some() {
             let out = out.get_or_insert_with(|| bytes[..i].to_vec());
-            out.extend_from_slice(&bytes[i..params_start]);
-            let mut first = true;
-            for piece in params.split(|b| *b == b';') {
-                if !first {
-                    out.push(b';');
+            if !clamp {
+                out.extend_from_slice(&bytes[i..j]);
+            } else {
+                out.extend_from_slice(&controls);
+                out.extend_from_slice(b"\x1b[");
+                let mut rest = params.as_slice();
+                while !rest.is_empty() {
+                    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                    if digits == 0 {
+                        out.push(rest[0]);
+                        rest = &rest[1..];
+                        continue;
+                    }
+                    let number = &rest[..digits];
+                    out.extend_from_slice(if exceeds(number) {
+                        limit_text.as_bytes()
+                    } else {
+                        number
+                    });
+                    rest = &rest[digits..];
                 }
-                first = false;
-                let digits = piece.iter().take_while(|b| b.is_ascii_digit()).count();
-                let number = &piece[..digits];
-                out.extend_from_slice(if exceeds(number) {
-                    limit_text.as_bytes()
-                } else {
-                    number
-                });
-                out.extend_from_slice(&piece[digits..]);
             }
         }
         i = j;
@@ -505,6 +522,33 @@ mod tests {
             clamp_csi_parameters(b"plain \x1b[31m", 200),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn csi_numbers_are_read_as_the_screen_reads_them() {
+        // Leading zeros count for nothing: one repeat stays one.
+        assert!(matches!(
+            clamp_csi_parameters(b"<\x1b[0001b\x1b[0000b", 200),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // A C0 control inside the digits does not split the number; it moves before the
+        // sequence, and so do subparameters after `:`.
+        assert_eq!(
+            &*clamp_csi_parameters(b"x\x1b[6\x005535b\x1b[38:2:99999m", 200),
+            b"x\x00\x1b[200b\x1b[38:2:200m"
+        );
+        let replayed = |bytes: &[u8]| {
+            let mut parser = vt100::Parser::new(
+                NonZeroU16::new(5).unwrap(),
+                NonZeroU16::new(20).unwrap(),
+                0,
+            );
+            parser.process(bytes);
+            parser.screen().contents()
+        };
+        let bytes = b"<\x1b[0001bA\x1b[2\x00b";
+        assert_eq!(replayed(&clamp_csi_parameters(bytes, 200)), replayed(bytes));
+        assert_eq!(replayed(bytes), "<<AAA");
     }
 
     #[test]

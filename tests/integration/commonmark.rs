@@ -10,9 +10,12 @@
 //! missing the test says so and passes, unless `VIGIL_E2E_REQUIRED` is set, as CI sets it.
 //! Two other ports were tried as oracles and dropped: comrak (cmark-gfm) and markdown-rs
 //! (micromark) both let a lone tag such as `<promise>` end a lazy quote line, where the
-//! reference keeps it in the quote. The generator does not put a vertical tab or form feed
-//! right after an HTML tag name: commonmark.js reads them as whitespace there (its regular
-//! expressions' `\s`), where the spec has a space, a tab or a line ending, as vigil does.
+//! reference keeps it in the quote. Where commonmark.js departs from the spec's text, vigil
+//! follows the spec, so the generator makes no vertical tab or form feed: commonmark.js reads
+//! them as space in places (its regular expressions' `\s` after a tag name, and `reNonSpace`
+//! when it asks whether a list item is empty, so `-  \f` cannot interrupt a paragraph), where
+//! the spec has spaces and tabs only. The shapes where the two agree are checked one by one
+//! (`rule1_agrees_with_the_reference_where_parsers_were_found_to_differ`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -200,6 +203,9 @@ fn rule1_agrees_with_the_reference_where_parsers_were_found_to_differ() {
         "> <promise>DONE</promise>\n  <promise>\n- > ```\n    \n    ?>\n",
         "  <style>\n</pre>\n?>\n",
         "<pre>\n</PRE>\n<promise>DONE</promise>\n",
+        "<div>\n\u{c}\n<promise>DONE</promise>",
+        "> quoted text\n>\n>\u{c}\n<promise>DONE</promise>",
+        "> a\n#\u{b}\n<promise>DONE</promise>",
     ] {
         let theirs = reference.lock().unwrap().masked(text);
         assert_eq!(masked_lines(&Lines::new(text)), theirs, "{text:?}");
@@ -223,9 +229,8 @@ proptest! {
             if lines.get(index).trim().is_empty() {
                 continue;
             }
-            prop_assert_eq!(
-                ours[index],
-                theirs[index],
+            prop_assert!(
+                ours[index] == theirs[index],
                 "line {} of {:?}: vigil masks it {}, commonmark.js {}",
                 index + 1,
                 text,

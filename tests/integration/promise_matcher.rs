@@ -366,6 +366,19 @@ fn rule1_a_tab_counts_as_the_spaces_to_its_tab_stop() {
     assert_verdict("-\tDone.\n\n\t<promise>DONE</promise>", "declared");
 }
 
+/// A vertical tab or form feed is no space to block structure: a line of one is not blank, and
+/// `#` followed by one is no heading. pulldown-cmark alone read both as space, so an agent
+/// could end an HTML block or a quote early and declare inside it.
+#[test]
+fn rule1_a_vertical_tab_or_form_feed_is_not_space() {
+    for c in ["\u{b}", "\u{c}"] {
+        assert_verdict(&format!("<div>\n{c}\n<promise>DONE</promise>"), "mentioned");
+        assert_verdict(&format!("> quoted\n>{c}\n<promise>DONE</promise>"), "mentioned");
+        assert_verdict(&format!("> quoted\n#{c}\n<promise>DONE</promise>"), "mentioned");
+        assert_verdict(&format!("Done.\n{c}\n\n<promise>DONE</promise>"), "declared");
+    }
+}
+
 /// An HTML block of type 1 ends at a line holding any of the four end tags, in any case; read
 /// only at its own name in lower case, the rest of the message stayed masked.
 #[test]
@@ -1321,6 +1334,30 @@ fn defang_breaks_a_marker_split_by_whatever_the_screen_swallows() {
             String::from_utf8_lossy(&defanged)
         );
     }
+}
+
+/// A repeat count is read as the screen reads it: `ESC[0001b` repeats once, however many zeros
+/// lead, and a control inside the digits does not split the number. A screen that read `0001`
+/// as a large count painted a run of `<` that defang never saw.
+#[test]
+fn repeat_counts_are_read_alike_by_defang_and_the_screen() {
+    let rest = &MARKER[3..];
+    let once = format!("<\u{1b}[0001b{rest}\n");
+    assert_eq!(scan_report(once.as_bytes(), &[])["found"], false);
+    for twice in [
+        format!("<\u{1b}[0002b{rest}\n"),
+        format!("<\u{1b}[0\u{0}2b{rest}\n"),
+    ] {
+        let report = scan_report(twice.as_bytes(), &[]);
+        assert_eq!(report["found"], true, "{twice:?}");
+        let defanged = defanged(twice.as_bytes());
+        assert_eq!(scan_report(&defanged, &[])["found"], false, "{twice:?}");
+    }
+    // A count past the screen, hidden behind a control, costs what a small one does.
+    let started = std::time::Instant::now();
+    let hostile = format!("x{}", "\u{1b}[6\u{0}5535b".repeat(7200));
+    scan_report(hostile.as_bytes(), &[]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
 }
 
 /// What `promise-matcher defang` makes of `bytes`.

@@ -251,6 +251,7 @@ fn promise_hidden_in_markdown_structure_never_ends_the_loop() {
         "```\ncode\n```\u{a0}\n<promise>DONE</promise>",
         "```\rcode\r<promise>DONE</promise>",
         "> The prompt said\n\t> <div>\n<promise>DONE</promise>",
+        "<div>\n\u{c}\n<promise>DONE</promise>",
     ] {
         assert!(
             p.stop(&[], "s1", Some(hidden)).blocked(),
@@ -309,6 +310,27 @@ fn blocked_verdict_ends_the_loop_and_allows_with_the_question() {
         "{}",
         stop.system_message()
     );
+    assert_eq!(p.loop_state("s1")["status"], "blocked");
+}
+
+/// The question reaches the human's terminal: escape sequences in it would run there (an OSC
+/// can set the title or the clipboard), and a huge one would flood it. It is shown as plain
+/// text, capped, and fast whatever the agent put in it.
+#[test]
+fn a_blocked_question_is_shown_as_capped_plain_text() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Migrate.");
+    let question = format!(
+        "needs-decision: Drop \u{1b}]52;c;cm0gLXJmIH4=\u{7}the table?{}",
+        "<\u{1b}[999b".repeat(200_000)
+    );
+    let started = std::time::Instant::now();
+    let stop = p.stop(&[], "s1", Some(&question));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    let message = stop.system_message();
+    assert!(message.contains("Drop the table?"), "{message}");
+    assert!(!message.contains('\u{1b}'), "an escape reached the human");
+    assert!(message.chars().count() < 700, "{} chars", message.chars().count());
     assert_eq!(p.loop_state("s1")["status"], "blocked");
 }
 
