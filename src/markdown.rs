@@ -128,7 +128,11 @@ fn structural_text(text: &str) -> Cow<'_, str> {
     let mut column = 0;
     let mut copied = 0;
     let special = |b: &u8| matches!(b, b'\t' | b'\r' | b'<' | 0x0b | 0x0c);
-    let found = bytes.iter().enumerate().filter(|(_, b)| special(b)).map(|(at, _)| at);
+    let found = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| special(b))
+        .map(|(at, _)| at);
     for at in found {
         if at < copied {
             continue; // inside a tag already rewritten

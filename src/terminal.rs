@@ -538,11 +538,8 @@ mod tests {
             b"x\x00\x1b[200b\x1b[38:2:200m"
         );
         let replayed = |bytes: &[u8]| {
-            let mut parser = vt100::Parser::new(
-                NonZeroU16::new(5).unwrap(),
-                NonZeroU16::new(20).unwrap(),
-                0,
-            );
+            let mut parser =
+                vt100::Parser::new(NonZeroU16::new(5).unwrap(), NonZeroU16::new(20).unwrap(), 0);
             parser.process(bytes);
             parser.screen().contents()
         };
