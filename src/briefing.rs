@@ -124,12 +124,11 @@ pub fn context(request: &Request) -> Option<String> {
         .iter()
         .any(|r| !r.markers.is_empty())
         .then(|| {
-            subject::worktree_tree(
-                &request.project.dir,
-                &request.project.state,
-                Deadline::after(SUBJECT_BUDGET),
-            )
-            .ok()
+            let limits = subject::Limits {
+                deadline: Deadline::after(SUBJECT_BUDGET),
+                ..subject::Limits::default()
+            };
+            subject::worktree_tree(request.project, limits).ok()
         })
         .flatten();
     // The claimed loop's instruction names the promise as the agent must write it: that line

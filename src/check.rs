@@ -9,7 +9,6 @@ use std::time::Duration;
 use crate::process::{self, Outcome};
 use crate::terminal;
 
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Output kept from a check: enough for its last 20 lines.
 const OUTPUT_TAIL: usize = 64 * 1024;
 pub const TAIL_LINES: usize = 20;

@@ -23,6 +23,27 @@ pub fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Re
     }
 }
 
+/// A size: a whole number of bytes, or one followed by K, M, G or T (powers of 1024).
+pub fn size(text: &str) -> Result<u64> {
+    let bad = || {
+        Error::usage(format!(
+            "{text:?} is not a size; write bytes, or a whole number and K, M, G or T (e.g. 512M)"
+        ))
+    };
+    let (digits, shift) = match text.as_bytes().last() {
+        Some(b'K' | b'k') => (&text[..text.len() - 1], 10),
+        Some(b'M' | b'm') => (&text[..text.len() - 1], 20),
+        Some(b'G' | b'g') => (&text[..text.len() - 1], 30),
+        Some(b'T' | b't') => (&text[..text.len() - 1], 40),
+        _ => (text, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(1 << shift).ok_or_else(bad)
+}
+
 /// Prints a help text.
 pub fn help(text: &str) -> Result<Exit> {
     stdout(text.as_bytes())?;

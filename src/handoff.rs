@@ -117,7 +117,11 @@ pub fn gather(
             if marker_checks(project).is_empty() {
                 return None;
             }
-            subject::worktree_tree(&project.dir, &project.state, deadline).ok()
+            let limits = subject::Limits {
+                deadline,
+                ..subject::Limits::default()
+            };
+            subject::worktree_tree(project, limits).ok()
         });
         let message = scope.spawn(|| {
             transcript::last_message(input)

@@ -97,6 +97,19 @@ pub struct Run {
     pub exit_code: i32,
     pub duration_ms: u64,
     pub output_sha256: String,
+    /// Where the command ran; absent in markers written before vigil recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+}
+
+/// Where `run` ran its command (SPEC §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In a private copy of exactly the hashed content, with a clean environment.
+    Snapshot,
+    /// In the worktree itself: for writers the agent cannot reach (CI).
+    InPlace,
 }
 
 /// The payload, `schemas/marker.schema.json`.
@@ -242,7 +255,7 @@ pub fn verify(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    keys: &[crate::signing::VerifyKey],
+    trust: &crate::signing::Trust,
 ) -> std::result::Result<Payload, Denial> {
     if let Err(e) = refuse_symlinks(project, check) {
         return Err(Denial::Malformed(e.to_string()));
@@ -268,9 +281,7 @@ pub fn verify(
     }
     let payload = read_payload(&payload_path)?;
     // With a trusted key, nothing of the payload counts before its signature holds.
-    if !keys.is_empty() {
-        crate::signing::check(keys, &payload).map_err(Denial::BadSignature)?;
-    }
+    trust.check(&payload).map_err(Denial::BadSignature)?;
     if payload.schema != SCHEMA {
         return Err(Denial::Malformed(format!(
             "schema is {:?}, not {SCHEMA:?}",

@@ -2,11 +2,15 @@
 //! dirty, each from git calls bounded by a deadline. A git that is slow or hangs costs the
 //! handoff its detail, never its budget.
 
+use std::ffi::OsStr;
 use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::subject;
+use crate::error::{Error, Result};
+use crate::process;
 use crate::time::Deadline;
 
 /// At most this many changed paths are named.
@@ -30,7 +34,7 @@ pub struct GitState {
 /// not be read in time. `dirty` and `changed_files` are `None` when status ran out of time.
 /// vigil's own state directory never counts as a change.
 pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitState> {
-    let heads = subject::git(
+    let heads = git(
         dir,
         &[
             "rev-parse",
@@ -58,11 +62,11 @@ pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitStat
         "--",
         ":/",
     ];
-    let exclusion = subject::state_exclusion(toplevel, state_dir, deadline.remaining())
+    let exclusion = state_exclusion(toplevel, state_dir, deadline.remaining())
         .ok()
         .flatten();
     args.extend(exclusion.as_deref());
-    let status = subject::git_untrimmed(dir, &args, &[], deadline.remaining());
+    let status = git_untrimmed(dir, &args, &[], deadline.remaining());
     let (dirty, changed_files) = match status {
         Ok(text) => {
             let changed = changed_paths(&text);
@@ -95,6 +99,116 @@ fn changed_paths(text: &str) -> Vec<String> {
         }
     }
     paths
+}
+
+/// Settings that override the repository's own for every git call vigil makes. Only what informs
+/// (a handoff's HEAD and dirty state) runs git; no gate does (SPEC §9).
+const TRUSTED_SETTINGS: [&str; 8] = [
+    "core.trustctime=true",
+    "core.fileMode=true",
+    "core.checkStat=default",
+    "core.ignoreStat=false",
+    "core.fsmonitor=false",
+    "core.untrackedCache=false",
+    "core.splitIndex=false",
+    "core.sparseCheckout=false",
+];
+
+/// How a git call ended.
+struct GitOutput {
+    outcome: process::Outcome,
+    stdout: String,
+    /// What a failure says: the command and the first line of its stderr.
+    failure: String,
+}
+
+/// Runs git in `dir`, with `env` added to its environment, within `timeout`.
+fn git_run(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    timeout: Duration,
+) -> Result<GitOutput> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir);
+    // The repository's configuration is the agent's to edit: nothing in it may make git
+    // trust stale stat data, skip files, or ask a hook what changed.
+    for setting in TRUSTED_SETTINGS {
+        cmd.arg("-c").arg(setting);
+    }
+    cmd.args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .envs(env.iter().copied());
+    let shown = format!("git {}", args.join(" "));
+    // The whole output is needed (ls-files of a large repository is megabytes).
+    let done = process::run(cmd, timeout, false, 64 << 20)
+        .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
+    let failure = match done.outcome {
+        process::Outcome::TimedOut => {
+            format!("`{shown}` timed out after {}ms", timeout.as_millis())
+        }
+        other => {
+            let stderr = String::from_utf8_lossy(&done.errors);
+            let first = stderr
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message");
+            format!("`{shown}` failed (exit {}): {first}", other.code())
+        }
+    };
+    Ok(GitOutput {
+        outcome: done.outcome,
+        stdout: String::from_utf8_lossy(&done.output).into_owned(),
+        failure,
+    })
+}
+
+/// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
+pub fn git(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], timeout: Duration) -> Result<String> {
+    git_untrimmed(dir, args, env, timeout).map(|out| out.trim().to_string())
+}
+
+/// Runs git, returning its stdout exactly (porcelain formats begin with meaningful spaces).
+pub fn git_untrimmed(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    timeout: Duration,
+) -> Result<String> {
+    let output = git_run(dir, args, env, timeout)?;
+    match output.outcome {
+        process::Outcome::Exited(0) => Ok(output.stdout),
+        _ => Err(Error::Io(output.failure)),
+    }
+}
+
+/// The pathspec that leaves vigil's state directory out of `add` or `status`, when it lies in
+/// the repository and git does not ignore it already (git refuses a pathspec that names
+/// ignored files, and an ignored directory is left out anyway).
+pub fn state_exclusion(
+    toplevel: &Path,
+    state_dir: &Path,
+    timeout: Duration,
+) -> Result<Option<String>> {
+    let state = crate::subject::canonical(state_dir);
+    let top = crate::subject::canonical(toplevel);
+    match state.strip_prefix(&top) {
+        Ok(inside) if !inside.as_os_str().is_empty() && !is_ignored(toplevel, inside, timeout)? => {
+            Ok(Some(format!(":(exclude,top,literal){}", inside.display())))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Whether git ignores `path`, relative to the top of the repository at `toplevel`.
+fn is_ignored(toplevel: &Path, path: &Path, timeout: Duration) -> Result<bool> {
+    let path = path.to_string_lossy();
+    let output = git_run(toplevel, &["check-ignore", "-q", "--", &path], &[], timeout)?;
+    match output.outcome {
+        process::Outcome::Exited(0) => Ok(true),
+        process::Outcome::Exited(1) => Ok(false),
+        _ => Err(Error::Io(output.failure)),
+    }
 }
 
 #[cfg(test)]

@@ -987,6 +987,12 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             )));
         }
     }
+    for (event, g, h, command) in &handlers {
+        if vigil_binary(command) == Some("stop-gate") {
+            let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
+            findings.push(gate_deadline(event, command, timeout));
+        }
+    }
     let home = std::env::var_os("HOME").unwrap_or_default();
     for (event, _, _, command) in &handlers {
         findings.push(run_bare(event, command, &home));
@@ -998,6 +1004,75 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         findings.extend(codex_trust(target, &root, codex_config));
     }
     findings
+}
+
+/// What a handler's timeout is when it names none: both engines give a hook 600 s.
+const ENGINE_HOOK_TIMEOUT_SECS: u64 = 600;
+/// How far under the handler's timeout the gate's deadline must be (SPEC §9).
+const HANDLER_MARGIN_SECS: u64 = 5;
+
+/// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
+/// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
+/// would refuse (a typo blocks every stop with a config error) fails here first.
+fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
+    let Some(args) = handler_args(command) else {
+        return Finding::Warn(format!(
+            "{event}: cannot read the flags of `{command}`; its deadline is not checked"
+        ));
+    };
+    let config = match crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return Finding::Fail(format!(
+                "{event}: `{command}` asks stop-gate for its help text, so it never gates"
+            ));
+        }
+        Err(e) => {
+            return Finding::Fail(format!(
+                "{event}: stop-gate would refuse its flags and block every stop: {e}"
+            ));
+        }
+    };
+    let handler = match timeout {
+        None => ENGINE_HOOK_TIMEOUT_SECS,
+        Some(value) => match value.as_u64() {
+            Some(secs) => secs,
+            None => {
+                return Finding::Fail(format!(
+                    "{event}: the handler's timeout {value} is not a whole number of seconds"
+                ));
+            }
+        },
+    };
+    let deadline = config.deadline.as_secs();
+    if deadline + HANDLER_MARGIN_SECS > handler {
+        return Finding::Fail(format!(
+            "{event}: stop-gate's --deadline {deadline} s is not {HANDLER_MARGIN_SECS} s under the handler's timeout of {handler} s, so the engine can kill it first and let the stop through unchecked; set \"timeout\": {} or lower --deadline to {}",
+            deadline + HANDLER_MARGIN_SECS,
+            handler.saturating_sub(HANDLER_MARGIN_SECS)
+        ));
+    }
+    Finding::Ok(format!(
+        "{event}: stop-gate's check gets {} s and the gate answers within {deadline} s, under the handler's timeout of {handler} s",
+        config.timeout.as_secs()
+    ))
+}
+
+/// The arguments a vigil handler passes its binary: the words after it, as a shell would
+/// split them (in the PATH search `install` writes, the words after `exec "$b"`).
+fn handler_args(command: &str) -> Option<Vec<String>> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        let (_, rest) = command.split_once("exec \"$b\"")?;
+        let (args, _) = rest.split_once("; done;")?;
+        return shlex::split(args);
+    }
+    let mut words = shlex::split(command)?;
+    if words.is_empty() {
+        return None;
+    }
+    words.remove(0);
+    Some(words)
 }
 
 /// Finds and starts a hook's binary the way the hook would, but from a bare environment: a

@@ -156,32 +156,114 @@ pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
     path.map(|p| load_sign_key(&p)).transpose()
 }
 
-/// The trusted keys. `--verify-key` (or `$VIGIL_VERIFY_KEY`) pins one key, and then only it:
-/// the project's directory, which the agent can write, cannot add its own. Otherwise every
-/// `.vigil/trusted-keys/*.pub` of the project. Empty: markers are not required to be signed.
-/// A directory that exists but cannot be read is an error (the gate denies), never "no keys".
-pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Vec<VerifyKey>> {
-    let explicit = flag_or_env(flag, "VIGIL_VERIFY_KEY");
-    if let Some(path) = explicit {
-        return Ok(vec![load_verify_key(&path)?]);
+/// The keys a marker's signature is checked against (SPEC §9).
+#[derive(Clone, Default)]
+pub struct Trust {
+    /// The pinned key (`--verify-key`, `$VIGIL_VERIFY_KEY`), or the keys of the protected
+    /// state: this project's and every project's. Empty: markers need no signature.
+    pub keys: Vec<VerifyKey>,
+    /// Key files in the project's `.vigil/trusted-keys/`: never trusted, since the agent can
+    /// write there, but named in a denial so a human can trust one on purpose.
+    pub planted: Vec<PathBuf>,
+}
+
+impl Trust {
+    /// Why a payload's signature does not count, if it does not.
+    pub fn check(&self, payload: &Payload) -> std::result::Result<(), String> {
+        if self.keys.is_empty() {
+            return match self.planted.first() {
+                None => Ok(()),
+                Some(file) => Err(format!(
+                    "{} is inside the project, where the agent can write, so it is not trusted; if a human put it there, run `marker-writer trust {}`",
+                    file.display(),
+                    file.display()
+                )),
+            };
+        }
+        check(&self.keys, payload).map_err(|why| {
+            let signer = payload.signature.as_ref().map(|s| s.key_id.as_str());
+            match self.planted.iter().find(|file| {
+                load_verify_key(file).is_ok_and(|key| Some(key.id.as_str()) == signer)
+            }) {
+                Some(file) => format!(
+                    "{why}; it is in {}, inside the project, where the agent can write: if a human put it there, run `marker-writer trust {}`",
+                    file.display(),
+                    file.display()
+                ),
+                None => why,
+            }
+        })
     }
-    let dir = project.state.join("trusted-keys");
-    let entries = match std::fs::read_dir(&dir) {
+}
+
+/// The trusted keys. `--verify-key` (or `$VIGIL_VERIFY_KEY`) pins one key, and then only it.
+/// Otherwise the keys `marker-writer trust` put in the protected state, for this project and
+/// for all. Keys in the project's own `.vigil/trusted-keys/` are never among them. A
+/// directory that exists but cannot be read is an error (the gate denies), never "no keys".
+pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
+    let planted = key_files(&project.state.join("trusted-keys"))?;
+    if let Some(path) = flag_or_env(flag, "VIGIL_VERIFY_KEY") {
+        return Ok(Trust {
+            keys: vec![load_verify_key(&path)?],
+            planted,
+        });
+    }
+    let mut keys = Vec::new();
+    let dirs = [
+        crate::protected::project_keys(&project.dir),
+        crate::protected::global_keys(),
+    ];
+    for dir in dirs.into_iter().flatten() {
+        for path in key_files(&dir)? {
+            keys.push(load_verify_key(&path)?);
+        }
+    }
+    Ok(Trust { keys, planted })
+}
+
+/// The `*.pub` files of a directory, sorted; none when it does not exist.
+fn key_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("read the trusted keys in", &dir, &e)),
+        Err(e) => return Err(Error::io("read the trusted keys in", dir, &e)),
     };
     let mut paths = Vec::new();
     for entry in entries {
         let path = entry
-            .map_err(|e| Error::io("read the trusted keys in", &dir, &e))?
+            .map_err(|e| Error::io("read the trusted keys in", dir, &e))?
             .path();
         if path.extension().is_some_and(|x| x == "pub") {
             paths.push(path);
         }
     }
     paths.sort();
-    paths.iter().map(|path| load_verify_key(path)).collect()
+    Ok(paths)
+}
+
+/// `marker-writer trust KEYFILE [--global]`: copies a public key into the protected state, for
+/// this project or for all. Returns the key's id and where it went.
+pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, PathBuf)> {
+    use std::os::unix::fs::DirBuilderExt;
+    let key = load_verify_key(file)?;
+    let dir = if global {
+        crate::protected::global_keys()
+    } else {
+        crate::protected::project_keys(&project.dir)
+    }
+    .ok_or_else(|| {
+        Error::input("no state home: set $VIGIL_STATE_HOME, $XDG_STATE_HOME or $HOME")
+    })?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| Error::io("create", &dir, &e))?;
+    let path = dir.join(format!("{}.pub", key.id));
+    let text = format!("{PUBLIC_TAG} {}\n", hex(key.key.as_bytes()));
+    crate::atomic::write_atomic(&path, text.as_bytes(), 0o644)
+        .map_err(|e| Error::io("write", &path, &e))?;
+    Ok((key.id, path))
 }
 
 /// The bytes a signature covers: the canonical JSON of the payload without its signature.
@@ -203,7 +285,7 @@ pub fn sign(key: &SignKey, payload: &mut Payload) {
 }
 
 /// Checks `payload`'s signature against `keys`; the reason when it does not hold.
-pub fn check(keys: &[VerifyKey], payload: &Payload) -> std::result::Result<(), String> {
+fn check(keys: &[VerifyKey], payload: &Payload) -> std::result::Result<(), String> {
     let Some(signature) = &payload.signature else {
         return Err("the marker is not signed, and a verify key is configured".into());
     };

@@ -112,6 +112,19 @@ impl Deadline {
     pub fn passed(self) -> bool {
         std::time::Instant::now() >= self.0
     }
+
+    /// An error naming `what` once the deadline has passed.
+    pub fn check(self, what: &str) -> crate::error::Result<()> {
+        if self.passed() {
+            return Err(Error::Io(format!("{what} ran out of time")));
+        }
+        Ok(())
+    }
+
+    /// The earlier of two deadlines.
+    pub fn min(self, other: Deadline) -> Deadline {
+        Deadline(self.0.min(other.0))
+    }
 }
 
 /// `45s`, `30m`, `24h`, `7d`: a whole number and one unit.

@@ -21,11 +21,13 @@ const HELP: &str = "\
 marker-writer: content-bound markers from a protected writer, verified fail-closed.
 
 Usage:
-  marker-writer run    --check NAME [--subject S] [--timeout SECS] -- CMD ARGS...
+  marker-writer run    --check NAME [--subject S] [--timeout SECS] [--snapshot [--keep-env NAME]...]
+                       -- CMD ARGS...
   marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION]
   marker-writer show   --check NAME [--subject S]
   marker-writer keygen --out DIR
+  marker-writer trust  KEYFILE [--global]
 
 A marker records that a check (tests, lint, review...) ended with a status (passed, failed,
 blocked, aborted) for exactly one content, named by its hash. It lives in
@@ -34,13 +36,18 @@ atomically. Run it from a process the agent cannot alter: a CI job, a git hook, 
 
 run      runs CMD (its output passes through unchanged), records passed on exit 0, failed on
          another code, aborted on a signal or --timeout, and exits with the command's code
-         (124 on a timeout, 128+N on signal N)
+         (124 on a timeout, 128+N on signal N). In place, the worktree is hashed before and
+         after, and a change between is recorded aborted: for writers the agent cannot reach
+         (CI). With --snapshot, CMD runs in a private copy of exactly the hashed files, with a
+         clean environment: for a writer on the agent's machine
 write    records a status given by hand
 verify   exits 0 only for a passed marker of exactly this content, younger than --max-age;
          otherwise 1 with one line: missing, subject mismatch, malformed, status S, or stale
 show     prints the payload of the marker for this content
 keygen   makes an Ed25519 key pair: DIR/vigil-marker.key (0600, never overwritten; keep it
          where the agent cannot read it) and DIR/vigil-marker.pub (safe to commit)
+trust    trusts a public key for this project's markers (--global: for every project), in the
+         protected state outside the project; keys inside the project are never trusted
 
 Options:
   --check NAME         the check: 1 to 64 of A-Z a-z 0-9 . _ -
@@ -50,11 +57,18 @@ Options:
   --status STATUS      write: passed, failed, blocked or aborted
   --note TEXT          write: a note kept in the payload
   --timeout SECS       run: kill the command's whole process group after SECS
+  --snapshot           run: run CMD in a private copy of exactly the hashed content (under the
+                       state home), with only PATH HOME USER LOGNAME SHELL TERM LANG LC_* TZ
+                       TMPDIR of the environment; the payload records isolation: snapshot
+  --keep-env NAME      run --snapshot, repeatable: also keep this variable
+  --max-file-size SIZE worktree: a larger file denies at once (default 1G; bytes, or K M G T)
+  --global             trust: for every project, not only this one
   --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
   --sign-key FILE      run, write: sign the payload with this secret key (or $VIGIL_SIGN_KEY)
-  --verify-key FILE    verify: markers must be signed by this key (or $VIGIL_VERIFY_KEY, and
-                       every .vigil/trusted-keys/*.pub); with none, unsigned markers count;
-                       with one, an unsigned or altered marker is `bad signature`
+  --verify-key FILE    verify: markers must be signed by this key (or $VIGIL_VERIFY_KEY), and
+                       only by it; without it, by a key given to `marker-writer trust`; with
+                       no trusted key, unsigned markers count; with one, an unsigned or
+                       altered marker is `bad signature`
   --out DIR            keygen: where the key pair goes
   --state-dir DIR      where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   -h, --help           this text
@@ -87,13 +101,18 @@ struct Options {
     verify_key: Option<PathBuf>,
     out: Option<PathBuf>,
     command: Vec<OsString>,
+    snapshot: bool,
+    keep_env: Vec<String>,
+    max_file_size: Option<u64>,
+    global: bool,
+    key_file: Option<PathBuf>,
 }
 
 fn run_main() -> Result<u8> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.is_empty() {
         return Err(Error::usage(
-            "marker-writer needs a command: run, write, verify or show; see --help",
+            "marker-writer needs a command: run, write, verify, show, keygen or trust; see --help",
         ));
     }
     let action = args.remove(0);
@@ -101,9 +120,12 @@ fn run_main() -> Result<u8> {
     if matches!(action, "-h" | "--help") {
         return help(HELP).map(Exit::code);
     }
-    if !matches!(action, "run" | "write" | "verify" | "show" | "keygen") {
+    if !matches!(
+        action,
+        "run" | "write" | "verify" | "show" | "keygen" | "trust"
+    ) {
         return Err(Error::usage(format!(
-            "unknown command {action:?}; use run, write, verify, show or keygen"
+            "unknown command {action:?}; use run, write, verify, show, keygen or trust"
         )));
     }
     let Some(options) = parse(action, args)? else {
@@ -116,9 +138,29 @@ fn run_main() -> Result<u8> {
         let (secret, public) = vigil::signing::keygen(&out)?;
         return print(
             format!(
-                "marker-writer: secret key {} (keep it from the agent), public key {} (commit it, or put it in .vigil/trusted-keys/)\n",
+                "marker-writer: secret key {} (keep it from the agent), public key {} (commit it, or trust it with `marker-writer trust`)\n",
                 secret.display(),
                 public.display()
+            )
+            .as_bytes(),
+        )
+        .map(Exit::code);
+    }
+    let project = Project::resolve(options.state_dir.as_deref(), None);
+    if action == "trust" {
+        let file = options.key_file.ok_or_else(|| {
+            Error::usage("`trust` needs the public key file, e.g. vigil-marker.pub")
+        })?;
+        let (id, path) = vigil::signing::trust(&project, &file, options.global)?;
+        let scope = if options.global {
+            "every project"
+        } else {
+            "this project"
+        };
+        return print(
+            format!(
+                "marker-writer: key {id} is trusted for {scope}'s markers ({})\n",
+                path.display()
             )
             .as_bytes(),
         )
@@ -134,7 +176,6 @@ fn run_main() -> Result<u8> {
         .check
         .clone()
         .ok_or_else(|| Error::usage(format!("`{action}` needs --check NAME")))?;
-    let project = Project::resolve(options.state_dir.as_deref(), None);
     let subject = match options.subject.clone() {
         Some(subject) => subject,
         None => Subject::Worktree,
@@ -147,6 +188,28 @@ fn run_main() -> Result<u8> {
             marker::MAX_NOTE
         )));
     }
+    let limits = vigil::subject::Limits {
+        max_file_size: options
+            .max_file_size
+            .unwrap_or(vigil::subject::worktree::DEFAULT_MAX_FILE_SIZE),
+        ..vigil::subject::Limits::default()
+    };
+    if options.snapshot && subject != Subject::Worktree {
+        return Err(Error::usage(
+            "--snapshot copies the worktree, so it needs --subject worktree",
+        ));
+    }
+    if action == "run" && options.snapshot {
+        return run(
+            &project,
+            &check,
+            &subject,
+            None,
+            limits,
+            options,
+            signer.as_ref(),
+        );
+    }
     let subject_id = match subject {
         // Hashed as it streams: standard input may be larger than memory.
         Subject::Stdin => {
@@ -158,14 +221,15 @@ fn run_main() -> Result<u8> {
             })?;
             format!("sha256:{hex}")
         }
-        _ => subject.id(&project, None)?,
+        _ => subject.id(&project, None, limits)?,
     };
     match action {
         "run" => run(
             &project,
             &check,
             &subject,
-            &subject_id,
+            Some(&subject_id),
+            limits,
             options,
             signer.as_ref(),
         ),
@@ -190,8 +254,8 @@ fn run_main() -> Result<u8> {
         }
         "verify" => {
             let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
-            let keys = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
-            match marker::verify(&project, &check, &subject_id, max_age, &keys) {
+            let trust = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
+            match marker::verify(&project, &check, &subject_id, max_age, &trust) {
                 Ok(payload) => print(
                     format!(
                         "{check}: passed for {subject_id}, written {} by {}@{}\n",
@@ -248,6 +312,20 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.verify_key = Some(PathBuf::from(parser.value()?))
             }
             Long("out") if action == "keygen" => options.out = Some(PathBuf::from(parser.value()?)),
+            Long("global") if action == "trust" => options.global = true,
+            Value(file) if action == "trust" && options.key_file.is_none() => {
+                options.key_file = Some(PathBuf::from(file))
+            }
+            Long("snapshot") if action == "run" => options.snapshot = true,
+            Long("keep-env") if action == "run" => options
+                .keep_env
+                .push(string_value(&mut parser, "--keep-env")?),
+            Long("max-file-size") if action != "keygen" && action != "trust" => {
+                options.max_file_size = Some(vigil::cli::size(&string_value(
+                    &mut parser,
+                    "--max-file-size",
+                )?)?)
+            }
             Long("status") if action == "write" => {
                 options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
             }
@@ -276,6 +354,11 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             _ => return Err(arg.unexpected().into()),
         }
     }
+    if !options.keep_env.is_empty() && !options.snapshot {
+        return Err(Error::usage(
+            "--keep-env keeps a variable through --snapshot's clean environment; an in-place run keeps them all",
+        ));
+    }
     if action == "run" && options.command.is_empty() {
         return Err(Error::usage(
             "`run` needs the command after --, e.g. marker-writer run --check tests -- cargo test",
@@ -284,11 +367,14 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
     Ok(Some(options))
 }
 
+/// `run`: in place (`subject_id` hashed before, and again after), or in a snapshot (`None`:
+/// the id is of exactly the copy the command runs in).
 fn run(
     project: &Project,
     check: &CheckName,
     subject: &Subject,
-    subject_id: &str,
+    subject_id: Option<&str>,
+    limits: vigil::subject::Limits,
     options: Options,
     signer: Option<&vigil::signing::SignKey>,
 ) -> Result<u8> {
@@ -306,8 +392,35 @@ fn run(
     } else {
         shown
     };
+    let snapshot = match subject_id {
+        Some(_) => None,
+        None => {
+            let snapshot = vigil::snapshot::take(project, limits)?;
+            if !snapshot.protected {
+                diagnostic(
+                    NAME,
+                    &format!(
+                        "the state home cannot be written, so the snapshot is in {}, where a sandboxed agent can write",
+                        snapshot.path().display()
+                    ),
+                );
+            }
+            Some(snapshot)
+        }
+    };
+    let subject_id = match (&snapshot, subject_id) {
+        (Some(snapshot), _) => snapshot.subject.clone(),
+        (None, Some(id)) => id.to_string(),
+        (None, None) => unreachable!("a run is in place or in a snapshot"),
+    };
     let mut cmd = Command::new(&options.command[0]);
     cmd.args(&options.command[1..]);
+    // The key signs the marker; the command under test never sees where it is.
+    cmd.env_remove("VIGIL_SIGN_KEY");
+    if let Some(snapshot) = &snapshot {
+        vigil::snapshot::clean_env(&mut cmd, &options.keep_env);
+        cmd.current_dir(&snapshot.cwd);
+    }
     if matches!(subject, Subject::Stdin) {
         cmd.stdin(Stdio::null());
     }
@@ -322,16 +435,24 @@ fn run(
             return Ok(127);
         }
     };
+    let isolation = if snapshot.is_some() {
+        marker::Isolation::Snapshot
+    } else {
+        marker::Isolation::InPlace
+    };
+    drop(snapshot);
     let (mut status, code) = match ran.outcome {
         Outcome::Exited(0) => (Status::Passed, 0),
         Outcome::Exited(code) => (Status::Failed, code),
         Outcome::Signaled(signal) => (Status::Aborted, 128 + signal),
         Outcome::TimedOut => (Status::Aborted, 124),
     };
-    // A pass vouches for the content it ran on; if that changed under it, nothing is vouched.
+    // A pass in place vouches for the content it ran on; if that changed under it, nothing is
+    // vouched. (A snapshot cannot change: the agent's edits land in the worktree.)
     let mut note = None;
-    if matches!(subject, Subject::Worktree)
-        && subject.id(project, None).ok().as_deref() != Some(subject_id)
+    if isolation == marker::Isolation::InPlace
+        && matches!(subject, Subject::Worktree)
+        && subject.id(project, None, limits.renewed()).ok().as_deref() != Some(subject_id.as_str())
     {
         diagnostic(
             NAME,
@@ -347,8 +468,9 @@ fn run(
         exit_code: code,
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
         output_sha256: ran.output_sha256,
+        isolation: Some(isolation),
     };
-    let mut payload = payload(check, status, subject_id, Some(record), note);
+    let mut payload = payload(check, status, &subject_id, Some(record), note);
     if let Some(key) = signer {
         vigil::signing::sign(key, &mut payload);
     }

@@ -4,11 +4,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use lexopt::prelude::*;
-use vigil::cli::{help, number, print, string_value};
-use vigil::gate::{self, GateConfig, RequiredMarker};
+use vigil::cli::{help, print, string_value};
+use vigil::gate::{self, GateConfig};
 use vigil::hook::HookInput;
 use vigil::input::{Source, read_capped};
 use vigil::loops::{self, LoopState, StartRequest, Word};
@@ -25,9 +24,9 @@ const HELP: &str = "\
 stop-gate: the Stop hook that turns \"looks done\" into evidence.
 
 Usage:
-  stop-gate [--run CMD] [--timeout SECS] [--require-marker CHECK]... [--max-blocks N]
-            [--marker-max-age DURATION] [--subagents] [--feedback block|context]
-            [--verify-key FILE] [--state-dir DIR]                                               < hook JSON
+  stop-gate [--run CMD] [--timeout SECS] [--deadline SECS] [--require-marker CHECK]...
+            [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
+            [--feedback block|context] [--verify-key FILE] [--state-dir DIR]     < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
   stop-gate loop status [--session ID] [--json]
@@ -43,18 +42,23 @@ It always exits 0: a gate that cannot read its input or config blocks, and says 
 
 Options:
   --run CMD                 the check command (blocks with its last 20 lines when it fails)
-  --timeout SECS            how long the check may run (default 600); then its process group
-                            is killed and the stop is blocked
+  --timeout SECS            how long the check may run (default: --deadline less 15 s); then
+                            its process group is killed and the stop is blocked
+  --deadline SECS           all of the gate's work ends by then (default 570, under the
+                            engines' 600 s hook timeout); a gate at its deadline blocks. Keep
+                            --timeout + 15 <= --deadline <= the handler's timeout - 5
   --require-marker CHECK    repeatable: require `marker-writer verify --check CHECK` to pass
   --marker-max-age DURATION how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
+  --max-file-size SIZE      a larger file in the worktree blocks at once (default 1G)
   --max-blocks N            consecutive blocks per session before a stop is let through,
                             marked NOT verified (default 3; a pass resets the count)
   --subagents               also gate SubagentStop (by default it is allowed untouched)
   --feedback block|context  how a block reaches the model: `block` (default; both engines)
                             prints decision:block; `context` prints Stop additionalContext,
                             which Claude Code (2.1.332 checked) shows as feedback, not an error
-  --verify-key FILE         markers must be signed by this key (also $VIGIL_VERIFY_KEY and
-                            .vigil/trusted-keys/*.pub; with none, unsigned markers count)
+  --verify-key FILE         markers must be signed by this key, and only it (also
+                            $VIGIL_VERIFY_KEY); else by a key of `marker-writer trust`; with
+                            none trusted, unsigned markers count
   --state-dir DIR           where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   -h, --help                this text
 VIGIL_DISABLE=1 makes the hook allow at once.
@@ -125,50 +129,7 @@ fn main() -> ExitCode {
 
 /// The hook's flags; `Ok(None)` for --help.
 fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
-    let mut config = GateConfig::default();
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("run") => {
-                let command = string_value(&mut parser, "--run")?;
-                if command.trim().is_empty() {
-                    return Err(Error::usage("--run needs a command"));
-                }
-                config.run = Some(command);
-            }
-            Long("timeout") => {
-                config.timeout = Duration::from_secs(number(&mut parser, "--timeout", 1, 86_400)?)
-            }
-            Long("require-marker") => config.markers.push(RequiredMarker::parse(&string_value(
-                &mut parser,
-                "--require-marker",
-            )?)?),
-            Long("marker-max-age") => {
-                config.marker_max_age =
-                    time::parse_duration(&string_value(&mut parser, "--marker-max-age")?)?
-            }
-            Long("max-blocks") => {
-                config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
-            }
-            Long("subagents") => config.subagents = true,
-            Long("feedback") => {
-                config.feedback = match string_value(&mut parser, "--feedback")?.as_str() {
-                    "block" => gate::Feedback::Block,
-                    "context" => gate::Feedback::Context,
-                    other => {
-                        return Err(Error::usage(format!(
-                            "--feedback is block or context, not {other:?}"
-                        )));
-                    }
-                }
-            }
-            Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
-            Long("verify-key") => config.verify_key = Some(PathBuf::from(parser.value()?)),
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
-        }
-    }
-    Ok(Some(config))
+    GateConfig::parse(args)
 }
 
 fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {

@@ -1443,3 +1443,79 @@ fn set_stop_timeout(path: &Path, pick: impl Fn(&Value) -> bool, seconds: u64) {
     }
     std::fs::write(path, serde_json::to_vec(&edited).unwrap()).unwrap();
 }
+
+/// The Stop handler vigil installed, edited by `edit` as a user might.
+fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(
+        merge("install", &path, false, &["--run", "cargo test"])
+            .status
+            .success()
+    );
+    let mut value = json_of(&path);
+    let groups = value["hooks"]["Stop"].as_array_mut().unwrap();
+    let handler = groups
+        .iter_mut()
+        .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+        .find(|h| h["command"].as_str().unwrap().contains("stop-gate"))
+        .unwrap();
+    edit(handler);
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    (dir, path)
+}
+
+/// SPEC §9: check timeout + reserve <= deadline <= the handler's timeout - 5 s. What the
+/// installer writes satisfies it; each way of breaking it fails the doctor, naming the fix.
+#[test]
+fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
+    let (_dir, path) = with_stop_handler(|_| {});
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains(
+            "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
+        ),
+        "{}",
+        stdout_of(&out)
+    );
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let cases: [(&str, Edit); 4] = [
+        (
+            "is not 5 s under the handler's timeout of 300 s",
+            Box::new(|h| h["timeout"] = json!(300)),
+        ),
+        (
+            "--timeout 600 leaves less than the 15 s reserve under --deadline 570",
+            Box::new(|h| {
+                let command = h["command"].as_str().unwrap().replace("540", "600");
+                h["command"] = json!(command);
+            }),
+        ),
+        (
+            "stop-gate would refuse its flags and block every stop: invalid option '--timout'",
+            Box::new(|h| {
+                let command = h["command"]
+                    .as_str()
+                    .unwrap()
+                    .replace("--timeout", "--timout");
+                h["command"] = json!(command);
+            }),
+        ),
+        (
+            "the handler's timeout \"600\" is not a whole number of seconds",
+            Box::new(|h| h["timeout"] = json!("600")),
+        ),
+    ];
+    for (said, edit) in cases {
+        let (_dir, path) = with_stop_handler(edit);
+        let out = merge("check", &path, false, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+        let report = stdout_of(&out);
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with("[fail] Stop: ") && l.contains(said)),
+            "{said:?} not in {report}"
+        );
+    }
+}

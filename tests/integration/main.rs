@@ -11,3 +11,4 @@ mod properties;
 mod signing;
 mod stop_gate;
 mod support;
+mod worktree;

@@ -913,6 +913,7 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
             .args(["push", "-q", "origin", "main"])
             .current_dir(repo.path())
             .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("VIGIL_STATE_HOME", state_home())
             .output()
             .unwrap()
     };
@@ -921,9 +922,13 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
         "a failing test command must stop the push"
     );
     assert_eq!(only_payload(repo.path(), "tests")["status"], "failed");
+    // The tests run in a snapshot of the tree (the template's --snapshot): what makes them
+    // pass must be in it.
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(payload["run"]["isolation"], "snapshot");
     std::fs::write(repo.path().join("tests-pass"), "").unwrap();
-    std::fs::write(repo.path().join(".gitignore"), ".vigil/\ntests-pass\n").unwrap();
-    git(repo.path(), &["commit", "-qam", "ignore the switch"]);
+    git(repo.path(), &["add", "tests-pass"]);
+    git(repo.path(), &["commit", "-qm", "the tests pass"]);
     let pushed = push();
     assert!(
         pushed.status.success(),
@@ -955,13 +960,17 @@ fn assume_unchanged_does_not_hide_an_edit_from_the_subject() {
     assert!(denial(&out).contains("subject mismatch"));
 }
 
+/// Skip-worktree is how a sparse checkout leaves files off the disk: the tree the marker names
+/// cannot be read whole, so verify denies, naming it, and never hides the edit.
 #[test]
-fn skip_worktree_does_not_hide_an_edit_from_the_subject() {
+fn skip_worktree_denies_as_a_sparse_checkout_and_never_hides_an_edit() {
     let out = marked_then_edited(|dir| {
         git(dir, &["update-index", "--skip-worktree", "lib.rs"]);
         std::fs::write(dir.join("lib.rs"), "fn main() { panic!() }\n").unwrap();
     });
-    assert!(denial(&out).contains("subject mismatch"));
+    assert_eq!(out.status.code(), Some(2));
+    let line = assert_one_line_error(&out, "marker-writer");
+    assert!(line.contains("sparse checkout (skip-worktree)"), "{line}");
 }
 
 #[test]

@@ -373,9 +373,18 @@ fn rule1_a_tab_counts_as_the_spaces_to_its_tab_stop() {
 fn rule1_a_vertical_tab_or_form_feed_is_not_space() {
     for c in ["\u{b}", "\u{c}"] {
         assert_verdict(&format!("<div>\n{c}\n<promise>DONE</promise>"), "mentioned");
-        assert_verdict(&format!("> quoted\n>{c}\n<promise>DONE</promise>"), "mentioned");
-        assert_verdict(&format!("> quoted\n#{c}\n<promise>DONE</promise>"), "mentioned");
-        assert_verdict(&format!("Done.\n{c}\n\n<promise>DONE</promise>"), "declared");
+        assert_verdict(
+            &format!("> quoted\n>{c}\n<promise>DONE</promise>"),
+            "mentioned",
+        );
+        assert_verdict(
+            &format!("> quoted\n#{c}\n<promise>DONE</promise>"),
+            "mentioned",
+        );
+        assert_verdict(
+            &format!("Done.\n{c}\n\n<promise>DONE</promise>"),
+            "declared",
+        );
     }
 }
 

@@ -11,13 +11,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 fn mw(dir: &Path, args: &[&str]) -> Output {
-    marker_writer()
-        .args(args)
-        .current_dir(dir)
-        .env_remove("VIGIL_SIGN_KEY")
-        .env_remove("VIGIL_VERIFY_KEY")
-        .output()
-        .unwrap()
+    marker_writer_in(dir, args)
 }
 
 /// A key pair in `keys/NAME/` beside the project: (secret, public).
@@ -245,10 +239,8 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
     let (old_secret, old_public) = keygen(keys.path(), "old");
     let (_, new_public) = keygen(keys.path(), "new");
     let dir = git_repo();
-    let trusted = dir.path().join(".vigil/trusted-keys");
-    std::fs::create_dir_all(&trusted).unwrap();
-    std::fs::copy(&new_public, trusted.join("new.pub")).unwrap();
-    std::fs::copy(&old_public, trusted.join("old.pub")).unwrap();
+    trust(dir.path(), &new_public, &[]);
+    trust(dir.path(), &old_public, &[]);
     // The worktree subject, as the gate requires: CI signs for this tree with the old key.
     let out = mw(
         dir.path(),
@@ -325,6 +317,24 @@ fn a_failed_run_edited_to_passed_is_a_bad_signature() {
     bad_signature(&verify_with(dir.path(), &public));
 }
 
+/// `marker-writer trust KEY [flags]` for the project in `dir`: where the key went.
+fn trust(dir: &Path, public: &Path, flags: &[&str]) -> PathBuf {
+    let mut args = vec!["trust", public.to_str().unwrap()];
+    args.extend(flags);
+    let out = mw(dir, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = stdout_of(&out);
+    let path = said
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.trim().strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no path in {said:?}"));
+    PathBuf::from(path)
+}
+
 #[test]
 fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
     let keys = tempfile::tempdir().unwrap();
@@ -335,6 +345,107 @@ fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
     std::fs::create_dir_all(&trusted).unwrap();
     std::fs::copy(&agent_public, trusted.join("mine.pub")).unwrap();
     bad_signature(&verify_with(dir.path(), &ci_public));
+}
+
+/// The attack: the agent makes a key pair, signs a `passed` marker of its own, and puts its
+/// public key where keys used to be trusted. Keys inside the project vouch for nothing: with a
+/// key trusted in the protected state the marker is a bad signature, without one every marker
+/// is, and both name `marker-writer trust` for the human who did put a key there.
+#[test]
+fn a_key_planted_in_the_project_vouches_for_nothing() {
+    let keys = tempfile::tempdir().unwrap();
+    let (agent_secret, agent_public) = keygen(keys.path(), "agent");
+    let dir = git_repo();
+    let planted = dir.path().join(".vigil/trusted-keys");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::copy(&agent_public, planted.join("ci.pub")).unwrap();
+    let sign = agent_secret.to_str().unwrap();
+    let out = mw(
+        dir.path(),
+        &["run", "--check", "tests", "--sign-key", sign, "--", "true"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify = || mw(dir.path(), &["verify", "--check", "tests"]);
+    let line = bad_signature(&verify());
+    assert!(
+        line.contains("marker-writer trust") && line.contains("ci.pub"),
+        "{line}"
+    );
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "Done."});
+    let gate = || {
+        stop_gate()
+            .args(["--require-marker", "tests"])
+            .current_dir(dir.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap()
+    };
+    let decision: Value = serde_json::from_slice(&gate().stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    // With CI's key trusted where the agent cannot write, the agent's signature still fails.
+    let (_, ci_public) = keygen(keys.path(), "ci");
+    trust(dir.path(), &ci_public, &[]);
+    let line = bad_signature(&verify());
+    assert!(
+        line.contains("not a trusted key") && line.contains("marker-writer trust"),
+        "{line}"
+    );
+    let decision: Value = serde_json::from_slice(&gate().stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    // A human trusting the planted key on purpose makes it count.
+    trust(dir.path(), &planted.join("ci.pub"), &[]);
+    assert!(verify().status.success());
+}
+
+/// `--global` trusts a key for every project; without it, a key counts for one project only.
+#[test]
+fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
+    let keys = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let (first, out) = run_signed(&secret, "true");
+    assert!(out.status.success());
+    let (second, out) = run_signed(&secret, "true");
+    assert!(out.status.success());
+    let (_, other) = keygen(keys.path(), "other");
+    let in_home = |dir: &Path, args: &[&str]| {
+        marker_writer()
+            .args(args)
+            .current_dir(dir)
+            .env("VIGIL_STATE_HOME", home.path())
+            .env_remove("VIGIL_VERIFY_KEY")
+            .output()
+            .unwrap()
+    };
+    let verify = |dir: &Path| {
+        in_home(
+            dir,
+            &["verify", "--check", "tests", "--subject", "file:artifact"],
+        )
+    };
+    // Another key trusted for the first project only: signatures are now required there.
+    let trusted = in_home(first.path(), &["trust", other.to_str().unwrap()]);
+    assert!(trusted.status.success());
+    bad_signature(&verify(first.path()));
+    assert!(
+        verify(second.path()).status.success(),
+        "nothing is trusted for the second"
+    );
+    let global = in_home(
+        first.path(),
+        &["trust", "--global", public.to_str().unwrap()],
+    );
+    assert!(global.status.success());
+    assert!(verify(first.path()).status.success());
+    assert!(verify(second.path()).status.success());
+    assert_eq!(
+        home.path().join("trusted-keys").read_dir().unwrap().count(),
+        1
+    );
 }
 
 #[test]
@@ -348,16 +459,18 @@ fn trusted_keys_that_cannot_be_read_deny_instead_of_turning_signing_off() {
             &["verify", "--check", "tests", "--subject", "file:artifact"],
         )
     };
-    // A file where the directory should be, and a damaged key: errors, never "no keys".
-    let trusted = dir.path().join(".vigil/trusted-keys");
-    std::fs::write(&trusted, "not a directory").unwrap();
-    assert_ne!(verify().status.code(), Some(0));
-    std::fs::remove_file(&trusted).unwrap();
-    std::fs::create_dir_all(&trusted).unwrap();
-    std::fs::write(trusted.join("ci.pub"), "vigil-ed25519-public nothex\n").unwrap();
-    assert_ne!(verify().status.code(), Some(0));
-    std::fs::copy(&ci_public, trusted.join("ci.pub")).unwrap();
+    assert!(verify().status.success(), "no key is trusted yet");
+    let trusted = trust(dir.path(), &ci_public, &[]);
     bad_signature(&verify());
+    // A damaged key, and a file where the directory should be: errors, never "no keys".
+    std::fs::write(&trusted, "vigil-ed25519-public nothex\n").unwrap();
+    assert_eq!(verify().status.code(), Some(2));
+    let store = trusted.parent().unwrap();
+    std::fs::remove_dir_all(store).unwrap();
+    std::fs::write(store, "not a directory").unwrap();
+    assert_eq!(verify().status.code(), Some(2));
+    std::fs::remove_file(store).unwrap();
+    assert!(verify().status.success());
 }
 
 #[test]
@@ -393,4 +506,37 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
     assert_one_line_error(&out, "marker-writer");
     assert!(!dir.path().join("ran").exists(), "the command never ran");
     assert!(!dir.path().join(".vigil/markers").exists());
+}
+
+/// The command under test is the project's code, which the agent wrote: it never finds where
+/// the key is in its environment.
+#[test]
+fn the_command_under_test_is_not_told_where_the_sign_key_is() {
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen(keys.path(), "ci");
+    let dir = git_repo();
+    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+    let out = marker_writer()
+        .args([
+            "run",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--",
+            "sh",
+            "-c",
+            "echo key=${VIGIL_SIGN_KEY-unset}",
+        ])
+        .current_dir(dir.path())
+        .env("VIGIL_SIGN_KEY", &secret)
+        .env_remove("VIGIL_VERIFY_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout_of(&out), "key=unset\n");
+    assert!(
+        verify_with(dir.path(), &public).status.success(),
+        "and it signed"
+    );
 }

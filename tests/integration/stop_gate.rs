@@ -330,7 +330,11 @@ fn a_blocked_question_is_shown_as_capped_plain_text() {
     let message = stop.system_message();
     assert!(message.contains("Drop the table?"), "{message}");
     assert!(!message.contains('\u{1b}'), "an escape reached the human");
-    assert!(message.chars().count() < 700, "{} chars", message.chars().count());
+    assert!(
+        message.chars().count() < 700,
+        "{} chars",
+        message.chars().count()
+    );
     assert_eq!(p.loop_state("s1")["status"], "blocked");
 }
 
@@ -888,6 +892,28 @@ fn check_that_times_out_is_killed_with_its_whole_process_group() {
     assert!(!alive, "the sleeping child {pid} outlived the timeout");
 }
 
+/// SPEC §9: an engine that kills a slow hook lets the stop through unchecked, so the gate
+/// answers inside `--deadline`: the check gets what the deadline leaves after the reserve, and
+/// one that takes longer blocks the stop, well before the handler's timeout.
+#[test]
+fn a_check_that_would_outlast_the_deadline_blocks_inside_it() {
+    let p = Project::new();
+    let started = std::time::Instant::now();
+    let stop = p.stop(
+        &["--run", "sleep 60", "--deadline", "20"],
+        "s1",
+        Some("done"),
+    );
+    let took = started.elapsed();
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("timed out after"),
+        "{}",
+        stop.reason()
+    );
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+}
+
 // --- The budget ---------------------------------------------------------------------------
 
 #[test]
@@ -1308,6 +1334,10 @@ fn config_error_denies_with_one_useful_line() {
         vec!["--require-marker", "../x"],
         vec!["--run", ""],
         vec!["--marker-max-age", "soon"],
+        vec!["--deadline", "5"],
+        vec!["--timeout", "600"],
+        vec!["--deadline", "100", "--timeout", "90"],
+        vec!["--max-file-size", "huge"],
     ] {
         let stop = p.stop(&args, "s1", Some("x"));
         assert!(stop.blocked(), "{args:?}");

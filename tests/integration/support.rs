@@ -5,10 +5,19 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+/// The state home every binary run by the tests uses (`VIGIL_STATE_HOME`): one for the test
+/// binary, never the user's. Each project has its own directory in it; a test that trusts a
+/// key for every project (`--global`) sets its own.
+pub fn state_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
 pub fn promise_matcher() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("promise-matcher"));
     cmd.env_remove("VIGIL_DISABLE")
-        .env_remove("VIGIL_STATE_DIR");
+        .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home());
     cmd
 }
 
@@ -78,6 +87,7 @@ pub fn stop_gate() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"));
     cmd.env_remove("VIGIL_DISABLE")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("VIGIL_SESSION_ID")
         .env_remove("CLAUDE_CODE_SESSION_ID")
         .env_remove("CLAUDE_PROJECT_DIR");
@@ -125,8 +135,20 @@ pub fn tree(dir: &Path) -> Vec<String> {
 pub fn marker_writer() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"));
     cmd.env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR");
     cmd
+}
+
+/// `marker-writer ARGS` in `dir`, with no key from the test's own environment.
+pub fn marker_writer_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    marker_writer()
+        .args(args)
+        .current_dir(dir)
+        .env_remove("VIGIL_SIGN_KEY")
+        .env_remove("VIGIL_VERIFY_KEY")
+        .output()
+        .unwrap()
 }
 
 /// A git repository with one committed file, `lib.rs`.
@@ -143,6 +165,7 @@ pub fn session_end_handoff() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
     cmd.env_remove("VIGIL_DISABLE")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR");
     cmd
 }
@@ -151,6 +174,7 @@ pub fn session_start_loader() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-start-loader"));
     cmd.env_remove("VIGIL_DISABLE")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("CLAUDE_ENV_FILE");
     cmd
@@ -159,6 +183,7 @@ pub fn session_start_loader() -> Command {
 pub fn settings_merge() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
     cmd.env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR");
     cmd
 }

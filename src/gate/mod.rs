@@ -1,10 +1,11 @@
 //! `stop-gate`'s decision (SPEC §4): the loop, then the check command, then the markers; the
 //! first that denies blocks the stop, within a budget so that it never blocks forever.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use serde::Serialize;
+
+mod config;
+
+pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
 
 use crate::budget::{self, Charge, Scope};
 use crate::check;
@@ -12,7 +13,7 @@ use crate::defang::defang;
 use crate::error::Error;
 use crate::hook::{HookEvent, HookInput};
 use crate::loops::{self, LoopState, LoopStatus};
-use crate::marker::{self, CheckName};
+use crate::marker;
 use crate::promise::{Verdict, assess};
 use crate::state::{Project, SessionId};
 use crate::subject::Subject;
@@ -20,62 +21,6 @@ use crate::transcript;
 
 /// The longest `reason` a block carries.
 pub const MAX_REASON: usize = 4000;
-
-/// How stop-gate was configured on its command line.
-#[derive(Clone, Debug)]
-pub struct GateConfig {
-    pub run: Option<String>,
-    pub timeout: Duration,
-    pub markers: Vec<RequiredMarker>,
-    pub marker_max_age: Duration,
-    pub max_blocks: u32,
-    pub subagents: bool,
-    pub state_dir: Option<PathBuf>,
-    pub feedback: Feedback,
-    /// `--verify-key`: the public key markers must be signed with.
-    pub verify_key: Option<PathBuf>,
-}
-
-impl Default for GateConfig {
-    fn default() -> GateConfig {
-        GateConfig {
-            run: None,
-            timeout: check::DEFAULT_TIMEOUT,
-            markers: Vec::new(),
-            marker_max_age: marker::DEFAULT_MAX_AGE,
-            max_blocks: budget::DEFAULT_MAX_BLOCKS,
-            subagents: false,
-            state_dir: None,
-            feedback: Feedback::Block,
-            verify_key: None,
-        }
-    }
-}
-
-/// `--require-marker CHECK[=COMMAND]`: the marker a stop needs, and the command the protected
-/// writer runs to produce it (named in the block, so the human knows what to run). The command
-/// comes from the configuration, never from a payload: those the agent can write.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequiredMarker {
-    pub check: CheckName,
-    pub command: Option<String>,
-}
-
-impl RequiredMarker {
-    pub fn parse(text: &str) -> crate::error::Result<RequiredMarker> {
-        let (check, command) = match text.split_once('=') {
-            Some((check, command)) if !command.trim().is_empty() => {
-                (check, Some(command.trim().to_string()))
-            }
-            Some((check, _)) => (check, None),
-            None => (text, None),
-        };
-        Ok(RequiredMarker {
-            check: CheckName::parse(check)?,
-            command,
-        })
-    }
-}
 
 /// What a Stop hook prints (both engines accept these fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,19 +32,6 @@ pub enum StopOutput {
         reason: String,
         system_message: Option<String>,
     },
-}
-
-/// How a block reaches the model (`--feedback`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Feedback {
-    /// `decision: block` with the reason: both engines take it (Claude Code shows it to the
-    /// model as "Stop hook blocking error").
-    #[default]
-    Block,
-    /// `hookSpecificOutput.additionalContext` on Stop: Claude Code goes on with the reason as
-    /// "Stop hook additional context", feedback rather than an error. SubagentStop, and any
-    /// engine that does not take it, still get a block.
-    Context,
 }
 
 #[derive(Serialize)]
@@ -168,6 +100,8 @@ impl StopOutput {
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
 pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {
+    let deadline =
+        crate::time::Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
     let state_dir = config.as_ref().ok().and_then(|c| c.state_dir.clone());
     let cwd = input.as_ref().ok().and_then(|i| i.cwd.clone());
     let project = Project::resolve(state_dir.as_deref(), cwd.as_deref());
@@ -192,6 +126,7 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
         max_blocks,
         stop_hook_active,
         scope,
+        deadline,
     };
 
     let input = match input {
@@ -248,6 +183,9 @@ struct Gate {
     max_blocks: u32,
     stop_hook_active: bool,
     scope: Scope,
+    /// `--deadline` from the start: an engine that kills a slow hook lets the stop through
+    /// unchecked, so the gate answers by then, and a check it could not finish denies.
+    deadline: crate::time::Deadline,
 }
 
 /// A failing check: the one useful line, and detail the model can use.
@@ -482,8 +420,25 @@ impl Gate {
 
     /// Checks 2 and 3, in order; the first failure.
     fn checks(&self, config: &GateConfig) -> Result<(), Failure> {
+        let result = self.checks_in_time(config);
+        if self.deadline.passed() {
+            return Err(Failure::line(format!(
+                "stop-gate: the checks did not finish within --deadline {} s; the stop is blocked, NOT verified (raise --deadline, and the hook's timeout above it)",
+                config.deadline.as_secs()
+            )));
+        }
+        result
+    }
+
+    fn checks_in_time(&self, config: &GateConfig) -> Result<(), Failure> {
         if let Some(command) = &config.run {
-            check::run_check(command, &self.project.dir, config.timeout).map_err(|f| Failure {
+            // The reserve is kept for the markers and the gate's state, whatever came before.
+            let left = self.deadline.remaining().saturating_sub(RESERVE);
+            let timeout = config
+                .timeout
+                .min(left)
+                .max(std::time::Duration::from_secs(1));
+            check::run_check(command, &self.project.dir, timeout).map_err(|f| Failure {
                 line: f.line,
                 detail: f.tail,
             })?;
@@ -491,20 +446,27 @@ impl Gate {
         if config.markers.is_empty() {
             return Ok(());
         }
-        let subject = Subject::Worktree.id(&self.project, None).map_err(|e| {
-            Failure::line(format!(
-                "stop-gate: cannot tell what the markers must vouch for: {e}"
-            ))
-        })?;
-        // The same trusted keys as `marker-writer verify`: the flag, $VIGIL_VERIFY_KEY and the
-        // project's `.vigil/trusted-keys/`. A key that cannot be read denies.
-        let keys = crate::signing::trusted_keys(&self.project, config.verify_key.as_deref())
+        let limits = config.limits(self.deadline);
+        let subject = Subject::Worktree
+            .id(&self.project, None, limits)
+            .map_err(|e| {
+                Failure::line(format!(
+                    "stop-gate: cannot tell what the markers must vouch for: {e}"
+                ))
+            })?;
+        // The same trusted keys as `marker-writer verify`: the flag, $VIGIL_VERIFY_KEY, or the
+        // keys of the protected state. A key that cannot be read denies.
+        let trust = crate::signing::trusted_keys(&self.project, config.verify_key.as_deref())
             .map_err(|e| Failure::line(format!("stop-gate: {e}")))?;
         for required in &config.markers {
             let check = &required.check;
-            if let Err(denial) =
-                marker::verify(&self.project, check, &subject, config.marker_max_age, &keys)
-            {
+            if let Err(denial) = marker::verify(
+                &self.project,
+                check,
+                &subject,
+                config.marker_max_age,
+                &trust,
+            ) {
                 let command = required
                     .command
                     .as_deref()

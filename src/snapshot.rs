@@ -1,0 +1,88 @@
+//! `marker-writer run --snapshot` (SPEC §5): the command runs in a private copy of exactly the
+//! content the marker names, with a clean environment, so nothing that changes the worktree
+//! while it runs (even a change undone before the end) reaches what it tests.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+use crate::state::Project;
+use crate::subject::{self, Limits};
+
+/// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).
+pub const KEPT_ENV: [&str; 9] = [
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR",
+];
+
+/// A copy of the worktree, removed when dropped.
+pub struct Snapshot {
+    dir: tempfile::TempDir,
+    /// The id of exactly what was copied.
+    pub subject: String,
+    /// Where the command starts: the copy of the directory marker-writer was run from.
+    pub cwd: PathBuf,
+    /// Whether the copy is in the protected state (else in the temp directory, which a
+    /// sandboxed agent can write).
+    pub protected: bool,
+}
+
+impl Snapshot {
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Copies the worktree into a fresh private directory of the protected state (the system's
+/// temp directory when that cannot be made), hashing what it copies.
+pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
+    use std::os::unix::fs::DirBuilderExt;
+    let protected = crate::protected::project_dir(&project.dir).map(|dir| dir.join("snapshots"));
+    let made = protected.as_ref().and_then(|dir| {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .ok()?;
+        tempfile::Builder::new().prefix("run-").tempdir_in(dir).ok()
+    });
+    let in_protected = made.is_some();
+    let dir = match made {
+        Some(dir) => dir,
+        None => tempfile::Builder::new()
+            .prefix("vigil-snapshot-")
+            .tempdir()
+            .map_err(|e| Error::Io(format!("cannot make a snapshot directory: {e}")))?,
+    };
+    let subject = subject::worktree_snapshot(project, limits, dir.path())?;
+    let top = subject::worktree::Repository::locate(&project.dir)?.top;
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| std::fs::canonicalize(cwd).ok())
+        .and_then(|cwd| cwd.strip_prefix(&top).ok().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let cwd = dir.path().join(here);
+    // A directory that held only ignored files is not in the copy: start at the nearest one.
+    let cwd = cwd
+        .ancestors()
+        .find(|d| d.is_dir())
+        .unwrap_or(dir.path())
+        .to_path_buf();
+    Ok(Snapshot {
+        dir,
+        subject,
+        cwd,
+        protected: in_protected,
+    })
+}
+
+/// Clears the command's environment but for `KEPT_ENV`, the `LC_*` locale variables and
+/// `keep`.
+pub fn clean_env(cmd: &mut Command, keep: &[String]) {
+    cmd.env_clear();
+    for (name, value) in std::env::vars_os() {
+        let Some(text) = name.to_str() else { continue };
+        if KEPT_ENV.contains(&text) || text.starts_with("LC_") || keep.iter().any(|k| k == text) {
+            cmd.env(&name, value);
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! What a marker vouches for (SPEC §5): the exact content, as a hash.
+//!
+//! `worktree` is the git tree of the files on disk, computed in-process from their bytes
+//! (`worktree`, with git's object ids in `tree`); `file:PATH` and `stdin` are sha256s.
+
+pub mod tree;
+pub mod worktree;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::state::Project;
+use crate::time::Deadline;
+
+/// How long computing a subject may take by default before it counts as unknown.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
+
+/// What bounds computing a subject.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_file_size: u64,
+    pub deadline: Deadline,
+}
+
+impl Limits {
+    /// The same limits with a fresh default budget (for a second look after a long run).
+    pub fn renewed(self) -> Limits {
+        Limits {
+            deadline: Deadline::after(DEFAULT_BUDGET),
+            ..self
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_file_size: worktree::DEFAULT_MAX_FILE_SIZE,
+            deadline: Deadline::after(DEFAULT_BUDGET),
+        }
+    }
+}
+
+/// A subject as named on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    Worktree,
+    File(PathBuf),
+    Stdin,
+}
+
+impl Subject {
+    /// `worktree`, `file:PATH` or `stdin`.
+    pub fn parse(text: &str) -> Result<Subject> {
+        match text {
+            "worktree" => Ok(Subject::Worktree),
+            "stdin" => Ok(Subject::Stdin),
+            _ => match text.strip_prefix("file:") {
+                Some(path) if !path.is_empty() => Ok(Subject::File(PathBuf::from(path))),
+                _ => Err(Error::usage(format!(
+                    "unknown subject {text:?}; use worktree, file:PATH or stdin"
+                ))),
+            },
+        }
+    }
+
+    /// The subject's id, e.g. `git-tree:4b825d…` or `sha256:e3b0c4…`. `stdin` hashes `stdin`.
+    pub fn id(&self, project: &Project, stdin: Option<&[u8]>, limits: Limits) -> Result<String> {
+        match self {
+            Subject::Worktree => worktree_tree(project, limits),
+            Subject::File(path) => {
+                let path = project.dir.join(path);
+                let file =
+                    crate::input::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
+                let hex = sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
+                Ok(format!("sha256:{hex}"))
+            }
+            Subject::Stdin => Ok(sha256_id(stdin.unwrap_or_default())),
+        }
+    }
+}
+
+/// The file-name key of a subject id: `:` becomes `-`.
+pub fn key(subject_id: &str) -> String {
+    subject_id.replace(':', "-")
+}
+
+pub fn sha256_id(bytes: &[u8]) -> String {
+    format!("sha256:{}", sha256_hex(bytes))
+}
+
+/// The sha256 of everything a reader yields, read in 1 MiB chunks (never all at once).
+pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
+    let mut hasher = Sha256::new();
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `git-tree:<id>` of the project's working tree, tracked and untracked non-ignored files
+/// alike. vigil's own state directory is left out: writing a marker must not change what it
+/// vouches for.
+pub fn worktree_tree(project: &Project, limits: Limits) -> Result<String> {
+    worktree_copied(project, limits, None)
+}
+
+/// `run --snapshot`: the worktree's id, computed while copying exactly the files it names into
+/// `into` (an empty directory), from the same bytes.
+pub fn worktree_snapshot(project: &Project, limits: Limits, into: &Path) -> Result<String> {
+    worktree_copied(project, limits, Some(into))
+}
+
+fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -> Result<String> {
+    let options = worktree::Options {
+        max_file_size: limits.max_file_size,
+        deadline: limits.deadline,
+        exclude: Some(&project.state),
+        snapshot,
+    };
+    worktree::tree_id(&project.dir, &options)
+}
+
+/// The canonical form of a path that may not exist yet: its longest existing ancestor
+/// canonicalized, the rest appended (so the answer is the same before and after it is made).
+pub fn canonical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(found, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_parse() {
+        assert_eq!(Subject::parse("worktree").unwrap(), Subject::Worktree);
+        assert_eq!(
+            Subject::parse("file:a/b.txt").unwrap(),
+            Subject::File("a/b.txt".into())
+        );
+        assert_eq!(Subject::parse("stdin").unwrap(), Subject::Stdin);
+        assert!(Subject::parse("file:").is_err());
+        assert!(Subject::parse("tree").is_err());
+    }
+
+    #[test]
+    fn keys_replace_colons() {
+        assert_eq!(key("git-tree:abc"), "git-tree-abc");
+        assert_eq!(
+            sha256_id(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

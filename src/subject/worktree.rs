@@ -1,0 +1,692 @@
+//! The `worktree` subject (SPEC §5, §9): the git tree id of the files as they are on disk,
+//! computed here from their bytes. No git process runs and nothing git caches is believed: not
+//! the index's stat data, its cached trees or its object ids, not `core.worktree`, end-of-line
+//! conversion, filters or attributes, not `GIT_*` variables. The index gives only its path list
+//! (tracked files inside ignored directories count), the `.gitignore` files, `info/exclude` and
+//! `core.excludesFile` can only leave untracked files out (read by the `ignore` crate, ripgrep's),
+//! and every file named is read and hashed, in parallel.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::subject::tree::{self, BlobHasher, Mode, ObjectId};
+use crate::time::Deadline;
+
+/// The largest file hashed by default: a larger one denies at once (`--max-file-size`).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+/// Files are read in pieces of this size, so a large one never sits in memory whole.
+const CHUNK: usize = 256 * 1024;
+/// From how many tracked files the tree is walked and hashed by several threads.
+const PARALLEL_FROM: u64 = 2000;
+
+/// How the tree is computed.
+pub struct Options<'a> {
+    pub max_file_size: u64,
+    pub deadline: Deadline,
+    /// Left out of the tree, tracked or not: vigil's own state directory (writing a marker
+    /// must not change what it vouches for).
+    pub exclude: Option<&'a Path>,
+    /// `run --snapshot`: every file hashed is also written here, from the same bytes, so the
+    /// copy is exactly the content the id names.
+    pub snapshot: Option<&'a Path>,
+}
+
+/// A working tree and its repository, found from the files alone: the nearest `.git` above
+/// the start (a directory, or a file naming one, as in a linked worktree).
+#[derive(Clone, Debug)]
+pub struct Repository {
+    /// The top of the working tree: the directory holding `.git`, whatever the configuration
+    /// says (`core.worktree` never moves it).
+    pub top: PathBuf,
+    pub git_dir: PathBuf,
+}
+
+impl Repository {
+    pub fn locate(start: &Path) -> Result<Repository> {
+        let start = std::fs::canonicalize(start).map_err(|e| Error::io("read", start, &e))?;
+        for dir in start.ancestors() {
+            let dot_git = dir.join(".git");
+            let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
+                continue;
+            };
+            let git_dir = if meta.is_dir() {
+                dot_git
+            } else if meta.is_file() {
+                match gitdir_of(&dot_git) {
+                    Some(git_dir) => dir.join(git_dir),
+                    None => continue,
+                }
+            } else {
+                continue;
+            };
+            if git_dir.join("HEAD").is_file() {
+                return Ok(Repository {
+                    top: dir.to_path_buf(),
+                    git_dir,
+                });
+            }
+        }
+        Err(Error::input(format!(
+            "the worktree subject needs a git repository, and {} is not in one; use --subject file:PATH outside git",
+            start.display()
+        )))
+    }
+
+    /// The paths the index tracks. A submodule or a sparse checkout denies: the files the
+    /// tree would name are not all on disk to be read.
+    fn tracked(&self) -> Result<Vec<Vec<u8>>> {
+        let path = self.git_dir.join("index");
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(Vec::new());
+        }
+        // Its checksum is not verified: the agent can write the index and its checksum alike,
+        // and only the path list is used.
+        let index =
+            gix_index::File::at(&path, gix_index::hash::Kind::Sha1, true, Default::default())
+                .map_err(|e| {
+                    Error::input(format!(
+                        "cannot read the index {}: {e}; the worktree subject needs its path list",
+                        path.display()
+                    ))
+                })?;
+        let mut paths = Vec::with_capacity(index.entries().len());
+        for entry in index.entries() {
+            let name = entry.path(&index);
+            let shown = || String::from_utf8_lossy(name).into_owned();
+            if entry.mode.is_submodule() {
+                return Err(Error::input(format!(
+                    "{} is a submodule; the worktree subject cannot vouch for a submodule's content (use --subject file:PATH, or check it in CI)",
+                    shown()
+                )));
+            }
+            if index.is_sparse()
+                || entry.mode.is_sparse()
+                || entry.flags.contains(gix_index::entry::Flags::SKIP_WORKTREE)
+            {
+                return Err(Error::input(format!(
+                    "{} is outside a sparse checkout (skip-worktree); the worktree subject needs every tracked file on disk (run `git sparse-checkout disable`)",
+                    shown()
+                )));
+            }
+            paths.push(name.to_vec());
+        }
+        Ok(paths)
+    }
+}
+
+/// The `gitdir:` a `.git` file names.
+fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
+    let text = std::fs::read(dot_git).ok()?;
+    let line = text.split(|b| *b == b'\n').next()?;
+    let dir = line.strip_prefix(b"gitdir: ")?;
+    let dir = dir.strip_suffix(b"\r").unwrap_or(dir);
+    Some(PathBuf::from(OsStr::from_bytes(dir)))
+}
+
+/// `git-tree:<id>` of the working tree that holds `start`.
+pub fn tree_id(start: &Path, options: &Options) -> Result<String> {
+    let repository = Repository::locate(start)?;
+    let id = hash(&repository, options)?;
+    Ok(format!("git-tree:{}", tree::hex(&id)))
+}
+
+/// A file of the tree: its path from the top, mode and blob id.
+struct Hashed {
+    path: Vec<u8>,
+    mode: Mode,
+    id: ObjectId,
+}
+
+/// The tree id of `repository`'s working tree.
+pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
+    let top = repository.top.as_path();
+    let exclude = options
+        .exclude
+        .and_then(|dir| {
+            crate::subject::canonical(dir)
+                .strip_prefix(top)
+                .ok()
+                .map(Path::to_path_buf)
+        })
+        .filter(|inside| !inside.as_os_str().is_empty());
+    let exclude = exclude.as_ref().map(|dir| dir.as_os_str().as_bytes());
+    let excluded = |relative: &[u8]| {
+        exclude.is_some_and(|dir| {
+            relative.starts_with(dir)
+                && (relative.len() == dir.len() || relative[dir.len()] == b'/')
+        })
+    };
+    // Threads cost a millisecond or two to start and settle: a small tree is walked in one.
+    // The index's size tells a large tree (an entry takes some 70 bytes) before it is read.
+    let index_size =
+        std::fs::symlink_metadata(repository.git_dir.join("index")).map_or(0, |m| m.len());
+    let threads = if index_size >= PARALLEL_FROM * 70 {
+        threads()
+    } else {
+        1
+    };
+    // The index is read while the tree is walked.
+    let (tracked, walked) = std::thread::scope(|scope| {
+        let tracked = (threads > 1).then(|| scope.spawn(|| repository.tracked()));
+        let walked = Walk::new(top, &repository.git_dir, exclude, options).run(threads);
+        let tracked = match tracked {
+            Some(reading) => reading.join().expect("reading the index does not panic"),
+            None => repository.tracked(),
+        };
+        (tracked, walked)
+    });
+    let tracked = tracked?;
+    let mut files = walked?;
+    files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    // Tracked paths the walk did not reach (ignored, or inside an ignored directory). Both
+    // lists are in byte order, the index's own: one pass over each.
+    let mut reader = Reader::new(options);
+    let mut extra = Vec::new();
+    let mut next = files.iter().map(|f| f.path.as_slice()).peekable();
+    for path in &tracked {
+        while next.next_if(|walked| *walked < path.as_slice()).is_some() {}
+        if next.next_if(|walked| *walked == path.as_slice()).is_some() || excluded(path) {
+            continue;
+        }
+        options.deadline.check("hashing the worktree")?;
+        if let Some(hashed) = reader.tracked(top, path)? {
+            extra.push(hashed);
+        }
+    }
+    if !extra.is_empty() {
+        files.extend(extra);
+        files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    }
+    tree::tree_id(files.iter().map(|f| (f.path.as_slice(), f.mode, f.id)))
+}
+
+/// The ignore rules that hold in a directory: its own `.gitignore`, then its parents'.
+struct Rules {
+    here: Option<ignore::gitignore::Gitignore>,
+    parent: Option<Arc<Rules>>,
+}
+
+/// A directory to read, by its path from the top ("" for the top).
+struct Job {
+    dir: Vec<u8>,
+    rules: Arc<Rules>,
+}
+
+/// The walk of a working tree as `git add -A` sees it: every directory that is not ignored is
+/// read, every file and symlink in it that is not ignored is hashed, by `threads` workers.
+/// Files are opened from their directory's descriptor, so no path is looked up twice.
+struct Walk<'a> {
+    top: &'a Path,
+    exclude: Option<&'a [u8]>,
+    options: &'a Options<'a>,
+    /// Below every `.gitignore`: `info/exclude`, then `core.excludesFile`.
+    repository_rules: Vec<ignore::gitignore::Gitignore>,
+    queue: Mutex<Queue>,
+    ready: std::sync::Condvar,
+    found: Mutex<Vec<Hashed>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    /// Workers reading a directory now (which may queue more).
+    busy: usize,
+    failure: Option<Error>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(
+        top: &'a Path,
+        git_dir: &Path,
+        exclude: Option<&'a [u8]>,
+        options: &'a Options<'a>,
+    ) -> Walk<'a> {
+        let mut repository_rules = Vec::new();
+        let exclude_file = git_dir.join("info/exclude");
+        if exclude_file.is_file() {
+            let mut builder = ignore::gitignore::GitignoreBuilder::new("");
+            let _ = builder.add(&exclude_file);
+            repository_rules.extend(builder.build().ok());
+        }
+        // core.excludesFile of the user's git configuration (as git reads it: $HOME, XDG).
+        if let Some(global) = ignore::gitignore::gitconfig_excludes_path()
+            && global.is_file()
+        {
+            let mut builder = ignore::gitignore::GitignoreBuilder::new("");
+            let _ = builder.add(&global);
+            repository_rules.extend(builder.build().ok());
+        }
+        Walk {
+            top,
+            exclude,
+            options,
+            repository_rules,
+            queue: Mutex::default(),
+            ready: std::sync::Condvar::new(),
+            found: Mutex::default(),
+        }
+    }
+
+    fn run(self, threads: usize) -> Result<Vec<Hashed>> {
+        let root = Arc::new(Rules {
+            here: None,
+            parent: None,
+        });
+        self.queue.lock().unwrap().jobs.push(Job {
+            dir: Vec::new(),
+            rules: root,
+        });
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                scope.spawn(|| self.work());
+            }
+            self.work();
+        });
+        let queue = self.queue.into_inner().unwrap();
+        match queue.failure {
+            Some(e) => Err(e),
+            None => Ok(self.found.into_inner().unwrap()),
+        }
+    }
+
+    /// One worker: takes directories until none is left and none is being read.
+    fn work(&self) {
+        let mut reader = Reader::new(self.options);
+        let mut mine = Vec::new();
+        loop {
+            let job = {
+                let mut queue = self.queue.lock().unwrap();
+                loop {
+                    if queue.failure.is_some() {
+                        break None;
+                    }
+                    if let Some(job) = queue.jobs.pop() {
+                        queue.busy += 1;
+                        break Some(job);
+                    }
+                    if queue.busy == 0 {
+                        break None;
+                    }
+                    queue = self.ready.wait(queue).unwrap();
+                }
+            };
+            let Some(job) = job else {
+                self.ready.notify_all();
+                break;
+            };
+            let result = self.read_dir(&job, &mut reader, &mut mine);
+            let mut queue = self.queue.lock().unwrap();
+            queue.busy -= 1;
+            match result {
+                Ok(jobs) => queue.jobs.extend(jobs),
+                Err(e) => {
+                    queue.failure.get_or_insert(e);
+                }
+            }
+            drop(queue);
+            self.ready.notify_all();
+        }
+        self.found.lock().unwrap().append(&mut mine);
+    }
+
+    /// Reads one directory: hashes its files and links, and answers its subdirectories.
+    fn read_dir(
+        &self,
+        job: &Job,
+        reader: &mut Reader,
+        found: &mut Vec<Hashed>,
+    ) -> Result<Vec<Job>> {
+        self.options.deadline.check("hashing the worktree")?;
+        let path = self.top.join(OsStr::from_bytes(&job.dir));
+        let shown = || {
+            if job.dir.is_empty() {
+                ".".to_string()
+            } else {
+                String::from_utf8_lossy(&job.dir).into_owned()
+            }
+        };
+        let walk_error = |e: std::io::Error| {
+            Error::input(format!(
+                "cannot read the directory {}: {}; the worktree subject reads every directory that is not ignored",
+                shown(),
+                crate::error::plain_io(&e)
+            ))
+        };
+        let handle = File::options()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(walk_error)?;
+        let mut entries = Vec::new();
+        for entry in std::fs::read_dir(&path).map_err(walk_error)? {
+            let entry = entry.map_err(walk_error)?;
+            let kind = entry.file_type().map_err(walk_error)?;
+            entries.push((entry.file_name(), kind));
+        }
+        // This directory's own rules come first: read them before judging its entries.
+        let rules = match entries
+            .iter()
+            .find(|(name, kind)| name == ".gitignore" && kind.is_file())
+        {
+            Some(_) => {
+                let mut builder =
+                    ignore::gitignore::GitignoreBuilder::new(OsStr::from_bytes(&job.dir));
+                let _ = builder.add(path.join(".gitignore"));
+                Arc::new(Rules {
+                    here: builder.build().ok(),
+                    parent: Some(Arc::clone(&job.rules)),
+                })
+            }
+            None => Arc::clone(&job.rules),
+        };
+        let mut jobs = Vec::new();
+        for (name, kind) in entries {
+            let name = name.as_bytes();
+            if name == b".git" {
+                if job.dir.is_empty() {
+                    continue;
+                }
+                return Err(Error::input(format!(
+                    "{} is a nested git repository; the worktree subject cannot vouch for its content (ignore it, or make it a plain directory)",
+                    shown()
+                )));
+            }
+            let mut relative = Vec::with_capacity(job.dir.len() + 1 + name.len());
+            if !job.dir.is_empty() {
+                relative.extend_from_slice(&job.dir);
+                relative.push(b'/');
+            }
+            relative.extend_from_slice(name);
+            if self.exclude == Some(relative.as_slice()) {
+                continue;
+            }
+            let dir = kind.is_dir();
+            if !(dir || kind.is_file() || kind.is_symlink()) {
+                continue; // FIFOs, sockets, devices: as `git add` skips them
+            }
+            if self.ignored(&rules, &relative, dir) {
+                continue;
+            }
+            if dir {
+                jobs.push(Job {
+                    dir: relative,
+                    rules: Arc::clone(&rules),
+                });
+                continue;
+            }
+            self.options.deadline.check("hashing the worktree")?;
+            if let Some(hashed) = reader.at(&handle, name, relative, kind.is_symlink())? {
+                found.push(hashed);
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Whether git ignores `relative`: the deepest `.gitignore` that has a say decides, then
+    /// `info/exclude`, then `core.excludesFile` (in each, the last matching pattern).
+    fn ignored(&self, rules: &Rules, relative: &[u8], dir: bool) -> bool {
+        let path = Path::new(OsStr::from_bytes(relative));
+        let mut level = Some(rules);
+        while let Some(rules) = level {
+            if let Some(here) = &rules.here {
+                match here.matched(path, dir) {
+                    ignore::Match::Ignore(_) => return true,
+                    ignore::Match::Whitelist(_) => return false,
+                    ignore::Match::None => {}
+                }
+            }
+            level = rules.parent.as_deref();
+        }
+        for rules in &self.repository_rules {
+            match rules.matched(path, dir) {
+                ignore::Match::Ignore(_) => return true,
+                ignore::Match::Whitelist(_) => return false,
+                ignore::Match::None => {}
+            }
+        }
+        false
+    }
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(8))
+}
+
+/// Reads and hashes files, one thread's worth: its buffer, and the snapshot it copies to.
+struct Reader<'a> {
+    buffer: Vec<u8>,
+    options: &'a Options<'a>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(options: &'a Options<'a>) -> Reader<'a> {
+        Reader {
+            buffer: vec![0; CHUNK],
+            options,
+        }
+    }
+
+    /// A file or symlink `name` of the directory open as `dir`.
+    fn at(
+        &mut self,
+        dir: &File,
+        name: &[u8],
+        relative: Vec<u8>,
+        symlink: bool,
+    ) -> Result<Option<Hashed>> {
+        let shown = || String::from_utf8_lossy(&relative).into_owned();
+        let name = std::ffi::CString::new(name)
+            .map_err(|_| Error::input(format!("{} has a NUL in its name", shown())))?;
+        let source = if symlink {
+            Source::Link(readlink_at(dir, &name).map_err(|e| unreadable(&shown(), &e))?)
+        } else {
+            Source::File(open_at(dir, &name).map_err(|e| unreadable(&shown(), &e))?)
+        };
+        self.hash(source, relative)
+    }
+
+    /// A tracked path the walk did not reach. Gone (or behind a symlink, where git no longer
+    /// looks) leaves it out; a special file denies, as `git add` fails on one.
+    fn tracked(&mut self, top: &Path, relative: &[u8]) -> Result<Option<Hashed>> {
+        let mut at = top.to_path_buf();
+        let mut parts = relative.split(|b| *b == b'/').peekable();
+        while let Some(part) = parts.next() {
+            at.push(OsStr::from_bytes(part));
+            let Ok(meta) = std::fs::symlink_metadata(&at) else {
+                return Ok(None);
+            };
+            if parts.peek().is_some() {
+                if !meta.is_dir() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            if meta.is_dir() {
+                return Ok(None);
+            }
+            if !meta.is_file() && !meta.file_type().is_symlink() {
+                return Err(Error::input(format!(
+                    "{} is tracked but is now a FIFO, socket or device; git cannot add it, and the worktree subject cannot hash it",
+                    String::from_utf8_lossy(relative)
+                )));
+            }
+            let shown = || String::from_utf8_lossy(relative).into_owned();
+            let source = if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&at).map_err(|e| unreadable(&shown(), &e))?;
+                Source::Link(target.into_os_string().into_vec())
+            } else {
+                Source::File(open_file(&at).map_err(|e| unreadable(&shown(), &e))?)
+            };
+            return self.hash(source, relative.to_vec());
+        }
+        Ok(None)
+    }
+
+    fn hash(&mut self, source: Source, relative: Vec<u8>) -> Result<Option<Hashed>> {
+        let shown = || String::from_utf8_lossy(&relative).into_owned();
+        let (mode, id) = match source {
+            Source::Link(target) => {
+                if let Some(snapshot) = self.options.snapshot {
+                    let copy = copy_path(snapshot, &relative)?;
+                    std::os::unix::fs::symlink(OsStr::from_bytes(&target), &copy)
+                        .map_err(|e| Error::io("write", &copy, &e))?;
+                }
+                (Mode::Symlink, tree::blob_id(&target)?)
+            }
+            Source::File(file) => match self.file(file, &relative)? {
+                Some(found) => found,
+                // Swapped for something else between the walk and the read.
+                None => {
+                    return Err(Error::input(format!(
+                        "{} changed while it was hashed; hash again when the worktree is still",
+                        shown()
+                    )));
+                }
+            },
+        };
+        Ok(Some(Hashed {
+            path: relative,
+            mode,
+            id,
+        }))
+    }
+
+    /// A regular file's mode and blob id, from one read of its bytes; `None` when it changed
+    /// under the read.
+    fn file(&mut self, mut file: File, relative: &[u8]) -> Result<Option<(Mode, ObjectId)>> {
+        let shown = || String::from_utf8_lossy(relative).into_owned();
+        let meta = file.metadata().map_err(|e| unreadable(&shown(), &e))?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let size = meta.len();
+        if size > self.options.max_file_size {
+            return Err(Error::input(format!(
+                "{} is {size} bytes, over the {} of --max-file-size; raise it, or ignore the file",
+                shown(),
+                self.options.max_file_size
+            )));
+        }
+        let mode = if meta.mode() & 0o100 != 0 {
+            Mode::Executable
+        } else {
+            Mode::File
+        };
+        let mut copy = match self.options.snapshot {
+            Some(snapshot) => {
+                let path = copy_path(snapshot, relative)?;
+                let perms = if mode == Mode::Executable {
+                    0o755
+                } else {
+                    0o644
+                };
+                Some(
+                    File::options()
+                        .write(true)
+                        .create_new(true)
+                        .mode(perms)
+                        .open(&path)
+                        .map_err(|e| Error::io("write", &path, &e))?,
+                )
+            }
+            None => None,
+        };
+        let mut hasher = BlobHasher::new(size);
+        let mut left = size;
+        loop {
+            // One byte more than is left: a read that comes short of it is at the end, so a
+            // small file costs one read, and one that grew is still seen.
+            let ask = usize::try_from(left.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK));
+            let n = match file.read(&mut self.buffer[..ask]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(unreadable(&shown(), &e)),
+            };
+            left = left.saturating_sub(n as u64);
+            hasher.update(&self.buffer[..n]);
+            if let Some(copy) = &mut copy {
+                copy.write_all(&self.buffer[..n]).map_err(|e| {
+                    Error::Io(format!("cannot copy {} to the snapshot: {e}", shown()))
+                })?;
+            }
+            if n < ask && left == 0 {
+                break;
+            }
+        }
+        Ok(hasher.finish(&shown())?.map(|id| (mode, id)))
+    }
+}
+
+/// What a path holds: a file opened for reading, or a symlink's target.
+enum Source {
+    File(File),
+    Link(Vec<u8>),
+}
+
+/// Files are opened never following a link, and never waiting on a FIFO put in their place.
+const OPEN_FLAGS: libc::c_int =
+    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+fn open_file(path: &Path) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(path)
+}
+
+/// `openat`: a file of an open directory, by name, without looking its path up again.
+fn open_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor returned
+    // is owned by the `File` from here on.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), OPEN_FLAGS) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// `readlinkat`: a symlink's target, by name in an open directory.
+fn readlink_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the length
+    // given.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buffer.truncate(n as usize);
+    Ok(buffer)
+}
+
+fn unreadable(shown: &str, e: &std::io::Error) -> Error {
+    Error::input(format!(
+        "cannot read {shown}: {}; the worktree subject hashes every file that is not ignored",
+        crate::error::plain_io(e)
+    ))
+}
+
+/// Where a file goes in the snapshot; its directories are made on the way.
+fn copy_path(snapshot: &Path, relative: &[u8]) -> Result<PathBuf> {
+    let path = snapshot.join(OsStr::from_bytes(relative));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
+    }
+    Ok(path)
+}
