@@ -1015,6 +1015,11 @@ const HANDLER_MARGIN_SECS: u64 = 5;
 /// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
 /// would refuse (a typo blocks every stop with a config error) fails here first.
 fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
+    if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
+        return Finding::Fail(format!(
+            "{event}: the stop-gate command has `{c}` outside single quotes, so the shell runs or expands something before or around the gate that the doctor cannot check; write its arguments as plain or single-quoted words (settings-merge install does)"
+        ));
+    }
     let Some(args) = handler_args(command) else {
         return Finding::Warn(format!(
             "{event}: cannot read the flags of `{command}`; its deadline is not checked"
@@ -1063,9 +1068,7 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
 fn handler_args(command: &str) -> Option<Vec<String>> {
     let command = command.trim_start();
     if command.starts_with("for b in") {
-        let (_, rest) = command.split_once("exec \"$b\"")?;
-        let (args, _) = rest.split_once("; done;")?;
-        return shlex::split(args);
+        return shlex::split(handler_args_text(command)?);
     }
     let mut words = shlex::split(command)?;
     if words.is_empty() {
@@ -1073,6 +1076,45 @@ fn handler_args(command: &str) -> Option<Vec<String>> {
     }
     words.remove(0);
     Some(words)
+}
+
+/// The text a shell reads for a handler's binary and arguments: all of a plain command, or
+/// the arguments of the PATH search `install` writes (whose own `$`s are vigil's).
+fn handler_args_text(command: &str) -> Option<&str> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        let (_, rest) = command.split_once("exec \"$b\"")?;
+        let (args, _) = rest.split_once("; done;")?;
+        return Some(args);
+    }
+    Some(command)
+}
+
+/// The first character a POSIX shell would act on rather than pass on as part of a word:
+/// expansions (`$`, a backtick, also inside double quotes), operators and globs outside
+/// quotes. `None` for text that is plain and quoted words only, as `shell_quote` writes them.
+fn active_shell_syntax(text: &str) -> Option<char> {
+    let mut chars = text.chars();
+    let mut quote = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('\''), _) => {}
+            (Some('"'), '\\') | (None, '\\') => {
+                chars.next();
+            }
+            (Some('"'), '$' | '`') => return Some(c),
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (
+                None,
+                '$' | '`' | ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\n' | '*' | '?' | '[' | '~'
+                | '#',
+            ) => return Some(c),
+            (None, _) => {}
+        }
+    }
+    None
 }
 
 /// Finds and starts a hook's binary the way the hook would, but from a bare environment: a

@@ -197,8 +197,9 @@ impl Trust {
 }
 
 /// The trusted keys. `--verify-key` (or `$VIGIL_VERIFY_KEY`) pins one key, and then only it.
-/// Otherwise the keys `marker-writer trust` put in the protected state, for this project and
-/// for all. Keys in the project's own `.vigil/trusted-keys/` are never among them. A
+/// Otherwise the keys `marker-writer trust` put in the protected state, for this project (found
+/// from every directory the project's top could be said to be: `protected::key_dirs`) and for
+/// all. Keys in the project's own `.vigil/trusted-keys/` are never among them. A
 /// directory that exists but cannot be read is an error (the gate denies), never "no keys".
 pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
     let planted = key_files(&project.state.join("trusted-keys"))?;
@@ -208,14 +209,16 @@ pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
             planted,
         });
     }
-    let mut keys = Vec::new();
-    let dirs = [
-        crate::protected::project_keys(&project.dir),
-        crate::protected::global_keys(),
-    ];
-    for dir in dirs.into_iter().flatten() {
+    let mut keys: Vec<VerifyKey> = Vec::new();
+    let dirs = crate::protected::key_dirs(&project.dir)
+        .into_iter()
+        .chain(crate::protected::global_keys());
+    for dir in dirs {
         for path in key_files(&dir)? {
-            keys.push(load_verify_key(&path)?);
+            let key = load_verify_key(&path)?;
+            if !keys.iter().any(|k| k.id == key.id) {
+                keys.push(key);
+            }
         }
     }
     Ok(Trust { keys, planted })

@@ -116,13 +116,15 @@ fn main() -> ExitCode {
     }
     let config = config.map(|c| c.unwrap_or_default());
     let feedback = config.as_ref().map(|c| c.feedback).unwrap_or_default();
+    let deadline = config
+        .as_ref()
+        .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
+    let watchdog = gate::Watchdog::start(deadline);
     let input = HookInput::read(&Source::Stdin);
     let subagent = input
         .as_ref()
         .is_ok_and(|i| i.event() == Some(vigil::hook::HookEvent::SubagentStop));
-    if let Some(json) = gate::decide(config, input).to_json_as(feedback, subagent) {
-        let _ = stdout(format!("{json}\n").as_bytes());
-    }
+    watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
 }

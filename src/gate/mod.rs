@@ -97,6 +97,64 @@ impl StopOutput {
     }
 }
 
+/// How long after its deadline the watchdog answers for a gate that has not: room for the
+/// gate's own answer, which comes at the deadline, and still inside the handler's 5 s margin.
+const WATCHDOG_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The last line of defence for the deadline (SPEC §9): whatever hangs (a filesystem, a lock
+/// held by another process, an input that never ends), a thread blocks the stop just after the
+/// deadline and ends the process, so the engine never kills the hook and lets the stop through
+/// unchecked. Its block is not counted against the budget (that would take the state it could
+/// be stuck on); the engine's own cap on consecutive blocks bounds it.
+pub struct Watchdog {
+    answered: std::sync::Arc<std::sync::Mutex<bool>>,
+}
+
+impl Watchdog {
+    pub fn start(deadline: std::time::Duration) -> Watchdog {
+        let answered = std::sync::Arc::new(std::sync::Mutex::new(false));
+        let mine = std::sync::Arc::clone(&answered);
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline + WATCHDOG_GRACE);
+            let Ok(mut answered) = mine.lock() else {
+                return;
+            };
+            if *answered {
+                return;
+            }
+            *answered = true;
+            let reason = format!(
+                "stop-gate: ran past its --deadline of {} s (something it reads hangs); the stop is blocked, NOT verified",
+                deadline.as_secs()
+            );
+            let block = StopOutput::Block {
+                reason,
+                system_message: None,
+            };
+            if let Some(json) = block.to_json() {
+                let _ = crate::output::stdout(format!("{json}\n").as_bytes());
+            }
+            std::process::exit(0);
+        });
+        Watchdog { answered }
+    }
+
+    /// Prints the gate's own answer, unless the watchdog has answered already.
+    pub fn answer(&self, json: Option<String>) {
+        let mut answered = match self.answered.lock() {
+            Ok(answered) => answered,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if *answered {
+            return;
+        }
+        *answered = true;
+        if let Some(json) = json {
+            let _ = crate::output::stdout(format!("{json}\n").as_bytes());
+        }
+    }
+}
+
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
 pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {

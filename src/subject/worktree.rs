@@ -82,20 +82,33 @@ impl Repository {
     /// tree would name are not all on disk to be read.
     fn tracked(&self) -> Result<Vec<Vec<u8>>> {
         let path = self.git_dir.join("index");
-        if std::fs::symlink_metadata(&path).is_err() {
-            return Ok(Vec::new());
-        }
+        let unreadable = |why: String| {
+            Error::input(format!(
+                "cannot read the index {}: {why}; the worktree subject needs its path list",
+                path.display()
+            ))
+        };
+        // Read here, never waiting on a FIFO in its place, and never more than an index can be.
+        let bytes = match read_regular(&path, MAX_INDEX, true) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(Vec::new()),
+            Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
+        };
         // Its checksum is not verified: the agent can write the index and its checksum alike,
         // and only the path list is used.
-        let index =
-            gix_index::File::at(&path, gix_index::hash::Kind::Sha1, true, Default::default())
-                .map_err(|e| {
-                    Error::input(format!(
-                        "cannot read the index {}: {e}; the worktree subject needs its path list",
-                        path.display()
-                    ))
-                })?;
-        let mut paths = Vec::with_capacity(index.entries().len());
+        let (index, _) = gix_index::State::from_bytes(
+            &bytes,
+            filetime::FileTime::zero(),
+            gix_index::hash::Kind::Sha1,
+            Default::default(),
+        )
+        .map_err(|e| unreadable(e.to_string()))?;
+        if index.link().is_some() {
+            return Err(unreadable(
+                "it is a split index, whose paths lie in another file (run `git update-index --no-split-index`)".into(),
+            ));
+        }
+        let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
         for entry in index.entries() {
             let name = entry.path(&index);
             let shown = || String::from_utf8_lossy(name).into_owned();
@@ -114,15 +127,72 @@ impl Repository {
                     shown()
                 )));
             }
+            // As git's own verify_path: no empty, `.`, `..` or `.git` (in any case) component,
+            // so no path leaves the tree or names one thing in two spellings.
+            for component in name.split(|b| *b == b'/') {
+                gix_index::validate::path::component(component.into(), None, PLAIN_COMPONENTS)
+                    .map_err(|e| {
+                        Error::input(format!(
+                            "the index names {:?}, which git never tracks ({e}); the worktree subject cannot vouch for it",
+                            shown()
+                        ))
+                    })?;
+            }
+            // An unmerged path has an entry per stage: it is one path of the tree.
+            if paths.last().is_some_and(|last| last.as_slice() == name) {
+                continue;
+            }
             paths.push(name.to_vec());
         }
         Ok(paths)
     }
 }
 
+/// Git's own rules for a path component on Linux (no Windows, HFS+ or NTFS protections).
+const PLAIN_COMPONENTS: gix_index::validate::path::component::Options =
+    gix_index::validate::path::component::Options {
+        protect_windows: false,
+        protect_hfs: false,
+        protect_ntfs: false,
+    };
+/// The largest index read: far past any real one, short of what would exhaust memory.
+const MAX_INDEX: u64 = 2 << 30;
+/// The largest ignore file read, and all of them together: past this they deny.
+const MAX_IGNORE_FILE: u64 = 1 << 20;
+const MAX_IGNORE_TOTAL: u64 = 8 << 20;
+
+/// A regular file's bytes, at most `cap` of them (more is an error), opened never waiting on a
+/// FIFO and, unless `follow`, never through a symlink. `None` when there is no such file.
+fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
+    let flags = libc::O_NONBLOCK | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
+    let file = match File::options().read(true).custom_flags(flags).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes, over the {cap} read",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::other(format!(
+            "it grew past the {cap} read"
+        )));
+    }
+    Ok(Some(bytes))
+}
+
 /// The `gitdir:` a `.git` file names.
 fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
-    let text = std::fs::read(dot_git).ok()?;
+    let text = read_regular(dot_git, 4096, false).ok()??;
     let line = text.split(|b| *b == b'\n').next()?;
     let dir = line.strip_prefix(b"gitdir: ")?;
     let dir = dir.strip_suffix(b"\r").unwrap_or(dir);
@@ -227,6 +297,8 @@ struct Walk<'a> {
     options: &'a Options<'a>,
     /// Below every `.gitignore`: `info/exclude`, then `core.excludesFile`.
     repository_rules: Vec<ignore::gitignore::Gitignore>,
+    /// The bytes of ignore rules read so far, held under `MAX_IGNORE_TOTAL`.
+    ignore_bytes: std::sync::atomic::AtomicU64,
     queue: Mutex<Queue>,
     ready: std::sync::Condvar,
     found: Mutex<Vec<Hashed>>,
@@ -247,27 +319,37 @@ impl<'a> Walk<'a> {
         exclude: Option<&'a [u8]>,
         options: &'a Options<'a>,
     ) -> Walk<'a> {
+        let ignore_bytes = std::sync::atomic::AtomicU64::new(0);
         let mut repository_rules = Vec::new();
-        let exclude_file = git_dir.join("info/exclude");
-        if exclude_file.is_file() {
-            let mut builder = ignore::gitignore::GitignoreBuilder::new("");
-            let _ = builder.add(&exclude_file);
-            repository_rules.extend(builder.build().ok());
-        }
-        // core.excludesFile of the user's git configuration (as git reads it: $HOME, XDG).
-        if let Some(global) = ignore::gitignore::gitconfig_excludes_path()
-            && global.is_file()
-        {
-            let mut builder = ignore::gitignore::GitignoreBuilder::new("");
-            let _ = builder.add(&global);
-            repository_rules.extend(builder.build().ok());
+        // Below the tree's own .gitignore files: info/exclude, then core.excludesFile of the
+        // user's git configuration (as git finds it: $HOME, XDG).
+        let mut failure = None;
+        let info = ignore_rules(&git_dir.join("info/exclude"), b"", true, &ignore_bytes);
+        // The user's own file, out of the agent's reach: one it cannot read, git passes over
+        // (with a warning), and so does vigil, to name the tree git would.
+        let global = ignore::gitignore::gitconfig_excludes_path().filter(|file| {
+            !matches!(std::fs::File::open(file), Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied)
+        });
+        let global = global.map(|file| ignore_rules(&file, b"", true, &ignore_bytes));
+        for rules in [Some(info), global].into_iter().flatten() {
+            match rules {
+                Ok(Some(rules)) => repository_rules.push(rules),
+                Ok(None) => {}
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
         }
         Walk {
             top,
             exclude,
             options,
             repository_rules,
-            queue: Mutex::default(),
+            ignore_bytes,
+            queue: Mutex::new(Queue {
+                failure,
+                ..Queue::default()
+            }),
             ready: std::sync::Condvar::new(),
             found: Mutex::default(),
         }
@@ -369,17 +451,17 @@ impl<'a> Walk<'a> {
             let kind = entry.file_type().map_err(walk_error)?;
             entries.push((entry.file_name(), kind));
         }
-        // This directory's own rules come first: read them before judging its entries.
+        // This directory's own rules come first: read them before judging its entries. A
+        // .gitignore that is a symlink is not read, as git does not read it.
         let rules = match entries
             .iter()
             .find(|(name, kind)| name == ".gitignore" && kind.is_file())
         {
             Some(_) => {
-                let mut builder =
-                    ignore::gitignore::GitignoreBuilder::new(OsStr::from_bytes(&job.dir));
-                let _ = builder.add(path.join(".gitignore"));
+                let file = path.join(".gitignore");
+                let here = ignore_rules(&file, &job.dir, false, &self.ignore_bytes)?;
                 Arc::new(Rules {
-                    here: builder.build().ok(),
+                    here,
                     parent: Some(Arc::clone(&job.rules)),
                 })
             }
@@ -395,6 +477,13 @@ impl<'a> Walk<'a> {
                 return Err(Error::input(format!(
                     "{} is a nested git repository; the worktree subject cannot vouch for its content (ignore it, or make it a plain directory)",
                     shown()
+                )));
+            }
+            if name.eq_ignore_ascii_case(b".git") {
+                return Err(Error::input(format!(
+                    "{}/{} is named .git in another case, which git refuses to add; rename it",
+                    shown(),
+                    String::from_utf8_lossy(name)
                 )));
             }
             let mut relative = Vec::with_capacity(job.dir.len() + 1 + name.len());
@@ -452,6 +541,82 @@ impl<'a> Walk<'a> {
         }
         false
     }
+}
+
+/// The rules of one ignore file, matched against paths from the top (`base` is the directory
+/// the file stands in). Held to `MAX_IGNORE_FILE` each and `MAX_IGNORE_TOTAL` together, and to
+/// UTF-8 (the matcher's patterns are text): past either, or unreadable, it denies, since a rule
+/// dropped could show or hide a file. `None` when there is no such file.
+fn ignore_rules(
+    file: &Path,
+    base: &[u8],
+    follow: bool,
+    total: &std::sync::atomic::AtomicU64,
+) -> Result<Option<ignore::gitignore::Gitignore>> {
+    let denied = |why: String| {
+        Error::input(format!(
+            "cannot read the ignore rules in {}: {why}; the worktree subject needs every rule git would use",
+            file.display()
+        ))
+    };
+    let bytes = match read_regular(file, MAX_IGNORE_FILE, follow) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(denied(crate::error::plain_io(&e))),
+    };
+    let before = total.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    if before + bytes.len() as u64 > MAX_IGNORE_TOTAL {
+        return Err(denied(format!(
+            "the ignore files together hold over {MAX_IGNORE_TOTAL} bytes"
+        )));
+    }
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| denied(format!("it is not UTF-8 at byte {}", e.valid_up_to())))?;
+    let mut builder = ignore::gitignore::GitignoreBuilder::new(OsStr::from_bytes(base));
+    for line in text.lines() {
+        if unplain_brackets(line) {
+            return Err(denied(format!(
+                "the pattern `{line}` uses a bracket form that git and the matcher read differently (unclosed, escaped, `[]…]` or `[[:class:]]`); write it as a plain [abc], [a-z] or [!abc]"
+            )));
+        }
+        // Git skips a pattern it cannot use; so does the matcher.
+        let _ = builder.add_line(Some(file.to_path_buf()), line);
+    }
+    builder.build().map(Some).map_err(|e| denied(e.to_string()))
+}
+
+/// Whether a pattern holds a bracket expression other than a plain `[abc]`, `[a-z]` or
+/// `[!abc]`: git's wildmatch and globset part ways on the others (an unclosed `[` is literal to
+/// one and matches nothing in the other; escapes and classes inside brackets differ).
+fn unplain_brackets(pattern: &str) -> bool {
+    let bytes = pattern.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'[' => {
+                let mut inside = at + 1;
+                if matches!(bytes.get(inside), Some(b'!' | b'^')) {
+                    inside += 1;
+                }
+                if bytes.get(inside) == Some(&b']') {
+                    return true;
+                }
+                let Some(close) = bytes[inside..].iter().position(|b| *b == b']') else {
+                    return true;
+                };
+                if bytes[inside..inside + close]
+                    .iter()
+                    .any(|b| matches!(b, b'\\' | b'['))
+                {
+                    return true;
+                }
+                at = inside + close + 1;
+            }
+            _ => at += 1,
+        }
+    }
+    false
 }
 
 fn threads() -> usize {
@@ -533,6 +698,14 @@ impl<'a> Reader<'a> {
         let (mode, id) = match source {
             Source::Link(target) => {
                 if let Some(snapshot) = self.options.snapshot {
+                    // In the copy, a link out of the tree would reach the live file.
+                    if leaves_the_tree(&relative, &target) {
+                        return Err(Error::input(format!(
+                            "{} is a symlink to {}, outside the tree: in a snapshot the command would read the live file, which no marker vouches for; make it relative and inside, or run in place",
+                            shown(),
+                            String::from_utf8_lossy(&target)
+                        )));
+                    }
                     let copy = copy_path(snapshot, &relative)?;
                     std::os::unix::fs::symlink(OsStr::from_bytes(&target), &copy)
                         .map_err(|e| Error::io("write", &copy, &e))?;
@@ -624,6 +797,24 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Whether a symlink at `relative` (from the top) with `target` points outside the tree, read
+/// as written: absolute, or climbing above the top with `..`.
+fn leaves_the_tree(relative: &[u8], target: &[u8]) -> bool {
+    if target.first() == Some(&b'/') {
+        return true;
+    }
+    let mut depth = relative.iter().filter(|b| **b == b'/').count();
+    for part in target.split(|b| *b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." if depth == 0 => return true,
+            b".." => depth -= 1,
+            _ => depth += 1,
+        }
+    }
+    false
+}
+
 /// What a path holds: a file opened for reading, or a symlink's target.
 enum Source {
     File(File),
@@ -689,4 +880,46 @@ fn copy_path(snapshot: &Path, relative: &[u8]) -> Result<PathBuf> {
         std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_bracket_expressions_pass() {
+        for plain in [
+            "*.log",
+            "[abc]",
+            "[a-z]*.rs",
+            "[!a]",
+            "[^a]b[cd]",
+            "\\[literal",
+            "a]b",
+        ] {
+            assert!(!unplain_brackets(plain), "{plain}");
+        }
+        for unplain in [
+            "[ab",
+            "[a\\]]",
+            "[]a]",
+            "[!]a]",
+            "[[:alpha:]]",
+            "x[",
+            "[a[b]",
+        ] {
+            assert!(unplain_brackets(unplain), "{unplain}");
+        }
+    }
+
+    #[test]
+    fn a_link_leaves_the_tree_when_absolute_or_climbing_above_the_top() {
+        assert!(leaves_the_tree(b"a", b"/etc/passwd"));
+        assert!(leaves_the_tree(b"a", b"../x"));
+        assert!(leaves_the_tree(b"d/a", b"../../x"));
+        assert!(leaves_the_tree(b"d/a", b"x/../../../y"));
+        assert!(!leaves_the_tree(b"d/a", b"../x"));
+        assert!(!leaves_the_tree(b"a", b"./b"));
+        assert!(!leaves_the_tree(b"d/e/a", b"../../f/g"));
+    }
 }

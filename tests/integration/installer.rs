@@ -1479,7 +1479,19 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
         stdout_of(&out)
     );
     type Edit = Box<dyn Fn(&mut Value)>;
-    let cases: [(&str, Edit); 4] = [
+    let append = |tail: &'static str| -> Edit {
+        Box::new(move |h: &mut Value| {
+            let command = format!("{}{tail}", h["command"].as_str().unwrap());
+            h["command"] = json!(command);
+        })
+    };
+    let cases: [(&str, Edit); 7] = [
+        (
+            "has `$` outside single quotes",
+            append(" --marker-max-age \"$(sleep 900)1h\""),
+        ),
+        ("has `;` outside single quotes", append(";sleep 900")),
+        ("has `&` outside single quotes", append(" & sleep 900")),
         (
             "is not 5 s under the handler's timeout of 300 s",
             Box::new(|h| h["timeout"] = json!(300)),
@@ -1518,4 +1530,27 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
             "{said:?} not in {report}"
         );
     }
+}
+
+/// The PATH search that `install --shared` writes has `$`s of its own: only the gate's
+/// arguments are read for shell syntax, and they pass.
+#[test]
+fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(
+        merge(
+            "install",
+            &path,
+            false,
+            &["--shared", "--run", "cargo test --locked"]
+        )
+        .status
+        .success()
+    );
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report
+            .contains("[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"),
+        "{report}"
+    );
 }

@@ -2057,3 +2057,35 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
         );
     }
 }
+
+/// Whatever hangs (here the hook input, which never ends), the gate answers just after its
+/// deadline with a block, before the engine would kill it and let the stop through unchecked.
+#[test]
+fn a_gate_that_hangs_is_answered_by_its_watchdog_after_the_deadline() {
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"))
+        .args(["--deadline", "20"])
+        .env_remove("VIGIL_DISABLE")
+        .env("VIGIL_STATE_HOME", state_home())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _input = child.stdin.take();
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    assert!(
+        (std::time::Duration::from_secs(20)..std::time::Duration::from_secs(26)).contains(&took),
+        "answered after {took:?}"
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "block");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ran past its --deadline of 20 s"),
+        "{decision}"
+    );
+}

@@ -96,7 +96,18 @@ pub fn stop_gate() -> Command {
 
 /// Runs git in `dir`, panicking with its stderr when it fails; returns trimmed stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
-    let output = std::process::Command::new("git")
+    let output = git_output(dir, args);
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// Runs git in `dir` as a test's author, whatever it answers.
+pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
         .arg("-C")
         .arg(dir)
         .args(args)
@@ -105,13 +116,7 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
         .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
+        .unwrap()
 }
 
 /// Every file below `dir`, as paths relative to it, sorted.
