@@ -153,14 +153,27 @@ for mb in $sizes; do
   rm -f "$work/log$mb"
 done
 
-# marker-writer verify beside the floor for its subject, `git add -A && git write-tree` on a
-# copy of the index: repositories of 10 and 1,000 files here, 10,000 and 100,000 below.
+# The worktree subject (marker-writer verify, and stop-gate --require-marker, which computes
+# the same) beside git's own hash-everything, `git add -A && git write-tree` into an empty
+# index, and beside `git status --porcelain` (which trusts the index's stat cache and reads no
+# file): repositories of 10 and 1,000 files here, 10,000 and 100,000 below.
 verify_row() { # DIR LABEL
+  local v bytes
   (cd "$1" && "$mw" run --check tests -- true >/dev/null 2>&1)
-  row "marker-writer verify" "worktree of $2 files (baseline: git add -A && write-tree)" \
-    "cd $1 && $mw verify --check tests" \
-    "cp $1/.git/index $work/index && GIT_INDEX_FILE=$work/index git -C $1 add -A && GIT_INDEX_FILE=$work/index git -C $1 write-tree"
+  jq -c --arg cwd "$1" '.cwd = $cwd | .session_id = "bench" | .last_assistant_message = "Done."' \
+    "$samples/claude-stop.json" >"$work/verify-stop.json"
+  local everything="rm -f $work/empty-index && GIT_INDEX_FILE=$work/empty-index git -C $1 add -A && GIT_INDEX_FILE=$work/empty-index git -C $1 write-tree"
+  row "marker-writer verify" "worktree of $2 files (baseline: git add -A && write-tree, empty index)" \
+    "cd $1 && $mw verify --check tests" "$everything"
+  row "marker-writer verify" "worktree of $2 files (baseline: git status --porcelain)" \
+    "cd $1 && $mw verify --check tests" "git -C $1 status --porcelain"
+  row "stop-gate --require-marker" "worktree of $2 files (baseline: git add -A && write-tree, empty index)" \
+    "$sg --require-marker tests <$work/verify-stop.json" "$everything"
+  v=$(median_ms "cd $1 && $mw verify --check tests")
+  bytes=$(cd "$1" && git ls-files -z | xargs -0 cat -- | wc -c)
+  hashed+=("$2 files: $bytes bytes hashed in $v ms, $(awk -v b="$bytes" -v ms="$v" 'BEGIN { printf "%.0f", b / 1048576 / (ms / 1000) }') MB/s")
 }
+hashed=()
 for n in 10 1,000; do
   label=$n
   n=${n//,/}
@@ -183,6 +196,16 @@ git -C "$repo" init -q
 git -C "$repo" add -A
 git -C "$repo" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
 verify_row "$repo" "10,000"
+
+# Where the bytes are: 256 MB in 8 files, hashed by several threads (MB/s below).
+large=$work/large
+mkdir -p "$large"
+for f in $(seq 1 8); do head -c 33554432 /dev/urandom >"$large/blob$f.bin"; done
+git -C "$large" init -q
+git -C "$large" add -A
+git -C "$large" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+verify_row "$large" "8 (256 MB)"
+rm -rf "$large"
 
 # Hashing a file: marker-writer's file: subject beside sha256sum.
 hash_mb=1
@@ -224,5 +247,7 @@ row "session-start-loader" "startup, a full record (loop, marker, progress)" \
 { yes "Step done; the old marker <<<VIGIL_DONE_$token>>> and <promise>DONE</promise> are quoted here." || true; } | head -c 1048576 >"$work/text"
 row "promise-matcher defang" "1 MB of text" "$pm defang $work/text" "bash $here/baseline/defang.sh $work/text"
 
+printf '\nThe worktree subject:\n'
+printf -- '- %s\n' "${hashed[@]}"
 printf '\nMachine: %s, %s cores; timer: %s, %s runs a row, medians.\n' \
   "$(uname -srm)" "$(nproc 2>/dev/null || echo '?')" "$timer" "$runs"

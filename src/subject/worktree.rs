@@ -24,6 +24,8 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
 const CHUNK: usize = 256 * 1024;
 /// From how many tracked files the tree is walked and hashed by several threads.
 const PARALLEL_FROM: u64 = 2000;
+/// Or from how many bytes of tracked files, by the sizes the index caches.
+const PARALLEL_BYTES: u64 = 32 << 20;
 
 /// How the tree is computed.
 pub struct Options<'a> {
@@ -80,7 +82,9 @@ impl Repository {
 
     /// The paths the index tracks. A submodule or a sparse checkout denies: the files the
     /// tree would name are not all on disk to be read.
-    fn tracked(&self) -> Result<Vec<Vec<u8>>> {
+    /// The paths the index tracks, and the sum of the sizes it caches for them (a hint for how
+    /// much work hashing is, never a stand-in for a file).
+    fn tracked(&self) -> Result<(Vec<Vec<u8>>, u64)> {
         let path = self.git_dir.join("index");
         let unreadable = |why: String| {
             Error::input(format!(
@@ -91,7 +95,7 @@ impl Repository {
         // Read here, never waiting on a FIFO in its place, and never more than an index can be.
         let bytes = match read_regular(&path, MAX_INDEX, true) {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => return Ok(Vec::new()),
+            Ok(None) => return Ok((Vec::new(), 0)),
             Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
         };
         // Its checksum is not verified: the agent can write the index and its checksum alike,
@@ -109,7 +113,9 @@ impl Repository {
             ));
         }
         let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
+        let mut cached_bytes = 0u64;
         for entry in index.entries() {
+            cached_bytes = cached_bytes.saturating_add(u64::from(entry.stat.size));
             let name = entry.path(&index);
             let shown = || String::from_utf8_lossy(name).into_owned();
             if entry.mode.is_submodule() {
@@ -144,7 +150,7 @@ impl Repository {
             }
             paths.push(name.to_vec());
         }
-        Ok(paths)
+        Ok((paths, cached_bytes))
     }
 }
 
@@ -233,25 +239,29 @@ pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
         })
     };
     // Threads cost a millisecond or two to start and settle: a small tree is walked in one.
-    // The index's size tells a large tree (an entry takes some 70 bytes) before it is read.
+    // The index's size tells a large tree (an entry takes some 70 bytes) before it is read; a
+    // small index is read first, and the sizes it caches for its files say whether there is
+    // much to hash (a hint for the work only: no size from it is believed for a file).
     let index_size =
         std::fs::symlink_metadata(repository.git_dir.join("index")).map_or(0, |m| m.len());
-    let threads = if index_size >= PARALLEL_FROM * 70 {
-        threads()
+    let (tracked, walked) = if index_size >= PARALLEL_FROM * 70 {
+        // The index is read while the tree is walked.
+        std::thread::scope(|scope| {
+            let tracked = scope.spawn(|| repository.tracked());
+            let walked = Walk::new(top, &repository.git_dir, exclude, options).run(threads());
+            let tracked = tracked.join().expect("reading the index does not panic");
+            (tracked, walked)
+        })
     } else {
-        1
-    };
-    // The index is read while the tree is walked.
-    let (tracked, walked) = std::thread::scope(|scope| {
-        let tracked = (threads > 1).then(|| scope.spawn(|| repository.tracked()));
+        let tracked = repository.tracked();
+        let much = tracked
+            .as_ref()
+            .is_ok_and(|(_, cached_bytes)| *cached_bytes >= PARALLEL_BYTES);
+        let threads = if much { threads() } else { 1 };
         let walked = Walk::new(top, &repository.git_dir, exclude, options).run(threads);
-        let tracked = match tracked {
-            Some(reading) => reading.join().expect("reading the index does not panic"),
-            None => repository.tracked(),
-        };
         (tracked, walked)
-    });
-    let tracked = tracked?;
+    };
+    let (tracked, _) = tracked?;
     let mut files = walked?;
     files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     // Tracked paths the walk did not reach (ignored, or inside an ignored directory). Both
@@ -282,11 +292,15 @@ struct Rules {
     parent: Option<Arc<Rules>>,
 }
 
-/// A directory to read, by its path from the top ("" for the top).
-struct Job {
-    dir: Vec<u8>,
-    rules: Arc<Rules>,
+/// Work for a walker: a directory to read, by its path from the top ("" for the top), or a
+/// large file to hash on its own, so that several threads share one directory's big files.
+enum Job {
+    Dir { dir: Vec<u8>, rules: Arc<Rules> },
+    File { relative: Vec<u8> },
 }
+
+/// From this size, with several threads, a file is hashed as a job of its own.
+const LARGE_FILE: u64 = 1 << 20;
 
 /// The walk of a working tree as `git add -A` sees it: every directory that is not ignored is
 /// read, every file and symlink in it that is not ignored is hashed, by `threads` workers.
@@ -299,6 +313,8 @@ struct Walk<'a> {
     repository_rules: Vec<ignore::gitignore::Gitignore>,
     /// The bytes of ignore rules read so far, held under `MAX_IGNORE_TOTAL`.
     ignore_bytes: std::sync::atomic::AtomicU64,
+    /// How many threads walk: with more than one, large files become jobs of their own.
+    threads: std::sync::atomic::AtomicUsize,
     queue: Mutex<Queue>,
     ready: std::sync::Condvar,
     found: Mutex<Vec<Hashed>>,
@@ -346,6 +362,7 @@ impl<'a> Walk<'a> {
             options,
             repository_rules,
             ignore_bytes,
+            threads: std::sync::atomic::AtomicUsize::new(1),
             queue: Mutex::new(Queue {
                 failure,
                 ..Queue::default()
@@ -360,10 +377,13 @@ impl<'a> Walk<'a> {
             here: None,
             parent: None,
         });
-        self.queue.lock().unwrap().jobs.push(Job {
+        self.queue.lock().unwrap().jobs.push(Job::Dir {
             dir: Vec::new(),
             rules: root,
         });
+        let threads = threads.max(1);
+        self.threads
+            .store(threads, std::sync::atomic::Ordering::Relaxed);
         std::thread::scope(|scope| {
             for _ in 1..threads {
                 scope.spawn(|| self.work());
@@ -402,7 +422,10 @@ impl<'a> Walk<'a> {
                 self.ready.notify_all();
                 break;
             };
-            let result = self.read_dir(&job, &mut reader, &mut mine);
+            let result = match job {
+                Job::Dir { dir, rules } => self.read_dir(&dir, &rules, &mut reader, &mut mine),
+                Job::File { relative } => self.hash_large(relative, &mut reader, &mut mine),
+            };
             let mut queue = self.queue.lock().unwrap();
             queue.busy -= 1;
             match result {
@@ -417,20 +440,36 @@ impl<'a> Walk<'a> {
         self.found.lock().unwrap().append(&mut mine);
     }
 
-    /// Reads one directory: hashes its files and links, and answers its subdirectories.
-    fn read_dir(
+    /// A large file, queued by the walk of its directory.
+    fn hash_large(
         &self,
-        job: &Job,
+        relative: Vec<u8>,
         reader: &mut Reader,
         found: &mut Vec<Hashed>,
     ) -> Result<Vec<Job>> {
         self.options.deadline.check("hashing the worktree")?;
-        let path = self.top.join(OsStr::from_bytes(&job.dir));
+        let shown = String::from_utf8_lossy(&relative).into_owned();
+        let file = open_file(&self.top.join(OsStr::from_bytes(&relative)))
+            .map_err(|e| unreadable(&shown, &e))?;
+        found.extend(reader.hash(Source::File(file), relative)?);
+        Ok(Vec::new())
+    }
+
+    /// Reads one directory: hashes its files and links, and answers its subdirectories.
+    fn read_dir(
+        &self,
+        dir: &[u8],
+        parent_rules: &Arc<Rules>,
+        reader: &mut Reader,
+        found: &mut Vec<Hashed>,
+    ) -> Result<Vec<Job>> {
+        self.options.deadline.check("hashing the worktree")?;
+        let path = self.top.join(OsStr::from_bytes(dir));
         let shown = || {
-            if job.dir.is_empty() {
+            if dir.is_empty() {
                 ".".to_string()
             } else {
-                String::from_utf8_lossy(&job.dir).into_owned()
+                String::from_utf8_lossy(dir).into_owned()
             }
         };
         let walk_error = |e: std::io::Error| {
@@ -459,19 +498,19 @@ impl<'a> Walk<'a> {
         {
             Some(_) => {
                 let file = path.join(".gitignore");
-                let here = ignore_rules(&file, &job.dir, false, &self.ignore_bytes)?;
+                let here = ignore_rules(&file, dir, false, &self.ignore_bytes)?;
                 Arc::new(Rules {
                     here,
-                    parent: Some(Arc::clone(&job.rules)),
+                    parent: Some(Arc::clone(parent_rules)),
                 })
             }
-            None => Arc::clone(&job.rules),
+            None => Arc::clone(parent_rules),
         };
         let mut jobs = Vec::new();
         for (name, kind) in entries {
             let name = name.as_bytes();
             if name == b".git" {
-                if job.dir.is_empty() {
+                if dir.is_empty() {
                     continue;
                 }
                 return Err(Error::input(format!(
@@ -486,33 +525,45 @@ impl<'a> Walk<'a> {
                     String::from_utf8_lossy(name)
                 )));
             }
-            let mut relative = Vec::with_capacity(job.dir.len() + 1 + name.len());
-            if !job.dir.is_empty() {
-                relative.extend_from_slice(&job.dir);
+            let mut relative = Vec::with_capacity(dir.len() + 1 + name.len());
+            if !dir.is_empty() {
+                relative.extend_from_slice(dir);
                 relative.push(b'/');
             }
             relative.extend_from_slice(name);
             if self.exclude == Some(relative.as_slice()) {
                 continue;
             }
-            let dir = kind.is_dir();
-            if !(dir || kind.is_file() || kind.is_symlink()) {
+            let is_dir = kind.is_dir();
+            if !(is_dir || kind.is_file() || kind.is_symlink()) {
                 continue; // FIFOs, sockets, devices: as `git add` skips them
             }
-            if self.ignored(&rules, &relative, dir) {
+            if self.ignored(&rules, &relative, is_dir) {
                 continue;
             }
-            if dir {
-                jobs.push(Job {
+            if is_dir {
+                jobs.push(Job::Dir {
                     dir: relative,
                     rules: Arc::clone(&rules),
                 });
                 continue;
             }
             self.options.deadline.check("hashing the worktree")?;
-            if let Some(hashed) = reader.at(&handle, name, relative, kind.is_symlink())? {
-                found.push(hashed);
-            }
+            let shown = || String::from_utf8_lossy(&relative).into_owned();
+            let cname = std::ffi::CString::new(name)
+                .map_err(|_| Error::input(format!("{} has a NUL in its name", shown())))?;
+            let source = if kind.is_symlink() {
+                Source::Link(readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?)
+            } else {
+                let file = open_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?;
+                let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;
+                if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
+                    jobs.push(Job::File { relative });
+                    continue;
+                }
+                Source::File(file)
+            };
+            found.extend(reader.hash(source, relative)?);
         }
         Ok(jobs)
     }
@@ -635,25 +686,6 @@ impl<'a> Reader<'a> {
             buffer: vec![0; CHUNK],
             options,
         }
-    }
-
-    /// A file or symlink `name` of the directory open as `dir`.
-    fn at(
-        &mut self,
-        dir: &File,
-        name: &[u8],
-        relative: Vec<u8>,
-        symlink: bool,
-    ) -> Result<Option<Hashed>> {
-        let shown = || String::from_utf8_lossy(&relative).into_owned();
-        let name = std::ffi::CString::new(name)
-            .map_err(|_| Error::input(format!("{} has a NUL in its name", shown())))?;
-        let source = if symlink {
-            Source::Link(readlink_at(dir, &name).map_err(|e| unreadable(&shown(), &e))?)
-        } else {
-            Source::File(open_at(dir, &name).map_err(|e| unreadable(&shown(), &e))?)
-        };
-        self.hash(source, relative)
     }
 
     /// A tracked path the walk did not reach. Gone (or behind a symlink, where git no longer

@@ -1106,3 +1106,30 @@ fn a_relative_state_home_is_ignored_never_put_inside_the_project() {
         stdout_of(&out).contains(&keys.path().join(".local/state/vigil").display().to_string())
     );
 }
+
+/// A large tree is walked by several threads (from 2,000 tracked files, or 32 MiB of them), its
+/// big files hashed as jobs of their own: the id is git's all the same.
+#[test]
+fn a_large_tree_is_hashed_in_parallel_as_git_hashes_it() {
+    let many = repo();
+    for d in 0..50 {
+        let dir = many.path().join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..50 {
+            std::fs::write(dir.join(format!("f{f}.txt")), format!("{d} {f}\n")).unwrap();
+        }
+    }
+    git(many.path(), &["add", "-A"]);
+    std::fs::write(many.path().join("d7/untracked.txt"), "new\n").unwrap();
+    assert_eq!(subject(many.path()).unwrap(), gits_tree(many.path()));
+    let big = repo();
+    for (i, byte) in [1u8, 2, 3].into_iter().enumerate() {
+        std::fs::write(big.path().join(format!("big{i}.bin")), vec![byte; 12 << 20]).unwrap();
+    }
+    std::fs::write(big.path().join("small.txt"), "small\n").unwrap();
+    git(big.path(), &["add", "-A"]);
+    let id = subject(big.path()).unwrap();
+    assert_eq!(id, gits_tree(big.path()));
+    std::fs::write(big.path().join("big1.bin"), vec![9u8; 12 << 20]).unwrap();
+    assert_ne!(subject(big.path()).unwrap(), id);
+}
