@@ -39,7 +39,7 @@ pub struct Request<'a> {
 
 /// The context for the new session, or `None` when there is nothing to tell.
 pub fn context(request: &Request) -> Option<String> {
-    let mut notes = Vec::new();
+    let mut notes = protection_notes(request.project);
     let mut records = Vec::new();
     for kind in [HandoffKind::Final, HandoffKind::Intermediate] {
         let path = handoff::dir(request.project).join(kind.file_name());
@@ -102,8 +102,7 @@ pub fn context(request: &Request) -> Option<String> {
         if let (Some(summary), Ok(session)) = (
             record.loop_summary.as_mut(),
             SessionId::parse(&record.session_id),
-        ) && let Ok(Some(state)) =
-            crate::loops::load(&crate::loops::path(request.project, &session))
+        ) && let Ok(Some(state)) = crate::loops::load(request.project, &session)
         {
             summary.status = state.status;
             summary.iteration = state.iteration;
@@ -141,6 +140,31 @@ pub fn context(request: &Request) -> Option<String> {
         worktree.as_deref(),
         progress.as_deref(),
     ))
+}
+
+/// What the session must know of where vigil's protected state is: in the project (the state
+/// home could not be written), and, once per project, that loops an older vigil kept in
+/// `.vigil/loops/` were not taken over.
+fn protection_notes(project: &Project) -> Vec<String> {
+    let mut notes = Vec::new();
+    let place = project.protected();
+    if place.fallback {
+        notes.push(format!(
+            "vigil: the state home cannot be written, so this project's loops and session records are in {}, inside the project, where the agent can change them: they are NOT protected (`settings-merge check` says why)",
+            place.dir.display()
+        ));
+    }
+    let legacy = crate::loops::legacy_loops(project);
+    let told = place.dir.join("legacy-loops-told");
+    if legacy > 0 && std::fs::symlink_metadata(&told).is_err() {
+        notes.push(format!(
+            "vigil: {legacy} loop file(s) in {} were kept by an older vigil inside the project and were not taken over (loops now live where the agent cannot change them); start a loop again with /vigil-loop or `stop-gate loop start`",
+            project.legacy_loops().display()
+        ));
+        let _ = std::fs::create_dir_all(&place.dir)
+            .and_then(|()| crate::atomic::write_atomic(&told, b"", 0o600));
+    }
+    notes
 }
 
 /// The context: header, claimed loop, notes, then each record (its last message cut to

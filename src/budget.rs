@@ -1,36 +1,13 @@
 //! The block budget (SPEC §4): consecutive blocks per session from the check command, the
-//! markers, malformed input and config errors, in `.vigil/sessions/<session_id>.json`. A pass
-//! resets it; when it is spent the stop is allowed and the session records `aborted`.
+//! markers, malformed input and config errors, in the session's record of the protected state
+//! (`session`). A pass resets it; when it is spent the stop is allowed and the session records
+//! `aborted`.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-
-use crate::atomic::write_atomic;
-use crate::error::{Error, Result};
-use crate::lock::FileLock;
+use crate::error::Result;
+use crate::session::{Budget, Session};
 use crate::state::{Project, SessionId};
-use crate::time;
 
-pub const SCHEMA: &str = "vigil.session/v1";
 pub const DEFAULT_MAX_BLOCKS: u32 = 3;
-const LOCK_WAIT: Duration = Duration::from_secs(5);
-
-/// `schemas/session.schema.json`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SessionRecord {
-    pub schema: String,
-    pub session_id: String,
-    /// Blocks since the last pass.
-    pub consecutive_blocks: u32,
-    /// `ok`, or `aborted` once a spent budget let a stop through unverified.
-    pub status: String,
-    /// How many times the budget was spent in this session.
-    pub budget_spent: u32,
-    pub updated_at: String,
-}
 
 /// What the budget says about a block the gate wants to give.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,90 +26,60 @@ pub enum Scope {
     Subagent,
 }
 
-impl Scope {
-    fn dir(self) -> &'static str {
-        match self {
-            Scope::Main => "sessions",
-            Scope::Subagent => "sessions/subagents",
-        }
+fn of(session: &mut Session, scope: Scope) -> &mut Budget {
+    match scope {
+        Scope::Main => &mut session.record.budget,
+        Scope::Subagent => &mut session.record.subagent_budget,
     }
 }
 
-pub fn path(project: &Project, session: &SessionId, scope: Scope) -> PathBuf {
-    project
-        .state
-        .join(scope.dir())
-        .join(format!("{session}.json"))
-}
-
-/// The session's record; a missing or unreadable one starts from zero (it is rewritten whole).
-fn load(path: &std::path::Path, session: &SessionId) -> SessionRecord {
-    crate::input::open_state(path)
-        .ok()
-        .and_then(|file| {
-            crate::input::read_capped(file, 64 * 1024, "the session record", path).ok()
-        })
-        .and_then(|bytes| serde_json::from_slice::<SessionRecord>(&bytes).ok())
-        .filter(|record| record.schema == SCHEMA)
-        .unwrap_or_else(|| SessionRecord {
-            schema: SCHEMA.to_string(),
-            session_id: session.to_string(),
-            consecutive_blocks: 0,
-            status: "ok".to_string(),
-            budget_spent: 0,
-            updated_at: String::new(),
-        })
-}
-
-fn save(path: &std::path::Path, record: &mut SessionRecord) -> Result<()> {
-    record.updated_at = time::now_rfc3339();
-    let mut json = serde_json::to_vec_pretty(record).expect("session record serializes");
-    json.push(b'\n');
-    write_atomic(path, &json, 0o644).map_err(|e| Error::io("write the session record", path, &e))
-}
-
-fn locked(project: &Project, session: &SessionId, scope: Scope) -> Result<(FileLock, PathBuf)> {
-    let dir = project.owned_dir(scope.dir())?;
-    let lock_path = dir.join(format!("{session}.lock"));
-    let lock =
-        FileLock::acquire(&lock_path, LOCK_WAIT).map_err(|e| Error::io("lock", &lock_path, &e))?;
-    Ok((lock, path(project, session, scope)))
-}
-
-/// Counts one more block. When that would exceed `max`, the budget is spent instead: the
-/// count starts again from zero and the session records `aborted`.
-pub fn charge(project: &Project, session: &SessionId, scope: Scope, max: u32) -> Result<Charge> {
-    let (_lock, path) = locked(project, session, scope)?;
-    let mut record = load(&path, session);
-    record.consecutive_blocks += 1;
-    let charge = if record.consecutive_blocks > max {
-        record.consecutive_blocks = 0;
-        record.status = "aborted".to_string();
-        record.budget_spent += 1;
+/// Counts one more block in an open session record (saved by the caller). When that would
+/// exceed `max`, the budget is spent instead: the count starts again from zero and the session
+/// records `aborted`.
+pub fn charge_in(session: &mut Session, scope: Scope, max: u32) -> Charge {
+    let budget = of(session, scope);
+    budget.consecutive_blocks += 1;
+    if budget.consecutive_blocks > max {
+        budget.consecutive_blocks = 0;
+        budget.status = Some("aborted".to_string());
+        budget.budget_spent += 1;
         Charge::Spent { max }
     } else {
         Charge::Block {
-            count: record.consecutive_blocks,
+            count: budget.consecutive_blocks,
             max,
         }
-    };
-    save(&path, &mut record)?;
+    }
+}
+
+/// A pass, in an open session record: whether it changed anything to save.
+pub fn reset_in(session: &mut Session, scope: Scope) -> bool {
+    let budget = of(session, scope);
+    if budget.consecutive_blocks == 0 && budget.status.is_none() {
+        return false;
+    }
+    budget.consecutive_blocks = 0;
+    budget.status = None;
+    true
+}
+
+/// Counts one more block for `session` and saves it.
+pub fn charge(project: &Project, session: &SessionId, scope: Scope, max: u32) -> Result<Charge> {
+    let mut record = Session::open(project, session)?;
+    let charge = charge_in(&mut record, scope, max);
+    record.save()?;
     Ok(charge)
 }
 
-/// A pass: the count of consecutive blocks goes back to zero and the status to `ok` (nothing
-/// is written when that is so already, so a clean stop costs one failed stat at most).
+/// A pass for `session`: nothing is written when the count is at zero already, so a clean stop
+/// costs one read of the record at most.
 pub fn reset(project: &Project, session: &SessionId, scope: Scope) -> Result<()> {
-    let path = path(project, session, scope);
-    if std::fs::symlink_metadata(&path).is_err() {
+    if matches!(crate::session::peek(project, session), Ok(None)) {
         return Ok(());
     }
-    let (_lock, path) = locked(project, session, scope)?;
-    let mut record = load(&path, session);
-    if record.consecutive_blocks == 0 && record.status == "ok" {
-        return Ok(());
+    let mut record = Session::open(project, session)?;
+    if reset_in(&mut record, scope) {
+        record.save()?;
     }
-    record.consecutive_blocks = 0;
-    record.status = "ok".to_string();
-    save(&path, &mut record)
+    Ok(())
 }

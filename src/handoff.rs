@@ -143,7 +143,7 @@ pub fn gather(
         let markers = newest.join().unwrap_or_default();
         (git, markers_state(markers, worktree.as_deref()), message)
     });
-    let loop_summary = loops::load(&loops::path(project, session))
+    let loop_summary = loops::load(project, session)
         .ok()
         .flatten()
         .map(|state| LoopSummary {

@@ -27,6 +27,8 @@ pub struct HookInput {
     pub reason: Option<String>,
     /// Codex only.
     pub turn_id: Option<String>,
+    /// UserPromptSubmit: the prompt as the human typed it (a slash command before expansion).
+    pub prompt: Option<String>,
 }
 
 /// The events vigil handles, and the rest by name.
@@ -37,6 +39,7 @@ pub enum HookEvent {
     SessionStart,
     SessionEnd,
     PreCompact,
+    UserPromptSubmit,
     Other(String),
 }
 
@@ -84,6 +87,7 @@ impl HookInput {
             source: string_field(&object, "source")?,
             reason: string_field(&object, "reason")?,
             turn_id: string_field(&object, "turn_id")?,
+            prompt: string_field(&object, "prompt")?,
         })
     }
 
@@ -94,6 +98,7 @@ impl HookInput {
             "SessionStart" => HookEvent::SessionStart,
             "SessionEnd" => HookEvent::SessionEnd,
             "PreCompact" => HookEvent::PreCompact,
+            "UserPromptSubmit" => HookEvent::UserPromptSubmit,
             other => HookEvent::Other(other.to_string()),
         })
     }

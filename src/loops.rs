@@ -1,4 +1,7 @@
-//! The Ralph loop's state (SPEC §4): `.vigil/loops/<session_id>.json`, one loop per session.
+//! The Ralph loop (SPEC §4): one loop per session, kept in the session's record in the
+//! protected state (`session`), where the agent cannot start, change or end it. Loops are
+//! started by a human: from a terminal (`stop-gate loop start`), or with the slash command that
+//! vigil's UserPromptSubmit hook reads from the human's own prompt.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,19 +10,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic::write_atomic;
 use crate::error::{Error, Result};
-use crate::lock::FileLock;
 use crate::promise::Promise;
+use crate::session::Session;
 use crate::state::{Project, SessionId};
 use crate::time;
 
-pub const SCHEMA: &str = "vigil.loop/v1";
+pub const SCHEMA: &str = "vigil.loop/v2";
 pub const MAX_ITERATIONS: u32 = 10_000;
 /// A loop's prompt is fed back on every pass: it may be at most this long.
 pub const MAX_PROMPT_CHARS: usize = 16_000;
 pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
-/// A loop state file larger than this is not vigil's.
+/// A pending loop file larger than this is not vigil's.
 const MAX_STATE: u64 = 1024 * 1024;
-const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -43,9 +45,20 @@ impl LoopStatus {
     }
 }
 
-/// `schemas/loop.schema.json`.
+/// Who started a loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StartedBy {
+    /// `stop-gate loop start` in a terminal.
+    Terminal,
+    /// The human's `/vigil-loop`, read by the UserPromptSubmit hook.
+    SlashCommand,
+}
+
+/// `schemas/loop.schema.json` (v2): the loop of a session, as its record holds it and as
+/// `loop status --json` prints it. The fields after `reported` are optional, for what a loop
+/// may later be bounded by and how it ended, so the format changes once.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct LoopState {
     pub schema: String,
     pub session_id: String,
@@ -57,6 +70,7 @@ pub struct LoopState {
     pub status: LoopStatus,
     pub started_at: String,
     pub updated_at: String,
+    pub started_by: StartedBy,
     /// Only in `pending.json`: after this time no session may claim it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim_before: Option<String>,
@@ -64,10 +78,26 @@ pub struct LoopState {
     /// so the next Stop reports it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reported: bool,
+    /// Why the loop ended, in a word (`declared`, `max-iterations`, `needs-decision`,
+    /// `cancelled`, `record-lost`, and what later limits add).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<String>,
+    /// Limits beyond `max_iterations` (stalls, time, tokens), by name.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub limits: serde_json::Map<String, serde_json::Value>,
+    /// Failed turns (an API error, a rate limit), the most recent last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<serde_json::Value>,
 }
 
 impl LoopState {
-    pub fn new(session: &str, prompt: String, promise: &Promise, max_iterations: u32) -> LoopState {
+    pub fn new(
+        session: &str,
+        prompt: String,
+        promise: &Promise,
+        max_iterations: u32,
+        started_by: StartedBy,
+    ) -> LoopState {
         let now = time::now_rfc3339();
         LoopState {
             schema: SCHEMA.to_string(),
@@ -79,8 +109,12 @@ impl LoopState {
             status: LoopStatus::Running,
             started_at: now.clone(),
             updated_at: now,
+            started_by,
             claim_before: None,
             reported: false,
+            end_reason: None,
+            limits: serde_json::Map::new(),
+            failures: Vec::new(),
         }
     }
 
@@ -98,83 +132,78 @@ impl LoopState {
             self.completion_promise
         )
     }
+
+    /// Whether the state is one vigil could have written.
+    fn check(&self) -> Result<()> {
+        if self.schema != SCHEMA
+            || self.max_iterations == 0
+            || self.max_iterations > MAX_ITERATIONS
+            || Promise::new(&self.completion_promise).is_err()
+        {
+            return Err(Error::input(
+                "the loop has another schema, or an impossible max_iterations or completion_promise",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The file name stem of a pending loop, so no session may be called this.
 pub const PENDING: &str = "pending";
 
-pub fn path(project: &Project, session: &SessionId) -> PathBuf {
-    project.loops().join(format!("{session}.json"))
-}
-
 pub fn pending_path(project: &Project) -> PathBuf {
-    project.loops().join("pending.json")
+    project.protected().dir.join("loops").join("pending.json")
 }
 
-/// Reads a loop state; `Ok(None)` when there is none.
-pub fn load(path: &Path) -> Result<Option<LoopState>> {
+/// The session's loop as its record holds it now; `Ok(None)` when it never had one. A damaged
+/// or vanished record is an error here: only a Stop, which tells the human, begins a new one.
+pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    match crate::session::peek(project, session) {
+        Ok(record) => Ok(record.and_then(|r| r.ralph)),
+        Err(lost) => Err(Error::input(format!("{lost}; the loop is NOT verified"))),
+    }
+}
+
+/// Reads a pending loop; `Ok(None)` when there is none.
+fn load_pending(path: &Path) -> Result<Option<LoopState>> {
     let file = match crate::input::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("read the loop state", path, &e)),
+        Err(e) => return Err(Error::io("read the pending loop", path, &e)),
     };
-    let bytes = crate::input::read_capped(file, MAX_STATE, "the loop state", path)?;
+    let bytes = crate::input::read_capped(file, MAX_STATE, "the pending loop", path)?;
     let state: LoopState = serde_json::from_slice(&bytes).map_err(|e| {
         Error::input(format!(
-            "the loop state {} is not valid: {e}",
+            "the pending loop {} is not valid: {e}",
             path.display()
         ))
     })?;
-    if state.schema != SCHEMA {
-        return Err(Error::input(format!(
-            "the loop state {} has schema {:?}, not {SCHEMA:?}",
-            path.display(),
-            state.schema
-        )));
-    }
-    if state.max_iterations == 0
-        || state.max_iterations > MAX_ITERATIONS
-        || Promise::new(&state.completion_promise).is_err()
-    {
-        return Err(Error::input(format!(
-            "the loop state {} has an impossible max_iterations or completion_promise",
-            path.display()
-        )));
-    }
+    state
+        .check()
+        .map_err(|e| Error::input(format!("the pending loop {}: {e}", path.display())))?;
     Ok(Some(state))
 }
 
-/// Writes a loop state atomically, stamping `updated_at`.
-pub fn save(path: &Path, state: &mut LoopState) -> Result<()> {
-    state.updated_at = time::now_rfc3339();
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-    let mut json = serde_json::to_vec_pretty(state).expect("loop state serializes");
-    json.push(b'\n');
-    write_atomic(path, &json, 0o644).map_err(|e| Error::io("write the loop state", path, &e))
-}
-
-/// Locks a session's loop for a read-modify-write.
-pub fn lock(project: &Project, session: &SessionId) -> Result<FileLock> {
-    let dir = project.owned_dir("loops")?;
-    let lock_path = dir.join(format!("{session}.lock"));
-    FileLock::acquire(&lock_path, LOCK_WAIT).map_err(|e| Error::io("lock", &lock_path, &e))
-}
-
-/// Starts a loop for a session, refusing when one is already running there.
-pub fn start(project: &Project, session: &SessionId, mut state: LoopState) -> Result<LoopState> {
-    let _lock = lock(project, session)?;
-    let path = path(project, session);
-    if let Ok(Some(existing)) = load(&path)
+/// Starts a loop for a session, refusing when one is already running there. With the state,
+/// what the human must hear of the record it replaces, if that was damaged or gone.
+pub fn start(
+    project: &Project,
+    session: &SessionId,
+    mut state: LoopState,
+) -> Result<(LoopState, Option<String>)> {
+    let mut record = Session::open(project, session)?;
+    if let Some(existing) = &record.record.ralph
         && existing.status == LoopStatus::Running
     {
         return Err(Error::usage(format!(
-            "a loop is already running in session {session} ({}); cancel it first with `stop-gate loop cancel --session {session}`",
+            "a loop is already running in session {session} ({}); cancel it first with `stop-gate loop cancel --session {session}` or /vigil-cancel",
             existing.summary()
         )));
     }
-    save(&path, &mut state)?;
-    Ok(state)
+    state.updated_at = time::now_rfc3339();
+    record.record.ralph = Some(state.clone());
+    record.save()?;
+    Ok((state, record.lost.take()))
 }
 
 /// Writes the loop that the next session starting in the project will claim within `within`.
@@ -186,7 +215,13 @@ pub fn start_pending(
     let path = pending_path(project);
     let deadline = std::time::SystemTime::now() + within;
     state.claim_before = Some(time::format_rfc3339(deadline));
-    save(&path, &mut state)?;
+    state.updated_at = time::now_rfc3339();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    let mut json = serde_json::to_vec_pretty(&state).expect("loop state serializes");
+    json.push(b'\n');
+    write_atomic(&path, &json, 0o600)
+        .map_err(|e| Error::io("write the pending loop", &path, &e))?;
     Ok(state)
 }
 
@@ -195,7 +230,7 @@ pub fn start_pending(
 /// to claim.
 pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
     let pending = pending_path(project);
-    let Some(state) = load(&pending)? else {
+    let Some(state) = load_pending(&pending)? else {
         return Ok(None);
     };
     let deadline = state
@@ -206,26 +241,30 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
     if time::now_secs() > deadline {
         return Ok(None);
     }
-    let _lock = lock(project, session)?;
-    let target = path(project, session);
-    if let Ok(Some(existing)) = load(&target)
-        && existing.status == LoopStatus::Running
+    let mut record = Session::open(project, session)?;
+    if record
+        .record
+        .ralph
+        .as_ref()
+        .is_some_and(|existing| existing.status == LoopStatus::Running)
     {
         return Ok(None);
     }
     // Whoever renames first owns it; the others find nothing to rename.
-    let claimed = project.loops().join(format!(".{session}.claimed"));
+    let claimed = pending.with_file_name(format!(".{session}.claimed"));
     match std::fs::rename(&pending, &claimed) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("claim", &pending, &e)),
     }
-    let taken = load(&claimed)
+    let taken = load_pending(&claimed)
         .and_then(|state| state.ok_or_else(|| Error::input("the claimed loop vanished")));
     let result = taken.and_then(|mut state| {
         state.session_id = session.to_string();
         state.claim_before = None;
-        save(&target, &mut state).map(|()| state)
+        state.updated_at = time::now_rfc3339();
+        record.record.ralph = Some(state.clone());
+        record.save().map(|()| state)
     });
     match result {
         Ok(state) => {
@@ -243,31 +282,132 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
 /// What `cancel` did.
 pub enum Cancelled {
     /// The running loop now says `cancelled`.
-    Loop(LoopState),
-    /// The state could not be read: it was moved aside to this path, so no loop remains.
-    Corrupt(PathBuf),
+    Loop(Box<LoopState>),
+    /// The record could not be read (damaged, or gone while its loop ran): the loop is over,
+    /// NOT verified, and this says why.
+    Lost(String),
 }
 
-/// Ends a running loop with `cancelled`. A state that cannot be read is moved aside (a gate
-/// denies while it is there, and its advice is to cancel). `Ok(None)` when no loop is running.
+/// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
 pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
-    let _lock = lock(project, session)?;
-    let path = path(project, session);
-    match load(&path) {
-        Ok(Some(mut state)) if state.status == LoopStatus::Running => {
-            state.status = LoopStatus::Cancelled;
-            state.reported = false;
-            save(&path, &mut state)?;
-            Ok(Some(Cancelled::Loop(state)))
-        }
-        Ok(_) => Ok(None),
-        Err(_) => {
-            let kept =
-                path.with_extension(format!("corrupt-{}", time::now_rfc3339().replace(':', "")));
-            std::fs::rename(&path, &kept).map_err(|e| Error::io("move aside", &path, &e))?;
-            Ok(Some(Cancelled::Corrupt(kept)))
-        }
+    let mut record = Session::open(project, session)?;
+    if let Some(lost) = record.lost.take() {
+        return Ok(Some(Cancelled::Lost(lost)));
     }
+    let Some(state) = record.record.ralph.as_mut() else {
+        return Ok(None);
+    };
+    if state.status != LoopStatus::Running {
+        return Ok(None);
+    }
+    state.status = LoopStatus::Cancelled;
+    state.end_reason = Some("cancelled".into());
+    state.reported = false;
+    state.updated_at = time::now_rfc3339();
+    let state = state.clone();
+    record.save()?;
+    Ok(Some(Cancelled::Loop(Box::new(state))))
+}
+
+/// The loops left in `<state>/loops/` by a vigil that kept them in the project: they are not
+/// taken over (their origin is unknown), only counted, so the human is told once.
+pub fn legacy_loops(project: &Project) -> usize {
+    std::fs::read_dir(project.legacy_loops()).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .count()
+    })
+}
+
+/// The largest prompt file or argument text `loop start` reads.
+pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
+
+/// A loop just started: what to tell, to a terminal or as the prompt hook's context.
+pub struct Started {
+    pub state: LoopState,
+    /// One paragraph: who, how many passes, how it ends, and the task.
+    pub told: String,
+}
+
+/// Starts the loop a request asks for, in `session` (or, with none, for the next session to
+/// start in the project), checking every flag: the one door for a terminal and for the
+/// human's slash command.
+pub fn begin(
+    project: &Project,
+    request: StartRequest,
+    session: Option<SessionId>,
+    started_by: StartedBy,
+) -> Result<Started> {
+    let max = request.max_iterations.as_deref().ok_or_else(|| {
+        Error::usage(
+            "`loop start` needs --max-iterations N (1 to 10000): a loop must never run forever",
+        )
+    })?;
+    let max = parse_max_iterations(max)?;
+    let promise = request.completion_promise.as_deref().ok_or_else(|| {
+        Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
+    })?;
+    let promise = Promise::new(promise)?;
+    let prompt = match (&request.prompt_file, request.prompt) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the prompt as text or with --prompt-file, not both",
+            ));
+        }
+        (Some(file), None) => {
+            let bytes = crate::input::Source::File(file.clone())
+                .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
+            crate::input::utf8(bytes, "the prompt file")?
+        }
+        (None, Some(prompt)) => prompt,
+        (None, None) => {
+            return Err(Error::usage(
+                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
+            ));
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::usage("the prompt is empty"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(Error::usage(format!(
+            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
+        )));
+    }
+    let Some(session) = session else {
+        let within = match &request.claim_within {
+            Some(text) => time::parse_duration(text)?,
+            None => DEFAULT_CLAIM_WITHIN,
+        };
+        let state = start_pending(
+            project,
+            LoopState::new(PENDING, prompt, &promise, max, started_by),
+            within,
+        )?;
+        let told = format!(
+            "vigil loop pending: the next session to start in this project within {}s claims it; up to {max} passes, ending on {} with every check passing",
+            within.as_secs(),
+            promise.tagged()
+        );
+        return Ok(Started { state, told });
+    };
+    if request.claim_within.is_some() {
+        return Err(Error::usage("--claim-within goes with --next-session"));
+    }
+    let (state, lost) = start(
+        project,
+        &session,
+        LoopState::new(session.as_str(), prompt.clone(), &promise, max, started_by),
+    )?;
+    let before = lost.map_or(String::new(), |lost| {
+        format!("vigil: {lost}; the loop it held is over, NOT verified.\n")
+    });
+    let told = format!(
+        "{before}vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}",
+        promise.tagged()
+    );
+    Ok(Started { state, told })
 }
 
 /// What `loop start` was asked for.

@@ -24,23 +24,95 @@ pub fn home() -> Option<PathBuf> {
 /// of the git top level's canonical path (the directory itself outside git), so every
 /// subdirectory and every spelling of the path finds the same one.
 pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
-    let top = match Repository::locate(project_dir) {
-        Ok(repository) => repository.top,
-        Err(_) => crate::subject::canonical(project_dir),
-    };
-    dir_for(&top)
+    dir_for(&state_top(project_dir))
 }
 
-/// Every directory of the state home that may hold this project's trusted keys: the located
-/// top's, and that of each directory from the project up to the root. The agent can move the
-/// located top (a `.git/HEAD` planted in a subdirectory moves it down, a `.git` made a symlink
-/// moves it up to a parent repository), so a key trusted for the real top is found wherever
-/// the search for `.git` now ends.
+/// The directory a project's protected state is named after: the nearest one at or above it
+/// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
+/// parent repository by making `.git` one), else the directory itself.
+pub fn state_top(project_dir: &Path) -> PathBuf {
+    let canonical = crate::subject::canonical(project_dir);
+    canonical
+        .ancestors()
+        .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
+        .unwrap_or(&canonical)
+        .to_path_buf()
+}
+
+/// Where a project's protected state is, and how sure that is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The directory loops, session records and trusted keys live in.
+    pub dir: PathBuf,
+    /// The state home could not be written, so the state is in the project
+    /// (`<state dir>/state/`), where the agent can change it.
+    pub fallback: bool,
+    /// Every directory of the state home the project's records may be in: its own first, then
+    /// those named after each directory above the project (the agent can move where the search
+    /// for `.git` ends by deleting `.git`, and a record must not vanish with it).
+    pub candidates: Vec<PathBuf>,
+}
+
+impl Place {
+    /// The place for the project at `project_dir` whose shared state is in `state_dir`, made
+    /// when missing (0700): the state home's, else the fallback in the project.
+    pub fn of(project_dir: &Path, state_dir: &Path) -> Place {
+        use std::os::unix::fs::DirBuilderExt;
+        let fallback = state_dir.join("state");
+        let Some(dir) = self::project_dir(project_dir) else {
+            return Place::fallback(fallback);
+        };
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .is_ok()
+            && is_writable(&dir);
+        if !made {
+            return Place::fallback(fallback);
+        }
+        let mut candidates = vec![dir.clone()];
+        for above in crate::subject::canonical(project_dir).ancestors() {
+            if let Some(other) = dir_for(above)
+                && !candidates.contains(&other)
+            {
+                candidates.push(other);
+            }
+        }
+        Place {
+            dir,
+            fallback: false,
+            candidates,
+        }
+    }
+
+    fn fallback(dir: PathBuf) -> Place {
+        Place {
+            candidates: vec![dir.clone()],
+            dir,
+            fallback: true,
+        }
+    }
+}
+
+/// Whether the process can create files in `dir` (a read-only home is the usual reason not).
+fn is_writable(dir: &Path) -> bool {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
+    // SAFETY: a NUL-terminated path; access only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
+/// Every directory of the state home that may hold this project's trusted keys: the state
+/// top's, the located repository top's, and that of each directory from the project up to the
+/// root. The agent can move the located top (a `.git/HEAD` planted in a subdirectory moves it
+/// down, a `.git` made a symlink or deleted moves it up to a parent repository), so a key
+/// trusted for the real top is found wherever the search for `.git` now ends.
 pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
     let mut tops: Vec<PathBuf> = crate::subject::canonical(project_dir)
         .ancestors()
         .map(Path::to_path_buf)
         .collect();
+    tops.push(state_top(project_dir));
     if let Ok(repository) = Repository::locate(project_dir) {
         tops.push(repository.top);
     }

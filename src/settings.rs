@@ -87,6 +87,11 @@ pub fn entries(plan: &Plan) -> Vec<Entry> {
                 event: "PreCompact",
                 group: group(vec![handler("session-end-handoff", " --checkpoint")]),
             },
+            // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
+            Entry {
+                event: "UserPromptSubmit",
+                group: group(vec![handler("stop-gate", "")]),
+            },
         ],
         Engine::Codex => vec![
             Entry {
@@ -943,6 +948,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             ("SessionStart", "session-start-loader"),
             ("SessionEnd", "session-end-handoff"),
             ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
         ],
         Engine::Codex => &[
             ("Stop", "stop-gate"),

@@ -1,5 +1,6 @@
-//! Where vigil keeps its state (SPEC §2): `<project>/.vigil/`, and the session ids that name
-//! files in it.
+//! Where vigil keeps its state (SPEC §2, §9): `<project>/.vigil/` for what may be seen and
+//! shared (markers, handoffs), the protected state outside the project for what a gate trusts
+//! (loops, session records, trusted keys), and the session ids that name files in them.
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +15,8 @@ pub struct Project {
     pub state: PathBuf,
     /// Whether `state` is the default `<dir>/.vigil` (rather than one the user chose).
     pub default_state: bool,
+    /// Where the protected state is, found when first asked for.
+    protected: std::sync::OnceLock<crate::protected::Place>,
 }
 
 impl Project {
@@ -33,7 +36,15 @@ impl Project {
             dir,
             state,
             default_state,
+            protected: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The protected state (SPEC §9): loops, session records and trusted keys, in the state
+    /// home, else in `<state>/state/` (said by the doctor and at session start).
+    pub fn protected(&self) -> &crate::protected::Place {
+        self.protected
+            .get_or_init(|| crate::protected::Place::of(&self.dir, &self.state))
     }
 
     /// A directory vigil owns under the state directory (`loops`, `sessions/subagents`…),
@@ -66,12 +77,10 @@ impl Project {
         Ok(dir)
     }
 
-    pub fn loops(&self) -> PathBuf {
+    /// Where loops lived before the protected state: read only to tell the human they were not
+    /// taken over.
+    pub fn legacy_loops(&self) -> PathBuf {
         self.state.join("loops")
-    }
-
-    pub fn sessions(&self) -> PathBuf {
-        self.state.join("sessions")
     }
 
     pub fn markers(&self) -> PathBuf {

@@ -10,11 +10,10 @@ use vigil::cli::{help, print, string_value};
 use vigil::gate::{self, GateConfig};
 use vigil::hook::HookInput;
 use vigil::input::{Source, read_capped};
-use vigil::loops::{self, LoopState, StartRequest, Word};
+use vigil::loops::{self, StartRequest, StartedBy, Word};
 use vigil::output::{diagnostic, stdout};
-use vigil::promise::Promise;
 use vigil::state::{Project, SessionId};
-use vigil::{Error, Exit, Result, time};
+use vigil::{Error, Exit, Result};
 
 const NAME: &str = "stop-gate";
 /// A prompt (or the raw arguments of `loop start`) larger than this is refused.
@@ -69,7 +68,7 @@ Usage:
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
   stop-gate loop start --args-stdin          < the same arguments as raw text
-  stop-gate loop status [--session ID] [--json] [--state-dir DIR]
+  stop-gate loop status [--session ID] [--json | --prompt] [--state-dir DIR]
   stop-gate loop cancel [--session ID] [--state-dir DIR]
 
 A loop makes the Stop hook feed the same prompt back until the agent's last line is
@@ -121,12 +120,35 @@ fn main() -> ExitCode {
         .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
     let watchdog = gate::Watchdog::start(deadline);
     let input = HookInput::read(&Source::Stdin);
+    if let Ok(prompt) = &input
+        && prompt.event() == Some(vigil::hook::HookEvent::UserPromptSubmit)
+    {
+        watchdog.answer(prompt_hook(&config, prompt).to_json());
+        return ExitCode::SUCCESS;
+    }
     let subagent = input
         .as_ref()
         .is_ok_and(|i| i.event() == Some(vigil::hook::HookEvent::SubagentStop));
     watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
+}
+
+/// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`, nothing else.
+fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> vigil::slash::PromptOutput {
+    let command = vigil::slash::command_of(input.prompt.as_deref().unwrap_or(""));
+    if command == vigil::slash::Command::None {
+        return vigil::slash::PromptOutput::Nothing;
+    }
+    match config {
+        Ok(config) => {
+            let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref());
+            vigil::slash::handle(&project, input)
+        }
+        Err(e) => vigil::slash::PromptOutput::Refused(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
+        )),
+    }
 }
 
 /// The hook's flags; `Ok(None)` for --help.
@@ -196,79 +218,19 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
 }
 
 fn start_from(request: StartRequest) -> Result<Exit> {
-    let max = request.max_iterations.as_deref().ok_or_else(|| {
-        Error::usage(
-            "`loop start` needs --max-iterations N (1 to 10000): a loop must never run forever",
-        )
-    })?;
-    let max = loops::parse_max_iterations(max)?;
-    let promise = request.completion_promise.as_deref().ok_or_else(|| {
-        Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
-    })?;
-    let promise = Promise::new(promise)?;
-    let prompt = match (&request.prompt_file, request.prompt) {
-        (Some(_), Some(_)) => {
-            return Err(Error::usage(
-                "give the prompt as text or with --prompt-file, not both",
-            ));
-        }
-        (Some(file), None) => {
-            let bytes = Source::File(file.clone()).read_capped(MAX_PROMPT, "the prompt file")?;
-            vigil::input::utf8(bytes, "the prompt file")?
-        }
-        (None, Some(prompt)) => prompt,
-        (None, None) => {
-            return Err(Error::usage(
-                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
-            ));
-        }
+    if request.next_session && request.session.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(Error::usage(
+            "--next-session and --session exclude each other",
+        ));
+    }
+    let session = if request.next_session {
+        None
+    } else {
+        Some(session_of(request.session.clone())?)
     };
-    if prompt.trim().is_empty() {
-        return Err(Error::usage("the prompt is empty"));
-    }
-    if prompt.chars().count() > loops::MAX_PROMPT_CHARS {
-        return Err(Error::usage(format!(
-            "the prompt has more than {} characters; it is fed back on every pass, so keep it short and point to files for the rest",
-            loops::MAX_PROMPT_CHARS
-        )));
-    }
     let project = Project::resolve(request.state_dir.as_deref(), None);
-    if request.next_session {
-        if request.session.as_deref().is_some_and(|s| !s.is_empty()) {
-            return Err(Error::usage(
-                "--next-session and --session exclude each other",
-            ));
-        }
-        let within = match &request.claim_within {
-            Some(text) => time::parse_duration(text)?,
-            None => loops::DEFAULT_CLAIM_WITHIN,
-        };
-        loops::start_pending(
-            &project,
-            LoopState::new("pending", prompt, &promise, max),
-            within,
-        )?;
-        let line = format!(
-            "vigil loop pending: the next session to start in this project within {}s claims it; up to {max} passes, ending on {} with every check passing\n",
-            within.as_secs(),
-            promise.tagged()
-        );
-        return print(line.as_bytes());
-    }
-    if request.claim_within.is_some() {
-        return Err(Error::usage("--claim-within goes with --next-session"));
-    }
-    let session = session_of(request.session)?;
-    loops::start(
-        &project,
-        &session,
-        LoopState::new(session.as_str(), prompt.clone(), &promise, max),
-    )?;
-    let text = format!(
-        "vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}\n",
-        promise.tagged()
-    );
-    print(text.as_bytes())
+    let started = loops::begin(&project, request, session, StartedBy::Terminal)?;
+    print(format!("{}\n", started.told).as_bytes())
 }
 
 /// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.
@@ -298,54 +260,76 @@ fn any_session_of(flag: Option<String>) -> Result<SessionId> {
 }
 
 /// The flags of `loop status` and `loop cancel`.
-fn session_flags(
-    args: Vec<OsString>,
-    allow_json: bool,
-) -> Result<Option<(Project, SessionId, bool)>> {
+struct SessionFlags {
+    project: Project,
+    session: SessionId,
+    json: bool,
+    prompt: bool,
+}
+
+fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<SessionFlags>> {
     let mut session = None;
     let mut state_dir = None;
     let mut json = false;
+    let mut prompt = false;
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
             Long("session") => session = Some(string_value(&mut parser, "--session")?),
             Long("state-dir") => state_dir = Some(PathBuf::from(parser.value()?)),
-            Long("json") if allow_json => json = true,
+            Long("json") if status => json = true,
+            Long("prompt") if status => prompt = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),
         }
     }
     let project = Project::resolve(state_dir.as_deref(), None);
-    Ok(Some((project, session_of(session)?, json)))
+    Ok(Some(SessionFlags {
+        project,
+        session: session_of(session)?,
+        json,
+        prompt,
+    }))
 }
 
 fn loop_status(args: Vec<OsString>) -> Result<Exit> {
-    let Some((project, session, json)) = session_flags(args, true)? else {
+    let Some(SessionFlags {
+        project,
+        session,
+        json,
+        prompt,
+    }) = session_flags(args, true)?
+    else {
         return help(HELP_LOOP);
     };
-    let Some(state) = loops::load(&loops::path(&project, &session))? else {
+    let Some(state) = loops::load(&project, &session)? else {
         diagnostic(NAME, &format!("no loop in session {session}"));
         return Ok(Exit::Negative);
     };
-    let text = if json {
+    let mut text = if json {
         serde_json::to_string(&state).expect("loop state serializes")
     } else {
         format!("session {session}: {}", state.summary())
     };
+    if prompt && !json && state.status == loops::LoopStatus::Running {
+        text.push_str(&format!(
+            "\n\nThe task:\n\n{}\n\nIt ends only when your reply's last line is <promise>{}</promise> and every check of the Stop hook passes.",
+            state.prompt, state.completion_promise
+        ));
+    }
     print(format!("{text}\n").as_bytes())
 }
 
 fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
-    let Some((project, session, _)) = session_flags(args, false)? else {
+    let Some(SessionFlags {
+        project, session, ..
+    }) = session_flags(args, false)?
+    else {
         return help(HELP_LOOP);
     };
     match loops::cancel(&project, &session)? {
-        Some(loops::Cancelled::Corrupt(kept)) => {
-            let line = format!(
-                "vigil loop of session {session} was unreadable; moved it to {} and the loop is over\n",
-                kept.display()
-            );
-            print(line.as_bytes())
+        Some(loops::Cancelled::Lost(lost)) => {
+            print(format!("vigil: {lost}; the loop is over, NOT verified\n").as_bytes())
         }
         Some(loops::Cancelled::Loop(state)) => {
             let line = format!(

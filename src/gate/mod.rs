@@ -331,11 +331,13 @@ impl Gate {
         input: &HookInput,
         session: &SessionId,
     ) -> Option<StopOutput> {
-        let path = loops::path(&self.project, session);
-        if session.as_str() == loops::PENDING || std::fs::symlink_metadata(&path).is_err() {
+        // No record, and no loop known to run: nothing to do (one stat per place at most).
+        if session.as_str() == loops::PENDING
+            || matches!(crate::session::peek(&self.project, session), Ok(None))
+        {
             return None;
         }
-        let first = self.with_loop(session, &path, |state| {
+        let first = self.with_loop(session, |state, _| {
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
                 Ok(found) => (found.map(|(text, _)| text).unwrap_or_default(), None),
@@ -352,6 +354,7 @@ impl Gate {
                     let question = assessment.question.unwrap_or_default();
                     Ok(Step::End(
                         LoopStatus::Blocked,
+                        "needs-decision",
                         format!(
                             "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
                             state.iteration,
@@ -364,7 +367,10 @@ impl Gate {
                     verdict: Verdict::Declared,
                     note,
                 })),
-                _ => self.advance(state, session, Verdict::Absent, None, note),
+                _ => {
+                    let mut untouched = crate::session::Budget::default();
+                    self.advance(state, &mut untouched, Verdict::Absent, None, note)
+                }
             }
         });
         let pass = match first {
@@ -375,8 +381,8 @@ impl Gate {
         };
         // The promise was declared: checks 2 and 3 run, without the lock.
         let failing = self.checks(config).err().map(|f| defang(&f.line));
-        match self.with_loop(session, &path, |state| {
-            self.advance(state, session, pass.verdict, failing, pass.note)
+        match self.with_loop(session, |state, budgets| {
+            self.advance(state, budgets, pass.verdict, failing, pass.note)
         }) {
             Ok(Some(Step::Output(output))) => Some(output),
             Ok(_) => None,
@@ -385,20 +391,25 @@ impl Gate {
     }
 
     /// The end of a pass: passed when declared with every check passing, aborted at the last
-    /// pass, and otherwise the next pass, with the problem (if any) before the prompt.
+    /// pass, and otherwise the next pass, with the problem (if any) before the prompt. A pass
+    /// resets the main agent's budget (`budget`, saved with the loop in one write).
     fn advance(
         &self,
         state: &mut LoopState,
-        session: &SessionId,
+        budget: &mut crate::session::Budget,
         verdict: Verdict,
         failing: Option<String>,
         note: Option<String>,
     ) -> crate::error::Result<Step> {
         let (k, max) = (state.iteration, state.max_iterations);
         if verdict == Verdict::Declared && failing.is_none() {
-            let _ = budget::reset(&self.project, session, Scope::Main);
+            *budget = crate::session::Budget {
+                budget_spent: budget.budget_spent,
+                ..crate::session::Budget::default()
+            };
             return Ok(Step::End(
                 LoopStatus::Passed,
+                "declared",
                 format!(
                     "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
                 ),
@@ -409,6 +420,7 @@ impl Gate {
             let why = problem.map_or(String::new(), |line| format!(" Last problem: {line}"));
             return Ok(Step::End(
                 LoopStatus::Aborted,
+                "max-iterations",
                 format!(
                     "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
                 ),
@@ -430,48 +442,56 @@ impl Gate {
         }))
     }
 
-    /// Locks the loop, loads it, and applies `step` to a running loop, saving what it changed.
-    /// A loop that is not running is reported once if it was cancelled and never reported
-    /// (the agent can cancel its own loop; the human must hear of it). `Ok(None)`: no loop.
+    /// Locks the session's record, and applies `step` to its running loop (with the main
+    /// agent's budget beside it), saving what it changed in one write. A loop that is not
+    /// running is reported once if it was cancelled and never reported (a cancel happens
+    /// outside a Stop; the human must hear of it). A record that is damaged, or gone while its
+    /// loop was known to run, is told to the human as NOT verified, never taken for "no loop".
+    /// `Ok(None)`: no loop.
     fn with_loop(
         &self,
         session: &SessionId,
-        path: &std::path::Path,
-        step: impl FnOnce(&mut LoopState) -> crate::error::Result<Step>,
+        step: impl FnOnce(&mut LoopState, &mut crate::session::Budget) -> crate::error::Result<Step>,
     ) -> Result<Option<Step>, StopOutput> {
         let deny = |e: Error| self.deny(session, &format!("stop-gate: {e}"));
-        let _lock = loops::lock(&self.project, session).map_err(deny)?;
-        let mut state = match loops::load(path) {
-            Ok(Some(state)) => state,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                return Err(self.deny(
-                    session,
-                    &format!("stop-gate: {e}; end the loop with `stop-gate loop cancel --session {session}`"),
-                ));
-            }
+        let mut record = crate::session::Session::open(&self.project, session).map_err(deny)?;
+        if let Some(lost) = record.lost.take() {
+            return Ok(Some(Step::Output(StopOutput::Allow(Some(format!(
+                "vigil: {lost}; the loop is over, and its work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`"
+            ))))));
+        }
+        let Some(state) = record.record.ralph.as_mut() else {
+            return Ok(None);
         };
         if state.status != LoopStatus::Running {
             if state.status == LoopStatus::Cancelled && !state.reported {
                 state.reported = true;
-                loops::save(path, &mut state).map_err(deny)?;
-                return Ok(Some(Step::Output(StopOutput::Allow(Some(format!(
+                let line = format!(
                     "vigil loop was cancelled at pass {}/{}: the work is NOT verified",
                     state.iteration, state.max_iterations
-                ))))));
+                );
+                record.save().map_err(deny)?;
+                return Ok(Some(Step::Output(StopOutput::Allow(Some(line)))));
             }
             return Ok(None);
         }
-        let before = state.clone();
-        let step = step(&mut state).map_err(deny)?;
-        if let Step::End(status, message) = step {
+        let before = record.record.clone();
+        let state = record.record.ralph.as_mut().expect("the loop is there");
+        let step = step(state, &mut record.record.budget).map_err(deny)?;
+        if let Step::End(status, why, message) = step {
+            let state = record.record.ralph.as_mut().expect("the loop is there");
             state.status = status;
+            state.end_reason = Some(why.to_string());
             state.reported = true;
-            loops::save(path, &mut state).map_err(deny)?;
+            state.updated_at = crate::time::now_rfc3339();
+            record.save().map_err(deny)?;
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
-        if state != before {
-            loops::save(path, &mut state).map_err(deny)?;
+        if record.record != before {
+            if let Some(state) = record.record.ralph.as_mut() {
+                state.updated_at = crate::time::now_rfc3339();
+            }
+            record.save().map_err(deny)?;
         }
         Ok(Some(step))
     }
@@ -543,8 +563,8 @@ impl Gate {
 enum Step {
     /// Go on with what was found.
     Continue(Pass),
-    /// End the loop with this status, allowing the stop with this message.
-    End(LoopStatus, String),
+    /// End the loop with this status and reason, allowing the stop with this message.
+    End(LoopStatus, &'static str, String),
     /// Print this.
     Output(StopOutput),
 }

@@ -50,19 +50,13 @@ fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
     child.wait().unwrap().code().is_none()
 }
 
-/// Every file vigil keeps in `.vigil/` parses and validates; no temp file is left behind
-/// except those of writers killed outright (which no process can clean up), and none of
-/// those is ever read as state.
+/// Every file vigil keeps parses and validates: the handoff records in `.vigil/`, and in the
+/// protected state each session record (one of its two copies whole, always) and the pending
+/// loop. No temp file is left behind except those of writers killed outright (which no
+/// process can clean up), and none of those is ever read as state.
 fn assert_state_is_whole(dir: &Path) {
     let vigil = dir.join(".vigil");
-    for (sub, schema) in [
-        ("loops", "loop.schema.json"),
-        ("sessions", "session.schema.json"),
-        ("handoff", "handoff.schema.json"),
-    ] {
-        let Ok(entries) = std::fs::read_dir(vigil.join(sub)) else {
-            continue;
-        };
+    if let Ok(entries) = std::fs::read_dir(vigil.join("handoff")) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
             if !name.ends_with(".json") || name.starts_with('.') || entry.path().is_dir() {
@@ -70,9 +64,25 @@ fn assert_state_is_whole(dir: &Path) {
             }
             let bytes = std::fs::read(entry.path()).unwrap();
             let value: Value = serde_json::from_slice(&bytes)
-                .unwrap_or_else(|e| panic!("{sub}/{name} does not parse ({e}): {bytes:?}"));
-            assert_valid(schema, &value);
+                .unwrap_or_else(|e| panic!("handoff/{name} does not parse ({e}): {bytes:?}"));
+            assert_valid("handoff.schema.json", &value);
         }
+    }
+    let Ok(protected) = std::panic::catch_unwind(|| protected_dir(dir)) else {
+        return;
+    };
+    if let Ok(entries) = std::fs::read_dir(protected.join("sessions")) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            if let Some(session) = name.strip_suffix(".rec") {
+                session_record_of(dir, session);
+            }
+        }
+    }
+    let pending = protected.join("loops/pending.json");
+    if let Ok(bytes) = std::fs::read(&pending) {
+        let value: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_valid("loop.schema.json", &value);
     }
 }
 
@@ -81,6 +91,7 @@ fn stop_gate_cmd(dir: &Path) -> Command {
     cmd.current_dir(dir)
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("VIGIL_DISABLE");
     cmd
 }
@@ -232,6 +243,7 @@ fn on_a_full_disk(dir: &Path, binary: &str, args: &[&str], stdin: &str) -> std::
         .current_dir(dir)
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("VIGIL_DISABLE");
     output_with_stdin(cmd, stdin.as_bytes())
 }
@@ -253,7 +265,7 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
         .current_dir(dir.path())
         .assert()
         .success();
-    let before = std::fs::read(dir.path().join(".vigil/loops/s1.json")).unwrap();
+    let before = session_record_of(dir.path(), "s1");
     let out = on_a_full_disk(
         dir.path(),
         "stop-gate",
@@ -275,11 +287,12 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
         "{decision}"
     );
     assert_eq!(
-        std::fs::read(dir.path().join(".vigil/loops/s1.json")).unwrap(),
+        session_record_of(dir.path(), "s1"),
         before,
         "the loop state is as it was"
     );
     no_temp_files(dir.path());
+    no_temp_files(&protected_dir(dir.path()));
 }
 
 #[test]

@@ -631,15 +631,13 @@ fn startup_claims_a_pending_loop_exactly_once() {
         told.contains("claimed a loop") && told.contains("Run the migration"),
         "{told}"
     );
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join(".vigil/loops/s-1.json")).unwrap())
-            .unwrap();
-    assert_valid("loop.schema.json", &state);
+    let state = session_record_of(dir.path(), "s-1")["loop"].clone();
     assert_eq!(state["session_id"], "s-1");
-    assert!(!dir.path().join(".vigil/loops/pending.json").exists());
+    let protected = protected_dir(dir.path());
+    assert!(!protected.join("loops/pending.json").exists());
     let second = start(dir.path(), "s-2", "startup");
     assert!(second.stdout.is_empty() || !context(&second).contains("claimed a loop"));
-    assert!(!dir.path().join(".vigil/loops/s-2.json").exists());
+    assert!(!protected.join("sessions/s-2.rec").exists());
     // The claimed loop drives the Stop hook of its new session.
     let stop = stop_gate()
         .current_dir(dir.path())
@@ -672,7 +670,7 @@ fn a_lapsed_pending_loop_is_never_claimed() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let out = start(dir.path(), "s-1", "startup");
     assert!(out.stdout.is_empty() || !context(&out).contains("claimed"));
-    assert!(!dir.path().join(".vigil/loops/s-1.json").exists());
+    assert!(!protected_dir(dir.path()).join("sessions/s-1.rec").exists());
 }
 
 #[test]
@@ -1025,13 +1023,16 @@ fn a_failed_claim_leaves_the_pending_loop_for_the_next_session() {
             .status
             .success()
     );
-    std::fs::create_dir_all(dir.path().join(".vigil/loops/s-1.json")).unwrap();
+    // A file where the session records go: the claim cannot be written.
+    let protected = protected_dir(dir.path());
+    std::fs::write(protected.join("sessions"), "in the way").unwrap();
     let out = start(dir.path(), "s-1", "startup");
     assert_eq!(out.status.code(), Some(0));
     assert!(
-        dir.path().join(".vigil/loops/pending.json").is_file(),
+        protected.join("loops/pending.json").is_file(),
         "the pending loop was stranded"
     );
+    std::fs::remove_file(protected.join("sessions")).unwrap();
     assert!(context(&start(dir.path(), "s-2", "startup")).contains("claimed a loop"));
 }
 
@@ -1061,6 +1062,7 @@ fn sixteen_loaders_at_once_leave_exactly_one_owner() {
             let mut child =
                 std::process::Command::new(assert_cmd::cargo::cargo_bin!("session-start-loader"))
                     .current_dir(dir.path())
+                    .env("VIGIL_STATE_HOME", state_home())
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
@@ -1081,9 +1083,9 @@ fn sixteen_loaders_at_once_leave_exactly_one_owner() {
     for mut child in children {
         child.wait().unwrap();
     }
-    let owners = tree(&dir.path().join(".vigil/loops"))
+    let owners = tree(&protected_dir(dir.path()).join("sessions"))
         .into_iter()
-        .filter(|f| f.starts_with("s-") && f.ends_with(".json"))
+        .filter(|f| f.ends_with(".rec"))
         .count();
     assert_eq!(owners, 1);
 }

@@ -257,11 +257,11 @@ fn eight_installers_at_once_leave_each_entry_once() {
     for file in [&path, &local] {
         assert!(merge("install", file, false, &[]).status.success());
         let text = std::fs::read_to_string(file).unwrap();
-        for binary in ["stop-gate", "session-start-loader"] {
+        for (binary, times) in [("stop-gate", 2), ("session-start-loader", 1)] {
             assert_eq!(
                 text.matches(&format!("{binary}\"")).count(),
-                1,
-                "{binary}: {text}"
+                times,
+                "{binary} (Stop and UserPromptSubmit run stop-gate): {text}"
             );
         }
         assert_eq!(
@@ -513,6 +513,7 @@ fn fire(command: &str, project: &Path, payload: &Value) -> Output {
     cmd.arg("-c")
         .arg(command)
         .current_dir(project)
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR");
     output_with_stdin(cmd, payload.to_string().as_bytes())
 }
@@ -545,13 +546,28 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
             .join(".claude/commands/vigil-loop.md")
             .is_file()
     );
-    // The slash command, as copied, names stop-gate by absolute path: it starts a loop even
-    // though ~/.local/bin is not on this PATH.
+    // The human's /vigil-loop starts the loop through the UserPromptSubmit hook, exactly as
+    // installed; the slash command, as copied, names stop-gate by absolute path, so it shows
+    // the loop even though ~/.local/bin is not on this PATH.
+    let settings = json_of(&project.path().join(".claude/settings.local.json"));
+    let prompt_hook = settings["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt = json!({"session_id": "5e55a0e1-0000-4000-8000-00000000c0de",
+        "hook_event_name": "UserPromptSubmit", "cwd": project.path(),
+        "prompt": "/vigil-loop Fix the bug --max-iterations 3 --completion-promise DONE"});
+    let said = fire(&prompt_hook, project.path(), &prompt);
+    assert!(
+        String::from_utf8_lossy(&said.stdout).contains("vigil loop started"),
+        "{}",
+        String::from_utf8_lossy(&said.stdout)
+    );
     let loop_md =
         std::fs::read_to_string(project.path().join(".claude/commands/vigil-loop.md")).unwrap();
     let stop_gate = prefix.join("bin/stop-gate").display().to_string();
     assert!(
-        loop_md.contains(&format!("{stop_gate} loop start")),
+        loop_md.contains(&format!("{stop_gate} loop status")),
         "{loop_md}"
     );
     let block = loop_md
@@ -565,23 +581,23 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
             "$ARGUMENTS",
             "Fix the bug --max-iterations 3 --completion-promise DONE",
         );
-    let started = std::process::Command::new("bash")
+    let shown = std::process::Command::new("bash")
         .arg("-c")
         .arg(&block)
         .current_dir(project.path())
         .env("PATH", path_env)
+        .env("VIGIL_STATE_HOME", state_home())
         .env("CLAUDE_SESSION_ID", "5e55a0e1-0000-4000-8000-00000000c0de")
         .env_remove("CLAUDE_PROJECT_DIR")
         .output()
         .unwrap();
     assert!(
-        started.status.success(),
+        String::from_utf8_lossy(&shown.stdout).contains("running, pass 1/3"),
         "{}",
-        String::from_utf8_lossy(&started.stderr)
+        String::from_utf8_lossy(&shown.stderr)
     );
     let cancelled = cancel_loop(&prefix, project.path(), path_env);
     assert!(cancelled.contains("cancel"), "{cancelled}");
-    let settings = json_of(&project.path().join(".claude/settings.local.json"));
     let stop = settings["hooks"]["Stop"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap()
@@ -678,6 +694,7 @@ fn cancel_loop(prefix: &Path, project: &Path, path_env: &str) -> String {
         ])
         .current_dir(project)
         .env("PATH", path_env)
+        .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR")
         .output()
         .unwrap();
@@ -1301,10 +1318,12 @@ fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
             .status
             .success()
     );
-    let stop_gates: Vec<String> = vigil_commands(&json_of(&path))
-        .into_iter()
-        .filter(|c| c.contains("stop-gate"))
-        .collect();
+    let settings = json_of(&path);
+    let stop_gates: Vec<String> =
+        vigil_commands(&json!({"hooks": {"Stop": settings["hooks"]["Stop"]}}))
+            .into_iter()
+            .filter(|c| c.contains("stop-gate"))
+            .collect();
     assert_eq!(stop_gates.len(), 1, "{stop_gates:?}");
     assert!(stop_gates[0].contains("make test"));
 }
@@ -1342,7 +1361,7 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     );
     let upgraded = std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap();
     assert!(
-        upgraded.contains("/.local/bin/stop-gate loop start"),
+        upgraded.contains("/.local/bin/stop-gate loop status"),
         "{upgraded}"
     );
     // Shared settings wire vigil too: the commands are committed, so they name stop-gate

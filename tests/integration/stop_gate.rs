@@ -146,24 +146,46 @@ impl Project {
     }
 
     fn loop_state(&self, session: &str) -> Value {
-        let text =
-            std::fs::read_to_string(self.vigil().join("loops").join(format!("{session}.json")))
-                .unwrap();
-        let state: Value = serde_json::from_str(&text).unwrap();
+        let output = stop_gate()
+            .args(["loop", "status", "--json", "--session", session])
+            .current_dir(self.path())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let state: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_valid("loop.schema.json", &state);
         state
     }
 
     fn session_record(&self, session: &str) -> Value {
-        let text = std::fs::read_to_string(
-            self.vigil()
-                .join("sessions")
-                .join(format!("{session}.json")),
-        )
-        .unwrap();
-        let record: Value = serde_json::from_str(&text).unwrap();
-        assert_valid("session.schema.json", &record);
-        record
+        session_record_of(self.path(), session)
+    }
+
+    /// Runs the UserPromptSubmit hook (stop-gate) on `prompt` in `session`: what it printed.
+    fn prompt(&self, session: &str, prompt: &str) -> Value {
+        let payload = json!({"session_id": session, "hook_event_name": "UserPromptSubmit",
+            "cwd": self.path(), "prompt": prompt});
+        let output = stop_gate()
+            .current_dir(self.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        if output.stdout.is_empty() {
+            return Value::Null;
+        }
+        let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_valid("prompt-output.schema.json", &said);
+        said
+    }
+
+    /// The protected state of this project, where the agent cannot write.
+    fn protected(&self) -> PathBuf {
+        protected_dir(self.path())
     }
 }
 
@@ -342,15 +364,11 @@ fn a_blocked_question_is_shown_as_capped_plain_text() {
 fn loop_in_session_a_leaves_session_b_untouched() {
     let p = Project::new();
     p.start_ok("session-a", 5, "A's work.");
-    let a_state = std::fs::read(p.vigil().join("loops/session-a.json")).unwrap();
+    let a_state = p.session_record("session-a");
     let stop = p.stop(&[], "session-b", Some("B is done."));
     assert!(stop.silent_allow(), "B has no loop");
-    assert_eq!(
-        std::fs::read(p.vigil().join("loops/session-a.json")).unwrap(),
-        a_state,
-        "A's state changed"
-    );
-    assert!(!p.vigil().join("loops/session-b.json").exists());
+    assert_eq!(p.session_record("session-a"), a_state, "A's state changed");
+    assert!(!p.protected().join("sessions/session-b.rec").exists());
 }
 
 #[test]
@@ -781,7 +799,7 @@ fn next_session_writes_a_pending_loop_that_lapses() {
         String::from_utf8_lossy(&output.stderr)
     );
     let pending: Value = serde_json::from_str(
-        &std::fs::read_to_string(p.vigil().join("loops/pending.json")).unwrap(),
+        &std::fs::read_to_string(p.protected().join("loops/pending.json")).unwrap(),
     )
     .unwrap();
     assert_valid("loop.schema.json", &pending);
@@ -934,7 +952,7 @@ fn budget_allows_after_n_blocks_and_says_not_verified() {
         "names the last problem: {}",
         third.system_message()
     );
-    assert_eq!(p.session_record("s1")["status"], "aborted");
+    assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
 }
 
 #[test]
@@ -947,7 +965,7 @@ fn a_pass_resets_the_budget() {
     assert!(p.stop(&args, "s1", Some("x")).blocked());
     std::fs::write(&flag, "").unwrap();
     assert!(p.stop(&args, "s1", Some("x")).silent_allow());
-    assert_eq!(p.session_record("s1")["consecutive_blocks"], 0);
+    assert_eq!(p.session_record("s1")["budget"]["consecutive_blocks"], 0);
     std::fs::remove_file(&flag).unwrap();
     assert!(
         p.stop(&args, "s1", Some("x")).blocked(),
@@ -1251,7 +1269,7 @@ fn marker_check_leaves_the_users_index_and_head_alone() {
 // --- Bad input and configuration ----------------------------------------------------------
 
 #[test]
-fn malformed_input_denies_with_one_useful_line_and_writes_only_under_vigil() {
+fn malformed_input_denies_with_one_useful_line_and_writes_only_in_the_protected_state() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("empty", vec![]),
         ("not JSON", b"Stop now".to_vec()),
@@ -1285,14 +1303,10 @@ fn malformed_input_denies_with_one_useful_line_and_writes_only_under_vigil() {
         let reason = stop.reason();
         assert_eq!(reason.lines().count(), 1, "{name}: {reason}");
         assert!(reason.starts_with("stop-gate: "), "{name}: {reason}");
-        let after = tree(p.path());
+        assert!(tree(p.path()).is_empty(), "{name} wrote into the project");
         assert!(
-            after.iter().all(|f| f.starts_with(".vigil/")),
-            "{name} wrote outside .vigil: {after:?}"
-        );
-        assert!(
-            after.contains(&".vigil/sessions/unknown.json".to_string()),
-            "{name}: counted under `unknown`: {after:?}"
+            p.protected().join("sessions/unknown.rec").exists(),
+            "{name}: counted under `unknown`"
         );
     }
 }
@@ -1339,7 +1353,9 @@ fn config_error_denies_with_one_useful_line() {
         vec!["--deadline", "100", "--timeout", "90"],
         vec!["--max-file-size", "huge"],
     ] {
-        let stop = p.stop(&args, "s1", Some("x"));
+        // Each in a session of its own, so no budget runs out along the way.
+        let session = format!("s{}", args.join("").len());
+        let stop = p.stop(&args, &session, Some("x"));
         assert!(stop.blocked(), "{args:?}");
         assert!(
             stop.reason().starts_with("stop-gate: config error: "),
@@ -1347,7 +1363,6 @@ fn config_error_denies_with_one_useful_line() {
             stop.reason()
         );
         assert_eq!(stop.reason().lines().count(), 1);
-        std::fs::remove_dir_all(p.vigil()).unwrap();
     }
 }
 
@@ -1359,7 +1374,20 @@ fn unwritable_state_directory_blocks_once_then_lets_the_forced_continuation_stop
     std::fs::write(&blocker, "not a directory").unwrap();
     let state = blocker.join("state");
     let args = ["--run", "exit 1", "--state-dir", state.to_str().unwrap()];
-    let first = p.stop(&args, "s1", Some("x"));
+    // Neither the state home nor the fallback in the project can be written.
+    let unwritable = |payload: String| {
+        let output = stop_gate()
+            .args(args)
+            .current_dir(p.path())
+            .env("VIGIL_STATE_HOME", blocker.join("home"))
+            .write_stdin(payload)
+            .output()
+            .unwrap();
+        Stop {
+            json: serde_json::from_slice(&output.stdout).ok(),
+        }
+    };
+    let first = unwritable(p.payload("s1", Some("x")).to_string());
     assert!(first.blocked());
     assert!(
         first
@@ -1370,7 +1398,7 @@ fn unwritable_state_directory_blocks_once_then_lets_the_forced_continuation_stop
     );
     let mut payload = p.payload("s1", Some("x"));
     payload["stop_hook_active"] = json!(true);
-    let second = p.stop_with(&args, payload.to_string());
+    let second = unwritable(payload.to_string());
     assert!(!second.blocked());
     assert!(second.system_message().contains("NOT verified"));
     assert_eq!(
@@ -1402,17 +1430,28 @@ fn no_loop_and_no_checks_allows_without_writing_anything() {
     assert!(!p.vigil().exists());
 }
 
+/// A damaged record (here, as if something outside the sandbox had written it) is never read as
+/// "no loop": the human hears that the loop is over and NOT verified, once, and the record is
+/// kept aside.
 #[test]
-fn corrupt_loop_state_denies_and_says_how_to_clear_it() {
+fn a_damaged_session_record_is_told_as_not_verified_never_taken_for_no_loop() {
     let p = Project::new();
-    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
-    std::fs::write(p.vigil().join("loops/s1.json"), "{ not json").unwrap();
-    let stop = p.stop(&[], "s1", Some(DECLARED));
-    assert!(stop.blocked());
+    p.start_ok("s1", 3, "Fix.");
+    let record = p.protected().join("sessions/s1.rec");
+    std::fs::write(&record, "{\"loop\": {\"status\": \"passed\"}}").unwrap();
+    let stop = p.stop(&[], "s1", Some("Working."));
+    assert!(!stop.blocked());
+    let message = stop.system_message();
     assert!(
-        stop.reason().contains("stop-gate loop cancel --session s1"),
-        "{}",
-        stop.reason()
+        message.contains("damaged") && message.contains("NOT verified"),
+        "{message}"
+    );
+    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "told once");
+    assert!(
+        tree(&p.protected().join("sessions"))
+            .iter()
+            .any(|f| f.starts_with("s1.damaged-")),
+        "the damaged record is kept"
     );
 }
 
@@ -1428,7 +1467,8 @@ fn state_dir_flag_and_env_override_the_project() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&output.stdout).contains("block"));
-    assert!(elsewhere.path().join("sessions/s1.json").exists());
+    // The shared state moves; the protected state stays in the state home.
+    assert!(p.protected().join("sessions/s1.rec").exists());
     assert!(!p.vigil().exists());
 }
 
@@ -1469,6 +1509,7 @@ fn run_block(p: &Project, block: &str, env: &[(&str, &str)]) -> std::process::Ou
     cmd.arg("-c")
         .arg(block)
         .current_dir(p.path())
+        .env("VIGIL_STATE_HOME", state_home())
         .env("PATH", format!("{}:/usr/bin:/bin", bin.display()));
     for name in [
         "CLAUDE_SESSION_ID",
@@ -1483,10 +1524,20 @@ fn run_block(p: &Project, block: &str, env: &[(&str, &str)]) -> std::process::Ou
     cmd.output().unwrap()
 }
 
+/// The slash command's loop is started by the UserPromptSubmit hook from the prompt as typed;
+/// the command's own `!` block, which runs in the agent's sandbox, only shows the state, and
+/// nothing in the arguments is run by a shell.
 #[test]
-fn loop_command_template_passes_arguments_without_shell_interpretation() {
+fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
     let p = Project::new();
     let arguments = "Fix it; don't $(touch pwned) `touch pwned2` \"keep\" 'these' $HOME\n---\nstep 2 --max-iterations 4 --completion-promise 'ALL DONE'";
+    let said = p.prompt("sess-1", &format!("/vigil-loop {arguments}"));
+    assert!(
+        said["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("step 2")
+    );
     let output = run_block(
         &p,
         &command_block(
@@ -1508,44 +1559,59 @@ fn loop_command_template_passes_arguments_without_shell_interpretation() {
     );
     assert_eq!(state["max_iterations"], 4);
     assert_eq!(state["completion_promise"], "ALL DONE");
+    assert_eq!(state["started_by"], "slash-command");
     assert!(!p.path().join("pwned").exists() && !p.path().join("pwned2").exists());
+    let shown = stdout_of(&output);
     assert!(
-        stdout_of(&output).contains("step 2"),
-        "the model is shown the task"
+        shown.contains("running, pass 1/4") && shown.contains("step 2"),
+        "{shown}"
     );
 }
 
 #[test]
-fn loop_command_template_falls_back_to_the_session_in_the_environment() {
+fn loop_command_templates_write_nothing() {
     let p = Project::new();
-    let block = command_block(
+    for template in [
         "templates/commands/vigil-loop.md",
-        "Fix --max-iterations 2 --completion-promise DONE",
-        None,
-    );
-    let output = run_block(&p, &block, &[("VIGIL_SESSION_ID", "from-env")]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert_eq!(p.loop_state("from-env")["prompt"], "Fix");
+        "templates/commands/vigil-cancel.md",
+    ] {
+        let block = command_block(
+            template,
+            "Fix --max-iterations 2 --completion-promise DONE",
+            Some("s9"),
+        );
+        assert!(block.contains("stop-gate loop status"), "{block}");
+        assert!(
+            !block.contains("loop start") && !block.contains("loop cancel"),
+            "{block}"
+        );
+        let _ = run_block(&p, &block, &[]);
+    }
+    assert!(tree(p.path()).is_empty());
 }
 
 #[test]
-fn cancel_command_template_cancels_this_sessions_loop() {
+fn cancel_prompt_cancels_this_sessions_loop_only() {
     let p = Project::new();
     p.start_ok("sess-1", 3, "work");
     p.start_ok("other", 3, "work");
+    let said = p.prompt("sess-1", "/vigil-cancel");
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled at pass 1/3"),
+        "{said}"
+    );
     let output = run_block(
         &p,
         &command_block("templates/commands/vigil-cancel.md", "", Some("sess-1")),
         &[],
     );
     assert!(
-        output.status.success(),
+        stdout_of(&output).contains("cancelled"),
         "{}",
-        String::from_utf8_lossy(&output.stderr)
+        stdout_of(&output)
     );
     assert_eq!(p.loop_state("sess-1")["status"], "cancelled");
     assert_eq!(p.loop_state("other")["status"], "running");
@@ -1571,9 +1637,10 @@ fn completion_prompt_template_teaches_a_declaration() {
 #[test]
 fn a_fifo_planted_as_a_lock_file_denies_without_hanging() {
     let p = Project::new();
-    std::fs::create_dir_all(p.vigil().join("sessions")).unwrap();
+    assert!(p.stop(&[], "s0", Some("x")).silent_allow());
+    std::fs::create_dir_all(p.protected().join("sessions")).unwrap();
     let status = std::process::Command::new("mkfifo")
-        .arg(p.vigil().join("sessions/s1.lock"))
+        .arg(p.protected().join("sessions/s1.lock"))
         .status()
         .unwrap();
     assert!(status.success());
@@ -1596,10 +1663,11 @@ fn a_fifo_planted_as_a_lock_file_denies_without_hanging() {
 fn a_symlink_planted_as_a_lock_file_is_not_followed() {
     let p = Project::new();
     let outside = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(p.vigil().join("sessions")).unwrap();
+    assert!(p.stop(&[], "s0", Some("x")).silent_allow());
+    std::fs::create_dir_all(p.protected().join("sessions")).unwrap();
     std::os::unix::fs::symlink(
         outside.path().join("created-by-vigil"),
-        p.vigil().join("sessions/s1.lock"),
+        p.protected().join("sessions/s1.lock"),
     )
     .unwrap();
     p.stop(&["--run", "exit 1"], "s1", Some("x"));
@@ -1613,7 +1681,10 @@ fn a_symlink_planted_as_a_lock_file_is_not_followed() {
 fn a_symlinked_state_directory_is_refused() {
     let p = Project::new();
     let outside = tempfile::tempdir().unwrap();
-    std::os::unix::fs::symlink(outside.path(), p.vigil()).unwrap();
+    assert!(p.stop(&[], "s0", Some("x")).silent_allow());
+    let sessions = p.protected().join("sessions");
+    let _ = std::fs::remove_dir_all(&sessions);
+    std::os::unix::fs::symlink(outside.path(), &sessions).unwrap();
     let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
     assert!(stop.blocked());
     assert!(
@@ -1627,12 +1698,23 @@ fn a_symlinked_state_directory_is_refused() {
     );
 }
 
+/// Loops lived in `.vigil/loops/` once: a file the agent plants there (a symlink, a running
+/// loop of its own, a v1 loop that says `passed`) starts, ends or changes nothing.
 #[test]
-fn a_dangling_symlink_as_loop_state_denies_instead_of_allowing() {
+fn a_loop_file_planted_in_the_project_starts_or_ends_nothing() {
     let p = Project::new();
-    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
-    std::os::unix::fs::symlink("/nonexistent/loop.json", p.vigil().join("loops/s1.json")).unwrap();
-    assert!(p.stop(&[], "s1", Some(DECLARED)).blocked());
+    p.start_ok("s1", 3, "The real task.");
+    let loops = p.vigil().join("loops");
+    std::fs::create_dir_all(&loops).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/loop.json", loops.join("s1.json")).unwrap();
+    let planted = json!({"schema": "vigil.loop/v1", "session_id": "s2", "prompt": "Planted.",
+        "completion_promise": "DONE", "max_iterations": 9, "iteration": 1, "status": "running",
+        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
+    std::fs::write(loops.join("s2.json"), planted.to_string()).unwrap();
+    let stop = p.stop(&[], "s1", Some("Working."));
+    assert!(stop.blocked());
+    assert_eq!(stop.reason(), "The real task.");
+    assert!(p.stop(&[], "s2", Some("x")).silent_allow(), "no loop in s2");
 }
 
 #[test]
@@ -1758,12 +1840,10 @@ fn loop_cancel_succeeds_while_a_long_check_runs_and_the_stop_reports_it() {
 }
 
 #[test]
-fn loop_cancel_clears_a_corrupt_state_so_the_gates_advice_works() {
+fn loop_cancel_on_a_damaged_record_says_the_loop_is_over() {
     let p = Project::new();
-    std::fs::create_dir_all(p.vigil().join("loops")).unwrap();
-    std::fs::write(p.vigil().join("loops/s1.json"), "{bad").unwrap();
-    let stop = p.stop(&[], "s1", Some(DECLARED));
-    assert!(stop.reason().contains("stop-gate loop cancel --session s1"));
+    p.start_ok("s1", 3, "Fix.");
+    std::fs::write(p.protected().join("sessions/s1.rec"), "{bad").unwrap();
     let cancel = stop_gate()
         .args(["loop", "cancel", "--session", "s1"])
         .current_dir(p.path())
@@ -1774,14 +1854,12 @@ fn loop_cancel_clears_a_corrupt_state_so_the_gates_advice_works() {
         "{}",
         String::from_utf8_lossy(&cancel.stderr)
     );
-    assert!(stdout_of(&cancel).contains("moved it to"));
-    assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
     assert!(
-        tree(&p.vigil().join("loops"))
-            .iter()
-            .any(|f| f.starts_with("s1.corrupt-")),
-        "the bad state is kept"
+        stdout_of(&cancel).contains("damaged"),
+        "{}",
+        stdout_of(&cancel)
     );
+    assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
 }
 
 #[test]
@@ -1965,39 +2043,29 @@ fn a_pass_sets_the_session_record_back_to_ok() {
     let args = ["--run", check.as_str(), "--max-blocks", "1"];
     assert!(p.stop(&args, "s1", Some("x")).blocked());
     assert!(!p.stop(&args, "s1", Some("x")).blocked());
-    assert_eq!(p.session_record("s1")["status"], "aborted");
+    assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
     std::fs::write(&flag, "").unwrap();
     assert!(p.stop(&args, "s1", Some("x")).silent_allow());
-    let record = p.session_record("s1");
+    let budget = p.session_record("s1")["budget"].clone();
     assert_eq!(
-        (record["status"].clone(), record["budget_spent"].clone()),
-        (json!("ok"), json!(1))
+        (
+            budget.get("status").cloned(),
+            budget["budget_spent"].clone()
+        ),
+        (None, json!(1))
     );
 }
 
 #[test]
-fn loop_command_template_survives_its_old_delimiter_in_the_arguments() {
+fn loop_prompt_with_the_old_template_delimiter_is_only_text() {
     let p = Project::new();
     let arguments = "Fix it.\nVIGIL_LOOP_ARGUMENTS\necho INJECTED > pwned\n--max-iterations 3 --completion-promise DONE";
-    let output = run_block(
-        &p,
-        &command_block(
-            "templates/commands/vigil-loop.md",
-            arguments,
-            Some("sess-1"),
-        ),
-        &[],
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(!p.path().join("pwned").exists());
+    p.prompt("s1", &format!("/vigil-loop {arguments}"));
     assert_eq!(
-        p.loop_state("sess-1")["prompt"],
+        p.loop_state("s1")["prompt"],
         "Fix it.\nVIGIL_LOOP_ARGUMENTS\necho INJECTED > pwned"
     );
+    assert!(!p.path().join("pwned").exists());
 }
 
 #[test]
@@ -2015,6 +2083,7 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
                 .current_dir(p.path())
                 .env_remove("CLAUDE_PROJECT_DIR")
                 .env_remove("VIGIL_STATE_DIR")
+                .env("VIGIL_STATE_HOME", state_home())
                 .env_remove("VIGIL_DISABLE")
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())

@@ -13,6 +13,51 @@ pub fn state_home() -> &'static Path {
     HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
+/// The protected state the binaries keep for the project in `dir` (under `state_home()`),
+/// found by the name it is given: the project's directory name and a hash of its path.
+pub fn protected_dir(dir: &Path) -> PathBuf {
+    let name = std::fs::canonicalize(dir).unwrap();
+    let name = name.file_name().unwrap().to_string_lossy().into_owned();
+    let projects = state_home().join("projects");
+    let found: Vec<PathBuf> = std::fs::read_dir(&projects)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with(&format!("{name}-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        found.len(),
+        1,
+        "the protected state of {}: {found:?}",
+        dir.display()
+    );
+    found.into_iter().next().unwrap()
+}
+
+/// The session record the binaries keep for `session` of the project in `dir`, validated.
+pub fn session_record_of(dir: &Path, session: &str) -> Value {
+    let path = protected_dir(dir).join(format!("sessions/{session}.rec"));
+    match vigil::record::read(&path) {
+        vigil::record::Read::Found { payload, .. } => {
+            let record: Value = serde_json::from_slice(&payload).unwrap();
+            assert_valid("session.schema.json", &record);
+            if let Some(ralph) = record.get("loop") {
+                assert_valid("loop.schema.json", ralph);
+            }
+            record
+        }
+        other => panic!("no record at {}: {other:?}", path.display()),
+    }
+}
+
 pub fn promise_matcher() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("promise-matcher"));
     cmd.env_remove("VIGIL_DISABLE")

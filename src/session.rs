@@ -1,0 +1,269 @@
+//! A session's record in the protected state (SPEC §4, §9): its Ralph loop and its block
+//! budgets, in `<protected>/sessions/<session_id>.rec`, a two-slot record (`record`) so that a
+//! Stop writes it with one sync. The agent cannot reach it when the protected state is in the
+//! state home; a record that is missing after vigil wrote it, or damaged, is never taken for
+//! "no loop": it is told to the human, as NOT verified.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::lock::FileLock;
+use crate::loops::LoopState;
+use crate::record;
+use crate::state::{Project, SessionId};
+use crate::time;
+
+pub const SCHEMA: &str = "vigil.session/v2";
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// `schemas/session.schema.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub schema: String,
+    pub session_id: String,
+    /// The main agent's block budget.
+    #[serde(default)]
+    pub budget: Budget,
+    /// Its subagents' (kept apart, so that a subagent passing never resets the main agent's).
+    #[serde(default)]
+    pub subagent_budget: Budget,
+    /// The session's Ralph loop, once one was started (kept when it ends, with its status).
+    #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
+    pub ralph: Option<LoopState>,
+    pub updated_at: String,
+}
+
+/// Consecutive blocks since the last pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    pub consecutive_blocks: u32,
+    /// `aborted` once a spent budget let a stop through unverified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// How many times the budget was spent in this session.
+    pub budget_spent: u32,
+}
+
+impl SessionRecord {
+    fn new(session: &SessionId) -> SessionRecord {
+        SessionRecord {
+            schema: SCHEMA.to_string(),
+            session_id: session.to_string(),
+            budget: Budget::default(),
+            subagent_budget: Budget::default(),
+            ralph: None,
+            updated_at: String::new(),
+        }
+    }
+}
+
+/// A session's record, locked for a read-modify-write.
+pub struct Session {
+    pub record: SessionRecord,
+    path: PathBuf,
+    seq: u64,
+    /// What reading found that the human must hear of (a damaged or vanished record).
+    pub lost: Option<String>,
+    _lock: FileLock,
+}
+
+/// Where a session's record is: under the project's own protected directory, or, when it is
+/// not there, wherever another candidate holds one (see `protected::Place::candidates`).
+pub fn path(project: &Project, session: &SessionId) -> PathBuf {
+    let file = format!("sessions/{session}.rec");
+    let place = project.protected();
+    place
+        .candidates
+        .iter()
+        .map(|dir| dir.join(&file))
+        .find(|path| std::fs::symlink_metadata(path).is_ok())
+        .unwrap_or_else(|| place.dir.join(&file))
+}
+
+/// The marker that says a loop runs in `session`, kept beside the records: while it is there,
+/// a record that is gone did not simply never exist.
+fn running_marker(record: &Path, session: &SessionId) -> PathBuf {
+    record
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new("."))
+        .join("running")
+        .join(session.as_str())
+}
+
+/// What a session's record holds now, read without a lock and without changing anything: the
+/// record (`None` when there is none), or why it cannot be trusted (damaged, or gone while its
+/// loop was known to run). Readers that only report use it; a Stop uses `Session::open`, which
+/// also tells the human and begins again.
+pub fn peek(
+    project: &Project,
+    session: &SessionId,
+) -> std::result::Result<Option<SessionRecord>, String> {
+    let path = path(project, session);
+    match record::read(&path) {
+        record::Read::Found { payload, .. } => {
+            match serde_json::from_slice::<SessionRecord>(&payload) {
+                Ok(record) if record.schema == SCHEMA && record.session_id == session.as_str() => {
+                    Ok(Some(record))
+                }
+                _ => Err(format!(
+                    "the session record {} is not one vigil wrote",
+                    path.display()
+                )),
+            }
+        }
+        record::Read::Corrupt(why) => Err(format!(
+            "the session record {} is damaged: {why}",
+            path.display()
+        )),
+        record::Read::Missing => {
+            if std::fs::symlink_metadata(running_marker(&path, session)).is_ok() {
+                Err(format!(
+                    "the record of this session's loop is gone from {}",
+                    path.parent().unwrap_or(Path::new(".")).display()
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Session {
+    /// Locks and reads the record of `session`. A damaged record is moved aside and a fresh one
+    /// begun, with `lost` saying what happened; so is a missing one whose loop was known to run.
+    pub fn open(project: &Project, session: &SessionId) -> Result<Session> {
+        let path = path(project, session);
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        owned_dir(project, &dir)?;
+        let lock_path = dir.join(format!("{session}.lock"));
+        let lock = FileLock::acquire(&lock_path, LOCK_WAIT)
+            .map_err(|e| Error::io("lock", &lock_path, &e))?;
+        let fresh = || SessionRecord::new(session);
+        let (record, seq, lost) = match record::read(&path) {
+            record::Read::Found { payload, seq } => {
+                match serde_json::from_slice::<SessionRecord>(&payload) {
+                    Ok(record)
+                        if record.schema == SCHEMA && record.session_id == session.as_str() =>
+                    {
+                        (record, seq, None)
+                    }
+                    Ok(_) | Err(_) => {
+                        let kept = set_aside(&path);
+                        (
+                            fresh(),
+                            0,
+                            Some(format!(
+                                "the session record {} is not one vigil wrote (kept as {kept})",
+                                path.display()
+                            )),
+                        )
+                    }
+                }
+            }
+            record::Read::Corrupt(why) => {
+                let kept = set_aside(&path);
+                (
+                    fresh(),
+                    0,
+                    Some(format!(
+                        "the session record {} is damaged: {why} (kept as {kept})",
+                        path.display()
+                    )),
+                )
+            }
+            record::Read::Missing => {
+                let marker = running_marker(&path, session);
+                let lost = std::fs::symlink_metadata(&marker).is_ok().then(|| {
+                    let _ = std::fs::remove_file(&marker);
+                    format!(
+                        "the record of this session's loop is gone from {}",
+                        dir.display()
+                    )
+                });
+                (fresh(), 0, lost)
+            }
+        };
+        // Told now: the loop it held is over, so its marker goes with it.
+        if lost.is_some() {
+            let _ = std::fs::remove_file(running_marker(&path, session));
+        }
+        Ok(Session {
+            record,
+            path,
+            seq,
+            lost,
+            _lock: lock,
+        })
+    }
+
+    /// Writes the record: one `pwrite` and one `fdatasync` once it exists. The running marker
+    /// follows the loop: made when one starts running, removed when it ends.
+    pub fn save(&mut self) -> Result<()> {
+        self.record.updated_at = time::now_rfc3339();
+        let payload = serde_json::to_vec(&self.record).expect("a session record serializes");
+        let next = self.seq + 1;
+        record::write(&self.path, next, &payload)
+            .map_err(|e| Error::io("write the session record", &self.path, &e))?;
+        self.seq = next;
+        let session = SessionId::parse(&self.record.session_id)?;
+        let marker = running_marker(&self.path, &session);
+        let running = self
+            .record
+            .ralph
+            .as_ref()
+            .is_some_and(|ralph| ralph.status == crate::loops::LoopStatus::Running);
+        let marked = std::fs::symlink_metadata(&marker).is_ok();
+        if running && !marked {
+            let dir = marker.parent().unwrap_or(Path::new("."));
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+            crate::atomic::write_atomic(&marker, b"", 0o600)
+                .map_err(|e| Error::io("write", &marker, &e))?;
+        } else if !running && marked {
+            let _ = std::fs::remove_file(&marker);
+        }
+        Ok(())
+    }
+}
+
+/// Moves a record vigil cannot read out of the way, so a fresh one can begin; the name it got.
+fn set_aside(path: &Path) -> String {
+    let kept = path.with_extension(format!("damaged-{}", time::now_rfc3339().replace(':', "")));
+    match std::fs::rename(path, &kept) {
+        Ok(()) => kept.display().to_string(),
+        Err(_) => "where it was".to_string(),
+    }
+}
+
+/// Makes a state directory, refusing a symlink in its place (a link could send writes
+/// outside); private (0700) in the state home.
+fn owned_dir(project: &Project, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let refuse = |path: &Path| {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::input(format!(
+                "{} is a symlink; vigil keeps its state only in plain directories",
+                path.display()
+            )));
+        }
+        Ok(())
+    };
+    let place = project.protected();
+    let root = place
+        .candidates
+        .iter()
+        .find(|c| dir.starts_with(c))
+        .unwrap_or(&place.dir);
+    for path in [root.as_path(), dir] {
+        refuse(path)?;
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io("create", dir, &e))?;
+    refuse(dir)
+}
