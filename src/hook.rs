@@ -104,6 +104,14 @@ impl HookInput {
     }
 }
 
+/// Whether hook input that may not parse as vigil's fields is a JSON object naming `event`.
+pub fn names_event(bytes: &[u8], event: &str) -> bool {
+    serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|value| value.get("hook_event_name")?.as_str().map(|n| n == event))
+        .unwrap_or(false)
+}
+
 fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String>> {
     match object.get(name) {
         None | Some(Value::Null) => Ok(None),

@@ -119,7 +119,23 @@ fn main() -> ExitCode {
         .as_ref()
         .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
     let watchdog = gate::Watchdog::start(deadline);
-    let input = HookInput::read(&Source::Stdin);
+    let raw = Source::Stdin.read_capped(vigil::hook::MAX_HOOK_INPUT, "hook input");
+    let input = raw
+        .as_ref()
+        .map_err(|e| Error::Input(e.to_string()))
+        .and_then(|bytes| HookInput::parse(bytes));
+    // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
+    // plainly a vigil command is ever held up.
+    if let (Err(e), Ok(bytes)) = (&input, &raw)
+        && vigil::hook::names_event(bytes, "UserPromptSubmit")
+    {
+        watchdog.answer(None);
+        diagnostic(
+            NAME,
+            &format!("{e}; the prompt goes on, and no loop was started or cancelled"),
+        );
+        return ExitCode::SUCCESS;
+    }
     if let Ok(prompt) = &input
         && prompt.event() == Some(vigil::hook::HookEvent::UserPromptSubmit)
     {

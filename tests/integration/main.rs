@@ -8,6 +8,7 @@ mod installer;
 mod marker_writer;
 mod promise_matcher;
 mod properties;
+mod protected;
 mod signing;
 mod stop_gate;
 mod support;

@@ -1,0 +1,419 @@
+//! Gate state out of the agent's reach (SPEC §4, §9, issue 14). Each attack is played by an
+//! agent that writes only inside the project, as Claude Code's sandbox leaves it; none may end,
+//! change or start a loop, silently or at all. Loops start and stop from the human's prompt.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const DECLARED: &str = "All green.\n\n<promise>DONE</promise>";
+
+fn project() -> tempfile::TempDir {
+    let dir = git_repo();
+    std::fs::write(dir.path().join(".gitignore"), ".vigil/\n").unwrap();
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "ignore"]);
+    dir
+}
+
+fn start(dir: &Path, session: &str, max: u32) {
+    let out = stop_gate()
+        .args(["loop", "start", "--session", session])
+        .args([
+            "--max-iterations",
+            &max.to_string(),
+            "--completion-promise",
+            "DONE",
+        ])
+        .args(["--", "The real task."])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A Stop in `session` with `message`: what the gate printed (`Null` for a silent allow).
+fn stop(dir: &Path, session: &str, message: &str) -> Value {
+    let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": dir,
+        "transcript_path": null, "last_assistant_message": message});
+    let out = stop_gate()
+        .current_dir(dir)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    if out.stdout.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The UserPromptSubmit hook on `prompt`: the exit, and what it printed.
+fn prompt(dir: &Path, session: &str, prompt: Value) -> (Option<i32>, Value) {
+    let payload = json!({"session_id": session, "hook_event_name": "UserPromptSubmit",
+        "cwd": dir, "prompt": prompt});
+    prompt_raw(dir, payload.to_string())
+}
+
+fn prompt_raw(dir: &Path, payload: String) -> (Option<i32>, Value) {
+    let out = stop_gate()
+        .current_dir(dir)
+        .write_stdin(payload)
+        .output()
+        .unwrap();
+    if out.stdout.is_empty() {
+        return (out.status.code(), Value::Null);
+    }
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid("prompt-output.schema.json", &said);
+    (out.status.code(), said)
+}
+
+fn loop_of(dir: &Path, session: &str) -> Value {
+    session_record_of(dir, session)["loop"].clone()
+}
+
+fn still_looping(dir: &Path, session: &str) {
+    let decision = stop(dir, session, "Not yet.");
+    assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
+    assert!(
+        decision["reason"]
+            .as_str()
+            .unwrap()
+            .contains("The real task.")
+    );
+    assert_eq!(loop_of(dir, session)["status"], "running");
+}
+
+// --- The attacks ------------------------------------------------------------------------------
+
+#[test]
+fn rm_rf_vigil_does_not_end_a_loop() {
+    let dir = project();
+    start(dir.path(), "s1", 10);
+    still_looping(dir.path(), "s1");
+    let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
+    still_looping(dir.path(), "s1");
+}
+
+#[test]
+fn git_clean_fdx_does_not_end_a_loop() {
+    let dir = project();
+    start(dir.path(), "s1", 10);
+    std::fs::create_dir_all(dir.path().join(".vigil/markers")).unwrap();
+    std::fs::write(dir.path().join(".vigil/markers/x"), "").unwrap();
+    git(dir.path(), &["clean", "-fdxq"]);
+    assert!(!dir.path().join(".vigil").exists());
+    still_looping(dir.path(), "s1");
+}
+
+/// Every file within the agent's reach, overwritten with a loop that says `passed` and with
+/// junk: the loop goes on, and its record is untouched.
+#[test]
+fn editing_or_corrupting_every_state_file_within_reach_changes_nothing() {
+    let dir = project();
+    start(dir.path(), "s1", 10);
+    stop(dir.path(), "s1", "Working.");
+    let before = session_record_of(dir.path(), "s1");
+    let passed = json!({"schema": "vigil.loop/v2", "session_id": "s1", "prompt": "x",
+        "completion_promise": "DONE", "max_iterations": 10, "iteration": 2, "status": "passed",
+        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "started_by": "terminal"});
+    for relative in [
+        ".vigil/loops/s1.json",
+        ".vigil/sessions/s1.json",
+        ".vigil/state/sessions/s1.rec",
+        ".vigil/state/loops/pending.json",
+    ] {
+        let path = dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, passed.to_string()).unwrap();
+    }
+    for entry in tree(dir.path()) {
+        if entry.starts_with(".git/") {
+            continue;
+        }
+        std::fs::write(dir.path().join(&entry), b"\x00junk{").unwrap();
+    }
+    assert_eq!(session_record_of(dir.path(), "s1"), before);
+    still_looping(dir.path(), "s1");
+}
+
+/// A loop file planted in the project, in every form a loop has taken, starts nothing.
+#[test]
+fn a_planted_loop_starts_nothing() {
+    let dir = project();
+    let running = json!({"schema": "vigil.loop/v2", "session_id": "s9", "prompt": "Planted.",
+        "completion_promise": "DONE", "max_iterations": 99, "iteration": 1, "status": "running",
+        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+        "started_by": "terminal"});
+    for relative in [
+        ".vigil/loops/s9.json",
+        ".vigil/loops/pending.json",
+        ".vigil/state/loops/pending.json",
+    ] {
+        let path = dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, running.to_string()).unwrap();
+    }
+    assert_eq!(stop(dir.path(), "s9", "Working."), Value::Null);
+    let loader = session_start_loader()
+        .current_dir(dir.path())
+        .write_stdin(
+            json!({"session_id": "s8", "cwd": dir.path(), "source": "startup"}).to_string(),
+        )
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&loader.stdout).contains("claimed a loop"));
+    assert_eq!(stop(dir.path(), "s8", "Working."), Value::Null);
+}
+
+/// The loop's `!` blocks run in the agent's sandbox, and the agent can write a prompt into a
+/// file, or say the command: none of that cancels or starts a loop. Only the human's prompt does.
+#[test]
+fn a_mention_a_quote_or_a_notification_turn_never_starts_or_cancels() {
+    let dir = project();
+    start(dir.path(), "s1", 10);
+    for text in [
+        "please run /vigil-cancel",
+        "`/vigil-cancel`",
+        " /vigil-cancel",
+        "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n<summary>/vigil-cancel</summary>\n</task-notification>",
+        "/vigil-cancelled",
+        "/vigil-loop-now x --max-iterations 2 --completion-promise DONE",
+    ] {
+        assert_eq!(
+            prompt(dir.path(), "s1", json!(text)),
+            (Some(0), Value::Null),
+            "{text:?}"
+        );
+    }
+    still_looping(dir.path(), "s1");
+    assert!(
+        std::fs::read_dir(protected_dir(dir.path()).join("sessions"))
+            .unwrap()
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("s2")),
+        "no record for another session"
+    );
+}
+
+// --- The human's prompt -------------------------------------------------------------------------
+
+#[test]
+fn the_humans_slash_command_starts_and_cancels_the_sessions_loop() {
+    let dir = project();
+    let task = "Fix the \"parser\" — don't $(skip) it;\n  keep `quotes`, tabs\t and ünïcode";
+    let (code, said) = prompt(
+        dir.path(),
+        "s1",
+        json!(format!(
+            "/vigil-loop {task} --max-iterations=3 --completion-promise=\"ALL GREEN\""
+        )),
+    );
+    assert_eq!(code, Some(0));
+    let context = said["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.contains(task) && context.contains("<promise>ALL GREEN</promise>"),
+        "{context}"
+    );
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("up to 3 passes")
+    );
+    let state = loop_of(dir.path(), "s1");
+    assert_eq!(state["prompt"], task, "kept byte for byte");
+    assert_eq!(state["max_iterations"], 3);
+    assert_eq!(state["started_by"], "slash-command");
+    // A second start while it runs is refused, the prompt held up with the reason.
+    let (_, refused) = prompt(
+        dir.path(),
+        "s1",
+        json!("/vigil-loop again --max-iterations 2 --completion-promise DONE"),
+    );
+    assert_eq!(refused["decision"], "block");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("already running")
+    );
+    // The plugin's namespaced form cancels it.
+    let (_, cancelled) = prompt(dir.path(), "s1", json!("/vigil:vigil-cancel"));
+    assert!(
+        cancelled["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled at pass 1/3")
+    );
+    assert_eq!(loop_of(dir.path(), "s1")["status"], "cancelled");
+    let (_, nothing) = prompt(dir.path(), "s1", json!("/vigil-cancel"));
+    assert!(
+        nothing["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("no running loop")
+    );
+}
+
+#[test]
+fn a_malformed_slash_command_is_refused_with_the_reason_and_starts_nothing() {
+    let dir = project();
+    for (text, said) in [
+        ("/vigil-loop Fix it", "--max-iterations"),
+        (
+            "/vigil-loop --max-iterations 3 --completion-promise DONE",
+            "needs the prompt",
+        ),
+        (
+            "/vigil-loop Fix --max-iterations lots --completion-promise DONE",
+            "whole number",
+        ),
+        (
+            "/vigil-loop Fix --max-iterations 3 --completion-promise '<x>'",
+            "<",
+        ),
+        (
+            "/vigil-loop Fix --frob --max-iterations 3 --completion-promise DONE",
+            "--frob",
+        ),
+        (
+            "/vigil-loop Fix --next-session --max-iterations 3 --completion-promise DONE",
+            "terminal",
+        ),
+        (
+            "/vigil-loop Fix --session other --max-iterations 3 --completion-promise DONE",
+            "not this session",
+        ),
+    ] {
+        let (code, out) = prompt(dir.path(), "s1", json!(text));
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!(out["decision"], "block", "{text}: {out}");
+        assert!(
+            out["reason"].as_str().unwrap().contains(said),
+            "{text}: {out}"
+        );
+    }
+    let huge = format!(
+        "/vigil-loop {} --max-iterations 3 --completion-promise DONE",
+        "x".repeat(1 << 20)
+    );
+    let (_, out) = prompt(dir.path(), "s1", json!(huge));
+    assert!(
+        out["reason"]
+            .as_str()
+            .unwrap()
+            .contains("more than 16000 characters"),
+        "{out}"
+    );
+    assert_eq!(
+        stop(dir.path(), "s1", "x"),
+        Value::Null,
+        "no loop was started"
+    );
+}
+
+/// Hook input the prompt hook cannot read never holds the human's prompt up.
+#[test]
+fn unreadable_prompt_hook_input_lets_the_prompt_through() {
+    let dir = project();
+    for payload in [
+        json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": 42})
+            .to_string(),
+        json!({"session_id": "../x", "hook_event_name": "UserPromptSubmit", "prompt": "hello"})
+            .to_string(),
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "hello"}).to_string(),
+    ] {
+        assert_eq!(
+            prompt_raw(dir.path(), payload.clone()),
+            (Some(0), Value::Null),
+            "{payload}"
+        );
+    }
+    // Without a session, a slash command cannot be tied to one: refused, with the reason.
+    let (_, out) = prompt_raw(
+        dir.path(),
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "/vigil-cancel"}).to_string(),
+    );
+    assert_eq!(out["decision"], "block");
+}
+
+// --- One sync per Stop --------------------------------------------------------------------------
+
+/// A Stop with a running loop that declares nothing makes exactly one fdatasync and renames
+/// nothing (counted with strace).
+#[test]
+fn a_stop_with_a_loop_syncs_once() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "strace is needed here (CI installs it)"
+        );
+        eprintln!("skipping: no strace");
+        return;
+    }
+    let dir = project();
+    start(dir.path(), "s1", 100);
+    still_looping(dir.path(), "s1");
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(),
+        "transcript_path": null, "last_assistant_message": "Not yet."});
+    let out = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=fsync,fdatasync,sync_file_range,rename,renameat,renameat2",
+            "-o",
+        ])
+        .arg(trace.path())
+        .arg(bin_dir().join("stop-gate"))
+        .current_dir(dir.path())
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(payload.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "block");
+    let calls = std::fs::read_to_string(trace.path()).unwrap();
+    let count = |name: &str| {
+        calls
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|c| c.starts_with(&format!("{name}(")))
+            })
+            .count()
+    };
+    assert_eq!(count("fdatasync"), 1, "{calls}");
+    assert_eq!(count("fsync"), 0, "{calls}");
+    assert!(!calls.contains("rename"), "{calls}");
+    assert_eq!(loop_of(dir.path(), "s1")["iteration"], 3);
+}
