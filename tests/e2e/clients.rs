@@ -137,6 +137,7 @@ pub fn claude(clients: &Clients, home: &Path, project: &Path, url: &str, args: &
         .env("HOME", home)
         .env("TMPDIR", home)
         .env("PATH", path_with_vigil())
+        .env("VIGIL_STATE_HOME", state_home(project))
         .env("ANTHROPIC_BASE_URL", url)
         .env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
         .env("DISABLE_TELEMETRY", "1")
@@ -158,8 +159,14 @@ pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> C
         .env("TMPDIR", home)
         .env("CODEX_HOME", home.join("codex-home"))
         .env("PATH", path_with_vigil())
+        .env("VIGIL_STATE_HOME", state_home(project))
         .env("OPENAI_API_KEY", "sk-test-0000");
     cmd
+}
+
+/// The state home of the project at `project` in this suite: beside it, outside the project.
+pub fn state_home(project: &Path) -> PathBuf {
+    project.parent().unwrap().join("state")
 }
 
 /// The directory of the vigil binaries under test.

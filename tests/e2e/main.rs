@@ -17,9 +17,27 @@ const SESSION: &str = "6f1c2d3e-4a5b-4c6d-8e7f-0123456789ab";
 const SECOND: &str = "7a2b3c4d-5e6f-4a1b-9c2d-abcdef012345";
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// A throwaway project and, beside it, the state home its binaries keep protected state in
+/// (`$VIGIL_STATE_HOME`, set for the CLI and the clients alike).
+struct TestProject {
+    _root: tempfile::TempDir,
+    dir: std::path::PathBuf,
+}
+
+impl TestProject {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// A fresh git project with one commit.
-fn project() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+fn project() -> TestProject {
+    let root = tempfile::tempdir().unwrap();
+    let dir = TestProject {
+        dir: root.path().join("project"),
+        _root: root,
+    };
+    std::fs::create_dir(dir.path()).unwrap();
     for args in [
         &["init", "-q"][..],
         &["add", "-A"][..],
@@ -50,6 +68,7 @@ fn vigil(binary: &str, project: &Path, args: &[&str]) -> Output {
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_DISABLE")
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home(project))
         .output()
         .unwrap()
 }
@@ -538,19 +557,28 @@ fn codex_check(project: &Path, home: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// The one loop file of the project (Codex's session id is not known before it runs).
+/// The one loop of the project, read from its protected state (Codex's session id is not
+/// known before it runs).
 fn only_loop(project: &Path) -> Value {
-    let dir = project.join(".vigil/loops");
-    let files: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(files.len(), 1, "{files:?}");
-    serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap()
+    let mut loops = Vec::new();
+    let projects = state_home(project).join("projects");
+    for dir in std::fs::read_dir(&projects).unwrap().flatten() {
+        for record in std::fs::read_dir(dir.path().join("sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&record.path())
+            {
+                let record: Value = serde_json::from_slice(&payload).unwrap();
+                if !record["loop"].is_null() {
+                    loops.push(record["loop"].clone());
+                }
+            }
+        }
+    }
+    assert_eq!(loops.len(), 1, "{loops:?}");
+    loops.remove(0)
 }
 
 #[test]
