@@ -6,7 +6,7 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--prefix DIR]
-                    [--run CMD] [--dry-run] [--uninstall] [--check]
+                    [--run CMD] [--protect] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
 its hooks to one settings file with settings-merge, which keeps everything else in it:
@@ -23,6 +23,9 @@ Options:
   --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test'
   --trust        with --codex: record Codex's trust for vigil's hooks in ~/.codex/config.toml
                  (Codex skips a hook it does not trust)
+  --protect      Claude Code: the sandbox on (needs bubblewrap and socat on Linux), unsandboxed
+                 retries off, and the Edit and Write tools denied vigil's state home, binaries
+                 and settings, so the agent cannot end or change a loop by writing its files
   --dry-run      build, then print the diff the settings change would make; change nothing
   --uninstall    remove vigil's hooks from the settings file (the binaries stay)
   --check        report whether vigil is wired and runs (settings-merge check)
@@ -37,6 +40,7 @@ user=false
 shared=false
 codex=false
 trust=false
+protect=false
 prefix=${HOME}/.local
 run=""
 dry_run=false
@@ -50,6 +54,7 @@ while [ $# -gt 0 ]; do
     --shared) shared=true; shift ;;
     --codex) codex=true; shift ;;
     --trust) trust=true; shift ;;
+    --protect) protect=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
     --run) run=${2:?--run needs a command}; shift 2 ;;
@@ -64,6 +69,14 @@ done
 
 if $trust && ! $codex; then
   echo "install.sh: --trust is for Codex: give it with --codex" >&2
+  exit 2
+fi
+if $protect && $codex; then
+  echo "install.sh: --protect is for Claude Code; for Codex, keep sandbox_mode = \"workspace-write\" in config.toml" >&2
+  exit 2
+fi
+if $protect && [ "$action" != install ]; then
+  echo "install.sh: --protect is an install option (--uninstall takes back what it added)" >&2
   exit 2
 fi
 if $user && $shared; then
@@ -129,6 +142,7 @@ if [ "$action" = install ]; then
     flags=("${merge_flags[@]}" --dry-run --bin-dir "$bin_dir")
     $shared && flags=("${merge_flags[@]}" --dry-run --shared)
     [ -n "$run" ] && flags+=(--run "$run")
+    $protect && flags+=(--protect)
     exec "$built/settings-merge" install "${flags[@]}"
   fi
   mkdir -p "$bin_dir"
@@ -140,6 +154,7 @@ if [ "$action" = install ]; then
   $shared && flags=("${merge_flags[@]}" --shared)
   [ -n "$run" ] && flags+=(--run "$run")
   $trust && flags+=(--trust)
+  $protect && flags+=(--protect)
   "$bin_dir/settings-merge" install "${flags[@]}"
   # The slash commands that start and cancel a loop, for Claude Code; the user's own
   # files of the same name are never replaced.

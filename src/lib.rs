@@ -24,6 +24,7 @@ pub mod marker;
 pub mod output;
 pub mod process;
 pub mod promise;
+pub mod protect;
 pub mod protected;
 pub mod record;
 pub mod repo;

@@ -62,15 +62,34 @@ impl Place {
         let Some(dir) = self::project_dir(project_dir) else {
             return Place::fallback(fallback);
         };
+        // A directory that is there is the place, writable or not: falling back from one
+        // that exists would lose what is in it without a word, and a write that fails is
+        // told (and a gate denies).
         let made = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)
-            .is_ok()
-            && is_writable(&dir);
+            .is_ok();
         if !made {
             return Place::fallback(fallback);
         }
+        Place::at(dir, project_dir)
+    }
+
+    /// The place as `of` would find it, making nothing: the state home's directory when it is
+    /// there, else the fallback when that is, else the state home's (empty).
+    pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
+        let fallback = state_dir.join("state");
+        let Some(dir) = self::project_dir(project_dir) else {
+            return Place::fallback(fallback);
+        };
+        if !dir.is_dir() && fallback.is_dir() {
+            return Place::fallback(fallback);
+        }
+        Place::at(dir, project_dir)
+    }
+
+    fn at(dir: PathBuf, project_dir: &Path) -> Place {
         let mut candidates = vec![dir.clone()];
         for above in crate::subject::canonical(project_dir).ancestors() {
             if let Some(other) = dir_for(above)
@@ -93,6 +112,19 @@ impl Place {
             fallback: true,
         }
     }
+}
+
+/// Whether the state home can be made and written (else the state falls back into the
+/// project). Makes the state home when missing, as the hooks would.
+pub fn home_is_writable() -> bool {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(home) = home() else { return false };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&home)
+        .is_ok()
+        && is_writable(&home)
 }
 
 /// Whether the process can create files in `dir` (a read-only home is the usual reason not).

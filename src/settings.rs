@@ -45,6 +45,9 @@ pub struct Plan {
     pub binaries: Binaries,
     /// The check command for `stop-gate --run`.
     pub run: Option<String>,
+    /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
+    /// state, binaries and settings (what `protect::Guarded` lists).
+    pub protect: Option<crate::protect::Guarded>,
 }
 
 /// One hook group vigil adds to one event.
@@ -304,6 +307,8 @@ struct Installed {
     /// Codex: the config.toml that trusts vigil's hooks, and the keys it wrote there.
     codex_config: Option<String>,
     trusted_keys: Vec<String>,
+    /// `--protect`: what it changed, for uninstall to take back.
+    protect: Option<crate::protect::Protection>,
 }
 
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
@@ -365,6 +370,7 @@ fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
                     .collect()
             })
             .unwrap_or_default(),
+        protect: file.get("protect").and_then(crate::protect::from_value),
     })
 }
 
@@ -389,6 +395,7 @@ fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option
                     "original_sha256": i.original_sha256,
                     "codex_config": i.codex_config,
                     "trusted_keys": i.trusted_keys,
+                    "protect": i.protect.as_ref().map(crate::protect::to_value),
                 }),
             );
         }
@@ -625,11 +632,26 @@ pub fn install(
             }
         }
     }
-    let after = if added == 0 && dropped == 0 && previous.is_some() && before.is_some() {
-        before.clone()
-    } else {
-        Some(render(&root))
+    // The protection, once asked for, stays through later installs without --protect: only
+    // uninstall takes it back.
+    let protected = match &plan.protect {
+        Some(guarded) => {
+            let done = crate::protect::apply(&mut root, guarded);
+            let changed = !done.is_empty();
+            match &mut installed.protect {
+                Some(earlier) => earlier.merge(done),
+                None => installed.protect = Some(done),
+            }
+            changed
+        }
+        None => false,
     };
+    let after =
+        if added == 0 && dropped == 0 && !protected && previous.is_some() && before.is_some() {
+            before.clone()
+        } else {
+            Some(render(&root))
+        };
     let change = Change {
         before: before.clone(),
         after: after.clone(),
@@ -639,6 +661,13 @@ pub fn install(
             } else {
                 format!("added {added} vigil hook groups")
             };
+            if protected {
+                summary.push_str(
+                    "; the sandbox on and vigil's state denied to the Edit and Write tools (--protect)",
+                );
+            } else if plan.protect.is_some() {
+                summary.push_str("; already protected");
+            }
             if !missing.is_empty() {
                 summary.push_str(&format!(
                     "; an earlier vigil entry was not found, so it is left as it is: {}",
@@ -746,6 +775,9 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         };
         let mut root = parse(bytes, &target.given)?;
         let unchanged = root.clone();
+        if let Some(done) = &installed.protect {
+            crate::protect::revert(&mut root, done);
+        }
         for (event, group) in &installed.entries {
             if !remove_group(&mut root, event, group) {
                 // Reformatted or edited since: a group in that event that runs nothing but
@@ -829,6 +861,45 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         let _ = std::fs::remove_file(&backup);
     }
     Ok(change)
+}
+
+/// Whether Claude Code, with every settings file it reads for this project, keeps the agent off
+/// vigil's protected state (SPEC §9).
+fn protection(
+    target: &Target,
+    root: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let bin_dir = handlers
+        .iter()
+        .filter_map(|(_, _, _, command)| first_word(command))
+        .map(PathBuf::from)
+        .find(|path| path.is_absolute())
+        .and_then(|path| path.parent().map(Path::to_path_buf));
+    let Some(guarded) = crate::protect::Guarded::here(bin_dir) else {
+        return vec![Finding::Fail(
+            "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),
+        )];
+    };
+    let project = target.project();
+    let mut layers = crate::protect::layers(&project, guarded.home.as_deref());
+    // A settings file of another name (given with --settings, as `claude --settings` reads
+    // it) is the strongest layer short of the managed one.
+    let standard = [".claude/settings.json", ".claude/settings.local.json"]
+        .iter()
+        .map(|name| project.join(name))
+        .chain(
+            guarded
+                .home
+                .as_ref()
+                .map(|h| h.join(".claude/settings.json")),
+        )
+        .any(|path| crate::subject::canonical(&path) == crate::subject::canonical(&target.file));
+    if !standard {
+        layers.push(root.clone());
+    }
+    let effective = crate::protect::Effective::of(&layers);
+    crate::protect::check(&effective, &project, &guarded)
 }
 
 /// One line of `check`.
@@ -975,6 +1046,9 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         findings.push(Finding::Fail(format!(
             "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
         )));
+    }
+    if engine == Engine::Claude {
+        findings.extend(protection(target, &root, &handlers));
     }
     let events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
     for (event, g, h, command) in &handlers {

@@ -40,6 +40,16 @@ impl Project {
         }
     }
 
+    /// This project for a reader (`loop status`, which the slash commands run inside the
+    /// sandbox, where the state home is read-only): the protected state is looked up where it
+    /// is, and nothing is made.
+    pub fn for_reading(self) -> Project {
+        let _ = self
+            .protected
+            .set(crate::protected::Place::find(&self.dir, &self.state));
+        self
+    }
+
     /// The protected state (SPEC §9): loops, session records and trusted keys, in the state
     /// home, else in `<state>/state/` (said by the doctor and at session start).
     pub fn protected(&self) -> &crate::protected::Place {

@@ -17,14 +17,14 @@ const HELP: &str = "\
 settings-merge: wire vigil's hooks into Claude Code or Codex settings, losing nothing.
 
 Usage:
-  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--codex [--trust]] [--dry-run]
+  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--protect] [--codex [--trust]] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 
-install adds vigil's hook groups (Claude Code: Stop -> stop-gate, SessionStart ->
-session-start-loader, SessionEnd -> session-end-handoff, PreCompact -> session-end-handoff
---checkpoint; Codex: Stop -> stop-gate and session-end-handoff --checkpoint, SessionStart ->
-session-start-loader). Every other key, hook and entry is kept, in order, written with 2-space
+install adds vigil's hook groups (Claude Code: Stop and UserPromptSubmit -> stop-gate,
+SessionStart -> session-start-loader, SessionEnd -> session-end-handoff, PreCompact ->
+session-end-handoff --checkpoint; Codex: Stop -> stop-gate and session-end-handoff
+--checkpoint, SessionStart -> session-start-loader). Every other key, hook and entry is kept, in order, written with 2-space
 indentation and a final newline; a second install changes nothing. A file that is not valid
 JSON, whose root is not an object, or whose `hooks` or an event has the wrong type, is refused,
 unchanged, with its line and column. The original is kept as FILE.vigil-backup before the first
@@ -35,8 +35,10 @@ file's permissions, and follows a symlinked FILE to its target. What was added i
 uninstall removes exactly that: the original comes back byte for byte when nothing else changed.
 
 check reports, a line each, [ok], [warn] or [fail]: the file parses, each vigil entry is there
-once, each command runs from a bare environment (PATH=/usr/bin:/bin), and for Codex, whether
-each hook has a trust entry. Exit 1 on any [fail].
+once, each command runs from a bare environment (PATH=/usr/bin:/bin), for Claude Code whether
+vigil's protected state is out of the agent's reach (read from every settings file Claude Code
+merges for the project) and why not, and for Codex whether each hook has a trust entry. Exit 1
+on any [fail].
 
 Options:
   --settings FILE      the settings file (.claude/settings.local.json, .claude/settings.json,
@@ -47,6 +49,10 @@ Options:
                        install places when the hook runs, and say ./install.sh is needed
                        when none is found
   --run CMD            stop-gate's check command
+  --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
+                       false, failIfUnavailable) and deny the Edit and Write tools vigil's state
+                       home, the binaries' directory and the settings files (Edit(...) rules);
+                       kept by later installs, taken back by uninstall
   --codex              the file is Codex's hooks.json
   --trust              with --codex: record Codex's trust for vigil's hooks in its config.toml
                        (a [hooks.state.\"<key>\"] trusted_hash each; the rest of the file is kept)
@@ -65,6 +71,7 @@ struct Options {
     codex: bool,
     codex_config: Option<PathBuf>,
     trust: bool,
+    protect: bool,
     dry_run: bool,
 }
 
@@ -111,6 +118,13 @@ fn run() -> Result<Exit> {
     if options.trust && !options.codex {
         return Err(Error::usage("--trust is for Codex: give it with --codex"));
     }
+    if options.protect && (options.codex || action != "install") {
+        return Err(Error::usage(if options.codex {
+            "--protect is for Claude Code; for Codex, keep sandbox_mode = \"workspace-write\" (or \"read-only\") in config.toml, which keeps the agent's commands out of the state home"
+        } else {
+            "--protect is an install option (uninstall takes back what it added)"
+        }));
+    }
     // Where Codex itself reads it: $CODEX_HOME, else ~/.codex.
     let config = options.codex_config.clone().or_else(|| {
         std::env::var_os("CODEX_HOME")
@@ -144,10 +158,24 @@ fn run() -> Result<Exit> {
                     std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, &e))?,
                 )
             };
+            let protect = if options.protect {
+                let bin_dir = match &binaries {
+                    Binaries::Dir(dir) => Some(dir.clone()),
+                    Binaries::Search => None,
+                };
+                Some(vigil::protect::Guarded::here(bin_dir).ok_or_else(|| {
+                    Error::usage(
+                        "--protect cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
+                    )
+                })?)
+            } else {
+                None
+            };
             let plan = Plan {
                 engine,
                 binaries,
                 run: options.run,
+                protect,
             };
             report(
                 &target,
@@ -208,6 +236,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             Long("codex") => options.codex = true,
             Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
             Long("trust") => options.trust = true,
+            Long("protect") => options.protect = true,
             Long("dry-run") => options.dry_run = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

@@ -318,6 +318,7 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
     else {
         return help(HELP_LOOP);
     };
+    let project = project.for_reading();
     let Some(state) = loops::load(&project, &session)? else {
         diagnostic(NAME, &format!("no loop in session {session}"));
         return Ok(Exit::Negative);

@@ -164,9 +164,10 @@ pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> C
     cmd
 }
 
-/// The state home of the project at `project` in this suite: beside it, outside the project.
+/// The state home of the project at `project` in this suite: outside the project, where a
+/// home beside it keeps it by default (`~/.local/state/vigil`).
 pub fn state_home(project: &Path) -> PathBuf {
-    project.parent().unwrap().join("state")
+    project.parent().unwrap().join("home/.local/state/vigil")
 }
 
 /// The directory of the vigil binaries under test.

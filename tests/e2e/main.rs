@@ -473,6 +473,173 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
     assert_eq!(server.main_requests().len(), 2);
 }
 
+// --- Protected state, in the real sandbox ---------------------------------------------------
+
+/// Whether bubblewrap runs here; required where the suite is (CI installs it).
+fn sandbox_runs() -> bool {
+    let runs = Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let socat = Command::new("socat")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        runs && socat || std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+        "the end-to-end suite is required here, but bubblewrap or socat does not run"
+    );
+    if !(runs && socat) {
+        eprintln!("skipping the sandbox test: bubblewrap or socat does not run");
+    }
+    runs && socat
+}
+
+/// `./install.sh --protect` into `project` with HOME at `home`, the binaries built already.
+fn install_protected(project: &Path, home: &Path) {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(checkout.join("install.sh"))
+        .args([
+            "--project",
+            project.to_str().unwrap(),
+            "--protect",
+            "--prefix",
+        ])
+        .arg(home.join(".local"))
+        .current_dir(project)
+        .env("HOME", home)
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .env_remove("VIGIL_STATE_HOME")
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+}
+
+#[test]
+fn claude_protect_keeps_a_sandboxed_agent_off_the_loop_it_is_in() {
+    let Some(clients) = clients() else { return };
+    if !sandbox_runs() {
+        return;
+    }
+    for skip_permissions in [true, false] {
+        let project = project();
+        let root = project.path().parent().unwrap().to_path_buf();
+        let home = root.join("home");
+        let tmp = root.join("tmp");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        install_protected(project.path(), &home);
+        let settings = project.path().join(".claude/settings.local.json");
+        let installed = std::fs::read(&settings).unwrap();
+        let state = state_home(project.path());
+        assert!(
+            String::from_utf8_lossy(&installed).contains("Edit(~/.local/state/vigil/**)"),
+            "the default state home is denied in its ~/ form"
+        );
+        // Where the hooks will keep this session's record (made by a writer beforehand, so
+        // the script can name it as an agent that looked around would).
+        let _ = vigil(
+            "stop-gate",
+            project.path(),
+            &["loop", "cancel", "--session", SESSION],
+        );
+        let projects: Vec<_> = std::fs::read_dir(state.join("projects"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert_eq!(projects.len(), 1, "{projects:?}");
+        let sessions = projects[0].join("sessions");
+        let record = sessions.join(format!("{SESSION}.rec"));
+        let forged = json!({"schema": "vigil.session/v2", "session_id": SESSION, "loop": {"status": "passed"}}).to_string();
+        let script = vec![
+            Turn::Bash(format!("rm -rf {}; echo removed", state.display())),
+            Turn::Bash(format!(
+                "mkdir -p {0} && printf '%s' '{forged}' > {1}; echo written",
+                sessions.display(),
+                record.display()
+            )),
+            Turn::Tool(
+                "Write",
+                json!({"file_path": record.display().to_string(), "content": forged}),
+            ),
+            Turn::Tool(
+                "Write",
+                json!({"file_path": settings.display().to_string(), "content": "{}\n"}),
+            ),
+            // As an agent would go about it, without naming the path (which the Edit rule
+            // also turns away): only the sandbox stands in the way here.
+            Turn::Bash(
+                "find \"$HOME\" -name '*.rec' -exec rm -f {} + ; find \"$HOME\" -name '*.rec'"
+                    .into(),
+            ),
+            Turn::Bash(format!(
+                "for f in $(find \"$HOME\" -name '*.rec'); do printf '%s' '{forged}' > \"$f\"; done; cd \"$HOME\"/.local && rm -rf state; ls state"
+            )),
+            Turn::Bash("rm -rf .vigil; git clean -fdx; echo cleaned".into()),
+            Turn::Text(MENTION.into()),
+            Turn::Text(DECLARATION.into()),
+        ];
+        let server = Server::start(script, None);
+        let mut args = vec![
+            "-p",
+            "/vigil-loop Make the build green. --max-iterations 5 --completion-promise DONE",
+            "--session-id",
+            SESSION,
+        ];
+        if skip_permissions {
+            args.push("--dangerously-skip-permissions");
+        }
+        let mut cmd = claude(&clients, &home, project.path(), &server.url, &args);
+        cmd.env("TMPDIR", &tmp);
+        let out = run(cmd, DEADLINE);
+        let what = format!("skip permissions {skip_permissions}: {}", said(&out));
+        assert!(out.status.success(), "{what}");
+        let main = server.main_requests();
+        assert_eq!(main.len(), 9, "every scripted turn was asked for: {what}");
+        let first = main[0].text();
+        assert!(
+            first.contains("Make the build green.") && first.contains("1/5"),
+            "the human's /vigil-loop started the loop, and the command showed it: {first}"
+        );
+        assert!(
+            state.is_dir(),
+            "rm -rf did not reach the state home: {what}"
+        );
+        assert_eq!(
+            std::fs::read(&settings).unwrap(),
+            installed,
+            "the settings stay as installed: {what}"
+        );
+        let tools: Vec<String> = main[1..8].iter().map(|r| r.text()).collect();
+        for (turn, said) in tools[..4].iter().enumerate() {
+            assert!(
+                said.contains("denied"),
+                "turn {turn}: a tool naming the state is turned away: {said}"
+            );
+        }
+        if skip_permissions {
+            // Permissions skipped, the commands run: in the sandbox, which keeps $HOME read-only.
+            assert!(
+                tools[5].contains("Read-only file system"),
+                "the sandbox kept the state home read-only: {}",
+                tools[5]
+            );
+        }
+        let after_mention = main[8].text();
+        assert!(
+            after_mention.contains("Stop hook blocking error")
+                && after_mention.contains("Make the build green."),
+            "the mention did not end the loop, and its task came back: {after_mention}"
+        );
+        let status = loop_status(project.path(), SESSION);
+        assert_eq!(status["status"], "passed", "{what}");
+        assert_eq!(status["iteration"], 2, "{what}");
+        assert_eq!(status["started_by"], "slash-command", "{what}");
+    }
+}
+
 // --- Codex ------------------------------------------------------------------------------------
 
 /// A CODEX_HOME whose config.toml points Codex at `server`, with its own services off.

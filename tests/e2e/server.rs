@@ -15,6 +15,21 @@ pub enum Turn {
     Text(String),
     /// A Bash tool call with this command (Claude Code's `Bash`, Codex's `shell`).
     Bash(String),
+    /// A call of another Claude Code tool (`Write`, `Edit`, …) with this input.
+    Tool(&'static str, Value),
+}
+
+impl Turn {
+    /// The Claude Code tool call of a turn that makes one: its name and input.
+    fn tool(&self) -> Option<(&str, Value)> {
+        match self {
+            Turn::Text(_) => None,
+            Turn::Bash(command) => {
+                Some(("Bash", json!({"command": command, "description": "run"})))
+            }
+            Turn::Tool(name, input) => Some((name, input.clone())),
+        }
+    }
 }
 
 /// A request the server got: its JSON body.
@@ -239,12 +254,13 @@ fn id(prefix: &str) -> String {
 }
 
 fn messages_json(turn: &Turn) -> Value {
-    let (content, stop) = match turn {
-        Turn::Text(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-        Turn::Bash(command) => (
-            json!([{"type": "tool_use", "id": id("toolu"), "name": "Bash", "input": {"command": command, "description": "run"}}]),
+    let (content, stop) = match (turn, turn.tool()) {
+        (Turn::Text(text), _) => (json!([{"type": "text", "text": text}]), "end_turn"),
+        (_, Some((name, input))) => (
+            json!([{"type": "tool_use", "id": id("toolu"), "name": name, "input": input}]),
             "tool_use",
         ),
+        (_, None) => unreachable!("a turn that is not text calls a tool"),
     };
     json!({
         "id": id("msg"), "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
@@ -267,8 +283,8 @@ fn messages_stream(turn: &Turn) -> String {
             "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": 100, "output_tokens": 1}}}),
     );
-    let stop = match turn {
-        Turn::Text(text) => {
+    let stop = match (turn, turn.tool()) {
+        (Turn::Text(text), _) => {
             sse(
                 &mut out,
                 "content_block_start",
@@ -281,19 +297,20 @@ fn messages_stream(turn: &Turn) -> String {
             );
             "end_turn"
         }
-        Turn::Bash(command) => {
+        (_, Some((name, input))) => {
             sse(
                 &mut out,
                 "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id("toolu"), "name": "Bash", "input": {}}}),
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id("toolu"), "name": name, "input": {}}}),
             );
             sse(
                 &mut out,
                 "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json!({"command": command, "description": "run"}).to_string()}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
             );
             "tool_use"
         }
+        (_, None) => unreachable!("a turn that is not text calls a tool"),
     };
     sse(
         &mut out,
@@ -326,6 +343,7 @@ fn responses_stream(turn: &Turn) -> String {
             "type": "function_call", "id": id("fc"), "call_id": id("call"), "name": "shell",
             "arguments": json!({"command": ["bash", "-lc", command]}).to_string()
         }),
+        Turn::Tool(name, _) => panic!("the Codex script has no {name} tool"),
     };
     sse(
         &mut out,

@@ -91,6 +91,13 @@ fn still_looping(dir: &Path, session: &str) {
     assert_eq!(loop_of(dir, session)["status"], "running");
 }
 
+/// The loop ends as it should, on the real declaration: the attack before it left it whole.
+fn ends_on_the_declaration(dir: &Path, session: &str) {
+    let decision = stop(dir, session, DECLARED);
+    assert_ne!(decision["decision"], "block", "{decision}");
+    assert_eq!(loop_of(dir, session)["status"], "passed");
+}
+
 // --- The attacks ------------------------------------------------------------------------------
 
 #[test]
@@ -100,6 +107,7 @@ fn rm_rf_vigil_does_not_end_a_loop() {
     still_looping(dir.path(), "s1");
     let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
     still_looping(dir.path(), "s1");
+    ends_on_the_declaration(dir.path(), "s1");
 }
 
 #[test]
@@ -111,6 +119,7 @@ fn git_clean_fdx_does_not_end_a_loop() {
     git(dir.path(), &["clean", "-fdxq"]);
     assert!(!dir.path().join(".vigil").exists());
     still_looping(dir.path(), "s1");
+    ends_on_the_declaration(dir.path(), "s1");
 }
 
 /// Every file within the agent's reach, overwritten with a loop that says `passed` and with
