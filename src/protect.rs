@@ -344,9 +344,14 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         )));
         return findings;
     }
-    if home.starts_with("/tmp") || std::env::var_os("TMPDIR").is_some_and(|t| home.starts_with(t)) {
+    // What the sandbox lets commands write besides the project (seen with 2.1.332).
+    let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
+    if home.starts_with("/tmp/claude")
+        || home.starts_with("/private/tmp/claude")
+        || tmpdir.is_some_and(|t| home.starts_with(crate::subject::canonical(Path::new(&t))))
+    {
         findings.push(Finding::Warn(format!(
-            "the state home {} is under a temporary directory, which the sandbox may let commands write: {why_not}; keep it under ~/.local/state (the default)",
+            "the state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}; keep it under ~/.local/state (the default)",
             guarded.state_home.display()
         )));
     }

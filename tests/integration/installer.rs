@@ -738,6 +738,57 @@ fn install_sh_user_and_codex_targets() {
 }
 
 #[test]
+fn install_sh_protect_wires_the_sandbox_and_uninstall_takes_it_back() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(repo_path("install.sh"))
+            .args(args)
+            .env("HOME", home.path())
+            .env("PATH", "/usr/bin:/bin")
+            .env("VIGIL_BUILT_DIR", bin_dir())
+            .env_remove("VIGIL_STATE_HOME")
+            .env_remove("XDG_STATE_HOME");
+        cmd.output().unwrap()
+    };
+    let out = run(&["--project", dir, "--protect"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings = json_of(&project.path().join(".claude/settings.local.json"));
+    assert_eq!(settings["sandbox"]["enabled"], true);
+    let deny = settings["permissions"]["deny"].to_string();
+    assert!(deny.contains("Edit(~/.local/state/vigil/**)"), "{deny}");
+    assert!(
+        deny.contains("Edit(~/.local/bin/**)"),
+        "the binaries the hooks run: {deny}"
+    );
+    let check = run(&["--project", dir, "--check"]);
+    assert!(
+        stdout_of(&check).contains("[ok] vigil's protected state"),
+        "{}",
+        stdout_of(&check)
+    );
+    for refused in [
+        &["--project", dir, "--protect", "--codex"][..],
+        &["--project", dir, "--protect", "--uninstall"][..],
+    ] {
+        let out = run(refused);
+        assert_eq!(out.status.code(), Some(2), "{refused:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("--protect"));
+    }
+    assert!(run(&["--project", dir, "--uninstall"]).status.success());
+    assert!(
+        !project.path().join(".claude/settings.local.json").exists(),
+        "the file install.sh created is gone again"
+    );
+}
+
+#[test]
 fn install_sh_dry_run_changes_nothing() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();

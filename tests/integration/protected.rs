@@ -426,3 +426,339 @@ fn a_stop_with_a_loop_syncs_once() {
     assert!(!calls.contains("rename"), "{calls}");
     assert_eq!(loop_of(dir.path(), "s1")["iteration"], 3);
 }
+
+// --- Where the state is -----------------------------------------------------------------------
+
+/// A state home that cannot be made (a regular file is in the way, which holds for root too).
+fn unwritable_state_home() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("file"), "").unwrap();
+    let home = dir.path().join("file/state");
+    (dir, home)
+}
+
+#[test]
+fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
+    let dir = project();
+    let (_keep, home) = unwritable_state_home();
+    let out = stop_gate()
+        .env("VIGIL_STATE_HOME", &home)
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "3"])
+        .args(["--completion-promise", "DONE", "--", "The real task."])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = dir.path().join(".vigil/state/sessions/s1.rec");
+    assert!(
+        matches!(
+            vigil::record::read(&record),
+            vigil::record::Read::Found { .. }
+        ),
+        "the loop is kept in the fallback"
+    );
+    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
+    let out = session_start_loader()
+        .env("VIGIL_STATE_HOME", &home)
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let context = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        context.contains("NOT protected") && context.contains(".vigil/state"),
+        "the session is told: {context}"
+    );
+    let settings = dir.path().join(".claude/settings.local.json");
+    let installed = settings_merge()
+        .env("VIGIL_STATE_HOME", &home)
+        .args(["install", "--settings"])
+        .arg(&settings)
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .unwrap();
+    assert!(installed.status.success());
+    let check = settings_merge()
+        .env("VIGIL_STATE_HOME", &home)
+        .args(["check", "--settings"])
+        .arg(&settings)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{said}");
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("[fail] the state home") && l.contains("cannot be written")),
+        "{said}"
+    );
+}
+
+#[test]
+fn old_loops_in_the_project_are_not_taken_over_and_the_human_is_told_once() {
+    let dir = project();
+    std::fs::create_dir_all(dir.path().join(".vigil/loops")).unwrap();
+    let old = json!({"schema": "vigil.loop/v1", "session_id": "s1", "prompt": "old",
+        "completion_promise": "DONE", "max_iterations": 5, "iteration": 1, "status": "running",
+        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
+    std::fs::write(dir.path().join(".vigil/loops/s1.json"), old.to_string()).unwrap();
+    let start = || {
+        let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
+        let out = session_start_loader()
+            .current_dir(dir.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = start();
+    assert!(first.contains("were not taken over"), "{first}");
+    let second = start();
+    assert!(!second.contains("were not taken over"), "once: {second}");
+    assert_eq!(
+        stop(dir.path(), "s1", "Not yet."),
+        Value::Null,
+        "the old loop is not run"
+    );
+}
+
+// --- settings-merge install --protect -----------------------------------------------------------
+
+fn merge_in(dir: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    settings_merge()
+        .env("HOME", home)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let original = "{\n  \"sandbox\": {\"network\": {\"allowLocalBinding\": true}},\n  \"permissions\": {\"deny\": [\"Read(./.env)\"]},\n  \"model\": \"opus\"\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let bin = bin.to_str().unwrap();
+    let install = ["install", "--settings", file, "--bin-dir", bin, "--protect"];
+    let out = merge_in(dir.path(), home.path(), &install);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--protect"));
+    let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(value["sandbox"]["enabled"], true);
+    assert_eq!(value["sandbox"]["allowUnsandboxedCommands"], false);
+    assert_eq!(value["sandbox"]["failIfUnavailable"], true);
+    assert_eq!(
+        value["sandbox"]["network"]["allowLocalBinding"], true,
+        "the user's keys stay"
+    );
+    assert_eq!(value["model"], "opus");
+    let deny: Vec<&str> = value["permissions"]["deny"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(deny[0], "Read(./.env)", "the user's rule stays first");
+    let state = state_home()
+        .to_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    assert!(
+        deny.contains(&format!("Edit(//{state}/**)").as_str()),
+        "{deny:?}"
+    );
+    assert!(deny.contains(&format!("Edit(//{}/**)", bin.trim_start_matches('/')).as_str()));
+    assert!(deny.contains(&"Edit(/.claude/settings.local.json)"));
+    assert!(deny.contains(&"Edit(~/.claude/settings.json)"));
+    assert!(
+        !deny.iter().any(|r| r.starts_with("Write(")),
+        "Claude Code warns about Write(path) rules; Edit rules cover Write"
+    );
+    let protected = std::fs::read(&settings).unwrap();
+    // Again with --protect, and again without: neither changes a byte (the protection stays).
+    for args in [&install[..], &install[..5]] {
+        let out = merge_in(dir.path(), home.path(), args);
+        assert!(out.status.success());
+        assert_eq!(std::fs::read(&settings).unwrap(), protected);
+    }
+    let out = merge_in(dir.path(), home.path(), &["uninstall", "--settings", file]);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+}
+
+#[test]
+fn uninstall_after_edits_takes_back_only_what_protect_added_and_still_stands() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    assert!(merge_in(dir.path(), home.path(), &install).status.success());
+    // The user turns unsandboxed retries back on and adds a rule of their own.
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    value["sandbox"]["allowUnsandboxedCommands"] = json!(true);
+    value["permissions"]["deny"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("Bash(curl *)"));
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let out = merge_in(dir.path(), home.path(), &["uninstall", "--settings", file]);
+    assert!(out.status.success());
+    let after: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(
+        after,
+        json!({"sandbox": {"allowUnsandboxedCommands": true}, "permissions": {"deny": ["Bash(curl *)"]}}),
+        "what the user set stays; what --protect added and still stands goes"
+    );
+}
+
+#[test]
+fn protect_is_an_install_option_for_claude_code() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".codex/hooks.json");
+    let file = settings.to_str().unwrap();
+    for args in [
+        &["install", "--settings", file, "--codex", "--protect"][..],
+        &["uninstall", "--settings", file, "--protect"][..],
+    ] {
+        let out = merge_in(dir.path(), home.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--protect") && err.lines().count() == 1,
+            "{err}"
+        );
+        assert!(!settings.exists(), "nothing written");
+    }
+}
+
+/// `settings-merge check`'s lines about the protected state.
+fn protection_lines(dir: &Path, home: &Path, file: &str) -> (Option<i32>, Vec<String>) {
+    let out = merge_in(dir, home, &["check", "--settings", file]);
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            ["sandbox", "state home", "Edit and Write", "protected state"]
+                .iter()
+                .any(|w| l.contains(w))
+        })
+        .map(str::to_string)
+        .collect();
+    (out.status.code(), lines)
+}
+
+#[test]
+fn check_says_whether_the_state_is_out_of_the_agents_reach_and_why_not() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let bin = bin.to_str().unwrap();
+    assert!(
+        merge_in(
+            dir.path(),
+            home.path(),
+            &["install", "--settings", file, "--bin-dir", bin]
+        )
+        .status
+        .success()
+    );
+    let (code, lines) = protection_lines(dir.path(), home.path(), file);
+    assert_eq!(code, Some(0), "unprotected is a warning: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] the sandbox is off")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] the Edit and Write tools")
+                && l.contains("not denied the state home")),
+        "{lines:?}"
+    );
+    assert!(
+        merge_in(
+            dir.path(),
+            home.path(),
+            &["install", "--settings", file, "--bin-dir", bin, "--protect"]
+        )
+        .status
+        .success()
+    );
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[ok] vigil's protected state")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("[warn]")), "{lines:?}");
+    // The managed, local, project and user layers merge as Claude Code merges them: the
+    // user's own settings cannot turn unsandboxed retries back on past the local file, but a
+    // project file can add what the local one leaves out.
+    std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+    std::fs::write(
+        home.path().join(".claude/settings.json"),
+        r#"{"sandbox": {"allowUnsandboxedCommands": true}}"#,
+    )
+    .unwrap();
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(
+        !lines.iter().any(|l| l.starts_with("[warn]")),
+        "weaker layer: {lines:?}"
+    );
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]
+        .as_object_mut()
+        .unwrap()
+        .remove("allowUnsandboxedCommands");
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                .starts_with("[warn] the sandbox is on, but a command may be retried outside it")),
+        "the user's layer now decides: {lines:?}"
+    );
+    // A state home inside the project is within the sandbox's reach.
+    let inside = dir.path().join("state");
+    let out = settings_merge()
+        .env("HOME", home.path())
+        .env("VIGIL_STATE_HOME", &inside)
+        .args(["check", "--settings", file])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("[fail] the state home") && said.contains("inside the project"),
+        "{said}"
+    );
+}
