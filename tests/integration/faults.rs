@@ -136,6 +136,104 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     );
 }
 
+/// A loop's iteration, read from its record as the gate reads it.
+fn iteration_of(dir: &Path, session: &str) -> u64 {
+    session_record_of(dir, session)["loop"]["iteration"]
+        .as_u64()
+        .unwrap()
+}
+
+#[test]
+fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
+    let dir = git_repo();
+    stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--session",
+            "s1",
+            "--max-iterations",
+            "10000",
+        ])
+        .args(["--completion-promise", "DONE", "Fix it."])
+        .current_dir(dir.path())
+        .assert()
+        .success();
+    let mut random = random();
+    let (mut killed, mut advanced) = (0, 0);
+    for _ in 0..80 {
+        let before = iteration_of(dir.path(), "s1");
+        let payload = stop_payload(dir.path(), "s1", "Not yet.");
+        if kill_midway(
+            stop_gate_cmd(dir.path()),
+            payload.as_bytes(),
+            Duration::from_micros(random(3000)),
+        ) {
+            killed += 1;
+        }
+        let after = iteration_of(dir.path(), "s1");
+        assert!(
+            after == before || after == before + 1,
+            "pass {before} became {after}: neither the old record nor the new one"
+        );
+        advanced += (after > before) as u32;
+    }
+    assert!(
+        killed >= 10,
+        "only {killed} of 80 killed: the test proves little"
+    );
+    assert!(advanced >= 1, "no Stop got through: the test proves little");
+}
+
+/// A crash in the middle of the one write a Stop makes leaves any prefix of the new copy over
+/// the slot it goes to (and whatever the disk had after it): each such file reads as the old
+/// copy or the new one, and a torn copy is never taken for either.
+#[test]
+fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
+    use vigil::record::{Read, SLOT, read, write};
+    let dir = tempfile::tempdir().unwrap();
+    let old_path = dir.path().join("old.rec");
+    let new_path = dir.path().join("new.rec");
+    let old = br#"{"loop":{"iteration":7}}"#.repeat(40);
+    let new = br#"{"loop":{"iteration":8}}"#.repeat(41);
+    for (seq, payload) in [(1, &b"first"[..]), (2, &old[..])] {
+        write(&old_path, seq, payload).unwrap();
+    }
+    std::fs::copy(&old_path, &new_path).unwrap();
+    write(&new_path, 3, &new).unwrap();
+    let before = std::fs::read(&old_path).unwrap();
+    let after = std::fs::read(&new_path).unwrap();
+    // Copy 3 goes to slot 1; what differs is the region it was written to.
+    let start = SLOT;
+    let end = SLOT + 56 + new.len();
+    assert_eq!(before[..start], after[..start]);
+    let mut random = random();
+    let mut cuts: Vec<usize> = (0..=80).chain(end - 80..=end).collect();
+    cuts.extend((0..400).map(|_| random((end - start) as u64) as usize));
+    let torn = dir.path().join("torn.rec");
+    let (mut olds, mut news) = (0, 0);
+    for cut in cuts {
+        let cut = (start + cut).min(end);
+        for garbage in [false, true] {
+            let mut image = before.clone();
+            image[start..cut].copy_from_slice(&after[start..cut]);
+            if garbage && cut < end {
+                // The sectors past the cut hold something else (neither copy's bytes).
+                for byte in &mut image[cut..end] {
+                    *byte = random(256) as u8;
+                }
+            }
+            std::fs::write(&torn, &image).unwrap();
+            match read(&torn) {
+                Read::Found { seq: 2, payload } if payload == old => olds += 1,
+                Read::Found { seq: 3, payload } if payload == new => news += 1,
+                other => panic!("cut at {cut} (garbage {garbage}): {other:?}"),
+            }
+        }
+    }
+    assert!(news >= 1 && olds >= 100, "old {olds}, new {news}");
+}
+
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
     let dir = git_repo();
