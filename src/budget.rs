@@ -71,12 +71,9 @@ pub fn charge(project: &Project, session: &SessionId, scope: Scope, max: u32) ->
     Ok(charge)
 }
 
-/// A pass for `session`: nothing is written when the count is at zero already, so a clean stop
-/// costs one read of the record at most.
+/// A pass for `session`, which has a record (the caller has looked): nothing is written when
+/// the count is at zero already.
 pub fn reset(project: &Project, session: &SessionId, scope: Scope) -> Result<()> {
-    if matches!(crate::session::peek(project, session), Ok(None)) {
-        return Ok(());
-    }
     let mut record = Session::open(project, session)?;
     if reset_in(&mut record, scope) {
         record.save()?;

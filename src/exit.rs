@@ -28,3 +28,25 @@ impl From<Exit> for ExitCode {
         ExitCode::from(exit.code())
     }
 }
+
+/// A process's exit status as a binary's main function returns it: std's `ExitCode` cannot be
+/// read back, and the entry (`vigil::entry!`) hands the number to the C runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Code(pub u8);
+
+impl Code {
+    pub const SUCCESS: Code = Code(0);
+    pub const FAILURE: Code = Code(1);
+}
+
+impl From<Exit> for Code {
+    fn from(exit: Exit) -> Code {
+        Code(exit.code())
+    }
+}
+
+impl From<u8> for Code {
+    fn from(code: u8) -> Code {
+        Code(code)
+    }
+}

@@ -1,10 +1,14 @@
 //! marker-writer: the protected writer (SPEC §5). It records what happened to exactly which
 //! content, and verifies such records fail-closed.
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
+
 use std::time::Duration;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, number, print, shell_quote, string_value};
@@ -74,7 +78,9 @@ Options:
   -h, --help           this text
 ";
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

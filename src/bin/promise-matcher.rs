@@ -1,8 +1,10 @@
 //! promise-matcher: does this text declare completion, or only mention it? (SPEC §3)
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, number, print, string_value};
@@ -97,7 +99,9 @@ Options:
   --prefix P     also defang this marker prefix (repeatable; VIGIL is always defanged)
 ";
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

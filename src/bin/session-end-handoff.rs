@@ -1,10 +1,12 @@
 //! session-end-handoff: what one session leaves for the next (SPEC §6). Fails open: any
 //! problem is one line on stderr and exit 1, never a block.
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, string_value};
@@ -53,7 +55,9 @@ struct Options {
     state_dir: Option<PathBuf>,
 }
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

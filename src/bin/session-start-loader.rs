@@ -1,11 +1,13 @@
 //! session-start-loader: tell a new session what the last ones left (SPEC §7). Fails open:
 //! on any problem it prints nothing, exits 0, and says why in one line on stderr.
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::briefing::{self, Request};
@@ -54,7 +56,9 @@ struct Options {
     state_dir: Option<PathBuf>,
 }
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

@@ -1,9 +1,11 @@
 //! settings-merge: wire vigil's hooks into Claude Code settings or Codex hooks.json without
 //! losing anything of the user's (SPEC §8).
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
@@ -75,7 +77,9 @@ struct Options {
     dry_run: bool,
 }
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

@@ -1,9 +1,11 @@
 //! stop-gate: the Stop hook (SPEC §4), and `stop-gate loop` to start, inspect and cancel a
 //! Ralph loop.
 
+#![no_main]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
@@ -91,7 +93,9 @@ An unknown flag, or one of these inside the prompt, is an error, never part of t
 Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 ";
 
-fn main() -> ExitCode {
+vigil::entry!(real_main);
+
+fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
     }

@@ -102,53 +102,82 @@ impl StopOutput {
 const WATCHDOG_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The last line of defence for the deadline (SPEC §9): whatever hangs (a filesystem, a lock
-/// held by another process, an input that never ends), a thread blocks the stop just after the
-/// deadline and ends the process, so the engine never kills the hook and lets the stop through
+/// held by another process, an input that never ends), the stop is blocked just after the
+/// deadline and the process ends, so the engine never kills the hook and lets the stop through
 /// unchecked. Its block is not counted against the budget (that would take the state it could
 /// be stuck on); the engine's own cap on consecutive blocks bounds it.
+///
+/// An alarm, not a thread: `SIGALRM` runs a handler that writes the block, prepared before the
+/// alarm is set, and `_exit`s (both async-signal-safe). Starting a thread cost more than the
+/// rest of a Stop without a loop. A child process does not inherit the alarm.
 pub struct Watchdog {
-    answered: std::sync::Arc<std::sync::Mutex<bool>>,
+    _private: (),
+}
+
+/// The block the alarm writes: set once, before the alarm, and never freed.
+static ALARM_ANSWER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
+extern "C" fn on_alarm(_: libc::c_int) {
+    if let Some(bytes) = ALARM_ANSWER.get() {
+        let mut written = 0;
+        while written < bytes.len() {
+            // SAFETY: the bytes live for the whole process; write and _exit are
+            // async-signal-safe.
+            let n = unsafe {
+                libc::write(
+                    libc::STDOUT_FILENO,
+                    bytes[written..].as_ptr().cast(),
+                    bytes.len() - written,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            written += n as usize;
+        }
+    }
+    // SAFETY: ends the process at once, as the handler must.
+    unsafe { libc::_exit(0) }
 }
 
 impl Watchdog {
     pub fn start(deadline: std::time::Duration) -> Watchdog {
-        let answered = std::sync::Arc::new(std::sync::Mutex::new(false));
-        let mine = std::sync::Arc::clone(&answered);
-        std::thread::spawn(move || {
-            std::thread::sleep(deadline + WATCHDOG_GRACE);
-            let Ok(mut answered) = mine.lock() else {
-                return;
-            };
-            if *answered {
-                return;
-            }
-            *answered = true;
-            let reason = format!(
-                "stop-gate: ran past its --deadline of {} s (something it reads hangs); the stop is blocked, NOT verified",
-                deadline.as_secs()
-            );
-            let block = StopOutput::Block {
-                reason,
-                system_message: None,
-            };
-            if let Some(json) = block.to_json() {
-                let _ = crate::output::stdout(format!("{json}\n").as_bytes());
-            }
-            std::process::exit(0);
-        });
-        Watchdog { answered }
+        let reason = format!(
+            "stop-gate: ran past its --deadline of {} s (something it reads hangs); the stop is blocked, NOT verified",
+            deadline.as_secs()
+        );
+        let block = StopOutput::Block {
+            reason,
+            system_message: None,
+        };
+        let json = block.to_json().unwrap_or_default();
+        let _ = ALARM_ANSWER.set(format!("{json}\n").into_bytes());
+        let secs = (deadline + WATCHDOG_GRACE)
+            .as_secs()
+            .clamp(1, libc::c_uint::MAX as u64);
+        // SAFETY: installs a handler that only calls async-signal-safe functions, then arms
+        // the process's one alarm (stop-gate sets no other).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_alarm as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
+            libc::alarm(secs as libc::c_uint);
+        }
+        Watchdog { _private: () }
     }
 
-    /// Prints the gate's own answer, unless the watchdog has answered already.
+    /// Prints the gate's own answer, unless the alarm has answered already (then the process
+    /// is gone): the alarm is blocked and cancelled first, so only one answer is ever written.
     pub fn answer(&self, json: Option<String>) {
-        let mut answered = match self.answered.lock() {
-            Ok(answered) => answered,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        if *answered {
-            return;
+        // SAFETY: blocks SIGALRM for this thread and cancels the alarm; plain syscalls.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGALRM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            libc::alarm(0);
         }
-        *answered = true;
         if let Some(json) = json {
             let _ = crate::output::stdout(format!("{json}\n").as_bytes());
         }
@@ -223,13 +252,22 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     if subagent && !config.subagents {
         return StopOutput::Allow(None);
     }
+    // Read once: a session with no record has no loop and no count to reset (one stat per
+    // place at most).
+    let recorded = session.as_str() != loops::PENDING
+        && !matches!(crate::session::peek(&gate.project, &session), Ok(None));
     // The loop belongs to the main agent: a subagent's stop never counts as a pass.
-    if !subagent && let Some(output) = gate.run_loop(&config, &input, &session) {
+    if !subagent
+        && recorded
+        && let Some(output) = gate.run_loop(&config, &input, &session)
+    {
         return output;
     }
     match gate.checks(&config) {
         Ok(()) => {
-            let _ = budget::reset(&gate.project, &session, scope);
+            if recorded {
+                let _ = budget::reset(&gate.project, &session, scope);
+            }
             StopOutput::Allow(None)
         }
         Err(failure) => gate.deny(&session, &failure.reason()),
@@ -331,12 +369,6 @@ impl Gate {
         input: &HookInput,
         session: &SessionId,
     ) -> Option<StopOutput> {
-        // No record, and no loop known to run: nothing to do (one stat per place at most).
-        if session.as_str() == loops::PENDING
-            || matches!(crate::session::peek(&self.project, session), Ok(None))
-        {
-            return None;
-        }
         let first = self.with_loop(session, |state, _| {
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
