@@ -133,10 +133,8 @@ if [ "$action" = install ]; then
       echo "install.sh: cargo is not installed; install Rust (rustup.rs) and run ./install.sh again" >&2
       exit 1
     fi
-    echo "install.sh: building vigil (cargo build --release --locked)" >&2
-    # Its own target dir: a CARGO_TARGET_DIR in the environment must not send the build elsewhere.
-    cargo build --release --locked --quiet --manifest-path "$source_dir/Cargo.toml" --target-dir "$source_dir/target"
-    built=$source_dir/target/release
+    echo "install.sh: building vigil (cargo build --release --locked, static on Linux)" >&2
+    built=$("$source_dir/scripts/release-build.sh")
   fi
   if $dry_run; then
     flags=("${merge_flags[@]}" --dry-run --bin-dir "$bin_dir")
@@ -180,9 +178,11 @@ if [ "$action" = install ]; then
   exit 0
 fi
 
-merge=$bin_dir/settings-merge
-[ -x "$merge" ] || merge=$source_dir/target/release/settings-merge
-if [ ! -x "$merge" ]; then
+merge=
+for candidate in "$bin_dir/settings-merge" "$source_dir"/target/*-linux-gnu/release/settings-merge "$source_dir/target/release/settings-merge"; do
+  if [ -x "$candidate" ]; then merge=$candidate; break; fi
+done
+if [ -z "$merge" ]; then
   echo "install.sh: settings-merge is not installed; run ./install.sh first" >&2
   exit 1
 fi

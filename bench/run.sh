@@ -22,13 +22,16 @@ if command -v hyperfine >/dev/null 2>&1; then timer=hyperfine; else timer=loop; 
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/vigil-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# The protected state of every row, in its own state home (on the same disk as the work).
+export VIGIL_STATE_HOME=$work/state
 
-cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
-pm=$root/target/release/promise-matcher
-sg=$root/target/release/stop-gate
-mw=$root/target/release/marker-writer
-se=$root/target/release/session-end-handoff
-sl=$root/target/release/session-start-loader
+# The binaries as install.sh builds them (static on Linux), or those in $VIGIL_BUILT_DIR.
+built=${VIGIL_BUILT_DIR:-$("$root/scripts/release-build.sh")}
+pm=$built/promise-matcher
+sg=$built/stop-gate
+mw=$built/marker-writer
+se=$built/session-end-handoff
+sl=$built/session-start-loader
 samples=$root/tests/fixtures/samples
 
 # median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
@@ -126,11 +129,17 @@ jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .last_assi
 jq -c '.session_id = "looping"' "$work/idle.json" >"$work/looping.json"
 (cd "$work/project" && "$sg" loop start --session looping --max-iterations 10000 --completion-promise DONE \
   "Fix the parser and keep the tests green." >/dev/null)
-cp "$work/project/.vigil/loops/looping.json" "$work/baseline-state.json"
+(cd "$work/project" && "$sg" loop status --session looping --json) >"$work/baseline-state.json"
+mkdir -p "$work/baseline-state/loops"
 row "stop-gate" "Stop, no loop, no checks" \
-  "$sg <$work/idle.json" "bash $here/baseline/stop-noop.sh $work/project/.vigil <$work/idle.json"
-row "stop-gate" "Stop, loop running, not declared (durable write)" \
+  "$sg <$work/idle.json" "bash $here/baseline/stop-noop.sh $work/baseline-state <$work/idle.json"
+row "stop-gate" "Stop, loop running, not declared (one fdatasync)" \
   "$sg <$work/looping.json" "bash $here/baseline/stop-loop.sh $work/baseline-state.json <$work/looping.json"
+# UserPromptSubmit runs on every prompt the human sends: most are not vigil commands.
+jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .prompt = "Fix the parser, then run the tests and tell me what failed."' \
+  "$samples/claude-user-prompt-submit-slash.json" >"$work/prompt.json"
+row "stop-gate" "UserPromptSubmit, no slash command" \
+  "$sg <$work/prompt.json" "bash $here/baseline/prompt.sh <$work/prompt.json"
 
 for mb in $sizes; do
   transcript "$work/t$mb.jsonl" "$mb"
