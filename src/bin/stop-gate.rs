@@ -30,7 +30,7 @@ Usage:
             [--feedback block|context] [--verify-key FILE] [--state-dir DIR]     < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
-  stop-gate loop status [--session ID] [--json]
+  stop-gate loop status [--session ID] [--json | --prompt]
   stop-gate loop cancel [--session ID]
 
 As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
@@ -40,6 +40,11 @@ denies; otherwise it allows (no output, or {\"systemMessage\":...} when the huma
   2. --run CMD: `sh -c CMD` in the project must exit 0 within --timeout
   3. --require-marker CHECK: a passed marker for exactly this worktree (see marker-writer)
 It always exits 0: a gate that cannot read its input or config blocks, and says why.
+On UserPromptSubmit it starts or cancels this session's loop when the human's prompt begins
+with /vigil-loop or /vigil-cancel (or /vigil:vigil-loop, /vigil:vigil-cancel), and prints
+nothing for any other prompt.
+Loops and session records live in the protected state, outside the project: $VIGIL_STATE_HOME,
+else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge install --protect).
 
 Options:
   --run CMD                 the check command (blocks with its last 20 lines when it fails)
@@ -60,7 +65,8 @@ Options:
   --verify-key FILE         markers must be signed by this key, and only it (also
                             $VIGIL_VERIFY_KEY); else by a key of `marker-writer trust`; with
                             none trusted, unsigned markers count
-  --state-dir DIR           where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  --state-dir DIR           where shared state lives (default <project>/.vigil, or
+                            $VIGIL_STATE_DIR); the protected state stays in the state home
   -h, --help                this text
 VIGIL_DISABLE=1 makes the hook allow at once.
 ";
@@ -75,7 +81,9 @@ Usage:
 
 A loop makes the Stop hook feed the same prompt back until the agent's last line is
 <promise>P</promise> (a declaration, not a mention) and every check of the hook passes, for at
-most N passes. A `needs-decision: QUESTION` line ends it for a human to answer.
+most N passes. A `needs-decision: QUESTION` line ends it for a human to answer. A human starts
+one here, or with /vigil-loop in Claude Code (read by the UserPromptSubmit hook); nothing the
+agent writes into the project starts, changes or ends one.
 
 start:
   --max-iterations N       required, 1 to 10000
@@ -87,7 +95,10 @@ start:
   --claim-within DURATION  with --next-session: unclaimed after this, it lapses (default 10m)
   --prompt-file F          read the prompt from a file, byte for byte
   --args-stdin             read all the arguments as raw text from stdin, without a shell
-                           (slash commands use it: quotes, $() and apostrophes stay as typed)
+                           (quotes, $() and apostrophes stay as typed)
+status:
+  --json                   the loop's state as JSON (schemas/loop.schema.json)
+  --prompt                 with a running loop, its task too (what /vigil-loop shows the model)
 Flags come before or after the prompt, as `--flag value` or `--flag=value`; `--` ends them.
 An unknown flag, or one of these inside the prompt, is an error, never part of the prompt.
 Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.

@@ -130,19 +130,23 @@ fn editing_or_corrupting_every_state_file_within_reach_changes_nothing() {
     start(dir.path(), "s1", 10);
     stop(dir.path(), "s1", "Working.");
     let before = session_record_of(dir.path(), "s1");
-    let passed = json!({"schema": "vigil.loop/v2", "session_id": "s1", "prompt": "x",
-        "completion_promise": "DONE", "max_iterations": 10, "iteration": 2, "status": "passed",
-        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-        "started_by": "terminal"});
-    for relative in [
-        ".vigil/loops/s1.json",
-        ".vigil/sessions/s1.json",
-        ".vigil/state/sessions/s1.rec",
-        ".vigil/state/loops/pending.json",
-    ] {
-        let path = dir.path().join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, passed.to_string()).unwrap();
+    // A loop that says it passed, and a fake cancel, wherever a loop has ever been kept.
+    for status in ["passed", "cancelled"] {
+        let planted = json!({"schema": "vigil.loop/v2", "session_id": "s1", "prompt": "x",
+            "completion_promise": "DONE", "max_iterations": 10, "iteration": 2, "status": status,
+            "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+            "started_by": "terminal"});
+        for relative in [
+            ".vigil/loops/s1.json",
+            ".vigil/sessions/s1.json",
+            ".vigil/state/sessions/s1.rec",
+            ".vigil/state/loops/pending.json",
+        ] {
+            let path = dir.path().join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, planted.to_string()).unwrap();
+        }
+        assert_eq!(session_record_of(dir.path(), "s1"), before, "{status}");
     }
     for entry in tree(dir.path()) {
         if entry.starts_with(".git/") {
@@ -588,6 +592,10 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         !deny.iter().any(|r| r.starts_with("Write(")),
         "Claude Code warns about Write(path) rules; Edit rules cover Write"
     );
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(".vigil/installed.json")).unwrap())
+            .unwrap();
+    assert_valid("installed.schema.json", &record);
     let protected = std::fs::read(&settings).unwrap();
     // Again with --protect, and again without: neither changes a byte (the protection stays).
     for args in [&install[..], &install[..5]] {
