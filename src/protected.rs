@@ -51,6 +51,9 @@ pub struct Place {
     /// those named after each directory above the project (the agent can move where the search
     /// for `.git` ends by deleting `.git`, and a record must not vanish with it).
     pub candidates: Vec<PathBuf>,
+    /// The project's canonical path: a directory of the state home named after a top at or
+    /// above it, or below it, may hold this project's sessions (see `session::path`).
+    pub project: PathBuf,
 }
 
 impl Place {
@@ -59,19 +62,28 @@ impl Place {
     pub fn of(project_dir: &Path, state_dir: &Path) -> Place {
         use std::os::unix::fs::DirBuilderExt;
         let fallback = state_dir.join("state");
-        let Some(dir) = self::project_dir(project_dir) else {
-            return Place::fallback(fallback);
+        let top = state_top(project_dir);
+        let Some(dir) = dir_for(&top) else {
+            return Place::fallback(fallback, project_dir);
         };
         // A directory that is there is the place, writable or not: falling back from one
         // that exists would lose what is in it without a word, and a write that fails is
         // told (and a gate denies).
-        let made = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .is_ok();
-        if !made {
-            return Place::fallback(fallback);
+        if !dir.is_dir() {
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .is_ok();
+            if !made {
+                return Place::fallback(fallback, project_dir);
+            }
+            // The top it is named after, for a Stop whose project is above or below it.
+            let _ = crate::atomic::write_atomic(
+                &dir.join(TOP_FILE),
+                top.as_os_str().as_encoded_bytes(),
+                0o600,
+            );
         }
         Place::at(dir, project_dir)
     }
@@ -81,17 +93,18 @@ impl Place {
     pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
         let Some(dir) = self::project_dir(project_dir) else {
-            return Place::fallback(fallback);
+            return Place::fallback(fallback, project_dir);
         };
         if !dir.is_dir() && fallback.is_dir() {
-            return Place::fallback(fallback);
+            return Place::fallback(fallback, project_dir);
         }
         Place::at(dir, project_dir)
     }
 
     fn at(dir: PathBuf, project_dir: &Path) -> Place {
+        let project = crate::subject::canonical(project_dir);
         let mut candidates = vec![dir.clone()];
-        for above in crate::subject::canonical(project_dir).ancestors() {
+        for above in project.ancestors() {
             if let Some(other) = dir_for(above)
                 && !candidates.contains(&other)
             {
@@ -102,17 +115,36 @@ impl Place {
             dir,
             fallback: false,
             candidates,
+            project,
         }
     }
 
-    fn fallback(dir: PathBuf) -> Place {
+    fn fallback(dir: PathBuf, project_dir: &Path) -> Place {
         Place {
             candidates: vec![dir.clone()],
             dir,
             fallback: true,
+            project: crate::subject::canonical(project_dir),
         }
     }
+
+    /// Whether the state home's directory `dir` is named after a top at, above or below this
+    /// project (what its top file says; one without it is not taken to be).
+    pub fn is_related(&self, dir: &Path) -> bool {
+        let Ok(file) = crate::input::open_state(&dir.join(TOP_FILE)) else {
+            return false;
+        };
+        let Ok(bytes) = crate::input::read_capped(file, 4096, "a project's top", dir) else {
+            return false;
+        };
+        use std::os::unix::ffi::OsStrExt;
+        let top = Path::new(std::ffi::OsStr::from_bytes(&bytes));
+        top.is_absolute() && (top.starts_with(&self.project) || self.project.starts_with(top))
+    }
 }
+
+/// The file in each project directory of the state home that names its top.
+const TOP_FILE: &str = "top";
 
 /// Whether the state home can be made and written (else the state falls back into the
 /// project). Makes the state home when missing, as the hooks would.
@@ -159,6 +191,11 @@ pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
 }
 
 fn dir_for(top: &Path) -> Option<PathBuf> {
+    Some(dir_in(&home()?, top))
+}
+
+/// The directory of the state home `home` named after the project top `top` (a canonical path).
+pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
     let name: String = top
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -174,10 +211,24 @@ fn dir_for(top: &Path) -> Option<PathBuf> {
         .take(48)
         .collect();
     let hash = crate::subject::sha256_hex(top.as_os_str().as_encoded_bytes());
-    Some(
-        home()?
-            .join("projects")
-            .join(format!("{name}-{}", &hash[..16])),
+    home.join("projects")
+        .join(format!("{name}-{}", &hash[..16]))
+}
+
+/// Every project directory the state home holds (none when it has none, or cannot be read).
+pub fn project_dirs() -> Vec<PathBuf> {
+    let Some(projects) = home().map(|home| home.join("projects")) else {
+        return Vec::new();
+    };
+    std::fs::read_dir(projects).map_or_else(
+        |_| Vec::new(),
+        |entries| {
+            entries
+                .flatten()
+                .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|entry| entry.path())
+                .collect()
+        },
     )
 }
 

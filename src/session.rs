@@ -70,17 +70,34 @@ pub struct Session {
     _lock: FileLock,
 }
 
-/// Where a session's record is: under the project's own protected directory, or, when it is
-/// not there, wherever another candidate holds one (see `protected::Place::candidates`).
+/// Where a session's record is. A session's id is its own, so its record is looked for
+/// wherever the state home may hold it: the project's candidates first (see
+/// `protected::Place::candidates`), then every project directory of the state home (a loop
+/// begun below a nested `.git`, or kept under a top the agent has since moved, is still this
+/// session's). The in-project fallback comes last: what the agent can write there never hides
+/// a record in the state home. A directory that holds only the loop's running marker is where
+/// the record was, and reading it there tells the human it is gone.
 pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     let file = format!("sessions/{session}.rec");
     let place = project.protected();
-    place
+    let holds = |dir: &Path| {
+        std::fs::symlink_metadata(dir.join(&file)).is_ok()
+            || std::fs::symlink_metadata(dir.join("running").join(session.as_str())).is_ok()
+    };
+    let in_home = place
         .candidates
         .iter()
-        .map(|dir| dir.join(&file))
-        .find(|path| std::fs::symlink_metadata(path).is_ok())
-        .unwrap_or_else(|| place.dir.join(&file))
+        .filter(|dir| !place.fallback || **dir != place.dir);
+    if let Some(dir) = in_home.clone().find(|dir| holds(dir)) {
+        return dir.join(&file);
+    }
+    if let Some(dir) = crate::protected::project_dirs()
+        .into_iter()
+        .find(|dir| holds(dir) && place.is_related(dir))
+    {
+        return dir.join(&file);
+    }
+    place.dir.join(&file)
 }
 
 /// The marker that says a loop runs in `session`, kept beside the records: while it is there,
@@ -252,11 +269,11 @@ fn owned_dir(project: &Project, dir: &Path) -> Result<()> {
         Ok(())
     };
     let place = project.protected();
-    let root = place
-        .candidates
-        .iter()
+    let root = crate::protected::project_dirs()
+        .into_iter()
+        .chain(place.candidates.iter().cloned())
         .find(|c| dir.starts_with(c))
-        .unwrap_or(&place.dir);
+        .unwrap_or_else(|| place.dir.clone());
     for path in [root.as_path(), dir] {
         refuse(path)?;
     }

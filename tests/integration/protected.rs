@@ -770,3 +770,146 @@ fn check_says_whether_the_state_is_out_of_the_agents_reach_and_why_not() {
         "{said}"
     );
 }
+
+// --- Where a Stop looks for the session's record ------------------------------------------------
+
+/// The session's loop, wherever in the state home it is kept.
+fn loop_anywhere(session: &str) -> Value {
+    let projects = state_home().join("projects");
+    for entry in std::fs::read_dir(projects).unwrap().flatten() {
+        let path = entry.path().join(format!("sessions/{session}.rec"));
+        if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&path) {
+            let record: Value = serde_json::from_slice(&payload).unwrap();
+            return record["loop"].clone();
+        }
+    }
+    Value::Null
+}
+
+/// A loop begun below a `.git` planted in a subdirectory (or in a nested repository) is kept
+/// under that directory's name; a Stop whose project is the top must still find it.
+#[test]
+fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
+    let dir = project();
+    let sub = dir.path().join("app");
+    std::fs::create_dir_all(sub.join(".git")).unwrap();
+    std::fs::write(sub.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let session = "nested-s1";
+    start(&sub, session, 10);
+    let decision = stop(dir.path(), session, "Not yet.");
+    assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
+    assert_eq!(loop_anywhere(session)["iteration"], 2);
+    let decision = stop(dir.path(), session, DECLARED);
+    assert_ne!(decision["decision"], "block", "{decision}");
+    assert_eq!(loop_anywhere(session)["status"], "passed");
+}
+
+/// The agent moves where the search for `.git` ends (it deletes the project's own `.git`, so
+/// the parent repository is the top) while the state home cannot take a new directory (a full
+/// disk; here a file in the way). The Stop must neither fall back into the project and miss the
+/// loop, nor end it.
+#[test]
+fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_loop() {
+    let outer = git_repo();
+    let proj = outer.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    git(&proj, &["init", "-q", "-b", "main"]);
+    let session = "moved-s1";
+    start(&proj, session, 10);
+    let decision = stop(&proj, session, "Not yet.");
+    assert_eq!(decision["decision"], "block");
+    let outer_top = std::fs::canonicalize(outer.path()).unwrap();
+    let blocked = vigil::protected::dir_in(state_home(), &outer_top);
+    std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
+    std::fs::write(&blocked, "").unwrap();
+    std::fs::remove_dir_all(proj.join(".git")).unwrap();
+    let decision = stop(&proj, session, "Not yet.");
+    assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
+    assert_eq!(loop_anywhere(session)["iteration"], 3);
+    assert!(!proj.join(".vigil/state").exists(), "nothing fell back");
+    let decision = stop(&proj, session, DECLARED);
+    assert_ne!(decision["decision"], "block", "{decision}");
+    assert_eq!(loop_anywhere(session)["status"], "passed");
+}
+
+/// A record the agent plants in the in-project fallback never hides the one in the state home.
+#[test]
+fn a_record_planted_in_the_fallback_does_not_hide_the_state_homes() {
+    let outer = git_repo();
+    let proj = outer.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    git(&proj, &["init", "-q", "-b", "main"]);
+    let session = "planted-fallback-s1";
+    start(&proj, session, 10);
+    let outer_top = std::fs::canonicalize(outer.path()).unwrap();
+    let blocked = vigil::protected::dir_in(state_home(), &outer_top);
+    std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
+    std::fs::write(&blocked, "").unwrap();
+    std::fs::remove_dir_all(proj.join(".git")).unwrap();
+    // The agent writes a record that says nothing runs where the fallback would be.
+    let fake = json!({"schema": "vigil.session/v2", "session_id": session,
+        "budget": {"consecutive_blocks": 0, "budget_spent": 0},
+        "subagent_budget": {"consecutive_blocks": 0, "budget_spent": 0},
+        "updated_at": "2026-01-01T00:00:00Z"});
+    let path = proj.join(format!(".vigil/state/sessions/{session}.rec"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    vigil::record::write(&path, 1, fake.to_string().as_bytes()).unwrap();
+    let decision = stop(&proj, session, "Not yet.");
+    assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
+}
+
+/// `--prompt-file` in the human's slash command is read by the hook, outside the sandbox, from
+/// a path the agent can replace: a FIFO must not hang it, and a symlink or a path outside the
+/// project must not carry another file's text into the loop.
+#[test]
+fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
+    let dir = project();
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "SECRET-TEXT").unwrap();
+    std::os::unix::fs::symlink(secret.path(), dir.path().join("LINK.md")).unwrap();
+    let fifo = dir.path().join("FIFO.md");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let outside = secret.path().display().to_string();
+    for (file, said) in [
+        ("LINK.md", "symlink"),
+        ("FIFO.md", "regular file"),
+        (outside.as_str(), "outside the project"),
+        ("../../../../../../etc/hostname", "outside the project"),
+    ] {
+        let text = format!(
+            "/vigil-loop --prompt-file {file} --max-iterations 3 --completion-promise DONE"
+        );
+        let began = std::time::Instant::now();
+        let (code, out) = prompt(dir.path(), "pf-s1", json!(text));
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(5),
+            "{file}"
+        );
+        assert_eq!(code, Some(0), "{file}");
+        assert_eq!(out["decision"], "block", "{file}: {out}");
+        let reason = out["reason"].as_str().unwrap();
+        assert!(reason.contains(said), "{file}: {reason}");
+        assert!(!reason.contains("SECRET-TEXT"), "{file}: {reason}");
+    }
+    assert_eq!(stop(dir.path(), "pf-s1", "x"), Value::Null, "no loop began");
+    std::fs::write(dir.path().join("PROMPT.md"), "The real task.").unwrap();
+    let (_, out) = prompt(
+        dir.path(),
+        "pf-s1",
+        json!("/vigil-loop --prompt-file PROMPT.md --max-iterations 3 --completion-promise DONE"),
+    );
+    assert_ne!(out["decision"], "block", "{out}");
+    still_looping(dir.path(), "pf-s1");
+}
+
+/// Looking for a session's record across the state home never takes another project's: the
+/// same session name in an unrelated project is that project's loop, not this one's.
+#[test]
+fn the_same_session_name_in_an_unrelated_project_is_not_this_ones_loop() {
+    let one = project();
+    let other = project();
+    start(one.path(), "shared-name", 10);
+    assert_eq!(stop(other.path(), "shared-name", "Not yet."), Value::Null);
+    still_looping(one.path(), "shared-name");
+}
