@@ -72,6 +72,8 @@ pub struct Guarded {
     pub bin_dir: Option<PathBuf>,
     /// The user's home, for `~/` rules and `~/.claude/settings.json`.
     pub home: Option<PathBuf>,
+    /// vigil's hooks are installed and name their binaries without a path (found on PATH).
+    pub on_path: bool,
 }
 
 impl Guarded {
@@ -83,6 +85,7 @@ impl Guarded {
             home: std::env::var_os("HOME")
                 .map(PathBuf::from)
                 .filter(|home| home.is_absolute()),
+            on_path: false,
         })
     }
 
@@ -372,6 +375,18 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
                 "the sandbox is on, but where it cannot start Claude Code runs commands without it: {why_not}; set sandbox.failIfUnavailable to true (--protect does)"
             )));
         }
+        let excluded: Vec<&str> = sandbox
+            .get("excludedCommands")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !excluded.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "sandbox.excludedCommands runs {} outside the sandbox, where it can write {}: {why_not}; keep the list empty, or to commands that run no code of the project's",
+                excluded.join(", "),
+                guarded.state_home.display()
+            )));
+        }
         if cfg!(target_os = "linux") {
             let missing: Vec<&str> = ["bwrap", "socat"]
                 .into_iter()
@@ -404,6 +419,17 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
             missing.join(", ")
         )));
     }
+    if guarded.on_path {
+        findings.push(Finding::Warn(
+            "the hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
+        ));
+    }
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        findings.push(Finding::Warn(format!(
+            "CLAUDE_CONFIG_DIR is set ({}): Claude Code reads your user settings there, which this check does not read and no rule keeps Edit off; check its sandbox and deny rules yourself",
+            Path::new(&dir).display()
+        )));
+    }
     if findings.is_empty() {
         findings.push(Finding::Ok(format!(
             "vigil's protected state ({}) is out of the agent's reach: the sandbox is on, without unsandboxed retries, and Edit and Write are denied there",
@@ -433,6 +459,7 @@ mod tests {
             state_home: PathBuf::from("/home/u/.local/state/vigil"),
             bin_dir: Some(PathBuf::from("/opt/vigil/bin")),
             home: Some(PathBuf::from("/home/u")),
+            on_path: false,
         }
     }
 

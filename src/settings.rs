@@ -876,11 +876,13 @@ fn protection(
         .map(PathBuf::from)
         .find(|path| path.is_absolute())
         .and_then(|path| path.parent().map(Path::to_path_buf));
-    let Some(guarded) = crate::protect::Guarded::here(bin_dir) else {
+    let on_path = bin_dir.is_none() && !handlers.is_empty();
+    let Some(mut guarded) = crate::protect::Guarded::here(bin_dir) else {
         return vec![Finding::Fail(
             "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),
         )];
     };
+    guarded.on_path = on_path;
     let project = target.project();
     let mut layers = crate::protect::layers(&project, guarded.home.as_deref());
     // A settings file of another name (given with --settings, as `claude --settings` reads

@@ -913,3 +913,62 @@ fn the_same_session_name_in_an_unrelated_project_is_not_this_ones_loop() {
     assert_eq!(stop(other.path(), "shared-name", "Not yet."), Value::Null);
     still_looping(one.path(), "shared-name");
 }
+
+/// What else lets a command or a tool past the protection, each told by the doctor: commands
+/// the sandbox excludes, hooks that find the gate through PATH, user settings it cannot read.
+#[test]
+fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let bin = bin.to_str().unwrap();
+    let args = ["install", "--settings", file, "--bin-dir", bin, "--protect"];
+    assert!(merge_in(dir.path(), home.path(), &args).status.success());
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(!lines.iter().any(|l| l.starts_with("[warn]")), "{lines:?}");
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]["excludedCommands"] = json!(["docker *", "make"]);
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] sandbox.excludedCommands")
+                && l.contains("docker *, make")),
+        "{lines:?}"
+    );
+    // Shared settings name the binaries without a path.
+    let shared = dir.path().join(".claude/settings.json");
+    let shared_file = shared.to_str().unwrap();
+    assert!(
+        merge_in(
+            dir.path(),
+            home.path(),
+            &["install", "--shared", "--settings", shared_file]
+        )
+        .status
+        .success()
+    );
+    let (_, lines) = protection_lines(dir.path(), home.path(), shared_file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn]") && l.contains("through PATH")),
+        "{lines:?}"
+    );
+    let out = settings_merge()
+        .env("HOME", home.path())
+        .env("CLAUDE_CONFIG_DIR", home.path().join("other"))
+        .current_dir(dir.path())
+        .args(["check", "--settings", file])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("[warn] CLAUDE_CONFIG_DIR is set")),
+        "{said}"
+    );
+}

@@ -234,7 +234,8 @@ pub fn settings_merge() -> Command {
     let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
     cmd.env_remove("VIGIL_STATE_DIR")
         .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("CLAUDE_PROJECT_DIR");
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("CLAUDE_CONFIG_DIR");
     cmd
 }
 
