@@ -117,7 +117,16 @@ pub struct Watchdog {
 /// The block the alarm writes: set once, before the alarm, and never freed.
 static ALARM_ANSWER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
 
+/// Set by whichever answers first, the gate or the alarm; the other then writes nothing. The
+/// alarm may arrive on any thread (a check's reader threads do not block it), so blocking it
+/// on the main thread alone could not keep two answers from being written.
+static ANSWERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 extern "C" fn on_alarm(_: libc::c_int) {
+    if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        // The gate is writing its own answer, and exits when it has.
+        return;
+    }
     if let Some(bytes) = ALARM_ANSWER.get() {
         let mut written = 0;
         while written < bytes.len() {
@@ -177,6 +186,14 @@ impl Watchdog {
             libc::sigaddset(&mut set, libc::SIGALRM);
             libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
             libc::alarm(0);
+        }
+        if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            // The alarm went off on another thread and is writing its block; it ends the
+            // process when done, and this thread must not end it first.
+            loop {
+                // SAFETY: waits for a signal; the handler exits the process.
+                unsafe { libc::pause() };
+            }
         }
         if let Some(json) = json {
             let _ = crate::output::stdout(format!("{json}\n").as_bytes());
