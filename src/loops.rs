@@ -426,8 +426,11 @@ pub fn begin(
             LoopState::new(PENDING, prompt, &promise, max, started_by),
             within,
         )?;
+        // Named, because a session started above a nested `.git` is another project's.
+        let top = crate::protected::state_top(&project.dir);
         let told = format!(
-            "vigil loop pending: the next session to start in this project within {}s claims it; up to {max} passes, ending on {} with every check passing",
+            "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes, ending on {} with every check passing",
+            top.display(),
             within.as_secs(),
             promise.tagged()
         );

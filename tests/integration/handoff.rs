@@ -626,6 +626,13 @@ fn startup_claims_a_pending_loop_exactly_once() {
         .output()
         .unwrap();
     assert!(pending.status.success());
+    let said = String::from_utf8_lossy(&pending.stdout).into_owned()
+        + &String::from_utf8_lossy(&pending.stderr);
+    let top = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(
+        said.contains(&format!("in this project ({})", top.display())),
+        "the human is told which sessions may claim it: {said}"
+    );
     let told = context(&start(dir.path(), "s-1", "startup"));
     assert!(
         told.contains("claimed a loop") && told.contains("Run the migration"),
