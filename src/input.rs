@@ -69,6 +69,94 @@ fn open_file(path: &Path, flags: i32) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
+/// Why `open_beneath` refused a path.
+#[derive(Debug)]
+pub enum Beneath {
+    /// `..`, an absolute path, or nothing to open.
+    Outside,
+    /// A component of the path is a symlink.
+    Symlink,
+    /// Not a regular file, or one with other hard links (which may be outside).
+    NotPlain,
+    Io(std::io::Error),
+}
+
+/// Opens `relative` beneath the directory `top`, one component at a time from `top`'s own
+/// descriptor and never through a symlink, so that a directory swapped for a link while it is
+/// opened cannot send the read outside `top`. The file must be a regular file with one link,
+/// and is opened without blocking.
+pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs::File, Beneath> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::path::Component;
+    let mut names = Vec::new();
+    for component in relative.components() {
+        match component {
+            Component::Normal(name) => names.push(name),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(Beneath::Outside);
+            }
+        }
+    }
+    let Some((last, dirs)) = names.split_last() else {
+        return Err(Beneath::Outside);
+    };
+    let mut dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(top)
+        .map_err(Beneath::Io)?;
+    let open_at = |dir: &std::fs::File, name: &std::ffi::OsStr, flags: libc::c_int| {
+        let name = std::ffi::CString::new(name.as_encoded_bytes()).map_err(|_| Beneath::Outside)?;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor
+        // returned is owned by the `File` from here on.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            if !matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+                return Err(Beneath::Io(e));
+            }
+            // A link refused by O_NOFOLLOW (ELOOP, or ENOTDIR where a directory was asked
+            // for), or a file where a directory should be.
+            // SAFETY: a zeroed stat buffer filled by fstatat on the same name.
+            let is_link = unsafe {
+                let mut stat: libc::stat = std::mem::zeroed();
+                libc::fstatat(
+                    dir.as_raw_fd(),
+                    name.as_ptr(),
+                    &mut stat,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                ) == 0
+                    && stat.st_mode & libc::S_IFMT == libc::S_IFLNK
+            };
+            return Err(if is_link {
+                Beneath::Symlink
+            } else {
+                Beneath::NotPlain
+            });
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    };
+    for name in dirs {
+        let next = open_at(&dir, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
+        dir = next;
+    }
+    let file = open_at(&dir, last, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    let meta = file.metadata().map_err(Beneath::Io)?;
+    if !meta.is_file() || meta.nlink() != 1 {
+        return Err(Beneath::NotPlain);
+    }
+    Ok(file)
+}
+
 /// Reads at most `cap` bytes; one more byte makes the input too large.
 pub fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();

@@ -321,39 +321,24 @@ pub fn legacy_loops(project: &Project) -> usize {
 }
 
 /// A slash command's `--prompt-file`, which the hook reads outside the agent's sandbox from a
-/// path the agent can replace: only a regular file in the project, named without a symlink, and
-/// opened without blocking (a FIFO there would hold the prompt up).
+/// path the agent can replace: only a plain file inside the project, reached without a symlink
+/// (`input::open_beneath`), and opened without blocking (a FIFO there would hold the prompt up).
 fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
-    let path = project.dir.join(file);
-    let top = crate::subject::canonical(&project.dir);
-    let inside = std::fs::canonicalize(path.parent().unwrap_or(&project.dir))
-        .is_ok_and(|parent| parent.starts_with(&top));
-    if !inside
-        || file
-            .components()
-            .any(|c| c == std::path::Component::ParentDir)
-    {
-        return Err(Error::input(format!(
-            "--prompt-file {} is outside the project; a slash command reads a prompt file only from inside it",
-            file.display()
-        )));
-    }
-    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(Error::input(format!(
-            "--prompt-file {} is a symlink; a slash command reads only a plain file in the project",
-            file.display()
-        )));
-    }
-    let opened = crate::input::open_state(&path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::InvalidInput {
-            Error::input(format!(
-                "--prompt-file {} is not a regular file",
-                file.display()
-            ))
-        } else {
-            Error::io("read", &path, &e)
-        }
+    use crate::input::Beneath;
+    let shown = file.display();
+    let opened = crate::input::open_beneath(&project.dir, file).map_err(|why| match why {
+        Beneath::Outside => Error::input(format!(
+            "--prompt-file {shown} is outside the project; a slash command reads a prompt file only from inside it"
+        )),
+        Beneath::Symlink => Error::input(format!(
+            "--prompt-file {shown} goes through a symlink; a slash command reads only a plain file in the project"
+        )),
+        Beneath::NotPlain => Error::input(format!(
+            "--prompt-file {shown} is not a regular file (or has other hard links)"
+        )),
+        Beneath::Io(e) => Error::io("read", &project.dir.join(file), &e),
     })?;
+    let path = project.dir.join(file);
     let bytes = crate::input::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
     crate::input::utf8(bytes, "the prompt file")
 }

@@ -669,9 +669,15 @@ fn protection_lines(dir: &Path, home: &Path, file: &str) -> (Option<i32>, Vec<St
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| {
-            ["sandbox", "state home", "Edit and Write", "protected state"]
-                .iter()
-                .any(|w| l.contains(w))
+            [
+                "sandbox",
+                "state home",
+                "Edit and Write",
+                "protected state",
+                "vigil's binaries",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
         })
         .map(str::to_string)
         .collect();
@@ -795,6 +801,9 @@ fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
     std::fs::create_dir_all(sub.join(".git")).unwrap();
     std::fs::write(sub.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let session = "nested-s1";
+    // The directory is there already, without a top file (an older `marker-writer trust`).
+    let sub_dir = vigil::protected::dir_in(state_home(), &std::fs::canonicalize(&sub).unwrap());
+    std::fs::create_dir_all(sub_dir.join("trusted-keys")).unwrap();
     start(&sub, session, 10);
     let decision = stop(dir.path(), session, "Not yet.");
     assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
@@ -822,6 +831,10 @@ fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_lo
     let blocked = vigil::protected::dir_in(state_home(), &outer_top);
     std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
     std::fs::write(&blocked, "").unwrap();
+    // Without its top file too (as directories an older `marker-writer trust` made are): the
+    // fallback still looks under the project's own name and each one above it.
+    let own = vigil::protected::dir_in(state_home(), &std::fs::canonicalize(&proj).unwrap());
+    std::fs::remove_file(own.join("top")).unwrap();
     std::fs::remove_dir_all(proj.join(".git")).unwrap();
     let decision = stop(&proj, session, "Not yet.");
     assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
@@ -871,8 +884,21 @@ fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let outside = secret.path().display().to_string();
+    // A directory that is a link out of the project (as a swap mid-read would make it), and a
+    // hard link to a file outside.
+    let outside_dir = tempfile::tempdir().unwrap();
+    std::fs::write(outside_dir.path().join("task.md"), "SECRET-TEXT").unwrap();
+    std::os::unix::fs::symlink(outside_dir.path(), dir.path().join("d")).unwrap();
+    std::fs::hard_link(
+        outside_dir.path().join("task.md"),
+        dir.path().join("HARD.md"),
+    )
+    .unwrap();
     for (file, said) in [
         ("LINK.md", "symlink"),
+        ("d/task.md", "symlink"),
+        ("./d/task.md", "symlink"),
+        ("HARD.md", "hard links"),
         ("FIFO.md", "regular file"),
         (outside.as_str(), "outside the project"),
         ("../../../../../../etc/hostname", "outside the project"),
@@ -956,6 +982,49 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
         lines
             .iter()
             .any(|l| l.starts_with("[warn]") && l.contains("through PATH")),
+        "{lines:?}"
+    );
+    // One hand-added handler without a path is enough for the agent to answer for the gate.
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]
+        .as_object_mut()
+        .unwrap()
+        .remove("excludedCommands");
+    local["hooks"]["Stop"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"hooks": [{"type": "command", "command": "stop-gate --run true"}]}));
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(dir.path(), home.path(), file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn]") && l.contains("through PATH")),
+        "mixed: {lines:?}"
+    );
+    // Binaries inside the project are the agent's to replace.
+    let inside = dir.path().join("bin");
+    std::fs::create_dir_all(&inside).unwrap();
+    for name in ["stop-gate", "session-start-loader", "session-end-handoff"] {
+        std::fs::copy(bin_dir().join(name), inside.join(name)).unwrap();
+    }
+    let other = dir.path().join(".claude/other.json");
+    let other_file = other.to_str().unwrap();
+    let args = [
+        "install",
+        "--settings",
+        other_file,
+        "--bin-dir",
+        inside.to_str().unwrap(),
+    ];
+    assert!(merge_in(dir.path(), home.path(), &args).status.success());
+    let (code, lines) = protection_lines(dir.path(), home.path(), other_file);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("[fail] the hooks run vigil's binaries from")
+                && l.contains("inside the project")
+        ),
         "{lines:?}"
     );
     let out = settings_merge()
