@@ -347,12 +347,32 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         )));
         return findings;
     }
+    if let Some(bin) = &guarded.bin_dir
+        && crate::subject::canonical(bin).starts_with(&top)
+    {
+        findings.push(Finding::Fail(format!(
+            "the hooks run vigil's binaries from {}, inside the project, where the agent can replace them and answer for the gate; install them outside it (./install.sh puts them in ~/.local/bin)",
+            bin.display()
+        )));
+        return findings;
+    }
     // What the sandbox lets commands write besides the project (seen with 2.1.332).
     let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
-    if home.starts_with("/tmp/claude")
-        || home.starts_with("/private/tmp/claude")
-        || tmpdir.is_some_and(|t| home.starts_with(crate::subject::canonical(Path::new(&t))))
-    {
+    let writable = |path: &Path| {
+        let path = crate::subject::canonical(path);
+        path.starts_with("/tmp/claude")
+            || path.starts_with("/private/tmp/claude")
+            || tmpdir
+                .as_ref()
+                .is_some_and(|t| path.starts_with(crate::subject::canonical(Path::new(t))))
+    };
+    if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
+        findings.push(Finding::Warn(format!(
+            "the hooks run vigil's binaries from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write: the agent can replace them; install them elsewhere",
+            bin.display()
+        )));
+    }
+    if writable(&home) {
         findings.push(Finding::Warn(format!(
             "the state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}; keep it under ~/.local/state (the default)",
             guarded.state_home.display()

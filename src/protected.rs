@@ -78,13 +78,8 @@ impl Place {
             if !made {
                 return Place::fallback(fallback, project_dir);
             }
-            // The top it is named after, for a Stop whose project is above or below it.
-            let _ = crate::atomic::write_atomic(
-                &dir.join(TOP_FILE),
-                top.as_os_str().as_encoded_bytes(),
-                0o600,
-            );
         }
+        mark_top(&dir, &top);
         Place::at(dir, project_dir)
     }
 
@@ -119,13 +114,22 @@ impl Place {
         }
     }
 
+    /// The fallback: state goes into the project, but a record already in the state home
+    /// (under the top's name or an ancestor's) is still looked for there first.
     fn fallback(dir: PathBuf, project_dir: &Path) -> Place {
-        Place {
-            candidates: vec![dir.clone()],
-            dir,
-            fallback: true,
-            project: crate::subject::canonical(project_dir),
-        }
+        let mut place = match self::project_dir(project_dir) {
+            Some(own) => Place::at(own, project_dir),
+            None => Place {
+                dir: dir.clone(),
+                fallback: true,
+                candidates: Vec::new(),
+                project: crate::subject::canonical(project_dir),
+            },
+        };
+        place.candidates.push(dir.clone());
+        place.dir = dir;
+        place.fallback = true;
+        place
     }
 
     /// Whether the state home's directory `dir` is named after a top at, above or below this
@@ -139,12 +143,23 @@ impl Place {
         };
         use std::os::unix::ffi::OsStrExt;
         let top = Path::new(std::ffi::OsStr::from_bytes(&bytes));
-        top.is_absolute() && (top.starts_with(&self.project) || self.project.starts_with(top))
+        top.is_absolute()
+            && dir_for(top).as_deref() == Some(dir)
+            && (top.starts_with(&self.project) || self.project.starts_with(top))
     }
 }
 
 /// The file in each project directory of the state home that names its top.
 const TOP_FILE: &str = "top";
+
+/// Writes the top a project directory of the state home is named after, when it is not there
+/// yet (for a Stop whose project is above or below it; see `Place::is_related`).
+pub fn mark_top(dir: &Path, top: &Path) {
+    let file = dir.join(TOP_FILE);
+    if std::fs::symlink_metadata(&file).is_err() {
+        let _ = crate::atomic::write_atomic(&file, top.as_os_str().as_encoded_bytes(), 0o600);
+    }
+}
 
 /// Whether the state home can be made and written (else the state falls back into the
 /// project). Makes the state home when missing, as the hooks would.

@@ -876,7 +876,9 @@ fn protection(
         .map(PathBuf::from)
         .find(|path| path.is_absolute())
         .and_then(|path| path.parent().map(Path::to_path_buf));
-    let on_path = bin_dir.is_none() && !handlers.is_empty();
+    let on_path = handlers.iter().any(|(_, _, _, command)| {
+        first_word(command).is_none_or(|word| !Path::new(&word).is_absolute())
+    });
     let Some(mut guarded) = crate::protect::Guarded::here(bin_dir) else {
         return vec![Finding::Fail(
             "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),

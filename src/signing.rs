@@ -262,6 +262,9 @@ pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, Pa
         .mode(0o700)
         .create(&dir)
         .map_err(|e| Error::io("create", &dir, &e))?;
+    if !global && let Some(project_dir) = dir.parent() {
+        crate::protected::mark_top(project_dir, &crate::protected::state_top(&project.dir));
+    }
     let path = dir.join(format!("{}.pub", key.id));
     let text = format!("{PUBLIC_TAG} {}\n", hex(key.key.as_bytes()));
     crate::atomic::write_atomic(&path, text.as_bytes(), 0o644)
