@@ -477,17 +477,20 @@ impl Gate {
         }
         state.iteration = k + 1;
         let promise = state.promise()?;
+        // The finish line goes to the model too, however the loop was started (SPEC §4): a
+        // loop started from a terminal has told the model nothing else.
+        let finish = format!(
+            "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
+            state.iteration,
+            promise.tagged()
+        );
         let reason = match problem {
-            Some(line) => format!("{line}\n\n{}", state.prompt),
-            None => state.prompt.clone(),
+            Some(line) => format!("{line}\n\n{}\n\n{finish}", state.prompt),
+            None => format!("{}\n\n{finish}", state.prompt),
         };
         Ok(Step::Output(StopOutput::Block {
             reason,
-            system_message: Some(format!(
-                "vigil loop {}/{max}: finish only by ending with {} on its own last line, when it is true",
-                state.iteration,
-                promise.tagged()
-            )),
+            system_message: Some(finish),
         }))
     }
 

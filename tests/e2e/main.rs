@@ -211,6 +211,13 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
                 text.contains("Loop task: make the build green."),
                 "the loop's own prompt is fed back: {text}"
             );
+            // Started from a terminal, the loop tells the model how to finish in its reason.
+            assert!(
+                text.contains(
+                    "finish only by ending with <promise>DONE</promise> on its own last line"
+                ),
+                "the model is told how to finish: {text}"
+            );
         }
         assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
     }

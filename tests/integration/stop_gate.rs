@@ -1713,8 +1713,38 @@ fn a_loop_file_planted_in_the_project_starts_or_ends_nothing() {
     std::fs::write(loops.join("s2.json"), planted.to_string()).unwrap();
     let stop = p.stop(&[], "s1", Some("Working."));
     assert!(stop.blocked());
-    assert_eq!(stop.reason(), "The real task.");
+    assert!(
+        stop.reason().starts_with("The real task.\n"),
+        "{}",
+        stop.reason()
+    );
     assert!(p.stop(&[], "s2", Some("x")).silent_allow(), "no loop in s2");
+}
+
+/// SPEC §4: a loop started from a terminal has told the model nothing, so every block's
+/// `reason` (what the model reads) ends with the line that says how to finish: after the
+/// failing check's line and the prompt, the same line the human gets as `systemMessage`.
+#[test]
+fn every_loop_block_reason_tells_the_model_how_to_finish() {
+    let p = Project::git();
+    p.start_ok("s1", 5, "The real task.");
+    let stop = p.stop(&[], "s1", Some("Working."));
+    let finish = "vigil loop 2/5: finish only by ending with <promise>DONE</promise> on its own last line, when it is true";
+    assert_eq!(stop.reason(), format!("The real task.\n\n{finish}"));
+    assert_eq!(stop.system_message(), finish);
+    let stop = p.stop(
+        &["--run", "exit 3"],
+        "s1",
+        Some("All green.\n\n<promise>DONE</promise>"),
+    );
+    assert!(stop.blocked());
+    let reason = stop.reason();
+    let (first, rest) = reason.split_once('\n').unwrap();
+    assert!(first.contains("`exit 3` failed (exit 3)"), "{reason}");
+    assert!(
+        rest.ends_with("The real task.\n\nvigil loop 3/5: finish only by ending with <promise>DONE</promise> on its own last line, when it is true"),
+        "{reason}"
+    );
 }
 
 #[test]
