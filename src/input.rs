@@ -29,9 +29,13 @@ impl Source {
         }
     }
 
-    /// Reads the whole source, refusing anything larger than `cap` bytes.
+    /// Reads the whole source, refusing anything larger than `cap` bytes. Standard input that
+    /// is a terminal is refused at once (a binary run by hand would wait on it without a word).
     pub fn read_capped(&self, cap: u64, what: &str) -> Result<Vec<u8>> {
         match self {
+            Source::Stdin if stdin_is_terminal() => Err(Error::usage(format!(
+                "reads {what} on standard input, which is a terminal; pipe it in (e.g. < payload.json) or see --help"
+            ))),
             Source::Stdin => read_capped(std::io::stdin().lock(), cap, what, Path::new("-")),
             Source::File(path) => {
                 let file = std::fs::File::open(path).map_err(|e| Error::io("read", path, &e))?;
@@ -39,6 +43,12 @@ impl Source {
             }
         }
     }
+}
+
+/// Whether standard input is a terminal: a hook run by hand, not by an engine.
+pub fn stdin_is_terminal() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(libc::STDIN_FILENO) == 1 }
 }
 
 /// Opens a file that must be a regular file, without ever blocking: a FIFO or device planted

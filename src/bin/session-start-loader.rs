@@ -70,6 +70,10 @@ fn real_main() -> ExitCode {
             NAME,
             &format!("{err}; the session starts without a handoff"),
         );
+        // Run by hand on a terminal: an error the shell shows (never 2, which would block).
+        if vigil::input::stdin_is_terminal() {
+            return ExitCode::from(1);
+        }
     }
     // Fails open: whatever happened, the session starts.
     ExitCode::SUCCESS

@@ -128,6 +128,14 @@ fn real_main() -> ExitCode {
         let _ = stdout(HELP.as_bytes());
         return ExitCode::SUCCESS;
     }
+    if vigil::input::stdin_is_terminal() {
+        // Run by hand: say what it expects, and count nothing for a session `unknown`.
+        diagnostic(
+            NAME,
+            "reads a hook's JSON (Stop, SubagentStop or UserPromptSubmit) on standard input, which is a terminal; it runs from a hook, or test it with `stop-gate < payload.json`; see --help",
+        );
+        return ExitCode::from(2);
+    }
     let config = config.map(|c| c.unwrap_or_default());
     let feedback = config.as_ref().map(|c| c.feedback).unwrap_or_default();
     let deadline = config

@@ -146,3 +146,35 @@ fn outside_vigil(dir: &Path) -> Vec<String> {
         .filter(|f| !f.starts_with("project/.vigil/") && !f.starts_with("project/.git/"))
         .collect()
 }
+
+/// A hook binary run by hand on a terminal answers at once with the one line of what it
+/// expects: a gate or promise-matcher as a usage error (2), a fail-open hook with 1 (never 2,
+/// which would block), and nothing is counted or written for a session `unknown`.
+#[test]
+fn hook_binaries_on_a_terminal_say_what_they_expect_at_once() {
+    let bin = bin_dir();
+    for (binary, args, code) in [
+        ("stop-gate", &[][..], 2),
+        ("stop-gate", &["--run", "true"][..], 2),
+        ("promise-matcher", &["--hook"][..], 2),
+        ("promise-matcher", &["--promise", "DONE"][..], 2),
+        ("promise-matcher", &["defang"][..], 2),
+        ("session-end-handoff", &[][..], 1),
+        ("session-start-loader", &[][..], 1),
+    ] {
+        let began = std::time::Instant::now();
+        let out = on_a_terminal(&bin.join(binary), args);
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(5),
+            "{binary} {args:?} waited on the terminal"
+        );
+        assert_eq!(out.status.code(), Some(code), "{binary} {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{binary}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("{binary}: ")) && stderr.contains("terminal"),
+            "{binary}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{binary}: nothing for the engine");
+    }
+}

@@ -280,3 +280,49 @@ pub fn output_with_stdin(mut cmd: std::process::Command, stdin: &[u8]) -> std::p
     let _ = writer.join();
     out
 }
+
+/// Runs `binary ARGS` with a terminal (a pseudo-terminal's far end) as its standard input, as when a
+/// hook binary is run by hand; gives up on it after 10 s.
+pub fn on_a_terminal(binary: &Path, args: &[&str]) -> std::process::Output {
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty fills two descriptors, owned by the `File`s made from them below.
+    let made = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty");
+    // SAFETY: both descriptors were just opened and belong to nobody else.
+    let (leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    };
+    let mut child = std::process::Command::new(binary)
+        .args(args)
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .stdin(std::process::Stdio::from(follower))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(leader);
+    child.wait_with_output().unwrap()
+}
