@@ -29,6 +29,20 @@ impl Stop {
             .to_string()
     }
 
+    /// The reason without the loop's closing line, which must be there (SPEC §4): what the
+    /// check said, and the loop's prompt.
+    fn task(&self) -> String {
+        let reason = self.reason();
+        let (task, finish) = reason
+            .rsplit_once("\n\n")
+            .unwrap_or_else(|| panic!("no finish line: {reason:?}"));
+        assert!(
+            finish.starts_with("vigil loop ") && finish.contains("finish only by ending with"),
+            "{reason:?}"
+        );
+        task.to_string()
+    }
+
     fn system_message(&self) -> String {
         self.json
             .as_ref()
@@ -199,7 +213,7 @@ fn loop_without_a_declaration_blocks_until_max_iterations_then_allows_as_aborted
     p.start_ok("s1", 3, "Fix the parser.");
     let first = p.stop(&[], "s1", Some("Working on it."));
     assert!(first.blocked());
-    assert_eq!(first.reason(), "Fix the parser.");
+    assert_eq!(first.task(), "Fix the parser.");
     assert_eq!(
         first.system_message(),
         "vigil loop 2/3: finish only by ending with <promise>DONE</promise> on its own last line, when it is true"
@@ -294,7 +308,7 @@ fn declaration_while_the_check_fails_is_blocked_with_the_check_line_before_the_p
     let stop = p.stop(&["--run", "echo 1 failed; exit 1"], "s1", Some(DECLARED));
     assert!(stop.blocked());
     assert_eq!(
-        stop.reason(),
+        stop.task(),
         "stop-gate: `echo 1 failed; exit 1` failed (exit 1); fix it and run it again before stopping\n\nMake the tests pass."
     );
     assert_eq!(p.loop_state("s1")["status"], "running");
@@ -377,9 +391,9 @@ fn many_sessions_loop_side_by_side_in_one_project() {
     for s in ["a", "b", "c"] {
         p.start_ok(s, 4, &format!("work of {s}"));
     }
-    assert_eq!(p.stop(&[], "b", Some("x")).reason(), "work of b");
+    assert_eq!(p.stop(&[], "b", Some("x")).task(), "work of b");
     assert!(p.stop(&[], "b", Some("x")).blocked());
-    assert_eq!(p.stop(&[], "a", Some("x")).reason(), "work of a");
+    assert_eq!(p.stop(&[], "a", Some("x")).task(), "work of a");
     assert!(!p.stop(&[], "c", Some(DECLARED)).blocked());
     assert_eq!(p.loop_state("a")["iteration"], 2);
     assert_eq!(p.loop_state("b")["iteration"], 3);
@@ -498,7 +512,7 @@ fn codex_stop_drives_the_loop_too() {
     payload["cwd"] = json!(p.path());
     let stop = p.stop_with(&[], payload.to_string());
     assert!(stop.blocked());
-    assert_eq!(stop.reason(), "Rename it.");
+    assert_eq!(stop.task(), "Rename it.");
 }
 
 // --- loop start, status, cancel -----------------------------------------------------------
@@ -662,7 +676,7 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
     let p = Project::new();
     p.start_ok("argv", 3, TRICKY_PROMPT);
     assert_eq!(p.loop_state("argv")["prompt"], TRICKY_PROMPT);
-    assert_eq!(p.stop(&[], "argv", Some("x")).reason(), TRICKY_PROMPT);
+    assert_eq!(p.stop(&[], "argv", Some("x")).task(), TRICKY_PROMPT);
     // From --prompt-file.
     let file = p.path().join("PROMPT.md");
     std::fs::write(&file, TRICKY_PROMPT).unwrap();
@@ -2050,7 +2064,12 @@ fn an_unreadable_transcript_during_a_loop_says_so() {
         "{}",
         stop.reason()
     );
-    assert!(stop.reason().ends_with("Fix."));
+    assert!(
+        stop.reason()
+            .contains("\n\nFix.\n\nvigil loop 2/5: finish only"),
+        "{}",
+        stop.reason()
+    );
 }
 
 #[test]
