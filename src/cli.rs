@@ -44,6 +44,27 @@ pub fn size(text: &str) -> Result<u64> {
     n.checked_mul(1 << shift).ok_or_else(bad)
 }
 
+/// `BINARY FLAGS... --check-config`: parses the flags with the binary's own parser and exits,
+/// reading no input and touching nothing, before the off switch is looked at (the doctor
+/// runs it with `VIGIL_DISABLE=1`). `None` when the flag is not given. Exit 0, or `refused`
+/// with the error on one line (2 for a gate; 1 for a fail-open hook, which never exits 2).
+pub fn check_config(
+    binary: &str,
+    refused: u8,
+    parse: impl FnOnce() -> Result<()>,
+) -> Option<crate::exit::Code> {
+    if !std::env::args_os().skip(1).any(|a| a == "--check-config") {
+        return None;
+    }
+    Some(match parse() {
+        Ok(()) => crate::exit::Code::SUCCESS,
+        Err(e) => {
+            crate::output::diagnostic(binary, &e.to_string());
+            crate::exit::Code::from(refused)
+        }
+    })
+}
+
 /// Prints a help text.
 pub fn help(text: &str) -> Result<Exit> {
     stdout(text.as_bytes())?;

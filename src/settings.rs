@@ -1209,11 +1209,20 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
     let Some(binary) = vigil_binary(command) else {
         return Finding::Fail(format!("{event}: `{command}` is not a vigil command"));
     };
+    // Its flags, each quoted as a word of its own, go to the binary's own parser
+    // (`--check-config` parses and exits, reading nothing): what would refuse them at every
+    // event fails here first.
+    let flags: String = handler_args(command)
+        .unwrap_or_default()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    let asked = format!("{flags} --check-config");
     let script = if command.trim_start().starts_with("for b in") {
-        self::command(&Binaries::Search, binary, " --version")
+        self::command(&Binaries::Search, binary, &asked)
     } else {
         match first_word(command.trim_start()) {
-            Some(path) => format!("{} --version", shell_quote(&path)),
+            Some(path) => format!("{}{asked}", shell_quote(&path)),
             None => return Finding::Fail(format!("{event}: `{command}` cannot be read")),
         }
     };
@@ -1237,6 +1246,23 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("no output");
+            if let Some(why) = first.strip_prefix(&format!("{binary}: ")) {
+                // The gate's flags were read with its parser already (`gate_deadline`), and
+                // one line is enough for one typo.
+                let told = binary == "stop-gate"
+                    && handler_args(command).is_some_and(|args| {
+                        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
+                            .is_err()
+                    });
+                if told {
+                    return Finding::Ok(format!(
+                        "{event}: `{command}` runs from a bare environment"
+                    ));
+                }
+                return Finding::Fail(format!(
+                    "{event}: {binary} refuses the flags of `{command}`, so it fails at every event: {why}"
+                ));
+            }
             Finding::Fail(format!(
                 "{event}: `{command}` does not run from a bare environment (PATH=/usr/bin:/bin): {first}; run ./install.sh, which writes absolute paths"
             ))

@@ -45,6 +45,8 @@ Options:
   --progress-file PATH  the progress file to point the next session at (default: PROGRESS.md,
                         progress.md or progress.txt in the project, when present)
   --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  --check-config        check these flags and exit (0, or 1 with the error), reading nothing;
+                        settings-merge check runs each handler's flags through it
   -h, --help            this text
 VIGIL_DISABLE=1 makes it do nothing.
 ";
@@ -60,6 +62,11 @@ vigil::entry!(real_main);
 fn real_main() -> ExitCode {
     if vigil::cli::start(NAME) {
         return ExitCode::SUCCESS;
+    }
+    if let Some(code) = vigil::cli::check_config(NAME, 1, || {
+        parse(std::env::args_os().skip(1).collect()).map(drop)
+    }) {
+        return code;
     }
     if vigil::cli::disabled() {
         return ExitCode::SUCCESS;
@@ -121,6 +128,8 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                     Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
             }
             Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            // Handled before anything else (see `vigil::cli::check_config`).
+            Long("check-config") => {}
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),
         }

@@ -65,6 +65,8 @@ Options:
   --verify-key FILE         markers must be signed by this key, and only it (also
                             $VIGIL_VERIFY_KEY); else by a key of `marker-writer trust`; with
                             none trusted, unsigned markers count
+  --check-config            check these flags and exit (0, or 2 with the error), reading nothing;
+                            settings-merge check runs each handler's flags through it
   --state-dir DIR           where shared state lives (default <project>/.vigil, or
                             $VIGIL_STATE_DIR); the protected state stays in the state home
   -h, --help                this text
@@ -119,6 +121,13 @@ fn real_main() -> ExitCode {
                 err.exit().into()
             }
         };
+    }
+    let check = || {
+        let flags = args.iter().filter(|a| *a != "--check-config").cloned();
+        parse_gate(flags.collect()).map(drop)
+    };
+    if let Some(code) = vigil::cli::check_config(NAME, 2, check) {
+        return code;
     }
     if vigil::cli::disabled() {
         return ExitCode::SUCCESS;

@@ -1624,3 +1624,102 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
         "{report}"
     );
 }
+
+/// Every vigil handler's flags go through its own binary's parser (`--check-config`, which
+/// reads nothing): a typo in any of them, which would fail that hook at every event, fails
+/// the doctor, naming the binary and the flag.
+#[test]
+fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    for (event, binary, typo) in [
+        ("PreCompact", "session-end-handoff", "--chekpoint"),
+        ("SessionEnd", "session-end-handoff", "--progres-file x"),
+        ("SessionStart", "session-start-loader", "--max-age soon"),
+    ] {
+        let mut value = json_of(&path);
+        let handler = value["hooks"][event]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+            .find(|h| h["command"].as_str().unwrap().contains(binary))
+            .unwrap();
+        let before = handler["command"].as_str().unwrap().to_string();
+        handler["command"] = json!(format!("{before} {typo}"));
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        let out = merge("check", &path, false, &[]);
+        let report = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{typo}: {report}");
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("[fail] {event}: {binary} refuses the flags"))),
+            "{typo}: {report}"
+        );
+        let mut value = json_of(&path);
+        let handler = value["hooks"][event]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+            .find(|h| h["command"].as_str().unwrap().contains(binary))
+            .unwrap();
+        handler["command"] = json!(before);
+        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    }
+    let out = merge("check", &path, false, &[]);
+    assert!(
+        !stdout_of(&out).contains("refuses the flags"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+/// `--check-config` parses and exits without reading its input (here a terminal it would
+/// otherwise refuse), before the off switch: 0 for good flags; for bad ones the gate exits 2
+/// and the fail-open hooks 1, never 2.
+#[test]
+fn check_config_parses_the_flags_and_reads_nothing() {
+    let bin = bin_dir();
+    for (binary, good, bad, refused) in [
+        (
+            "stop-gate",
+            &["--run", "true", "--timeout", "30"][..],
+            &["--timout", "3"][..],
+            2,
+        ),
+        (
+            "session-end-handoff",
+            &["--checkpoint"][..],
+            &["--chekpoint"][..],
+            1,
+        ),
+        (
+            "session-start-loader",
+            &["--max-age", "2d"][..],
+            &["--max-age", "x"][..],
+            1,
+        ),
+    ] {
+        let mut args = good.to_vec();
+        args.push("--check-config");
+        let out = on_a_terminal(&bin.join(binary), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{binary} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{binary}");
+        let mut args = bad.to_vec();
+        args.push("--check-config");
+        let out = on_a_terminal(&bin.join(binary), &args);
+        assert_eq!(out.status.code(), Some(refused), "{binary} {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!("{binary}: ")) && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+}
