@@ -108,6 +108,19 @@ pub fn entries(plan: &Plan) -> Vec<Entry> {
                 event: "SessionStart",
                 group: group(vec![handler("session-start-loader", "")]),
             },
+            // Codex sends SessionEnd at the end of `codex exec` too (0.171.0), and PreCompact.
+            Entry {
+                event: "SessionEnd",
+                group: group(vec![handler("session-end-handoff", "")]),
+            },
+            Entry {
+                event: "PreCompact",
+                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+            },
+            Entry {
+                event: "UserPromptSubmit",
+                group: group(vec![handler("stop-gate", "")]),
+            },
         ],
     }
 }
@@ -1029,6 +1042,9 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             ("Stop", "stop-gate"),
             ("Stop", "session-end-handoff"),
             ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
         ],
     };
     for (event, binary) in expected {

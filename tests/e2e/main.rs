@@ -763,7 +763,14 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     let home = codex_home(&untrusted, project.path(), true);
     install_codex(project.path(), home.path(), false);
     let said_before = codex_check(project.path(), home.path());
-    for key in [":stop:0:0", ":stop:0:1", ":session_start:0:0"] {
+    for key in [
+        ":stop:0:0",
+        ":stop:0:1",
+        ":session_start:0:0",
+        ":session_end:0:0",
+        ":pre_compact:0:0",
+        ":user_prompt_submit:0:0",
+    ] {
         assert!(
             said_before
                 .lines()
@@ -800,7 +807,15 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     assert_eq!(trusted.main_requests().len(), 2, "{}", said(&out));
     assert_eq!(only_loop(project.path())["status"], "passed");
 
-    // SessionStart: the next session opens with the checkpoint Codex's Stop left.
+    // SessionEnd: `codex exec` ends its session with SessionEnd (0.171.0), which leaves the
+    // final record, beside the checkpoint Codex's Stop left.
+    let handoff = project.path().join(".vigil/handoff");
+    let final_record: Value =
+        serde_json::from_slice(&std::fs::read(handoff.join("final.json")).unwrap()).unwrap();
+    assert_eq!(final_record["kind"], "final", "{final_record}");
+    assert_eq!(final_record["event"], "SessionEnd", "{final_record}");
+    assert!(handoff.join("checkpoint.json").is_file());
+    // SessionStart: the next session opens with both, the final one first.
     let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
     point_codex_at(home.path(), &next);
     let out = codex_exec(&clients, home.path(), project.path(), "Carry on.");
@@ -809,7 +824,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     let at = opening.find("vigil handoff").unwrap_or(0);
     let context = &opening[at..(at + 1500).min(opening.len())];
     assert!(
-        context.starts_with("vigil handoff") && context.contains("[intermediate] session"),
+        context.starts_with("vigil handoff") && context.contains("[final] session"),
         "{context}"
     );
     assert!(context.contains("loop: passed, pass 2/4"), "{context}");
@@ -849,6 +864,32 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         1,
         "the edited Stop hook did not run"
     );
+}
+
+/// Codex runs UserPromptSubmit too: a prompt that starts with /vigil-loop (what a human types
+/// into `codex exec`) starts this session's loop, which then outlives the mention.
+#[test]
+fn codex_prompt_starting_with_vigil_loop_starts_the_sessions_loop() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let server = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    let home = codex_home(&server, project.path(), true);
+    install_codex(project.path(), home.path(), true);
+    let out = codex_exec(
+        &clients,
+        home.path(),
+        project.path(),
+        "/vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(server.main_requests().len(), 2, "{}", said(&out));
+    let state = only_loop(project.path());
+    assert_eq!(state["status"], "passed", "{state}");
+    assert_eq!(state["started_by"], "slash-command", "{state}");
+    assert_eq!(state["prompt"], "Make the build green.", "{state}");
 }
 
 /// Rewrites the scripted provider's address in CODEX_HOME's config.toml.

@@ -733,7 +733,14 @@ fn install_sh_user_and_codex_targets() {
             .unwrap()
             .keys()
             .collect::<Vec<_>>(),
-        vec!["Stop", "SessionStart"]
+        vec![
+            "Stop",
+            "SessionStart",
+            "SessionEnd",
+            "PreCompact",
+            "UserPromptSubmit"
+        ],
+        "SPEC §8: every event of Claude Code's set that Codex 0.171.0 has"
     );
 }
 
