@@ -12,6 +12,7 @@ pub mod cli;
 pub mod codex;
 pub mod defang;
 pub mod error;
+pub mod exclude;
 pub mod exit;
 pub mod gate;
 pub mod handoff;

@@ -175,23 +175,26 @@ fn run() -> Result<Exit> {
             } else {
                 None
             };
+            let personal = matches!(binaries, Binaries::Dir(_));
             let plan = Plan {
                 engine,
                 binaries,
                 run: options.run,
                 protect,
             };
-            report(
-                &target,
-                settings::install(&target, &plan, options.dry_run, trust.as_deref())?,
-                options.dry_run,
-            )
+            let change = settings::install(&target, &plan, options.dry_run, trust.as_deref())?;
+            if !options.dry_run {
+                keep_out_of_git(&target, personal, true);
+            }
+            report(&target, change, options.dry_run)
         }
-        "uninstall" => report(
-            &target,
-            settings::uninstall(&target, options.dry_run)?,
-            options.dry_run,
-        ),
+        "uninstall" => {
+            let change = settings::uninstall(&target, options.dry_run)?;
+            if !options.dry_run {
+                keep_out_of_git(&target, true, false);
+            }
+            report(&target, change, options.dry_run)
+        }
         _ => {
             let findings = settings::check(&target, engine, config.as_deref());
             let text: String = findings.iter().map(|f| f.line() + "\n").collect();
@@ -202,6 +205,33 @@ fn run() -> Result<Exit> {
                 Exit::Success
             })
         }
+    }
+}
+
+/// Adds (or, after uninstall, takes back) the lines of `.git/info/exclude` that keep the
+/// files this install wrote for this machine out of git and out of every marker's subject
+/// (`vigil::exclude`). A failure is told, and the install stands.
+fn keep_out_of_git(target: &Target, personal: bool, installing: bool) {
+    let Some((file, mut lines)) =
+        vigil::exclude::for_install(&target.file, &target.project(), personal)
+    else {
+        return;
+    };
+    let result = if installing {
+        vigil::exclude::update(&file, &lines, &[])
+    } else {
+        // The record's line goes with the last install the record holds.
+        let record = target.project().join(".vigil/installed.json");
+        if record.exists() {
+            lines.retain(|line| !line.ends_with("/.vigil/installed.json"));
+        }
+        vigil::exclude::update(&file, &[], &lines)
+    };
+    if let Err(e) = result {
+        diagnostic(
+            NAME,
+            &format!("note: {e}; git may show the files vigil wrote for this machine"),
+        );
     }
 }
 

@@ -1730,3 +1730,76 @@ fn check_config_parses_the_flags_and_reads_nothing() {
         );
     }
 }
+
+/// What an install writes for this machine (a personal settings file with absolute paths, the
+/// install record, a backup) is kept out of git in `.git/info/exclude`, in a block of vigil's
+/// own: so git shows nothing new, and Claude Code adding a permission to
+/// `settings.local.json` does not change the worktree subject every marker is bound to.
+/// Uninstall takes the block back and leaves the user's own lines.
+#[test]
+fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
+    let dir = git_repo();
+    let exclude = dir.path().join(".git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
+    std::fs::write(&exclude, "# mine\n*.swp\n").unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{\n  \"permissions\": {}\n}\n").unwrap();
+    let out = merge("install", &settings, false, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = git(
+        dir.path(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert_eq!(status, "", "git shows nothing vigil wrote");
+    for path in [
+        ".claude/settings.local.json",
+        ".claude/settings.local.json.vigil-backup",
+        ".vigil/installed.json",
+        ".claude/commands/vigil-loop.md",
+    ] {
+        let ignored = git_output(dir.path(), &["check-ignore", "-q", "--no-index", path]);
+        assert!(ignored.status.success(), "{path} is not ignored");
+    }
+    // A marker for this tree still holds after Claude Code edits the personal settings.
+    let ran = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let mut value = json_of(&settings);
+    value["permissions"]["allow"] = json!(["Bash(cargo test:*)"]);
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let verified = marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    // Shared settings are for committing: not excluded.
+    let shared = dir.path().join(".claude/settings.json");
+    assert!(
+        merge("install", &shared, false, &["--shared"])
+            .status
+            .success()
+    );
+    let ignored = git_output(
+        dir.path(),
+        &["check-ignore", "-q", "--no-index", ".claude/settings.json"],
+    );
+    assert!(
+        !ignored.status.success(),
+        "the shared file is to be committed"
+    );
+    assert!(merge("uninstall", &shared, false, &[]).status.success());
+    assert!(merge("uninstall", &settings, false, &[]).status.success());
+    assert_eq!(
+        std::fs::read_to_string(&exclude).unwrap(),
+        "# mine\n*.swp\n"
+    );
+}
