@@ -6,7 +6,9 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--prefix DIR]
-                    [--run CMD] [--protect] [--dry-run] [--uninstall] [--check]
+                    [--run CMD | --no-run] [--require-marker CHECK[=CMD]]... [--timeout SECS]
+                    [--deadline SECS] [--max-blocks N] [--feedback MODE] [--verify-key FILE]
+                    [--protect] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
 its hooks to one settings file with settings-merge, which keeps everything else in it:
@@ -20,7 +22,12 @@ its hooks to one settings file with settings-merge, which keeps everything else 
 Options:
   --project DIR  the project to wire (default: the current directory)
   --prefix DIR   where binaries go: DIR/bin (default ~/.local)
-  --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test'
+  --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test';
+                 a re-install keeps the gate's flags it is not given (--no-run removes the check)
+  --require-marker CHECK[=CMD]
+                 repeatable: a stop needs a passed marker for CHECK (--no-require-marker CHECK)
+  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE
+                 the same flags of stop-gate (stop-gate --help)
   --trust        with --codex: record Codex's trust for vigil's hooks in ~/.codex/config.toml
                  (Codex skips a hook it does not trust)
   --protect      Claude Code: the sandbox on (needs bubblewrap and socat on Linux), unsandboxed
@@ -42,7 +49,7 @@ codex=false
 trust=false
 protect=false
 prefix=${HOME}/.local
-run=""
+gate_flags=()
 dry_run=false
 action=install
 
@@ -57,8 +64,11 @@ while [ $# -gt 0 ]; do
     --protect) protect=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
-    --run) run=${2:?--run needs a command}; shift 2 ;;
-    --run=*) run=${1#*=}; shift ;;
+    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key)
+      gate_flags+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
+    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*)
+      gate_flags+=("${1%%=*}" "${1#*=}"); shift ;;
+    --no-run) gate_flags+=(--no-run); shift ;;
     --dry-run) dry_run=true; shift ;;
     --uninstall) action=uninstall; shift ;;
     --check) action=check; shift ;;
@@ -77,6 +87,10 @@ if $protect && $codex; then
 fi
 if $protect && [ "$action" != install ]; then
   echo "install.sh: --protect is an install option (--uninstall takes back what it added)" >&2
+  exit 2
+fi
+if [ ${#gate_flags[@]} -gt 0 ] && [ "$action" != install ]; then
+  echo "install.sh: the gate's flags (--run, --require-marker, --timeout...) are install options" >&2
   exit 2
 fi
 if $user && $shared; then
@@ -139,7 +153,7 @@ if [ "$action" = install ]; then
   if $dry_run; then
     flags=("${merge_flags[@]}" --dry-run --bin-dir "$bin_dir")
     $shared && flags=("${merge_flags[@]}" --dry-run --shared)
-    [ -n "$run" ] && flags+=(--run "$run")
+    flags+=("${gate_flags[@]}")
     $protect && flags+=(--protect)
     exec "$built/settings-merge" install "${flags[@]}"
   fi
@@ -150,7 +164,7 @@ if [ "$action" = install ]; then
   echo "install.sh: installed the binaries into $bin_dir" >&2
   flags=("${merge_flags[@]}" --bin-dir "$bin_dir")
   $shared && flags=("${merge_flags[@]}" --shared)
-  [ -n "$run" ] && flags+=(--run "$run")
+  flags+=("${gate_flags[@]}")
   $trust && flags+=(--trust)
   $protect && flags+=(--protect)
   "$bin_dir/settings-merge" install "${flags[@]}"

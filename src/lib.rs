@@ -15,6 +15,7 @@ pub mod error;
 pub mod exclude;
 pub mod exit;
 pub mod gate;
+pub mod gateflags;
 pub mod handoff;
 pub mod hook;
 pub mod input;

@@ -19,7 +19,6 @@ pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
 /// The binaries a vigil entry runs; a handler naming one of them is vigil's.
 pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];
 /// A check command gets this long; the Stop hook's own timeout is set above it.
-const CHECK_TIMEOUT_SECS: u64 = 540;
 const HOOK_TIMEOUT_SECS: u64 = 600;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,8 +42,9 @@ pub enum Binaries {
 pub struct Plan {
     pub engine: Engine,
     pub binaries: Binaries,
-    /// The check command for `stop-gate --run`.
-    pub run: Option<String>,
+    /// What to change in the Stop handler's stop-gate flags (`--run`, `--require-marker`…);
+    /// what it does not name stays as the settings file has it.
+    pub gate: crate::gateflags::Changes,
     /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
     /// state, binaries and settings (what `protect::Guarded` lists).
     pub protect: Option<crate::protect::Guarded>,
@@ -57,17 +57,27 @@ pub struct Entry {
     pub group: Value,
 }
 
-/// The entries of a plan (SPEC §8's default set).
-pub fn entries(plan: &Plan) -> Vec<Entry> {
-    let stop_args = match &plan.run {
-        Some(run) => format!(" --run {} --timeout {CHECK_TIMEOUT_SECS}", shell_quote(run)),
-        None => String::new(),
-    };
+/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`.
+pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
+    let stop_args: String = gate
+        .words()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    // The handler's timeout stays above the gate's deadline (SPEC §9): 600 s, the engines'
+    // default, written out once the gate has a check to run; more for a later deadline.
+    let handler_timeout = gate
+        .deadline()
+        .map(|d| (d + 30).max(HOOK_TIMEOUT_SECS))
+        .or(gate.has_run().then_some(HOOK_TIMEOUT_SECS));
     let handler = |binary: &str, args: &str| {
         let mut handler =
             json!({"type": "command", "command": command(&plan.binaries, binary, args)});
-        if binary == "stop-gate" && plan.run.is_some() {
-            handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
+        if binary == "stop-gate"
+            && !args.is_empty()
+            && let Some(timeout) = handler_timeout
+        {
+            handler["timeout"] = json!(timeout);
         }
         handler
     };
@@ -597,8 +607,28 @@ pub fn install(
             ..Installed::default()
         },
     };
+    // The gate's flags as the file has them now, changed only where this install says.
+    let (gate_before, gate_group) = stop_gate_flags(&root, &plan.binaries)?;
+    let gate_after = gate_before.apply(&plan.gate)?;
+    let gate_changes = gate_after.changes_from(&gate_before);
     // Entries vigil put here before and no longer wants (another --run, say) go first.
-    let wanted = entries(plan);
+    let wanted = entries(plan, &gate_after);
+    // The group the flags were read from is replaced by the new one, which carries them, even
+    // when the record of installing it is gone: else a second gate would run beside it.
+    let dropped_source = match &gate_group {
+        Some(group)
+            if vigil_group(group).is_some()
+                && !wanted
+                    .iter()
+                    .any(|w| w.event == "Stop" && &w.group == group) =>
+        {
+            installed
+                .entries
+                .retain(|(event, g)| !(event == "Stop" && g == group));
+            remove_group(&mut root, "Stop", group)
+        }
+        _ => false,
+    };
     let mut missing = Vec::new();
     let recorded = installed.entries.len();
     installed.entries.retain(|(event, group)| {
@@ -608,7 +638,7 @@ pub fn install(
         }
         keep
     });
-    let dropped = recorded - installed.entries.len();
+    let dropped = recorded - installed.entries.len() + usize::from(dropped_source);
     let mut added = 0;
     for entry in &wanted {
         if !root.contains_key("hooks") {
@@ -672,7 +702,8 @@ pub fn install(
             let mut summary = if added == 0 {
                 "vigil's hooks are already installed".to_string()
             } else {
-                format!("added {added} vigil hook groups")
+                let groups = if added == 1 { "group" } else { "groups" };
+                format!("added {added} vigil hook {groups}")
             };
             if protected {
                 summary.push_str(
@@ -686,6 +717,12 @@ pub fn install(
                     "; an earlier vigil entry was not found, so it is left as it is: {}",
                     missing.join(", ")
                 ));
+            }
+            if previous.is_some() && !gate_changes.is_empty() {
+                summary.push_str("; the Stop hook's stop-gate flags:");
+                for line in &gate_changes {
+                    summary.push_str(&format!("\n  {line}"));
+                }
             }
             summary
         },
@@ -740,6 +777,48 @@ pub fn install(
     save_record(&record_path, &record)?;
     write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
     Ok(change)
+}
+
+/// The flags of the stop-gate in the file's vigil Stop handler (the first, when a hand-made
+/// copy stands beside it), as the file has them; none when there is none.
+/// Also the group it is in. Only a stop-gate this install would write (the same binary, by
+/// the same path or the same PATH search) counts: a gate of the user's own, at another path,
+/// is theirs, and stays as it is.
+fn stop_gate_flags(
+    root: &Map<String, Value>,
+    binaries: &Binaries,
+) -> Result<(crate::gateflags::GateFlags, Option<Value>)> {
+    let ours = command(binaries, "stop-gate", "");
+    let written_here = |text: &str| match binaries {
+        Binaries::Dir(_) => {
+            text == ours
+                || text
+                    .strip_prefix(&ours)
+                    .is_some_and(|rest| rest.starts_with(' '))
+        }
+        Binaries::Search => text.starts_with("for b in \"$(command -v stop-gate)\""),
+    };
+    let handler = vigil_handlers(root)
+        .into_iter()
+        .find(|(event, _, _, command)| {
+            event == "Stop"
+                && vigil_binary(command) == Some("stop-gate")
+                && written_here(command.trim_start())
+        });
+    let Some((_, g, _, command)) = handler else {
+        return Ok((crate::gateflags::GateFlags::default(), None));
+    };
+    let words = handler_args(&command).ok_or_else(|| {
+        Error::input(format!(
+            "cannot read the flags of the Stop hook `{command}`; write them as plain or single-quoted words, or remove it"
+        ))
+    })?;
+    let group = root
+        .get("hooks")
+        .and_then(|h| h.get("Stop"))
+        .and_then(|list| list.get(g))
+        .cloned();
+    Ok((crate::gateflags::GateFlags::read(&words)?, group))
 }
 
 /// Removes exactly what install added: when the file is as install left it, the original

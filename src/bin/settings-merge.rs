@@ -19,14 +19,18 @@ const HELP: &str = "\
 settings-merge: wire vigil's hooks into Claude Code or Codex settings, losing nothing.
 
 Usage:
-  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--run CMD] [--protect] [--codex [--trust]] [--dry-run]
+  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--protect] [--codex [--trust]]
+                           [--run CMD | --no-run] [--require-marker CHECK[=CMD]]...
+                           [--no-require-marker CHECK]... [--timeout SECS] [--deadline SECS]
+                           [--max-blocks N] [--feedback block|context] [--verify-key FILE]
+                           [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 
 install adds vigil's hook groups (Claude Code: Stop and UserPromptSubmit -> stop-gate,
 SessionStart -> session-start-loader, SessionEnd -> session-end-handoff, PreCompact ->
-session-end-handoff --checkpoint; Codex: Stop -> stop-gate and session-end-handoff
---checkpoint, SessionStart -> session-start-loader). Every other key, hook and entry is kept, in order, written with 2-space
+session-end-handoff --checkpoint; Codex: the same, and session-end-handoff --checkpoint on Stop
+too). Every other key, hook and entry is kept, in order, written with 2-space
 indentation and a final newline; a second install changes nothing. A file that is not valid
 JSON, whose root is not an object, or whose `hooks` or an event has the wrong type, is refused,
 unchanged, with its line and column. The original is kept as FILE.vigil-backup before the first
@@ -50,7 +54,16 @@ Options:
   --shared             for a committed file: find the binaries through PATH and the usual
                        install places when the hook runs, and say ./install.sh is needed
                        when none is found
-  --run CMD            stop-gate's check command
+  --run CMD            stop-gate's check command (the Stop handler's stop-gate flags that an
+                       install is not given stay as the file has them)
+  --no-run             remove the check command (and its --timeout)
+  --require-marker CHECK[=CMD]
+                       repeatable: require a passed marker for CHECK (CMD: what the protected
+                       writer runs to make it, named when a stop is blocked)
+  --no-require-marker CHECK
+                       stop requiring the marker for CHECK
+  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE
+                       the same flags of stop-gate (see stop-gate --help)
   --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
                        false, failIfUnavailable) and deny the Edit and Write tools vigil's state
                        home, the binaries' directory and the settings files (Edit(...) rules);
@@ -69,7 +82,8 @@ struct Options {
     settings: Option<PathBuf>,
     bin_dir: Option<PathBuf>,
     shared: bool,
-    run: Option<String>,
+    /// The gate flags this install is told to change.
+    gate: vigil::gateflags::Changes,
     codex: bool,
     codex_config: Option<PathBuf>,
     trust: bool,
@@ -121,6 +135,11 @@ fn run() -> Result<Exit> {
     let target = Target::resolve(&settings)?;
     if options.trust && !options.codex {
         return Err(Error::usage("--trust is for Codex: give it with --codex"));
+    }
+    if !options.gate.is_empty() && action != "install" {
+        return Err(Error::usage(
+            "the gate's flags (--run, --require-marker, --timeout…) are install options",
+        ));
     }
     if options.protect && (options.codex || action != "install") {
         return Err(Error::usage(if options.codex {
@@ -179,7 +198,7 @@ fn run() -> Result<Exit> {
             let plan = Plan {
                 engine,
                 binaries,
-                run: options.run,
+                gate: options.gate,
                 protect,
             };
             let change = settings::install(&target, &plan, options.dry_run, trust.as_deref())?;
@@ -265,8 +284,23 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                 if run.trim().is_empty() {
                     return Err(Error::usage("--run needs a command"));
                 }
-                options.run = Some(run);
+                options.gate.set.push(("--run".into(), run));
             }
+            Long(flag @ ("timeout" | "deadline" | "max-blocks" | "feedback" | "verify-key")) => {
+                let name = format!("--{flag}");
+                let value = string_value(&mut parser, &name)?;
+                options.gate.set.push((name, value));
+            }
+            Long("require-marker") => {
+                let value = string_value(&mut parser, "--require-marker")?;
+                vigil::gate::RequiredMarker::parse(&value)?;
+                options.gate.markers.push(value);
+            }
+            Long("no-require-marker") => {
+                let value = string_value(&mut parser, "--no-require-marker")?;
+                options.gate.unmark.push(value);
+            }
+            Long("no-run") => options.gate.no_run = true,
             Long("codex") => options.codex = true,
             Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
             Long("trust") => options.trust = true,

@@ -257,9 +257,11 @@ fn eight_installers_at_once_leave_each_entry_once() {
     for file in [&path, &local] {
         assert!(merge("install", file, false, &[]).status.success());
         let text = std::fs::read_to_string(file).unwrap();
-        for (binary, times) in [("stop-gate", 2), ("session-start-loader", 1)] {
+        // A re-install keeps the check an earlier one added, so the Stop's stop-gate may
+        // carry `--run`: count the binary, not the end of its command.
+        for (binary, times) in [("/stop-gate", 2), ("session-start-loader", 1)] {
             assert_eq!(
-                text.matches(&format!("{binary}\"")).count(),
+                text.matches(binary).count(),
                 times,
                 "{binary} (Stop and UserPromptSubmit run stop-gate): {text}"
             );
@@ -1802,4 +1804,219 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
         std::fs::read_to_string(&exclude).unwrap(),
         "# mine\n*.swp\n"
     );
+}
+
+fn stop_command(path: &Path) -> String {
+    let value = json_of(path);
+    value["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["hooks"].as_array().unwrap().iter())
+        .map(|h| h["command"].as_str().unwrap().to_string())
+        .find(|c| c.contains("stop-gate"))
+        .unwrap()
+}
+
+/// A re-install changes only what it is told: re-running it to update the binaries keeps the
+/// check, another --run replaces it and says so line by line, and a check goes only with
+/// --no-run. What is there is read from the settings file itself, not from the install record
+/// (which the agent can write, or which may be gone).
+#[test]
+fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_changed() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let out = merge("install", &path, false, &["--run", "cargo test"]);
+    assert!(out.status.success());
+    assert!(stop_command(&path).contains("--run 'cargo test'"));
+    // Updating the binaries: the check stays, and nothing is said to change.
+    let out = merge("install", &path, false, &[]);
+    assert!(
+        stop_command(&path).contains("--run 'cargo test'"),
+        "{}",
+        stop_command(&path)
+    );
+    assert!(
+        stdout_of(&out).contains("already installed"),
+        "{}",
+        stdout_of(&out)
+    );
+    // The record gone (or forged): the file still decides.
+    std::fs::remove_file(dir.path().join(".vigil/installed.json")).unwrap();
+    let out = merge(
+        "install",
+        &path,
+        false,
+        &["--require-marker", "tests=cargo test"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let command = stop_command(&path);
+    assert!(
+        command.contains("--run 'cargo test'")
+            && command.contains("--require-marker 'tests=cargo test'"),
+        "{command}"
+    );
+    let out = merge("install", &path, false, &["--run", "make check"]);
+    let said = stdout_of(&out);
+    assert!(
+        said.contains("  ~ --run 'cargo test' -> 'make check'"),
+        "the change is told: {said}"
+    );
+    let out = merge(
+        "install",
+        &path,
+        false,
+        &["--no-run", "--no-require-marker", "tests"],
+    );
+    let said = stdout_of(&out);
+    assert!(
+        said.contains("  - --run 'make check'")
+            && said.contains("  - --require-marker 'tests=cargo test'"),
+        "{said}"
+    );
+    let command = stop_command(&path);
+    assert!(
+        !command.contains("--run") && !command.contains("--require-marker"),
+        "{command}"
+    );
+    assert_eq!(
+        json_of(&path)["hooks"]["Stop"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|g| g.to_string().contains("stop-gate"))
+            .count(),
+        1,
+        "one vigil Stop group, never a second beside the old one"
+    );
+}
+
+/// The installer takes the whole gate configuration, writes a handler timeout the deadline
+/// fits under, and refuses (changing nothing) flags the gate would refuse.
+#[test]
+fn install_takes_the_whole_gate_configuration_and_refuses_what_the_gate_would() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let key = dir.path().join("ci.pub");
+    std::fs::write(&key, "x").unwrap();
+    let args = [
+        "--run",
+        "cargo test",
+        "--timeout",
+        "300",
+        "--deadline",
+        "700",
+        "--max-blocks",
+        "5",
+        "--feedback",
+        "context",
+        "--verify-key",
+        key.to_str().unwrap(),
+        "--require-marker",
+        "ci",
+    ];
+    let out = merge("install", &path, false, &args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let command = stop_command(&path);
+    for flag in [
+        "--timeout 300",
+        "--deadline 700",
+        "--max-blocks 5",
+        "--feedback context",
+        "--require-marker ci",
+        "--verify-key",
+    ] {
+        assert!(command.contains(flag), "{flag}: {command}");
+    }
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report.contains("[ok] Stop: stop-gate's check gets 300 s and the gate answers within 700 s, under the handler's timeout of 730 s"),
+        "{report}"
+    );
+    let before = std::fs::read(&path).unwrap();
+    for (args, said) in [
+        (&["--timeout", "900"][..], "reserve"),
+        (&["--run", "x", "--no-run"][..], "exclude each other"),
+        (
+            &["--no-require-marker", "nope"][..],
+            "requires no marker nope",
+        ),
+        (&["--max-blocks", "lots"][..], "--max-blocks"),
+        (&["--require-marker", "../x"][..], "check"),
+    ] {
+        let out = merge("install", &path, false, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{args:?}: nothing changed"
+        );
+    }
+    let out = merge("uninstall", &path, false, &["--run", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// install.sh takes the gate's configuration, and re-running it (to update the binaries)
+/// keeps the check it is not told to change; the flags are install options only.
+#[test]
+fn install_sh_takes_the_gate_configuration_and_a_rerun_keeps_it() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path().to_str().unwrap();
+    let out = install_sh(
+        home.path(),
+        &[
+            "--project",
+            dir,
+            "--run=cargo test",
+            "--require-marker",
+            "ci=make ci",
+            "--max-blocks",
+            "4",
+        ],
+        "/usr/bin:/bin",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let settings = project.path().join(".claude/settings.local.json");
+    let command = stop_command(&settings);
+    for flag in [
+        "--run 'cargo test'",
+        "--require-marker 'ci=make ci'",
+        "--max-blocks 4",
+    ] {
+        assert!(command.contains(flag), "{flag}: {command}");
+    }
+    let out = install_sh(home.path(), &["--project", dir], "/usr/bin:/bin");
+    assert!(out.status.success());
+    assert_eq!(
+        stop_command(&settings),
+        command,
+        "a re-run keeps the gate as it was"
+    );
+    let out = install_sh(
+        home.path(),
+        &["--project", dir, "--no-run"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    assert!(!stop_command(&settings).contains("--run"));
+    let out = install_sh(
+        home.path(),
+        &["--project", dir, "--uninstall", "--run", "x"],
+        "/usr/bin:/bin",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("install options"));
 }
