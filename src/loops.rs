@@ -590,6 +590,14 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
             break;
         }
         if words[i].quoted || !(is_flag_word(text) || (i == 0 && text == "-h")) {
+            // A short flag where the flags are (`-n 3`): loop start has none but -h, and one
+            // taken for the start of the prompt would be blamed on a flag after it.
+            if !words[i].quoted && is_short_flag(text) {
+                return Err(Error::usage(format!(
+                    "unknown flag {text} for `loop start`; its flags are long ones ({}, --next-session); to start the prompt with {text}, put -- before it",
+                    VALUE_FLAGS.join(", ")
+                )));
+            }
             break;
         }
         i += take_flag(&mut request, &words[i..end])?;
@@ -641,6 +649,12 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
     Ok(request)
 }
 
+/// `-n`, `-x3`: a dash and a letter, which no prompt starts with by accident.
+fn is_short_flag(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() >= 2 && bytes[0] == b'-' && bytes[1].is_ascii_alphabetic()
+}
+
 fn flag_name(text: &str) -> Option<&str> {
     let name = text.split_once('=').map_or(text, |(name, _)| name);
     is_flag_word(name).then_some(name)
@@ -665,8 +679,17 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
         return Ok(1);
     }
     if !VALUE_FLAGS.contains(&name) {
+        let meant = match name {
+            "--promise" | "--completion" | "--done" => Some("--completion-promise"),
+            "--max" | "--iterations" | "--max-iteration" | "--max-passes" => {
+                Some("--max-iterations")
+            }
+            "--prompt" | "--file" => Some("--prompt-file"),
+            _ => None,
+        };
+        let hint = meant.map_or(String::new(), |m| format!(" (did you mean {m}?)"));
         return Err(Error::usage(format!(
-            "unknown flag {name} for `loop start`; the flags are {} and --next-session",
+            "unknown flag {name} for `loop start`{hint}; the flags are {} and --next-session",
             VALUE_FLAGS.join(", ")
         )));
     }

@@ -262,11 +262,23 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
         return Ok(Map::new());
     }
     let value: Value = serde_json::from_str(text).map_err(|e| {
+        // A comment is the usual reason, and serde's words for it ("key must be a string")
+        // do not say so.
+        let at = text
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .and_then(|line| line.get(e.column().saturating_sub(1)..))
+            .unwrap_or("");
+        let why = if at.starts_with("//") || at.starts_with("/*") {
+            "a comment: JSON has none, and Claude Code and Codex read this file as JSON; remove it"
+                .to_string()
+        } else {
+            strip_position(&e.to_string())
+        };
         Error::input(format!(
-            "{shown}:{}:{}: not valid JSON ({}); fix it and run again; nothing was changed",
+            "{shown}:{}:{}: not valid JSON ({why}); fix it and run again; nothing was changed",
             e.line(),
             e.column(),
-            strip_position(&e.to_string())
         ))
     })?;
     let Value::Object(root) = value else {
@@ -825,6 +837,14 @@ fn stop_gate_flags(
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
 /// entries, and the events and `hooks` it created and left empty, are taken out.
 pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
+    // Nothing there, nothing to lock: the lock beside the file would make its directory.
+    if target.file.parent().is_some_and(|dir| !dir.is_dir()) {
+        return Ok(Change {
+            before: None,
+            after: None,
+            summary: "vigil is not installed in this file".into(),
+        });
+    }
     let _lock = if dry_run { None } else { Some(target.lock()?) };
     let before = target.read()?;
     if !dry_run && before.is_some() {
@@ -920,11 +940,23 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         return Ok(change);
     }
     match &after {
-        None => match std::fs::remove_file(&target.file) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", &target.file, &e)),
-        },
+        None => {
+            match std::fs::remove_file(&target.file) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &target.file, &e)),
+            }
+            // A `.claude/` or `.codex/` left empty goes too (one with anything in it stays).
+            if let Some(dir) = target.file.parent()
+                && matches!(
+                    dir.file_name().and_then(|n| n.to_str()),
+                    Some(".claude" | ".codex")
+                )
+            {
+                drop(_lock);
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
         Some(bytes) => write_atomic(&target.file, bytes, 0o644)
             .map_err(|e| Error::io("write", &target.file, &e))?,
     }

@@ -118,7 +118,7 @@ fn run_main() -> Result<u8> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.is_empty() {
         return Err(Error::usage(
-            "marker-writer needs a command: run, write, verify, show, keygen or trust; see --help",
+            "a command is needed: run, write, verify, show, keygen or trust; see --help",
         ));
     }
     let action = args.remove(0);

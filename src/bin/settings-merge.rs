@@ -110,7 +110,7 @@ fn run() -> Result<Exit> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.is_empty() {
         return Err(Error::usage(
-            "settings-merge needs install, uninstall or check; see --help",
+            "a command is needed: install, uninstall or check; see --help",
         ));
     }
     let action = args.remove(0).to_string_lossy().into_owned();
@@ -205,7 +205,21 @@ fn run() -> Result<Exit> {
             if !options.dry_run {
                 keep_out_of_git(&target, personal, true);
             }
-            report(&target, change, options.dry_run)
+            let exit = report(&target, change, options.dry_run)?;
+            if engine == Engine::Codex && !options.dry_run {
+                let shown = target.given.display();
+                let line = match &trust {
+                    Some(config) => format!(
+                        "{shown}: Codex's trust for vigil's hooks is recorded in {}",
+                        config.display()
+                    ),
+                    None => format!(
+                        "{shown}: Codex skips these hooks, without a word, until you trust them: run again with --trust, or approve them in codex's /hooks"
+                    ),
+                };
+                print(format!("{line}\n").as_bytes())?;
+            }
+            Ok(exit)
         }
         "uninstall" => {
             let change = settings::uninstall(&target, options.dry_run)?;

@@ -301,7 +301,7 @@ fn any_session_of(flag: Option<String>) -> Result<SessionId> {
         .or_else(|| from_env("CLAUDE_CODE_SESSION_ID"))
         .ok_or_else(|| {
             Error::usage(
-                "no session id: pass --session ID (or run inside Claude Code, which sets it); a loop never starts without knowing its session, so it cannot leak into another",
+                "no session id: pass --session ID (or run inside Claude Code, which sets it), or --next-session for the next session to start here (claude -p, codex exec); a loop never starts without knowing its session, so it cannot leak into another",
             )
         })?;
     SessionId::parse(&raw).map_err(|e| Error::Usage(e.to_string()))

@@ -2020,3 +2020,65 @@ fn install_sh_takes_the_gate_configuration_and_a_rerun_keeps_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("install options"));
 }
+
+/// The smaller traps of the first hour (issue 15, item 9), each as the newcomer met it.
+#[test]
+fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
+    // Uninstall where vigil never was makes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join(".claude/settings.local.json");
+    let out = merge("uninstall", &local, false, &[]);
+    assert!(out.status.success());
+    assert!(stdout_of(&out).contains("not installed"));
+    assert!(!dir.path().join(".claude").exists(), "no .claude/ made");
+    // Codex: install says whether Codex will run the hooks; uninstall leaves no empty .codex/.
+    let hooks = dir.path().join(".codex/hooks.json");
+    let out = merge("install", &hooks, true, &[]);
+    assert!(
+        stdout_of(&out).contains("Codex skips these hooks"),
+        "{}",
+        stdout_of(&out)
+    );
+    let config = dir.path().join("config.toml");
+    let out = merge(
+        "install",
+        &hooks,
+        true,
+        &["--trust", "--codex-config", config.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout_of(&out).contains("trust for vigil's hooks is recorded in"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert!(merge("uninstall", &hooks, false, &[]).status.success());
+    assert!(!dir.path().join(".codex").exists(), "no empty .codex/ left");
+    assert!(
+        !dir.path().join(".vigil").exists(),
+        "no .vigil/ or lock left"
+    );
+    // A comment in a settings file is named as one.
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::fs::write(&local, "{\n  // mine\n  \"model\": \"x\"\n}\n").unwrap();
+    let out = merge("install", &local, false, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(":2:3: not valid JSON (a comment"),
+        "{stderr}"
+    );
+    // One name at the start of a line, never two.
+    for binary in ["settings-merge", "marker-writer"] {
+        let out = std::process::Command::new(bin_dir().join(binary))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2));
+        assert_eq!(stderr.matches(binary).count(), 1, "{stderr}");
+    }
+}

@@ -2207,3 +2207,58 @@ fn a_gate_that_hangs_is_answered_by_its_watchdog_after_the_deadline() {
         "{decision}"
     );
 }
+
+/// `loop start` errors blame the flag that is wrong (issue 15, item 9): a short flag is
+/// named as one, a near miss gets the flag meant, and no session id points at --next-session.
+#[test]
+fn loop_start_errors_name_the_flag_that_is_wrong() {
+    let p = Project::new();
+    for (args, said) in [
+        (
+            &[
+                "--session",
+                "s",
+                "-n",
+                "3",
+                "--completion-promise",
+                "DONE",
+                "fix",
+            ][..],
+            "unknown flag -n",
+        ),
+        (
+            &[
+                "--session",
+                "s",
+                "--max-iterations",
+                "3",
+                "--promise",
+                "DONE",
+                "fix",
+            ][..],
+            "did you mean --completion-promise?",
+        ),
+    ] {
+        let out = p.start(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(!stderr.contains("stands inside the prompt"), "{stderr}");
+    }
+    let out = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "fix",
+        ])
+        .current_dir(p.path())
+        .env_remove("VIGIL_SESSION_ID")
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--next-session"));
+}
