@@ -97,7 +97,8 @@ if $user && $shared; then
   echo "install.sh: --user and --shared exclude each other" >&2
   exit 2
 fi
-project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: project directory not found" >&2; exit 2; }
+given_project=$project
+project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: the project directory $given_project does not exist" >&2; exit 2; }
 source_dir=$(cd "$(dirname "$0")" && pwd)
 bin_dir=$prefix/bin
 
@@ -197,7 +198,7 @@ for candidate in "$bin_dir/settings-merge" "$source_dir"/target/*-linux-gnu/rele
   if [ -x "$candidate" ]; then merge=$candidate; break; fi
 done
 if [ -z "$merge" ]; then
-  echo "install.sh: settings-merge is not installed; run ./install.sh first" >&2
+  echo "install.sh: settings-merge is not in $bin_dir nor built in $source_dir/target; run ./install.sh (with the same --prefix) first" >&2
   exit 1
 fi
 if [ "$action" = uninstall ]; then

@@ -19,11 +19,11 @@ const HELP: &str = "\
 settings-merge: wire vigil's hooks into Claude Code or Codex settings, losing nothing.
 
 Usage:
-  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--protect] [--codex [--trust]]
-                           [--run CMD | --no-run] [--require-marker CHECK[=CMD]]...
-                           [--no-require-marker CHECK]... [--timeout SECS] [--deadline SECS]
-                           [--max-blocks N] [--feedback block|context] [--verify-key FILE]
-                           [--dry-run]
+  settings-merge install   --settings FILE [--bin-dir DIR | --shared] [--protect]
+                           [--codex [--trust]] [--run CMD | --no-run]
+                           [--require-marker CHECK[=CMD]]... [--no-require-marker CHECK]...
+                           [--timeout SECS] [--deadline SECS] [--max-blocks N]
+                           [--feedback block|context] [--verify-key FILE] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 

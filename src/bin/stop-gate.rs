@@ -25,7 +25,7 @@ const HELP: &str = "\
 stop-gate: the Stop hook that turns \"looks done\" into evidence.
 
 Usage:
-  stop-gate [--run CMD] [--timeout SECS] [--deadline SECS] [--require-marker CHECK]...
+  stop-gate [--run CMD] [--timeout SECS] [--deadline SECS] [--require-marker CHECK[=CMD]]...
             [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
             [--feedback block|context] [--verify-key FILE] [--state-dir DIR]     < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
@@ -53,7 +53,9 @@ Options:
   --deadline SECS           all of the gate's work ends by then (default 570, under the
                             engines' 600 s hook timeout); a gate at its deadline blocks. Keep
                             --timeout + 15 <= --deadline <= the handler's timeout - 5
-  --require-marker CHECK    repeatable: require `marker-writer verify --check CHECK` to pass
+  --require-marker CHECK[=CMD]
+                            repeatable: require `marker-writer verify --check CHECK` to pass;
+                            CMD is what the protected writer runs, named when a stop is blocked
   --marker-max-age DURATION how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
   --max-file-size SIZE      a larger file in the worktree blocks at once (default 1G)
   --max-blocks N            consecutive blocks per session before a stop is let through,

@@ -3,6 +3,7 @@
 mod commonmark;
 mod faults;
 mod handoff;
+mod help;
 mod hostile;
 mod installer;
 mod marker_writer;
