@@ -987,6 +987,86 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     Ok(change)
 }
 
+/// vigil wired in two places Claude Code merges (this file and another settings file of the
+/// project or the user, or the vigil plugin enabled): both run, so a loop would advance twice
+/// per Stop and a check would run twice.
+fn twice_across_files(
+    target: &Target,
+    own: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let project = target.project();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut others: Vec<PathBuf> = home
+        .iter()
+        .map(|h| h.join(".claude/settings.json"))
+        .collect();
+    others.push(project.join(".claude/settings.json"));
+    others.push(project.join(".claude/settings.local.json"));
+    others.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
+    let here = crate::subject::canonical(&target.file);
+    let mut findings = Vec::new();
+    let ours: std::collections::BTreeSet<(String, &str)> = handlers
+        .iter()
+        .filter_map(|(e, _, _, c)| Some((e.clone(), vigil_binary(c)?)))
+        .collect();
+    let mut seen = vec![];
+    for path in std::iter::once(target.file.clone()).chain(others) {
+        let canonical = crate::subject::canonical(&path);
+        if seen.contains(&canonical) {
+            continue;
+        }
+        seen.push(canonical.clone());
+        let root = if canonical == here {
+            Some(own.clone())
+        } else {
+            crate::input::open_regular(&path)
+                .ok()
+                .and_then(|f| crate::input::read_capped(f, 8 << 20, "settings", &path).ok())
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .and_then(|v| v.as_object().cloned())
+        };
+        let Some(root) = root else {
+            continue;
+        };
+        let mut both: Vec<String> = if canonical == here {
+            Vec::new()
+        } else {
+            vigil_handlers(&root)
+                .iter()
+                .filter_map(|(e, _, _, c)| {
+                    let binary = vigil_binary(c)?;
+                    ours.contains(&(e.clone(), binary))
+                        .then(|| format!("{e} ({binary})"))
+                })
+                .collect()
+        };
+        both.dedup();
+        if !both.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "{} wires vigil too, and Claude Code runs both: {} run twice, so a loop advances twice per stop; keep vigil in one file (./install.sh --uninstall for the other)",
+                path.display(),
+                both.join(", ")
+            )));
+        }
+        let plugin = root
+            .get("enabledPlugins")
+            .and_then(Value::as_object)
+            .is_some_and(|plugins| {
+                plugins
+                    .iter()
+                    .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
+            });
+        if plugin && !ours.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "the vigil plugin is enabled in {} and this file wires vigil's hooks as well: both run, so a loop advances twice per stop; use the plugin or the install, not both",
+                path.display()
+            )));
+        }
+    }
+    findings
+}
+
 /// Whether Claude Code, with every settings file it reads for this project, keeps the agent off
 /// vigil's protected state (SPEC §9).
 fn protection(
@@ -1179,6 +1259,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         )));
     }
     if engine == Engine::Claude {
+        findings.extend(twice_across_files(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
     }
     let events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();

@@ -2082,3 +2082,39 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
         assert_eq!(stderr.matches(binary).count(), 1, "{stderr}");
     }
 }
+
+/// vigil wired twice where Claude Code merges settings (the project's two files, or the
+/// plugin beside an install) runs twice per event, and advances a loop twice per stop: the
+/// doctor warns, naming the other place.
+#[test]
+fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join(".claude/settings.local.json");
+    let shared = dir.path().join(".claude/settings.json");
+    assert!(merge("install", &local, false, &[]).status.success());
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(!report.contains("runs both"), "{report}");
+    assert!(
+        merge("install", &shared, false, &["--shared"])
+            .status
+            .success()
+    );
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(
+        report.lines().any(|l| l.starts_with("[warn]")
+            && l.contains("settings.json wires vigil too")
+            && l.contains("Stop (stop-gate)")),
+        "{report}"
+    );
+    assert!(merge("uninstall", &shared, false, &[]).status.success());
+    let mut value = json_of(&local);
+    value["enabledPlugins"] = json!({"vigil@vigil": true});
+    std::fs::write(&local, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("[warn] the vigil plugin is enabled")),
+        "{report}"
+    );
+}
