@@ -206,7 +206,11 @@ if [ "$action" = uninstall ]; then
   "$merge" uninstall "${merge_flags[@]}"
   # The slash commands go too, once no settings file here runs vigil any more, and only when
   # they are still exactly as install.sh wrote them.
-  if ! $codex && [ ! -e "$record" ]; then
+  # A vigil hook uninstall could not take out (one edited by hand) still runs /vigil-loop's
+  # loops: its commands stay with it.
+  if ! $codex && [ -e "$settings" ] && grep -q 'stop-gate' "$settings"; then
+    echo "install.sh: $settings still runs stop-gate (an entry uninstall left as it is); the slash commands in $commands stay until it goes" >&2
+  elif ! $codex && [ ! -e "$record" ]; then
     for file in "$source_dir"/templates/commands/*.md; do
       name=$(basename "$file")
       if ours "$file" "$commands/$name"; then

@@ -2118,3 +2118,44 @@ fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the
         "{report}"
     );
 }
+
+/// A vigil Stop entry edited by hand is one uninstall cannot find, and leaves: the slash
+/// commands that start its loops stay with it, and install.sh says why.
+#[test]
+fn install_sh_keeps_the_slash_commands_while_a_hand_edited_gate_remains() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let p = project.path().to_str().unwrap();
+    assert!(
+        install_sh(home.path(), &["--project", p], "/usr/bin:/bin")
+            .status
+            .success()
+    );
+    let settings = project.path().join(".claude/settings.local.json");
+    let mut value = json_of(&settings);
+    let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    value["hooks"]["Stop"][0]["hooks"][0]["command"] = json!(format!("{command} --max-blocks 9"));
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let out = install_sh(
+        home.path(),
+        &["--project", p, "--uninstall"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("still runs stop-gate"), "{stderr}");
+    assert!(
+        project
+            .path()
+            .join(".claude/commands/vigil-loop.md")
+            .is_file()
+    );
+    assert!(
+        std::fs::read_to_string(&settings)
+            .unwrap()
+            .contains("--max-blocks 9")
+    );
+}
