@@ -148,7 +148,7 @@ if [ "$action" = install ]; then
       echo "install.sh: cargo is not installed; install Rust (rustup.rs) and run ./install.sh again" >&2
       exit 1
     fi
-    echo "install.sh: building vigil (cargo build --release --locked, static on Linux)" >&2
+    echo "install.sh: building vigil (cargo build --release --locked, static on Linux; a few minutes the first time)" >&2
     built=$("$source_dir/scripts/release-build.sh")
   fi
   if $dry_run; then

@@ -9,7 +9,8 @@ set -euo pipefail
 
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 # Its own target dir: a CARGO_TARGET_DIR in the environment must not send the build elsewhere.
-build=(cargo build --release --locked --quiet --manifest-path "$source_dir/Cargo.toml" --target-dir "$source_dir/target")
+# Not quiet: the first build takes minutes, and cargo shows its progress on stderr.
+build=(cargo build --release --locked --manifest-path "$source_dir/Cargo.toml" --target-dir "$source_dir/target")
 host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 case $host in
   *-linux-gnu)
