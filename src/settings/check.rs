@@ -1,0 +1,447 @@
+//! `settings-merge check`, the doctor: a line per finding, `[ok]`, `[warn]` or `[fail]`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+
+/// The doctor: does the file parse, is each vigil entry there, does each command run from a
+/// bare environment, are there duplicates or stale binaries, will Codex run the hooks.
+pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let shown = target.given.display();
+    let root = match target.read() {
+        Ok(Some(bytes)) => match parse(&bytes, &target.given) {
+            Ok(root) => {
+                findings.push(Finding::Ok(format!("{shown} parses")));
+                root
+            }
+            Err(e) => return vec![Finding::Fail(e.to_string())],
+        },
+        Ok(None) => {
+            return vec![Finding::Fail(format!(
+                "{shown} does not exist; run ./install.sh"
+            ))];
+        }
+        Err(e) => return vec![Finding::Fail(e.to_string())],
+    };
+    let handlers = vigil_handlers(&root);
+    let expected: &[(&str, &str)] = match engine {
+        Engine::Claude => &[
+            ("Stop", "stop-gate"),
+            ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
+        ],
+        Engine::Codex => &[
+            ("Stop", "stop-gate"),
+            ("Stop", "session-end-handoff"),
+            ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
+        ],
+    };
+    for (event, binary) in expected {
+        let count = handlers
+            .iter()
+            .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary))
+            .count();
+        match count {
+            0 => findings.push(Finding::Fail(format!(
+                "{event} does not run {binary}; run ./install.sh"
+            ))),
+            1 => findings.push(Finding::Ok(format!("{event} runs {binary}"))),
+            n => findings.push(Finding::Warn(format!(
+                "{event} runs {binary} {n} times; remove the extra entries"
+            ))),
+        }
+    }
+    if root.get("disableAllHooks") == Some(&Value::Bool(true)) {
+        findings.push(Finding::Fail(format!(
+            "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
+        )));
+    }
+    if engine == Engine::Claude {
+        findings.extend(twice_across_files(target, &root, &handlers));
+        findings.extend(protection(target, &root, &handlers));
+    }
+    let events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
+    for (event, g, h, command) in &handlers {
+        if !events.contains(event.as_str()) {
+            findings.push(Finding::Warn(format!(
+                "{event} runs `{command}`, but vigil's hooks belong to {}",
+                events.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let kind = root["hooks"][event][g]["hooks"][h].get("type");
+        if kind != Some(&json!("command")) {
+            findings.push(Finding::Fail(format!(
+                "{event}: `{command}` has type {}, not \"command\", so it never runs",
+                kind.map(Value::to_string)
+                    .unwrap_or_else(|| "missing".into())
+            )));
+        }
+    }
+    for (event, g, h, command) in &handlers {
+        if vigil_binary(command) == Some("stop-gate") {
+            let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
+            findings.push(gate_deadline(event, command, timeout));
+        }
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    for (event, _, _, command) in &handlers {
+        findings.push(run_bare(event, command, &home));
+        if let Some(stale) = stale_binary(command) {
+            findings.push(stale);
+        }
+    }
+    if engine == Engine::Codex {
+        findings.extend(codex_trust(target, &root, codex_config));
+    }
+    findings
+}
+
+/// vigil wired in two places Claude Code merges (this file and another settings file of the
+/// project or the user, or the vigil plugin enabled): both run, so a loop would advance twice
+/// per Stop and a check would run twice.
+fn twice_across_files(
+    target: &Target,
+    own: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let project = target.project();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut others: Vec<PathBuf> = home
+        .iter()
+        .map(|h| h.join(".claude/settings.json"))
+        .collect();
+    others.push(project.join(".claude/settings.json"));
+    others.push(project.join(".claude/settings.local.json"));
+    others.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
+    let here = crate::subject::canonical(&target.file);
+    let mut findings = Vec::new();
+    let ours: std::collections::BTreeSet<(String, &str)> = handlers
+        .iter()
+        .filter_map(|(e, _, _, c)| Some((e.clone(), vigil_binary(c)?)))
+        .collect();
+    let mut seen = vec![];
+    for path in std::iter::once(target.file.clone()).chain(others) {
+        let canonical = crate::subject::canonical(&path);
+        if seen.contains(&canonical) {
+            continue;
+        }
+        seen.push(canonical.clone());
+        let root = if canonical == here {
+            Some(own.clone())
+        } else {
+            crate::input::open_regular(&path)
+                .ok()
+                .and_then(|f| crate::input::read_capped(f, 8 << 20, "settings", &path).ok())
+                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+                .and_then(|v| v.as_object().cloned())
+        };
+        let Some(root) = root else {
+            continue;
+        };
+        let mut both: Vec<String> = if canonical == here {
+            Vec::new()
+        } else {
+            vigil_handlers(&root)
+                .iter()
+                .filter_map(|(e, _, _, c)| {
+                    let binary = vigil_binary(c)?;
+                    ours.contains(&(e.clone(), binary))
+                        .then(|| format!("{e} ({binary})"))
+                })
+                .collect()
+        };
+        both.dedup();
+        if !both.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "{} wires vigil too, and Claude Code runs both: {} run twice, so a loop advances twice per stop; keep vigil in one file (./install.sh --uninstall for the other)",
+                path.display(),
+                both.join(", ")
+            )));
+        }
+        let plugin = root
+            .get("enabledPlugins")
+            .and_then(Value::as_object)
+            .is_some_and(|plugins| {
+                plugins
+                    .iter()
+                    .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
+            });
+        if plugin && !ours.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "the vigil plugin is enabled in {} and this file wires vigil's hooks as well: both run, so a loop advances twice per stop; use the plugin or the install, not both",
+                path.display()
+            )));
+        }
+    }
+    findings
+}
+
+/// Whether Claude Code, with every settings file it reads for this project, keeps the agent off
+/// vigil's protected state (SPEC §9).
+fn protection(
+    target: &Target,
+    root: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let bin_dir = handlers
+        .iter()
+        .filter_map(|(_, _, _, command)| first_word(command))
+        .map(PathBuf::from)
+        .find(|path| path.is_absolute())
+        .and_then(|path| path.parent().map(Path::to_path_buf));
+    let on_path = handlers.iter().any(|(_, _, _, command)| {
+        first_word(command).is_none_or(|word| !Path::new(&word).is_absolute())
+    });
+    let Some(mut guarded) = crate::protect::Guarded::here(bin_dir) else {
+        return vec![Finding::Fail(
+            "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),
+        )];
+    };
+    guarded.on_path = on_path;
+    let project = target.project();
+    let mut layers = crate::protect::layers(&project, guarded.home.as_deref());
+    // A settings file of another name (given with --settings, as `claude --settings` reads
+    // it) is the strongest layer short of the managed one.
+    let standard = [".claude/settings.json", ".claude/settings.local.json"]
+        .iter()
+        .map(|name| project.join(name))
+        .chain(
+            guarded
+                .home
+                .as_ref()
+                .map(|h| h.join(".claude/settings.json")),
+        )
+        .any(|path| crate::subject::canonical(&path) == crate::subject::canonical(&target.file));
+    if !standard {
+        layers.push(root.clone());
+    }
+    let effective = crate::protect::Effective::of(&layers);
+    crate::protect::check(&effective, &project, &guarded)
+}
+
+/// What a handler's timeout is when it names none: both engines give a hook 600 s.
+const ENGINE_HOOK_TIMEOUT_SECS: u64 = 600;
+
+/// How far under the handler's timeout the gate's deadline must be (SPEC §9).
+const HANDLER_MARGIN_SECS: u64 = 5;
+
+/// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
+/// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
+/// would refuse (a typo blocks every stop with a config error) fails here first.
+fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
+    if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
+        return Finding::Fail(format!(
+            "{event}: the stop-gate command has `{c}` outside single quotes, so the shell runs or expands something before or around the gate that the doctor cannot check; write its arguments as plain or single-quoted words (settings-merge install does)"
+        ));
+    }
+    let Some(args) = handler_args(command) else {
+        return Finding::Warn(format!(
+            "{event}: cannot read the flags of `{command}`; its deadline is not checked"
+        ));
+    };
+    let config = match crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return Finding::Fail(format!(
+                "{event}: `{command}` asks stop-gate for its help text, so it never gates"
+            ));
+        }
+        Err(e) => {
+            return Finding::Fail(format!(
+                "{event}: stop-gate would refuse its flags and block every stop: {e}"
+            ));
+        }
+    };
+    let handler = match timeout {
+        None => ENGINE_HOOK_TIMEOUT_SECS,
+        Some(value) => match value.as_u64() {
+            Some(secs) => secs,
+            None => {
+                return Finding::Fail(format!(
+                    "{event}: the handler's timeout {value} is not a whole number of seconds"
+                ));
+            }
+        },
+    };
+    let deadline = config.deadline.as_secs();
+    if deadline + HANDLER_MARGIN_SECS > handler {
+        return Finding::Fail(format!(
+            "{event}: stop-gate's --deadline {deadline} s is not {HANDLER_MARGIN_SECS} s under the handler's timeout of {handler} s, so the engine can kill it first and let the stop through unchecked; set \"timeout\": {} or lower --deadline to {}",
+            deadline + HANDLER_MARGIN_SECS,
+            handler.saturating_sub(HANDLER_MARGIN_SECS)
+        ));
+    }
+    Finding::Ok(format!(
+        "{event}: stop-gate's check gets {} s and the gate answers within {deadline} s, under the handler's timeout of {handler} s",
+        config.timeout.as_secs()
+    ))
+}
+
+/// The first character a POSIX shell would act on rather than pass on as part of a word:
+/// expansions (`$`, a backtick, also inside double quotes), operators and globs outside
+/// quotes. `None` for text that is plain and quoted words only, as `shell_quote` writes them.
+fn active_shell_syntax(text: &str) -> Option<char> {
+    let mut chars = text.chars();
+    let mut quote = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('\''), _) => {}
+            (Some('"'), '\\') | (None, '\\') => {
+                chars.next();
+            }
+            (Some('"'), '$' | '`') => return Some(c),
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (
+                None,
+                '$' | '`' | ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\n' | '*' | '?' | '[' | '~'
+                | '#',
+            ) => return Some(c),
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+/// Finds and starts a hook's binary the way the hook would, but from a bare environment: a
+/// command that works only with the user's shell PATH is reported.
+fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
+    // Never the handler's own text (a committed file could append anything to it): the binary
+    // it names, found the way the handler finds it, asked for its version.
+    let Some(binary) = vigil_binary(command) else {
+        return Finding::Fail(format!("{event}: `{command}` is not a vigil command"));
+    };
+    // Its flags, each quoted as a word of its own, go to the binary's own parser
+    // (`--check-config` parses and exits, reading nothing): what would refuse them at every
+    // event fails here first.
+    let flags: String = handler_args(command)
+        .unwrap_or_default()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    let asked = format!("{flags} --check-config");
+    let script = if command.trim_start().starts_with("for b in") {
+        self::command(&Binaries::Search, binary, &asked)
+    } else {
+        match first_word(command.trim_start()) {
+            Some(path) => format!("{}{asked}", shell_quote(&path)),
+            None => return Finding::Fail(format!("{event}: `{command}` cannot be read")),
+        }
+    };
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_DISABLE", "1");
+    match crate::process::run(cmd, Duration::from_secs(10), true, 4096) {
+        Ok(done)
+            if done.outcome.success()
+                && !String::from_utf8_lossy(&done.output).contains("not installed") =>
+        {
+            Finding::Ok(format!("{event}: `{command}` runs from a bare environment"))
+        }
+        Ok(done) => {
+            let said = String::from_utf8_lossy(&done.output);
+            let first = said
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            if let Some(why) = first.strip_prefix(&format!("{binary}: ")) {
+                // The gate's flags were read with its parser already (`gate_deadline`), and
+                // one line is enough for one typo.
+                let told = binary == "stop-gate"
+                    && handler_args(command).is_some_and(|args| {
+                        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
+                            .is_err()
+                    });
+                if told {
+                    return Finding::Ok(format!(
+                        "{event}: `{command}` runs from a bare environment"
+                    ));
+                }
+                return Finding::Fail(format!(
+                    "{event}: {binary} refuses the flags of `{command}`, so it fails at every event: {why}"
+                ));
+            }
+            Finding::Fail(format!(
+                "{event}: `{command}` does not run from a bare environment (PATH=/usr/bin:/bin): {first}; run ./install.sh, which writes absolute paths"
+            ))
+        }
+        Err(e) => Finding::Fail(format!("{event}: cannot run sh: {e}")),
+    }
+}
+
+/// A binary named by absolute path that reports another version than this settings-merge:
+/// installed from an older (or newer) build.
+fn stale_binary(command: &str) -> Option<Finding> {
+    let path = if let Some(rest) = command.strip_prefix('\'') {
+        rest.split('\'').next()?.to_string()
+    } else {
+        command.split_whitespace().next()?.to_string()
+    };
+    if !path.starts_with('/') {
+        return None;
+    }
+    let mut cmd = std::process::Command::new(&path);
+    cmd.arg("--version");
+    let done = crate::process::run(cmd, Duration::from_secs(5), true, 1024).ok()?;
+    let said = String::from_utf8_lossy(&done.output);
+    let version = said.split_whitespace().nth(1)?;
+    (version != env!("CARGO_PKG_VERSION")).then(|| {
+        Finding::Warn(format!(
+            "{path} is version {version}, this settings-merge is {}: a stale binary; run ./install.sh again",
+            env!("CARGO_PKG_VERSION")
+        ))
+    })
+}
+
+/// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
+/// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
+fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
+    let trusted = config.map(crate::codex::trusted_hashes).unwrap_or_default();
+    let mut findings = Vec::new();
+    // A project's .codex/ (not ~/.codex/) is read only for a project the user trusts.
+    let project = target.project();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if target.given_dir().file_name().and_then(|n| n.to_str()) == Some(".codex")
+        && home.as_deref() != Some(project.as_path())
+    {
+        let canonical = std::fs::canonicalize(&project).unwrap_or(project);
+        if config.is_some_and(|c| crate::codex::project_trusted(c, &canonical)) {
+            findings.push(Finding::Ok(format!(
+                "Codex trusts the project {}",
+                canonical.display()
+            )));
+        } else {
+            findings.push(Finding::Warn(format!(
+                "Codex reads {}/.codex/ only for a trusted project: trust it when codex asks, or set [projects.\"{}\"] trust_level = \"trusted\" in config.toml",
+                canonical.display(),
+                canonical.display()
+            )));
+        }
+    }
+    findings.extend(codex_trust_entries(target, root)
+        .into_iter()
+        .map(|(key, hash)| match trusted.get(&key) {
+            Some(stored) if *stored == hash => Finding::Ok(format!("Codex trusts {key}")),
+            Some(_) => Finding::Warn(format!(
+                "Codex will skip {key}: it changed since it was trusted; run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
+            None => Finding::Warn(format!(
+                "Codex will skip {key} until you trust it: run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
+        }));
+    findings
+}

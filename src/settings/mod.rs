@@ -1,0 +1,761 @@
+//! Merging vigil's hooks into Claude Code settings and Codex `hooks.json` (SPEC §8) without
+//! ever losing what the user has: every other key, hook and entry is kept, in order; a file
+//! that does not parse is refused and left as it is; the original is backed up before the
+//! first change; what was added is recorded, so uninstall removes exactly that, or restores
+//! the original byte for byte when nothing else changed.
+//!
+//! One module per verb, each read top to bottom on its own: `install`, `uninstall`, and
+//! `check` (the doctor); what they share (the file, its parsing and rendering, the install
+//! record, telling vigil's handlers from others) is here.
+
+mod check;
+mod install;
+mod uninstall;
+
+pub use check::check;
+pub use install::install;
+pub use uninstall::uninstall;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::atomic::write_atomic;
+pub use crate::cli::shell_quote;
+use crate::error::{Error, Result};
+use crate::lock::FileLock;
+
+pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
+/// The binaries a vigil entry runs; a handler naming one of them is vigil's.
+pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];
+/// A check command gets this long; the Stop hook's own timeout is set above it.
+const HOOK_TIMEOUT_SECS: u64 = 600;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Claude,
+    Codex,
+}
+
+/// Where the commands find vigil's binaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binaries {
+    /// Absolute paths in this directory: for files only this machine reads.
+    Dir(PathBuf),
+    /// Found through PATH and the usual install places when the hook runs: for settings that
+    /// are committed and shared, where every machine installs vigil somewhere else.
+    Search,
+}
+
+/// What to install.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub engine: Engine,
+    pub binaries: Binaries,
+    /// What to change in the Stop handler's stop-gate flags (`--run`, `--require-marker`…);
+    /// what it does not name stays as the settings file has it.
+    pub gate: crate::gateflags::Changes,
+    /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
+    /// state, binaries and settings (what `protect::Guarded` lists).
+    pub protect: Option<crate::protect::Guarded>,
+}
+
+/// One hook group vigil adds to one event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub event: &'static str,
+    pub group: Value,
+}
+
+/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`.
+pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
+    let stop_args: String = gate
+        .words()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    // The handler's timeout stays above the gate's deadline (SPEC §9): 600 s, the engines'
+    // default, written out once the gate has a check to run; more for a later deadline.
+    let handler_timeout = gate
+        .deadline()
+        .map(|d| (d + 30).max(HOOK_TIMEOUT_SECS))
+        .or(gate.has_run().then_some(HOOK_TIMEOUT_SECS));
+    let handler = |binary: &str, args: &str| {
+        let mut handler =
+            json!({"type": "command", "command": command(&plan.binaries, binary, args)});
+        if binary == "stop-gate"
+            && !args.is_empty()
+            && let Some(timeout) = handler_timeout
+        {
+            handler["timeout"] = json!(timeout);
+        }
+        handler
+    };
+    let group = |handlers: Vec<Value>| json!({ "hooks": handlers });
+    match plan.engine {
+        Engine::Claude => vec![
+            Entry {
+                event: "Stop",
+                group: group(vec![handler("stop-gate", &stop_args)]),
+            },
+            Entry {
+                event: "SessionStart",
+                group: group(vec![handler("session-start-loader", "")]),
+            },
+            Entry {
+                event: "SessionEnd",
+                group: group(vec![handler("session-end-handoff", "")]),
+            },
+            Entry {
+                event: "PreCompact",
+                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+            },
+            // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
+            Entry {
+                event: "UserPromptSubmit",
+                group: group(vec![handler("stop-gate", "")]),
+            },
+        ],
+        Engine::Codex => vec![
+            Entry {
+                event: "Stop",
+                group: group(vec![
+                    handler("stop-gate", &stop_args),
+                    handler("session-end-handoff", " --checkpoint"),
+                ]),
+            },
+            Entry {
+                event: "SessionStart",
+                group: group(vec![handler("session-start-loader", "")]),
+            },
+            // Codex sends SessionEnd at the end of `codex exec` too (0.171.0), and PreCompact.
+            Entry {
+                event: "SessionEnd",
+                group: group(vec![handler("session-end-handoff", "")]),
+            },
+            Entry {
+                event: "PreCompact",
+                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+            },
+            Entry {
+                event: "UserPromptSubmit",
+                group: group(vec![handler("stop-gate", "")]),
+            },
+        ],
+    }
+}
+
+/// The command string of a handler.
+fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
+    match binaries {
+        Binaries::Dir(dir) => format!(
+            "{}{args}",
+            shell_quote(&dir.join(binary).display().to_string())
+        ),
+        Binaries::Search => format!(
+            "for b in \"$(command -v {binary})\" \"$HOME/.local/bin/{binary}\" /usr/local/bin/{binary} /opt/homebrew/bin/{binary}; do \
+             [ -x \"$b\" ] && exec \"$b\"{args}; done; \
+             echo '{{\"systemMessage\":\"vigil: {binary} is not installed on this machine; run ./install.sh from a vigil clone\"}}'"
+        ),
+    }
+}
+
+/// The settings file as it is on disk, resolved through a symlink to the file it names.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The path the user gave.
+    pub given: PathBuf,
+    /// The file actually read and written.
+    pub file: PathBuf,
+}
+
+impl Target {
+    pub fn resolve(given: &Path) -> Result<Target> {
+        let file = match std::fs::symlink_metadata(given) {
+            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(given)
+                .map_err(|e| Error::io("follow the symlink", given, &e))?,
+            _ => std::path::absolute(given).map_err(|e| Error::io("resolve", given, &e))?,
+        };
+        Ok(Target {
+            given: given.to_path_buf(),
+            file,
+        })
+    }
+
+    fn sidecar(&self, suffix: &str) -> PathBuf {
+        let mut name = self.file.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        self.file.with_file_name(name)
+    }
+
+    pub fn backup(&self) -> PathBuf {
+        self.sidecar(".vigil-backup")
+    }
+
+    fn lock(&self) -> Result<FileLock> {
+        // Gone again once released: nothing is left beside the settings file.
+        FileLock::transient_at(&self.sidecar(".vigil-lock"), Duration::from_secs(30))
+    }
+
+    /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
+    /// own directory. `~/.claude/settings.json` gives `~`, so the record is `~/.vigil/`.
+    pub fn project(&self) -> PathBuf {
+        let dir = self.given_dir();
+        match dir.file_name().and_then(|n| n.to_str()) {
+            Some(".claude" | ".codex") => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            _ => dir,
+        }
+    }
+
+    fn given_dir(&self) -> PathBuf {
+        let absolute = std::path::absolute(&self.given).unwrap_or_else(|_| self.given.clone());
+        absolute.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    fn record_path(&self) -> PathBuf {
+        self.project().join(".vigil").join("installed.json")
+    }
+
+    /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
+    /// or device in its place is refused rather than waited on.
+    fn read(&self) -> Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        let mut file = match crate::input::open_regular(&self.file) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &self.file, &e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", &self.file, &e))?;
+        Ok(Some(bytes))
+    }
+
+    /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
+    /// allows) would undo a choice the user made. Nothing is changed.
+    fn writable(&self) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(&self.file) {
+            Ok(meta) if meta.permissions().mode() & 0o222 == 0 => Err(Error::input(format!(
+                "{} is read-only; make it writable (chmod u+w) and run again; nothing was changed",
+                self.given.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The lock on the install record, which settings files of one project share.
+    fn record_lock(&self) -> Result<FileLock> {
+        // The last uninstall may remove `.vigil/` meanwhile: `transient_at` makes it again.
+        let path = self.project().join(".vigil").join("installed.json.lock");
+        FileLock::transient_at(&path, Duration::from_secs(30))
+    }
+}
+
+/// Parses a settings file, refusing (with line and column) anything vigil could not rewrite
+/// without loss: not JSON, a byte order mark, a root that is not an object, `hooks` that is
+/// not an object, an event whose value is not a list.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
+    let shown = path.display();
+    if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
+        return Err(Error::input(format!(
+            "{shown}: the file starts with a byte order mark, which Claude Code and Codex do not read as JSON; remove it and run again; nothing was changed"
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::input(format!(
+            "{shown}: not UTF-8 (bad byte at offset {}); nothing was changed",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        // A comment is the usual reason, and serde's words for it ("key must be a string")
+        // do not say so.
+        let at = text
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .and_then(|line| line.get(e.column().saturating_sub(1)..))
+            .unwrap_or("");
+        let why = if at.starts_with("//") || at.starts_with("/*") {
+            "a comment: JSON has none, and Claude Code and Codex read this file as JSON; remove it"
+                .to_string()
+        } else {
+            strip_position(&e.to_string())
+        };
+        Error::input(format!(
+            "{shown}:{}:{}: not valid JSON ({why}); fix it and run again; nothing was changed",
+            e.line(),
+            e.column(),
+        ))
+    })?;
+    let Value::Object(root) = value else {
+        return Err(Error::input(format!(
+            "{shown}: the top level is {}, not an object; nothing was changed",
+            crate::hook::json_type(&value)
+        )));
+    };
+    if let Some(hooks) = root.get("hooks") {
+        let Value::Object(events) = hooks else {
+            return Err(Error::input(format!(
+                "{shown}:{}: `hooks` is {}, not an object; nothing was changed",
+                line_of(text, "\"hooks\""),
+                crate::hook::json_type(hooks)
+            )));
+        };
+        for (event, groups) in events {
+            if !groups.is_array() {
+                return Err(Error::input(format!(
+                    "{shown}:{}: `hooks.{event}` is {}, not a list; nothing was changed",
+                    line_of(text, &format!("\"{event}\"")),
+                    crate::hook::json_type(groups)
+                )));
+            }
+        }
+    }
+    Ok(root)
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(cut) => message[..cut].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The 1-based line on which `needle` first appears.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .map_or(1, |at| text[..at].matches('\n').count() + 1)
+}
+
+/// A settings file as vigil writes it: 2-space indentation and a final newline.
+pub fn render(root: &Map<String, Value>) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(root).expect("settings serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// What `installed.json` keeps about one settings file.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Installed {
+    entries: Vec<(String, Value)>,
+    created_file: bool,
+    created_hooks: bool,
+    created_events: Vec<String>,
+    /// sha256 of the file as vigil left it: if it still reads so, uninstall restores the backup.
+    written_sha256: String,
+    /// sha256 of the file before vigil's first change: the backup is restored only if it is this.
+    original_sha256: Option<String>,
+    /// Codex: the config.toml that trusts vigil's hooks, and the keys it wrote there.
+    codex_config: Option<String>,
+    trusted_keys: Vec<String>,
+    /// `--protect`: what it changed, for uninstall to take back.
+    protect: Option<crate::protect::Protection>,
+}
+
+fn load_record(path: &Path) -> Result<Map<String, Value>> {
+    match std::fs::read(path) {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) if map.get("schema") == Some(&json!(INSTALLED_SCHEMA)) => {
+                Ok(map)
+            }
+            _ => Err(Error::input(format!(
+                "{} is not a vigil install record; move it away and run again",
+                path.display()
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::from_iter([
+            ("schema".to_string(), json!(INSTALLED_SCHEMA)),
+            ("files".to_string(), json!({})),
+        ])),
+        Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
+    let file = record.get("files")?.get(key)?;
+    Some(Installed {
+        entries: file
+            .get("entries")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e.get("event")?.as_str()?.to_string(),
+                    e.get("group")?.clone(),
+                ))
+            })
+            .collect(),
+        created_file: file.get("created_file")?.as_bool()?,
+        created_hooks: file.get("created_hooks")?.as_bool()?,
+        created_events: file
+            .get("created_events")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect(),
+        written_sha256: file.get("written_sha256")?.as_str()?.to_string(),
+        original_sha256: file
+            .get("original_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        codex_config: file
+            .get("codex_config")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        trusted_keys: file
+            .get("trusted_keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        protect: file.get("protect").and_then(crate::protect::from_value),
+    })
+}
+
+fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option<&Installed>) {
+    let files = record.entry("files").or_insert_with(|| json!({}));
+    let Some(files) = files.as_object_mut() else {
+        return;
+    };
+    match installed {
+        None => {
+            files.remove(key);
+        }
+        Some(i) => {
+            files.insert(
+                key.to_string(),
+                json!({
+                    "entries": i.entries.iter().map(|(event, group)| json!({"event": event, "group": group})).collect::<Vec<_>>(),
+                    "created_file": i.created_file,
+                    "created_hooks": i.created_hooks,
+                    "created_events": i.created_events,
+                    "written_sha256": i.written_sha256,
+                    "original_sha256": i.original_sha256,
+                    "codex_config": i.codex_config,
+                    "trusted_keys": i.trusted_keys,
+                    "protect": i.protect.as_ref().map(crate::protect::to_value),
+                }),
+            );
+        }
+    }
+}
+
+fn save_record(path: &Path, record: &Map<String, Value>) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    write_atomic(path, &render(record), 0o644).map_err(|e| Error::io("write", path, &e))
+}
+
+/// What an install or uninstall did, or would do.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub before: Option<Vec<u8>>,
+    pub after: Option<Vec<u8>>,
+    pub summary: String,
+}
+
+impl Change {
+    pub fn changed(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bool {
+    let Some(list) = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    match list.iter().position(|g| g == group) {
+        Some(at) => {
+            list.remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The commands of a group's handlers, if every one of them runs vigil.
+fn vigil_group(group: &Value) -> Option<Vec<&str>> {
+    let handlers = group.get("hooks")?.as_array()?;
+    let commands: Option<Vec<_>> = handlers
+        .iter()
+        .map(|h| {
+            h.get("command")
+                .and_then(Value::as_str)
+                .filter(|c| vigil_binary(c).is_some())
+        })
+        .collect();
+    commands.filter(|c| !c.is_empty())
+}
+
+/// Removes the group in `event` that runs exactly the commands of `group` (its other fields,
+/// a timeout say, may have been edited) and nothing else. When there is no such group, or more
+/// than one (so one may be the user's own), nothing is removed and the entry is named in
+/// `missing`.
+fn remove_like(
+    root: &mut Map<String, Value>,
+    event: &str,
+    group: &Value,
+    missing: &mut Vec<String>,
+) {
+    let wanted = vigil_group(group);
+    let list = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut);
+    let at = list.as_ref().and_then(|list| {
+        let found: Vec<usize> = list
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| wanted.is_some() && vigil_group(g) == wanted)
+            .map(|(at, _)| at)
+            .collect();
+        (found.len() == 1).then(|| found[0])
+    });
+    match (list, at) {
+        (Some(list), Some(at)) => {
+            list.remove(at);
+        }
+        _ => {
+            let binaries: Vec<&str> = wanted
+                .iter()
+                .flatten()
+                .filter_map(|c| vigil_binary(c))
+                .collect();
+            missing.push(format!("{event} {}", binaries.join("+")));
+        }
+    }
+}
+
+/// Codex's trust entries for vigil's handlers as they stand in `root`: (key, hash).
+pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(String, String)> {
+    let key_path = std::path::absolute(&target.given).unwrap_or_else(|_| target.given.clone());
+    vigil_handlers(root)
+        .into_iter()
+        .filter_map(|(event, g, h, _)| {
+            let group = root.get("hooks")?.get(&event)?.get(g)?;
+            let handler = group.get("hooks")?.get(h)?;
+            let matcher = group.get("matcher").and_then(Value::as_str);
+            Some((
+                crate::codex::trust_key(&key_path, &event, g, h),
+                crate::codex::trust_hash(&event, matcher, handler),
+            ))
+        })
+        .collect()
+}
+
+/// One line of `check`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Finding {
+    Ok(String),
+    Warn(String),
+    Fail(String),
+}
+
+impl Finding {
+    pub fn line(&self) -> String {
+        match self {
+            Finding::Ok(text) => format!("[ok] {text}"),
+            Finding::Warn(text) => format!("[warn] {text}"),
+            Finding::Fail(text) => format!("[fail] {text}"),
+        }
+    }
+}
+
+/// The vigil binary a hook command runs, if it runs one: its first shell word is a path (or
+/// name) whose file name is a vigil binary, or it is the PATH search `install` writes for
+/// shared settings. A command that only mentions a binary (`echo stop-gate`) is not vigil's.
+pub fn vigil_binary(command: &str) -> Option<&'static str> {
+    let command = command.trim_start();
+    let first = first_word(command)?;
+    let name = first.rsplit('/').next()?;
+    if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
+        return Some(binary);
+    }
+    BINARIES
+        .iter()
+        .copied()
+        .find(|binary| command.starts_with(&format!("for b in \"$(command -v {binary})\"")))
+}
+
+/// The first word of a shell command with its quoting undone (`'…'`, `"…"`, backslashes), as
+/// `shell_quote` writes it; `None` when it uses expansions vigil does not write (`$`, a backtick).
+fn first_word(command: &str) -> Option<String> {
+    let mut word = String::new();
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => word.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => word.push(chars.next()?),
+                    '$' | '`' => return None,
+                    c => word.push(c),
+                }
+            },
+            '\\' => word.push(chars.next()?),
+            '$' | '`' => return None,
+            c if c.is_whitespace() || ";|&<>()".contains(c) => break,
+            c => word.push(c),
+        }
+    }
+    (!word.is_empty()).then_some(word)
+}
+
+/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
+fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
+    let mut found = Vec::new();
+    let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {
+        return found;
+    };
+    for (event, groups) in hooks {
+        for (g, group) in groups.as_array().into_iter().flatten().enumerate() {
+            for (h, handler) in group
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(command) = handler.get("command").and_then(Value::as_str)
+                    && vigil_binary(command).is_some()
+                {
+                    found.push((event.clone(), g, h, command.to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The arguments a vigil handler passes its binary: the words after it, as a shell would
+/// split them (in the PATH search `install` writes, the words after `exec "$b"`).
+fn handler_args(command: &str) -> Option<Vec<String>> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        return shlex::split(handler_args_text(command)?);
+    }
+    let mut words = shlex::split(command)?;
+    if words.is_empty() {
+        return None;
+    }
+    words.remove(0);
+    Some(words)
+}
+
+/// The text a shell reads for a handler's binary and arguments: all of a plain command, or
+/// the arguments of the PATH search `install` writes (whose own `$`s are vigil's).
+fn handler_args_text(command: &str) -> Option<&str> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        let (_, rest) = command.split_once("exec \"$b\"")?;
+        let (args, _) = rest.split_once("; done;")?;
+        return Some(args);
+    }
+    Some(command)
+}
+
+/// A unified diff of two texts, line by line (for `--dry-run`).
+pub fn diff(label: &str, before: &str, after: &str) -> String {
+    let a: Vec<&str> = before.lines().collect();
+    let b: Vec<&str> = after.lines().collect();
+    // Longest common subsequence table, from the end.
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = format!("--- {label}\n+++ {label} (after)\n");
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!(" {}\n", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_marks_added_and_removed_lines() {
+        assert_eq!(
+            diff("f", "a\nb\nc\n", "a\nx\nc\n"),
+            "--- f\n+++ f (after)\n a\n-b\n+x\n c\n"
+        );
+    }
+
+    #[test]
+    fn a_handler_is_vigils_by_what_its_first_word_runs() {
+        for dir in [
+            "/opt/vigil/bin",
+            "/home/o'neil/a b/bin",
+            "/x/$HOME/`id`",
+            "/tmp/é\"q",
+        ] {
+            let command = format!(
+                "{} --run 'make test'",
+                shell_quote(&format!("{dir}/stop-gate"))
+            );
+            assert_eq!(vigil_binary(&command), Some("stop-gate"), "{command}");
+        }
+        for not_vigil in [
+            "echo stop-gate",
+            "/usr/bin/env stop-gate",
+            "stop-gate-wrapper --x",
+            "\"$CLAUDE_PROJECT_DIR\"/bin/stop-gate",
+            "",
+        ] {
+            assert_eq!(vigil_binary(not_vigil), None, "{not_vigil}");
+        }
+        let shared = command(&Binaries::Search, "session-end-handoff", " --checkpoint");
+        assert_eq!(vigil_binary(&shared), Some("session-end-handoff"));
+    }
+
+    #[test]
+    fn refusals_name_line_and_column() {
+        let err = parse(b"{\n  \"a\": 1,\n}\n", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.json:3:1: not valid JSON"), "{err}");
+        let err = parse(b"{\"hooks\": {\"Stop\": {}}}", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`hooks.Stop` is an object, not a list"),
+            "{err}"
+        );
+    }
+}

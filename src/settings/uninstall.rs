@@ -1,0 +1,164 @@
+//! `settings-merge uninstall`: exactly what install added taken out again.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::*;
+use crate::atomic::write_atomic;
+use crate::error::{Error, Result};
+use crate::subject::sha256_hex;
+
+/// Removes exactly what install added: when the file is as install left it, the original
+/// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
+/// entries, and the events and `hooks` it created and left empty, are taken out.
+pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
+    // Nothing there, nothing to lock: the lock beside the file would make its directory.
+    if target.file.parent().is_some_and(|dir| !dir.is_dir()) {
+        return Ok(Change {
+            before: None,
+            after: None,
+            summary: "vigil is not installed in this file".into(),
+        });
+    }
+    let _lock = if dry_run { None } else { Some(target.lock()?) };
+    let before = target.read()?;
+    if !dry_run && before.is_some() {
+        target.writable()?;
+    }
+    let record_path = target.record_path();
+    // No record, nothing to lock: uninstall where vigil never was leaves no `.vigil/` behind.
+    let _record_lock = if dry_run || !record_path.exists() {
+        None
+    } else {
+        Some(target.record_lock()?)
+    };
+    let mut record = load_record(&record_path)?;
+    let key = target.file.display().to_string();
+    let Some(installed) = installed_of(&record, &key) else {
+        return Ok(Change {
+            before: before.clone(),
+            after: before,
+            summary: "vigil is not installed in this file".into(),
+        });
+    };
+    let untouched =
+        before.as_deref().map(sha256_hex).as_deref() == Some(installed.written_sha256.as_str());
+    let mut missing = Vec::new();
+    let backup = target.backup();
+    let original = std::fs::read(&backup)
+        .ok()
+        .filter(|bytes| installed.original_sha256.as_deref() == Some(sha256_hex(bytes).as_str()));
+    let after = if untouched && installed.created_file {
+        None
+    } else if untouched && original.is_some() {
+        original
+    } else {
+        let Some(bytes) = &before else {
+            return Ok(Change {
+                before: None,
+                after: None,
+                summary: "the settings file is gone; nothing to remove".into(),
+            });
+        };
+        let mut root = parse(bytes, &target.given)?;
+        let unchanged = root.clone();
+        if let Some(done) = &installed.protect {
+            crate::protect::revert(&mut root, done);
+        }
+        for (event, group) in &installed.entries {
+            if !remove_group(&mut root, event, group) {
+                // Reformatted or edited since: a group in that event that runs nothing but
+                // the same vigil binaries is taken as vigil's.
+                remove_like(&mut root, event, group, &mut missing);
+            }
+        }
+        if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
+            for event in &installed.created_events {
+                if hooks
+                    .get(event)
+                    .and_then(Value::as_array)
+                    .is_some_and(Vec::is_empty)
+                {
+                    hooks.remove(event);
+                }
+            }
+        }
+        if installed.created_hooks
+            && root
+                .get("hooks")
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+        {
+            root.remove("hooks");
+        }
+        // Nothing of vigil's was there (an install interrupted before its write, say): the
+        // file stays byte for byte, never re-rendered.
+        if root == unchanged {
+            Some(bytes.clone())
+        } else {
+            Some(render(&root))
+        }
+    };
+    let change = Change {
+        before,
+        after: after.clone(),
+        summary: if missing.is_empty() {
+            "removed vigil's hooks".into()
+        } else {
+            format!(
+                "removed vigil's hooks; not found, so left as they are: {}",
+                missing.join(", ")
+            )
+        },
+    };
+    if dry_run {
+        return Ok(change);
+    }
+    match &after {
+        None => {
+            match std::fs::remove_file(&target.file) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &target.file, &e)),
+            }
+            // A `.claude/` or `.codex/` left empty goes too (one with anything in it stays).
+            if let Some(dir) = target.file.parent()
+                && matches!(
+                    dir.file_name().and_then(|n| n.to_str()),
+                    Some(".claude" | ".codex")
+                )
+            {
+                drop(_lock);
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+        Some(bytes) => write_atomic(&target.file, bytes, 0o644)
+            .map_err(|e| Error::io("write", &target.file, &e))?,
+    }
+    if let Some(config) = &installed.codex_config {
+        crate::codex::untrust(Path::new(config), &installed.trusted_keys)?;
+    }
+    store_installed(&mut record, &key, None);
+    if record
+        .get("files")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
+        // The last file vigil was installed in: no record, and no `.vigil/` if it holds nothing
+        // else (loops, markers and handoffs stay where they are).
+        std::fs::remove_file(&record_path).map_err(|e| Error::io("remove", &record_path, &e))?;
+        drop(_record_lock);
+        if let Some(dir) = record_path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    } else {
+        save_record(&record_path, &record)?;
+    }
+    // Only once the record no longer points at it: an uninstall killed before this point
+    // leaves a record whose backup still exists.
+    if untouched {
+        let _ = std::fs::remove_file(&backup);
+    }
+    Ok(change)
+}
