@@ -93,57 +93,35 @@ pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
         handler
     };
     let group = |handlers: Vec<Value>| json!({ "hooks": handlers });
-    match plan.engine {
-        Engine::Claude => vec![
-            Entry {
-                event: "Stop",
-                group: group(vec![handler("stop-gate", &stop_args)]),
-            },
-            Entry {
-                event: "SessionStart",
-                group: group(vec![handler("session-start-loader", "")]),
-            },
-            Entry {
-                event: "SessionEnd",
-                group: group(vec![handler("session-end-handoff", "")]),
-            },
-            Entry {
-                event: "PreCompact",
-                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
-            },
-            // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
-            Entry {
-                event: "UserPromptSubmit",
-                group: group(vec![handler("stop-gate", "")]),
-            },
-        ],
-        Engine::Codex => vec![
-            Entry {
-                event: "Stop",
-                group: group(vec![
-                    handler("stop-gate", &stop_args),
-                    handler("session-end-handoff", " --checkpoint"),
-                ]),
-            },
-            Entry {
-                event: "SessionStart",
-                group: group(vec![handler("session-start-loader", "")]),
-            },
-            // Codex sends SessionEnd at the end of `codex exec` too (0.171.0), and PreCompact.
-            Entry {
-                event: "SessionEnd",
-                group: group(vec![handler("session-end-handoff", "")]),
-            },
-            Entry {
-                event: "PreCompact",
-                group: group(vec![handler("session-end-handoff", " --checkpoint")]),
-            },
-            Entry {
-                event: "UserPromptSubmit",
-                group: group(vec![handler("stop-gate", "")]),
-            },
-        ],
+    // Codex's Stop also leaves the handoff checkpoint, so a session cut short still leaves a
+    // record (SPEC §8); Codex sends SessionEnd at the end of `codex exec` too (0.171.0).
+    let mut stop = vec![handler("stop-gate", &stop_args)];
+    if plan.engine == Engine::Codex {
+        stop.push(handler("session-end-handoff", " --checkpoint"));
     }
+    vec![
+        Entry {
+            event: "Stop",
+            group: group(stop),
+        },
+        Entry {
+            event: "SessionStart",
+            group: group(vec![handler("session-start-loader", "")]),
+        },
+        Entry {
+            event: "SessionEnd",
+            group: group(vec![handler("session-end-handoff", "")]),
+        },
+        Entry {
+            event: "PreCompact",
+            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+        },
+        // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
+        Entry {
+            event: "UserPromptSubmit",
+            group: group(vec![handler("stop-gate", "")]),
+        },
+    ]
 }
 
 /// The command string of a handler.

@@ -813,17 +813,13 @@ fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
     assert_eq!(loop_anywhere(session)["status"], "passed");
 }
 
-/// The agent moves where the search for `.git` ends (it deletes the project's own `.git`, so
-/// the parent repository is the top) while the state home cannot take a new directory (a full
-/// disk; here a file in the way). The Stop must neither fall back into the project and miss the
-/// loop, nor end it.
-#[test]
-fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_loop() {
+/// A repository `proj` inside another repository, with a loop running in `session`; the
+/// state home then refuses a directory for the outer top (a full disk; here a file in the way).
+fn nested_project_with_a_full_state_home(session: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let outer = git_repo();
     let proj = outer.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
     git(&proj, &["init", "-q", "-b", "main"]);
-    let session = "moved-s1";
     start(&proj, session, 10);
     let decision = stop(&proj, session, "Not yet.");
     assert_eq!(decision["decision"], "block");
@@ -831,6 +827,17 @@ fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_lo
     let blocked = vigil::protected::dir_in(state_home(), &outer_top);
     std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
     std::fs::write(&blocked, "").unwrap();
+    (outer, proj)
+}
+
+/// The agent moves where the search for `.git` ends (it deletes the project's own `.git`, so
+/// the parent repository is the top) while the state home cannot take a new directory (a full
+/// disk; here a file in the way). The Stop must neither fall back into the project and miss the
+/// loop, nor end it.
+#[test]
+fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_loop() {
+    let session = "moved-s1";
+    let (_outer, proj) = nested_project_with_a_full_state_home(session);
     // Without its top file too (as directories an older `marker-writer trust` made are): the
     // fallback still looks under the project's own name and each one above it.
     let own = vigil::protected::dir_in(state_home(), &std::fs::canonicalize(&proj).unwrap());
@@ -848,16 +855,8 @@ fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_lo
 /// A record the agent plants in the in-project fallback never hides the one in the state home.
 #[test]
 fn a_record_planted_in_the_fallback_does_not_hide_the_state_homes() {
-    let outer = git_repo();
-    let proj = outer.path().join("proj");
-    std::fs::create_dir_all(&proj).unwrap();
-    git(&proj, &["init", "-q", "-b", "main"]);
     let session = "planted-fallback-s1";
-    start(&proj, session, 10);
-    let outer_top = std::fs::canonicalize(outer.path()).unwrap();
-    let blocked = vigil::protected::dir_in(state_home(), &outer_top);
-    std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
-    std::fs::write(&blocked, "").unwrap();
+    let (_outer, proj) = nested_project_with_a_full_state_home(session);
     std::fs::remove_dir_all(proj.join(".git")).unwrap();
     // The agent writes a record that says nothing runs where the fallback would be.
     let fake = json!({"schema": "vigil.session/v2", "session_id": session,
