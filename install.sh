@@ -43,6 +43,7 @@ USAGE
 }
 
 project=$PWD
+project_given=false
 user=false
 shared=false
 codex=false
@@ -55,8 +56,8 @@ action=install
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --project) project=${2:?--project needs a directory}; shift 2 ;;
-    --project=*) project=${1#*=}; shift ;;
+    --project) project=${2:?--project needs a directory}; project_given=true; shift 2 ;;
+    --project=*) project=${1#*=}; project_given=true; shift ;;
     --user) user=true; shift ;;
     --shared) shared=true; shift ;;
     --codex) codex=true; shift ;;
@@ -100,6 +101,12 @@ fi
 given_project=$project
 project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: the project directory $given_project does not exist" >&2; exit 2; }
 source_dir=$(cd "$(dirname "$0")" && pwd)
+# Run from inside vigil's own clone, the default project is the clone: wiring vigil into
+# itself is never what a newcomer means, and leaves the clone dirty.
+if ! $project_given && ! $user && [ "$action" != check ] && [ "$project" = "$source_dir" ]; then
+  echo "install.sh: this is vigil's own clone; run it from your project (cd your-project && $source_dir/install.sh), or name it with --project DIR" >&2
+  exit 2
+fi
 bin_dir=$prefix/bin
 
 if $codex; then

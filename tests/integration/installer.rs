@@ -814,8 +814,10 @@ fn install_sh_dry_run_changes_nothing() {
 #[test]
 fn install_sh_stops_clearly_without_cargo() {
     let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
     let out = std::process::Command::new("bash")
         .arg(repo_path("install.sh"))
+        .current_dir(project.path())
         .env("HOME", home.path())
         .env("PATH", "/usr/bin:/bin")
         .env_remove("VIGIL_BUILT_DIR")
@@ -2157,5 +2159,29 @@ fn install_sh_keeps_the_slash_commands_while_a_hand_edited_gate_remains() {
         std::fs::read_to_string(&settings)
             .unwrap()
             .contains("--max-blocks 9")
+    );
+}
+
+/// Run from inside vigil's own clone without --project, install.sh refuses: wiring vigil into
+/// itself is never what a newcomer means (it was the README's first command once).
+#[test]
+fn install_sh_refuses_to_wire_vigils_own_clone_by_default() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .current_dir(repo_path(""))
+        .env("HOME", home.path())
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("vigil's own clone") && stderr.contains("--project"),
+        "{stderr}"
+    );
+    assert!(
+        !home.path().join(".local/bin/stop-gate").exists(),
+        "nothing installed"
     );
 }
