@@ -38,7 +38,7 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
 }
 
 /// What an install into the settings file `file` of `project` keeps out of git: the install
-/// record and the file's backup always (they are this machine's), and for a personal target
+/// record, the fallback state and the file's backup always (they are this machine's), and for a personal target
 /// (not `--shared`) the settings file itself and the slash commands `install.sh` copies beside
 /// it, which name this machine's paths. `None` for a file outside a repository, or one in the
 /// user's home rather than a project.
@@ -48,7 +48,13 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
         return None;
     }
     let (exclude, top) = file_for(project)?;
+    // The install record, and the fallback protected state (`.vigil/state/`, used when the
+    // state home cannot be written): this machine's, never to be committed.
     let mut paths = vec![project.join(".vigil/installed.json")];
+    let mut lines_extra = Vec::new();
+    if let Some(state) = pattern(&top, &project.join(".vigil/state")) {
+        lines_extra.push(format!("{state}/"));
+    }
     let mut backup = file.as_os_str().to_os_string();
     backup.push(".vigil-backup");
     paths.push(PathBuf::from(backup));
@@ -60,7 +66,8 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
             }
         }
     }
-    let lines = paths.iter().filter_map(|p| pattern(&top, p)).collect();
+    let mut lines: Vec<String> = paths.iter().filter_map(|p| pattern(&top, p)).collect();
+    lines.extend(lines_extra);
     Some((exclude, lines))
 }
 

@@ -256,7 +256,9 @@ fn keep_out_of_git(target: &Target, personal: bool, installing: bool) {
         // The record's line goes with the last install the record holds.
         let record = target.project().join(".vigil/installed.json");
         if record.exists() {
-            lines.retain(|line| !line.ends_with("/.vigil/installed.json"));
+            lines.retain(|line| {
+                !line.ends_with("/.vigil/installed.json") && !line.ends_with("/.vigil/state/")
+            });
         }
         vigil::exclude::update(&file, &[], &lines)
     };

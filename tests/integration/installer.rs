@@ -1764,6 +1764,7 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
         ".claude/settings.local.json",
         ".claude/settings.local.json.vigil-backup",
         ".vigil/installed.json",
+        ".vigil/state/sessions/s1.rec",
         ".claude/commands/vigil-loop.md",
     ] {
         let ignored = git_output(dir.path(), &["check-ignore", "-q", "--no-index", path]);
