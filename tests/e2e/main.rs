@@ -670,22 +670,20 @@ fn codex_home(server: &Server, project: &Path, trust_project: bool) -> tempfile:
 }
 
 fn codex_exec(clients: &Clients, home: &Path, project: &Path, prompt: &str) -> Output {
-    run(
-        codex(
-            clients,
-            home,
-            project,
-            &[
-                "exec",
-                "--disable",
-                "plugins",
-                "-c",
-                "analytics.enabled=false",
-                prompt,
-            ],
-        ),
-        DEADLINE,
-    )
+    codex_exec_with(clients, home, project, &[prompt])
+}
+
+/// `codex exec ARGS...` (the test's own switches first: plugins and analytics off).
+fn codex_exec_with(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> Output {
+    let mut all = vec![
+        "exec",
+        "--disable",
+        "plugins",
+        "-c",
+        "analytics.enabled=false",
+    ];
+    all.extend(args);
+    run(codex(clients, home, project, &all), DEADLINE)
 }
 
 /// settings-merge install --codex, as a user would run it: config.toml found through
@@ -1022,7 +1020,8 @@ fn codex_readme_quick_start_works_as_written() {
         .nth(3)
         .unwrap()
         .to_path_buf();
-    let made = codex_home(&server, project.path(), true);
+    // An untrusted project, as a newcomer's is: the quick start's own lines must trust it.
+    let made = codex_home(&server, project.path(), false);
     std::fs::create_dir_all(home.join("codex-home")).unwrap();
     std::fs::copy(
         made.path().join("codex-home/config.toml"),
@@ -1036,7 +1035,10 @@ fn codex_readme_quick_start_works_as_written() {
     );
     for line in &lines {
         if line.starts_with("codex ") {
-            let out = codex_exec(&clients, &home, project.path(), &prompt_of(line));
+            let words = shlex::split(line).unwrap();
+            assert_eq!(words[1], "exec", "{line}");
+            let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
+            let out = codex_exec_with(&clients, &home, project.path(), &args);
             assert!(out.status.success(), "{}", said(&out));
             assert_eq!(server.main_requests().len(), 2, "{}", said(&out));
             let state = only_loop(project.path());
