@@ -592,7 +592,7 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
         if words[i].quoted || !(is_flag_word(text) || (i == 0 && text == "-h")) {
             // A short flag where the flags are (`-n 3`): loop start has none but -h, and one
             // taken for the start of the prompt would be blamed on a flag after it.
-            if !words[i].quoted && is_short_flag(text) {
+            if !words[i].quoted && is_short_flag(text, words.get(i + 1).map(|w| w.text.as_str())) {
                 return Err(Error::usage(format!(
                     "unknown flag {text} for `loop start`; its flags are long ones ({}, --next-session); to start the prompt with {text}, put -- before it",
                     VALUE_FLAGS.join(", ")
@@ -649,10 +649,16 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
     Ok(request)
 }
 
-/// `-n`, `-x3`: a dash and a letter, which no prompt starts with by accident.
-fn is_short_flag(text: &str) -> bool {
+/// `-n 3`, `-m --completion-promise`: a dash and one letter, followed by a number or by a
+/// flag, which reads as a short flag meant as one (`-fix the parser` or `-v output is wrong`
+/// read as the prompt's own words, as they always did).
+fn is_short_flag(text: &str, next: Option<&str>) -> bool {
     let bytes = text.as_bytes();
-    bytes.len() >= 2 && bytes[0] == b'-' && bytes[1].is_ascii_alphabetic()
+    let short = bytes.len() == 2 && bytes[0] == b'-' && bytes[1].is_ascii_alphabetic();
+    let flag_like = |next: &str| {
+        next.starts_with("--") || (!next.is_empty() && next.bytes().all(|b| b.is_ascii_digit()))
+    };
+    short && next.is_some_and(flag_like)
 }
 
 fn flag_name(text: &str) -> Option<&str> {

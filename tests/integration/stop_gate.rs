@@ -2245,6 +2245,25 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
         assert!(stderr.contains(said), "{args:?}: {stderr}");
         assert!(!stderr.contains("stands inside the prompt"), "{stderr}");
     }
+    // Words of a prompt that merely begin with a dash are the prompt's, as they always were.
+    for (session, prompt) in [("d1", "-fix the parser"), ("d2", "-v output is wrong")] {
+        let mut args = vec![
+            "--session",
+            session,
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+        ];
+        args.extend(prompt.split(' '));
+        let out = p.start(&args);
+        assert!(
+            out.status.success(),
+            "{prompt}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(p.loop_state(session)["prompt"], prompt);
+    }
     let out = stop_gate()
         .args([
             "loop",
