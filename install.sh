@@ -225,6 +225,8 @@ if [ "$action" = uninstall ]; then
       fi
     done
     rmdir "$commands" 2>/dev/null || true
+    # And a project's .claude/ that nothing else is in any more.
+    $user || rmdir "$project/.claude" 2>/dev/null || true
   fi
   echo "install.sh: the binaries stay in $bin_dir (other projects may use them); remove them by hand if you want" >&2
 else

@@ -172,6 +172,30 @@ impl GateFlags {
         self.value("--run").is_some()
     }
 
+    /// The flags of `self` that come unchanged from `before` and that `changes` did not name:
+    /// what an install keeps on the file's word, each shown as `--flag 'value'`.
+    pub fn kept_from(&self, before: &GateFlags, changes: &Changes) -> Vec<String> {
+        let set = |name: &str| changes.set.iter().any(|(n, _)| n == name);
+        // A check's timeout goes with it: giving --run again vouches for its --timeout.
+        let named = |flag: &(String, Option<String>)| {
+            set(&flag.0)
+                || (flag.0 == "--timeout" && set("--run"))
+                || (flag.0 == "--require-marker"
+                    && changes.markers.iter().any(|m| {
+                        Some(GateFlags::marker_check(m))
+                            == flag.1.as_deref().map(GateFlags::marker_check)
+                    }))
+        };
+        self.flags
+            .iter()
+            .filter(|flag| before.flags.contains(flag) && !named(flag))
+            .map(|(name, value)| match value {
+                Some(value) => format!("{name} {}", crate::cli::shell_quote(value)),
+                None => name.clone(),
+            })
+            .collect()
+    }
+
     /// What changed from `before` to `self`, a line each: `+ --run 'cargo test'`,
     /// `- --require-marker tests`, `~ --timeout 540 -> 300`.
     pub fn changes_from(&self, before: &GateFlags) -> Vec<String> {

@@ -94,6 +94,22 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     }
     let home = std::env::var_os("HOME").unwrap_or_default();
     for (event, _, _, command) in &handlers {
+        // The gate's own command was read for these above, with its deadline.
+        if vigil_binary(command) != Some("stop-gate") {
+            if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
+                findings.push(Finding::Fail(format!(
+                    "{event}: `{command}` has `{c}` outside single quotes, so the shell runs or expands something around vigil's command that the doctor cannot check; write it as plain or single-quoted words (settings-merge install does)"
+                )));
+                continue;
+            }
+            if handler_args(command).is_some_and(|args| args.iter().any(|a| a == "--check-config"))
+            {
+                findings.push(Finding::Fail(format!(
+                    "{event}: `{command}` has --check-config, which makes it check its flags and exit without doing its work; remove it"
+                )));
+                continue;
+            }
+        }
         findings.push(run_bare(event, command, &home));
         if let Some(stale) = stale_binary(command) {
             findings.push(stale);
@@ -248,6 +264,11 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
             "{event}: cannot read the flags of `{command}`; its deadline is not checked"
         ));
     };
+    if args.iter().any(|a| a == "--check-config") {
+        return Finding::Fail(format!(
+            "{event}: `{command}` has --check-config, which makes stop-gate check its flags and exit 0: it allows every stop without checking; remove it"
+        ));
+    }
     let config = match crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()) {
         Ok(Some(config)) => config,
         Ok(None) => {

@@ -88,6 +88,24 @@ pub fn install(
     let (gate_before, gate_group) = stop_gate_flags(&root, &plan.binaries)?;
     let gate_after = gate_before.apply(&plan.gate)?;
     let gate_changes = gate_after.changes_from(&gate_before);
+    // Flags kept from the file that vigil did not write as they are (the file was changed
+    // since, or there is no record of writing it: by hand, or by the agent): told, and never
+    // trusted for Codex on the installer's word.
+    let vouched = previous.as_ref().is_some_and(|p| {
+        before.as_deref().map(sha256_hex).as_deref() == Some(p.written_sha256.as_str())
+    });
+    let carried = if vouched {
+        Vec::new()
+    } else {
+        gate_after.kept_from(&gate_before, &plan.gate)
+    };
+    if trust.is_some() && !carried.is_empty() {
+        return Err(Error::usage(format!(
+            "the Stop hook's stop-gate flags in {} are not as vigil wrote them ({}); give them again with this install (or --no-run, --no-require-marker CHECK), so that --trust vouches only for flags you chose; nothing was changed",
+            target.given.display(),
+            carried.join(" ")
+        )));
+    }
     // Entries vigil put here before and no longer wants (another --run, say) go first.
     let wanted = entries(plan, &gate_after);
     // The group the flags were read from is replaced by the new one, which carries them, even
@@ -195,11 +213,17 @@ pub fn install(
                     missing.join(", ")
                 ));
             }
-            if previous.is_some() && !gate_changes.is_empty() {
+            if !gate_changes.is_empty() && !gate_before.flags.is_empty() {
                 summary.push_str("; the Stop hook's stop-gate flags:");
                 for line in &gate_changes {
                     summary.push_str(&format!("\n  {line}"));
                 }
+            }
+            if !carried.is_empty() {
+                summary.push_str(&format!(
+                    "\n  kept from the file, which is not as vigil wrote it: {}",
+                    carried.join(" ")
+                ));
             }
             summary
         },

@@ -13,15 +13,27 @@ use crate::subject::sha256_hex;
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
 /// entries, and the events and `hooks` it created and left empty, are taken out.
 pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
-    // Nothing there, nothing to lock: the lock beside the file would make its directory.
-    if target.file.parent().is_some_and(|dir| !dir.is_dir()) {
+    // The file's directory gone: no lock beside it (that would make the directory again),
+    // and nothing to do unless the record still holds the file (its Codex trust, say).
+    let dir_gone = target.file.parent().is_some_and(|dir| !dir.is_dir());
+    if dir_gone
+        && installed_of(
+            &load_record(&target.record_path())?,
+            &target.file.display().to_string(),
+        )
+        .is_none()
+    {
         return Ok(Change {
             before: None,
             after: None,
             summary: "vigil is not installed in this file".into(),
         });
     }
-    let _lock = if dry_run { None } else { Some(target.lock()?) };
+    let _lock = if dry_run || dir_gone {
+        None
+    } else {
+        Some(target.lock()?)
+    };
     let before = target.read()?;
     if !dry_run && before.is_some() {
         target.writable()?;
@@ -49,17 +61,15 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     let original = std::fs::read(&backup)
         .ok()
         .filter(|bytes| installed.original_sha256.as_deref() == Some(sha256_hex(bytes).as_str()));
-    let after = if untouched && installed.created_file {
+    // Gone: what else install did (the record, Codex's trust) is still taken back.
+    let gone = before.is_none();
+    let after = if gone || (untouched && installed.created_file) {
         None
     } else if untouched && original.is_some() {
         original
     } else {
         let Some(bytes) = &before else {
-            return Ok(Change {
-                before: None,
-                after: None,
-                summary: "the settings file is gone; nothing to remove".into(),
-            });
+            unreachable!("a file that is gone is handled above")
         };
         let mut root = parse(bytes, &target.given)?;
         let unchanged = root.clone();
@@ -103,7 +113,10 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     let change = Change {
         before,
         after: after.clone(),
-        summary: if missing.is_empty() {
+        summary: if gone {
+            "the settings file is gone; vigil's record of it (and any Codex trust) is taken back"
+                .into()
+        } else if missing.is_empty() {
             "removed vigil's hooks".into()
         } else {
             format!(
