@@ -31,11 +31,15 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.
 pub fn state_top(project_dir: &Path) -> PathBuf {
-    let canonical = crate::subject::canonical(project_dir);
+    top_of(&crate::subject::canonical(project_dir))
+}
+
+/// `state_top` of a path already canonical.
+fn top_of(canonical: &Path) -> PathBuf {
     canonical
         .ancestors()
         .find(|dir| std::fs::symlink_metadata(dir.join(".git")).is_ok())
-        .unwrap_or(&canonical)
+        .unwrap_or(canonical)
         .to_path_buf()
 }
 
@@ -62,9 +66,11 @@ impl Place {
     pub fn of(project_dir: &Path, state_dir: &Path) -> Place {
         use std::os::unix::fs::DirBuilderExt;
         let fallback = state_dir.join("state");
-        let top = state_top(project_dir);
+        // Canonical once: every name below is derived from it.
+        let project = crate::subject::canonical(project_dir);
+        let top = top_of(&project);
         let Some(dir) = dir_for(&top) else {
-            return Place::fallback(fallback, project_dir);
+            return Place::fallback(fallback, project);
         };
         // A directory that is there is the place, writable or not: falling back from one
         // that exists would lose what is in it without a word, and a write that fails is
@@ -76,28 +82,29 @@ impl Place {
                 .create(&dir)
                 .is_ok();
             if !made {
-                return Place::fallback(fallback, project_dir);
+                return Place::fallback(fallback, project);
             }
         }
         mark_top(&dir, &top);
-        Place::at(dir, project_dir)
+        Place::at(dir, project)
     }
 
     /// The place as `of` would find it, making nothing: the state home's directory when it is
     /// there, else the fallback when that is, else the state home's (empty).
     pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
-        let Some(dir) = self::project_dir(project_dir) else {
-            return Place::fallback(fallback, project_dir);
+        let project = crate::subject::canonical(project_dir);
+        let Some(dir) = dir_for(&top_of(&project)) else {
+            return Place::fallback(fallback, project);
         };
         if !dir.is_dir() && fallback.is_dir() {
-            return Place::fallback(fallback, project_dir);
+            return Place::fallback(fallback, project);
         }
-        Place::at(dir, project_dir)
+        Place::at(dir, project)
     }
 
-    fn at(dir: PathBuf, project_dir: &Path) -> Place {
-        let project = crate::subject::canonical(project_dir);
+    /// `project` is canonical.
+    fn at(dir: PathBuf, project: PathBuf) -> Place {
         let mut candidates = vec![dir.clone()];
         for above in project.ancestors() {
             if let Some(other) = dir_for(above)
@@ -116,14 +123,14 @@ impl Place {
 
     /// The fallback: state goes into the project, but a record already in the state home
     /// (under the top's name or an ancestor's) is still looked for there first.
-    fn fallback(dir: PathBuf, project_dir: &Path) -> Place {
-        let mut place = match self::project_dir(project_dir) {
-            Some(own) => Place::at(own, project_dir),
+    fn fallback(dir: PathBuf, project: PathBuf) -> Place {
+        let mut place = match dir_for(&top_of(&project)) {
+            Some(own) => Place::at(own, project),
             None => Place {
                 dir: dir.clone(),
                 fallback: true,
                 candidates: Vec::new(),
-                project: crate::subject::canonical(project_dir),
+                project,
             },
         };
         place.candidates.push(dir.clone());

@@ -93,6 +93,7 @@ pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     }
     if let Some(dir) = crate::protected::project_dirs()
         .into_iter()
+        .filter(|dir| !place.candidates.contains(dir))
         .find(|dir| holds(dir) && place.is_related(dir))
     {
         return dir.join(&file);
