@@ -12,15 +12,11 @@ use serde_json::json;
 use crate::defang::defang;
 use crate::handoff::{self, HandoffKind, Record, Unusable};
 use crate::state::{Project, SessionId};
-use crate::subject;
-use crate::time::Deadline;
 
 /// The most SessionStart JSON the loader prints.
 pub const MAX_OUTPUT: usize = 10_000;
 /// The most of the progress file that is shown: its tail.
 pub const MAX_PROGRESS: usize = 4 * 1024;
-/// How long the loader may spend asking git whether markers still match.
-const SUBJECT_BUDGET: Duration = Duration::from_millis(500);
 /// How far in the future a record's time may be before it counts as forged.
 const FUTURE_SKEW: f64 = 300.0;
 
@@ -119,27 +115,10 @@ pub fn context(request: &Request) -> Option<String> {
             indent(&tail)
         ))
     });
-    let worktree = records
-        .iter()
-        .any(|r| !r.markers.is_empty())
-        .then(|| {
-            let limits = subject::Limits {
-                deadline: Deadline::after(SUBJECT_BUDGET),
-                ..subject::Limits::default()
-            };
-            subject::worktree_tree(request.project, limits).ok()
-        })
-        .flatten();
     // The claimed loop's instruction names the promise as the agent must write it: that line
     // alone is not defanged (its task text already is).
     let claimed = request.claimed.as_deref().unwrap_or("");
-    Some(fit(
-        claimed,
-        &records,
-        &notes,
-        worktree.as_deref(),
-        progress.as_deref(),
-    ))
+    Some(fit(claimed, &records, &notes, progress.as_deref()))
 }
 
 /// What the session must know of where vigil's protected state is: in the project (the state
@@ -169,13 +148,7 @@ fn protection_notes(project: &Project) -> Vec<String> {
 
 /// The context: header, claimed loop, notes, then each record (its last message cut to
 /// `message_max` characters); everything but the claimed line defanged.
-fn compose(
-    claimed: &str,
-    records: &[Record],
-    notes: &[String],
-    worktree: Option<&str>,
-    message_max: usize,
-) -> String {
+fn compose(claimed: &str, records: &[Record], notes: &[String], message_max: usize) -> String {
     let mut text = String::from(HEADER);
     if !claimed.is_empty() {
         let _ = writeln!(text, "{claimed}");
@@ -191,7 +164,7 @@ fn compose(
             .map(|m| handoff::keep_tail(&m, message_max))
             .filter(|m| !m.is_empty());
         rest.push('\n');
-        render(&mut rest, &record, worktree);
+        render(&mut rest, &record);
     }
     text.push_str(&defang(&rest));
     text
@@ -202,7 +175,7 @@ fn line(text: &str) -> String {
     handoff::field(text)
 }
 
-fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
+fn render(text: &mut String, record: &Record) {
     match record.kind {
         HandoffKind::Final => {
             let _ = write!(
@@ -264,9 +237,11 @@ fn render(text: &mut String, record: &Record, worktree: Option<&str>) {
             .markers
             .iter()
             .map(|m| {
-                let now = match worktree {
-                    Some(current) if current == m.subject => "matches the working tree now",
-                    Some(_) => "does NOT match the working tree now",
+                // What the record found when it was written, not rechecked: hashing the
+                // tree here would put a walk of every file on the session's start.
+                let now = match m.matches_worktree {
+                    Some(true) => "matched the working tree when recorded; not rechecked",
+                    Some(false) => "did NOT match the working tree when recorded",
                     None => "match with the working tree unknown",
                 };
                 format!("{} {} ({now})", line(&m.check), m.status.as_str())
@@ -329,13 +304,7 @@ fn progress_tail(request: &Request, records: &[Record]) -> Option<(String, Strin
 /// The SessionStart JSON, at most `MAX_OUTPUT` characters. The last messages are cut first
 /// (every record keeps its header and facts), then the progress tail; only then is the text
 /// itself cut, at exactly what fits.
-fn fit(
-    claimed: &str,
-    records: &[Record],
-    notes: &[String],
-    worktree: Option<&str>,
-    progress: Option<&str>,
-) -> String {
+fn fit(claimed: &str, records: &[Record], notes: &[String], progress: Option<&str>) -> String {
     let wrap = |context: &str| {
         json!({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}).to_string()
     };
@@ -343,7 +312,7 @@ fn fit(
     let progress = progress.unwrap_or("");
     let mut body = String::new();
     for message_max in [handoff::MAX_LAST_MESSAGE, 1000, 400, 100, 0] {
-        body = compose(claimed, records, notes, worktree, message_max);
+        body = compose(claimed, records, notes, message_max);
         if fits(&format!("{body}{progress}")) {
             return wrap(&format!("{body}{progress}"));
         }

@@ -149,7 +149,7 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
         "{told}"
     );
     assert!(
-        told.contains("tests passed (matches the working tree now)"),
+        told.contains("tests passed (matched the working tree when recorded; not rechecked)"),
         "{told}"
     );
     assert!(told.contains("next is the docs"), "{told}");
@@ -159,8 +159,11 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
     );
 }
 
+/// SessionStart never walks the tree (issue 16): each marker is shown with the match the
+/// record found when it was written, said to be not rechecked, even after the tree changed;
+/// one that did not match then is said not to have.
 #[test]
-fn markers_that_no_longer_match_are_said_to() {
+fn markers_are_shown_with_the_match_recorded_and_never_rechecked_at_session_start() {
     let repo = git_repo();
     let dir = repo.path();
     assert!(
@@ -180,7 +183,18 @@ fn markers_that_no_longer_match_are_said_to() {
     std::fs::write(dir.join("lib.rs"), "fn main() { changed_since() }\n").unwrap();
     let told = context(&start(dir, "s-2", "startup"));
     assert!(
-        told.contains("tests passed (does NOT match the working tree now)"),
+        told.contains("tests passed (matched the working tree when recorded; not rechecked)"),
+        "{told}"
+    );
+    // Recorded after the change: the marker was for the old tree.
+    assert!(
+        end(dir, &[], end_payload(dir, "s-3", "SessionEnd", None))
+            .status
+            .success()
+    );
+    let told = context(&start(dir, "s-4", "startup"));
+    assert!(
+        told.contains("tests passed (did NOT match the working tree when recorded)"),
         "{told}"
     );
 }
@@ -775,8 +789,8 @@ fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
         .output()
         .unwrap();
     assert!(started.elapsed() < std::time::Duration::from_millis(1500));
-    // The worktree subject runs no git, so a slow git leaves it known.
-    assert!(context(&out).contains("matches the working tree now"));
+    // The worktree subject runs no git, so a slow git left the record's match known.
+    assert!(context(&out).contains("matched the working tree when recorded"));
 }
 
 fn checkpoint_with(dir: &Path, edit: impl FnOnce(&mut Value)) -> Output {
