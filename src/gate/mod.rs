@@ -161,6 +161,30 @@ impl Watchdog {
         };
         let json = block.to_json().unwrap_or_default();
         let _ = ALARM_ANSWER.set(format!("{json}\n").into_bytes());
+        // A panic must not let the stop through: exiting 101 is a non-blocking error to both
+        // engines, which then go on as if the gate had allowed. The gate's last act is a
+        // block, unless its own answer is already being written.
+        std::panic::set_hook(Box::new(|info| {
+            if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return;
+            }
+            let where_ = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            let block = StopOutput::Block {
+                reason: format!(
+                    "stop-gate: an internal error stopped it{where_}; the stop is blocked, NOT verified (please report it)"
+                ),
+                system_message: None,
+            };
+            let _ = crate::output::stdout(
+                format!("{}\n", block.to_json().unwrap_or_default()).as_bytes(),
+            );
+            crate::output::diagnostic("stop-gate", &format!("internal error{where_}: {info}"));
+            // SAFETY: ends the process at once, with the block written.
+            unsafe { libc::_exit(0) }
+        }));
         let secs = (deadline + WATCHDOG_GRACE)
             .as_secs()
             .clamp(1, libc::c_uint::MAX as u64);
@@ -204,6 +228,11 @@ impl Watchdog {
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
 pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {
+    // Debug builds only (the test suite's): a way to make the gate panic, to prove it blocks.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("VIGIL_TEST_PANIC").is_some() {
+        panic!("VIGIL_TEST_PANIC is set");
+    }
     let deadline =
         crate::time::Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
     let state_dir = config.as_ref().ok().and_then(|c| c.state_dir.clone());

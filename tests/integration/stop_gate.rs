@@ -2281,3 +2281,23 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("--next-session"));
 }
+
+/// SPEC §9, gates fail closed: a gate that panics blocks the stop with one line and exits 0.
+/// Exiting 101, as a Rust panic does, is a non-blocking error to both engines, which then let
+/// the stop through as if the gate had allowed it. (Debug builds panic on VIGIL_TEST_PANIC.)
+#[test]
+fn a_gate_that_panics_blocks_the_stop() {
+    let p = Project::new();
+    let out = stop_gate()
+        .env("VIGIL_TEST_PANIC", "1")
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("Done.")).to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let said: Value = serde_json::from_slice(&out.stdout).expect("one JSON answer");
+    assert_valid("stop-output.schema.json", &said);
+    assert_eq!(said["decision"], "block", "{said}");
+    assert!(said["reason"].as_str().unwrap().contains("NOT verified"));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
