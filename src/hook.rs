@@ -8,6 +8,29 @@ use serde_json::{Map, Value};
 use crate::error::{Error, Result};
 use crate::input::Source;
 
+/// What a hook prints (SPEC §2), for every event: each field left out when absent. Built by
+/// the Stop and UserPromptSubmit answers (`gate::StopOutput`, `slash::PromptOutput`).
+#[derive(serde::Serialize)]
+pub(crate) struct Wire<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    #[serde(rename = "systemMessage", skip_serializing_if = "Option::is_none")]
+    pub system_message: Option<&'a str>,
+    #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
+    pub hook_specific_output: Option<Context<'a>>,
+}
+
+/// `hookSpecificOutput`: context added for the model.
+#[derive(serde::Serialize)]
+pub(crate) struct Context<'a> {
+    #[serde(rename = "hookEventName")]
+    pub hook_event_name: &'static str,
+    #[serde(rename = "additionalContext")]
+    pub additional_context: &'a str,
+}
+
 /// Hook input larger than this is malformed (SPEC §2).
 pub const MAX_HOOK_INPUT: u64 = 16 * 1024 * 1024;
 

@@ -4,9 +4,7 @@
 //! cancels a loop: a mention, a quote, a `<task-notification>` turn (background work ending),
 //! or anything the agent writes never does. The commands' own `!` blocks only show the result.
 
-use serde::Serialize;
-
-use crate::hook::HookInput;
+use crate::hook::{Context, HookInput, Wire};
 use crate::loops::{self, StartedBy};
 use crate::state::{Project, SessionId};
 
@@ -49,26 +47,6 @@ pub enum PromptOutput {
     Done { context: String, message: String },
     /// The command could not be done: the prompt is blocked, and the human reads why.
     Refused(String),
-}
-
-#[derive(Serialize)]
-struct Wire<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    decision: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(rename = "systemMessage", skip_serializing_if = "Option::is_none")]
-    system_message: Option<&'a str>,
-    #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
-    hook_specific_output: Option<Context<'a>>,
-}
-
-#[derive(Serialize)]
-struct Context<'a> {
-    #[serde(rename = "hookEventName")]
-    hook_event_name: &'static str,
-    #[serde(rename = "additionalContext")]
-    additional_context: &'a str,
 }
 
 impl PromptOutput {

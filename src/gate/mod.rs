@@ -1,8 +1,6 @@
 //! `stop-gate`'s decision (SPEC §4): the loop, then the check command, then the markers; the
 //! first that denies blocks the stop, within a budget so that it never blocks forever.
 
-use serde::Serialize;
-
 mod config;
 
 pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
@@ -11,7 +9,7 @@ use crate::budget::{self, Charge, Scope};
 use crate::check;
 use crate::defang::defang;
 use crate::error::Error;
-use crate::hook::{HookEvent, HookInput};
+use crate::hook::{Context, HookEvent, HookInput, Wire};
 use crate::loops::{self, LoopState, LoopStatus};
 use crate::marker;
 use crate::promise::{Verdict, assess};
@@ -32,26 +30,6 @@ pub enum StopOutput {
         reason: String,
         system_message: Option<String>,
     },
-}
-
-#[derive(Serialize)]
-struct Wire<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    decision: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(rename = "systemMessage", skip_serializing_if = "Option::is_none")]
-    system_message: Option<&'a str>,
-    #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
-    hook_specific_output: Option<Context<'a>>,
-}
-
-#[derive(Serialize)]
-struct Context<'a> {
-    #[serde(rename = "hookEventName")]
-    hook_event_name: &'static str,
-    #[serde(rename = "additionalContext")]
-    additional_context: &'a str,
 }
 
 impl StopOutput {
