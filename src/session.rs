@@ -81,14 +81,16 @@ pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     let file = format!("sessions/{session}.rec");
     let place = project.protected();
     let holds = |dir: &Path| {
-        std::fs::symlink_metadata(dir.join(&file)).is_ok()
-            || std::fs::symlink_metadata(dir.join("running").join(session.as_str())).is_ok()
+        let record = dir.join(&file);
+        std::fs::symlink_metadata(&record).is_ok()
+            || std::fs::symlink_metadata(running_marker(&record, session)).is_ok()
     };
-    let in_home = place
+    if let Some(dir) = place
         .candidates
         .iter()
-        .filter(|dir| !place.fallback || **dir != place.dir);
-    if let Some(dir) = in_home.clone().find(|dir| holds(dir)) {
+        .filter(|dir| !place.fallback || **dir != place.dir)
+        .find(|dir| holds(dir))
+    {
         return dir.join(&file);
     }
     if let Some(dir) = crate::protected::project_dirs()
@@ -156,7 +158,7 @@ impl Session {
     pub fn open(project: &Project, session: &SessionId) -> Result<Session> {
         let path = path(project, session);
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        owned_dir(project, &dir)?;
+        owned_dir(&dir)?;
         let lock_path = dir.join(format!("{session}.lock"));
         let lock = FileLock::acquire(&lock_path, LOCK_WAIT)
             .map_err(|e| Error::io("lock", &lock_path, &e))?;
@@ -256,32 +258,19 @@ fn set_aside(path: &Path) -> String {
     }
 }
 
-/// Makes a state directory, refusing a symlink in its place (a link could send writes
-/// outside); private (0700) in the state home.
-fn owned_dir(project: &Project, dir: &Path) -> Result<()> {
+/// Makes a session records directory (`<protected dir>/sessions`), refusing a symlink in its
+/// place or in place of the protected directory above it (a link could send writes outside);
+/// private (0700) in the state home.
+fn owned_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    let refuse = |path: &Path| {
-        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(Error::input(format!(
-                "{} is a symlink; vigil keeps its state only in plain directories",
-                path.display()
-            )));
-        }
-        Ok(())
-    };
-    let place = project.protected();
-    let root = crate::protected::project_dirs()
-        .into_iter()
-        .chain(place.candidates.iter().cloned())
-        .find(|c| dir.starts_with(c))
-        .unwrap_or_else(|| place.dir.clone());
-    for path in [root.as_path(), dir] {
-        refuse(path)?;
+    let root = dir.parent().unwrap_or(dir);
+    for path in [root, dir] {
+        crate::state::refuse_symlink(path)?;
     }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io("create", dir, &e))?;
-    refuse(dir)
+    crate::state::refuse_symlink(dir)
 }

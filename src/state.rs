@@ -71,19 +71,10 @@ impl Project {
             dir.push(part);
             checked.push(dir.clone());
         }
-        let refuse = |path: &Path| {
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(Error::input(format!(
-                    "{} is a symlink; vigil keeps its state only in plain directories",
-                    path.display()
-                )));
-            }
-            Ok(())
-        };
-        checked.iter().try_for_each(|p| refuse(p))?;
+        checked.iter().try_for_each(|p| refuse_symlink(p))?;
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
         // Checked again after creating: a link could have appeared in between.
-        checked.iter().try_for_each(|p| refuse(p))?;
+        checked.iter().try_for_each(|p| refuse_symlink(p))?;
         Ok(dir)
     }
 
@@ -96,6 +87,18 @@ impl Project {
     pub fn markers(&self) -> PathBuf {
         self.state.join("markers")
     }
+}
+
+/// Refuses a symlink where vigil keeps a state directory: vigil makes them as plain
+/// directories, and a link could send its writes elsewhere.
+pub(crate) fn refuse_symlink(path: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Error::input(format!(
+            "{} is a symlink; vigil keeps its state only in plain directories",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `raw` is safe as one file name: 1 to `max` of `A-Z a-z 0-9 . _ -`, not `.` or `..`.
