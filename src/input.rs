@@ -96,7 +96,7 @@ pub enum Beneath {
 /// opened cannot send the read outside `top`. The file must be a regular file with one link,
 /// and is opened without blocking.
 pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs::File, Beneath> {
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     use std::path::Component;
     let mut names = Vec::new();
@@ -119,19 +119,9 @@ pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs:
         .map_err(Beneath::Io)?;
     let open_at = |dir: &std::fs::File, name: &std::ffi::OsStr, flags: libc::c_int| {
         let name = std::ffi::CString::new(name.as_encoded_bytes()).map_err(|_| Beneath::Outside)?;
-        // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor
-        // returned is owned by the `File` from here on.
-        let fd = unsafe {
-            libc::openat(
-                dir.as_raw_fd(),
-                name.as_ptr(),
-                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
+        open_at(dir, &name, flags | libc::O_NOFOLLOW | libc::O_CLOEXEC).map_err(|e| {
             if !matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
-                return Err(Beneath::Io(e));
+                return Beneath::Io(e);
             }
             // A link refused by O_NOFOLLOW (ELOOP, or ENOTDIR where a directory was asked
             // for), or a file where a directory should be.
@@ -146,14 +136,12 @@ pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs:
                 ) == 0
                     && stat.st_mode & libc::S_IFMT == libc::S_IFLNK
             };
-            return Err(if is_link {
+            if is_link {
                 Beneath::Symlink
             } else {
                 Beneath::NotPlain
-            });
-        }
-        // SAFETY: `fd` was just opened and is owned by nobody else.
-        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+            }
+        })
     };
     for name in dirs {
         let next = open_at(&dir, name, libc::O_RDONLY | libc::O_DIRECTORY)?;
@@ -165,6 +153,24 @@ pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs:
         return Err(Beneath::NotPlain);
     }
     Ok(file)
+}
+
+/// `openat` with exactly `flags`: a name in an open directory, opened without looking its path
+/// up again (the worktree walk, and `open_beneath`).
+pub(crate) fn open_at(
+    dir: &std::fs::File,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor returned
+    // is owned by the `File` from here on.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// Reads at most `cap` bytes; one more byte makes the input too large.

@@ -864,17 +864,9 @@ fn open_file(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// `openat`: a file of an open directory, by name, without looking its path up again.
+/// A file of an open directory, by name, without looking its path up again.
 fn open_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor returned
-    // is owned by the `File` from here on.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), OPEN_FLAGS) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just opened and is owned by nobody else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    crate::input::open_at(dir, name, OPEN_FLAGS)
 }
 
 /// `readlinkat`: a symlink's target, by name in an open directory.
