@@ -294,10 +294,10 @@ impl Effective {
     }
 }
 
-/// The settings files Claude Code reads for the project at `project`, weakest first, that
-/// exist and parse: `~/.claude/settings.json`, the project's `.claude/settings.json` and
-/// `.claude/settings.local.json`, then the managed settings.
-pub fn layers(project: &Path, home: Option<&Path>) -> Vec<Map<String, Value>> {
+/// The settings files Claude Code reads for the project at `project`, weakest first, each
+/// once (whatever its spelling): `~/.claude/settings.json`, the project's
+/// `.claude/settings.json` and `.claude/settings.local.json`, then the managed settings.
+pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
     if let Some(home) = home {
         paths.push(home.join(".claude/settings.json"));
@@ -306,23 +306,23 @@ pub fn layers(project: &Path, home: Option<&Path>) -> Vec<Map<String, Value>> {
     paths.push(project.join(".claude/settings.local.json"));
     paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
     let mut seen = Vec::new();
+    paths.retain(|path| {
+        let key = crate::subject::canonical(path);
+        let fresh = !seen.contains(&key);
+        seen.push(key);
+        fresh
+    });
     paths
-        .into_iter()
-        .filter(|path| {
-            let key = crate::subject::canonical(path);
-            let fresh = !seen.contains(&key);
-            seen.push(key);
-            fresh
-        })
-        .filter_map(|path| {
-            let file = crate::input::open_regular(&path).ok()?;
-            let bytes = crate::input::read_capped(file, 8 << 20, "settings", &path).ok()?;
-            match serde_json::from_slice(&bytes) {
-                Ok(Value::Object(map)) => Some(map),
-                _ => None,
-            }
-        })
-        .collect()
+}
+
+/// One settings layer, when it is a regular file of at most 8 MiB holding a JSON object.
+pub fn read_layer(path: &Path) -> Option<Map<String, Value>> {
+    let file = crate::input::open_regular(path).ok()?;
+    let bytes = crate::input::read_capped(file, 8 << 20, "settings", path).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    }
 }
 
 /// The doctor's lines: whether Claude Code, with these settings, keeps the agent off the

@@ -129,15 +129,8 @@ fn twice_across_files(
     own: &Map<String, Value>,
     handlers: &[(String, usize, usize, String)],
 ) -> Vec<Finding> {
-    let project = target.project();
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let mut others: Vec<PathBuf> = home
-        .iter()
-        .map(|h| h.join(".claude/settings.json"))
-        .collect();
-    others.push(project.join(".claude/settings.json"));
-    others.push(project.join(".claude/settings.local.json"));
-    others.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
+    let others = crate::protect::layer_files(&target.project(), home.as_deref());
     let here = crate::subject::canonical(&target.file);
     let mut findings = Vec::new();
     let ours: std::collections::BTreeSet<(String, &str)> = handlers
@@ -154,11 +147,7 @@ fn twice_across_files(
         let root = if canonical == here {
             Some(own.clone())
         } else {
-            crate::input::open_regular(&path)
-                .ok()
-                .and_then(|f| crate::input::read_capped(f, 8 << 20, "settings", &path).ok())
-                .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-                .and_then(|v| v.as_object().cloned())
+            crate::protect::read_layer(&path)
         };
         let Some(root) = root else {
             continue;
@@ -224,19 +213,17 @@ fn protection(
     };
     guarded.on_path = on_path;
     let project = target.project();
-    let mut layers = crate::protect::layers(&project, guarded.home.as_deref());
+    let files = crate::protect::layer_files(&project, guarded.home.as_deref());
+    let mut layers: Vec<_> = files
+        .iter()
+        .filter_map(|path| crate::protect::read_layer(path))
+        .collect();
     // A settings file of another name (given with --settings, as `claude --settings` reads
     // it) is the strongest layer short of the managed one.
-    let standard = [".claude/settings.json", ".claude/settings.local.json"]
+    let here = crate::subject::canonical(&target.file);
+    let standard = files
         .iter()
-        .map(|name| project.join(name))
-        .chain(
-            guarded
-                .home
-                .as_ref()
-                .map(|h| h.join(".claude/settings.json")),
-        )
-        .any(|path| crate::subject::canonical(&path) == crate::subject::canonical(&target.file));
+        .any(|path| crate::subject::canonical(path) == here);
     if !standard {
         layers.push(root.clone());
     }
