@@ -70,7 +70,7 @@ impl Place {
         let project = crate::subject::canonical(project_dir);
         let top = top_of(&project);
         let Some(dir) = dir_for(&top) else {
-            return Place::fallback(fallback, project);
+            return Place::fallback(fallback, None, project);
         };
         // A directory that is there is the place, writable or not: falling back from one
         // that exists would lose what is in it without a word, and a write that fails is
@@ -82,7 +82,7 @@ impl Place {
                 .create(&dir)
                 .is_ok();
             if !made {
-                return Place::fallback(fallback, project);
+                return Place::fallback(fallback, Some(dir), project);
             }
         }
         mark_top(&dir, &top);
@@ -95,10 +95,10 @@ impl Place {
         let fallback = state_dir.join("state");
         let project = crate::subject::canonical(project_dir);
         let Some(dir) = dir_for(&top_of(&project)) else {
-            return Place::fallback(fallback, project);
+            return Place::fallback(fallback, None, project);
         };
         if !dir.is_dir() && fallback.is_dir() {
-            return Place::fallback(fallback, project);
+            return Place::fallback(fallback, Some(dir), project);
         }
         Place::at(dir, project)
     }
@@ -122,9 +122,9 @@ impl Place {
     }
 
     /// The fallback: state goes into the project, but a record already in the state home
-    /// (under the top's name or an ancestor's) is still looked for there first.
-    fn fallback(dir: PathBuf, project: PathBuf) -> Place {
-        let mut place = match dir_for(&top_of(&project)) {
+    /// (under the top's name `own`, or an ancestor's) is still looked for there first.
+    fn fallback(dir: PathBuf, own: Option<PathBuf>, project: PathBuf) -> Place {
+        let mut place = match own {
             Some(own) => Place::at(own, project),
             None => Place {
                 dir: dir.clone(),
