@@ -126,9 +126,8 @@ impl GateFlags {
         }
         for check in &changes.unmark {
             let before = next.flags.len();
-            next.flags.retain(|(n, v)| {
-                n != "--require-marker" || v.as_deref().map(Self::marker_check) != Some(check)
-            });
+            next.flags
+                .retain(|flag| required_check(flag) != Some(check.as_str()));
             if next.flags.len() == before {
                 return Err(Error::usage(format!(
                     "--no-require-marker {check}: the Stop hook requires no marker {check}"
@@ -137,9 +136,11 @@ impl GateFlags {
         }
         for marker in &changes.markers {
             let check = Self::marker_check(marker);
-            match next.flags.iter_mut().find(|(n, v)| {
-                n == "--require-marker" && v.as_deref().map(Self::marker_check) == Some(check)
-            }) {
+            match next
+                .flags
+                .iter_mut()
+                .find(|flag| required_check(flag) == Some(check))
+            {
                 Some(slot) => slot.1 = Some(marker.clone()),
                 None => next
                     .flags
@@ -180,29 +181,23 @@ impl GateFlags {
         let named = |flag: &(String, Option<String>)| {
             set(&flag.0)
                 || (flag.0 == "--timeout" && set("--run"))
-                || (flag.0 == "--require-marker"
-                    && changes.markers.iter().any(|m| {
-                        Some(GateFlags::marker_check(m))
-                            == flag.1.as_deref().map(GateFlags::marker_check)
-                    }))
+                || required_check(flag).is_some_and(|check| {
+                    changes
+                        .markers
+                        .iter()
+                        .any(|m| GateFlags::marker_check(m) == check)
+                })
         };
         self.flags
             .iter()
             .filter(|flag| before.flags.contains(flag) && !named(flag))
-            .map(|(name, value)| match value {
-                Some(value) => format!("{name} {}", crate::cli::shell_quote(value)),
-                None => name.clone(),
-            })
+            .map(shown)
             .collect()
     }
 
     /// What changed from `before` to `self`, a line each: `+ --run 'cargo test'`,
     /// `- --require-marker tests`, `~ --timeout 540 -> 300`.
     pub fn changes_from(&self, before: &GateFlags) -> Vec<String> {
-        let shown = |(name, value): &(String, Option<String>)| match value {
-            Some(value) => format!("{name} {}", crate::cli::shell_quote(value)),
-            None => name.clone(),
-        };
         let mut lines = Vec::new();
         for flag in &before.flags {
             let same_key = |f: &&(String, Option<String>)| key(f) == key(flag);
@@ -230,15 +225,22 @@ impl GateFlags {
 
 /// What identifies a flag across two versions: its name, and for a required marker its check.
 fn key(flag: &(String, Option<String>)) -> (String, Option<String>) {
-    if flag.0 == "--require-marker" {
-        let check = flag
-            .1
-            .as_deref()
-            .map(GateFlags::marker_check)
-            .map(str::to_string);
-        return (flag.0.clone(), check);
+    (flag.0.clone(), required_check(flag).map(str::to_string))
+}
+
+/// The check a `--require-marker CHECK[=CMD]` flag names; `None` for any other flag.
+fn required_check(flag: &(String, Option<String>)) -> Option<&str> {
+    (flag.0 == "--require-marker")
+        .then(|| flag.1.as_deref().map(GateFlags::marker_check))
+        .flatten()
+}
+
+/// A flag as written: `--run 'cargo test'`, `--subagents`.
+fn shown((name, value): &(String, Option<String>)) -> String {
+    match value {
+        Some(value) => format!("{name} {}", crate::cli::shell_quote(value)),
+        None => name.clone(),
     }
-    (flag.0.clone(), None)
 }
 
 #[cfg(test)]
