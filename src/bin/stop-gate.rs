@@ -11,7 +11,7 @@ use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
 use vigil::gate::{self, GateConfig};
 use vigil::hook::HookInput;
-use vigil::input::{Source, read_capped};
+use vigil::input::read_capped;
 use vigil::loops::{self, StartRequest, StartedBy, Word};
 use vigil::output::{diagnostic, stdout};
 use vigil::state::{Project, SessionId};
@@ -153,7 +153,13 @@ fn real_main() -> ExitCode {
         .as_ref()
         .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
     let watchdog = gate::Watchdog::start(deadline);
-    let raw = Source::Stdin.read_capped(vigil::hook::MAX_HOOK_INPUT, "hook input");
+    // Stdin is known not to be a terminal (checked above): read it as it is.
+    let raw = read_capped(
+        std::io::stdin().lock(),
+        vigil::hook::MAX_HOOK_INPUT,
+        "hook input",
+        "-".as_ref(),
+    );
     let input = raw
         .as_ref()
         .map_err(|e| Error::Input(e.to_string()))
