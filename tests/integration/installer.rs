@@ -1636,6 +1636,28 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
     );
 }
 
+/// Rewrites the command of the first handler of `event` in the file at `path` whose command
+/// runs `binary`, as a person editing the file would; the command it had.
+fn edit_command(
+    path: &Path,
+    event: &str,
+    binary: &str,
+    edit: impl FnOnce(&str) -> String,
+) -> String {
+    let mut value = json_of(path);
+    let handler = value["hooks"][event]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+        .find(|h| h["command"].as_str().unwrap().contains(binary))
+        .unwrap();
+    let before = handler["command"].as_str().unwrap().to_string();
+    handler["command"] = json!(edit(&before));
+    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    before
+}
+
 /// Every vigil handler's flags go through its own binary's parser (`--check-config`, which
 /// reads nothing): a typo in any of them, which would fail that hook at every event, fails
 /// the doctor, naming the binary and the flag.
@@ -1648,17 +1670,7 @@ fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
         ("SessionEnd", "session-end-handoff", "--progres-file x"),
         ("SessionStart", "session-start-loader", "--max-age soon"),
     ] {
-        let mut value = json_of(&path);
-        let handler = value["hooks"][event]
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
-            .find(|h| h["command"].as_str().unwrap().contains(binary))
-            .unwrap();
-        let before = handler["command"].as_str().unwrap().to_string();
-        handler["command"] = json!(format!("{before} {typo}"));
-        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        let before = edit_command(&path, event, binary, |c| format!("{c} {typo}"));
         let out = merge("check", &path, false, &[]);
         let report = stdout_of(&out);
         assert_eq!(out.status.code(), Some(1), "{typo}: {report}");
@@ -1668,16 +1680,7 @@ fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
                 .any(|l| l.starts_with(&format!("[fail] {event}: {binary} refuses the flags"))),
             "{typo}: {report}"
         );
-        let mut value = json_of(&path);
-        let handler = value["hooks"][event]
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
-            .find(|h| h["command"].as_str().unwrap().contains(binary))
-            .unwrap();
-        handler["command"] = json!(before);
-        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        edit_command(&path, event, binary, |_| before.clone());
     }
     let out = merge("check", &path, false, &[]);
     assert!(
@@ -2323,17 +2326,7 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
     ] {
         let (_dir, path, _) = project_with("claude-user-hooks.json");
         assert!(merge("install", &path, false, &[]).status.success());
-        let mut value = json_of(&path);
-        let handler = value["hooks"][event]
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
-            .find(|h| h["command"].as_str().unwrap().contains(binary))
-            .unwrap();
-        let command = handler["command"].as_str().unwrap().to_string();
-        handler["command"] = json!(format!("{command}{tail}"));
-        std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        edit_command(&path, event, binary, |c| format!("{c}{tail}"));
         let out = merge("check", &path, false, &[]);
         let report = stdout_of(&out);
         assert_eq!(out.status.code(), Some(1), "{report}");

@@ -100,6 +100,23 @@ fn ends_on_the_declaration(dir: &Path, session: &str) {
 
 // --- The attacks ------------------------------------------------------------------------------
 
+/// A loop in vigil's own format, as the agent would write one.
+fn planted_loop(session: &str, prompt: &str, max: u32, iteration: u32, status: &str) -> Value {
+    json!({"schema": "vigil.loop/v2", "session_id": session, "prompt": prompt,
+        "completion_promise": "DONE", "max_iterations": max, "iteration": iteration,
+        "status": status, "started_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "started_by": "terminal"})
+}
+
+/// Writes `what` at each path of the project, making the directories: the agent's writes.
+fn plant(dir: &Path, relatives: &[&str], what: &Value) {
+    for relative in relatives {
+        let path = dir.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, what.to_string()).unwrap();
+    }
+}
+
 #[test]
 fn rm_rf_vigil_does_not_end_a_loop() {
     let dir = project();
@@ -132,20 +149,17 @@ fn editing_or_corrupting_every_state_file_within_reach_changes_nothing() {
     let before = session_record_of(dir.path(), "s1");
     // A loop that says it passed, and a fake cancel, wherever a loop has ever been kept.
     for status in ["passed", "cancelled"] {
-        let planted = json!({"schema": "vigil.loop/v2", "session_id": "s1", "prompt": "x",
-            "completion_promise": "DONE", "max_iterations": 10, "iteration": 2, "status": status,
-            "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-            "started_by": "terminal"});
-        for relative in [
-            ".vigil/loops/s1.json",
-            ".vigil/sessions/s1.json",
-            ".vigil/state/sessions/s1.rec",
-            ".vigil/state/loops/pending.json",
-        ] {
-            let path = dir.path().join(relative);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, planted.to_string()).unwrap();
-        }
+        let planted = planted_loop("s1", "x", 10, 2, status);
+        plant(
+            dir.path(),
+            &[
+                ".vigil/loops/s1.json",
+                ".vigil/sessions/s1.json",
+                ".vigil/state/sessions/s1.rec",
+                ".vigil/state/loops/pending.json",
+            ],
+            &planted,
+        );
         assert_eq!(session_record_of(dir.path(), "s1"), before, "{status}");
     }
     for entry in tree(dir.path()) {
@@ -162,19 +176,16 @@ fn editing_or_corrupting_every_state_file_within_reach_changes_nothing() {
 #[test]
 fn a_planted_loop_starts_nothing() {
     let dir = project();
-    let running = json!({"schema": "vigil.loop/v2", "session_id": "s9", "prompt": "Planted.",
-        "completion_promise": "DONE", "max_iterations": 99, "iteration": 1, "status": "running",
-        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-        "started_by": "terminal"});
-    for relative in [
-        ".vigil/loops/s9.json",
-        ".vigil/loops/pending.json",
-        ".vigil/state/loops/pending.json",
-    ] {
-        let path = dir.path().join(relative);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, running.to_string()).unwrap();
-    }
+    let running = planted_loop("s9", "Planted.", 99, 1, "running");
+    plant(
+        dir.path(),
+        &[
+            ".vigil/loops/s9.json",
+            ".vigil/loops/pending.json",
+            ".vigil/state/loops/pending.json",
+        ],
+        &running,
+    );
     assert_eq!(stop(dir.path(), "s9", "Working."), Value::Null);
     let loader = session_start_loader()
         .current_dir(dir.path())
