@@ -141,6 +141,33 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
     worktree::tree_id(&project.dir, &options)
 }
 
+/// The working tree by the index's stat data (SPEC §9: what only informs, `by stat, not
+/// verified`): its `git-tree:` id, and the paths from the top that differ from the index.
+/// vigil's own state is left out, as in `worktree_tree`.
+pub struct StatView {
+    pub subject: String,
+    pub changed: Vec<String>,
+}
+
+pub fn worktree_by_stat(project: &Project, limits: Limits) -> Result<StatView> {
+    let options = worktree::Options {
+        max_file_size: limits.max_file_size,
+        deadline: limits.deadline,
+        exclude: Some(&project.state),
+        snapshot: None,
+    };
+    let repository = worktree::Repository::locate(&project.dir)?;
+    let found = worktree::by_stat(&repository, &options)?;
+    Ok(StatView {
+        subject: format!("git-tree:{}", tree::hex(&found.tree)),
+        changed: found
+            .changed
+            .iter()
+            .map(|path| String::from_utf8_lossy(path).into_owned())
+            .collect(),
+    })
+}
+
 /// The canonical form of a path that may not exist yet: its longest existing ancestor
 /// canonicalized, the rest appended (so the answer is the same before and after it is made).
 pub fn canonical(path: &Path) -> PathBuf {

@@ -39,6 +39,145 @@ pub struct Options<'a> {
     pub snapshot: Option<&'a Path>,
 }
 
+/// What the index caches for a tracked path: its stat data, blob id and mode. Only
+/// `by_stat` believes it, for what informs (SPEC §9); no gate reads it.
+#[derive(Clone, Copy)]
+struct Cached {
+    stat: gix_index::entry::Stat,
+    mode: Mode,
+    id: ObjectId,
+}
+
+/// The paths the index tracks, in its (byte) order, with what it caches for each.
+struct Tracked {
+    paths: Vec<Vec<u8>>,
+    /// For each path; `None` for a conflict, or a mode the tree cannot hold.
+    cached: Vec<Option<Cached>>,
+    /// The sum of the sizes cached, a hint for how much hashing is ahead.
+    cached_bytes: u64,
+    /// When the index was last written: an entry whose file changed at or after this time
+    /// may hold stat data that is the same before and after the change (git's "racy" entry).
+    written: filetime::FileTime,
+}
+
+/// How stat data is compared: as git compares it by default (`core.trustctime`,
+/// `core.checkStat=default`), with nanoseconds.
+const STAT_MATCH: gix_index::entry::stat::Options = gix_index::entry::stat::Options {
+    trust_ctime: true,
+    check_stat: true,
+    use_nsec: true,
+    use_stdev: false,
+};
+
+/// The index's stat data, looked up by path during a `by_stat` walk. Its paths are in byte
+/// order, so a directory's entries lie together: each directory finds its own range once, and
+/// each of its files is looked up in that range (a hash map of every path cost more, in cache
+/// misses, than the stat calls it served).
+struct Known<'a> {
+    tracked: &'a Tracked,
+}
+
+impl Known<'_> {
+    /// The range of the index's paths that lie below `dir` ("" for the top).
+    fn range(&self, dir: &[u8]) -> std::ops::Range<usize> {
+        let paths = &self.tracked.paths;
+        if dir.is_empty() {
+            return 0..paths.len();
+        }
+        // Below "d" lies exactly what sorts from "d/" up to "d0" ('0' follows '/').
+        let mut from = dir.to_vec();
+        from.push(b'/');
+        let start = paths.partition_point(|p| p.as_slice() < from.as_slice());
+        *from.last_mut().expect("just pushed") = b'0';
+        let end = start + paths[start..].partition_point(|p| p.as_slice() < from.as_slice());
+        start..end
+    }
+
+    /// What the index caches for `relative`, looked up within `range`.
+    fn cached(&self, range: std::ops::Range<usize>, relative: &[u8]) -> Option<Cached> {
+        let start = range.start;
+        let found = self.tracked.paths[range]
+            .binary_search_by(|p| p.as_slice().cmp(relative))
+            .ok()?;
+        self.tracked.cached[start + found]
+    }
+
+    /// The cached id and mode of `name` in `dir`, when its stat data is what the index holds
+    /// and the entry is not racy: the file is then taken as unchanged without reading it.
+    fn unchanged(
+        &self,
+        range: std::ops::Range<usize>,
+        relative: &[u8],
+        dir: &File,
+        name: &std::ffi::CStr,
+    ) -> Option<Cached> {
+        let cached = self.cached(range, relative)?;
+        if cached.mode == Mode::Symlink || cached.stat.is_racy(self.tracked.written, STAT_MATCH) {
+            return None;
+        }
+        let stat = stat_at(dir, name)?;
+        if stat.st_mode & libc::S_IFMT != libc::S_IFREG || file_mode(stat.st_mode) != cached.mode {
+            return None;
+        }
+        // As the index keeps them: seconds and sizes cut to 32 bits.
+        let time = |secs: i64, nsecs: i64| gix_index::entry::stat::Time {
+            secs: secs as u32,
+            nsecs: nsecs as u32,
+        };
+        let now = gix_index::entry::Stat {
+            mtime: time(stat.st_mtime, stat.st_mtime_nsec),
+            ctime: time(stat.st_ctime, stat.st_ctime_nsec),
+            dev: stat.st_dev as u32,
+            ino: stat.st_ino as u32,
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+            size: stat.st_size as u32,
+        };
+        cached.stat.matches(&now, STAT_MATCH).then_some(cached)
+    }
+
+    /// Whether what was hashed differs from what the index holds (or the index lacks it).
+    fn differs(&self, hashed: &Hashed) -> bool {
+        self.cached(0..self.tracked.paths.len(), &hashed.path)
+            .is_none_or(|cached| cached.mode != hashed.mode || cached.id != hashed.id)
+    }
+}
+
+/// `fstatat` of a name in an open directory, not following a symlink.
+fn stat_at(dir: &File, name: &std::ffi::CStr) -> Option<libc::stat> {
+    use std::os::fd::AsRawFd;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid directory descriptor, a NUL-terminated name, and room for the answer,
+    // which is read only when the call succeeded.
+    let done = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    // SAFETY: fstatat filled it.
+    (done == 0).then(|| unsafe { stat.assume_init() })
+}
+
+/// A regular file's mode in a tree: executable when its owner may execute it (core.fileMode).
+fn file_mode(st_mode: u32) -> Mode {
+    if st_mode & 0o100 != 0 {
+        Mode::Executable
+    } else {
+        Mode::File
+    }
+}
+
+/// The working tree as the index's stat data tells it (SPEC §9: it only informs, and says
+/// `by stat, not verified`): its tree id and the paths that differ from the index.
+pub struct ByStat {
+    pub tree: ObjectId,
+    /// Modified, untracked or gone, against the index, in byte order.
+    pub changed: Vec<Vec<u8>>,
+}
+
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).
 #[derive(Clone, Debug)]
@@ -80,12 +219,15 @@ impl Repository {
         )))
     }
 
-    /// The paths the index tracks. A submodule or a sparse checkout denies: the files the
-    /// tree would name are not all on disk to be read.
-    /// The paths the index tracks, and the sum of the sizes it caches for them (a hint for how
-    /// much work hashing is, never a stand-in for a file).
-    fn tracked(&self) -> Result<(Vec<Vec<u8>>, u64)> {
+    /// The paths the index tracks, with what it caches for each (believed only by `by_stat`).
+    /// A submodule or a sparse checkout denies: the files the tree would name are not all on
+    /// disk to be read.
+    fn tracked(&self) -> Result<Tracked> {
         let path = self.git_dir.join("index");
+        // Taken before the read: an index written meanwhile only makes more entries racy.
+        let written = std::fs::symlink_metadata(&path).map_or(filetime::FileTime::zero(), |m| {
+            filetime::FileTime::from_last_modification_time(&m)
+        });
         let unreadable = |why: String| {
             Error::input(format!(
                 "cannot read the index {}: {why}; the worktree subject needs its path list",
@@ -95,7 +237,14 @@ impl Repository {
         // Read here, never waiting on a FIFO in its place, and never more than an index can be.
         let bytes = match read_regular(&path, MAX_INDEX, true) {
             Ok(Some(bytes)) => bytes,
-            Ok(None) => return Ok((Vec::new(), 0)),
+            Ok(None) => {
+                return Ok(Tracked {
+                    paths: Vec::new(),
+                    cached: Vec::new(),
+                    cached_bytes: 0,
+                    written,
+                });
+            }
             Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
         };
         // Its checksum is not verified: the agent can write the index and its checksum alike,
@@ -113,6 +262,7 @@ impl Repository {
             ));
         }
         let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
+        let mut cached: Vec<Option<Cached>> = Vec::with_capacity(index.entries().len());
         let mut cached_bytes = 0u64;
         for entry in index.entries() {
             cached_bytes = cached_bytes.saturating_add(u64::from(entry.stat.size));
@@ -144,13 +294,37 @@ impl Repository {
                         ))
                     })?;
             }
-            // An unmerged path has an entry per stage: it is one path of the tree.
+            // An unmerged path has an entry per stage: it is one path of the tree, and it
+            // differs from what the index holds, whatever the stat data says.
             if paths.last().is_some_and(|last| last.as_slice() == name) {
+                if let Some(last) = cached.last_mut() {
+                    *last = None;
+                }
                 continue;
             }
             paths.push(name.to_vec());
+            let mode = match entry.mode {
+                gix_index::entry::Mode::FILE => Some(Mode::File),
+                gix_index::entry::Mode::FILE_EXECUTABLE => Some(Mode::Executable),
+                gix_index::entry::Mode::SYMLINK => Some(Mode::Symlink),
+                _ => None,
+            };
+            let id = <ObjectId>::try_from(entry.id.as_bytes()).ok();
+            cached.push(match (mode, id) {
+                (Some(mode), Some(id)) if entry.stage_raw() == 0 => Some(Cached {
+                    stat: entry.stat,
+                    mode,
+                    id,
+                }),
+                _ => None,
+            });
         }
-        Ok((paths, cached_bytes))
+        Ok(Tracked {
+            paths,
+            cached,
+            cached_bytes,
+            written,
+        })
     }
 }
 
@@ -217,10 +391,29 @@ struct Hashed {
     path: Vec<u8>,
     mode: Mode,
     id: ObjectId,
+    /// In a `by_stat` walk: whether it differs from the index (or is not in it).
+    changed: bool,
 }
 
-/// The tree id of `repository`'s working tree.
+/// The tree id of `repository`'s working tree, from the bytes of every file.
 pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
+    Ok(walk(repository, options, false)?.tree)
+}
+
+/// The tree id of `repository`'s working tree by the index's stat data: a tracked file whose
+/// stat data is what the index holds (and not racy) is taken as the blob the index names,
+/// unread, as `git status` takes it; every other file is read. For what only informs (the
+/// handoff's dirty state and its markers' match, SPEC §9): a gate never calls this.
+pub fn by_stat(repository: &Repository, options: &Options) -> Result<ByStat> {
+    if options.snapshot.is_some() {
+        return Err(Error::input(
+            "a snapshot copies the bytes it hashes; it cannot be taken by stat",
+        ));
+    }
+    walk(repository, options, true)
+}
+
+fn walk(repository: &Repository, options: &Options, by_stat: bool) -> Result<ByStat> {
     let top = repository.top.as_path();
     let exclude = options
         .exclude
@@ -244,11 +437,20 @@ pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
     // much to hash (a hint for the work only: no size from it is believed for a file).
     let index_size =
         std::fs::symlink_metadata(repository.git_dir.join("index")).map_or(0, |m| m.len());
-    let (tracked, walked) = if index_size >= PARALLEL_FROM * 70 {
+    let large = index_size >= PARALLEL_FROM * 70;
+    let (tracked, walked) = if by_stat {
+        // The walk looks every file up in the index: it is read first.
+        let tracked = repository.tracked()?;
+        let known = Known { tracked: &tracked };
+        let threads = if large { threads() } else { 1 };
+        let walked =
+            Walk::new(top, &repository.git_dir, exclude, options, Some(&known)).run(threads);
+        (Ok(tracked), walked)
+    } else if large {
         // The index is read while the tree is walked.
         std::thread::scope(|scope| {
             let tracked = scope.spawn(|| repository.tracked());
-            let walked = Walk::new(top, &repository.git_dir, exclude, options).run(threads());
+            let walked = Walk::new(top, &repository.git_dir, exclude, options, None).run(threads());
             let tracked = tracked.join().expect("reading the index does not panic");
             (tracked, walked)
         })
@@ -256,34 +458,49 @@ pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
         let tracked = repository.tracked();
         let much = tracked
             .as_ref()
-            .is_ok_and(|(_, cached_bytes)| *cached_bytes >= PARALLEL_BYTES);
+            .is_ok_and(|tracked| tracked.cached_bytes >= PARALLEL_BYTES);
         let threads = if much { threads() } else { 1 };
-        let walked = Walk::new(top, &repository.git_dir, exclude, options).run(threads);
+        let walked = Walk::new(top, &repository.git_dir, exclude, options, None).run(threads);
         (tracked, walked)
     };
-    let (tracked, _) = tracked?;
+    let tracked = tracked?;
     let mut files = walked?;
     files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     // Tracked paths the walk did not reach (ignored, or inside an ignored directory). Both
     // lists are in byte order, the index's own: one pass over each.
     let mut reader = Reader::new(options);
     let mut extra = Vec::new();
+    let mut gone = Vec::new();
     let mut next = files.iter().map(|f| f.path.as_slice()).peekable();
-    for path in &tracked {
+    for (path, cached) in tracked.paths.iter().zip(&tracked.cached) {
         while next.next_if(|walked| *walked < path.as_slice()).is_some() {}
         if next.next_if(|walked| *walked == path.as_slice()).is_some() || excluded(path) {
             continue;
         }
         options.deadline.check("hashing the worktree")?;
-        if let Some(hashed) = reader.tracked(top, path)? {
-            extra.push(hashed);
+        match reader.tracked(top, path)? {
+            Some(mut hashed) => {
+                hashed.changed =
+                    by_stat && cached.is_none_or(|c| c.mode != hashed.mode || c.id != hashed.id);
+                extra.push(hashed);
+            }
+            None if by_stat => gone.push(path.clone()),
+            None => {}
         }
     }
     if !extra.is_empty() {
         files.extend(extra);
         files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     }
-    tree::tree_id(files.iter().map(|f| (f.path.as_slice(), f.mode, f.id)))
+    let tree = tree::tree_id(files.iter().map(|f| (f.path.as_slice(), f.mode, f.id)))?;
+    let mut changed: Vec<Vec<u8>> = files
+        .into_iter()
+        .filter(|f| f.changed)
+        .map(|f| f.path)
+        .chain(gone)
+        .collect();
+    changed.sort_unstable();
+    Ok(ByStat { tree, changed })
 }
 
 /// The ignore rules that hold in a directory: its own `.gitignore`, then its parents'.
@@ -318,6 +535,8 @@ struct Walk<'a> {
     queue: Mutex<Queue>,
     ready: std::sync::Condvar,
     found: Mutex<Vec<Hashed>>,
+    /// In a `by_stat` walk, the index's stat data.
+    known: Option<&'a Known<'a>>,
 }
 
 #[derive(Default)]
@@ -334,6 +553,7 @@ impl<'a> Walk<'a> {
         git_dir: &Path,
         exclude: Option<&'a [u8]>,
         options: &'a Options<'a>,
+        known: Option<&'a Known<'a>>,
     ) -> Walk<'a> {
         let ignore_bytes = std::sync::atomic::AtomicU64::new(0);
         let mut repository_rules = Vec::new();
@@ -369,6 +589,7 @@ impl<'a> Walk<'a> {
             }),
             ready: std::sync::Condvar::new(),
             found: Mutex::default(),
+            known,
         }
     }
 
@@ -451,7 +672,7 @@ impl<'a> Walk<'a> {
         let shown = String::from_utf8_lossy(&relative).into_owned();
         let file = open_file(&self.top.join(OsStr::from_bytes(&relative)))
             .map_err(|e| unreadable(&shown, &e))?;
-        found.extend(reader.hash(Source::File(file), relative)?);
+        found.extend(self.compared(reader.hash(Source::File(file), relative)?));
         Ok(Vec::new())
     }
 
@@ -507,6 +728,7 @@ impl<'a> Walk<'a> {
             None => Arc::clone(parent_rules),
         };
         let mut jobs = Vec::new();
+        let range = self.known.map(|known| known.range(dir));
         for (name, kind) in entries {
             let name = name.as_bytes();
             if name == b".git" {
@@ -555,6 +777,19 @@ impl<'a> Walk<'a> {
             let source = if kind.is_symlink() {
                 Source::Link(readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?)
             } else {
+                if let Some(cached) = self
+                    .known
+                    .zip(range.clone())
+                    .and_then(|(known, range)| known.unchanged(range, &relative, &handle, &cname))
+                {
+                    found.push(Hashed {
+                        path: relative,
+                        mode: cached.mode,
+                        id: cached.id,
+                        changed: false,
+                    });
+                    continue;
+                }
                 let file = open_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?;
                 let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;
                 if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
@@ -563,9 +798,17 @@ impl<'a> Walk<'a> {
                 }
                 Source::File(file)
             };
-            found.extend(reader.hash(source, relative)?);
+            found.extend(self.compared(reader.hash(source, relative)?));
         }
         Ok(jobs)
+    }
+
+    /// A file hashed, marked changed in a `by_stat` walk when the index holds something else.
+    fn compared(&self, hashed: Option<Hashed>) -> Option<Hashed> {
+        hashed.map(|mut hashed| {
+            hashed.changed = self.known.is_some_and(|known| known.differs(&hashed));
+            hashed
+        })
     }
 
     /// Whether git ignores `relative`: the deepest `.gitignore` that has a say decides, then
@@ -759,6 +1002,7 @@ impl<'a> Reader<'a> {
             path: relative,
             mode,
             id,
+            changed: false,
         }))
     }
 
@@ -778,11 +1022,7 @@ impl<'a> Reader<'a> {
                 self.options.max_file_size
             )));
         }
-        let mode = if meta.mode() & 0o100 != 0 {
-            Mode::Executable
-        } else {
-            Mode::File
-        };
+        let mode = file_mode(meta.mode());
         let mut copy = match self.options.snapshot {
             Some(snapshot) => {
                 let path = copy_path(snapshot, relative)?;
