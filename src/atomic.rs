@@ -1,6 +1,8 @@
 //! The one atomic write every vigil writer uses (SPEC P6): a temp file in the same directory,
 //! fsync, rename over the target, fsync of the directory. A crash leaves the old file or the
-//! new one, never a mix.
+//! new one, never a mix. A handoff record alone skips both syncs (`Durability::Skip`): P6 lets
+//! it, since a record a crash left empty or torn fails to parse and the loader skips it, and
+//! while the disk writes back a large file one sync can take a second.
 
 use std::fs::{self, File, Permissions};
 use std::io::Write;
@@ -12,6 +14,25 @@ use std::path::Path;
 /// directory cannot redirect a write elsewhere (callers that must follow a link, such as a
 /// settings file, resolve it first).
 pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result<()> {
+    write_atomic_as(path, bytes, new_mode, Durability::Wait)
+}
+
+/// Whether a write waits until its bytes are on the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fdatasync of the file before the rename, fsync of the directory after it.
+    Wait,
+    /// Neither: the rename is still atomic for every reader, and only a crash can tear it.
+    Skip,
+}
+
+/// `write_atomic`, choosing whether to wait for durability.
+pub fn write_atomic_as(
+    path: &Path,
+    bytes: &[u8],
+    new_mode: u32,
+    durability: Durability,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -30,6 +51,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result
     temp.as_file()
         .set_permissions(Permissions::from_mode(mode))?;
     temp.write_all(bytes)?;
+    if durability == Durability::Skip {
+        return temp.persist(path).map(drop).map_err(|e| e.error);
+    }
     // fdatasync: the data and the size are made durable; timestamps need not be.
     temp.as_file().sync_data()?;
     temp.persist(path).map_err(|e| e.error)?;

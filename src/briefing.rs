@@ -206,16 +206,17 @@ fn render(text: &mut String, record: &Record) {
                 Some(branch) => format!("branch {} at {short}", line(branch)),
                 None => format!("detached HEAD at {short}"),
             };
+            // The handoff found the tree's state by the index's stat data (SPEC §9).
             let state = match (git.dirty, &git.changed_files) {
-                (Some(false), _) => "clean".to_string(),
+                (Some(false), _) => "clean (by stat, not verified)".to_string(),
                 (Some(true), Some(files)) => {
                     format!(
-                        "dirty: {}",
+                        "dirty (by stat, not verified): {}",
                         files.iter().map(|f| line(f)).collect::<Vec<_>>().join(", ")
                     )
                 }
-                (Some(true), None) => "dirty".to_string(),
-                (None, _) => "dirty state unknown (git status was too slow)".to_string(),
+                (Some(true), None) => "dirty (by stat, not verified)".to_string(),
+                (None, _) => "dirty state unknown (not found in time)".to_string(),
             };
             let _ = writeln!(text, "  git: {at}, {state}");
         }
@@ -237,10 +238,12 @@ fn render(text: &mut String, record: &Record) {
             .markers
             .iter()
             .map(|m| {
-                // What the record found when it was written, not rechecked: hashing the
-                // tree here would put a walk of every file on the session's start.
+                // What the record found when it was written, by stat, not rechecked:
+                // hashing the tree here would put a walk of every file on the session's start.
                 let now = match m.matches_worktree {
-                    Some(true) => "matched the working tree when recorded; not rechecked",
+                    Some(true) => {
+                        "matched the working tree when recorded, by stat, not verified; not rechecked"
+                    }
                     Some(false) => "did NOT match the working tree when recorded",
                     None => "match with the working tree unknown",
                 };

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::atomic::write_atomic;
+use crate::atomic::{Durability, write_atomic_as};
 use crate::defang::defang;
 use crate::error::{Error, Result};
 use crate::hook::HookInput;
@@ -102,46 +102,43 @@ pub fn dir(project: &Project) -> PathBuf {
 /// The most any one-line field of a record holds.
 const MAX_FIELD: usize = 300;
 
-/// Gathers the record of a session within `deadline`: what cannot be had in time is left out.
-pub fn gather(
+/// Leaves the record of a session (SPEC §6). What is quick to know (the session, its loop, its
+/// last message, its markers) is written first; then the repository's state, found by
+/// `refine_by`, is added and the record written again. Neither write waits for the disk, so a
+/// disk busy writing back something else does not hold the hook past its budget. An error is
+/// that nothing was written; `Ok(Some(e))` that the first record stays, unrefined, because of e.
+pub fn leave(
     project: &Project,
     session: &SessionId,
     input: &HookInput,
     kind: HandoffKind,
     progress_flag: Option<&Path>,
-    deadline: Deadline,
+    refine_by: Deadline,
+) -> Result<Option<Error>> {
+    let mut record = first(project, session, input, kind, progress_flag);
+    write(project, &mut record)?;
+    refine(project, &mut record, refine_by);
+    Ok(write(project, &mut record).err())
+}
+
+/// The record without the repository's state: no git call, no walk of the tree.
+fn first(
+    project: &Project,
+    session: &SessionId,
+    input: &HookInput,
+    kind: HandoffKind,
+    progress_flag: Option<&Path>,
 ) -> Record {
-    // The slow parts (git status, the worktree subject, the transcript) run side by side.
-    let (git, markers, last_message) = std::thread::scope(|scope| {
-        let subject = scope.spawn(|| {
-            if marker_checks(project).is_empty() {
-                return None;
-            }
-            let limits = subject::Limits {
-                deadline,
-                ..subject::Limits::default()
-            };
-            subject::worktree_tree(project, limits).ok()
-        });
+    // The transcript's tail is read while the markers are.
+    let (last_message, markers) = std::thread::scope(|scope| {
         let message = scope.spawn(|| {
             transcript::last_message(input)
                 .ok()
                 .flatten()
                 .map(|(text, _)| clean(&text, MAX_LAST_MESSAGE))
         });
-        let newest = scope.spawn(|| newest_markers(project, deadline));
-        let git = repo::state(&project.dir, &project.state, deadline).map(|git| GitState {
-            head: field(&git.head),
-            branch: git.branch.as_deref().map(field),
-            dirty: git.dirty,
-            changed_files: git
-                .changed_files
-                .map(|files| files.iter().map(|f| field_max(f, 200)).collect()),
-        });
-        let message = message.join().ok().flatten();
-        let worktree = subject.join().ok().flatten();
-        let markers = newest.join().unwrap_or_default();
-        (git, markers_state(markers, worktree.as_deref()), message)
+        let markers = newest_markers(project);
+        (message.join().ok().flatten(), markers)
     });
     let loop_summary = loops::load(project, session)
         .ok()
@@ -161,12 +158,64 @@ pub fn gather(
         reason: input.reason.as_deref().map(field),
         written_at: time::now_rfc3339(),
         cwd: input.cwd.as_ref().map(|c| field(&c.display().to_string())),
-        git,
+        git: None,
         last_message,
         loop_summary,
         markers,
         progress_file: progress_file(&project.dir, progress_flag).map(|p| field(&p)),
     }
+}
+
+/// Adds what the repository says, within `deadline`: HEAD and the branch from git, the working
+/// tree's changes and the markers' match from one walk by the index's stat data (SPEC §9: it
+/// informs only), the staged changes from git, side by side. What is not known in time stays
+/// null.
+fn refine(project: &Project, record: &mut Record, deadline: Deadline) {
+    let (heads, staged, view) = std::thread::scope(|scope| {
+        let view = scope.spawn(|| {
+            let limits = subject::Limits {
+                deadline,
+                ..subject::Limits::default()
+            };
+            subject::worktree_by_stat(project, limits).ok()
+        });
+        let heads = repo::heads(&project.dir, deadline);
+        let staged = heads
+            .as_ref()
+            .and_then(|heads| repo::staged(&project.dir, heads, &project.state, deadline).ok());
+        (heads, staged, view.join().ok().flatten())
+    });
+    for marker in &mut record.markers {
+        marker.matches_worktree = view
+            .as_ref()
+            .map(|view| field(&view.subject) == marker.subject);
+    }
+    let Some(heads) = heads else {
+        return;
+    };
+    // A tree the walk cannot read (a submodule, a nested repository) is asked of git instead.
+    let unstaged = match view {
+        Some(view) => Some(view.changed),
+        None if !deadline.passed() => repo::status(&project.dir, &heads, &project.state, deadline),
+        None => None,
+    };
+    let changed = staged.zip(unstaged).map(|(staged, unstaged)| {
+        let mut all: Vec<String> = staged.into_iter().chain(unstaged).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    });
+    record.git = Some(GitState {
+        head: field(&heads.head),
+        branch: heads.branch.as_deref().map(field),
+        dirty: changed.as_ref().map(|all| !all.is_empty()),
+        changed_files: changed.map(|all| {
+            all.iter()
+                .take(repo::MAX_CHANGED)
+                .map(|f| field_max(f, 200))
+                .collect()
+        }),
+    });
 }
 
 /// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
@@ -236,30 +285,18 @@ fn marker_checks(project: &Project) -> Vec<marker::CheckName> {
     checks
 }
 
-/// The newest committed marker of each check; checks not reached by the deadline are left out.
-fn newest_markers(
-    project: &Project,
-    deadline: Deadline,
-) -> Vec<(marker::CheckName, marker::Payload)> {
+/// The newest committed marker of each check, its match with the working tree not yet known.
+fn newest_markers(project: &Project) -> Vec<MarkerState> {
     marker_checks(project)
         .into_iter()
-        .take_while(|_| !deadline.passed())
-        .filter_map(|check| Some((check.clone(), marker::newest(project, &check)?)))
-        .collect()
-}
-
-/// Each marker, and whether it is for `worktree` (unknown when that could not be computed).
-fn markers_state(
-    found: Vec<(marker::CheckName, marker::Payload)>,
-    worktree: Option<&str>,
-) -> Vec<MarkerState> {
-    found
-        .into_iter()
-        .map(|(check, payload)| MarkerState {
-            check: check.to_string(),
-            status: payload.status,
-            matches_worktree: worktree.map(|w| w == payload.subject),
-            subject: field(&payload.subject),
+        .filter_map(|check| {
+            let payload = marker::newest(project, &check)?;
+            Some(MarkerState {
+                check: check.to_string(),
+                status: payload.status,
+                subject: field(&payload.subject),
+                matches_worktree: None,
+            })
         })
         .collect()
 }
@@ -307,12 +344,14 @@ pub fn to_json(record: &mut Record) -> Result<Vec<u8>> {
     }
 }
 
-/// Writes a record atomically, then reads it back and checks it is what was meant.
+/// Writes a record atomically, then reads it back and checks it is what was meant. It does not
+/// wait for the disk (SPEC P6): a record a crash tore fails to parse, and the loader skips it.
 pub fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
     let dir = project.owned_dir("handoff")?;
     let path = dir.join(record.kind.file_name());
     let json = to_json(record)?;
-    write_atomic(&path, &json, 0o644).map_err(|e| Error::io("write", &path, &e))?;
+    write_atomic_as(&path, &json, 0o644, Durability::Skip)
+        .map_err(|e| Error::io("write", &path, &e))?;
     match read(&path) {
         Ok(back) if back == *record => Ok(path),
         Ok(_) => Err(Error::Io(format!(

@@ -1,9 +1,10 @@
-//! What a handoff says about the repository: HEAD, branch, and whether the working tree is
-//! dirty, each from git calls bounded by a deadline. A git that is slow or hangs costs the
-//! handoff its detail, never its budget.
+//! What a handoff says about the repository: HEAD, the branch and the staged changes, from git
+//! calls bounded by a deadline (the working tree's changes come from the handoff's own walk by
+//! stat data, `subject::worktree_by_stat`). A git that is slow or hangs costs the handoff its
+//! detail, never its budget.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -24,16 +25,23 @@ pub struct GitState {
     pub head: String,
     /// `None` on a detached HEAD.
     pub branch: Option<String>,
-    /// `None` when `git status` did not answer within the budget.
+    /// By the index's stat data; `None` when it could not be told within the budget.
     pub dirty: Option<bool>,
     /// Up to 50 changed paths (tracked and untracked); `None` with `dirty`.
     pub changed_files: Option<Vec<String>>,
 }
 
-/// The repository state at `dir`, or `None` outside a repository or when even HEAD could
-/// not be read in time. `dirty` and `changed_files` are `None` when status ran out of time.
-/// vigil's own state directory never counts as a change.
-pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitState> {
+/// HEAD, the branch, and the top of the working tree, as git finds them.
+pub struct Heads {
+    pub toplevel: PathBuf,
+    pub head: String,
+    /// `None` on a detached HEAD.
+    pub branch: Option<String>,
+}
+
+/// HEAD and the branch at `dir`, or `None` outside a repository, on an unborn branch, or when
+/// git did not answer in time.
+pub fn heads(dir: &Path, deadline: Deadline) -> Option<Heads> {
     let heads = git(
         dir,
         &[
@@ -48,12 +56,58 @@ pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitStat
     )
     .ok()?;
     let mut lines = heads.lines().map(str::trim);
-    let toplevel = Path::new(lines.next()?);
+    let toplevel = PathBuf::from(lines.next()?);
     let head = lines.next()?.to_string();
     let branch = lines
         .next()
         .filter(|b| !b.is_empty() && *b != "HEAD")
         .map(str::to_string);
+    Some(Heads {
+        toplevel,
+        head,
+        branch,
+    })
+}
+
+/// The paths whose staged content differs from HEAD's (`git diff-index --cached`, which reads
+/// no working file), vigil's own state left out.
+pub fn staged(
+    dir: &Path,
+    heads: &Heads,
+    state_dir: &Path,
+    deadline: Deadline,
+) -> Result<Vec<String>> {
+    let text = git_untrimmed(
+        dir,
+        &[
+            "diff-index",
+            "--cached",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "HEAD",
+            "--",
+        ],
+        &[],
+        deadline.remaining(),
+    )?;
+    let state = inside(&heads.toplevel, state_dir);
+    Ok(text
+        .split('\0')
+        .filter(|path| !path.is_empty())
+        .filter(|path| !state.as_deref().is_some_and(|state| within(path, state)))
+        .map(|path| path.chars().take(MAX_PATH).collect())
+        .collect())
+}
+
+/// The changes of the working tree by `git status`, when the handoff's own walk could not tell
+/// them (a submodule, a nested repository): up to `MAX_CHANGED` paths, `None` out of time.
+pub fn status(
+    dir: &Path,
+    heads: &Heads,
+    state_dir: &Path,
+    deadline: Deadline,
+) -> Option<Vec<String>> {
     let mut args = vec![
         "status",
         "--porcelain=v1",
@@ -62,27 +116,26 @@ pub fn state(dir: &Path, state_dir: &Path, deadline: Deadline) -> Option<GitStat
         "--",
         ":/",
     ];
-    let exclusion = state_exclusion(toplevel, state_dir, deadline.remaining())
+    let exclusion = state_exclusion(&heads.toplevel, state_dir, deadline.remaining())
         .ok()
         .flatten();
     args.extend(exclusion.as_deref());
-    let status = git_untrimmed(dir, &args, &[], deadline.remaining());
-    let (dirty, changed_files) = match status {
-        Ok(text) => {
-            let changed = changed_paths(&text);
-            (
-                Some(!changed.is_empty()),
-                Some(changed.into_iter().take(MAX_CHANGED).collect()),
-            )
-        }
-        Err(_) => (None, None),
-    };
-    Some(GitState {
-        head,
-        branch,
-        dirty,
-        changed_files,
-    })
+    let text = git_untrimmed(dir, &args, &[], deadline.remaining()).ok()?;
+    Some(changed_paths(&text))
+}
+
+/// `path` (from the top) is `dir` or inside it.
+fn within(path: &str, dir: &str) -> bool {
+    path.strip_prefix(dir)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Where `state_dir` lies inside the tree at `toplevel`, from its top.
+fn inside(toplevel: &Path, state_dir: &Path) -> Option<String> {
+    let state = crate::subject::canonical(state_dir);
+    let top = crate::subject::canonical(toplevel);
+    let inside = state.strip_prefix(&top).ok()?;
+    (!inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().into_owned())
 }
 
 /// The paths of `git status --porcelain=v1 -z`: `XY path`, and for renames a second entry
@@ -190,11 +243,9 @@ pub fn state_exclusion(
     state_dir: &Path,
     timeout: Duration,
 ) -> Result<Option<String>> {
-    let state = crate::subject::canonical(state_dir);
-    let top = crate::subject::canonical(toplevel);
-    match state.strip_prefix(&top) {
-        Ok(inside) if !inside.as_os_str().is_empty() && !is_ignored(toplevel, inside, timeout)? => {
-            Ok(Some(format!(":(exclude,top,literal){}", inside.display())))
+    match inside(toplevel, state_dir) {
+        Some(inside) if !is_ignored(toplevel, Path::new(&inside), timeout)? => {
+            Ok(Some(format!(":(exclude,top,literal){inside}")))
         }
         _ => Ok(None),
     }

@@ -21,8 +21,9 @@ use vigil::{Error, Result};
 const NAME: &str = "session-end-handoff";
 /// The whole run stays inside this, well within SessionEnd's default 1.5 s shared budget.
 const BUDGET: Duration = Duration::from_millis(300);
-/// What is kept for writing and reading back the record.
-const WRITE_RESERVE: Duration = Duration::from_millis(50);
+/// What is kept for the second write and its read back: neither waits for the disk, so both
+/// take well under a millisecond (10 ms leaves room for a busy machine).
+const WRITE_RESERVE: Duration = Duration::from_millis(10);
 
 const HELP: &str = "\
 session-end-handoff: leave the next session a record of this one.
@@ -36,9 +37,12 @@ message, the loop's state, the markers, and the progress file. With --checkpoint
 PreCompact, and Codex's Stop, since Codex has no SessionEnd) it writes checkpoint.json, an
 intermediate record that never replaces final.json. Text copied from the session is defanged.
 
-The record is at most 16 KiB, written atomically, then read back and checked. It takes at most
-300 ms: git calls are bounded, and what they cannot tell in time is left out. It fails open:
-any problem is one line on stderr and exit 1 (a non-blocking error); it never exits 2.
+The record is at most 16 KiB, written atomically (without waiting for the disk), then read
+back and checked. It takes at most 300 ms: what is quick to know is written first, then the
+repository's state is added. The tree's changes and the markers' match are found by the
+index's stat data, as git status finds them (by stat, not verified: this only informs), and
+what cannot be told in time is left out. It fails open: any problem is one line on stderr and
+exit 1 (a non-blocking error); it never exits 2.
 
 Options:
   --checkpoint          write the intermediate checkpoint.json instead of final.json
@@ -73,7 +77,7 @@ fn real_main() -> ExitCode {
     }
     let deadline = Deadline::after(BUDGET);
     match run(deadline) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             diagnostic(NAME, &format!("{err}; no handoff was written"));
             // Exit 1: a non-blocking error in both engines. Never 2, which would block.
@@ -82,10 +86,10 @@ fn real_main() -> ExitCode {
     }
 }
 
-fn run(deadline: Deadline) -> Result<()> {
+fn run(deadline: Deadline) -> Result<ExitCode> {
     let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
         help(HELP)?;
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     };
     let input = HookInput::read(&Source::Stdin)?;
     let session = SessionId::parse(
@@ -94,23 +98,32 @@ fn run(deadline: Deadline) -> Result<()> {
             .as_deref()
             .ok_or_else(|| Error::input("the hook input has no session_id"))?,
     )?;
-    let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
+    // It only reads the protected state (the session's loop), so it makes none of it, and
+    // writes nothing there that would wait for the disk.
+    let project =
+        Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
     let kind = if options.checkpoint {
         HandoffKind::Intermediate
     } else {
         HandoffKind::Final
     };
-    let gather_by = Deadline::after(deadline.remaining().saturating_sub(WRITE_RESERVE));
-    let mut record = handoff::gather(
+    let refine_by = Deadline::after(deadline.remaining().saturating_sub(WRITE_RESERVE));
+    let unrefined = handoff::leave(
         &project,
         &session,
         &input,
         kind,
         options.progress_file.as_deref(),
-        gather_by,
-    );
-    handoff::write(&project, &mut record)?;
-    Ok(())
+        refine_by,
+    )?;
+    if let Some(err) = unrefined {
+        diagnostic(
+            NAME,
+            &format!("{err}; the record was left without the repository's state"),
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Option<Options>> {

@@ -141,7 +141,7 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
     assert!(told.contains("[final] session s-1"), "{told}");
     assert!(told.contains("branch main"), "{told}");
     assert!(
-        told.contains("dirty: ") && told.contains("lib.rs"),
+        told.contains("dirty (by stat, not verified): ") && told.contains("lib.rs"),
         "{told}"
     );
     assert!(
@@ -149,7 +149,7 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
         "{told}"
     );
     assert!(
-        told.contains("tests passed (matched the working tree when recorded; not rechecked)"),
+        told.contains("tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"),
         "{told}"
     );
     assert!(told.contains("next is the docs"), "{told}");
@@ -183,7 +183,7 @@ fn markers_are_shown_with_the_match_recorded_and_never_rechecked_at_session_star
     std::fs::write(dir.join("lib.rs"), "fn main() { changed_since() }\n").unwrap();
     let told = context(&start(dir, "s-2", "startup"));
     assert!(
-        told.contains("tests passed (matched the working tree when recorded; not rechecked)"),
+        told.contains("tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"),
         "{told}"
     );
     // Recorded after the change: the marker was for the old tree.

@@ -1,5 +1,6 @@
 //! One test binary for every CLI test (as `just` does): modules per binary, shared support.
 
+mod by_stat;
 mod commonmark;
 mod faults;
 mod handoff;

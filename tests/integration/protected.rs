@@ -378,67 +378,24 @@ fn unreadable_prompt_hook_input_lets_the_prompt_through() {
 /// nothing (counted with strace).
 #[test]
 fn a_stop_with_a_loop_syncs_once() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-            "strace is needed here (CI installs it)"
-        );
-        eprintln!("skipping: no strace");
-        return;
-    }
     let dir = project();
     start(dir.path(), "s1", 100);
     still_looping(dir.path(), "s1");
-    let trace = tempfile::NamedTempFile::new().unwrap();
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(),
         "transcript_path": null, "last_assistant_message": "Not yet."});
-    let out = std::process::Command::new("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-e",
-            "trace=fsync,fdatasync,sync_file_range,rename,renameat,renameat2",
-            "-o",
-        ])
-        .arg(trace.path())
-        .arg(bin_dir().join("stop-gate"))
-        .current_dir(dir.path())
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_STATE_DIR")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(payload.to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+    let Some((out, calls)) = traced(
+        "stop-gate",
+        dir.path(),
+        &payload,
+        "fsync,fdatasync,sync_file_range,rename,renameat,renameat2",
+    ) else {
+        return;
+    };
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block");
-    let calls = std::fs::read_to_string(trace.path()).unwrap();
-    let count = |name: &str| {
-        calls
-            .lines()
-            .filter(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .is_some_and(|c| c.starts_with(&format!("{name}(")))
-            })
-            .count()
-    };
-    assert_eq!(count("fdatasync"), 1, "{calls}");
-    assert_eq!(count("fsync"), 0, "{calls}");
-    assert!(!calls.contains("rename"), "{calls}");
+    assert_eq!(calls.count("fdatasync"), 1, "{}", calls.text);
+    assert_eq!(calls.count("fsync"), 0, "{}", calls.text);
+    assert!(!calls.text.contains("rename"), "{}", calls.text);
     assert_eq!(loop_of(dir.path(), "s1")["iteration"], 3);
 }
 

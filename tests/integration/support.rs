@@ -326,3 +326,66 @@ pub fn on_a_terminal(binary: &Path, args: &[&str]) -> std::process::Output {
     drop(leader);
     child.wait_with_output().unwrap()
 }
+
+/// The system calls a binary made, as strace wrote them (one per line).
+pub struct Calls {
+    pub text: String,
+}
+
+impl Calls {
+    /// How many calls of `name` were made.
+    pub fn count(&self, name: &str) -> usize {
+        self.text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|c| c.starts_with(&format!("{name}(")))
+            })
+            .count()
+    }
+}
+
+/// Runs `binary` in `dir` on `payload` under `strace -f`, tracing the calls in `trace` (a
+/// comma-separated list): its output, and the calls. `None` (the test skips) where strace is
+/// missing, which CI never allows.
+pub fn traced(
+    binary: &str,
+    dir: &Path,
+    payload: &Value,
+    trace: &str,
+) -> Option<(std::process::Output, Calls)> {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "strace is needed here (CI installs it)"
+        );
+        eprintln!("skipping: no strace");
+        return None;
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args([
+        "-f",
+        "-qq",
+        "-e",
+        &format!("trace={trace}"),
+        "-e",
+        "signal=none",
+        "-o",
+    ])
+    .arg(file.path())
+    .arg(bin_dir().join(binary))
+    .current_dir(dir)
+    .env("VIGIL_STATE_HOME", state_home())
+    .env_remove("VIGIL_STATE_DIR")
+    .env_remove("CLAUDE_PROJECT_DIR")
+    .env_remove("VIGIL_DISABLE");
+    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    let text = std::fs::read_to_string(file.path()).unwrap();
+    Some((out, Calls { text }))
+}

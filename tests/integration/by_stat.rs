@@ -1,0 +1,359 @@
+//! The handoff's view of the working tree by the index's stat data (issue 16, SPEC §9): the
+//! paths it names are those `git status` names, a racy entry is read rather than believed, a
+//! forged index fools only what informs (and the next session is told "by stat, not
+//! verified"), and the record is written before git answers.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn end(dir: &Path) -> Value {
+    let out = session_end_handoff()
+        .current_dir(dir)
+        .write_stdin(
+            json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"})
+                .to_string(),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    record(dir)
+}
+
+fn record(dir: &Path) -> Value {
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".vigil/handoff/final.json")).unwrap())
+            .unwrap();
+    assert_valid("handoff.schema.json", &record);
+    record
+}
+
+fn changed(record: &Value) -> Vec<String> {
+    let mut files: Vec<String> = record["git"]["changed_files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no changed files in {record}"))
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    files.sort();
+    files
+}
+
+/// The paths `git status` names, every untracked file listed, vigil's own state left out.
+fn git_status_paths(dir: &Path) -> Vec<String> {
+    let text = git_output(
+        dir,
+        &["status", "--porcelain=v1", "-z", "-uall", "--no-renames"],
+    );
+    let mut paths: Vec<String> = String::from_utf8(text.stdout)
+        .unwrap()
+        .split('\0')
+        .filter(|e| e.len() > 3)
+        .map(|e| e[3..].to_string())
+        .filter(|p| !p.starts_with(".vigil/"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn write(dir: &Path, path: &str, content: &str) {
+    let path = dir.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+fn touch_back(path: &Path) {
+    let out = std::process::Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn the_trees_changes_by_stat_are_the_paths_git_status_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    git(dir, &["init", "-q", "-b", "main"]);
+    for (path, content) in [
+        ("same_size.txt", "aaaa\n"),
+        ("grown.txt", "short\n"),
+        ("gone.txt", "gone\n"),
+        ("kept.txt", "kept\n"),
+        ("script.sh", "echo hi\n"),
+        ("dir/staged_then_undone.txt", "one\n"),
+        ("ignored/tracked.txt", "tracked though ignored\n"),
+        (".gitignore", "ignored/\n*.log\n"),
+    ] {
+        write(dir, path, content);
+    }
+    std::os::unix::fs::symlink("kept.txt", dir.join("link")).unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["add", "-f", "ignored/tracked.txt"]);
+    git(dir, &["commit", "-qm", "init"]);
+    // Every kind of change git tells.
+    write(dir, "same_size.txt", "bbbb\n");
+    write(dir, "grown.txt", "much longer now\n");
+    std::fs::remove_file(dir.join("gone.txt")).unwrap();
+    let script = dir.join("script.sh");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write(dir, "dir/staged_then_undone.txt", "two\n");
+    git(dir, &["add", "dir/staged_then_undone.txt"]);
+    write(dir, "dir/staged_then_undone.txt", "one\n");
+    write(
+        dir,
+        "ignored/tracked.txt",
+        "changed inside an ignored directory\n",
+    );
+    write(dir, "new/untracked.txt", "new\n");
+    write(dir, "staged_new.txt", "added\n");
+    git(dir, &["add", "staged_new.txt"]);
+    write(dir, "noise.log", "ignored, never named\n");
+    std::fs::remove_file(dir.join("link")).unwrap();
+    std::os::unix::fs::symlink("grown.txt", dir.join("link")).unwrap();
+
+    let expected = git_status_paths(dir);
+    assert_eq!(
+        expected,
+        [
+            "dir/staged_then_undone.txt",
+            "gone.txt",
+            "grown.txt",
+            "ignored/tracked.txt",
+            "link",
+            "new/untracked.txt",
+            "same_size.txt",
+            "script.sh",
+            "staged_new.txt",
+        ]
+    );
+    let record = end(dir);
+    assert_eq!(record["git"]["dirty"], true);
+    assert_eq!(changed(&record), expected);
+
+    // Committed, the same walk finds the tree clean (vigil's own state never counts).
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "all"]);
+    let record = end(dir);
+    assert_eq!(record["git"]["dirty"], false, "{record}");
+    assert_eq!(changed(&record), Vec::<String>::new());
+}
+
+/// Rewrites the index entry of `path` to the file's stat data as it is now, keeping the blob
+/// id the index held: what an agent does to make git believe a changed file unchanged.
+fn forge_stat(dir: &Path, path: &str) -> gix_index::entry::Stat {
+    let index_path = dir.join(".git/index");
+    let mut index = gix_index::File::at(
+        &index_path,
+        gix_index::hash::Kind::Sha1,
+        false,
+        Default::default(),
+    )
+    .unwrap();
+    let meta = gix_index::fs::Metadata::from_path_no_follow(&dir.join(path)).unwrap();
+    let stat = gix_index::entry::Stat::from_fs(&meta).unwrap();
+    let entry = index
+        .entries_mut()
+        .iter_mut()
+        .find(|e| e.stat.size as usize == "aaaa\n".len())
+        .unwrap();
+    entry.stat = stat;
+    index.write(Default::default(), Default::default()).unwrap();
+    stat
+}
+
+fn one_file_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    write(dir.path(), "f.txt", "aaaa\n");
+    git(dir.path(), &["add", "-A"]);
+    git(dir.path(), &["commit", "-qm", "init"]);
+    dir
+}
+
+#[test]
+fn a_racy_entry_is_read_not_believed() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    write(dir, "f.txt", "bbbb\n");
+    let stat = forge_stat(dir, "f.txt");
+    // The index written no later than the file changed: its stat data cannot tell a change
+    // made in the same instant, so git reads the file, and so must the walk.
+    let when = filetime::FileTime::from_unix_time(i64::from(stat.mtime.secs), stat.mtime.nsecs);
+    filetime::set_file_mtime(dir.join(".git/index"), when).unwrap();
+    let record = end(dir);
+    assert_eq!(record["git"]["dirty"], true, "{record}");
+    assert_eq!(changed(&record), ["f.txt"]);
+}
+
+#[test]
+fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    assert!(
+        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    // The agent breaks the file, dates it back and forges the index entry to match it.
+    write(dir, "f.txt", "bbbb\n");
+    touch_back(&dir.join("f.txt"));
+    forge_stat(dir, "f.txt");
+    assert_eq!(git(dir, &["status", "--porcelain"]), "?? .vigil/");
+    let record = end(dir);
+    // What only informs believes the stat data, as git status does...
+    assert_eq!(record["git"]["dirty"], false, "{record}");
+    assert_eq!(record["markers"][0]["matches_worktree"], true, "{record}");
+    let out = session_start_loader()
+        .current_dir(dir)
+        .write_stdin(json!({"session_id": "s-2", "cwd": dir, "source": "startup"}).to_string())
+        .output()
+        .unwrap();
+    let told = String::from_utf8_lossy(&out.stdout);
+    assert!(told.contains("clean (by stat, not verified)"), "{told}");
+    assert!(
+        told.contains("matched the working tree when recorded, by stat, not verified"),
+        "{told}"
+    );
+    // ...and the gate, which hashes every file, is not fooled.
+    let verify = marker_writer_in(dir, &["verify", "--check", "tests"]);
+    assert_eq!(verify.status.code(), Some(1));
+    let line = assert_one_line_error(&verify, "marker-writer");
+    assert!(line.contains("subject mismatch"), "{line}");
+}
+
+#[test]
+fn a_tree_the_walk_cannot_read_is_asked_of_git_status() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    // A nested repository: the worktree subject refuses it, git status names it.
+    std::fs::create_dir_all(dir.join("vendor/lib")).unwrap();
+    git(&dir.join("vendor/lib"), &["init", "-q"]);
+    write(dir, "vendor/lib/x.txt", "x\n");
+    write(dir, "f.txt", "changed\n");
+    let record = end(dir);
+    assert_eq!(record["git"]["dirty"], true, "{record}");
+    assert!(changed(&record).contains(&"f.txt".to_string()), "{record}");
+    assert_eq!(record["markers"], json!([]));
+}
+
+#[test]
+fn the_record_is_written_before_git_answers() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    // A git that takes two seconds for anything.
+    let bin = tempfile::tempdir().unwrap();
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    std::fs::write(
+        bin.path().join("git"),
+        format!("#!/bin/sh\nsleep 2\nexec {} \"$@\"\n", real.trim()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.path().join("git"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
+    cmd.current_dir(dir)
+        .env("PATH", path)
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_DISABLE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(
+                json!({"session_id": "first", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"})
+                    .to_string()
+                    .as_bytes(),
+            )
+            .unwrap();
+    }
+    let path = dir.join(".vigil/handoff/final.json");
+    // Git answers nothing for two seconds and the deadline is at 290 ms: the first record is
+    // there long before either.
+    let appeared = loop {
+        if let Ok(bytes) = std::fs::read(&path)
+            && let Ok(record) = serde_json::from_slice::<Value>(&bytes)
+        {
+            break (started.elapsed(), record);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "no record within 2 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let (when, first) = appeared;
+    assert!(
+        when < Duration::from_millis(150),
+        "the first record came after {when:?}"
+    );
+    assert_eq!(first["session_id"], "first");
+    assert_eq!(first["git"], Value::Null);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
+
+/// SPEC P6 lets a handoff skip the wait for the disk, and it must: while the disk writes back a
+/// large file, one sync takes as long as that writeback (tests/load times it). No call of the
+/// handoff, nor of the git it runs, waits for the disk.
+#[test]
+fn a_handoff_never_waits_for_the_disk() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    assert!(
+        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    write(dir, "f.txt", "changed\n");
+    let payload =
+        json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
+    let Some((out, calls)) = traced(
+        "session-end-handoff",
+        dir,
+        &payload,
+        "fsync,fdatasync,sync_file_range,syncfs,sync,msync",
+    ) else {
+        return;
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(calls.text.trim(), "", "the handoff waited for the disk");
+    let record = record(dir);
+    assert_eq!(changed(&record), ["f.txt"]);
+    assert_eq!(record["markers"][0]["matches_worktree"], false);
+}
