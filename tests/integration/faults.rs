@@ -234,6 +234,73 @@ fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
     assert!(news >= 1 && olds >= 100, "old {olds}, new {news}");
 }
 
+/// A handoff record is written without waiting for the disk (SPEC P6), so a crash can leave
+/// any prefix of it, with zeros or garbage after (blocks allocated, never written). Each such
+/// record is skipped by the loader with a note, or (cut only after its last byte of JSON)
+/// loaded whole: never loaded with parts missing or wrong.
+#[test]
+fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
+    let dir = git_repo();
+    let out = session_end_handoff()
+        .current_dir(dir.path())
+        .write_stdin(
+            json!({"session_id": "whole", "cwd": dir.path(), "hook_event_name": "SessionEnd",
+                "reason": "exit", "last_assistant_message": "All parts done."})
+            .to_string(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let path = dir.path().join(".vigil/handoff/final.json");
+    let whole = std::fs::read(&path).unwrap();
+    let mut random = random();
+    let (mut skipped, mut loaded) = (0, 0);
+    for cut in 0..=whole.len() {
+        // A process a cut is slow: the first and last 64 bytes, then one cut in four.
+        if cut > 64 && cut + 64 < whole.len() && random(4) != 0 {
+            continue;
+        }
+        for tail in [0u8, 1, 2] {
+            let mut torn = whole[..cut].to_vec();
+            let rest = whole.len() - cut;
+            match tail {
+                0 => {}
+                1 => torn.extend(std::iter::repeat_n(0u8, rest)),
+                _ => torn.extend((0..rest).map(|_| random(256) as u8)),
+            }
+            if tail != 0 && rest == 0 {
+                continue;
+            }
+            std::fs::write(&path, &torn).unwrap();
+            let out = session_start_loader()
+                .current_dir(dir.path())
+                .write_stdin(
+                    json!({"session_id": "next", "cwd": dir.path(), "source": "startup"})
+                        .to_string(),
+                )
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0));
+            let told = String::from_utf8_lossy(&out.stdout);
+            if told.contains("[final] session whole") {
+                assert!(
+                    told.contains("All parts done."),
+                    "cut at {cut} (tail {tail}) loaded in part: {told}"
+                );
+                assert!(cut >= whole.len() - 1, "cut at {cut} (tail {tail}) loaded");
+                loaded += 1;
+            } else {
+                assert!(
+                    told.contains("skipped final.json") || told.is_empty(),
+                    "cut at {cut} (tail {tail}): {told}"
+                );
+                skipped += 1;
+            }
+        }
+    }
+    assert!(loaded >= 1 && skipped >= 100, "loaded {loaded}, skipped {skipped}");
+}
+
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
     let dir = git_repo();

@@ -1,0 +1,224 @@
+//! Load (issue 16): the handoff where its time goes, against SessionEnd's budget. A repository
+//! of 100,000 files, and a disk busy writing back a large file. The binaries are the release
+//! build that install.sh installs (scripts/release-build.sh): the budget is the installed
+//! build's. A test binary of its own, so that its load never slows another test; its tests
+//! take turns.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// One test at a time: each is the load the other must not feel.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn built() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release-build.sh");
+        let out = Command::new(script).output().unwrap();
+        assert!(
+            out.status.success(),
+            "release build: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+fn state_home() -> &'static Path {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
+fn vigil(binary: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(built().join(binary));
+    cmd.current_dir(dir)
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_DISABLE");
+    cmd
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A committed repository of `dirs` × 100 small files with a passed marker for it.
+fn repository(dirs: usize) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    for d in 0..dirs {
+        let dir = repo.path().join(format!("d{d}"));
+        std::fs::create_dir(&dir).unwrap();
+        for f in 0..100 {
+            std::fs::write(dir.join(format!("f{f}.txt")), format!("{d}/{f}\n")).unwrap();
+        }
+    }
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-qm", "files"]);
+    let out = vigil("marker-writer", repo.path())
+        .args(["run", "--check", "tests", "--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo
+}
+
+/// One SessionEnd: how long it took, and the record it left.
+fn handoff(dir: &Path) -> (Duration, Value) {
+    let mut child = vigil("session-end-handoff", dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let payload = json!({"session_id": "ending", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
+    let started = Instant::now();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record =
+        serde_json::from_slice(&std::fs::read(dir.join(".vigil/handoff/final.json")).unwrap())
+            .unwrap();
+    (took, record)
+}
+
+/// The facts a handoff owes the next session, all known: the tree dirty with exactly the
+/// change made, and the marker no longer for it.
+fn assert_facts(record: &Value) {
+    assert_eq!(record["git"]["dirty"], true, "{record}");
+    assert_eq!(
+        record["git"]["changed_files"],
+        json!(["d1/f1.txt"]),
+        "{record}"
+    );
+    assert_eq!(record["markers"][0]["matches_worktree"], false, "{record}");
+}
+
+#[test]
+fn at_100000_files_the_handoff_keeps_every_git_fact_within_its_deadline() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let repo = repository(1000);
+    std::fs::write(repo.path().join("d1/f1.txt"), "changed\n").unwrap();
+    // The deadline cuts what is not known by 290 ms: a fact present is a fact found in time.
+    // Five runs, each with every fact (the time of each is in bench/run.sh).
+    for _ in 0..5 {
+        let (took, record) = handoff(repo.path());
+        assert_facts(&record);
+        assert!(took < Duration::from_millis(600), "took {took:?}");
+    }
+}
+
+fn meminfo_mb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+fn free_bytes(dir: &Path) -> u64 {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a NUL-terminated path and room for the answer, read only on success.
+    assert_eq!(
+        unsafe { libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) },
+        0
+    );
+    // SAFETY: statvfs filled it.
+    let stat = unsafe { stat.assume_init() };
+    stat.f_bavail * stat.f_frsize
+}
+
+#[test]
+fn a_disk_writing_back_a_large_file_does_not_hold_the_handoff_past_a_second() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let repo = repository(10);
+    std::fs::write(repo.path().join("d1/f1.txt"), "changed\n").unwrap();
+    handoff(repo.path());
+    // A large file on the same disk as the project, written, then its writeback started and
+    // waited for on a thread while the handoff runs. The file is sized to the disk: a virtual
+    // disk's cache can swallow a few GB in well under a second, so while its writeback takes
+    // less than 300 ms (the handoff's whole budget) the test goes on with a file twice as
+    // large.
+    let scratch = tempfile::tempdir_in(repo.path().parent().unwrap()).unwrap();
+    let most = (free_bytes(scratch.path()) / 4).min(8 << 30);
+    let big = scratch.path().join("big.bin");
+    let chunk: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let mut size: u64 = 1 << 30;
+    loop {
+        assert!(
+            size <= most,
+            "the disk never took 300 ms to write back a file, up to {} MB: the test proves nothing here",
+            size >> 21
+        );
+        let mut file = std::fs::File::create(&big).unwrap();
+        for _ in 0..size >> 20 {
+            file.write_all(&chunk).unwrap();
+        }
+        let syncing = std::thread::spawn(move || {
+            let started = Instant::now();
+            file.sync_data().unwrap();
+            started.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let writing = meminfo_mb("Writeback");
+        let (took, record) = handoff(repo.path());
+        let busy = !syncing.is_finished();
+        let synced = syncing.join().unwrap();
+        std::fs::remove_file(&big).unwrap();
+        eprintln!(
+            "{} MB file, written back in {synced:?} ({writing} MB under writeback as the handoff began): the handoff took {took:?}",
+            size >> 20
+        );
+        if synced < Duration::from_millis(300) || writing < 64 {
+            size *= 2;
+            continue;
+        }
+        assert!(
+            busy,
+            "the handoff ended only after the disk's writeback ({synced:?}) did: it waited for the disk"
+        );
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        assert_facts(&record);
+        break;
+    }
+}
