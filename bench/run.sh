@@ -155,11 +155,17 @@ for mb in $sizes; do
   "$pm" scan --token "$token" "$work/log$mb" || { echo "bench: the $mb MB log did not scan as found" >&2; exit 1; }
   row "promise-matcher scan" "terminal log, $mb MB (64 KiB tail)" \
     "$pm scan --token $token $work/log$mb" "bash $here/baseline/scan.sh '$marker' $work/log$mb"
-  # Not found: every view runs, the screen replay included (the common case while a task runs).
+  # Not found, the common case while a task runs: the token is never printed, so the text and
+  # flattened views run and the screen replay is skipped (it could not show the marker).
   other=0000000000000000ffffffffffffffff
-  row "promise-matcher scan" "terminal log, $mb MB, not found (all 3 views)" \
+  row "promise-matcher scan" "terminal log, $mb MB, not found (the token never printed: no replay)" \
     "$pm scan --token $other $work/log$mb" "bash $here/baseline/scan.sh '<<<VIGIL_DONE_$other>>>' $work/log$mb"
-  rm -f "$work/log$mb"
+  # Not found, with every character of the marker printed somewhere: the screen is replayed.
+  { yes $'\e[2m\u2502\e[0m \e[36mworking\e[0m on step \e[1m42\e[0m <VIGIL_DONE> 0123456789abcdef \u2502\r' || true; } \
+    | head -c "$((mb * 1048576))" >"$work/chars$mb"
+  row "promise-matcher scan" "terminal log, $mb MB, not found (every marker character printed: all 3 views)" \
+    "$pm scan --token $other $work/chars$mb" "bash $here/baseline/scan.sh '<<<VIGIL_DONE_$other>>>' $work/chars$mb"
+  rm -f "$work/log$mb" "$work/chars$mb"
 done
 
 # The worktree subject (marker-writer verify, and stop-gate --require-marker, which computes

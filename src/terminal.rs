@@ -460,6 +460,13 @@ impl Views {
 
 /// Scans a tail for a marker. With `all` false it stops at the first view that finds it,
 /// so the screen is replayed only when the cheaper views found nothing.
+///
+/// The screen is not replayed when the tail never prints the marker's characters, each as
+/// often as the marker holds it: every character on the screen was printed there, one print a
+/// cell, and the flattened view keeps each print (and each `CSI b` repeat) as the screen does,
+/// so a character the flattened view lacks, the screen lacks too. While a task runs, the
+/// marker's token is usually not in the output at all, and this spares the replay, by far the
+/// costliest view.
 pub fn scan(tail: &[u8], marker: &str, cols: u16, all: bool) -> Views {
     let needle = marker.as_bytes();
     let mut views = Views {
@@ -467,12 +474,43 @@ pub fn scan(tail: &[u8], marker: &str, cols: u16, all: bool) -> Views {
         ..Views::default()
     };
     if all || !views.any() {
-        views.flattened = flatten(tail).contains(marker);
-    }
-    if all || !views.any() {
-        views.screen = screen(tail, cols).contains(marker);
+        let flat = flatten(tail);
+        views.flattened = flat.contains(marker);
+        if (all || !views.any()) && prints_enough(&flat, marker) {
+            views.screen = screen(tail, cols).contains(marker);
+        }
     }
     views
+}
+
+/// Whether `printed` holds every character of `marker` at least as often as `marker` does.
+fn prints_enough(printed: &str, marker: &str) -> bool {
+    let mut needed: Vec<(char, usize)> = Vec::new();
+    for c in marker.chars() {
+        match needed.iter_mut().find(|(n, _)| *n == c) {
+            Some((_, count)) => *count += 1,
+            None => needed.push((c, 1)),
+        }
+    }
+    let mut ascii = [0usize; 128];
+    let mut other: Vec<(char, usize)> = Vec::new();
+    for c in printed.chars() {
+        if c.is_ascii() {
+            ascii[c as usize] += 1;
+        } else if let Some((_, count)) = other.iter_mut().find(|(n, _)| *n == c) {
+            *count += 1;
+        } else if needed.iter().any(|(n, _)| *n == c) {
+            other.push((c, 1));
+        }
+    }
+    needed.iter().all(|(c, count)| {
+        let seen = if c.is_ascii() {
+            ascii[*c as usize]
+        } else {
+            other.iter().find(|(n, _)| n == c).map_or(0, |(_, n)| *n)
+        };
+        seen >= *count
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -546,6 +584,32 @@ mod tests {
         let bytes = b"<\x1b[0001bA\x1b[2\x00b";
         assert_eq!(replayed(&clamp_csi_parameters(bytes, 200)), replayed(bytes));
         assert_eq!(replayed(bytes), "<<AAA");
+    }
+
+    #[test]
+    fn a_marker_painted_out_of_order_with_a_repeat_is_found_on_the_screen_alone() {
+        // The tail painted "VIGIL_A>>>" first, then "<" and a repeat of it twice before it:
+        // only the screen shows "<<<VIGIL_A>>>", and its three "<" come from one print and a
+        // repeat, which the check before the replay must count.
+        let bytes = b"\x1b[1;4HVIGIL_A>>>\x1b[1;1H<\x1b[2b";
+        let views = scan(bytes, "<<<VIGIL_A>>>", 40, true);
+        assert!(
+            !views.text && !views.flattened && views.screen,
+            "{:?}",
+            views.names()
+        );
+        // One "<" fewer printed, and the replay is skipped: the screen cannot show it.
+        assert!(
+            !scan(
+                b"\x1b[1;4HVIGIL_A>>>\x1b[1;1H<\x1b[1b",
+                "<<<VIGIL_A>>>",
+                40,
+                true
+            )
+            .any()
+        );
+        assert!(!prints_enough("<<VIGIL_A>>>", "<<<VIGIL_A>>>"));
+        assert!(prints_enough("VIGIL_A>>><<<", "<<<VIGIL_A>>>"));
     }
 
     #[test]

@@ -132,6 +132,45 @@ fn split_marker() -> impl Strategy<Value = String> {
     })
 }
 
+/// Pieces of a marker painted anywhere: cursor moves, repeats of the last character, wide and
+/// zero-width characters, and erasures, so that the screen alone can show the marker.
+fn painted_text() -> impl Strategy<Value = String> {
+    let pieces = prop::sample::select(vec![
+        "<",
+        "<<<",
+        "VIGIL_",
+        "DONE_",
+        "VIGIL_DONE_",
+        TOKEN,
+        &TOKEN[..16],
+        &TOKEN[16..],
+        ">",
+        ">>>",
+        MARKER,
+        "x",
+        "\u{4e00}",
+        "\u{301}",
+        "\x1b[2b",
+        "\x1b[1b",
+        "\x1b[200b",
+        "\x1b[1;1H",
+        "\x1b[1;4H",
+        "\x1b[2;1H",
+        "\x1b[3C",
+        "\x1b[5D",
+        "\x1b[K",
+        "\x1b[2J",
+        "\x1b[1P",
+        "\x1b[2@",
+        "\x1b[S",
+        "\x1bc",
+        "\r",
+        "\n",
+        "\x08",
+    ]);
+    prop::collection::vec(pieces, 0..40).prop_map(|pieces| pieces.concat())
+}
+
 fn any_text() -> impl Strategy<Value = String> {
     prop_oneof![marker_rich_text(), any::<String>()]
 }
@@ -321,6 +360,16 @@ proptest! {
             let screen = zero_width_runs_folded(&terminal::screen(&input, cols));
             prop_assert_eq!(flat, screen, "{:?}", shown);
         }
+    }
+
+    #[test]
+    fn the_screen_is_skipped_only_where_it_could_not_show_the_marker(text in painted_text(), cols in 2u16..120) {
+        // scan replays the screen only when the marker's characters are all printed, each as
+        // often as the marker holds it (issue 16): it must never miss what the screen shows.
+        let marker = token::marker(&Prefix::default(), &Token::parse(TOKEN).unwrap());
+        let views = terminal::scan(text.as_bytes(), &marker, cols, true);
+        let shown = terminal::screen(text.as_bytes(), cols).contains(&marker);
+        prop_assert_eq!(views.screen, shown, "{:?}", text);
     }
 
     #[test]
