@@ -216,7 +216,7 @@ fn render(text: &mut String, record: &Record) {
                     )
                 }
                 (Some(true), None) => "dirty (by stat, not verified)".to_string(),
-                (None, _) => "dirty state unknown (not found in time)".to_string(),
+                (None, _) => "dirty state unknown".to_string(),
             };
             let _ = writeln!(text, "  git: {at}, {state}");
         }

@@ -115,7 +115,7 @@ pub fn leave(
     progress_flag: Option<&Path>,
     refine_by: Deadline,
 ) -> Result<Option<Error>> {
-    let mut record = first(project, session, input, kind, progress_flag);
+    let mut record = first(project, session, input, kind, progress_flag, refine_by);
     write(project, &mut record)?;
     refine(project, &mut record, refine_by);
     Ok(write(project, &mut record).err())
@@ -128,6 +128,7 @@ fn first(
     input: &HookInput,
     kind: HandoffKind,
     progress_flag: Option<&Path>,
+    deadline: Deadline,
 ) -> Record {
     // The transcript's tail is read while the markers are.
     let (last_message, markers) = std::thread::scope(|scope| {
@@ -137,7 +138,7 @@ fn first(
                 .flatten()
                 .map(|(text, _)| clean(&text, MAX_LAST_MESSAGE))
         });
-        let markers = newest_markers(project);
+        let markers = newest_markers(project, deadline);
         (message.join().ok().flatten(), markers)
     });
     let loop_summary = loops::load(project, session)
@@ -166,45 +167,46 @@ fn first(
     }
 }
 
-/// Adds what the repository says, within `deadline`: HEAD and the branch from git, the working
-/// tree's changes and the markers' match from one walk by the index's stat data (SPEC §9: it
-/// informs only), the staged changes from git, side by side. What is not known in time stays
-/// null.
+/// Adds what the repository says, within `deadline`: HEAD and the branch from git, the staged
+/// changes from git, and the working tree's changes and the markers' match from one walk by the
+/// index's stat data (SPEC §9: it informs only), side by side. The walk runs on a thread of its
+/// own that is not waited for past the deadline (a huge file or index is the agent's to make);
+/// what is not known in time stays null. No git command that reads working files runs: the
+/// repository's configuration is the agent's, and a clean filter named there would run, out of
+/// any sandbox, for `git status`.
 fn refine(project: &Project, record: &mut Record, deadline: Deadline) {
-    let (heads, staged, view) = std::thread::scope(|scope| {
-        let view = scope.spawn(|| {
-            let limits = subject::Limits {
-                deadline,
-                ..subject::Limits::default()
-            };
-            subject::worktree_by_stat(project, limits).ok()
-        });
-        let heads = repo::heads(&project.dir, deadline);
-        let staged = heads
-            .as_ref()
-            .and_then(|heads| repo::staged(&project.dir, heads, &project.state, deadline).ok());
-        (heads, staged, view.join().ok().flatten())
+    let (sender, walked) = std::sync::mpsc::channel();
+    let subject = !record.markers.is_empty();
+    let walking = project.clone();
+    std::thread::spawn(move || {
+        let limits = subject::Limits {
+            deadline,
+            ..subject::Limits::default()
+        };
+        let _ = sender.send(subject::worktree_by_stat(&walking, limits, subject).ok());
     });
+    let heads = repo::heads(&project.dir, deadline);
+    let staged = heads
+        .as_ref()
+        .and_then(|heads| repo::staged(&project.dir, heads, &project.state, deadline).ok());
+    let view = walked.recv_timeout(deadline.remaining()).ok().flatten();
     for marker in &mut record.markers {
         marker.matches_worktree = view
             .as_ref()
-            .map(|view| field(&view.subject) == marker.subject);
+            .and_then(|view| view.subject.as_ref())
+            .map(|subject| field(subject) == marker.subject);
     }
     let Some(heads) = heads else {
         return;
     };
-    // A tree the walk cannot read (a submodule, a nested repository) is asked of git instead.
-    let unstaged = match view {
-        Some(view) => Some(view.changed),
-        None if !deadline.passed() => repo::status(&project.dir, &heads, &project.state, deadline),
-        None => None,
-    };
-    let changed = staged.zip(unstaged).map(|(staged, unstaged)| {
-        let mut all: Vec<String> = staged.into_iter().chain(unstaged).collect();
-        all.sort_unstable();
-        all.dedup();
-        all
-    });
+    let changed = staged
+        .zip(view.map(|view| view.changed))
+        .map(|(staged, unstaged)| {
+            let mut all: Vec<String> = staged.into_iter().chain(unstaged).collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        });
     record.git = Some(GitState {
         head: field(&heads.head),
         branch: heads.branch.as_deref().map(field),
@@ -285,10 +287,12 @@ fn marker_checks(project: &Project) -> Vec<marker::CheckName> {
     checks
 }
 
-/// The newest committed marker of each check, its match with the working tree not yet known.
-fn newest_markers(project: &Project) -> Vec<MarkerState> {
+/// The newest committed marker of each check, its match with the working tree not yet known;
+/// checks not reached by the deadline are left out.
+fn newest_markers(project: &Project, deadline: Deadline) -> Vec<MarkerState> {
     marker_checks(project)
         .into_iter()
+        .take_while(|_| !deadline.passed())
         .filter_map(|check| {
             let payload = marker::newest(project, &check)?;
             Some(MarkerState {

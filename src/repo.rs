@@ -100,30 +100,6 @@ pub fn staged(
         .collect())
 }
 
-/// The changes of the working tree by `git status`, when the handoff's own walk could not tell
-/// them (a submodule, a nested repository): up to `MAX_CHANGED` paths, `None` out of time.
-pub fn status(
-    dir: &Path,
-    heads: &Heads,
-    state_dir: &Path,
-    deadline: Deadline,
-) -> Option<Vec<String>> {
-    let mut args = vec![
-        "status",
-        "--porcelain=v1",
-        "-z",
-        "--untracked-files=normal",
-        "--",
-        ":/",
-    ];
-    let exclusion = state_exclusion(&heads.toplevel, state_dir, deadline.remaining())
-        .ok()
-        .flatten();
-    args.extend(exclusion.as_deref());
-    let text = git_untrimmed(dir, &args, &[], deadline.remaining()).ok()?;
-    Some(changed_paths(&text))
-}
-
 /// `path` (from the top) is `dir` or inside it.
 fn within(path: &str, dir: &str) -> bool {
     path.strip_prefix(dir)
@@ -136,22 +112,6 @@ fn inside(toplevel: &Path, state_dir: &Path) -> Option<String> {
     let top = crate::subject::canonical(toplevel);
     let inside = state.strip_prefix(&top).ok()?;
     (!inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().into_owned())
-}
-
-/// The paths of `git status --porcelain=v1 -z`: `XY path`, and for renames a second entry
-/// holding the old path, which is skipped.
-fn changed_paths(text: &str) -> Vec<String> {
-    let mut paths = Vec::new();
-    let mut entries = text.split('\0').filter(|e| !e.is_empty());
-    while let Some(entry) = entries.next() {
-        let Some(path) = entry.get(3..) else { continue };
-        let shown: String = path.chars().take(MAX_PATH).collect();
-        paths.push(shown);
-        if entry.starts_with('R') || entry.starts_with('C') {
-            entries.next();
-        }
-    }
-    paths
 }
 
 /// Settings that override the repository's own for every git call vigil makes. Only what informs
@@ -232,47 +192,5 @@ pub fn git_untrimmed(
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),
         _ => Err(Error::Io(output.failure)),
-    }
-}
-
-/// The pathspec that leaves vigil's state directory out of `add` or `status`, when it lies in
-/// the repository and git does not ignore it already (git refuses a pathspec that names
-/// ignored files, and an ignored directory is left out anyway).
-pub fn state_exclusion(
-    toplevel: &Path,
-    state_dir: &Path,
-    timeout: Duration,
-) -> Result<Option<String>> {
-    match inside(toplevel, state_dir) {
-        Some(inside) if !is_ignored(toplevel, Path::new(&inside), timeout)? => {
-            Ok(Some(format!(":(exclude,top,literal){inside}")))
-        }
-        _ => Ok(None),
-    }
-}
-
-/// Whether git ignores `path`, relative to the top of the repository at `toplevel`.
-fn is_ignored(toplevel: &Path, path: &Path, timeout: Duration) -> Result<bool> {
-    let path = path.to_string_lossy();
-    let output = git_run(toplevel, &["check-ignore", "-q", "--", &path], &[], timeout)?;
-    match output.outcome {
-        process::Outcome::Exited(0) => Ok(true),
-        process::Outcome::Exited(1) => Ok(false),
-        _ => Err(Error::Io(output.failure)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn porcelain_paths() {
-        let text = " M src/a.rs\0?? new file.txt\0R  new.rs\0old.rs\0D  gone.rs\0";
-        assert_eq!(
-            changed_paths(text),
-            vec!["src/a.rs", "new file.txt", "new.rs", "gone.rs"]
-        );
-        assert!(changed_paths("").is_empty());
     }
 }

@@ -476,7 +476,9 @@ pub fn scan(tail: &[u8], marker: &str, cols: u16, all: bool) -> Views {
     if all || !views.any() {
         let flat = flatten(tail);
         views.flattened = flat.contains(marker);
-        if (all || !views.any()) && prints_enough(&flat, marker) {
+        // One column is left out: there the screen drops a wide character without repeating
+        // it, where the flattened view would repeat it (the CLI refuses fewer than 2 columns).
+        if (all || !views.any()) && (cols < 2 || prints_enough(&flat, marker)) {
             views.screen = screen(tail, cols).contains(marker);
         }
     }

@@ -40,7 +40,8 @@ intermediate record that never replaces final.json. Text copied from the session
 The record is at most 16 KiB, written atomically (without waiting for the disk), then read
 back and checked. It takes at most 300 ms: what is quick to know is written first, then the
 repository's state is added. The tree's changes and the markers' match are found by the
-index's stat data, as git status finds them (by stat, not verified: this only informs), and
+index's stat data, as git status finds them (by stat, not verified: this only informs; no git
+command that reads working files runs, so no filter the repository names runs), and
 what cannot be told in time is left out. It fails open: any problem is one line on stderr and
 exit 1 (a non-blocking error); it never exits 2.
 

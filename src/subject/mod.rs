@@ -142,14 +142,15 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
 }
 
 /// The working tree by the index's stat data (SPEC §9: what only informs, `by stat, not
-/// verified`): its `git-tree:` id, and the paths from the top that differ from the index.
-/// vigil's own state is left out, as in `worktree_tree`.
+/// verified`): its `git-tree:` id when `subject` asks for it and attributes cannot have made
+/// the index's blobs differ from the bytes, and the paths from the top that differ from the
+/// index. vigil's own state is left out, as in `worktree_tree`.
 pub struct StatView {
-    pub subject: String,
+    pub subject: Option<String>,
     pub changed: Vec<String>,
 }
 
-pub fn worktree_by_stat(project: &Project, limits: Limits) -> Result<StatView> {
+pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Result<StatView> {
     let options = worktree::Options {
         max_file_size: limits.max_file_size,
         deadline: limits.deadline,
@@ -157,9 +158,11 @@ pub fn worktree_by_stat(project: &Project, limits: Limits) -> Result<StatView> {
         snapshot: None,
     };
     let repository = worktree::Repository::locate(&project.dir)?;
-    let found = worktree::by_stat(&repository, &options)?;
+    let found = worktree::by_stat(&repository, &options, subject)?;
     Ok(StatView {
-        subject: format!("git-tree:{}", tree::hex(&found.tree)),
+        subject: found
+            .tree
+            .map(|tree| format!("git-tree:{}", tree::hex(&tree))),
         changed: found
             .changed
             .iter()

@@ -75,6 +75,10 @@ const STAT_MATCH: gix_index::entry::stat::Options = gix_index::entry::stat::Opti
 /// misses, than the stat calls it served).
 struct Known<'a> {
     tracked: &'a Tracked,
+    /// Whether the tree's id is wanted: without it, an untracked file is changed unread.
+    subject: bool,
+    /// Whether a `.gitattributes` file was seen.
+    attributes: std::sync::atomic::AtomicBool,
 }
 
 impl Known<'_> {
@@ -173,10 +177,17 @@ fn file_mode(st_mode: u32) -> Mode {
 /// The working tree as the index's stat data tells it (SPEC §9: it only informs, and says
 /// `by stat, not verified`): its tree id and the paths that differ from the index.
 pub struct ByStat {
-    pub tree: ObjectId,
+    /// `None` when not asked for, or when attribute files are in the tree or the repository:
+    /// the index then holds blobs after git's conversions (end of line, filters), which are
+    /// not the bytes a marker's subject hashes.
+    pub tree: Option<ObjectId>,
     /// Modified, untracked or gone, against the index, in byte order.
     pub changed: Vec<Vec<u8>>,
 }
+
+/// The largest index a `by_stat` walk reads: some 800,000 entries, far more than a handoff's
+/// budget can stat (an index is the agent's to write).
+const MAX_STAT_INDEX: u64 = 64 << 20;
 
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).
@@ -397,23 +408,34 @@ struct Hashed {
 
 /// The tree id of `repository`'s working tree, from the bytes of every file.
 pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
-    Ok(walk(repository, options, false)?.tree)
+    walk(repository, options, None)?
+        .tree
+        .ok_or_else(|| Error::input("the tree was not hashed"))
 }
 
 /// The tree id of `repository`'s working tree by the index's stat data: a tracked file whose
 /// stat data is what the index holds (and not racy) is taken as the blob the index names,
-/// unread, as `git status` takes it; every other file is read. For what only informs (the
-/// handoff's dirty state and its markers' match, SPEC §9): a gate never calls this.
-pub fn by_stat(repository: &Repository, options: &Options) -> Result<ByStat> {
+/// unread, as `git status` takes it; every other file is read (an untracked one only when
+/// `subject`, the tree's id, is wanted). For what only informs (the handoff's dirty state and
+/// its markers' match, SPEC §9): a gate never calls this.
+pub fn by_stat(repository: &Repository, options: &Options, subject: bool) -> Result<ByStat> {
     if options.snapshot.is_some() {
         return Err(Error::input(
             "a snapshot copies the bytes it hashes; it cannot be taken by stat",
         ));
     }
-    walk(repository, options, true)
+    let index = repository.git_dir.join("index");
+    if std::fs::symlink_metadata(&index).is_ok_and(|m| m.len() > MAX_STAT_INDEX) {
+        return Err(Error::input(format!(
+            "the index {} is over {} MiB, more than a handoff can stat in its budget",
+            index.display(),
+            MAX_STAT_INDEX >> 20
+        )));
+    }
+    walk(repository, options, Some(subject))
 }
 
-fn walk(repository: &Repository, options: &Options, by_stat: bool) -> Result<ByStat> {
+fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Result<ByStat> {
     let top = repository.top.as_path();
     let exclude = options
         .exclude
@@ -438,13 +460,21 @@ fn walk(repository: &Repository, options: &Options, by_stat: bool) -> Result<ByS
     let index_size =
         std::fs::symlink_metadata(repository.git_dir.join("index")).map_or(0, |m| m.len());
     let large = index_size >= PARALLEL_FROM * 70;
-    let (tracked, walked) = if by_stat {
+    let mut converts = false;
+    let (tracked, walked) = if let Some(subject) = by_stat {
         // The walk looks every file up in the index: it is read first.
         let tracked = repository.tracked()?;
-        let known = Known { tracked: &tracked };
+        let known = Known {
+            tracked: &tracked,
+            subject,
+            attributes: std::sync::atomic::AtomicBool::new(false),
+        };
         let threads = if large { threads() } else { 1 };
         let walked =
             Walk::new(top, &repository.git_dir, exclude, options, Some(&known)).run(threads);
+        converts = known.attributes.into_inner()
+            || repository.git_dir.join("info/attributes").exists()
+            || !subject;
         (Ok(tracked), walked)
     } else if large {
         // The index is read while the tree is walked.
@@ -480,11 +510,11 @@ fn walk(repository: &Repository, options: &Options, by_stat: bool) -> Result<ByS
         options.deadline.check("hashing the worktree")?;
         match reader.tracked(top, path)? {
             Some(mut hashed) => {
-                hashed.changed =
-                    by_stat && cached.is_none_or(|c| c.mode != hashed.mode || c.id != hashed.id);
+                hashed.changed = by_stat.is_some()
+                    && cached.is_none_or(|c| c.mode != hashed.mode || c.id != hashed.id);
                 extra.push(hashed);
             }
-            None if by_stat => gone.push(path.clone()),
+            None if by_stat.is_some() => gone.push(path.clone()),
             None => {}
         }
     }
@@ -492,7 +522,13 @@ fn walk(repository: &Repository, options: &Options, by_stat: bool) -> Result<ByS
         files.extend(extra);
         files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     }
-    let tree = tree::tree_id(files.iter().map(|f| (f.path.as_slice(), f.mode, f.id)))?;
+    let tree = if converts {
+        None
+    } else {
+        Some(tree::tree_id(
+            files.iter().map(|f| (f.path.as_slice(), f.mode, f.id)),
+        )?)
+    };
     let mut changed: Vec<Vec<u8>> = files
         .into_iter()
         .filter(|f| f.changed)
@@ -777,18 +813,32 @@ impl<'a> Walk<'a> {
             let source = if kind.is_symlink() {
                 Source::Link(readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?)
             } else {
-                if let Some(cached) = self
-                    .known
-                    .zip(range.clone())
-                    .and_then(|(known, range)| known.unchanged(range, &relative, &handle, &cname))
-                {
-                    found.push(Hashed {
-                        path: relative,
-                        mode: cached.mode,
-                        id: cached.id,
-                        changed: false,
-                    });
-                    continue;
+                if let Some((known, range)) = self.known.zip(range.clone()) {
+                    if name == b".gitattributes" {
+                        known
+                            .attributes
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if let Some(cached) = known.unchanged(range.clone(), &relative, &handle, &cname)
+                    {
+                        found.push(Hashed {
+                            path: relative,
+                            mode: cached.mode,
+                            id: cached.id,
+                            changed: false,
+                        });
+                        continue;
+                    }
+                    // Untracked, and no tree wanted: changed, whatever its bytes.
+                    if !known.subject && known.cached(range, &relative).is_none() {
+                        found.push(Hashed {
+                            path: relative,
+                            mode: Mode::File,
+                            id: [0; 20],
+                            changed: true,
+                        });
+                        continue;
+                    }
                 }
                 let file = open_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?;
                 let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;

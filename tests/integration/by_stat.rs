@@ -231,19 +231,103 @@ fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
     assert!(line.contains("subject mismatch"), "{line}");
 }
 
+/// The repository's configuration is the agent's: a clean filter it names runs for any git
+/// command that reads working files (`git status` did, as the handoff's fallback), as the
+/// user, outside the sandbox. The agent makes the walk fail on purpose (a gitlink) so that a
+/// fallback would run: none does, and the dirty state is left unknown.
 #[test]
-fn a_tree_the_walk_cannot_read_is_asked_of_git_status() {
+fn no_filter_the_repository_names_runs_even_when_the_walk_cannot_read_the_tree() {
     let dir = one_file_repo();
     let dir = dir.path();
-    // A nested repository: the worktree subject refuses it, git status names it.
-    std::fs::create_dir_all(dir.join("vendor/lib")).unwrap();
-    git(&dir.join("vendor/lib"), &["init", "-q"]);
-    write(dir, "vendor/lib/x.txt", "x\n");
-    write(dir, "f.txt", "changed\n");
+    let ran = dir.join("filter-ran");
+    git(
+        dir,
+        &[
+            "config",
+            "filter.x.clean",
+            &format!("sh -c 'echo ran >> {}; cat'", ran.display()),
+        ],
+    );
+    write(dir, ".gitattributes", "* filter=x\n");
+    let head = git(dir, &["rev-parse", "HEAD"]);
+    git(
+        dir,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{head},sub"),
+        ],
+    );
+    // Same bytes, another time: git must read the file, through the filter, to compare it.
+    touch_back(&dir.join("f.txt"));
+    std::fs::remove_file(&ran).ok();
     let record = end(dir);
-    assert_eq!(record["git"]["dirty"], true, "{record}");
-    assert!(changed(&record).contains(&"f.txt".to_string()), "{record}");
-    assert_eq!(record["markers"], json!([]));
+    assert!(!ran.exists(), "the repository's filter ran: {record}");
+    assert_eq!(record["git"]["dirty"], Value::Null, "{record}");
+    assert!(record["git"]["head"].is_string(), "{record}");
+}
+
+#[test]
+fn where_attributes_may_convert_content_the_markers_match_is_unknown() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    write(dir, ".gitattributes", "*.txt text eol=crlf\n");
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "attributes"]);
+    assert!(
+        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    let record = end(dir);
+    // The index holds the blob after conversion: matched or not, by stat it cannot be told.
+    assert_eq!(
+        record["markers"][0]["matches_worktree"],
+        Value::Null,
+        "{record}"
+    );
+    assert_eq!(record["git"]["dirty"], false, "{record}");
+}
+
+/// A file far too large to hash in the budget, untracked: with no marker it is named changed
+/// unread; with one, the walk that must hash it is not waited for past the deadline.
+#[test]
+fn a_huge_untracked_file_costs_the_handoff_nothing_past_its_deadline() {
+    let dir = one_file_repo();
+    let dir = dir.path();
+    let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
+    huge.set_len(1000 << 20).unwrap();
+    let started = Instant::now();
+    let record = end(dir);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(changed(&record), ["dataset.bin"]);
+    // Now with a marker, whose match needs the file hashed.
+    std::fs::remove_file(dir.join("dataset.bin")).unwrap();
+    assert!(
+        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
+            .status
+            .success()
+    );
+    let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
+    huge.set_len(1000 << 20).unwrap();
+    let started = Instant::now();
+    let record = end(dir);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(record["git"]["dirty"], Value::Null, "{record}");
+    assert_eq!(
+        record["markers"][0]["matches_worktree"],
+        Value::Null,
+        "{record}"
+    );
 }
 
 #[test]

@@ -13,11 +13,18 @@ use crate::support::*;
 
 /// A small xorshift, seeded from the clock: different points each run, no extra crate.
 fn random() -> impl FnMut(u64) -> u64 {
-    let mut seed: u64 = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
+    // VIGIL_FAULT_SEED replays a run: each test prints the seed it drew (shown on failure).
+    let mut seed: u64 = std::env::var("VIGIL_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        })
         | 1;
+    eprintln!("VIGIL_FAULT_SEED={seed}");
     move |below| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -298,7 +305,10 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
             }
         }
     }
-    assert!(loaded >= 1 && skipped >= 100, "loaded {loaded}, skipped {skipped}");
+    assert!(
+        loaded >= 1 && skipped >= 100,
+        "loaded {loaded}, skipped {skipped}"
+    );
 }
 
 #[test]

@@ -373,6 +373,21 @@ proptest! {
     }
 
     #[test]
+    fn the_screen_never_shows_a_character_more_often_than_the_flattened_view_keeps_it(bytes in prop::collection::vec(any::<u8>(), 0..400), text in painted_text(), cols in 2u16..120) {
+        // What the screen replay's skip rests on (issue 16): every character on the screen was
+        // printed there, and the flattened view keeps every print and repeat.
+        for input in [bytes, text.into_bytes()] {
+            let flat = terminal::flatten(&input);
+            let screen = terminal::screen(&input, cols);
+            for c in screen.chars().filter(char::is_ascii_graphic) {
+                let shown = screen.chars().filter(|s| *s == c).count();
+                let kept = flat.chars().filter(|f| *f == c).count();
+                prop_assert!(shown <= kept, "{:?} {} times on the screen, {} kept: {:?}", c, shown, kept, String::from_utf8_lossy(&input));
+            }
+        }
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_library(bytes in prop::collection::vec(any::<u8>(), 0..2000)) {
         let text = String::from_utf8_lossy(&bytes);
         let _ = assess(&text, &Promise::default());
