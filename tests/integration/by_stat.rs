@@ -180,6 +180,16 @@ fn one_file_repo() -> tempfile::TempDir {
     dir
 }
 
+/// A passed `tests` marker for the tree as it is.
+fn mark(dir: &Path) {
+    let out = marker_writer_in(dir, &["run", "--check", "tests", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_racy_entry_is_read_not_believed() {
     let dir = one_file_repo();
@@ -199,11 +209,7 @@ fn a_racy_entry_is_read_not_believed() {
 fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
     let dir = one_file_repo();
     let dir = dir.path();
-    assert!(
-        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    mark(dir);
     // The agent breaks the file, dates it back and forges the index entry to match it.
     write(dir, "f.txt", "bbbb\n");
     touch_back(&dir.join("f.txt"));
@@ -275,11 +281,7 @@ fn where_attributes_may_convert_content_the_markers_match_is_unknown() {
     write(dir, ".gitattributes", "*.txt text eol=crlf\n");
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-qm", "attributes"]);
-    assert!(
-        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    mark(dir);
     let record = end(dir);
     // The index holds the blob after conversion: matched or not, by stat it cannot be told.
     assert_eq!(
@@ -308,11 +310,7 @@ fn a_huge_untracked_file_costs_the_handoff_nothing_past_its_deadline() {
     assert_eq!(changed(&record), ["dataset.bin"]);
     // Now with a marker, whose match needs the file hashed.
     std::fs::remove_file(dir.join("dataset.bin")).unwrap();
-    assert!(
-        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    mark(dir);
     let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
     huge.set_len(1000 << 20).unwrap();
     let started = Instant::now();
@@ -335,30 +333,7 @@ fn the_record_is_written_before_git_answers() {
     let dir = one_file_repo();
     let dir = dir.path();
     // A git that takes two seconds for anything.
-    let bin = tempfile::tempdir().unwrap();
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    std::fs::write(
-        bin.path().join("git"),
-        format!("#!/bin/sh\nsleep 2\nexec {} \"$@\"\n", real.trim()),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        bin.path().join("git"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
+    let (_bin, path) = slow_git("2");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
     cmd.current_dir(dir)
         .env("PATH", path)
@@ -414,11 +389,7 @@ fn the_record_is_written_before_git_answers() {
 fn a_handoff_never_waits_for_the_disk() {
     let dir = one_file_repo();
     let dir = dir.path();
-    assert!(
-        marker_writer_in(dir, &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    mark(dir);
     write(dir, "f.txt", "changed\n");
     let payload =
         json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});

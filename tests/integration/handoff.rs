@@ -720,32 +720,6 @@ fn help_for_both() {
 
 // --- Found by review ------------------------------------------------------------------------
 
-/// A `git` earlier on PATH that sleeps before doing anything.
-fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
-    let bin = tempfile::tempdir().unwrap();
-    let real = String::from_utf8(
-        std::process::Command::new("sh")
-            .args(["-c", "command -v git"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let script = format!("#!/bin/sh\nsleep {seconds}\nexec {} \"$@\"\n", real.trim());
-    std::fs::write(bin.path().join("git"), script).unwrap();
-    std::fs::set_permissions(
-        bin.path().join("git"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
-    (bin, path)
-}
-
 #[test]
 fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
     let repo = git_repo();

@@ -389,3 +389,29 @@ pub fn traced(
     let text = std::fs::read_to_string(file.path()).unwrap();
     Some((out, Calls { text }))
 }
+
+/// A `git` earlier on PATH that sleeps before doing anything.
+pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
+    let bin = tempfile::tempdir().unwrap();
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let script = format!("#!/bin/sh\nsleep {seconds}\nexec {} \"$@\"\n", real.trim());
+    std::fs::write(bin.path().join("git"), script).unwrap();
+    std::fs::set_permissions(
+        bin.path().join("git"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    (bin, path)
+}
