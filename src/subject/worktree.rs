@@ -51,7 +51,8 @@ struct Cached {
 /// The paths the index tracks, in its (byte) order, with what it caches for each.
 struct Tracked {
     paths: Vec<Vec<u8>>,
-    /// For each path; `None` for a conflict, or a mode the tree cannot hold.
+    /// For each path when asked for (else empty); `None` for a conflict, or a mode the tree
+    /// cannot hold.
     cached: Vec<Option<Cached>>,
     /// The sum of the sizes cached, a hint for how much hashing is ahead.
     cached_bytes: u64,
@@ -230,10 +231,10 @@ impl Repository {
         )))
     }
 
-    /// The paths the index tracks, with what it caches for each (believed only by `by_stat`).
-    /// A submodule or a sparse checkout denies: the files the tree would name are not all on
-    /// disk to be read.
-    fn tracked(&self) -> Result<Tracked> {
+    /// The paths the index tracks, and with `cache` what it caches for each (only a `by_stat`
+    /// walk asks, and believes it; for a gate `cached` stays empty). A submodule or a sparse
+    /// checkout denies: the files the tree would name are not all on disk to be read.
+    fn tracked(&self, cache: bool) -> Result<Tracked> {
         let path = self.git_dir.join("index");
         // Taken before the read: an index written meanwhile only makes more entries racy.
         let written = std::fs::symlink_metadata(&path).map_or(filetime::FileTime::zero(), |m| {
@@ -273,7 +274,8 @@ impl Repository {
             ));
         }
         let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
-        let mut cached: Vec<Option<Cached>> = Vec::with_capacity(index.entries().len());
+        let mut cached: Vec<Option<Cached>> =
+            Vec::with_capacity(if cache { index.entries().len() } else { 0 });
         let mut cached_bytes = 0u64;
         for entry in index.entries() {
             cached_bytes = cached_bytes.saturating_add(u64::from(entry.stat.size));
@@ -314,6 +316,9 @@ impl Repository {
                 continue;
             }
             paths.push(name.to_vec());
+            if !cache {
+                continue;
+            }
             let mode = match entry.mode {
                 gix_index::entry::Mode::FILE => Some(Mode::File),
                 gix_index::entry::Mode::FILE_EXECUTABLE => Some(Mode::Executable),
@@ -424,14 +429,6 @@ pub fn by_stat(repository: &Repository, options: &Options, subject: bool) -> Res
             "a snapshot copies the bytes it hashes; it cannot be taken by stat",
         ));
     }
-    let index = repository.git_dir.join("index");
-    if std::fs::symlink_metadata(&index).is_ok_and(|m| m.len() > MAX_STAT_INDEX) {
-        return Err(Error::input(format!(
-            "the index {} is over {} MiB, more than a handoff can stat in its budget",
-            index.display(),
-            MAX_STAT_INDEX >> 20
-        )));
-    }
     walk(repository, options, Some(subject))
 }
 
@@ -460,10 +457,17 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
     let index_size =
         std::fs::symlink_metadata(repository.git_dir.join("index")).map_or(0, |m| m.len());
     let large = index_size >= PARALLEL_FROM * 70;
-    let mut converts = false;
+    // No tree id when not wanted, or when the index's blobs may be converted ones.
+    let mut no_tree = false;
     let (tracked, walked) = if let Some(subject) = by_stat {
+        if index_size > MAX_STAT_INDEX {
+            return Err(Error::input(format!(
+                "the index is over {} MiB, more than a handoff can stat in its budget",
+                MAX_STAT_INDEX >> 20
+            )));
+        }
         // The walk looks every file up in the index: it is read first.
-        let tracked = repository.tracked()?;
+        let tracked = repository.tracked(true)?;
         let known = Known {
             tracked: &tracked,
             subject,
@@ -472,20 +476,20 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
         let threads = if large { threads() } else { 1 };
         let walked =
             Walk::new(top, &repository.git_dir, exclude, options, Some(&known)).run(threads);
-        converts = known.attributes.into_inner()
+        no_tree = known.attributes.into_inner()
             || repository.git_dir.join("info/attributes").exists()
             || !subject;
         (Ok(tracked), walked)
     } else if large {
         // The index is read while the tree is walked.
         std::thread::scope(|scope| {
-            let tracked = scope.spawn(|| repository.tracked());
+            let tracked = scope.spawn(|| repository.tracked(false));
             let walked = Walk::new(top, &repository.git_dir, exclude, options, None).run(threads());
             let tracked = tracked.join().expect("reading the index does not panic");
             (tracked, walked)
         })
     } else {
-        let tracked = repository.tracked();
+        let tracked = repository.tracked(false);
         let much = tracked
             .as_ref()
             .is_ok_and(|tracked| tracked.cached_bytes >= PARALLEL_BYTES);
@@ -502,7 +506,7 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
     let mut extra = Vec::new();
     let mut gone = Vec::new();
     let mut next = files.iter().map(|f| f.path.as_slice()).peekable();
-    for (path, cached) in tracked.paths.iter().zip(&tracked.cached) {
+    for (at, path) in tracked.paths.iter().enumerate() {
         while next.next_if(|walked| *walked < path.as_slice()).is_some() {}
         if next.next_if(|walked| *walked == path.as_slice()).is_some() || excluded(path) {
             continue;
@@ -511,7 +515,8 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
         match reader.tracked(top, path)? {
             Some(mut hashed) => {
                 hashed.changed = by_stat.is_some()
-                    && cached.is_none_or(|c| c.mode != hashed.mode || c.id != hashed.id);
+                    && tracked.cached[at]
+                        .is_none_or(|c| c.mode != hashed.mode || c.id != hashed.id);
                 extra.push(hashed);
             }
             None if by_stat.is_some() => gone.push(path.clone()),
@@ -522,7 +527,7 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
         files.extend(extra);
         files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     }
-    let tree = if converts {
+    let tree = if no_tree {
         None
     } else {
         Some(tree::tree_id(
