@@ -132,13 +132,21 @@ pub fn worktree_snapshot(project: &Project, limits: Limits, into: &Path) -> Resu
 }
 
 fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -> Result<String> {
-    let options = worktree::Options {
+    worktree::tree_id(&project.dir, &options(project, limits, snapshot))
+}
+
+/// How the project's worktree is walked: within `limits`, vigil's own state left out.
+fn options<'a>(
+    project: &'a Project,
+    limits: Limits,
+    snapshot: Option<&'a Path>,
+) -> worktree::Options<'a> {
+    worktree::Options {
         max_file_size: limits.max_file_size,
         deadline: limits.deadline,
         exclude: Some(&project.state),
         snapshot,
-    };
-    worktree::tree_id(&project.dir, &options)
+    }
 }
 
 /// The working tree by the index's stat data (SPEC §9: what only informs, `by stat, not
@@ -151,14 +159,8 @@ pub struct StatView {
 }
 
 pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Result<StatView> {
-    let options = worktree::Options {
-        max_file_size: limits.max_file_size,
-        deadline: limits.deadline,
-        exclude: Some(&project.state),
-        snapshot: None,
-    };
     let repository = worktree::Repository::locate(&project.dir)?;
-    let found = worktree::by_stat(&repository, &options, subject)?;
+    let found = worktree::by_stat(&repository, &options(project, limits, None), subject)?;
     Ok(StatView {
         subject: found
             .tree
