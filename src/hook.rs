@@ -52,6 +52,64 @@ pub struct HookInput {
     pub turn_id: Option<String>,
     /// UserPromptSubmit: the prompt as the human typed it (a slash command before expansion).
     pub prompt: Option<String>,
+    /// Stop and SubagentStop: the background work Claude Code lists, entries of a shape vigil
+    /// knows only (any other entry is left out, never a reason to deny); `None` when absent.
+    pub background_tasks: Option<Vec<BackgroundTask>>,
+    /// SubagentStop: which subagent stopped, and its own transcript.
+    pub agent_id: Option<String>,
+    pub agent_transcript_path: Option<PathBuf>,
+    /// StopFailure: the failed turn's error category (`rate_limit`, `server_error`, …).
+    pub error: Option<String>,
+    /// StopFailure: detail of the error, as text (a JSON value other than a string is kept as
+    /// its compact JSON: the record of a failure is never lost to a type).
+    pub error_details: Option<String>,
+}
+
+/// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackgroundTask {
+    pub id: String,
+    pub kind: TaskKind,
+    pub status: String,
+    pub description: Option<String>,
+    /// A shell's command.
+    pub command: Option<String>,
+    /// A subagent's type.
+    pub agent_type: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    Shell,
+    Subagent,
+}
+
+impl BackgroundTask {
+    /// Whether the task is still going (`running`, or `pending` before it starts).
+    pub fn is_running(&self) -> bool {
+        matches!(self.status.as_str(), "running" | "pending")
+    }
+
+    /// The entry if it has the shape vigil knows: an object with a string `id`, a `type` of
+    /// `shell` or `subagent`, and a string `status`; the other fields are taken when they are
+    /// strings.
+    fn from_value(value: &Value) -> Option<BackgroundTask> {
+        let object = value.as_object()?;
+        let text = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_string);
+        let kind = match object.get("type")?.as_str()? {
+            "shell" => TaskKind::Shell,
+            "subagent" => TaskKind::Subagent,
+            _ => return None,
+        };
+        Some(BackgroundTask {
+            id: text("id")?,
+            kind,
+            status: text("status")?,
+            description: text("description"),
+            command: text("command"),
+            agent_type: text("agent_type"),
+        })
+    }
 }
 
 /// The events vigil handles, and the rest by name.
@@ -63,6 +121,7 @@ pub enum HookEvent {
     SessionEnd,
     PreCompact,
     UserPromptSubmit,
+    StopFailure,
     Other(String),
 }
 
@@ -111,6 +170,16 @@ impl HookInput {
             reason: string_field(&object, "reason")?,
             turn_id: string_field(&object, "turn_id")?,
             prompt: string_field(&object, "prompt")?,
+            background_tasks: tasks_field(&object, "background_tasks")?,
+            agent_id: string_field(&object, "agent_id")?,
+            agent_transcript_path: string_field(&object, "agent_transcript_path")?
+                .map(PathBuf::from),
+            error: string_field(&object, "error")?,
+            error_details: match object.get("error_details") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => Some(other.to_string()),
+            },
         })
     }
 
@@ -122,6 +191,7 @@ impl HookInput {
             "SessionEnd" => HookEvent::SessionEnd,
             "PreCompact" => HookEvent::PreCompact,
             "UserPromptSubmit" => HookEvent::UserPromptSubmit,
+            "StopFailure" => HookEvent::StopFailure,
             other => HookEvent::Other(other.to_string()),
         })
     }
@@ -140,6 +210,20 @@ fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(other) => Err(wrong_type(name, "a string", other)),
+    }
+}
+
+/// An array whose entries of a known shape are kept; an entry of another shape is left out.
+fn tasks_field(object: &Map<String, Value>, name: &str) -> Result<Option<Vec<BackgroundTask>>> {
+    match object.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(entries)) => Ok(Some(
+            entries
+                .iter()
+                .filter_map(BackgroundTask::from_value)
+                .collect(),
+        )),
+        Some(other) => Err(wrong_type(name, "an array", other)),
     }
 }
 
@@ -222,6 +306,34 @@ mod tests {
     fn non_utf8_input_is_malformed() {
         let err = HookInput::parse(b"{\"cwd\":\"\xff\"}").unwrap_err();
         assert!(err.to_string().contains("not valid UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn background_tasks_of_an_unknown_shape_are_left_out() {
+        let input = HookInput::parse(
+            br#"{"background_tasks":[7,{"id":"b1","type":"shell","status":"running","command":"npm test"},{"id":"x","type":"cron","status":"running"},{"type":"shell","status":"running"},{"id":"a1","type":"subagent","status":"completed","description":3}]}"#,
+        )
+        .unwrap();
+        let tasks = input.background_tasks.unwrap();
+        assert_eq!(tasks.len(), 2, "{tasks:?}");
+        assert_eq!(tasks[0].command.as_deref(), Some("npm test"));
+        assert!(tasks[0].is_running());
+        assert!(!tasks[1].is_running());
+        assert_eq!(tasks[1].description, None);
+        let err = HookInput::parse(br#"{"background_tasks":{"id":"b1"}}"#).unwrap_err();
+        assert!(err.to_string().contains("must be an array"), "{err}");
+    }
+
+    #[test]
+    fn error_details_of_any_type_are_kept_as_text() {
+        let input =
+            HookInput::parse(br#"{"error":"rate_limit","error_details":{"retry_after":30}}"#)
+                .unwrap();
+        assert_eq!(input.error.as_deref(), Some("rate_limit"));
+        assert_eq!(
+            input.error_details.as_deref(),
+            Some(r#"{"retry_after":30}"#)
+        );
     }
 
     #[test]
