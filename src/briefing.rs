@@ -199,6 +199,19 @@ fn render(text: &mut String, record: &Record) {
             );
         }
     }
+    if let Some(failure) = &record.failure {
+        let detail = failure
+            .message
+            .as_deref()
+            .or(failure.error_details.as_deref())
+            .map_or(String::new(), |d| format!(": {}", line(d)));
+        let _ = writeln!(
+            text,
+            "  ended on an API error: {} at {}{detail}",
+            line(&failure.error),
+            line(&failure.at)
+        );
+    }
     match &record.git {
         Some(git) => {
             let short: String = line(&git.head).chars().take(12).collect();
@@ -223,9 +236,20 @@ fn render(text: &mut String, record: &Record) {
         None => text.push_str("  git: not known\n"),
     }
     if let Some(summary) = &record.loop_summary {
+        // An interrupted loop waits for its own session: it goes on there, never in another.
+        let waits = if summary.status == crate::loops::LoopStatus::Interrupted {
+            format!(
+                " (by an API error; no pass was spent, and it goes on at the next stop of session {}: resume that session, e.g. `claude --resume {}`, or cancel it with `stop-gate loop cancel --session {}`)",
+                line(&record.session_id),
+                line(&record.session_id),
+                line(&record.session_id)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             text,
-            "  loop: {}, pass {}/{}, promise {}; prompt: {}",
+            "  loop: {}{waits}, pass {}/{}, promise {}; prompt: {}",
             summary.status.as_str(),
             summary.iteration,
             summary.max_iterations,

@@ -93,7 +93,38 @@ pub struct Record {
     pub loop_summary: Option<LoopSummary>,
     pub markers: Vec<MarkerState>,
     pub progress_file: Option<String>,
+    /// A checkpoint of StopFailure: the API error the session's last turn ended on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureNote>,
 }
+
+/// The API error a turn ended on (StopFailure), as the next session is told it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureNote {
+    /// The engine's category: `rate_limit`, `server_error`, `overloaded`, ….
+    pub error: String,
+    pub error_details: Option<String>,
+    /// The API's message (Claude Code sends it as the last assistant message).
+    pub message: Option<String>,
+    pub at: String,
+}
+
+impl FailureNote {
+    /// The failure a StopFailure payload reports, each field made one safe line.
+    pub fn of(input: &HookInput) -> Option<FailureNote> {
+        let error = input.error.as_deref()?;
+        Some(FailureNote {
+            error: field_max(error, MAX_ERROR),
+            error_details: input.error_details.as_deref().map(field),
+            message: input.last_assistant_message.as_deref().map(field),
+            at: time::now_rfc3339(),
+        })
+    }
+}
+
+/// The longest error category kept.
+const MAX_ERROR: usize = 64;
 
 pub fn dir(project: &Project) -> PathBuf {
     project.state.join("handoff")
@@ -164,6 +195,9 @@ fn first(
         loop_summary,
         markers,
         progress_file: progress_file(&project.dir, progress_flag).map(|p| field(&p)),
+        failure: (input.event() == Some(crate::hook::HookEvent::StopFailure))
+            .then(|| FailureNote::of(input))
+            .flatten(),
     }
 }
 
@@ -483,6 +517,16 @@ impl Record {
             {
                 return Err("the loop's prompt is too long or holds a live tag".into());
             }
+        }
+        if let Some(failure) = &self.failure {
+            one_line("failure.error", &failure.error, MAX_ERROR)?;
+            for value in [&failure.error_details, &failure.message]
+                .into_iter()
+                .flatten()
+            {
+                one_line("failure", value, MAX_FIELD)?;
+            }
+            time::parse_rfc3339(&failure.at).ok_or("`failure.at` is not an RFC 3339 time")?;
         }
         for marker in &self.markers {
             marker::CheckName::parse(&marker.check).map_err(|e| e.to_string())?;

@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod check;
 pub mod cli;
 pub mod codex;
+pub mod contract;
 pub mod defang;
 pub mod error;
 pub mod exclude;
@@ -41,6 +42,7 @@ pub mod terminal;
 pub mod time;
 pub mod token;
 pub mod transcript;
+pub mod usage;
 
 pub use error::{Error, Result};
 pub use exit::Exit;

@@ -27,6 +27,9 @@ const MAX_STATE: u64 = 1024 * 1024;
 #[serde(rename_all = "lowercase")]
 pub enum LoopStatus {
     Running,
+    /// The last turn ended on an API error (StopFailure): the loop goes on at the session's
+    /// next stop, with no pass spent.
+    Interrupted,
     Passed,
     Blocked,
     Aborted,
@@ -37,13 +40,90 @@ impl LoopStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             LoopStatus::Running => "running",
+            LoopStatus::Interrupted => "interrupted",
             LoopStatus::Passed => "passed",
             LoopStatus::Blocked => "blocked",
             LoopStatus::Aborted => "aborted",
             LoopStatus::Cancelled => "cancelled",
         }
     }
+
+    /// Whether the loop still runs: a Stop judges it, and no other loop may start beside it.
+    pub fn is_live(self) -> bool {
+        matches!(self, LoopStatus::Running | LoopStatus::Interrupted)
+    }
 }
+
+/// What bounds a loop besides `max_iterations`, as `loop start` was told; what it leaves out
+/// comes from the Stop hook's flags, then the defaults (`--stall-after 3`, no time or token
+/// budget).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// End the loop `stalled` when this many passes in a row end with the same message (0: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stall_after: Option<u32>,
+    /// End the loop when this long has passed since it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_secs: Option<u64>,
+    /// End the loop when the transcripts' usage records since it started count this many tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+}
+
+/// The default of `--stall-after`.
+pub const DEFAULT_STALL_AFTER: u32 = 3;
+
+/// What a loop has counted towards its limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The last pass's message (whitespace runs collapsed), as a sha256, and how many passes in
+    /// a row ended with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_message: Option<Repeat>,
+    /// The pass whose stop was held once for background work still running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_in_pass: Option<u32>,
+    /// The tokens counted since the loop started, and how far each transcript was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::usage::Tally>,
+}
+
+impl Progress {
+    pub fn is_empty(&self) -> bool {
+        *self == Progress::default()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub sha256: String,
+    pub passes: u32,
+}
+
+/// A failed turn (StopFailure), as the loop and the session record it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The engine's error category: `rate_limit`, `server_error`, `overloaded`, ….
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_details: Option<String>,
+    /// The API's own message (Claude Code sends it as the last assistant message), shortened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub at: String,
+    /// The pass that was running, for a loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<u32>,
+}
+
+/// How many failures a loop or a session keeps: the most recent.
+pub const MAX_FAILURES: usize = 10;
 
 /// Who started a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,15 +159,18 @@ pub struct LoopState {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reported: bool,
     /// Why the loop ended, in a word (`declared`, `max-iterations`, `needs-decision`,
-    /// `cancelled`, `record-lost`, and what later limits add).
+    /// `cancelled`, `stalled`, `max-duration`, `max-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_reason: Option<String>,
-    /// Limits beyond `max_iterations` (stalls, time, tokens), by name.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub limits: serde_json::Map<String, serde_json::Value>,
+    /// Limits beyond `max_iterations` (stalls, time, tokens), as `loop start` set them.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
+    /// What the loop has counted towards them.
+    #[serde(default, skip_serializing_if = "Progress::is_empty")]
+    pub progress: Progress,
     /// Failed turns (an API error, a rate limit), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<serde_json::Value>,
+    pub failures: Vec<Failure>,
 }
 
 impl LoopState {
@@ -113,7 +196,8 @@ impl LoopState {
             claim_before: None,
             reported: false,
             end_reason: None,
-            limits: serde_json::Map::new(),
+            limits: Limits::default(),
+            progress: Progress::default(),
             failures: Vec::new(),
         }
     }
@@ -122,15 +206,38 @@ impl LoopState {
         Promise::new(&self.completion_promise)
     }
 
-    /// `running, pass 2/5, promise DONE`.
+    /// `running, pass 2/5, promise DONE`, then what it counted towards its limits and how it
+    /// ended or was interrupted.
     pub fn summary(&self) -> String {
-        format!(
+        let mut text = format!(
             "{}, pass {}/{}, promise {}",
             self.status.as_str(),
             self.iteration,
             self.max_iterations,
             self.completion_promise
-        )
+        );
+        if let Some(tokens) = &self.progress.tokens {
+            text.push_str(&format!(
+                ", {} tokens counted (input {}, cache creation {}, output {}; cache reads {} not counted)",
+                tokens.counted(),
+                tokens.input,
+                tokens.cache_creation,
+                tokens.output,
+                tokens.cache_read
+            ));
+        }
+        if let Some(reason) = &self.end_reason {
+            text.push_str(&format!(", ended: {reason}"));
+        }
+        if self.status == LoopStatus::Interrupted
+            && let Some(failure) = self.failures.last()
+        {
+            text.push_str(&format!(
+                ", interrupted by {} at {}",
+                failure.error, failure.at
+            ));
+        }
+        text
     }
 
     /// Whether the state is one vigil could have written.
@@ -193,7 +300,7 @@ pub fn start(
 ) -> Result<(LoopState, Option<String>)> {
     let mut record = Session::open(project, session)?;
     if let Some(existing) = &record.record.ralph
-        && existing.status == LoopStatus::Running
+        && existing.status.is_live()
     {
         return Err(Error::usage(format!(
             "a loop is already running in session {session} ({}); cancel it first with `stop-gate loop cancel --session {session}` or /vigil-cancel",
@@ -246,7 +353,7 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
         .record
         .ralph
         .as_ref()
-        .is_some_and(|existing| existing.status == LoopStatus::Running)
+        .is_some_and(|existing| existing.status.is_live())
     {
         return Ok(None);
     }
@@ -279,6 +386,41 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
     }
 }
 
+/// Records a failed turn (StopFailure) in the session's record and, when a loop runs there, in
+/// the loop, which becomes `interrupted`: no pass is spent, and the session's next stop goes on
+/// with the pass that failed. What it wrote: the loop's state, when there is one.
+pub fn record_failure(
+    project: &Project,
+    session: &SessionId,
+    failure: Failure,
+) -> Result<Option<LoopState>> {
+    let mut record = Session::open(project, session)?;
+    let keep = |list: &mut Vec<Failure>, failure: Failure| {
+        list.push(failure);
+        if list.len() > MAX_FAILURES {
+            list.drain(..list.len() - MAX_FAILURES);
+        }
+    };
+    keep(&mut record.record.failures, failure.clone());
+    let state = match record.record.ralph.as_mut() {
+        Some(state) if state.status.is_live() => {
+            state.status = LoopStatus::Interrupted;
+            state.updated_at = time::now_rfc3339();
+            keep(
+                &mut state.failures,
+                Failure {
+                    iteration: Some(state.iteration),
+                    ..failure
+                },
+            );
+            Some(state.clone())
+        }
+        _ => None,
+    };
+    record.save()?;
+    Ok(state)
+}
+
 /// What `cancel` did.
 pub enum Cancelled {
     /// The running loop now says `cancelled`.
@@ -297,7 +439,7 @@ pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled
     let Some(state) = record.record.ralph.as_mut() else {
         return Ok(None);
     };
-    if state.status != LoopStatus::Running {
+    if !state.status.is_live() {
         return Ok(None);
     }
     state.status = LoopStatus::Cancelled;
@@ -372,6 +514,24 @@ pub fn begin(
         Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
     })?;
     let promise = Promise::new(promise)?;
+    let limits = Limits {
+        stall_after: request
+            .stall_after
+            .as_deref()
+            .map(parse_stall_after)
+            .transpose()?,
+        max_duration_secs: request
+            .max_duration
+            .as_deref()
+            .map(|d| parse_max_duration(d).map(|d| d.as_secs()))
+            .transpose()?,
+        max_tokens: request
+            .max_tokens
+            .as_deref()
+            .map(parse_max_tokens)
+            .transpose()?,
+    };
+    let told_limits = limits_told(&limits);
     let prompt = match (&request.prompt_file, request.prompt) {
         (Some(_), Some(_)) => {
             return Err(Error::usage(
@@ -406,15 +566,13 @@ pub fn begin(
             Some(text) => time::parse_duration(text)?,
             None => DEFAULT_CLAIM_WITHIN,
         };
-        let state = start_pending(
-            project,
-            LoopState::new(PENDING, prompt, &promise, max, started_by),
-            within,
-        )?;
+        let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
+        state.limits = limits;
+        let state = start_pending(project, state, within)?;
         // Named, because a session started above a nested `.git` is another project's.
         let top = crate::protected::state_top(&project.dir);
         let told = format!(
-            "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes, ending on {} with every check passing",
+            "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes{told_limits}, ending on {} with every check passing",
             top.display(),
             within.as_secs(),
             promise.tagged()
@@ -424,19 +582,40 @@ pub fn begin(
     if request.claim_within.is_some() {
         return Err(Error::usage("--claim-within goes with --next-session"));
     }
-    let (state, lost) = start(
-        project,
-        &session,
-        LoopState::new(session.as_str(), prompt.clone(), &promise, max, started_by),
-    )?;
+    let mut state = LoopState::new(session.as_str(), prompt.clone(), &promise, max, started_by);
+    state.limits = limits;
+    let (state, lost) = start(project, &session, state)?;
     let before = lost.map_or(String::new(), |lost| {
         format!("vigil: {lost}; the loop it held is over, NOT verified.\n")
     });
     let told = format!(
-        "{before}vigil loop started in session {session}: up to {max} passes; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}",
+        "{before}vigil loop started in session {session}: up to {max} passes{told_limits}; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}",
         promise.tagged()
     );
     Ok(Started { state, told })
+}
+
+/// `, at most 2h, at most 500000 tokens, stalled after 5 same messages`: the limits a loop
+/// was started with, as told when it starts.
+fn limits_told(limits: &Limits) -> String {
+    let mut told = String::new();
+    if let Some(secs) = limits.max_duration_secs {
+        told.push_str(&format!(
+            ", at most {}",
+            time::format_duration(Duration::from_secs(secs))
+        ));
+    }
+    if let Some(tokens) = limits.max_tokens {
+        told.push_str(&format!(", at most {tokens} tokens"));
+    }
+    match limits.stall_after {
+        Some(0) => told.push_str(", never ended as stalled"),
+        Some(n) => told.push_str(&format!(
+            ", ended as stalled after {n} passes with the same message"
+        )),
+        None => {}
+    }
+    told
 }
 
 /// What `loop start` was asked for.
@@ -451,6 +630,9 @@ pub struct StartRequest {
     pub state_dir: Option<PathBuf>,
     pub prompt: Option<String>,
     pub help: bool,
+    pub stall_after: Option<String>,
+    pub max_duration: Option<String>,
+    pub max_tokens: Option<String>,
 }
 
 impl StartRequest {
@@ -467,6 +649,9 @@ impl StartRequest {
             .take()
             .or(defaults.completion_promise);
         self.claim_within = self.claim_within.take().or(defaults.claim_within);
+        self.stall_after = self.stall_after.take().or(defaults.stall_after);
+        self.max_duration = self.max_duration.take().or(defaults.max_duration);
+        self.max_tokens = self.max_tokens.take().or(defaults.max_tokens);
         self.prompt_file = self.prompt_file.take().or(defaults.prompt_file);
         self.state_dir = self.state_dir.take().or(defaults.state_dir);
         self.next_session |= defaults.next_session;
@@ -549,13 +734,16 @@ fn quoted_end(raw: &str, at: usize) -> Option<usize> {
     (end == raw.len() || raw.as_bytes()[end].is_ascii_whitespace()).then_some(end)
 }
 
-const VALUE_FLAGS: [&str; 6] = [
+const VALUE_FLAGS: [&str; 9] = [
     "--max-iterations",
     "--completion-promise",
     "--session",
     "--claim-within",
     "--prompt-file",
     "--state-dir",
+    "--stall-after",
+    "--max-duration",
+    "--max-tokens",
 ];
 
 /// How many of `args` are leading flags with their values (up to `--` or the first word
@@ -723,6 +911,9 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
                 "--max-iterations" => &mut request.max_iterations,
                 "--completion-promise" => &mut request.completion_promise,
                 "--session" => &mut request.session,
+                "--stall-after" => &mut request.stall_after,
+                "--max-duration" => &mut request.max_duration,
+                "--max-tokens" => &mut request.max_tokens,
                 _ => &mut request.claim_within,
             };
             if slot.replace(value).is_some() {
@@ -731,6 +922,46 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
         }
     }
     Ok(used)
+}
+
+/// Parses `--max-duration`: a duration (`45s`, `30m`, `2h`, `7d`) of at least a second.
+pub fn parse_max_duration(text: &str) -> Result<Duration> {
+    let duration = time::parse_duration(text)?;
+    if duration < Duration::from_secs(1) {
+        return Err(Error::usage(format!(
+            "--max-duration takes a duration of a second or more (45s, 30m, 2h, 7d), not {text:?}"
+        )));
+    }
+    Ok(duration)
+}
+
+/// Parses `--max-tokens`: a whole number of tokens, 1 or more (`500000`, or `500k`, `2m`).
+pub fn parse_max_tokens(text: &str) -> Result<u64> {
+    let (digits, scale) = match text.as_bytes().last() {
+        Some(b'k' | b'K') => (&text[..text.len() - 1], 1_000),
+        Some(b'm' | b'M') => (&text[..text.len() - 1], 1_000_000),
+        _ => (text, 1),
+    };
+    match digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+    {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--max-tokens takes a whole number of tokens (500000, 500k, 2m), not {text:?}"
+        ))),
+    }
+}
+
+/// Parses `--stall-after`: 0 (never) to 10000 passes.
+pub fn parse_stall_after(text: &str) -> Result<u32> {
+    match text.parse::<u32>() {
+        Ok(n) if n <= MAX_ITERATIONS => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--stall-after takes a whole number of passes from 0 (never) to {MAX_ITERATIONS}, not {text:?}"
+        ))),
+    }
 }
 
 /// Parses `--max-iterations`: 1 to 10000.

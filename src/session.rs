@@ -27,9 +27,16 @@ pub struct SessionRecord {
     /// The main agent's block budget.
     #[serde(default)]
     pub budget: Budget,
-    /// Its subagents' (kept apart, so that a subagent passing never resets the main agent's).
+    /// Its subagents' without an `agent_id` (kept apart, so that a subagent passing never
+    /// resets the main agent's).
     #[serde(default)]
     pub subagent_budget: Budget,
+    /// Each subagent's, by its `agent_id` (at most `budget::MAX_AGENT_BUDGETS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_budgets: Vec<AgentBudget>,
+    /// The session's failed turns (StopFailure), the most recent last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<crate::loops::Failure>,
     /// The session's Ralph loop, once one was started (kept when it ends, with its status).
     #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
     pub ralph: Option<LoopState>,
@@ -47,6 +54,13 @@ pub struct Budget {
     pub budget_spent: u32,
 }
 
+/// A subagent's block budget.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentBudget {
+    pub agent_id: String,
+    pub budget: Budget,
+}
+
 impl SessionRecord {
     fn new(session: &SessionId) -> SessionRecord {
         SessionRecord {
@@ -54,6 +68,8 @@ impl SessionRecord {
             session_id: session.to_string(),
             budget: Budget::default(),
             subagent_budget: Budget::default(),
+            agent_budgets: Vec::new(),
+            failures: Vec::new(),
             ralph: None,
             updated_at: String::new(),
         }
@@ -235,7 +251,7 @@ impl Session {
             .record
             .ralph
             .as_ref()
-            .is_some_and(|ralph| ralph.status == crate::loops::LoopStatus::Running);
+            .is_some_and(|ralph| ralph.status.is_live());
         let marked = std::fs::symlink_metadata(&marker).is_ok();
         if running && !marked {
             let dir = marker.parent().unwrap_or(Path::new("."));

@@ -42,13 +42,19 @@ pub fn last_message(input: &HookInput) -> Result<Option<(String, MessageSource)>
 /// malformed lines. A real user prompt before any assistant text ends the search with `None`:
 /// the assistant said nothing since, and an older turn's text must never stand in for this one.
 pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
+    last_assistant_text_of(path, false)
+}
+
+/// `last_assistant_text`, with `sidechain` for a subagent's own transcript, every line of
+/// which is its side chain.
+pub fn last_assistant_text_of(path: &Path, sidechain: bool) -> Result<Option<String>> {
     let io = |e: std::io::Error| Error::io("read transcript", path, &e);
     let file = crate::input::open_regular(path).map_err(io)?;
     let mut lines = BackwardLines::new(file, TAIL_BUDGET).map_err(io)?;
     // The message found so far: its id and its text blocks, last first.
     let mut found: Option<(Option<String>, Vec<String>)> = None;
     while let Some(line) = lines.next_line().map_err(io)? {
-        match (classify(&line), &mut found) {
+        match (classify(&line, sidechain), &mut found) {
             (
                 Entry::Assistant {
                     text: Some(text),
@@ -114,11 +120,11 @@ struct Block {
     text: Option<String>,
 }
 
-fn classify(line: &[u8]) -> Entry {
+fn classify(line: &[u8], sidechain: bool) -> Entry {
     let Ok(line) = serde_json::from_slice::<Line>(line) else {
         return Entry::Skip;
     };
-    if line.is_sidechain == Some(true) {
+    if line.is_sidechain == Some(true) && !sidechain {
         return Entry::Skip;
     }
     let Some(message) = line.message else {
@@ -160,6 +166,12 @@ pub struct BackwardLines {
 impl BackwardLines {
     pub fn new(mut file: File, budget: u64) -> std::io::Result<BackwardLines> {
         let pos = file.seek(SeekFrom::End(0))?;
+        BackwardLines::ending_at(file, pos, budget)
+    }
+
+    /// Lines of the file's first `end` bytes, from the last to the first.
+    pub fn ending_at(file: File, end: u64, budget: u64) -> std::io::Result<BackwardLines> {
+        let pos = end;
         Ok(BackwardLines {
             file,
             pos,

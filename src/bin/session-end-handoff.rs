@@ -99,10 +99,29 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             .as_deref()
             .ok_or_else(|| Error::input("the hook input has no session_id"))?,
     )?;
-    // It only reads the protected state (the session's loop), so it makes none of it, and
-    // writes nothing there that would wait for the disk.
-    let project =
-        Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+    let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
+    // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
+    // interrupted, for the session's next stop; the checkpoint below tells it too.
+    if input.event() == Some(vigil::hook::HookEvent::StopFailure)
+        && let Some(note) = handoff::FailureNote::of(&input)
+    {
+        let failure = vigil::loops::Failure {
+            error: note.error,
+            error_details: note.error_details,
+            message: note.message,
+            at: note.at,
+            iteration: None,
+        };
+        if let Err(e) = vigil::loops::record_failure(&project, &session, failure) {
+            diagnostic(
+                NAME,
+                &format!("{e}; the failed turn was not recorded in the session"),
+            );
+        }
+    }
+    // Otherwise it only reads the protected state (the session's loop), so it makes none of
+    // it, and writes nothing there that would wait for the disk.
+    let project = project.for_reading();
     let kind = if options.checkpoint {
         HandoffKind::Intermediate
     } else {

@@ -27,8 +27,11 @@ stop-gate: the Stop hook that turns \"looks done\" into evidence.
 Usage:
   stop-gate [--run CMD] [--timeout SECS] [--deadline SECS] [--require-marker CHECK[=CMD]]...
             [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
-            [--feedback block|context] [--verify-key FILE] [--state-dir DIR]     < hook JSON
+            [--feedback block|context] [--verify-key FILE] [--state-dir DIR]
+            [--stall-after K] [--max-duration D] [--max-tokens N]
+            [--contract FILE|default] [--contract-max-tokens N]               < hook JSON
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--stall-after K] [--max-duration D] [--max-tokens N]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
   stop-gate loop status [--session ID] [--json | --prompt]
   stop-gate loop cancel [--session ID]
@@ -61,6 +64,18 @@ Options:
   --max-blocks N            consecutive blocks per session before a stop is let through,
                             marked NOT verified (default 3; a pass resets the count)
   --subagents               also gate SubagentStop (by default it is allowed untouched)
+  --contract FILE|default   a subagent's report must be one JSON object (bare, or alone in a
+                            ```json fence) that this JSON Schema accepts (`default`: status
+                            done|partial|blocked, answer, evidence, changed, open_questions,
+                            tokens_used); else its SubagentStop is blocked with the first
+                            violation. Implies --subagents; blocks counted per agent_id
+  --contract-max-tokens N   the report's cap, estimated high (one token per 3 bytes; default 2000)
+  --stall-after K           for loops that do not set it: end a loop `stalled` when K passes in
+                            a row end with the same message (default 3; 0: never)
+  --max-duration D          for loops that do not set it: end a loop when D has passed since
+                            it started (30m, 2h, 1d)
+  --max-tokens N            for loops that do not set it: end a loop when the transcripts count
+                            N input, cache-creation and output tokens since it started
   --feedback block|context  how a block reaches the model: `block` (default; both engines)
                             prints decision:block; `context` prints Stop additionalContext,
                             which Claude Code (2.1.332 checked) shows as feedback, not an error
@@ -85,7 +100,11 @@ Usage:
 
 A loop makes the Stop hook feed the same prompt back until the agent's last line is
 <promise>P</promise> (a declaration, not a mention) and every check of the hook passes, for at
-most N passes. A `needs-decision: QUESTION` line ends it for a human to answer. A human starts
+most N passes. A `needs-decision: QUESTION` line ends it for a human to answer. A declaration
+while background work runs (a shell or subagent Claude Code lists as running) is held once per
+pass, then does not count. A spent limit (stalled, --max-duration, --max-tokens) ends it
+`aborted`, NOT verified. A turn that ends on an API error (StopFailure) leaves it `interrupted`,
+no pass spent: it goes on at the session's next stop. A human starts
 one here, or with /vigil-loop in Claude Code (read by the UserPromptSubmit hook); nothing the
 agent writes into the project starts, changes or ends one.
 
@@ -97,6 +116,13 @@ start:
   --next-session           instead, the next session that starts in this project claims it
                            (for `claude -p` and `codex exec`, whose id is not known yet)
   --claim-within DURATION  with --next-session: unclaimed after this, it lapses (default 10m)
+  --stall-after K          end the loop `stalled` when K passes in a row end with the same last
+                           message, whitespace aside (default 3, or the hook's; 0: never)
+  --max-duration D         end the loop when D has passed since it started (45s, 30m, 2h, 7d)
+  --max-tokens N           end the loop when the usage records of the session's transcript and
+                           its subagents' count N tokens since it started (500000, 500k, 2m):
+                           input, cache creation and output; cache reads are shown, not counted
+                           (each request rereads the whole context)
   --prompt-file F          read the prompt from a file, byte for byte
   --args-stdin             read all the arguments as raw text from stdin, without a shell
                            (quotes, $() and apostrophes stay as typed)
@@ -368,7 +394,7 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
     } else {
         format!("session {session}: {}", state.summary())
     };
-    if prompt && !json && state.status == loops::LoopStatus::Running {
+    if prompt && !json && state.status.is_live() {
         text.push_str(&format!(
             "\n\nThe task:\n\n{}\n\nIt ends only when your reply's last line is <promise>{}</promise> and every check of the Stop hook passes.",
             state.prompt, state.completion_promise

@@ -34,6 +34,13 @@ pub struct GateConfig {
     pub deadline: Duration,
     /// `--max-file-size`: a larger file in the worktree denies at once.
     pub max_file_size: u64,
+    /// `--stall-after`, `--max-duration`, `--max-tokens`: a loop's limits where `loop start`
+    /// left them out.
+    pub loop_limits: crate::loops::Limits,
+    /// `--contract`: the shape a subagent's report must have (it gates SubagentStop).
+    pub contract: Option<crate::contract::Source>,
+    /// `--contract-max-tokens`.
+    pub contract_max_tokens: u32,
 }
 
 impl Default for GateConfig {
@@ -50,6 +57,9 @@ impl Default for GateConfig {
             verify_key: None,
             deadline: DEFAULT_DEADLINE,
             max_file_size: crate::subject::worktree::DEFAULT_MAX_FILE_SIZE,
+            loop_limits: crate::loops::Limits::default(),
+            contract: None,
+            contract_max_tokens: crate::contract::DEFAULT_MAX_TOKENS,
         }
     }
 }
@@ -137,6 +147,38 @@ impl GateConfig {
                     config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
                 }
                 Long("subagents") => config.subagents = true,
+                Long("stall-after") => {
+                    config.loop_limits.stall_after = Some(number(
+                        &mut parser,
+                        "--stall-after",
+                        0,
+                        u64::from(crate::loops::MAX_ITERATIONS),
+                    )? as u32)
+                }
+                Long("max-duration") => {
+                    config.loop_limits.max_duration_secs = Some(
+                        crate::loops::parse_max_duration(&string_value(
+                            &mut parser,
+                            "--max-duration",
+                        )?)?
+                        .as_secs(),
+                    )
+                }
+                Long("max-tokens") => {
+                    config.loop_limits.max_tokens = Some(crate::loops::parse_max_tokens(
+                        &string_value(&mut parser, "--max-tokens")?,
+                    )?)
+                }
+                Long("contract") => {
+                    config.contract = Some(crate::contract::Source::parse(&string_value(
+                        &mut parser,
+                        "--contract",
+                    )?)?)
+                }
+                Long("contract-max-tokens") => {
+                    config.contract_max_tokens =
+                        number(&mut parser, "--contract-max-tokens", 1, 1_000_000)? as u32
+                }
                 Long("feedback") => {
                     config.feedback = match string_value(&mut parser, "--feedback")?.as_str() {
                         "block" => Feedback::Block,
@@ -153,6 +195,10 @@ impl GateConfig {
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected().into()),
             }
+        }
+        // A contract is for subagents' reports: it gates SubagentStop.
+        if config.contract.is_some() {
+            config.subagents = true;
         }
         let room = config.deadline - RESERVE;
         config.timeout = match timeout {

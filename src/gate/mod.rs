@@ -225,8 +225,16 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
         .and_then(|i| i.stop_hook_active)
         .unwrap_or(false);
     let subagent = input.as_ref().ok().and_then(HookInput::event) == Some(HookEvent::SubagentStop);
+    // A subagent's blocks are counted by its agent_id; an id that could not be vigil's (too
+    // long, or odd characters) shares the session's subagent budget.
+    let agent = input
+        .as_ref()
+        .ok()
+        .and_then(|i| i.agent_id.as_deref())
+        .and_then(|id| SessionId::parse(id).ok())
+        .map(|id| id.to_string());
     let scope = if subagent {
-        Scope::Subagent
+        Scope::Subagent(agent)
     } else {
         Scope::Main
     };
@@ -276,6 +284,13 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     if subagent && !config.subagents {
         return StopOutput::Allow(None);
     }
+    // The subagent's report is an API: its shape first, then the checks as for any stop.
+    if subagent
+        && let Some(source) = &config.contract
+        && let Err(failure) = gate.contract(source, &config, &input)
+    {
+        return gate.deny(&session, &failure.reason());
+    }
     // Read once: a session with no record has no loop and no count to reset (one stat per
     // place at most).
     let recorded = session.as_str() != loops::PENDING
@@ -290,7 +305,7 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     match gate.checks(&config) {
         Ok(()) => {
             if recorded {
-                let _ = budget::reset(&gate.project, &session, scope);
+                let _ = budget::reset(&gate.project, &session, &gate.scope);
             }
             StopOutput::Allow(None)
         }
@@ -350,17 +365,139 @@ fn cap(text: &str, max: usize) -> String {
 }
 
 /// What the first look at a running loop found.
-struct Pass {
-    verdict: Verdict,
+struct Seen {
+    /// The last message; `None` when it could not be read.
+    message: Option<String>,
     /// Why the message could not be read, when it could not.
     note: Option<String>,
+    bounds: Bounds,
+}
+
+/// A loop's limits in force: its own, else the hook's, else the defaults.
+#[derive(Clone, Copy, Debug)]
+struct Bounds {
+    stall_after: u32,
+    max_duration: Option<std::time::Duration>,
+    max_tokens: Option<u64>,
+}
+
+impl Bounds {
+    fn of(own: &crate::loops::Limits, hook: &crate::loops::Limits) -> Bounds {
+        Bounds {
+            stall_after: own
+                .stall_after
+                .or(hook.stall_after)
+                .unwrap_or(crate::loops::DEFAULT_STALL_AFTER),
+            max_duration: own
+                .max_duration_secs
+                .or(hook.max_duration_secs)
+                .map(std::time::Duration::from_secs),
+            max_tokens: own.max_tokens.or(hook.max_tokens),
+        }
+    }
+}
+
+/// Counts this pass's message against the last ones: the number of passes in a row that ended
+/// with it, when that reaches `after` (0: stalls are not looked for).
+fn stalled(state: &mut LoopState, message: &str, after: u32) -> Option<u32> {
+    use sha2::Digest;
+    let normal = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    let digest = sha2::Sha256::digest(normal.as_bytes());
+    let sha256: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let passes = match &state.progress.same_message {
+        Some(last) if last.sha256 == sha256 => last.passes.saturating_add(1),
+        _ => 1,
+    };
+    state.progress.same_message = Some(crate::loops::Repeat { sha256, passes });
+    (after > 0 && passes >= after).then_some(passes)
+}
+
+/// The time or token budget that is spent, if one is: its end reason and what to tell.
+fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
+    if let Some(max) = bounds.max_duration {
+        let started = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
+        let ran = (crate::time::now_secs() - started).max(0.0);
+        if ran >= max.as_secs_f64() {
+            return Some((
+                "max-duration",
+                format!(
+                    "its time budget of {} is spent (it started {} ago)",
+                    crate::time::format_duration(max),
+                    crate::time::format_duration(std::time::Duration::from_secs(ran as u64))
+                ),
+            ));
+        }
+    }
+    if let Some(max) = bounds.max_tokens {
+        let counted = state.progress.tokens.as_ref().map_or(0, |t| t.counted());
+        if counted >= max {
+            return Some((
+                "max-tokens",
+                format!(
+                    "its token budget of {max} is spent ({counted} input, cache-creation and output tokens counted since it started)"
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// The background tasks of a Stop still running, named for the model: a shell by its command,
+/// a subagent by its description; at most five, each at most 80 characters of plain text.
+fn running_tasks(input: &HookInput) -> String {
+    let running: Vec<&crate::hook::BackgroundTask> = input
+        .background_tasks
+        .iter()
+        .flatten()
+        .filter(|t| t.is_running())
+        .collect();
+    let named: Vec<String> = running
+        .iter()
+        .take(5)
+        .map(|task| {
+            let short = |text: &str| crate::handoff::field_max(text, 80);
+            match task.kind {
+                crate::hook::TaskKind::Shell => match &task.command {
+                    Some(command) => format!("`{}` (shell {})", short(command), short(&task.id)),
+                    None => format!(
+                        "{} (shell {})",
+                        short(task.description.as_deref().unwrap_or("a shell")),
+                        short(&task.id)
+                    ),
+                },
+                crate::hook::TaskKind::Subagent => format!(
+                    "{} (subagent {})",
+                    short(
+                        task.description
+                            .as_deref()
+                            .or(task.agent_type.as_deref())
+                            .unwrap_or("a subagent")
+                    ),
+                    short(&task.id)
+                ),
+            }
+        })
+        .collect();
+    let mut text = named.join(", ");
+    if running.len() > 5 {
+        text.push_str(&format!(" and {} more", running.len() - 5));
+    }
+    text
+}
+
+/// Defangs `text` but keeps the one live `keep` (the promise as the model must write it).
+fn defang_except(text: &str, keep: &str) -> String {
+    if keep.is_empty() {
+        return defang(text);
+    }
+    text.split(keep).map(defang).collect::<Vec<_>>().join(keep)
 }
 
 impl Gate {
     /// Blocks within the budget; when it is spent, allows and says the work is NOT verified.
     fn deny(&self, session: &SessionId, reason: &str) -> StopOutput {
         let reason = cap(reason, MAX_REASON);
-        match budget::charge(&self.project, session, self.scope, self.max_blocks) {
+        match budget::charge(&self.project, session, &self.scope, self.max_blocks) {
             Ok(Charge::Block { .. }) => StopOutput::Block {
                 reason,
                 system_message: None,
@@ -393,18 +530,33 @@ impl Gate {
         input: &HookInput,
         session: &SessionId,
     ) -> Option<StopOutput> {
-        let first = self.with_loop(session, |state, _| {
+        let mut seen: Option<Seen> = None;
+        let first = self.with_loop(session, |state, budget| {
+            let bounds = Bounds::of(&state.limits, &config.loop_limits);
+            if bounds.max_tokens.is_some()
+                && let Some(transcript) = &input.transcript_path
+            {
+                let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
+                let mut tally = state.progress.tokens.take().unwrap_or_default();
+                crate::usage::update(&mut tally, transcript, since);
+                state.progress.tokens = Some(tally);
+            }
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
-                Ok(found) => (found.map(|(text, _)| text).unwrap_or_default(), None),
+                Ok(found) => (Some(found.map(|(text, _)| text).unwrap_or_default()), None),
                 Err(e) => (
-                    String::new(),
+                    None,
                     Some(format!(
                         "stop-gate: cannot read the transcript ({e}); this pass counts as not done"
                     )),
                 ),
             };
-            let assessment = assess(&message, &promise);
+            let assessment = assess(message.as_deref().unwrap_or(""), &promise);
+            let pass = Seen {
+                message: message.clone(),
+                note: note.clone(),
+                bounds,
+            };
             match assessment.verdict {
                 Verdict::Blocked => {
                     let question = assessment.question.unwrap_or_default();
@@ -419,26 +571,43 @@ impl Gate {
                         ),
                     ))
                 }
-                Verdict::Declared => Ok(Step::Continue(Pass {
-                    verdict: Verdict::Declared,
-                    note,
-                })),
+                Verdict::Declared => {
+                    let running = running_tasks(input);
+                    if running.is_empty() {
+                        seen = Some(pass);
+                        return Ok(Step::Continue);
+                    }
+                    // Not final while background work runs (its result is still to come).
+                    let work = format!("background work is still running: {running}");
+                    if state.progress.waited_in_pass != Some(state.iteration)
+                        && spent(state, &bounds).is_none()
+                    {
+                        state.progress.waited_in_pass = Some(state.iteration);
+                        return Ok(self.wait(state, budget, &work));
+                    }
+                    let line = format!(
+                        "stop-gate: {work}; a declaration counts only once it has finished"
+                    );
+                    let mut untouched = crate::session::Budget::default();
+                    self.advance(state, &mut untouched, Verdict::Absent, Some(line), &pass)
+                }
                 _ => {
                     let mut untouched = crate::session::Budget::default();
-                    self.advance(state, &mut untouched, Verdict::Absent, None, note)
+                    self.advance(state, &mut untouched, Verdict::Absent, None, &pass)
                 }
             }
         });
-        let pass = match first {
-            Ok(Some(Step::Continue(pass))) => pass,
+        match first {
+            Ok(Some(Step::Continue)) => {}
             Ok(Some(Step::Output(output))) => return Some(output),
             Ok(_) => return None,
             Err(output) => return Some(output),
-        };
+        }
+        let pass = seen?;
         // The promise was declared: checks 2 and 3 run, without the lock.
         let failing = self.checks(config).err().map(|f| defang(&f.line));
         match self.with_loop(session, |state, budgets| {
-            self.advance(state, budgets, pass.verdict, failing, pass.note)
+            self.advance(state, budgets, Verdict::Declared, failing, &pass)
         }) {
             Ok(Some(Step::Output(output))) => Some(output),
             Ok(_) => None,
@@ -446,16 +615,43 @@ impl Gate {
         }
     }
 
-    /// The end of a pass: passed when declared with every check passing, aborted at the last
-    /// pass, and otherwise the next pass, with the problem (if any) before the prompt. A pass
-    /// resets the main agent's budget (`budget`, saved with the loop in one write).
+    /// Holds a declared stop once in a pass while background work runs: a block within the
+    /// main agent's budget, no pass spent. When the budget is spent the stop is allowed, NOT
+    /// verified, and the loop goes on at the next stop.
+    fn wait(&self, state: &LoopState, budget: &mut crate::session::Budget, work: &str) -> Step {
+        let promise = state.promise().map(|p| p.tagged()).unwrap_or_default();
+        match budget::charge_budget(budget, self.max_blocks) {
+            Charge::Block { .. } => {
+                let line = format!(
+                    "stop-gate: {work}; wait for it to finish (its result comes back to you), then finish by ending with {promise} on its own last line, when it is true"
+                );
+                Step::Output(StopOutput::Block {
+                    reason: cap(&defang_except(&line, &promise), MAX_REASON),
+                    system_message: Some(defang(&format!(
+                        "vigil loop {}/{}: waiting for background work before the declaration counts: {}",
+                        state.iteration,
+                        state.max_iterations,
+                        work.trim_start_matches("background work is still running: ")
+                    ))),
+                })
+            }
+            Charge::Spent { max } => Step::Output(StopOutput::Allow(Some(defang(&format!(
+                "vigil: stop allowed after {max} consecutive blocks; the work is NOT verified. Last problem: {work}"
+            ))))),
+        }
+    }
+
+    /// The end of a pass: passed when declared with every check passing; aborted at the last
+    /// pass, or when a limit is spent (a stall, the time, the tokens); and otherwise the next
+    /// pass, with the problem (if any) before the prompt. A pass resets the main agent's budget
+    /// (`budget`, saved with the loop in one write).
     fn advance(
         &self,
         state: &mut LoopState,
         budget: &mut crate::session::Budget,
         verdict: Verdict,
         failing: Option<String>,
-        note: Option<String>,
+        pass: &Seen,
     ) -> crate::error::Result<Step> {
         let (k, max) = (state.iteration, state.max_iterations);
         if verdict == Verdict::Declared && failing.is_none() {
@@ -471,14 +667,36 @@ impl Gate {
                 ),
             ));
         }
-        let problem = failing.or(note);
+        let problem = failing.or(pass.note.clone());
+        let why = problem
+            .as_ref()
+            .map_or(String::new(), |line| format!(" Last problem: {line}"));
         if k >= max {
-            let why = problem.map_or(String::new(), |line| format!(" Last problem: {line}"));
             return Ok(Step::End(
                 LoopStatus::Aborted,
                 "max-iterations",
                 format!(
                     "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
+                ),
+            ));
+        }
+        if let Some(message) = &pass.message
+            && let Some(repeats) = stalled(state, message, pass.bounds.stall_after)
+        {
+            return Ok(Step::End(
+                LoopStatus::Aborted,
+                "stalled",
+                format!(
+                    "vigil loop aborted at pass {k}/{max}: it stalled, ending {repeats} passes in a row with the same message; the work is NOT verified. Change the task or the prompt, then start it again.{why}"
+                ),
+            ));
+        }
+        if let Some((reason, told)) = spent(state, &pass.bounds) {
+            return Ok(Step::End(
+                LoopStatus::Aborted,
+                reason,
+                format!(
+                    "vigil loop aborted at pass {k}/{max}: {told}; the work is NOT verified.{why}"
                 ),
             ));
         }
@@ -522,7 +740,7 @@ impl Gate {
         let Some(state) = record.record.ralph.as_mut() else {
             return Ok(None);
         };
-        if state.status != LoopStatus::Running {
+        if !state.status.is_live() {
             if state.status == LoopStatus::Cancelled && !state.reported {
                 state.reported = true;
                 let line = format!(
@@ -536,6 +754,10 @@ impl Gate {
         }
         let before = record.record.clone();
         let state = record.record.ralph.as_mut().expect("the loop is there");
+        // Back from a failed turn (StopFailure): the pass that failed goes on.
+        if state.status == LoopStatus::Interrupted {
+            state.status = LoopStatus::Running;
+        }
         let step = step(state, &mut record.record.budget).map_err(deny)?;
         if let Step::End(status, why, message) = step {
             let state = record.record.ralph.as_mut().expect("the loop is there");
@@ -553,6 +775,39 @@ impl Gate {
             record.save().map_err(deny)?;
         }
         Ok(Some(step))
+    }
+
+    /// The subagent contract: the report is one JSON object the schema accepts.
+    fn contract(
+        &self,
+        source: &crate::contract::Source,
+        config: &GateConfig,
+        input: &HookInput,
+    ) -> Result<(), Failure> {
+        let contract = crate::contract::Contract::load(source, &self.project.dir).map_err(|e| {
+            Failure::line(format!(
+                "stop-gate: config error: {e}; fix --contract in the hook settings (`settings-merge check` validates it)"
+            ))
+        })?;
+        let message = match &input.last_assistant_message {
+            Some(message) => message.clone(),
+            None => match &input.agent_transcript_path {
+                Some(path) => transcript::last_assistant_text_of(path, true)
+                    .map_err(|e| {
+                        Failure::line(format!(
+                            "stop-gate: cannot read the subagent's transcript ({e}); its report cannot be checked"
+                        ))
+                    })?
+                    .unwrap_or_default(),
+                None => String::new(),
+            },
+        };
+        contract
+            .check(&message, config.contract_max_tokens)
+            .map_err(|v| Failure {
+                line: v.line,
+                detail: v.shape,
+            })
     }
 
     /// Checks 2 and 3, in order; the first failure.
@@ -620,8 +875,8 @@ impl Gate {
 
 /// What one look at a running loop leads to.
 enum Step {
-    /// Go on with what was found.
-    Continue(Pass),
+    /// Go on: the promise was declared, and the checks decide.
+    Continue,
     /// End the loop with this status and reason, allowing the stop with this message.
     End(LoopStatus, &'static str, String),
     /// Print this.

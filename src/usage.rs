@@ -1,0 +1,419 @@
+//! Token usage for `--max-tokens` (issue 17): counted from the usage records of the session's
+//! transcript and of its subagents' transcripts since the loop started, read incrementally: each
+//! Stop reads only what was appended since the last one, from the offset the loop keeps.
+//!
+//! Counted: `input_tokens`, `cache_creation_input_tokens` and `output_tokens`: what each request
+//! added and what the model wrote. Kept apart and shown, not counted: `cache_read_input_tokens`,
+//! the context read again from the cache on every request, which grows with the length of the
+//! session rather than with the work (a long session rereads its whole context on each turn, at a
+//! tenth of the price). A message's usage is repeated on each of its content-block lines, so each
+//! message id is counted once (its largest figures, when the lines differ).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::transcript::BackwardLines;
+
+/// The most one Stop reads of one transcript: the rest is read at the next Stop.
+const MAX_READ: u64 = 32 * 1024 * 1024;
+/// How far back the first look at a transcript goes for lines written since the loop started.
+const MAX_BACK: u64 = 32 * 1024 * 1024;
+/// How many subagent transcripts a loop follows.
+const MAX_FILES: usize = 128;
+/// How many message ids each transcript remembers across Stops (a message's lines are
+/// consecutive, so only the last few can continue in the next read).
+const RECENT: usize = 4;
+
+/// The tokens counted since a loop started, and how far each transcript was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub input: u64,
+    pub cache_creation: u64,
+    pub output: u64,
+    /// Shown, not counted (see the module's documentation).
+    pub cache_read: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Mark>,
+}
+
+impl Tally {
+    /// What `--max-tokens` is compared with.
+    pub fn counted(&self) -> u64 {
+        self.input
+            .saturating_add(self.cache_creation)
+            .saturating_add(self.output)
+    }
+
+    fn add(&mut self, usage: [u64; 4]) {
+        self.input = self.input.saturating_add(usage[0]);
+        self.cache_creation = self.cache_creation.saturating_add(usage[1]);
+        self.output = self.output.saturating_add(usage[2]);
+        self.cache_read = self.cache_read.saturating_add(usage[3]);
+    }
+}
+
+/// How far one transcript was read: the main one by its path, a subagent's by its file name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub path: String,
+    pub dev: u64,
+    pub ino: u64,
+    pub offset: u64,
+    /// The last messages counted, with what was counted of each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<Seen>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub id: String,
+    /// input, cache creation, output, cache read.
+    pub usage: [u64; 4],
+}
+
+/// Reads what the transcripts gained since the last call into `tally`. `since` is when the
+/// loop started (seconds since the epoch): a transcript seen for the first time is counted
+/// back from its end to the first line older than that. A transcript that cannot be read is
+/// left for the next Stop; nothing here fails the gate.
+pub fn update(tally: &mut Tally, transcript: &Path, since: f64) {
+    let main = transcript.display().to_string();
+    read_file(tally, transcript, &main, since);
+    let subagents = subagents_dir(transcript);
+    let Ok(entries) = std::fs::read_dir(&subagents) else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("agent-") && n.ends_with(".jsonl"))
+        .collect();
+    names.sort_unstable();
+    for name in names {
+        let known = tally.files.iter().any(|m| m.path == name);
+        if !known && tally.files.len() > MAX_FILES {
+            continue;
+        }
+        read_file(tally, &subagents.join(&name), &name, since);
+    }
+}
+
+fn read_file(tally: &mut Tally, path: &Path, key: &str, since: f64) {
+    let Ok(mut file) = crate::input::open_regular(path) else {
+        return;
+    };
+    let Ok(meta) = file.metadata() else { return };
+    let at = tally.files.iter().position(|m| m.path == key);
+    let mark = at.map(|i| tally.files[i].clone()).filter(|m| {
+        // Another file in its place, or one cut shorter: begin it again.
+        m.dev == meta.dev() && m.ino == meta.ino() && m.offset <= meta.len()
+    });
+    let mut counter = Counter::new(mark.as_ref().map_or(&[][..], |m| &m.recent));
+    let offset = match &mark {
+        Some(mark) => forward(&mut file, mark.offset, meta.len(), &mut counter),
+        None => backward(file, meta.len(), since, &mut counter),
+    };
+    let Some(offset) = offset else { return };
+    tally.add(counter.total);
+    let fresh = Mark {
+        path: key.to_string(),
+        dev: meta.dev(),
+        ino: meta.ino(),
+        offset,
+        recent: counter.recent(),
+    };
+    match at {
+        Some(i) => tally.files[i] = fresh,
+        None => tally.files.push(fresh),
+    }
+}
+
+/// Counts the lines from `offset` to the last whole line (at most `MAX_READ` bytes); the offset
+/// reached.
+fn forward(file: &mut File, offset: u64, len: u64, counter: &mut Counter) -> Option<u64> {
+    let take = (len - offset).min(MAX_READ);
+    if take == 0 {
+        return Some(offset);
+    }
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut bytes = Vec::with_capacity(take as usize);
+    file.take(take).read_to_end(&mut bytes).ok()?;
+    let whole = match memchr::memrchr(b'\n', &bytes) {
+        Some(last) => last + 1,
+        // One line longer than a read: passed over (its pieces are not JSON, so nothing of it
+        // counts), never read again.
+        None if take == MAX_READ => bytes.len(),
+        None => return Some(offset),
+    };
+    for line in bytes[..whole].split(|&b| b == b'\n') {
+        counter.line(line, None);
+    }
+    Some(offset + whole as u64)
+}
+
+/// Counts, going back from the last whole line, every line written since `since`, up to the
+/// first older one (at most `MAX_BACK` bytes back); the offset after the last whole line.
+fn backward(mut file: File, len: u64, since: f64, counter: &mut Counter) -> Option<u64> {
+    // The last whole line ends at the last newline.
+    let tail = len.min(64 * 1024);
+    file.seek(SeekFrom::Start(len - tail)).ok()?;
+    let mut last = Vec::with_capacity(tail as usize);
+    (&mut file).take(tail).read_to_end(&mut last).ok()?;
+    let end = match memchr::memrchr(b'\n', &last) {
+        Some(at) => len - tail + at as u64 + 1,
+        None if len <= tail => 0,
+        None => len - tail,
+    };
+    let mut lines = BackwardLines::ending_at(file, end, MAX_BACK).ok()?;
+    let mut backwards = Vec::new();
+    while let Ok(Some(line)) = lines.next_line() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(time) = timestamp(&line)
+            && time < since
+        {
+            break;
+        }
+        backwards.push(line);
+    }
+    // Counted in the order they were written, so the last messages are the recent ones.
+    for line in backwards.iter().rev() {
+        counter.line(line, Some(since));
+    }
+    Some(end)
+}
+
+/// The usage of messages, each id counted once.
+struct Counter {
+    seen: HashMap<String, [u64; 4]>,
+    /// Ids in the order they were last counted.
+    order: Vec<String>,
+    total: [u64; 4],
+}
+
+impl Counter {
+    fn new(recent: &[Seen]) -> Counter {
+        Counter {
+            seen: recent.iter().map(|s| (s.id.clone(), s.usage)).collect(),
+            order: recent.iter().map(|s| s.id.clone()).collect(),
+            total: [0; 4],
+        }
+    }
+
+    fn line(&mut self, line: &[u8], since: Option<f64>) {
+        let Some((id, usage, time)) = usage_of(line) else {
+            return;
+        };
+        if let (Some(since), Some(time)) = (since, time)
+            && time < since
+        {
+            return;
+        }
+        let Some(id) = id else {
+            // No id to tell its lines apart: counted as it stands.
+            for (total, n) in self.total.iter_mut().zip(usage) {
+                *total = total.saturating_add(n);
+            }
+            return;
+        };
+        let counted = self.seen.entry(id.clone()).or_insert([0; 4]);
+        for ((total, had), n) in self.total.iter_mut().zip(counted.iter_mut()).zip(usage) {
+            if n > *had {
+                *total = total.saturating_add(n - *had);
+                *had = n;
+            }
+        }
+        self.order.retain(|known| *known != id);
+        self.order.push(id);
+    }
+
+    fn recent(&self) -> Vec<Seen> {
+        let from = self.order.len().saturating_sub(RECENT);
+        self.order[from..]
+            .iter()
+            .map(|id| Seen {
+                id: id.clone(),
+                usage: self.seen[id],
+            })
+            .collect()
+    }
+}
+
+#[derive(Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<Message>,
+    timestamp: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    id: Option<Value>,
+    usage: Option<Value>,
+}
+
+/// An assistant line's message id, usage (input, cache creation, output, cache read) and time.
+/// A line that is not JSON, or has no usage object, has none; a figure that is not a whole
+/// number counts as 0.
+fn usage_of(line: &[u8]) -> Option<(Option<String>, [u64; 4], Option<f64>)> {
+    memchr::memmem::find(line, b"\"usage\"")?;
+    let line: Line = serde_json::from_slice(line).ok()?;
+    if line.kind.as_deref() != Some("assistant") {
+        return None;
+    }
+    let message = line.message?;
+    let usage = message.usage?;
+    let usage = usage.as_object()?;
+    let figure = |name: &str| usage.get(name).and_then(Value::as_u64).unwrap_or(0);
+    let id = message
+        .id
+        .as_ref()
+        .and_then(Value::as_str)
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map(str::to_string);
+    let time = line
+        .timestamp
+        .as_ref()
+        .and_then(Value::as_str)
+        .and_then(crate::time::parse_rfc3339);
+    Some((
+        id,
+        [
+            figure("input_tokens"),
+            figure("cache_creation_input_tokens"),
+            figure("output_tokens"),
+            figure("cache_read_input_tokens"),
+        ],
+        time,
+    ))
+}
+
+/// A line's `timestamp`, when it has one.
+fn timestamp(line: &[u8]) -> Option<f64> {
+    #[derive(Deserialize)]
+    struct Stamp {
+        timestamp: Option<Value>,
+    }
+    let stamp: Stamp = serde_json::from_slice(line).ok()?;
+    crate::time::parse_rfc3339(stamp.timestamp?.as_str()?)
+}
+
+/// The subagent transcripts of a session transcript live beside it, in a directory named
+/// after it: `<session>/subagents/agent-<id>.jsonl`.
+pub fn subagents_dir(transcript: &Path) -> PathBuf {
+    transcript.with_extension("").join("subagents")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn line(id: &str, usage: [u64; 4], time: &str) -> String {
+        format!(
+            "{{\"type\":\"assistant\",\"timestamp\":\"{time}\",\"message\":{{\"id\":\"{id}\",\"content\":[{{\"type\":\"text\",\"text\":\"x\"}}],\"usage\":{{\"input_tokens\":{},\"cache_creation_input_tokens\":{},\"output_tokens\":{},\"cache_read_input_tokens\":{}}}}}}}\n",
+            usage[0], usage[1], usage[2], usage[3]
+        )
+    }
+
+    #[test]
+    fn each_message_counts_once_across_reads_and_only_since_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let since = crate::time::parse_rfc3339("2026-12-01T10:00:00Z").unwrap();
+        let mut file = File::create(&path).unwrap();
+        write!(
+            file,
+            "{}",
+            line("old", [1000, 0, 1000, 0], "2026-12-01T09:00:00Z")
+        )
+        .unwrap();
+        write!(
+            file,
+            "{}",
+            line("m1", [10, 20, 1, 500], "2026-12-01T10:00:01Z")
+        )
+        .unwrap();
+        write!(
+            file,
+            "{}",
+            line("m1", [10, 20, 5, 500], "2026-12-01T10:00:02Z")
+        )
+        .unwrap();
+        // A partial line at the end is left for later.
+        write!(file, "{{\"type\":\"assist").unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, since);
+        assert_eq!(
+            (
+                tally.input,
+                tally.cache_creation,
+                tally.output,
+                tally.cache_read
+            ),
+            (10, 20, 5, 500)
+        );
+        assert_eq!(tally.counted(), 35);
+        // The partial line is finished, then m1 has one more line, then m2.
+        writeln!(file, "ant\"}}").unwrap();
+        write!(
+            file,
+            "{}",
+            line("m1", [10, 20, 7, 500], "2026-12-01T10:00:03Z")
+        )
+        .unwrap();
+        write!(
+            file,
+            "{}",
+            line("m2", [3, 0, 4, 600], "2026-12-01T10:00:04Z")
+        )
+        .unwrap();
+        update(&mut tally, &path, since);
+        assert_eq!(tally.counted(), 35 + 2 + 7);
+        update(&mut tally, &path, since);
+        assert_eq!(tally.counted(), 44, "nothing new, nothing counted");
+    }
+
+    #[test]
+    fn malformed_usage_records_count_nothing_and_break_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let lines = [
+            "not json \"usage\"\n",
+            "{\"type\":\"assistant\",\"message\":{\"id\":7,\"usage\":\"lots\"}}\n",
+            "{\"type\":\"assistant\",\"message\":{\"id\":\"a\",\"usage\":{\"input_tokens\":-5,\"output_tokens\":1.5}}}\n",
+            "{\"type\":\"assistant\",\"message\":{\"id\":\"b\",\"usage\":{\"input_tokens\":\"9\",\"output_tokens\":18446744073709551615}}}\n",
+            "{\"type\":\"user\",\"message\":{\"usage\":{\"input_tokens\":100}}}\n",
+        ];
+        std::fs::write(&path, lines.concat()).unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, 0.0);
+        assert_eq!(tally.counted(), u64::MAX, "saturates, never wraps");
+        assert_eq!(tally.input, 0);
+    }
+
+    #[test]
+    fn subagent_transcripts_count_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, line("m1", [1, 0, 1, 0], "2026-12-01T10:00:01Z")).unwrap();
+        let agents = subagents_dir(&path);
+        std::fs::create_dir_all(&agents).unwrap();
+        std::fs::write(
+            agents.join("agent-a1.jsonl"),
+            line("s1", [5, 0, 5, 0], "2026-12-01T10:00:02Z"),
+        )
+        .unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, 0.0);
+        assert_eq!(tally.counted(), 12);
+        assert_eq!(tally.files.len(), 2);
+    }
+}
