@@ -8,7 +8,8 @@ usage() {
 Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--prefix DIR]
                     [--run CMD | --no-run] [--require-marker CHECK[=CMD]]... [--timeout SECS]
                     [--deadline SECS] [--max-blocks N] [--feedback MODE] [--verify-key FILE]
-                    [--protect] [--dry-run] [--uninstall] [--check]
+                    [--stall-after K] [--max-duration D] [--max-tokens N]
+                    [--contract FILE|default] [--contract-max-tokens N] [--protect] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
 its hooks to one settings file with settings-merge, which keeps everything else in it:
@@ -26,8 +27,11 @@ Options:
                  a re-install keeps the gate's flags it is not given (--no-run removes the check)
   --require-marker CHECK[=CMD]
                  repeatable: a stop needs a passed marker for CHECK (--no-require-marker CHECK)
-  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE
-                 the same flags of stop-gate (stop-gate --help)
+  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE,
+  --stall-after K, --max-duration D, --max-tokens N, --contract FILE|default,
+  --contract-max-tokens N
+                 the same flags of stop-gate (stop-gate --help); --contract also wires
+                 SubagentStop to stop-gate
   --trust        with --codex: record Codex's trust for vigil's hooks in ~/.codex/config.toml
                  (Codex skips a hook it does not trust)
   --protect      Claude Code: the sandbox on (needs bubblewrap and socat on Linux), unsandboxed
@@ -65,9 +69,9 @@ while [ $# -gt 0 ]; do
     --protect) protect=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
-    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key)
+    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key|--stall-after|--max-duration|--max-tokens|--contract|--contract-max-tokens)
       gate_flags+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*)
+    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*|--stall-after=*|--max-duration=*|--max-tokens=*|--contract=*|--contract-max-tokens=*)
       gate_flags+=("${1%%=*}" "${1#*=}"); shift ;;
     --no-run) gate_flags+=(--no-run); shift ;;
     --dry-run) dry_run=true; shift ;;

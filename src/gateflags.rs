@@ -20,6 +20,11 @@ const VALUED: &[&str] = &[
     "--feedback",
     "--state-dir",
     "--verify-key",
+    "--stall-after",
+    "--max-duration",
+    "--max-tokens",
+    "--contract",
+    "--contract-max-tokens",
 ];
 
 /// The flags of one stop-gate handler, in order: `(flag, value)`.
@@ -150,6 +155,14 @@ impl GateFlags {
         GateConfig::parse(next.words().into_iter().map(OsString::from).collect())
             .map_err(|e| Error::usage(format!("stop-gate would refuse these flags: {e}")))?;
         Ok(next)
+    }
+
+    /// Whether the gate checks subagents' stops (`--subagents`, or a `--contract`): then
+    /// SubagentStop runs it too.
+    pub fn gates_subagents(&self) -> bool {
+        self.flags
+            .iter()
+            .any(|(n, _)| n == "--subagents" || n == "--contract")
     }
 
     /// The words, in order.

@@ -23,7 +23,9 @@ Usage:
                            [--codex [--trust]] [--run CMD | --no-run]
                            [--require-marker CHECK[=CMD]]... [--no-require-marker CHECK]...
                            [--timeout SECS] [--deadline SECS] [--max-blocks N]
-                           [--feedback block|context] [--verify-key FILE] [--dry-run]
+                           [--feedback block|context] [--verify-key FILE]
+                           [--stall-after K] [--max-duration D] [--max-tokens N]
+                           [--contract FILE|default] [--contract-max-tokens N] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 
@@ -62,8 +64,11 @@ Options:
                        writer runs to make it, named when a stop is blocked)
   --no-require-marker CHECK
                        stop requiring the marker for CHECK
-  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE
-                       the same flags of stop-gate (see stop-gate --help)
+  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE,
+  --stall-after K, --max-duration D, --max-tokens N, --contract FILE|default,
+  --contract-max-tokens N
+                       the same flags of stop-gate (see stop-gate --help); with --contract,
+                       SubagentStop runs stop-gate too (it checks each subagent's report)
   --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
                        false, failIfUnavailable) and deny the Edit and Write tools vigil's state
                        home, the binaries' directory and the settings files (Edit(...) rules);
@@ -302,7 +307,18 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                 }
                 options.gate.set.push(("--run".into(), run));
             }
-            Long(flag @ ("timeout" | "deadline" | "max-blocks" | "feedback" | "verify-key")) => {
+            Long(
+                flag @ ("timeout"
+                | "deadline"
+                | "max-blocks"
+                | "feedback"
+                | "verify-key"
+                | "stall-after"
+                | "max-duration"
+                | "max-tokens"
+                | "contract"
+                | "contract-max-tokens"),
+            ) => {
                 let name = format!("--{flag}");
                 let value = string_value(&mut parser, &name)?;
                 options.gate.set.push((name, value));

@@ -69,7 +69,24 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         findings.extend(twice_across_files(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
     }
-    let events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
+    // Wired by install when it applies: StopFailure (Claude Code) records a turn that ended on
+    // an API error; SubagentStop runs the gate when it checks subagents' reports.
+    let optional: &[&str] = match engine {
+        Engine::Claude => &["StopFailure", "SubagentStop"],
+        Engine::Codex => &["SubagentStop"],
+    };
+    if engine == Engine::Claude
+        && !handlers.iter().any(|(e, _, _, c)| {
+            e == "StopFailure" && vigil_binary(c) == Some("session-end-handoff")
+        })
+    {
+        findings.push(Finding::Warn(
+            "StopFailure does not run session-end-handoff, so a turn that ends on an API error (a rate limit, a 529) is not recorded and the next session is not told; run ./install.sh again".into(),
+        ));
+    }
+    findings.extend(contracts(target, &handlers));
+    let mut events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
+    events.extend(optional.iter().copied());
     for (event, g, h, command) in &handlers {
         if !events.contains(event.as_str()) {
             findings.push(Finding::Warn(format!(
@@ -240,6 +257,61 @@ const HANDLER_MARGIN_SECS: u64 = 5;
 /// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
 /// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
 /// would refuse (a typo blocks every stop with a config error) fails here first.
+/// Each `--contract FILE` of a stop-gate handler: read and compiled as the gate would, and
+/// named when it is inside the project, where the agent can rewrite it. A gate that checks
+/// subagents' reports on Stop alone never sees one: SubagentStop must run it.
+fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Vec<Finding> {
+    let project = target.project();
+    let mut findings = Vec::new();
+    let mut subagent_gate = false;
+    let mut wanted = false;
+    for (event, _, _, command) in handlers {
+        if vigil_binary(command) != Some("stop-gate") {
+            continue;
+        }
+        let Some(Ok(Some(config))) = handler_args(command)
+            .map(|args| crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()))
+        else {
+            continue;
+        };
+        if event == "SubagentStop" {
+            subagent_gate = true;
+        }
+        let Some(source) = &config.contract else {
+            continue;
+        };
+        wanted = true;
+        match crate::contract::Contract::load(source, &project) {
+            Ok(_) => findings.push(Finding::Ok(format!(
+                "{event}: {} is a valid JSON Schema (self-contained, nothing fetched)",
+                source.describe()
+            ))),
+            Err(e) => findings.push(Finding::Fail(format!(
+                "{event}: {e}; every subagent's stop would be blocked"
+            ))),
+        }
+        if let crate::contract::Source::File(path) = source {
+            let full = if path.is_absolute() {
+                path.clone()
+            } else {
+                project.join(path)
+            };
+            if crate::subject::canonical(&full).starts_with(crate::subject::canonical(&project)) {
+                findings.push(Finding::Warn(format!(
+                    "{event}: the contract {} is inside the project, where the agent can rewrite it (it shapes subagents' reports; it approves nothing)",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if wanted && !subagent_gate {
+        findings.push(Finding::Warn(
+            "stop-gate has --contract, but SubagentStop does not run it, so no report is checked; run ./install.sh with --contract".into(),
+        ));
+    }
+    findings
+}
+
 fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
     if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
         return Finding::Fail(format!(

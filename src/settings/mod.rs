@@ -99,7 +99,7 @@ pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
     if plan.engine == Engine::Codex {
         stop.push(handler("session-end-handoff", " --checkpoint"));
     }
-    vec![
+    let mut entries = vec![
         Entry {
             event: "Stop",
             group: group(stop),
@@ -121,7 +121,23 @@ pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
             event: "UserPromptSubmit",
             group: group(vec![handler("stop-gate", "")]),
         },
-    ]
+    ];
+    // A turn that ends on an API error is recorded, and the next session told (Claude Code;
+    // Codex 0.171.0 has no StopFailure).
+    if plan.engine == Engine::Claude {
+        entries.push(Entry {
+            event: "StopFailure",
+            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+        });
+    }
+    // A gate for subagents' reports runs on SubagentStop too, with the Stop handler's flags.
+    if gate.gates_subagents() {
+        entries.push(Entry {
+            event: "SubagentStop",
+            group: group(vec![handler("stop-gate", &stop_args)]),
+        });
+    }
+    entries
 }
 
 /// The command string of a handler.

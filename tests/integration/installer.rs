@@ -268,8 +268,8 @@ fn eight_installers_at_once_leave_each_entry_once() {
         }
         assert_eq!(
             text.matches("session-end-handoff").count(),
-            2,
-            "SessionEnd and PreCompact"
+            3,
+            "SessionEnd, PreCompact and StopFailure"
         );
         assert_eq!(
             std::fs::read(backup_of(file)).unwrap(),
