@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+mod limits;
+
 /// A throwaway project, and the ways a test talks to stop-gate about it.
 struct Project {
     dir: tempfile::TempDir,
@@ -2145,7 +2147,8 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
                 .take()
                 .unwrap()
                 .write_all(
-                    p.payload(session, Some("Still working."))
+                    // Each its own message: the same one on three passes would be a stall.
+                    p.payload(session, Some(&format!("Still working ({i}).")))
                         .to_string()
                         .as_bytes(),
                 )
