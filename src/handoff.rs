@@ -111,8 +111,12 @@ pub struct FailureNote {
 }
 
 impl FailureNote {
-    /// The failure a StopFailure payload reports, each field made one safe line.
+    /// The failure a StopFailure payload reports, each field made one safe line; `None` for a
+    /// subagent's (the session goes on: the main agent is told in a `<task-notification>`).
     pub fn of(input: &HookInput) -> Option<FailureNote> {
+        if input.agent_id.is_some() {
+            return None;
+        }
         let error = input.error.as_deref()?;
         Some(FailureNote {
             error: field_max(error, MAX_ERROR),

@@ -120,6 +120,9 @@ pub struct Failure {
     /// The pass that was running, for a loop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u32>,
+    /// A subagent's failed turn: its id (the main agent's turn goes on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 /// How many failures a loop or a session keeps: the most recent.
@@ -388,7 +391,9 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
 
 /// Records a failed turn (StopFailure) in the session's record and, when a loop runs there, in
 /// the loop, which becomes `interrupted`: no pass is spent, and the session's next stop goes on
-/// with the pass that failed. What it wrote: the loop's state, when there is one.
+/// with the pass that failed. A subagent's failed turn (it has an `agent_id`) is recorded in
+/// the session only: Claude Code goes on with the main agent, which hears of it in a
+/// `<task-notification>`. What it wrote: the loop's state, when it changed.
 pub fn record_failure(
     project: &Project,
     session: &SessionId,
@@ -403,7 +408,7 @@ pub fn record_failure(
     };
     keep(&mut record.record.failures, failure.clone());
     let state = match record.record.ralph.as_mut() {
-        Some(state) if state.status.is_live() => {
+        Some(state) if state.status.is_live() && failure.agent_id.is_none() => {
             state.status = LoopStatus::Interrupted;
             state.updated_at = time::now_rfc3339();
             keep(

@@ -1,5 +1,6 @@
 //! Token usage for `--max-tokens` (issue 17): counted from the usage records of the session's
-//! transcript and of its subagents' transcripts since the loop started, read incrementally: each
+//! transcript and of its subagents' transcripts (Claude Code), or of the session's rollout
+//! (Codex), since the loop started, read incrementally: each
 //! Stop reads only what was appended since the last one, from the offset the loop keeps.
 //!
 //! Counted: `input_tokens`, `cache_creation_input_tokens` and `output_tokens`: what each request
@@ -251,6 +252,14 @@ struct Line {
     kind: Option<String>,
     message: Option<Message>,
     timestamp: Option<Value>,
+    /// Codex's rollout: a `token_usage_record` carries its usage here.
+    payload: Option<Record>,
+}
+
+#[derive(Deserialize)]
+struct Record {
+    response_id: Option<Value>,
+    usage: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -259,21 +268,49 @@ struct Message {
     usage: Option<Value>,
 }
 
-/// An assistant line's message id, usage (input, cache creation, output, cache read) and time.
-/// A line that is not JSON, or has no usage object, has none; a figure that is not a whole
-/// number counts as 0.
+/// An assistant line's message id, usage (input, cache creation, output, cache read) and time:
+/// Claude Code's transcript line of type `assistant` (`message.id`, `message.usage`), or a
+/// Codex rollout's `token_usage_record` (`payload.response_id`, `payload.usage`, whose
+/// `input_tokens` include the cached and cache-written ones). A line that is not JSON, or has
+/// no usage object, has none; a figure that is not a whole number counts as 0.
 fn usage_of(line: &[u8]) -> Option<(Option<String>, [u64; 4], Option<f64>)> {
     memchr::memmem::find(line, b"\"usage\"")?;
     let line: Line = serde_json::from_slice(line).ok()?;
-    if line.kind.as_deref() != Some("assistant") {
-        return None;
-    }
-    let message = line.message?;
-    let usage = message.usage?;
+    let (id, usage) = match line.kind.as_deref() {
+        Some("assistant") => {
+            let message = line.message?;
+            (message.id, message.usage?)
+        }
+        Some("token_usage_record") => {
+            let record = line.payload?;
+            (record.response_id, record.usage?)
+        }
+        _ => return None,
+    };
     let usage = usage.as_object()?;
     let figure = |name: &str| usage.get(name).and_then(Value::as_u64).unwrap_or(0);
-    let id = message
-        .id
+    let figures = if usage.contains_key("cached_input_tokens") {
+        let (cached, written) = (
+            figure("cached_input_tokens"),
+            figure("cache_write_input_tokens"),
+        );
+        [
+            figure("input_tokens")
+                .saturating_sub(cached)
+                .saturating_sub(written),
+            written,
+            figure("output_tokens"),
+            cached,
+        ]
+    } else {
+        [
+            figure("input_tokens"),
+            figure("cache_creation_input_tokens"),
+            figure("output_tokens"),
+            figure("cache_read_input_tokens"),
+        ]
+    };
+    let id = id
         .as_ref()
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty() && id.len() <= 128)
@@ -283,16 +320,7 @@ fn usage_of(line: &[u8]) -> Option<(Option<String>, [u64; 4], Option<f64>)> {
         .as_ref()
         .and_then(Value::as_str)
         .and_then(crate::time::parse_rfc3339);
-    Some((
-        id,
-        [
-            figure("input_tokens"),
-            figure("cache_creation_input_tokens"),
-            figure("output_tokens"),
-            figure("cache_read_input_tokens"),
-        ],
-        time,
-    ))
+    Some((id, figures, time))
 }
 
 /// A line's `timestamp`, when it has one.
@@ -397,6 +425,25 @@ mod tests {
         update(&mut tally, &path, 0.0);
         assert_eq!(tally.counted(), u64::MAX, "saturates, never wraps");
         assert_eq!(tally.input, 0);
+    }
+
+    #[test]
+    fn a_codex_rollouts_usage_records_count_without_their_cached_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rollout.jsonl");
+        let record = |id: &str| {
+            format!(
+                "{{\"timestamp\":\"2026-12-02T04:52:07.726Z\",\"type\":\"token_usage_record\",\"payload\":{{\"response_id\":\"{id}\",\"usage\":{{\"input_tokens\":4888,\"cached_input_tokens\":4444,\"cache_write_input_tokens\":0,\"output_tokens\":22,\"reasoning_output_tokens\":0,\"total_tokens\":4910}}}}}}\n"
+            )
+        };
+        std::fs::write(&path, record("resp_1") + &record("resp_2")).unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, 0.0);
+        assert_eq!(
+            (tally.input, tally.output, tally.cache_read),
+            (888, 44, 8888)
+        );
+        assert_eq!(tally.counted(), 932);
     }
 
     #[test]

@@ -103,14 +103,19 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
     // interrupted, for the session's next stop; the checkpoint below tells it too.
     if input.event() == Some(vigil::hook::HookEvent::StopFailure)
-        && let Some(note) = handoff::FailureNote::of(&input)
+        && let Some(error) = input.error.as_deref()
     {
+        let line = handoff::field;
         let failure = vigil::loops::Failure {
-            error: note.error,
-            error_details: note.error_details,
-            message: note.message,
-            at: note.at,
+            error: handoff::field_max(error, 64),
+            error_details: input.error_details.as_deref().map(line),
+            message: input.last_assistant_message.as_deref().map(line),
+            at: vigil::time::now_rfc3339(),
             iteration: None,
+            agent_id: input
+                .agent_id
+                .as_deref()
+                .map(|id| handoff::field_max(id, 128)),
         };
         if let Err(e) = vigil::loops::record_failure(&project, &session, failure) {
             diagnostic(

@@ -939,3 +939,71 @@ fn the_slash_command_takes_the_limits_too() {
         json!({"stall_after": 2, "max_duration_secs": 7200, "max_tokens": 500000})
     );
 }
+
+#[test]
+fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session() {
+    // Claude Code 2.1.332: a subagent's failed turn fires StopFailure with its agent_id, and
+    // the main agent goes on (it is told in a <task-notification>).
+    let p = Project::git();
+    start_with(&p, "s1", 5, &[]);
+    let out = stop_failure(
+        &p,
+        "s1",
+        "claude-stop-failure-overloaded.json",
+        &[
+            ("agent_id", json!("a46486be96f8e0912")),
+            ("agent_type", json!("general-purpose")),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "running", "the main agent's turn goes on");
+    assert!(state.get("failures").is_none(), "{state}");
+    let record = p.session_record("s1");
+    assert_eq!(record["failures"][0]["agent_id"], "a46486be96f8e0912");
+    let checkpoint: Value =
+        serde_json::from_slice(&std::fs::read(p.vigil().join("handoff/checkpoint.json")).unwrap())
+            .unwrap();
+    assert!(
+        checkpoint.get("failure").is_none(),
+        "the session did not end on it: {checkpoint}"
+    );
+}
+
+#[test]
+fn the_plugin_wires_the_events_install_wires_stop_failure_included() {
+    let p = Project::new();
+    let settings = p.path().join(".claude/settings.local.json");
+    let out = settings_merge()
+        .args([
+            "install",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--bin-dir",
+        ])
+        .arg(bin_dir())
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let events = |value: &Value| -> Vec<String> {
+        let mut names: Vec<String> = value["hooks"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    };
+    let installed: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let plugin: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap())
+            .unwrap();
+    assert_eq!(events(&plugin), events(&installed));
+    assert!(events(&plugin).contains(&"StopFailure".to_string()));
+}
