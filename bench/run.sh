@@ -141,6 +141,30 @@ jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .prompt = 
 row "stop-gate" "UserPromptSubmit, no slash command" \
   "$sg <$work/prompt.json" "bash $here/baseline/prompt.sh <$work/prompt.json"
 
+# The subagent contract: a valid report of the default shape, compiled and validated with the
+# jsonschema crate on each SubagentStop, beside jq checking the same fields.
+jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .last_assistant_message = "{\"status\":\"done\",\"answer\":\"There is one file.\",\"evidence\":[\"ls: 1 entry\"],\"changed\":[],\"open_questions\":[],\"tokens_used\":1200}"' \
+  "$samples/claude-subagent-stop-real.json" >"$work/subagent.json"
+[ -z "$("$sg" --contract default <"$work/subagent.json")" ] || { echo "bench: the report broke the contract" >&2; exit 1; }
+row "stop-gate --contract default" "SubagentStop, a valid report" \
+  "$sg --contract default <$work/subagent.json" "bash $here/baseline/contract.sh <$work/subagent.json"
+
+# --max-tokens: a loop whose transcript has grown to 100 MB of usage records. After the
+# first Stop, each reads only what was appended since (here nothing); the baseline reads the
+# whole transcript each time.
+(cd "$work/project" && "$sg" loop start --session counting --max-iterations 10000 --completion-promise DONE \
+  --stall-after 0 --max-tokens 1000000000000 "Fix the parser and keep the tests green." >/dev/null)
+usage_block=$(printf '%s\n' \
+  '{"type":"user","isSidechain":false,"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"'"$(head -c 1800 /dev/zero | tr '\0' 'x')"'"}]}}' \
+  '{"type":"assistant","isSidechain":false,"timestamp":"2099-01-01T00:00:00.000Z","message":{"id":"msg_1","role":"assistant","content":[{"type":"text","text":"Running the tests again."}],"usage":{"input_tokens":111,"cache_creation_input_tokens":333,"cache_read_input_tokens":4444,"output_tokens":22}}}')
+{ yes "$usage_block" || true; } | head -n "$(( 100 * 1024 * 1024 * 2 / (${#usage_block} + 1) ))" \
+  | awk '/"msg_1"/ { sub(/"msg_1"/, "\"msg_" NR "\"") } { print }' >"$work/usage.jsonl"
+jq -c --arg t "$work/usage.jsonl" '.session_id = "counting" | .transcript_path = $t' "$work/idle.json" >"$work/counting.json"
+"$sg" <"$work/counting.json" >/dev/null
+row "stop-gate --max-tokens" "Stop, loop running, 100 MB transcript (read from its offset)" \
+  "$sg <$work/counting.json" "bash $here/baseline/tokens.sh 1000000000000 <$work/counting.json"
+rm -f "$work/usage.jsonl"
+
 for mb in $sizes; do
   transcript "$work/t$mb.jsonl" "$mb"
   jq -c --arg t "$work/t$mb.jsonl" '.transcript_path = $t' "$samples/claude-stop-old-version.json" >"$work/old$mb.json"
