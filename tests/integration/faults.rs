@@ -124,7 +124,9 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
         }
         let mut cmd = stop_gate_cmd(dir.path());
         cmd.args(["--run", "true"]);
-        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], "Not yet.");
+        // Each pass its own words: the same message three passes in a row is a stall.
+        let said = format!("Not yet ({round}).");
+        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], &said);
         if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
             killed += 1;
         }
@@ -133,7 +135,7 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     // The state still works: a Stop right now is answered in full.
     let out = output_with_stdin(
         stop_gate_cmd(dir.path()),
-        stop_payload(dir.path(), "s1", "Not yet.").as_bytes(),
+        stop_payload(dir.path(), "s1", "Not yet, at the end.").as_bytes(),
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -168,9 +170,10 @@ fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
         .success();
     let mut random = random();
     let (mut killed, mut advanced) = (0, 0);
-    for _ in 0..80 {
+    for round in 0..80 {
         let before = iteration_of(dir.path(), "s1");
-        let payload = stop_payload(dir.path(), "s1", "Not yet.");
+        // Each pass its own words, so that no stall ends the loop and stops its writes.
+        let payload = stop_payload(dir.path(), "s1", &format!("Not yet ({round})."));
         if kill_midway(
             stop_gate_cmd(dir.path()),
             payload.as_bytes(),
