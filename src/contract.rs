@@ -78,8 +78,16 @@ impl Contract {
                 } else {
                     project.join(path)
                 };
-                let bytes = crate::input::Source::File(path.clone())
-                    .read_capped(MAX_SCHEMA, "the contract")?;
+                // A plain file only, opened without waiting: a FIFO (or a link to one) planted
+                // where the contract should be would hold every SubagentStop to its deadline.
+                let file = crate::input::open_regular(&path).map_err(|e| {
+                    Error::input(format!(
+                        "cannot read the contract {}: {}",
+                        path.display(),
+                        crate::error::plain_io(&e)
+                    ))
+                })?;
+                let bytes = crate::input::read_capped(file, MAX_SCHEMA, "the contract", &path)?;
                 serde_json::from_slice(&bytes).map_err(|e| {
                     Error::input(format!("the contract {} is not JSON: {e}", path.display()))
                 })?
@@ -225,24 +233,25 @@ fn extract(message: &str) -> std::result::Result<Value, String> {
     Ok(value)
 }
 
-/// The content of the message's only block, when that is a `json` code fence.
+/// The content of the message's only block, when that is a `json` code fence: nothing but
+/// whitespace may stand outside the fence's source range (a link reference definition, which
+/// the parser reports as no event, counts as something).
 fn fenced(text: &str) -> std::result::Result<String, String> {
     use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag, TagEnd};
     let mut depth = 0usize;
-    let mut blocks = 0usize;
-    let mut code: Option<String> = None;
+    let mut fence: Option<std::ops::Range<usize>> = None;
+    let mut code = String::new();
     let mut in_json = false;
-    for event in Parser::new(text) {
+    for (event, range) in Parser::new(text).into_offset_iter() {
         match event {
             Event::Start(tag) => {
-                if depth == 0 {
-                    blocks += 1;
-                    if let Tag::CodeBlock(CodeBlockKind::Fenced(info)) = &tag
-                        && info.split_whitespace().next() == Some("json")
-                    {
-                        in_json = true;
-                        code = Some(String::new());
-                    }
+                if depth == 0
+                    && fence.is_none()
+                    && let Tag::CodeBlock(CodeBlockKind::Fenced(info)) = &tag
+                    && info.split_whitespace().next() == Some("json")
+                {
+                    in_json = true;
+                    fence = Some(range.clone());
                 }
                 depth += 1;
             }
@@ -252,20 +261,17 @@ fn fenced(text: &str) -> std::result::Result<String, String> {
                     in_json = false;
                 }
             }
-            Event::Text(t) if in_json => {
-                if let Some(code) = code.as_mut() {
-                    code.push_str(&t);
-                }
-            }
-            Event::Rule | Event::Html(_) if depth == 0 => blocks += 1,
+            Event::Text(t) if in_json => code.push_str(&t),
             _ => {}
         }
     }
-    match code {
-        Some(code) if blocks == 1 => Ok(code),
-        Some(_) => Err("the report holds text besides its ```json fence; send only the object".into()),
-        None => Err("the report is not a JSON object: it must be the object itself, or one ```json fence holding it, and nothing else".into()),
+    let Some(range) = fence else {
+        return Err("the report is not a JSON object: it must be the object itself, or one ```json fence holding it, and nothing else".into());
+    };
+    if !text[..range.start].trim().is_empty() || !text[range.end..].trim().is_empty() {
+        return Err("the report holds text besides its ```json fence; send only the object".into());
     }
+    Ok(code)
 }
 
 /// The first `$ref` or `$dynamicRef` that does not point inside the schema itself (`#…`).
@@ -332,6 +338,13 @@ mod tests {
             .check(&format!("Here:\n```json\n{GOOD}\n```"), 2000)
             .unwrap_err();
         assert!(extra.line.contains("besides"), "{}", extra.line);
+        // A link reference definition is no event of the parser, but it is text all the same.
+        for after in ["\n\n[the tests all pass]: <x>", "\n```json\n{}\n```"] {
+            let v = contract
+                .check(&format!("```json\n{GOOD}\n```{after}"), 2000)
+                .unwrap_err();
+            assert!(v.line.contains("besides"), "{after:?}: {}", v.line);
+        }
     }
 
     #[test]
