@@ -275,6 +275,7 @@ pub fn field_max(text: &str, max: usize) -> String {
     let plain = terminal::plain_text(text.as_bytes());
     let one_line: String = plain
         .chars()
+        .filter(|c| !is_bidi_control(*c))
         .map(|c| {
             if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
                 ' '
@@ -284,6 +285,12 @@ pub fn field_max(text: &str, max: usize) -> String {
         })
         .collect();
     keep_head(&defang(one_line.trim()), max)
+}
+
+/// The characters that reorder text as a terminal shows it (embeddings, overrides, isolates,
+/// marks): in a one-line field they could make a command or a path read as another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// The first `max` characters, with `…` at the end when something was dropped.

@@ -126,7 +126,7 @@ pub struct Failure {
 }
 
 /// How many failures a loop or a session keeps: the most recent.
-pub const MAX_FAILURES: usize = 10;
+pub const MAX_FAILURES: usize = 5;
 
 /// Who started a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +302,7 @@ pub fn start(
     mut state: LoopState,
 ) -> Result<(LoopState, Option<String>)> {
     let mut record = Session::open(project, session)?;
+    let lost = record.take_lost();
     if let Some(existing) = &record.record.ralph
         && existing.status.is_live()
     {
@@ -313,7 +314,7 @@ pub fn start(
     state.updated_at = time::now_rfc3339();
     record.record.ralph = Some(state.clone());
     record.save()?;
-    Ok((state, record.lost.take()))
+    Ok((state, lost))
 }
 
 /// Writes the loop that the next session starting in the project will claim within `within`.
@@ -438,7 +439,8 @@ pub enum Cancelled {
 /// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
 pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
     let mut record = Session::open(project, session)?;
-    if let Some(lost) = record.lost.take() {
+    if let Some(lost) = record.take_lost() {
+        record.save()?;
         return Ok(Some(Cancelled::Lost(lost)));
     }
     let Some(state) = record.record.ralph.as_mut() else {
@@ -959,12 +961,12 @@ pub fn parse_max_tokens(text: &str) -> Result<u64> {
     }
 }
 
-/// Parses `--stall-after`: 0 (never) to 10000 passes.
+/// Parses `--stall-after`: 0 (never), or 2 to 10000 passes (one pass is no repeat).
 pub fn parse_stall_after(text: &str) -> Result<u32> {
     match text.parse::<u32>() {
-        Ok(n) if n <= MAX_ITERATIONS => Ok(n),
+        Ok(n) if n == 0 || (2..=MAX_ITERATIONS).contains(&n) => Ok(n),
         _ => Err(Error::usage(format!(
-            "--stall-after takes a whole number of passes from 0 (never) to {MAX_ITERATIONS}, not {text:?}"
+            "--stall-after takes 0 (never) or a whole number of passes from 2 to {MAX_ITERATIONS}, not {text:?}: it counts the same message on that many passes in a row"
         ))),
     }
 }

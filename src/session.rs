@@ -37,6 +37,11 @@ pub struct SessionRecord {
     /// The session's failed turns (StopFailure), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<crate::loops::Failure>,
+    /// A loss not yet told to the human (the record was damaged, or gone while its loop ran):
+    /// kept here by whoever opened the record first, so that whichever hook saves next does not
+    /// make it vanish; the next Stop tells it (SPEC §9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
     /// The session's Ralph loop, once one was started (kept when it ends, with its status).
     #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
     pub ralph: Option<LoopState>,
@@ -70,6 +75,7 @@ impl SessionRecord {
             subagent_budget: Budget::default(),
             agent_budgets: Vec::new(),
             failures: Vec::new(),
+            lost: None,
             ralph: None,
             updated_at: String::new(),
         }
@@ -81,8 +87,9 @@ pub struct Session {
     pub record: SessionRecord,
     path: PathBuf,
     seq: u64,
-    /// What reading found that the human must hear of (a damaged or vanished record).
-    pub lost: Option<String>,
+    /// What reading found that the human must hear of (a damaged or vanished record); see
+    /// `take_lost`.
+    lost: Option<String>,
     _lock: FileLock,
 }
 
@@ -143,7 +150,11 @@ pub fn peek(
         record::Read::Found { payload, .. } => {
             match serde_json::from_slice::<SessionRecord>(&payload) {
                 Ok(record) if record.schema == SCHEMA && record.session_id == session.as_str() => {
-                    Ok(Some(record))
+                    match record.lost {
+                        // Found by a hook that could not tell it: the next Stop does.
+                        Some(lost) => Err(lost),
+                        None => Ok(Some(record)),
+                    }
                 }
                 _ => Err(format!(
                     "the session record {} is not one vigil wrote",
@@ -214,7 +225,6 @@ impl Session {
             record::Read::Missing => {
                 let marker = running_marker(&path, session);
                 let lost = std::fs::symlink_metadata(&marker).is_ok().then(|| {
-                    let _ = std::fs::remove_file(&marker);
                     format!(
                         "the record of this session's loop is gone from {}",
                         dir.display()
@@ -223,9 +233,11 @@ impl Session {
                 (fresh(), 0, lost)
             }
         };
-        // Told now: the loop it held is over, so its marker goes with it.
+        // Not told yet: the fresh record carries it, and the running marker stays until a
+        // save, so that a hook that opens the record and does not save cannot lose it either.
+        let mut record = record;
         if lost.is_some() {
-            let _ = std::fs::remove_file(running_marker(&path, session));
+            record.lost = lost.clone();
         }
         Ok(Session {
             record,
@@ -234,6 +246,14 @@ impl Session {
             lost,
             _lock: lock,
         })
+    }
+
+    /// The loss the human must be told, if any (found now, or kept by an earlier hook), taken
+    /// out of the record: the caller tells it and saves.
+    pub fn take_lost(&mut self) -> Option<String> {
+        let found = self.lost.take();
+        let kept = self.record.lost.take();
+        found.or(kept)
     }
 
     /// Writes the record: one `pwrite` and one `fdatasync` once it exists. The running marker
@@ -289,4 +309,79 @@ fn owned_dir(dir: &Path) -> Result<()> {
         .create(dir)
         .map_err(|e| Error::io("create", dir, &e))?;
     crate::state::refuse_symlink(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loops::{Failure, LoopState, MAX_FAILURES, StartedBy};
+    use crate::usage::{Mark, Seen, Tally};
+
+    /// Everything a session record can hold, each part at its largest, still fits one slot of
+    /// the record: a record that did not would make every Stop of the session deny.
+    #[test]
+    fn the_largest_session_record_fits_its_slot() {
+        let promise = crate::promise::Promise::new("DONE").unwrap();
+        // Control characters are the longest in JSON (`\u0001`, six bytes each).
+        let prompt = "\u{1}".repeat(crate::loops::MAX_PROMPT_CHARS);
+        let mut ralph = LoopState::new("s", prompt, &promise, 10_000, StartedBy::Terminal);
+        let wide = |n: usize| "\u{1F600}".repeat(n);
+        let failure = Failure {
+            error: wide(64),
+            error_details: Some(wide(200)),
+            message: Some(wide(200)),
+            at: crate::time::now_rfc3339(),
+            iteration: Some(10_000),
+            agent_id: Some("a".repeat(128)),
+        };
+        ralph.failures = vec![failure.clone(); MAX_FAILURES];
+        let seen = Seen {
+            id: "m".repeat(64),
+            usage: [u64::MAX; 4],
+        };
+        let mark = |path: String| Mark {
+            path,
+            dev: u64::MAX,
+            ino: u64::MAX,
+            offset: u64::MAX,
+            recent: vec![seen.clone(); 2],
+        };
+        let mut files = vec![mark("transcript".into())];
+        files.extend((0..129).map(|i| mark(format!("agent-{i:0>64}.jsonl"))));
+        ralph.progress.tokens = Some(Tally {
+            input: u64::MAX,
+            cache_creation: u64::MAX,
+            output: u64::MAX,
+            cache_read: u64::MAX,
+            files,
+            untracked: u32::MAX,
+        });
+        let record = SessionRecord {
+            schema: SCHEMA.into(),
+            session_id: "s".repeat(128),
+            budget: Budget::default(),
+            subagent_budget: Budget::default(),
+            agent_budgets: (0..crate::budget::MAX_AGENT_BUDGETS)
+                .map(|i| AgentBudget {
+                    agent_id: format!("{i:a>128}"),
+                    budget: Budget {
+                        consecutive_blocks: u32::MAX,
+                        status: Some("aborted".into()),
+                        budget_spent: u32::MAX,
+                    },
+                })
+                .collect(),
+            failures: vec![failure; MAX_FAILURES],
+            lost: Some(wide(1000)),
+            ralph: Some(ralph),
+            updated_at: crate::time::now_rfc3339(),
+        };
+        let size = serde_json::to_vec(&record).unwrap().len();
+        eprintln!("the largest record: {size} bytes");
+        assert!(
+            size <= record::MAX_PAYLOAD,
+            "{size} bytes, over the {} a slot holds",
+            record::MAX_PAYLOAD
+        );
+    }
 }

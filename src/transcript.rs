@@ -160,6 +160,7 @@ pub struct BackwardLines {
     /// Bytes read but not yet returned: the file's bytes from `pos` up to the last line given.
     pending: Vec<u8>,
     budget: u64,
+    start_budget: u64,
     done: bool,
 }
 
@@ -169,10 +170,16 @@ impl BackwardLines {
         BackwardLines::ending_at(file, pos, budget)
     }
 
+    /// How many bytes have been read so far.
+    pub fn read_so_far(&self) -> u64 {
+        self.start_budget - self.budget
+    }
+
     /// Lines of the file's first `end` bytes, from the last to the first.
     pub fn ending_at(file: File, end: u64, budget: u64) -> std::io::Result<BackwardLines> {
         let pos = end;
         Ok(BackwardLines {
+            start_budget: budget,
             file,
             pos,
             pending: Vec::new(),

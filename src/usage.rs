@@ -25,11 +25,13 @@ use crate::transcript::BackwardLines;
 const MAX_READ: u64 = 32 * 1024 * 1024;
 /// How far back the first look at a transcript goes for lines written since the loop started.
 const MAX_BACK: u64 = 32 * 1024 * 1024;
-/// How many subagent transcripts a loop follows.
+/// The most one Stop reads of all transcripts together.
+const MAX_PER_STOP: u64 = 64 * 1024 * 1024;
+/// How many subagent transcripts a loop follows (those written since it started).
 const MAX_FILES: usize = 128;
 /// How many message ids each transcript remembers across Stops (a message's lines are
 /// consecutive, so only the last few can continue in the next read).
-const RECENT: usize = 4;
+const RECENT: usize = 2;
 
 /// The tokens counted since a loop started, and how far each transcript was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +43,14 @@ pub struct Tally {
     pub cache_read: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<Mark>,
+    /// Subagent transcripts written since the loop started that could not be followed (past
+    /// `MAX_FILES`): the budget can no longer be kept, and the loop ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -59,7 +69,11 @@ impl Tally {
     }
 }
 
-/// How far one transcript was read: the main one by its path, a subagent's by its file name.
+/// The key of the session's own transcript among the marks.
+const MAIN: &str = "transcript";
+
+/// How far one transcript was read: the session's own as `transcript`, a subagent's by its
+/// file name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mark {
     pub path: String,
@@ -80,46 +94,91 @@ pub struct Seen {
 
 /// Reads what the transcripts gained since the last call into `tally`. `since` is when the
 /// loop started (seconds since the epoch): a transcript seen for the first time is counted
-/// back from its end to the first line older than that. A transcript that cannot be read is
-/// left for the next Stop; nothing here fails the gate.
-pub fn update(tally: &mut Tally, transcript: &Path, since: f64) {
-    let main = transcript.display().to_string();
-    read_file(tally, transcript, &main, since);
+/// back from its end to the first line older than that, and a subagent's transcript last
+/// written before it is not followed at all. At most `MAX_PER_STOP` bytes are read in all; the
+/// rest waits for the next Stop. `Err` says why the session's own transcript could not be
+/// read (then nothing of it is counted); nothing here fails the gate.
+pub fn update(tally: &mut Tally, transcript: &Path, since: f64) -> std::result::Result<(), String> {
+    let mut left = MAX_PER_STOP;
+    // The session's transcript is keyed by a word, not its path (which may be 4 KiB long): its
+    // device and inode tell when another file has taken its place.
+    let read = read_file(tally, transcript, MAIN, since, &mut left);
     let subagents = subagents_dir(transcript);
     let Ok(entries) = std::fs::read_dir(&subagents) else {
-        return;
+        return read;
     };
     let mut names: Vec<String> = entries
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.starts_with("agent-") && n.ends_with(".jsonl"))
+        .filter(|n| is_agent_file(n))
         .collect();
     names.sort_unstable();
     for name in names {
         let known = tally.files.iter().any(|m| m.path == name);
-        if !known && tally.files.len() > MAX_FILES {
-            continue;
+        let path = subagents.join(&name);
+        if !known {
+            let written = std::fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0.0, |d| d.as_secs_f64());
+            if written < since {
+                continue;
+            }
+            // The main transcript's mark is one of the files.
+            if tally.files.len() > MAX_FILES {
+                tally.untracked = tally.untracked.saturating_add(1);
+                continue;
+            }
         }
-        read_file(tally, &subagents.join(&name), &name, since);
+        let _ = read_file(tally, &path, &name, since, &mut left);
     }
+    read
 }
 
-fn read_file(tally: &mut Tally, path: &Path, key: &str, since: f64) {
-    let Ok(mut file) = crate::input::open_regular(path) else {
-        return;
-    };
-    let Ok(meta) = file.metadata() else { return };
+/// `agent-<id>.jsonl`, the id of letters, digits, `-` and `_`, at most 64 of them.
+fn is_agent_file(name: &str) -> bool {
+    name.strip_prefix("agent-")
+        .and_then(|n| n.strip_suffix(".jsonl"))
+        .is_some_and(|id| {
+            !id.is_empty()
+                && id.len() <= 64
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+fn read_file(
+    tally: &mut Tally,
+    path: &Path,
+    key: &str,
+    since: f64,
+    left: &mut u64,
+) -> std::result::Result<(), String> {
+    if *left == 0 {
+        // This Stop has read its fill: the file waits for the next one, untouched.
+        return Ok(());
+    }
+    let mut file = crate::input::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
+    let meta = file.metadata().map_err(|e| crate::error::plain_io(&e))?;
     let at = tally.files.iter().position(|m| m.path == key);
     let mark = at.map(|i| tally.files[i].clone()).filter(|m| {
         // Another file in its place, or one cut shorter: begin it again.
         m.dev == meta.dev() && m.ino == meta.ino() && m.offset <= meta.len()
     });
+    if mark.is_none() && meta.len() > *left && *left < MAX_BACK {
+        // A first look needs its full reach back: it waits for the next Stop's budget.
+        return Ok(());
+    }
     let mut counter = Counter::new(mark.as_ref().map_or(&[][..], |m| &m.recent));
     let offset = match &mark {
-        Some(mark) => forward(&mut file, mark.offset, meta.len(), &mut counter),
-        None => backward(file, meta.len(), since, &mut counter),
+        Some(mark) => forward(&mut file, mark.offset, meta.len(), &mut counter, left),
+        None => backward(file, meta.len(), since, &mut counter, left),
     };
-    let Some(offset) = offset else { return };
+    let Some(offset) = offset else {
+        return Err("it could not be read".into());
+    };
     tally.add(counter.total);
     let fresh = Mark {
         path: key.to_string(),
@@ -132,12 +191,20 @@ fn read_file(tally: &mut Tally, path: &Path, key: &str, since: f64) {
         Some(i) => tally.files[i] = fresh,
         None => tally.files.push(fresh),
     }
+    Ok(())
 }
 
 /// Counts the lines from `offset` to the last whole line (at most `MAX_READ` bytes); the offset
 /// reached.
-fn forward(file: &mut File, offset: u64, len: u64, counter: &mut Counter) -> Option<u64> {
-    let take = (len - offset).min(MAX_READ);
+fn forward(
+    file: &mut File,
+    offset: u64,
+    len: u64,
+    counter: &mut Counter,
+    left: &mut u64,
+) -> Option<u64> {
+    let take = (len - offset).min(MAX_READ).min(*left);
+    *left -= take;
     if take == 0 {
         return Some(offset);
     }
@@ -149,6 +216,7 @@ fn forward(file: &mut File, offset: u64, len: u64, counter: &mut Counter) -> Opt
         // One line longer than a read: passed over (its pieces are not JSON, so nothing of it
         // counts), never read again.
         None if take == MAX_READ => bytes.len(),
+        // Out of this Stop's budget inside a line: it is read again, whole, next time.
         None => return Some(offset),
     };
     for line in bytes[..whole].split(|&b| b == b'\n') {
@@ -159,7 +227,13 @@ fn forward(file: &mut File, offset: u64, len: u64, counter: &mut Counter) -> Opt
 
 /// Counts, going back from the last whole line, every line written since `since`, up to the
 /// first older one (at most `MAX_BACK` bytes back); the offset after the last whole line.
-fn backward(mut file: File, len: u64, since: f64, counter: &mut Counter) -> Option<u64> {
+fn backward(
+    mut file: File,
+    len: u64,
+    since: f64,
+    counter: &mut Counter,
+    left: &mut u64,
+) -> Option<u64> {
     // The last whole line ends at the last newline.
     let tail = len.min(64 * 1024);
     file.seek(SeekFrom::Start(len - tail)).ok()?;
@@ -170,7 +244,7 @@ fn backward(mut file: File, len: u64, since: f64, counter: &mut Counter) -> Opti
         None if len <= tail => 0,
         None => len - tail,
     };
-    let mut lines = BackwardLines::ending_at(file, end, MAX_BACK).ok()?;
+    let mut lines = BackwardLines::ending_at(file, end, MAX_BACK.min(*left)).ok()?;
     let mut backwards = Vec::new();
     while let Ok(Some(line)) = lines.next_line() {
         if line.is_empty() {
@@ -183,6 +257,7 @@ fn backward(mut file: File, len: u64, since: f64, counter: &mut Counter) -> Opti
         }
         backwards.push(line);
     }
+    *left = left.saturating_sub(lines.read_so_far());
     // Counted in the order they were written, so the last messages are the recent ones.
     for line in backwards.iter().rev() {
         counter.line(line, Some(since));
@@ -193,8 +268,8 @@ fn backward(mut file: File, len: u64, since: f64, counter: &mut Counter) -> Opti
 /// The usage of messages, each id counted once.
 struct Counter {
     seen: HashMap<String, [u64; 4]>,
-    /// Ids in the order they were last counted.
-    order: Vec<String>,
+    /// The last `RECENT` ids counted, the latest last.
+    order: std::collections::VecDeque<String>,
     total: [u64; 4],
 }
 
@@ -230,13 +305,19 @@ impl Counter {
                 *had = n;
             }
         }
-        self.order.retain(|known| *known != id);
-        self.order.push(id);
+        if self.order.back() != Some(&id) {
+            if let Some(at) = self.order.iter().position(|known| *known == id) {
+                self.order.remove(at);
+            }
+            self.order.push_back(id);
+            if self.order.len() > RECENT {
+                self.order.pop_front();
+            }
+        }
     }
 
     fn recent(&self) -> Vec<Seen> {
-        let from = self.order.len().saturating_sub(RECENT);
-        self.order[from..]
+        self.order
             .iter()
             .map(|id| Seen {
                 id: id.clone(),
@@ -313,7 +394,7 @@ fn usage_of(line: &[u8]) -> Option<(Option<String>, [u64; 4], Option<f64>)> {
     let id = id
         .as_ref()
         .and_then(Value::as_str)
-        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .filter(|id| !id.is_empty() && id.len() <= 64)
         .map(str::to_string);
     let time = line
         .timestamp
@@ -378,7 +459,7 @@ mod tests {
         // A partial line at the end is left for later.
         write!(file, "{{\"type\":\"assist").unwrap();
         let mut tally = Tally::default();
-        update(&mut tally, &path, since);
+        update(&mut tally, &path, since).unwrap();
         assert_eq!(
             (
                 tally.input,
@@ -403,9 +484,9 @@ mod tests {
             line("m2", [3, 0, 4, 600], "2026-12-01T10:00:04Z")
         )
         .unwrap();
-        update(&mut tally, &path, since);
+        update(&mut tally, &path, since).unwrap();
         assert_eq!(tally.counted(), 35 + 2 + 7);
-        update(&mut tally, &path, since);
+        update(&mut tally, &path, since).unwrap();
         assert_eq!(tally.counted(), 44, "nothing new, nothing counted");
     }
 
@@ -422,7 +503,7 @@ mod tests {
         ];
         std::fs::write(&path, lines.concat()).unwrap();
         let mut tally = Tally::default();
-        update(&mut tally, &path, 0.0);
+        update(&mut tally, &path, 0.0).unwrap();
         assert_eq!(tally.counted(), u64::MAX, "saturates, never wraps");
         assert_eq!(tally.input, 0);
     }
@@ -438,7 +519,7 @@ mod tests {
         };
         std::fs::write(&path, record("resp_1") + &record("resp_2")).unwrap();
         let mut tally = Tally::default();
-        update(&mut tally, &path, 0.0);
+        update(&mut tally, &path, 0.0).unwrap();
         assert_eq!(
             (tally.input, tally.output, tally.cache_read),
             (888, 44, 8888)
@@ -459,7 +540,7 @@ mod tests {
         )
         .unwrap();
         let mut tally = Tally::default();
-        update(&mut tally, &path, 0.0);
+        update(&mut tally, &path, 0.0).unwrap();
         assert_eq!(tally.counted(), 12);
         assert_eq!(tally.files.len(), 2);
     }

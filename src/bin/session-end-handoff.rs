@@ -105,7 +105,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     if input.event() == Some(vigil::hook::HookEvent::StopFailure)
         && let Some(error) = input.error.as_deref()
     {
-        let line = handoff::field;
+        let line = |text: &str| handoff::field_max(text, 200);
         let failure = vigil::loops::Failure {
             error: handoff::field_max(error, 64),
             error_details: input.error_details.as_deref().map(line),

@@ -68,10 +68,11 @@ Options:
                             ```json fence) that this JSON Schema accepts (`default`: status
                             done|partial|blocked, answer, evidence, changed, open_questions,
                             tokens_used); else its SubagentStop is blocked with the first
-                            violation. Implies --subagents; blocks counted per agent_id
+                            violation; blocks counted per agent_id. Alone it checks only the
+                            report: add --subagents to run the checks on SubagentStop too
   --contract-max-tokens N   the report's cap, estimated high (one token per 3 bytes; default 2000)
   --stall-after K           for loops that do not set it: end a loop `stalled` when K passes in
-                            a row end with the same message (default 3; 0: never)
+                            a row end with the same message (default 3; 0: never; K >= 2)
   --max-duration D          for loops that do not set it: end a loop when D has passed since
                             it started (30m, 2h, 1d)
   --max-tokens N            for loops that do not set it: end a loop when the transcripts count

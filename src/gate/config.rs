@@ -148,12 +148,9 @@ impl GateConfig {
                 }
                 Long("subagents") => config.subagents = true,
                 Long("stall-after") => {
-                    config.loop_limits.stall_after = Some(number(
-                        &mut parser,
-                        "--stall-after",
-                        0,
-                        u64::from(crate::loops::MAX_ITERATIONS),
-                    )? as u32)
+                    config.loop_limits.stall_after = Some(crate::loops::parse_stall_after(
+                        &string_value(&mut parser, "--stall-after")?,
+                    )?)
                 }
                 Long("max-duration") => {
                     config.loop_limits.max_duration_secs = Some(
@@ -195,10 +192,6 @@ impl GateConfig {
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected().into()),
             }
-        }
-        // A contract is for subagents' reports: it gates SubagentStop.
-        if config.contract.is_some() {
-            config.subagents = true;
         }
         let room = config.deadline - RESERVE;
         config.timeout = match timeout {

@@ -281,15 +281,21 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
             );
         }
     };
-    if subagent && !config.subagents {
+    if subagent && !config.subagents && config.contract.is_none() {
         return StopOutput::Allow(None);
     }
-    // The subagent's report is an API: its shape first, then the checks as for any stop.
-    if subagent
-        && let Some(source) = &config.contract
-        && let Err(failure) = gate.contract(source, &config, &input)
-    {
-        return gate.deny(&session, &failure.reason());
+    // The subagent's report is an API: its shape first; the checks run there too only with
+    // --subagents (a research subagent need not pass the project's test suite).
+    if subagent && let Some(source) = &config.contract {
+        if let Err(failure) = gate.contract(source, &config, &input) {
+            return gate.deny(&session, &failure.reason());
+        }
+        if !config.subagents {
+            if !matches!(crate::session::peek(&gate.project, &session), Ok(None)) {
+                let _ = budget::reset(&gate.project, &session, &gate.scope);
+            }
+            return StopOutput::Allow(None);
+        }
     }
     // Read once: a session with no record has no loop and no count to reset (one stat per
     // place at most).
@@ -371,6 +377,15 @@ struct Seen {
     /// Why the message could not be read, when it could not.
     note: Option<String>,
     bounds: Bounds,
+    /// For the human: why the token budget cannot count, when it cannot.
+    warning: Option<String>,
+}
+
+/// The token tally as a Stop found it, and as the transcripts have it now.
+struct Counted {
+    before: crate::usage::Tally,
+    after: crate::usage::Tally,
+    warning: Option<String>,
 }
 
 /// A loop's limits in force: its own, else the hook's, else the defaults.
@@ -429,6 +444,15 @@ fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
         }
     }
     if let Some(max) = bounds.max_tokens {
+        let untracked = state.progress.tokens.as_ref().map_or(0, |t| t.untracked);
+        if untracked > 0 {
+            return Some((
+                "max-tokens",
+                format!(
+                    "its token budget of {max} cannot be kept: {untracked} subagent transcript(s) written since it started are past the 128 a loop follows"
+                ),
+            ));
+        }
         let counted = state.progress.tokens.as_ref().map_or(0, |t| t.counted());
         if counted >= max {
             return Some((
@@ -531,15 +555,26 @@ impl Gate {
         session: &SessionId,
     ) -> Option<StopOutput> {
         let mut seen: Option<Seen> = None;
+        // The transcripts are read before the lock is taken: `loop cancel`, a StopFailure or
+        // a subagent's stop need not wait on them.
+        let counted = self.count_tokens(config, input, session);
         let first = self.with_loop(session, |state, budget| {
             let bounds = Bounds::of(&state.limits, &config.loop_limits);
-            if bounds.max_tokens.is_some()
-                && let Some(transcript) = &input.transcript_path
-            {
-                let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
-                let mut tally = state.progress.tokens.take().unwrap_or_default();
-                crate::usage::update(&mut tally, transcript, since);
-                state.progress.tokens = Some(tally);
+            let mut warning = None;
+            if let Some(counted) = counted {
+                warning = counted.warning;
+                let now = state.progress.tokens.take().unwrap_or_default();
+                state.progress.tokens = Some(if now == counted.before {
+                    counted.after
+                } else {
+                    // Another Stop counted meanwhile: count again from where it got to.
+                    let mut again = now;
+                    if let Some(transcript) = &input.transcript_path {
+                        let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
+                        let _ = crate::usage::update(&mut again, transcript, since);
+                    }
+                    again
+                });
             }
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
@@ -556,6 +591,7 @@ impl Gate {
                 message: message.clone(),
                 note: note.clone(),
                 bounds,
+                warning,
             };
             match assessment.verdict {
                 Verdict::Blocked => {
@@ -586,15 +622,11 @@ impl Gate {
                         return Ok(self.wait(state, budget, &work));
                     }
                     let line = format!(
-                        "stop-gate: {work}; a declaration counts only once it has finished"
+                        "stop-gate: {work}; a declaration counts only once it has finished (stop a task that never ends, such as a server, before you finish)"
                     );
-                    let mut untouched = crate::session::Budget::default();
-                    self.advance(state, &mut untouched, Verdict::Absent, Some(line), &pass)
+                    self.advance(state, budget, Verdict::Absent, Some(line), &pass)
                 }
-                _ => {
-                    let mut untouched = crate::session::Budget::default();
-                    self.advance(state, &mut untouched, Verdict::Absent, None, &pass)
-                }
+                _ => self.advance(state, budget, Verdict::Absent, None, &pass),
             }
         });
         match first {
@@ -615,6 +647,42 @@ impl Gate {
         }
     }
 
+    /// Reads what the transcripts gained, for a running loop with a token budget, without the
+    /// record's lock (the tally read is checked again under it).
+    fn count_tokens(
+        &self,
+        config: &GateConfig,
+        input: &HookInput,
+        session: &SessionId,
+    ) -> Option<Counted> {
+        let state = loops::load(&self.project, session).ok().flatten()?;
+        if !state.status.is_live() {
+            return None;
+        }
+        Bounds::of(&state.limits, &config.loop_limits).max_tokens?;
+        let before = state.progress.tokens.clone().unwrap_or_default();
+        let mut after = before.clone();
+        let warning = match &input.transcript_path {
+            None => Some("--max-tokens counts nothing: this Stop names no transcript".to_string()),
+            Some(transcript) => {
+                let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
+                crate::usage::update(&mut after, transcript, since)
+                    .err()
+                    .map(|why| {
+                        format!(
+                            "--max-tokens counts nothing of the transcript {}: {why}",
+                            transcript.display()
+                        )
+                    })
+            }
+        };
+        Some(Counted {
+            before,
+            after,
+            warning,
+        })
+    }
+
     /// Holds a declared stop once in a pass while background work runs: a block within the
     /// main agent's budget, no pass spent. When the budget is spent the stop is allowed, NOT
     /// verified, and the loop goes on at the next stop.
@@ -623,7 +691,7 @@ impl Gate {
         match budget::charge_budget(budget, self.max_blocks) {
             Charge::Block { .. } => {
                 let line = format!(
-                    "stop-gate: {work}; wait for it to finish (its result comes back to you), then finish by ending with {promise} on its own last line, when it is true"
+                    "stop-gate: {work}; wait for it to finish (its result comes back to you; stop a task that never ends, such as a server), then finish by ending with {promise} on its own last line, when it is true"
                 );
                 Step::Output(StopOutput::Block {
                     reason: cap(&defang_except(&line, &promise), MAX_REASON),
@@ -701,6 +769,10 @@ impl Gate {
             ));
         }
         state.iteration = k + 1;
+        // A new pass: the blocks counted so far (a hold for background work) were not in a row
+        // with what comes now.
+        budget.consecutive_blocks = 0;
+        budget.status = None;
         let promise = state.promise()?;
         // The finish line goes to the model too, however the loop was started (SPEC §4): a
         // loop started from a terminal has told the model nothing else.
@@ -713,9 +785,13 @@ impl Gate {
             Some(line) => format!("{line}\n\n{}\n\n{finish}", state.prompt),
             None => format!("{}\n\n{finish}", state.prompt),
         };
+        let told = match &pass.warning {
+            Some(warning) => format!("{finish} (vigil: {})", crate::handoff::field(warning)),
+            None => finish,
+        };
         Ok(Step::Output(StopOutput::Block {
             reason,
-            system_message: Some(finish),
+            system_message: Some(told),
         }))
     }
 
@@ -730,9 +806,21 @@ impl Gate {
         session: &SessionId,
         step: impl FnOnce(&mut LoopState, &mut crate::session::Budget) -> crate::error::Result<Step>,
     ) -> Result<Option<Step>, StopOutput> {
-        let deny = |e: Error| self.deny(session, &format!("stop-gate: {e}"));
-        let mut record = crate::session::Session::open(&self.project, session).map_err(deny)?;
-        if let Some(lost) = record.lost.take() {
+        // The record's lock is let go before a denial charges the budget, which takes it again.
+        self.locked(session, step)
+            .map_err(|e: Error| self.deny(session, &format!("stop-gate: {e}")))
+    }
+
+    /// `with_loop`'s work, under the record's lock.
+    fn locked(
+        &self,
+        session: &SessionId,
+        step: impl FnOnce(&mut LoopState, &mut crate::session::Budget) -> crate::error::Result<Step>,
+    ) -> crate::error::Result<Option<Step>> {
+        let mut record = crate::session::Session::open(&self.project, session)?;
+        if let Some(lost) = record.take_lost() {
+            // Told now: the record is saved without it (and without the running marker).
+            record.save()?;
             return Ok(Some(Step::Output(StopOutput::Allow(Some(format!(
                 "vigil: {lost}; the loop is over, and its work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`"
             ))))));
@@ -747,7 +835,7 @@ impl Gate {
                     "vigil loop was cancelled at pass {}/{}: the work is NOT verified",
                     state.iteration, state.max_iterations
                 );
-                record.save().map_err(deny)?;
+                record.save()?;
                 return Ok(Some(Step::Output(StopOutput::Allow(Some(line)))));
             }
             return Ok(None);
@@ -758,21 +846,21 @@ impl Gate {
         if state.status == LoopStatus::Interrupted {
             state.status = LoopStatus::Running;
         }
-        let step = step(state, &mut record.record.budget).map_err(deny)?;
+        let step = step(state, &mut record.record.budget)?;
         if let Step::End(status, why, message) = step {
             let state = record.record.ralph.as_mut().expect("the loop is there");
             state.status = status;
             state.end_reason = Some(why.to_string());
             state.reported = true;
             state.updated_at = crate::time::now_rfc3339();
-            record.save().map_err(deny)?;
+            record.save()?;
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
         if record.record != before {
             if let Some(state) = record.record.ralph.as_mut() {
                 state.updated_at = crate::time::now_rfc3339();
             }
-            record.save().map_err(deny)?;
+            record.save()?;
         }
         Ok(Some(step))
     }

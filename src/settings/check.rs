@@ -281,6 +281,16 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             continue;
         };
         wanted = true;
+        if let crate::contract::Source::File(path) = source
+            && path.is_relative()
+            && std::env::var_os("HOME").is_some_and(|home| project == Path::new(&home))
+        {
+            findings.push(Finding::Fail(format!(
+                "{event}: --contract {} is relative in your user settings, so each project's own file of that name is read (one the agent can write); give an absolute path",
+                path.display()
+            )));
+            continue;
+        }
         match crate::contract::Contract::load(source, &project) {
             Ok(_) => findings.push(Finding::Ok(format!(
                 "{event}: {} is a valid JSON Schema (self-contained, nothing fetched)",
