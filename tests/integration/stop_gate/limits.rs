@@ -96,22 +96,22 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
 }
 
 #[test]
-fn background_waits_spend_the_block_budget_whose_end_says_not_verified() {
+fn background_waits_are_blocks_of_the_budget_whose_end_says_not_verified() {
     let p = Project::new();
     start_with(&p, "s1", 10, &[]);
-    let args = ["--max-blocks", "1"];
-    let stop = |message: &str| {
-        p.stop_with(
-            &args,
-            background_stop(&p, "s1", message, sample_tasks()).to_string(),
-        )
-    };
-    assert!(stop(DECLARED).blocked(), "pass 1: held");
-    assert!(stop(DECLARED).blocked(), "pass 1 again: the next pass");
-    let spent = stop(DECLARED);
-    assert!(!spent.blocked(), "pass 2: the budget of 1 block is spent");
+    let spent = p.stop_with(
+        &["--max-blocks", "0"],
+        background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
+    );
     assert!(
-        spent.system_message().contains("NOT verified"),
+        !spent.blocked(),
+        "a budget of no blocks: the hold is let through"
+    );
+    assert!(
+        spent.system_message().contains("NOT verified")
+            && spent
+                .system_message()
+                .contains("background work is still running"),
         "{}",
         spent.system_message()
     );
@@ -120,6 +120,31 @@ fn background_waits_spend_the_block_budget_whose_end_says_not_verified() {
         "running",
         "the loop is not passed"
     );
+}
+
+#[test]
+fn holds_in_different_passes_are_not_consecutive_blocks() {
+    let p = Project::new();
+    start_with(&p, "s1", 10, &[]);
+    let stop = |message: &str| {
+        p.stop_with(
+            &["--max-blocks", "1"],
+            background_stop(&p, "s1", message, sample_tasks()).to_string(),
+        )
+    };
+    for pass in 1..=4 {
+        let held = stop(DECLARED);
+        assert!(held.blocked(), "pass {pass}: held");
+        assert!(
+            held.reason().contains("wait for it to finish"),
+            "{}",
+            held.reason()
+        );
+        // Declared again with the work still running: the next pass begins.
+        let next = stop(&format!("{DECLARED}\n\n(pass {pass})"));
+        assert!(next.blocked(), "pass {pass}: not a finish");
+    }
+    assert_eq!(p.loop_state("s1")["iteration"], 5);
 }
 
 #[test]
@@ -245,6 +270,7 @@ fn the_hooks_stall_after_is_the_default_for_loops_that_do_not_say() {
 fn stall_after_and_the_budgets_are_refused_when_they_are_not_numbers() {
     let p = Project::new();
     for (flag, value) in [
+        ("--stall-after", "1"),
         ("--stall-after", "-1"),
         ("--stall-after", "three"),
         ("--max-duration", "0s"),
@@ -1006,4 +1032,235 @@ fn the_plugin_wires_the_events_install_wires_stop_failure_included() {
             .unwrap();
     assert_eq!(events(&plugin), events(&installed));
     assert!(events(&plugin).contains(&"StopFailure".to_string()));
+}
+
+// --- Found by the attacker review ----------------------------------------------------------
+
+/// A record lost while its loop ran must be told by the next Stop, even when another hook
+/// (a StopFailure, a subagent's stop) opened the session first.
+#[test]
+fn a_lost_loop_record_is_still_told_after_a_stop_failure_or_a_subagent_stop_touched_it() {
+    for first in ["StopFailure", "SubagentStop", "damaged then SubagentStop"] {
+        let p = Project::git();
+        start_with(&p, "s1", 5, &[]);
+        let record = p.protected().join("sessions/s1.rec");
+        if first.starts_with("damaged") {
+            std::fs::write(&record, "{\"loop\": {\"status\": \"passed\"}}").unwrap();
+        } else {
+            std::fs::remove_file(&record).unwrap();
+        }
+        if first == "StopFailure" {
+            let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        } else {
+            let stop = p.stop_with(
+                &["--contract", "default"],
+                sample_payload(
+                    "claude-subagent-stop-real.json",
+                    &[
+                        ("session_id", json!("s1")),
+                        ("cwd", json!(p.path())),
+                        ("last_assistant_message", json!(REPORT)),
+                    ],
+                ),
+            );
+            assert!(stop.silent_allow(), "{first}: {}", stop.reason());
+        }
+        let stop = p.stop(&[], "s1", Some("Working."));
+        assert!(!stop.blocked(), "{first}");
+        assert!(
+            stop.system_message().contains("NOT verified"),
+            "{first}: the loss is told: {:?}",
+            stop.system_message()
+        );
+        assert!(
+            p.stop(&[], "s1", Some("x")).silent_allow(),
+            "{first}: told once"
+        );
+    }
+}
+
+#[test]
+fn with_a_contract_alone_a_subagent_answers_to_its_contract_not_to_the_projects_checks() {
+    let p = Project::new();
+    let payload = subagent_stop(&p, "a1", REPORT);
+    let alone = p.stop_with(
+        &["--contract", "default", "--run", "false"],
+        payload.clone(),
+    );
+    assert!(alone.silent_allow(), "{}", alone.reason());
+    let both = p.stop_with(
+        &["--contract", "default", "--run", "false", "--subagents"],
+        payload,
+    );
+    assert!(both.blocked(), "--subagents runs the checks there too");
+    assert!(
+        both.reason().contains("`false` failed"),
+        "{}",
+        both.reason()
+    );
+}
+
+#[test]
+fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
+    let p = Project::new();
+    let fifo = p.path().join("c.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let link = p.path().join("link.json");
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for (path, agent) in [(&fifo, "a1"), (&link, "a2")] {
+        let started = std::time::Instant::now();
+        let stop = p.stop_with(
+            &["--contract", path.to_str().unwrap(), "--deadline", "20"],
+            subagent_stop(&p, agent, REPORT),
+        );
+        assert!(stop.blocked());
+        assert!(
+            stop.reason().contains("not a regular file"),
+            "{}",
+            stop.reason()
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "never waited on: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn subagent_transcripts_from_before_the_loop_are_not_followed_and_past_the_cap_the_budget_ends_it()
+{
+    let p = Project::new();
+    let transcript = p.path().join("sess.jsonl");
+    std::fs::write(
+        &transcript,
+        usage_line("m0", [1, 0, 1, 0], &now_plus(-7200)),
+    )
+    .unwrap();
+    let agents = p.path().join("sess/subagents");
+    std::fs::create_dir_all(&agents).unwrap();
+    // 200 subagents of an earlier hour: their files are older than the loop.
+    for i in 0..200 {
+        let file = agents.join(format!("agent-old{i}.jsonl"));
+        std::fs::write(
+            &file,
+            usage_line(&format!("o{i}"), [9, 0, 9, 0], &now_plus(-3600)),
+        )
+        .unwrap();
+        let hour_ago =
+            filetime::FileTime::from_unix_time((vigil::time::now_secs() as i64) - 3600, 0);
+        filetime::set_file_mtime(&file, hour_ago).unwrap();
+    }
+    start_with(&p, "s1", 10, &["--max-tokens", "1000000"]);
+    std::fs::write(
+        agents.join("agent-new.jsonl"),
+        usage_line("n1", [500, 0, 500, 0], &now_plus(1)),
+    )
+    .unwrap();
+    assert!(stop_with_transcript(&p, &[], "s1", &transcript).blocked());
+    let tokens = p.loop_state("s1")["progress"]["tokens"].clone();
+    assert_eq!(tokens["input"], 500, "the new subagent counts: {tokens}");
+    assert_eq!(
+        tokens["files"].as_array().unwrap().len(),
+        2,
+        "the old ones are not followed"
+    );
+    // 130 subagents written since the loop started: past the 128 followed, the budget cannot be
+    // kept, and the loop ends rather than go on uncounted.
+    for i in 0..130 {
+        std::fs::write(
+            agents.join(format!("agent-late{i}.jsonl")),
+            usage_line(&format!("l{i}"), [1, 0, 1, 0], &now_plus(1)),
+        )
+        .unwrap();
+    }
+    let stop = stop_with_transcript(&p, &[], "s1", &transcript);
+    assert!(!stop.blocked());
+    assert!(
+        stop.system_message().contains("cannot be kept"),
+        "{}",
+        stop.system_message()
+    );
+    assert_eq!(p.loop_state("s1")["end_reason"], "max-tokens");
+}
+
+#[test]
+fn a_token_budget_with_no_transcript_to_count_says_so_to_the_human() {
+    let p = Project::new();
+    start_with(&p, "s1", 10, &["--max-tokens", "100"]);
+    let stop = p.stop(&[], "s1", Some("Working."));
+    assert!(stop.blocked());
+    assert!(
+        stop.system_message()
+            .contains("--max-tokens counts nothing"),
+        "{}",
+        stop.system_message()
+    );
+    let missing = p.path().join("nowhere.jsonl");
+    let stop = stop_with_transcript(&p, &[], "s1", &missing);
+    assert!(
+        stop.system_message()
+            .contains("counts nothing of the transcript"),
+        "{}",
+        stop.system_message()
+    );
+}
+
+#[test]
+fn bidi_controls_in_a_background_command_do_not_reach_the_human_or_the_model() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    let tasks = json!([{"id": "b1", "type": "shell", "status": "running",
+        "command": "npm test \u{202E}\u{2066}evil\u{2069}"}]);
+    let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
+    assert!(stop.blocked());
+    for text in [stop.reason(), stop.system_message()] {
+        assert!(
+            !text.contains('\u{202E}') && !text.contains('\u{2066}'),
+            "{text:?}"
+        );
+        assert!(text.contains("npm test evil"), "{text:?}");
+    }
+}
+
+#[test]
+fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join(".claude/settings.json");
+    let run = |args: &[&str]| {
+        settings_merge()
+            .args(args)
+            .env("HOME", home.path())
+            .current_dir(home.path())
+            .output()
+            .unwrap()
+    };
+    let bin = bin_dir();
+    let out = run(&[
+        "install",
+        "--settings",
+        settings.to_str().unwrap(),
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--contract",
+        "contract.json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let check = run(&["check", "--settings", settings.to_str().unwrap()]);
+    let text = stdout_of(&check);
+    assert_eq!(check.status.code(), Some(1), "{text}");
+    assert!(text.contains("is relative in your user settings"), "{text}");
 }
