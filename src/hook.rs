@@ -55,8 +55,10 @@ pub struct HookInput {
     /// Stop and SubagentStop: the background work Claude Code lists, entries of a shape vigil
     /// knows only (any other entry is left out, never a reason to deny); `None` when absent.
     pub background_tasks: Option<Vec<BackgroundTask>>,
-    /// SubagentStop: which subagent stopped, and its own transcript.
+    /// SubagentStop: which subagent stopped, its type (`""` for Claude Code's own compaction),
+    /// and its own transcript.
     pub agent_id: Option<String>,
+    pub agent_type: Option<String>,
     pub agent_transcript_path: Option<PathBuf>,
     /// StopFailure: the failed turn's error category (`rate_limit`, `server_error`, …).
     pub error: Option<String>,
@@ -172,6 +174,7 @@ impl HookInput {
             prompt: string_field(&object, "prompt")?,
             background_tasks: tasks_field(&object, "background_tasks")?,
             agent_id: string_field(&object, "agent_id")?,
+            agent_type: string_field(&object, "agent_type")?,
             agent_transcript_path: string_field(&object, "agent_transcript_path")?
                 .map(PathBuf::from),
             error: string_field(&object, "error")?,

@@ -284,6 +284,11 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     if subagent && !config.subagents && config.contract.is_none() {
         return StopOutput::Allow(None);
     }
+    // Claude Code's `/compact` (and its automatic compaction) stops a subagent of no type whose
+    // message is the summary: that is no subagent's report, and no work of its own to check.
+    if subagent && input.agent_type.as_deref() == Some("") {
+        return StopOutput::Allow(None);
+    }
     // The subagent's report is an API: its shape first; the checks run there too only with
     // --subagents (a research subagent need not pass the project's test suite).
     if subagent && let Some(source) = &config.contract {

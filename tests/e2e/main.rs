@@ -1685,3 +1685,65 @@ fn codex_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_corr
         sub[1].text()
     );
 }
+
+/// The session record of `session`, when there is one (any project directory of the state home).
+fn session_record(project: &Path, session: &str) -> Option<Value> {
+    let projects = state_home(project).join("projects");
+    for dir in std::fs::read_dir(&projects).ok()?.flatten() {
+        let path = dir.path().join(format!("sessions/{session}.rec"));
+        if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&path) {
+            return serde_json::from_slice(&payload).ok();
+        }
+    }
+    None
+}
+
+#[test]
+fn claude_compaction_is_not_held_to_the_subagent_contract() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude_with(project.path(), &["--contract", "default"]);
+    let hooks = tempfile::tempdir().unwrap();
+    record_claude_hook(project.path(), "SubagentStop", hooks.path());
+    let server = Server::start(
+        vec![Turn::Text("Hello.".into())],
+        Some(Turn::Text("Summary: the user asked for a greeting.".into())),
+    );
+    let home = home();
+    let first = claude_run(
+        &clients,
+        home.path(),
+        project.path(),
+        &server,
+        SESSION,
+        "Say hello.",
+        &[],
+    );
+    assert!(first.status.success(), "{}", said(&first));
+    let mut args = vec![
+        "-p",
+        "/compact",
+        "--resume",
+        SESSION,
+        "--dangerously-skip-permissions",
+    ];
+    args.extend(["--output-format", "stream-json", "--verbose"]);
+    let mut cmd = claude(&clients, home.path(), project.path(), &server.url, &args);
+    cmd.env(NO_RETRIES.0, NO_RETRIES.1);
+    let compact = run(cmd, DEADLINE);
+    assert!(compact.status.success(), "{}", said(&compact));
+    let stops = recorded_payloads(hooks.path());
+    assert!(
+        stops.iter().any(|p| p["agent_type"] == ""),
+        "compaction fired a SubagentStop of no type: {stops:?}"
+    );
+    let blocked = session_record(project.path(), SESSION)
+        .map(|r| r["agent_budgets"].clone())
+        .unwrap_or(Value::Null);
+    assert!(blocked.is_null(), "no block was counted for it: {blocked}");
+    assert!(
+        !String::from_utf8_lossy(&compact.stdout).contains("breaks the default contract"),
+        "{}",
+        said(&compact)
+    );
+}
