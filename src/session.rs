@@ -239,13 +239,19 @@ impl Session {
         if lost.is_some() {
             record.lost = lost.clone();
         }
-        Ok(Session {
+        let mut opened = Session {
             record,
             path,
             seq,
             lost,
             _lock: lock,
-        })
+        };
+        // Written at once, whatever the caller does next: a hook that opens the record and does
+        // not save must not make the loss vanish with the record it set aside.
+        if opened.lost.is_some() {
+            opened.save()?;
+        }
+        Ok(opened)
     }
 
     /// The loss the human must be told, if any (found now, or kept by an earlier hook), taken
@@ -321,7 +327,9 @@ mod tests {
     /// the record: a record that did not would make every Stop of the session deny.
     #[test]
     fn the_largest_session_record_fits_its_slot() {
-        let promise = crate::promise::Promise::new("DONE").unwrap();
+        let promise =
+            crate::promise::Promise::new(&"\u{1F600}".repeat(crate::promise::MAX_PROMISE_CHARS))
+                .unwrap();
         // Control characters are the longest in JSON (`\u0001`, six bytes each).
         let prompt = "\u{1}".repeat(crate::loops::MAX_PROMPT_CHARS);
         let mut ralph = LoopState::new("s", prompt, &promise, 10_000, StartedBy::Terminal);
@@ -345,6 +353,11 @@ mod tests {
             ino: u64::MAX,
             offset: u64::MAX,
             recent: vec![seen.clone(); 2],
+            last_ms: u64::MAX,
+            backlog: Some(crate::usage::Backlog {
+                from: u64::MAX,
+                to: u64::MAX,
+            }),
         };
         let mut files = vec![mark("transcript".into())];
         files.extend((0..129).map(|i| mark(format!("agent-{i:0>64}.jsonl"))));
