@@ -170,6 +170,12 @@ impl BackwardLines {
         BackwardLines::ending_at(file, pos, budget)
     }
 
+    /// Where the bytes not yet given as lines end: the file's first `unread()` bytes are still
+    /// to read (the newline after them, if any, was given with the line after it).
+    pub fn unread(&self) -> u64 {
+        self.pos + self.pending.len() as u64
+    }
+
     /// How many bytes have been read so far.
     pub fn read_so_far(&self) -> u64 {
         self.start_budget - self.budget

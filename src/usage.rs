@@ -23,8 +23,9 @@ use crate::transcript::BackwardLines;
 
 /// The most one Stop reads of one transcript: the rest is read at the next Stop.
 const MAX_READ: u64 = 32 * 1024 * 1024;
-/// How far back the first look at a transcript goes for lines written since the loop started.
-const MAX_BACK: u64 = 32 * 1024 * 1024;
+/// How far back the first look at a transcript goes for lines written since the loop started
+/// (the unit tests reach less, to test what lies beyond without writing 32 MiB).
+const MAX_BACK: u64 = if cfg!(test) { 4096 } else { 32 * 1024 * 1024 };
 /// The most one Stop reads of all transcripts together.
 const MAX_PER_STOP: u64 = 64 * 1024 * 1024;
 /// How many subagent transcripts a loop follows (those written since it started).
@@ -83,6 +84,25 @@ pub struct Mark {
     /// The last messages counted, with what was counted of each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<Seen>,
+    /// The newest line counted, in milliseconds since the epoch: a file put in this one's
+    /// place is counted back only to there.
+    #[serde(default, skip_serializing_if = "is_zero_ms")]
+    pub last_ms: u64,
+    /// Bytes the first look could not reach back to (it reads at most `MAX_BACK`): they are
+    /// counted forward at the next Stops, their lines since the loop started only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlog>,
+}
+
+fn is_zero_ms(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A range of a transcript still to count: from `from` up to `to`, where a line ends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backlog {
+    pub from: u64,
+    pub to: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,7 +183,8 @@ fn read_file(
     let mut file = crate::input::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
     let meta = file.metadata().map_err(|e| crate::error::plain_io(&e))?;
     let at = tally.files.iter().position(|m| m.path == key);
-    let mark = at.map(|i| tally.files[i].clone()).filter(|m| {
+    let known = at.map(|i| tally.files[i].clone());
+    let mark = known.clone().filter(|m| {
         // Another file in its place, or one cut shorter: begin it again.
         m.dev == meta.dev() && m.ino == meta.ino() && m.offset <= meta.len()
     });
@@ -171,13 +192,55 @@ fn read_file(
         // A first look needs its full reach back: it waits for the next Stop's budget.
         return Ok(());
     }
-    let mut counter = Counter::new(mark.as_ref().map_or(&[][..], |m| &m.recent));
-    let offset = match &mark {
-        Some(mark) => forward(&mut file, mark.offset, meta.len(), &mut counter, left),
-        None => backward(file, meta.len(), since, &mut counter, left),
+    // What was counted of the file in this one's place is not counted again: the new one is
+    // read back only to the newest line counted there, its last messages remembered.
+    let (since, recent, last_ms) = match (&mark, &known) {
+        (None, Some(old)) => (
+            since.max(old.last_ms as f64 / 1000.0),
+            &old.recent[..],
+            old.last_ms,
+        ),
+        (Some(mark), _) => (since, &mark.recent[..], mark.last_ms),
+        (None, None) => (since, &[][..], 0),
     };
-    let Some(offset) = offset else {
-        return Err("it could not be read".into());
+    let mut counter = Counter::new(recent);
+    counter.newest_ms = last_ms;
+    let (offset, backlog) = match &mark {
+        Some(mark) => {
+            let backlog = match &mark.backlog {
+                Some(backlog) => {
+                    let reached = range(
+                        &mut file,
+                        backlog.from,
+                        backlog.to,
+                        true,
+                        &mut counter,
+                        left,
+                        Some(since),
+                    )
+                    .ok_or("it could not be read")?;
+                    (reached < backlog.to).then_some(Backlog {
+                        from: reached,
+                        to: backlog.to,
+                    })
+                }
+                None => None,
+            };
+            let offset = range(
+                &mut file,
+                mark.offset,
+                meta.len(),
+                false,
+                &mut counter,
+                left,
+                None,
+            )
+            .ok_or("it could not be read")?;
+            (offset, backlog)
+        }
+        None => {
+            backward(file, meta.len(), since, &mut counter, left).ok_or("it could not be read")?
+        }
     };
     tally.add(counter.total);
     let fresh = Mark {
@@ -186,6 +249,8 @@ fn read_file(
         ino: meta.ino(),
         offset,
         recent: counter.recent(),
+        last_ms: counter.newest_ms,
+        backlog,
     };
     match at {
         Some(i) => tally.files[i] = fresh,
@@ -194,35 +259,43 @@ fn read_file(
     Ok(())
 }
 
-/// Counts the lines from `offset` to the last whole line (at most `MAX_READ` bytes); the offset
+/// Counts the lines from `from` up to `to` (at most `MAX_READ` bytes, and what is left of this
+/// Stop's budget): the lines that end before `to`, and the piece that ends at `to` too when
+/// `to` ends a line (`whole`). With `since`, only lines written since then count. The offset
 /// reached.
-fn forward(
+fn range(
     file: &mut File,
-    offset: u64,
-    len: u64,
+    from: u64,
+    to: u64,
+    whole: bool,
     counter: &mut Counter,
     left: &mut u64,
+    since: Option<f64>,
 ) -> Option<u64> {
-    let take = (len - offset).min(MAX_READ).min(*left);
+    let take = to.saturating_sub(from).min(MAX_READ).min(*left);
     *left -= take;
     if take == 0 {
-        return Some(offset);
+        return Some(from);
     }
-    file.seek(SeekFrom::Start(offset)).ok()?;
+    file.seek(SeekFrom::Start(from)).ok()?;
     let mut bytes = Vec::with_capacity(take as usize);
     file.take(take).read_to_end(&mut bytes).ok()?;
-    let whole = match memchr::memrchr(b'\n', &bytes) {
-        Some(last) => last + 1,
-        // One line longer than a read: passed over (its pieces are not JSON, so nothing of it
-        // counts), never read again.
-        None if take == MAX_READ => bytes.len(),
-        // Out of this Stop's budget inside a line: it is read again, whole, next time.
-        None => return Some(offset),
+    let end = if whole && from + take == to {
+        bytes.len()
+    } else {
+        match memchr::memrchr(b'\n', &bytes) {
+            Some(last) => last + 1,
+            // One line longer than a read: passed over (its pieces are not JSON, so nothing of
+            // it counts), never read again.
+            None if take == MAX_READ => bytes.len(),
+            // Out of this Stop's budget inside a line: it is read again, whole, next time.
+            None => return Some(from),
+        }
     };
-    for line in bytes[..whole].split(|&b| b == b'\n') {
-        counter.line(line, None);
+    for line in bytes[..end].split(|&b| b == b'\n') {
+        counter.line(line, since);
     }
-    Some(offset + whole as u64)
+    Some(from + end as u64)
 }
 
 /// Counts, going back from the last whole line, every line written since `since`, up to the
@@ -233,7 +306,7 @@ fn backward(
     since: f64,
     counter: &mut Counter,
     left: &mut u64,
-) -> Option<u64> {
+) -> Option<(u64, Option<Backlog>)> {
     // The last whole line ends at the last newline.
     let tail = len.min(64 * 1024);
     file.seek(SeekFrom::Start(len - tail)).ok()?;
@@ -246,6 +319,7 @@ fn backward(
     };
     let mut lines = BackwardLines::ending_at(file, end, MAX_BACK.min(*left)).ok()?;
     let mut backwards = Vec::new();
+    let mut older = false;
     while let Ok(Some(line)) = lines.next_line() {
         if line.is_empty() {
             continue;
@@ -253,16 +327,24 @@ fn backward(
         if let Some(time) = timestamp(&line)
             && time < since
         {
+            older = true;
             break;
         }
         backwards.push(line);
     }
     *left = left.saturating_sub(lines.read_so_far());
+    // Out of reach before a line older than the loop: what lies before is counted forward
+    // later, so that no line written since the loop started is left out.
+    let unread = lines.unread();
+    let backlog = (!older && unread > 0).then_some(Backlog {
+        from: 0,
+        to: unread,
+    });
     // Counted in the order they were written, so the last messages are the recent ones.
     for line in backwards.iter().rev() {
         counter.line(line, Some(since));
     }
-    Some(end)
+    Some((end, backlog))
 }
 
 /// The usage of messages, each id counted once.
@@ -271,6 +353,8 @@ struct Counter {
     /// The last `RECENT` ids counted, the latest last.
     order: std::collections::VecDeque<String>,
     total: [u64; 4],
+    /// The newest line counted, in milliseconds.
+    newest_ms: u64,
 }
 
 impl Counter {
@@ -279,6 +363,7 @@ impl Counter {
             seen: recent.iter().map(|s| (s.id.clone(), s.usage)).collect(),
             order: recent.iter().map(|s| s.id.clone()).collect(),
             total: [0; 4],
+            newest_ms: 0,
         }
     }
 
@@ -290,6 +375,9 @@ impl Counter {
             && time < since
         {
             return;
+        }
+        if let Some(time) = time {
+            self.newest_ms = self.newest_ms.max((time * 1000.0) as u64);
         }
         let Some(id) = id else {
             // No id to tell its lines apart: counted as it stands.
@@ -488,6 +576,56 @@ mod tests {
         assert_eq!(tally.counted(), 35 + 2 + 7);
         update(&mut tally, &path, since).unwrap();
         assert_eq!(tally.counted(), 44, "nothing new, nothing counted");
+    }
+
+    #[test]
+    fn what_the_first_look_cannot_reach_is_counted_at_the_next_and_nothing_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let since = crate::time::parse_rfc3339("2026-12-01T10:00:00Z").unwrap();
+        let mut text = line("old", [1000, 0, 1000, 0], "2026-12-01T09:00:00Z");
+        // 60 messages since the loop started, about 17 KiB: beyond a first look's reach.
+        for i in 0..60 {
+            text.push_str(&line(
+                &format!("m{i}"),
+                [1, 0, 1, 0],
+                "2026-12-01T10:00:01Z",
+            ));
+        }
+        std::fs::write(&path, &text).unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, since).unwrap();
+        let first = tally.counted();
+        assert!(first < 120, "the first look reaches only so far: {first}");
+        assert!(tally.files[0].backlog.is_some());
+        update(&mut tally, &path, since).unwrap();
+        assert_eq!(tally.counted(), 120, "every message since the start, once");
+        assert!(tally.files[0].backlog.is_none());
+        update(&mut tally, &path, since).unwrap();
+        assert_eq!(tally.counted(), 120);
+    }
+
+    #[test]
+    fn a_transcript_put_in_the_place_of_another_is_counted_only_past_what_was_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let since = crate::time::parse_rfc3339("2026-12-01T10:00:00Z").unwrap();
+        let text = line("m1", [10, 0, 10, 0], "2026-12-01T10:00:01Z")
+            + &line("m2", [10, 0, 10, 0], "2026-12-01T10:00:02Z");
+        std::fs::write(&path, &text).unwrap();
+        let mut tally = Tally::default();
+        update(&mut tally, &path, since).unwrap();
+        assert_eq!(tally.counted(), 40);
+        // The same bytes under a new inode, and one message more.
+        let copy = dir.path().join("copy");
+        std::fs::write(
+            &copy,
+            text + &line("m3", [5, 0, 5, 0], "2026-12-01T10:00:03Z"),
+        )
+        .unwrap();
+        std::fs::rename(&copy, &path).unwrap();
+        update(&mut tally, &path, since).unwrap();
+        assert_eq!(tally.counted(), 50, "only m3 is new");
     }
 
     #[test]
