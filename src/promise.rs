@@ -14,11 +14,15 @@ const OPEN: &str = "<promise>";
 const CLOSE: &str = "</promise>";
 const ESCALATION: &str = "needs-decision:";
 
+/// The longest promise phrase: it is written as a line, and kept in every loop record.
+pub const MAX_PROMISE_CHARS: usize = 200;
+
 /// A completion phrase: trimmed, inner whitespace runs collapsed, never empty, no `<` or `>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Promise(String);
 
 impl Promise {
+    /// Refuses an empty phrase, one with `<` or `>`, and one longer than `MAX_PROMISE_CHARS`.
     pub fn new(raw: &str) -> Result<Promise> {
         let phrase = collapse_whitespace(raw);
         if phrase.is_empty() {
@@ -29,6 +33,11 @@ impl Promise {
         if phrase.contains(['<', '>']) {
             return Err(Error::usage(format!(
                 "the promise phrase {phrase:?} contains `<` or `>`; give the phrase without tags, e.g. --promise DONE"
+            )));
+        }
+        if phrase.chars().count() > MAX_PROMISE_CHARS {
+            return Err(Error::usage(format!(
+                "the promise phrase has more than {MAX_PROMISE_CHARS} characters; a model writes it as its last line: keep it a few words, e.g. --promise DONE"
             )));
         }
         Ok(Promise(phrase))

@@ -254,9 +254,6 @@ const ENGINE_HOOK_TIMEOUT_SECS: u64 = 600;
 /// How far under the handler's timeout the gate's deadline must be (SPEC §9).
 const HANDLER_MARGIN_SECS: u64 = 5;
 
-/// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
-/// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
-/// would refuse (a typo blocks every stop with a config error) fails here first.
 /// Each `--contract FILE` of a stop-gate handler: read and compiled as the gate would, and
 /// named when it is inside the project, where the agent can rewrite it. A gate that checks
 /// subagents' reports on Stop alone never sees one: SubagentStop must run it.
@@ -322,6 +319,9 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
     findings
 }
 
+/// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
+/// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
+/// would refuse (a typo blocks every stop with a config error) fails here first.
 fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
     if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
         return Finding::Fail(format!(

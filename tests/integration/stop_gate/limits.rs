@@ -1264,3 +1264,103 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
     assert_eq!(check.status.code(), Some(1), "{text}");
     assert!(text.contains("is relative in your user settings"), "{text}");
 }
+
+// --- Found by the second attacker review ------------------------------------------------
+
+/// Claude Code 2.1.332's `/compact` fires SubagentStop with `agent_type` "" and the summary as
+/// its message: no subagent's report, so no contract holds it (nor a budget entry is kept).
+#[test]
+fn compaction_is_no_subagent_report_and_passes_untouched() {
+    let p = Project::new();
+    let payload = sample_payload(
+        "claude-subagent-stop-real.json",
+        &[
+            ("session_id", json!("s1")),
+            ("cwd", json!(p.path())),
+            ("agent_type", json!("")),
+            (
+                "last_assistant_message",
+                json!("Summary: the user asked for hello."),
+            ),
+        ],
+    );
+    for args in [
+        &["--contract", "default"][..],
+        &["--contract", "default", "--subagents", "--run", "false"][..],
+    ] {
+        let stop = p.stop_with(args, payload.clone());
+        assert!(stop.silent_allow(), "{args:?}: {}", stop.reason());
+    }
+    // Nothing is counted for it: no protected state was even made.
+    let made = std::panic::catch_unwind(|| p.protected().join("sessions/s1.rec").exists());
+    assert!(!made.unwrap_or(false), "nothing counted for it");
+}
+
+#[test]
+fn a_damaged_records_notice_survives_a_subagent_stop_that_opens_it_first() {
+    let p = Project::new();
+    start_with(&p, "s5", 5, &[]);
+    let cancel = stop_gate()
+        .args(["loop", "cancel", "--session", "s5"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(cancel.status.success());
+    std::fs::write(
+        p.protected().join("sessions/s5.rec"),
+        vec![b'x'; 2 * vigil::record::SLOT],
+    )
+    .unwrap();
+    let report = sample_payload(
+        "claude-subagent-stop-real.json",
+        &[
+            ("session_id", json!("s5")),
+            ("cwd", json!(p.path())),
+            ("last_assistant_message", json!(REPORT)),
+        ],
+    );
+    assert!(
+        p.stop_with(&["--contract", "default"], report)
+            .silent_allow()
+    );
+    let stop = p.stop(&[], "s5", Some("Working."));
+    let told = stop.system_message();
+    assert!(
+        told.contains("damaged") && told.contains("NOT verified"),
+        "{told:?}"
+    );
+}
+
+#[test]
+fn a_completion_promise_longer_than_200_characters_is_refused() {
+    let p = Project::new();
+    let long = "A".repeat(201);
+    let out = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        &long,
+        "--",
+        "Task.",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(assert_one_line_error(&out, "stop-gate").contains("more than 200 characters"));
+    let ok = "A".repeat(200);
+    let out = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        &ok,
+        "--",
+        "Task.",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
