@@ -11,6 +11,7 @@ mod marker_writer;
 mod promise_matcher;
 mod properties;
 mod protected;
+mod release;
 mod signing;
 mod stop_gate;
 mod support;

@@ -1,0 +1,92 @@
+//! One version everywhere (issue 18): Cargo.toml, every binary's `--version`, the plugin's
+//! manifest, the marketplace entry and the changelog; and a crate that ships no tests.
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn json_file(relative: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(repo_path(relative)).unwrap()).unwrap()
+}
+
+#[test]
+fn one_version_runs_through_the_binaries_the_plugin_the_marketplace_and_the_changelog() {
+    for binary in [
+        "promise-matcher",
+        "stop-gate",
+        "marker-writer",
+        "session-end-handoff",
+        "session-start-loader",
+        "settings-merge",
+    ] {
+        let out = std::process::Command::new(bin_dir().join(binary))
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{binary}");
+        assert_eq!(stdout_of(&out).trim(), format!("{binary} {VERSION}"));
+    }
+    assert_eq!(json_file(".claude-plugin/plugin.json")["version"], VERSION);
+    let marketplace = json_file(".claude-plugin/marketplace.json");
+    let entry = marketplace["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "vigil")
+        .expect("the marketplace lists vigil");
+    assert_eq!(entry["version"], VERSION, "the marketplace entry");
+    let changelog = std::fs::read_to_string(repo_path("CHANGELOG.md")).unwrap();
+    assert!(
+        changelog
+            .lines()
+            .any(|l| l.starts_with(&format!("## {VERSION} ")) || l == format!("## {VERSION}")),
+        "CHANGELOG.md has a heading for {VERSION}"
+    );
+}
+
+#[test]
+fn the_crate_ships_the_sources_and_no_tests_fixtures_or_client_cache() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "package",
+            "--list",
+            "--allow-dirty",
+            "--offline",
+            "--manifest-path",
+        ])
+        .arg(repo_path("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files: Vec<String> = stdout_of(&out).lines().map(str::to_string).collect();
+    for needed in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "src/lib.rs",
+        "src/bin/stop-gate.rs",
+        "schemas/subagent-report.schema.json",
+        "README.md",
+        "CHANGELOG.md",
+    ] {
+        assert!(
+            files.iter().any(|f| f == needed),
+            "{needed} is shipped: {files:?}"
+        );
+    }
+    for file in &files {
+        assert!(
+            !file.starts_with("tests/")
+                && !file.starts_with("fuzz/")
+                && !file.starts_with("bench/")
+                && !file.contains("node_modules")
+                && !file.starts_with(".vigil"),
+            "{file} is not for the crate"
+        );
+    }
+}
