@@ -209,6 +209,12 @@ impl LoopState {
         Promise::new(&self.completion_promise)
     }
 
+    /// When the loop started, in seconds since the epoch (0 when its time cannot be read, so
+    /// that a limit counts from the earliest time, never from none).
+    pub fn started_secs(&self) -> f64 {
+        time::parse_rfc3339(&self.started_at).unwrap_or(0.0)
+    }
+
     /// `running, pass 2/5, promise DONE`, then what it counted towards its limits and how it
     /// ended or was interrupted.
     pub fn summary(&self) -> String {
@@ -394,12 +400,8 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
 /// the loop, which becomes `interrupted`: no pass is spent, and the session's next stop goes on
 /// with the pass that failed. A subagent's failed turn (it has an `agent_id`) is recorded in
 /// the session only: Claude Code goes on with the main agent, which hears of it in a
-/// `<task-notification>`. What it wrote: the loop's state, when it changed.
-pub fn record_failure(
-    project: &Project,
-    session: &SessionId,
-    failure: Failure,
-) -> Result<Option<LoopState>> {
+/// `<task-notification>`.
+pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) -> Result<()> {
     let mut record = Session::open(project, session)?;
     let keep = |list: &mut Vec<Failure>, failure: Failure| {
         list.push(failure);
@@ -408,23 +410,21 @@ pub fn record_failure(
         }
     };
     keep(&mut record.record.failures, failure.clone());
-    let state = match record.record.ralph.as_mut() {
-        Some(state) if state.status.is_live() && failure.agent_id.is_none() => {
-            state.status = LoopStatus::Interrupted;
-            state.updated_at = time::now_rfc3339();
-            keep(
-                &mut state.failures,
-                Failure {
-                    iteration: Some(state.iteration),
-                    ..failure
-                },
-            );
-            Some(state.clone())
-        }
-        _ => None,
-    };
-    record.save()?;
-    Ok(state)
+    if let Some(state) = record.record.ralph.as_mut()
+        && state.status.is_live()
+        && failure.agent_id.is_none()
+    {
+        state.status = LoopStatus::Interrupted;
+        state.updated_at = time::now_rfc3339();
+        keep(
+            &mut state.failures,
+            Failure {
+                iteration: Some(state.iteration),
+                ..failure
+            },
+        );
+    }
+    record.save()
 }
 
 /// What `cancel` did.

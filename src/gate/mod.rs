@@ -289,6 +289,10 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
     if subagent && input.agent_type.as_deref() == Some("") {
         return StopOutput::Allow(None);
     }
+    // Read once: a session with no record has no loop and no count to reset (one stat per
+    // place at most).
+    let recorded = session.as_str() != loops::PENDING
+        && !matches!(crate::session::peek(&gate.project, &session), Ok(None));
     // The subagent's report is an API: its shape first; the checks run there too only with
     // --subagents (a research subagent need not pass the project's test suite).
     if subagent && let Some(source) = &config.contract {
@@ -296,16 +300,12 @@ pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>
             return gate.deny(&session, &failure.reason());
         }
         if !config.subagents {
-            if !matches!(crate::session::peek(&gate.project, &session), Ok(None)) {
+            if recorded {
                 let _ = budget::reset(&gate.project, &session, &gate.scope);
             }
             return StopOutput::Allow(None);
         }
     }
-    // Read once: a session with no record has no loop and no count to reset (one stat per
-    // place at most).
-    let recorded = session.as_str() != loops::PENDING
-        && !matches!(crate::session::peek(&gate.project, &session), Ok(None));
     // The loop belongs to the main agent: a subagent's stop never counts as a pass.
     if !subagent
         && recorded
@@ -420,10 +420,8 @@ impl Bounds {
 /// Counts this pass's message against the last ones: the number of passes in a row that ended
 /// with it, when that reaches `after` (0: stalls are not looked for).
 fn stalled(state: &mut LoopState, message: &str, after: u32) -> Option<u32> {
-    use sha2::Digest;
     let normal = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    let digest = sha2::Sha256::digest(normal.as_bytes());
-    let sha256: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = crate::subject::sha256_hex(normal.as_bytes());
     let passes = match &state.progress.same_message {
         Some(last) if last.sha256 == sha256 => last.passes.saturating_add(1),
         _ => 1,
@@ -432,11 +430,31 @@ fn stalled(state: &mut LoopState, message: &str, after: u32) -> Option<u32> {
     (after > 0 && passes >= after).then_some(passes)
 }
 
+/// `tally` with what the Stop's transcripts gained since it was counted, and why they could not
+/// be read, when they could not.
+fn recount(
+    state: &LoopState,
+    input: &HookInput,
+    mut tally: crate::usage::Tally,
+) -> (crate::usage::Tally, Option<String>) {
+    let warning = match &input.transcript_path {
+        None => Some("--max-tokens counts nothing: this Stop names no transcript".to_string()),
+        Some(transcript) => crate::usage::update(&mut tally, transcript, state.started_secs())
+            .err()
+            .map(|why| {
+                format!(
+                    "--max-tokens counts nothing of the transcript {}: {why}",
+                    transcript.display()
+                )
+            }),
+    };
+    (tally, warning)
+}
+
 /// The time or token budget that is spent, if one is: its end reason and what to tell.
 fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
     if let Some(max) = bounds.max_duration {
-        let started = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
-        let ran = (crate::time::now_secs() - started).max(0.0);
+        let ran = (crate::time::now_secs() - state.started_secs()).max(0.0);
         if ran >= max.as_secs_f64() {
             return Some((
                 "max-duration",
@@ -567,19 +585,15 @@ impl Gate {
             let bounds = Bounds::of(&state.limits, &config.loop_limits);
             let mut warning = None;
             if let Some(counted) = counted {
-                warning = counted.warning;
-                let now = state.progress.tokens.take().unwrap_or_default();
-                state.progress.tokens = Some(if now == counted.before {
-                    counted.after
+                let now = state.progress.tokens.clone().unwrap_or_default();
+                let (tally, said) = if now == counted.before {
+                    (counted.after, counted.warning)
                 } else {
                     // Another Stop counted meanwhile: count again from where it got to.
-                    let mut again = now;
-                    if let Some(transcript) = &input.transcript_path {
-                        let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
-                        let _ = crate::usage::update(&mut again, transcript, since);
-                    }
-                    again
-                });
+                    recount(state, input, now)
+                };
+                warning = said;
+                state.progress.tokens = Some(tally);
             }
             let promise = state.promise()?;
             let (message, note) = match transcript::last_message(input) {
@@ -593,8 +607,8 @@ impl Gate {
             };
             let assessment = assess(message.as_deref().unwrap_or(""), &promise);
             let pass = Seen {
-                message: message.clone(),
-                note: note.clone(),
+                message,
+                note,
                 bounds,
                 warning,
             };
@@ -624,7 +638,7 @@ impl Gate {
                         && spent(state, &bounds).is_none()
                     {
                         state.progress.waited_in_pass = Some(state.iteration);
-                        return Ok(self.wait(state, budget, &work));
+                        return Ok(self.wait(state, budget, &running));
                     }
                     let line = format!(
                         "stop-gate: {work}; a declaration counts only once it has finished (stop a task that never ends, such as a server, before you finish)"
@@ -666,21 +680,7 @@ impl Gate {
         }
         Bounds::of(&state.limits, &config.loop_limits).max_tokens?;
         let before = state.progress.tokens.clone().unwrap_or_default();
-        let mut after = before.clone();
-        let warning = match &input.transcript_path {
-            None => Some("--max-tokens counts nothing: this Stop names no transcript".to_string()),
-            Some(transcript) => {
-                let since = crate::time::parse_rfc3339(&state.started_at).unwrap_or(0.0);
-                crate::usage::update(&mut after, transcript, since)
-                    .err()
-                    .map(|why| {
-                        format!(
-                            "--max-tokens counts nothing of the transcript {}: {why}",
-                            transcript.display()
-                        )
-                    })
-            }
-        };
+        let (after, warning) = recount(&state, input, before.clone());
         Some(Counted {
             before,
             after,
@@ -691,7 +691,8 @@ impl Gate {
     /// Holds a declared stop once in a pass while background work runs: a block within the
     /// main agent's budget, no pass spent. When the budget is spent the stop is allowed, NOT
     /// verified, and the loop goes on at the next stop.
-    fn wait(&self, state: &LoopState, budget: &mut crate::session::Budget, work: &str) -> Step {
+    fn wait(&self, state: &LoopState, budget: &mut crate::session::Budget, running: &str) -> Step {
+        let work = format!("background work is still running: {running}");
         let promise = state.promise().map(|p| p.tagged()).unwrap_or_default();
         match budget::charge_budget(budget, self.max_blocks) {
             Charge::Block { .. } => {
@@ -701,10 +702,8 @@ impl Gate {
                 Step::Output(StopOutput::Block {
                     reason: cap(&defang_except(&line, &promise), MAX_REASON),
                     system_message: Some(defang(&format!(
-                        "vigil loop {}/{}: waiting for background work before the declaration counts: {}",
-                        state.iteration,
-                        state.max_iterations,
-                        work.trim_start_matches("background work is still running: ")
+                        "vigil loop {}/{}: waiting for background work before the declaration counts: {running}",
+                        state.iteration, state.max_iterations,
                     ))),
                 })
             }
