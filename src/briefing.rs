@@ -238,11 +238,9 @@ fn render(text: &mut String, record: &Record) {
     if let Some(summary) = &record.loop_summary {
         // An interrupted loop waits for its own session: it goes on there, never in another.
         let waits = if summary.status == crate::loops::LoopStatus::Interrupted {
+            let id = line(&record.session_id);
             format!(
-                " (by an API error; no pass was spent, and it goes on at the next stop of session {}: resume that session, e.g. `claude --resume {}`, or cancel it with `stop-gate loop cancel --session {}`)",
-                line(&record.session_id),
-                line(&record.session_id),
-                line(&record.session_id)
+                " (by an API error; no pass was spent, and it goes on at the next stop of session {id}: resume that session, e.g. `claude --resume {id}`, or cancel it with `stop-gate loop cancel --session {id}`)"
             )
         } else {
             String::new()

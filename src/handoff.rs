@@ -117,14 +117,29 @@ impl FailureNote {
         if input.agent_id.is_some() {
             return None;
         }
-        let error = input.error.as_deref()?;
+        let (error, error_details, message) = failure_fields(input, MAX_FIELD)?;
         Some(FailureNote {
-            error: field_max(error, MAX_ERROR),
-            error_details: input.error_details.as_deref().map(field),
-            message: input.last_assistant_message.as_deref().map(field),
+            error,
+            error_details,
+            message,
             at: time::now_rfc3339(),
         })
     }
+}
+
+/// A StopFailure's error, its details and the API's message, each one safe line (the error at
+/// most `MAX_ERROR` characters, the others `max`); `None` without an error.
+pub fn failure_fields(
+    input: &HookInput,
+    max: usize,
+) -> Option<(String, Option<String>, Option<String>)> {
+    let error = field_max(input.error.as_deref()?, MAX_ERROR);
+    let line = |text: &str| field_max(text, max);
+    Some((
+        error,
+        input.error_details.as_deref().map(line),
+        input.last_assistant_message.as_deref().map(line),
+    ))
 }
 
 /// The longest error category kept.

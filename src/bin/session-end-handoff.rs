@@ -103,13 +103,12 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
     // interrupted, for the session's next stop; the checkpoint below tells it too.
     if input.event() == Some(vigil::hook::HookEvent::StopFailure)
-        && let Some(error) = input.error.as_deref()
+        && let Some((error, error_details, message)) = handoff::failure_fields(&input, 200)
     {
-        let line = |text: &str| handoff::field_max(text, 200);
         let failure = vigil::loops::Failure {
-            error: handoff::field_max(error, 64),
-            error_details: input.error_details.as_deref().map(line),
-            message: input.last_assistant_message.as_deref().map(line),
+            error,
+            error_details,
+            message,
             at: vigil::time::now_rfc3339(),
             iteration: None,
             agent_id: input
