@@ -324,13 +324,17 @@ fn backward(
         if line.is_empty() {
             continue;
         }
-        if let Some(time) = timestamp(&line)
-            && time < since
-        {
+        // Each line is read as JSON once: its usage (and time) when it has one, else its time.
+        let usage = usage_of(&line);
+        let time = match &usage {
+            Some((_, _, time)) => *time,
+            None => timestamp(&line),
+        };
+        if time.is_some_and(|time| time < since) {
             older = true;
             break;
         }
-        backwards.push(line);
+        backwards.extend(usage);
     }
     *left = left.saturating_sub(lines.read_so_far());
     // Out of reach before a line older than the loop: what lies before is counted forward
@@ -341,8 +345,8 @@ fn backward(
         to: unread,
     });
     // Counted in the order they were written, so the last messages are the recent ones.
-    for line in backwards.iter().rev() {
-        counter.line(line, Some(since));
+    for usage in backwards.into_iter().rev() {
+        counter.count(usage, Some(since));
     }
     Some((end, backlog))
 }
@@ -368,9 +372,14 @@ impl Counter {
     }
 
     fn line(&mut self, line: &[u8], since: Option<f64>) {
-        let Some((id, usage, time)) = usage_of(line) else {
-            return;
-        };
+        if let Some(usage) = usage_of(line) {
+            self.count(usage, since);
+        }
+    }
+
+    /// Counts one line's usage (its message id, figures and time), unless it is older than
+    /// `since`.
+    fn count(&mut self, (id, usage, time): Usage, since: Option<f64>) {
         if let (Some(since), Some(time)) = (since, time)
             && time < since
         {
@@ -415,6 +424,9 @@ impl Counter {
     }
 }
 
+/// A line's message id, its figures (input, cache creation, output, cache read) and its time.
+type Usage = (Option<String>, [u64; 4], Option<f64>);
+
 #[derive(Deserialize)]
 struct Line {
     #[serde(rename = "type")]
@@ -442,7 +454,7 @@ struct Message {
 /// Codex rollout's `token_usage_record` (`payload.response_id`, `payload.usage`, whose
 /// `input_tokens` include the cached and cache-written ones). A line that is not JSON, or has
 /// no usage object, has none; a figure that is not a whole number counts as 0.
-fn usage_of(line: &[u8]) -> Option<(Option<String>, [u64; 4], Option<f64>)> {
+fn usage_of(line: &[u8]) -> Option<Usage> {
     memchr::memmem::find(line, b"\"usage\"")?;
     let line: Line = serde_json::from_slice(line).ok()?;
     let (id, usage) = match line.kind.as_deref() {
