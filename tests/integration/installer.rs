@@ -55,10 +55,6 @@ fn user_groups(value: &Value) -> Vec<Value> {
     groups
 }
 
-fn json_of(path: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
-}
-
 #[test]
 fn install_twice_is_byte_identical_and_keeps_the_users_hooks() {
     for name in GOOD {

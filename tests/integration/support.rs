@@ -94,6 +94,11 @@ pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
     payload.to_string()
 }
 
+/// A JSON file, parsed.
+pub fn json_of(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
 /// Validates a value against a schema in `schemas/`, panicking with every error.
 pub fn assert_valid(schema_name: &str, instance: &Value) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

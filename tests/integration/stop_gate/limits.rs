@@ -530,9 +530,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
     assert_eq!(state["failures"][0]["iteration"], 2);
     let record = p.session_record("s1");
     assert_eq!(record["failures"][0]["error"], "rate_limit");
-    let checkpoint: Value =
-        serde_json::from_slice(&std::fs::read(p.vigil().join("handoff/checkpoint.json")).unwrap())
-            .unwrap();
+    let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
     assert_valid("handoff.schema.json", &checkpoint);
     assert_eq!(checkpoint["event"], "StopFailure");
     assert_eq!(checkpoint["failure"]["error"], "rate_limit");
@@ -614,9 +612,7 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let checkpoint: Value =
-        serde_json::from_slice(&std::fs::read(p.vigil().join("handoff/checkpoint.json")).unwrap())
-            .unwrap();
+    let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
     assert_valid("handoff.schema.json", &checkpoint);
     let text = checkpoint["failure"].to_string();
     assert!(
@@ -911,7 +907,7 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let value = json_of(&settings);
     let failure = value["hooks"]["StopFailure"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
@@ -991,9 +987,7 @@ fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session(
     assert!(state.get("failures").is_none(), "{state}");
     let record = p.session_record("s1");
     assert_eq!(record["failures"][0]["agent_id"], "a46486be96f8e0912");
-    let checkpoint: Value =
-        serde_json::from_slice(&std::fs::read(p.vigil().join("handoff/checkpoint.json")).unwrap())
-            .unwrap();
+    let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
     assert!(
         checkpoint.get("failure").is_none(),
         "the session did not end on it: {checkpoint}"
@@ -1026,7 +1020,7 @@ fn the_plugin_wires_the_events_install_wires_stop_failure_included() {
         names.sort();
         names
     };
-    let installed: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let installed = json_of(&settings);
     let plugin: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap())
             .unwrap();
