@@ -1747,3 +1747,45 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
         said(&compact)
     );
 }
+
+#[test]
+fn claude_an_agent_call_cannot_pass_itself_off_as_compaction() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude_with(project.path(), &["--contract", "default"]);
+    let hooks = tempfile::tempdir().unwrap();
+    record_claude_hook(project.path(), "SubagentStop", hooks.path());
+    // The model asks for a subagent of no type, as compaction's SubagentStop has none, which
+    // the gate lets through untouched. Claude Code 2.1.332 refuses the call: no subagent of
+    // no type runs, and none stops.
+    let server = Server::start_with_subagent(
+        vec![
+            Turn::Tool(
+                "Agent",
+                json!({"description": "Count files", "prompt": "Count the files in the project.",
+                    "subagent_type": "", "run_in_background": false}),
+            ),
+            Turn::Text("Done.".into()),
+        ],
+        vec![Turn::Text("Subagent report: prose, not JSON.".into())],
+    );
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Count the files.",
+        &[],
+    );
+    let stops = recorded_payloads(hooks.path());
+    eprintln!(
+        "subagent stops: {stops:?}; subagent requests: {}",
+        server.subagent_requests().len()
+    );
+    for stop in &stops {
+        assert_ne!(
+            stop["agent_type"], "",
+            "an Agent call stopped as a subagent of no type: {stop}"
+        );
+    }
+}
