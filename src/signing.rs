@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::marker::Payload;
 use crate::state::Project;
-use crate::subject::sha256_hex;
+use crate::subject::{hex, sha256_hex};
 
 const SECRET_TAG: &str = "vigil-ed25519-secret";
 const PUBLIC_TAG: &str = "vigil-ed25519-public";
@@ -40,10 +40,6 @@ pub struct VerifyKey {
 
 fn key_id(public: &VerifyingKey) -> String {
     sha256_hex(public.as_bytes())[..16].to_string()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Exactly 2N lowercase hex digits, nothing around them: one spelling per value.
