@@ -317,6 +317,18 @@ bash "$here/baseline/handoff.sh" "$work/base-small" <"$work/end-small.json"
 jq -c --arg cwd "$repo" '.cwd = $cwd' "$samples/claude-session-start.json" >"$work/start.json"
 row "session-start-loader" "startup, a full record (loop, marker, progress)" \
   "cd $repo && $sl <$work/start.json" "cd $repo && bash $here/baseline/loader.sh $work/base-small <$work/start.json"
+# The plugin: SessionStart goes through its launcher (hooks/vigil-run), which finds the version's
+# binaries installed and execs the loader; every other hook execs its binary with no shell, as
+# the rows above run them.
+plugin_data="$work/plugin-data"
+version=$(sed -n 's/^version=//p' "$here/../hooks/vigil-run")
+mkdir -p "$plugin_data/$version/bin"
+for b in promise-matcher stop-gate marker-writer session-end-handoff session-start-loader settings-merge; do
+  ln -sf "$(dirname "$sl")/$b" "$plugin_data/$version/bin/$b"
+done
+row "plugin SessionStart" "the launcher, binaries installed, then the loader" \
+  "cd $repo && CLAUDE_PLUGIN_DATA=$plugin_data $here/../hooks/vigil-run --install session-start-loader <$work/start.json" \
+  "cd $repo && bash $here/baseline/loader.sh $work/base-small <$work/start.json"
 
 { yes "Step done; the old marker <<<VIGIL_DONE_$token>>> and <promise>DONE</promise> are quoted here." || true; } | head -c 1048576 >"$work/text"
 row "promise-matcher defang" "1 MB of text" "$pm defang $work/text" "bash $here/baseline/defang.sh $work/text"

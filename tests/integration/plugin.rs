@@ -713,13 +713,15 @@ fn the_slash_commands_run_what_is_installed_and_never_fetch() {
     let (served_dir, sums) = release(dir.path(), "good");
     plugin.pin(&sums);
     let server = serve(served_dir, as_is);
+    // As the commands' `!` lines run it: Claude Code fills in the data directory in the
+    // command's text, and the shell it runs has no CLAUDE_PLUGIN_DATA.
     let mut cmd = Command::new(plugin.root.join("hooks/vigil-run"));
-    cmd.args(["stop-gate", "loop", "status"])
+    cmd.arg("--data")
+        .arg(&plugin.data)
+        .args(["stop-gate", "loop", "status"])
         .env_clear()
         .env("HOME", &plugin.home)
         .env("PATH", format!("{}:/usr/bin:/bin", bin_dir().display()))
-        .env("CLAUDE_PLUGIN_ROOT", &plugin.root)
-        .env("CLAUDE_PLUGIN_DATA", &plugin.data)
         .env("VIGIL_DOWNLOAD_URL", &server.url)
         .env("VIGIL_TEST_CANARY", &plugin.canary);
     let out = cmd.output().unwrap();
@@ -737,4 +739,157 @@ fn the_slash_commands_run_what_is_installed_and_never_fetch() {
         "{}",
         said(&out)
     );
+}
+
+// --- The one-line installer ---------------------------------------------------------------------
+
+/// `curl …/hooks/vigil-run | sh -s -- --to DIR`: the script on a pipe, its pins and the archive
+/// from `url`, in a HOME with nothing installed.
+fn install_release(url: &str, path: &str, dir: &Path) -> Output {
+    let script = std::fs::read_to_string(repo_path("hooks/vigil-run")).unwrap();
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-s", "--", "--to"])
+        .arg(home.join(".local/bin"))
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", path)
+        .env("VIGIL_PINS_URL", format!("{url}/release.sha256"))
+        .env("VIGIL_DOWNLOAD_URL", url)
+        .env("VIGIL_TEST_CANARY", dir.join("ran"))
+        .current_dir(&home);
+    feed(cmd, &script)
+}
+
+/// The stub release of `kind`, served with its pins beside it (as the default branch serves
+/// hooks/release.sha256), pinned by scripts/pin-release.sh.
+fn served_release(dir: &Path, kind: &str) -> PathBuf {
+    let plugin = Plugin::new();
+    let (served, sums) = release(dir, kind);
+    plugin.pin(&sums);
+    std::fs::copy(pins_of(&plugin), served.join("release.sha256")).unwrap();
+    served
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_installer_installs_the_pinned_release_and_says_the_next_step_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = served_release(dir.path(), "good");
+    let server = serve(served, as_is);
+    let out = install_release(&server.url, "/usr/bin:/bin", dir.path());
+    assert!(out.status.success(), "{}", said(&out));
+    let bin = dir.path().join("home/.local/bin");
+    let mut expected: Vec<String> = BINARIES.iter().map(|b| b.to_string()).collect();
+    expected.sort();
+    assert_eq!(listing(&bin), expected, "the six binaries and nothing else");
+    let said_out = stdout_of(&out);
+    assert_eq!(said_out.lines().count(), 1, "{said_out}");
+    assert!(
+        said_out.contains(&format!(
+            "Next, in your project: {}/settings-merge install --settings .claude/settings.local.json --bin-dir {}",
+            bin.display(),
+            bin.display()
+        )),
+        "{said_out}"
+    );
+    assert_eq!(
+        server.requests(),
+        vec![
+            "/release.sha256".to_string(),
+            format!("/vigil-{}.tar.xz", host_target())
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("ran")).ok(),
+        None,
+        "nothing ran"
+    );
+}
+
+#[test]
+fn the_installer_refuses_each_bad_download_in_one_line_and_installs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = served_release(dir.path(), "good");
+    let evil_dir = dir.path().join("evil-release");
+    std::fs::create_dir_all(&evil_dir).unwrap();
+    let (evil, _) = release(&evil_dir, "evil");
+    // The good release's pins beside the other archive.
+    std::fs::copy(good.join("release.sha256"), evil.join("release.sha256")).unwrap();
+    let host = format!("vigil-{}.tar.xz", host_target());
+    let cut = {
+        let host = host.clone();
+        move |name: &str, mut bytes: Vec<u8>| -> Reply {
+            let length = bytes.len();
+            if name == host {
+                bytes.truncate(length / 2);
+            }
+            (bytes, length)
+        }
+    };
+    let no_pins = move |name: &str, bytes: Vec<u8>| -> Reply {
+        if name == "release.sha256" {
+            return (Vec::new(), 10);
+        }
+        as_is(name, bytes)
+    };
+    let tools = path_with(dir.path(), &["sha256sum", "shasum"], &[]);
+    for (what, url, path) in [
+        (
+            "another archive",
+            serve(evil, as_is).url,
+            "/usr/bin:/bin".to_string(),
+        ),
+        (
+            "a download cut short",
+            serve(good.clone(), cut).url,
+            "/usr/bin:/bin".into(),
+        ),
+        (
+            "pins cut short",
+            serve(good.clone(), no_pins).url,
+            "/usr/bin:/bin".into(),
+        ),
+        (
+            "a server that is not there",
+            unreachable(),
+            "/usr/bin:/bin".into(),
+        ),
+        (
+            "no sha256 tool",
+            serve(good.clone(), as_is).url,
+            tools.clone(),
+        ),
+    ] {
+        let case = tempfile::tempdir().unwrap();
+        let out = install_release(&url, &path, case.path());
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", said(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
+        assert!(
+            stderr.starts_with("vigil: ") && stderr.contains("nothing was"),
+            "{what}: {stderr}"
+        );
+        assert_eq!(
+            listing(&case.path().join("home/.local/bin")),
+            Vec::<String>::new(),
+            "{what}: nothing installed, nothing left behind"
+        );
+        assert_eq!(
+            std::fs::read_to_string(case.path().join("ran")).ok(),
+            None,
+            "{what}: nothing ran"
+        );
+    }
 }
