@@ -24,6 +24,7 @@ pub mod lock;
 pub mod loops;
 pub mod markdown;
 pub mod marker;
+pub mod notes;
 pub mod output;
 pub mod process;
 pub mod promise;

@@ -13,7 +13,10 @@ use crate::state::Project;
 use crate::subject;
 use crate::time;
 
-pub const SCHEMA: &str = "vigil.marker/v1";
+/// The payload schema vigil writes: v2 adds `origin`. v1 payloads stay readable.
+pub const SCHEMA: &str = "vigil.marker/v2";
+/// The schemas vigil reads.
+pub const SCHEMAS: [&str; 2] = ["vigil.marker/v1", "vigil.marker/v2"];
 /// A payload larger than this is malformed.
 pub const MAX_PAYLOAD: u64 = 64 * 1024;
 /// How far in the future `created_at` may be before it counts as forged or broken.
@@ -126,9 +129,71 @@ pub struct Payload {
     pub run: Option<Run>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where the writer ran, when it knows (a CI run); v2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Origin>,
     /// With `--sign-key`: over the canonical JSON of every other field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<crate::signing::Signature>,
+}
+
+/// Where a payload was written and published from (v2): a CI run, as its own environment
+/// says. It informs; it is covered by the signature like every other field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// The CI run's page (GitHub Actions: the run, and its attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_url: Option<String>,
+    /// The machine that ran it (`RUNNER_NAME`, and its environment when a job names one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
+    /// The workflow file and the ref it came from (`GITHUB_WORKFLOW_REF`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The commit the workflow file was read from (`GITHUB_WORKFLOW_SHA`): what decided the
+    /// command that ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_sha: Option<String>,
+}
+
+/// Where this writer runs, from a CI's own variables; `None` outside CI.
+pub fn origin() -> Option<Origin> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.trim().chars().take(300).collect::<String>())
+            .filter(|v| !v.is_empty())
+    };
+    if var("GITHUB_ACTIONS").as_deref() != Some("true") {
+        return None;
+    }
+    let run_url = match (
+        var("GITHUB_SERVER_URL"),
+        var("GITHUB_REPOSITORY"),
+        var("GITHUB_RUN_ID"),
+    ) {
+        (Some(server), Some(repository), Some(run)) => Some(match var("GITHUB_RUN_ATTEMPT") {
+            Some(attempt) => format!("{server}/{repository}/actions/runs/{run}/attempts/{attempt}"),
+            None => format!("{server}/{repository}/actions/runs/{run}"),
+        }),
+        _ => None,
+    };
+    Some(Origin {
+        run_url,
+        runner: var("RUNNER_NAME"),
+        workflow: var("GITHUB_WORKFLOW_REF"),
+        workflow_sha: var("GITHUB_WORKFLOW_SHA"),
+    })
+}
+
+/// Where a payload that passed was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `.vigil/markers/<check>/`.
+    Local,
+    /// A git note, published and synced (`marker-writer sync`).
+    Notes,
 }
 
 /// Why verification denied: the first reason found (SPEC §5).
@@ -247,10 +312,60 @@ pub fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf
     )
 }
 
-/// Verifies the marker of `check` for `subject_id`: the gate file and payload exist, the
-/// payload is well formed, names this check and subject, says `passed`, and is younger than
-/// `max_age` (and not from the future). Returns the payload, or the first reason to deny.
+/// Verifies the markers of `check` for `subject_id`, the local one and those published as
+/// notes: the first that holds passes (see `verify_from`).
 pub fn verify(
+    project: &Project,
+    check: &CheckName,
+    subject_id: &str,
+    max_age: Duration,
+    trust: &crate::signing::Trust,
+) -> std::result::Result<Payload, Denial> {
+    verify_from(project, check, subject_id, max_age, trust).map(|(payload, _)| payload)
+}
+
+/// Verifies the local marker of `check` for `subject_id` (the gate file and payload exist, the
+/// payload is well formed, names this check and subject, says `passed`, is younger than
+/// `max_age` and not from the future, and is signed as `trust` asks), then each payload
+/// published for it as a note, by the same rules: any one that holds passes, and says where it
+/// was found. When none does, the first reason: the local marker's, unless it has none for this
+/// content, then the first note's; `subject mismatch` when only other content has markers.
+pub fn verify_from(
+    project: &Project,
+    check: &CheckName,
+    subject_id: &str,
+    max_age: Duration,
+    trust: &crate::signing::Trust,
+) -> std::result::Result<(Payload, Source), Denial> {
+    let local = verify_local(project, check, subject_id, max_age, trust);
+    let local = match local {
+        Ok(payload) => return Ok((payload, Source::Local)),
+        Err(denial) => denial,
+    };
+    let mut first_note = None;
+    for note in crate::notes::read(project, check, subject_id) {
+        match note.and_then(|payload| {
+            judge(&payload, check, subject_id, max_age, trust).map(|()| payload)
+        }) {
+            Ok(payload) => return Ok((payload, Source::Notes)),
+            Err(denial) => {
+                first_note.get_or_insert(denial);
+            }
+        }
+    }
+    match (local, first_note) {
+        (Denial::Missing | Denial::SubjectMismatch(_), Some(note)) => Err(note),
+        (Denial::Missing, None) if crate::notes::has_any(project, check) => {
+            Err(Denial::SubjectMismatch(format!(
+                "the markers of `{check}` published as notes are for other content; this content is {subject_id}"
+            )))
+        }
+        (local, _) => Err(local),
+    }
+}
+
+/// The local marker alone.
+fn verify_local(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
@@ -280,13 +395,32 @@ pub fn verify(
         });
     }
     let payload = read_payload(&payload_path)?;
-    // With a trusted key, nothing of the payload counts before its signature holds.
-    trust.check(&payload).map_err(Denial::BadSignature)?;
-    if payload.schema != SCHEMA {
+    judge(&payload, check, subject_id, max_age, trust)?;
+    Ok(payload)
+}
+
+/// Whether a payload vouches for `subject_id` under `check`: signed as `trust` asks (first:
+/// with a trusted key, nothing of it counts before its signature holds), of a schema vigil
+/// reads, for this check and this content, `passed`, younger than `max_age` and not from the
+/// future. The same for a local marker and a note.
+pub fn judge(
+    payload: &Payload,
+    check: &CheckName,
+    subject_id: &str,
+    max_age: Duration,
+    trust: &crate::signing::Trust,
+) -> std::result::Result<(), Denial> {
+    trust.check(payload).map_err(Denial::BadSignature)?;
+    if !SCHEMAS.contains(&payload.schema.as_str()) {
         return Err(Denial::Malformed(format!(
-            "schema is {:?}, not {SCHEMA:?}",
+            "schema is {:?}, not one of {SCHEMAS:?}",
             payload.schema
         )));
+    }
+    if payload.schema == SCHEMAS[0] && payload.origin.is_some() {
+        return Err(Denial::Malformed(
+            "a vigil.marker/v1 payload has no origin".into(),
+        ));
     }
     if payload.check != check.as_str() {
         return Err(Denial::Malformed(format!(
@@ -323,7 +457,7 @@ pub fn verify(
             human_age(max_age.as_secs_f64())
         )));
     }
-    Ok(payload)
+    Ok(())
 }
 
 /// Reads and parses a payload; every failure is `malformed`.

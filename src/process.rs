@@ -155,14 +155,25 @@ impl Drop for Forwarding {
 /// Runs `cmd` with stdin closed, in a new process group. With `merge`, stderr goes into the
 /// same pipe as stdout, in order. At `timeout` the whole group gets SIGKILL; when the child
 /// exits on its own, whatever it left running in its group is killed too.
-pub fn run(
+pub fn run(cmd: Command, timeout: Duration, merge: bool, tail: usize) -> std::io::Result<Finished> {
+    run_with_input(cmd, None, timeout, merge, tail)
+}
+
+/// `run`, with `input` (if any) written to the command's stdin from a thread of its own, which
+/// then closes it.
+pub fn run_with_input(
     mut cmd: Command,
+    input: Option<Vec<u8>>,
     timeout: Duration,
     merge: bool,
     tail: usize,
 ) -> std::io::Result<Finished> {
     let (out_reader, out_writer) = std::io::pipe()?;
-    cmd.stdin(Stdio::null());
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     isolate(&mut cmd);
     let err_reader = if merge {
         cmd.stdout(out_writer.try_clone()?).stderr(out_writer);
@@ -173,9 +184,16 @@ pub fn run(
         Some(err_reader)
     };
     let start = Instant::now();
-    let child = cmd.spawn()?;
+    let mut child = cmd.spawn()?;
     // The writers now live only in the child: drop our copies (inside `cmd`) so EOF comes.
     drop(cmd);
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // A child that never reads gets a broken pipe, not a hang: the thread ends with it.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&input);
+        });
+    }
     let group = child.id() as libc::pid_t;
     let _forwarding = Forwarding::to(group);
     let out = collect(out_reader, tail);

@@ -26,10 +26,11 @@ marker-writer: content-bound markers from a protected writer, verified fail-clos
 
 Usage:
   marker-writer run    --check NAME [--subject S] [--timeout SECS] [--snapshot [--keep-env NAME]...]
-                       -- CMD ARGS...
-  marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
+                       [--publish] -- CMD ARGS...
+  marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT] [--publish]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION]
-  marker-writer show   --check NAME [--subject S]
+  marker-writer show   --check NAME [--subject S] [--all]
+  marker-writer sync   [--remote NAME|URL] [--push] [--timeout SECS]
   marker-writer keygen --out DIR
   marker-writer trust  KEYFILE [--global]
 
@@ -45,9 +46,16 @@ run      runs CMD (its output passes through unchanged), records passed on exit 
          (CI). With --snapshot, CMD runs in a private copy of exactly the hashed files, with a
          clean environment: for a writer on the agent's machine
 write    records a status given by hand
-verify   exits 0 only for a passed marker of exactly this content, younger than --max-age;
-         otherwise 1 with one line: missing, subject mismatch, malformed, status S, or stale
-show     prints the payload of the marker for this content
+verify   exits 0 only for a passed marker of exactly this content, younger than --max-age,
+         local or published as a git note and synced; otherwise 1 with one line: missing,
+         subject mismatch, malformed, status S, stale, or bad signature
+show     prints the payload of the marker for this content; --all lists every marker for it,
+         local and from notes, newest first, with the first reason each would be denied, and
+         when none is for this content, which paths differ from the nearest published one
+sync     fetches the notes published on a remote (refs/notes/vigil/*) into vigil's own
+         repository in the protected state, merges them with those published here, and writes
+         them out for the gates; --push also pushes them, merging and retrying when another
+         writer pushed first. Nothing on the Stop path touches the network: only sync does
 keygen   makes an Ed25519 key pair: DIR/vigil-marker.key (0600, never overwritten; keep it
          where the agent cannot read it) and DIR/vigil-marker.pub (safe to commit)
 trust    trusts a public key for this project's markers (--global: for every project), in the
@@ -66,6 +74,12 @@ Options:
                        TMPDIR of the environment; the payload records isolation: snapshot
   --keep-env NAME      run --snapshot, repeatable: also keep this variable
   --max-file-size SIZE worktree: a larger file denies at once (default 1G; bytes, or K M G T)
+  --publish            run, write: also publish the payload as a git note for its content (a
+                       worktree subject), to be pushed with `sync --push`
+  --all                show: every marker for this content, local and from notes
+  --remote NAME|URL    sync: a remote of this repository, or a URL (default origin)
+  --push               sync: push the notes too
+  --timeout SECS       sync: the deadline for all of it (default 30)
   --global             trust: for every project, not only this one
   --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
   --sign-key FILE      run, write: sign the payload with this secret key (or $VIGIL_SIGN_KEY)
@@ -112,13 +126,17 @@ struct Options {
     max_file_size: Option<u64>,
     global: bool,
     key_file: Option<PathBuf>,
+    publish: bool,
+    all: bool,
+    remote: Option<String>,
+    push: bool,
 }
 
 fn run_main() -> Result<u8> {
     let mut args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.is_empty() {
         return Err(Error::usage(
-            "a command is needed: run, write, verify, show, keygen or trust; see --help",
+            "a command is needed: run, write, verify, show, sync, keygen or trust; see --help",
         ));
     }
     let action = args.remove(0);
@@ -128,10 +146,10 @@ fn run_main() -> Result<u8> {
     }
     if !matches!(
         action,
-        "run" | "write" | "verify" | "show" | "keygen" | "trust"
+        "run" | "write" | "verify" | "show" | "sync" | "keygen" | "trust"
     ) {
         return Err(Error::usage(format!(
-            "unknown command {action:?}; use run, write, verify, show, keygen or trust"
+            "unknown command {action:?}; use run, write, verify, show, sync, keygen or trust"
         )));
     }
     let Some(options) = parse(action, args)? else {
@@ -172,6 +190,9 @@ fn run_main() -> Result<u8> {
         )
         .map(Exit::code);
     }
+    if action == "sync" {
+        return sync(&project, &options);
+    }
     // A key that cannot be read stops a writer before it runs anything.
     let signer = if matches!(action, "run" | "write") {
         vigil::signing::sign_key(options.sign_key.as_deref())?
@@ -200,6 +221,11 @@ fn run_main() -> Result<u8> {
             .unwrap_or(vigil::subject::worktree::DEFAULT_MAX_FILE_SIZE),
         ..vigil::subject::Limits::default()
     };
+    if options.publish && subject != Subject::Worktree {
+        return Err(Error::usage(
+            "--publish needs --subject worktree: its id is a git tree id, the same wherever the content is",
+        ));
+    }
     if options.snapshot && subject != Subject::Worktree {
         return Err(Error::usage(
             "--snapshot copies the worktree, so it needs --subject worktree",
@@ -248,6 +274,9 @@ fn run_main() -> Result<u8> {
                 vigil::signing::sign(key, &mut payload);
             }
             let (path, _) = marker::write(&project, &payload)?;
+            if options.publish {
+                vigil::notes::publish(&project, &payload, publish_deadline())?;
+            }
             print(
                 format!(
                     "marker-writer: {check} {} for {subject_id} in {}\n",
@@ -261,11 +290,17 @@ fn run_main() -> Result<u8> {
         "verify" => {
             let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
             let trust = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
-            match marker::verify(&project, &check, &subject_id, max_age, &trust) {
-                Ok(payload) => print(
+            match marker::verify_from(&project, &check, &subject_id, max_age, &trust) {
+                Ok((payload, source)) => print(
                     format!(
-                        "{check}: passed for {subject_id}, written {} by {}@{}\n",
-                        payload.created_at, payload.writer.user, payload.writer.host
+                        "{check}: passed for {subject_id}, written {} by {}@{}{}\n",
+                        payload.created_at,
+                        payload.writer.user,
+                        payload.writer.host,
+                        match source {
+                            marker::Source::Local => "",
+                            marker::Source::Notes => " (published as a note)",
+                        }
                     )
                     .as_bytes(),
                 )
@@ -276,6 +311,7 @@ fn run_main() -> Result<u8> {
                 }
             }
         }
+        _ if options.all => show_all(&project, &check, &subject_id, limits, &options),
         _ => {
             let (payload_path, gate_path) = marker::paths(&project, &check, &subject_id);
             let payload = marker::read_payload(&payload_path).map_err(|denial| match denial {
@@ -314,7 +350,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             Long("sign-key") if matches!(action, "run" | "write") => {
                 options.sign_key = Some(PathBuf::from(parser.value()?))
             }
-            Long("verify-key") if action == "verify" => {
+            Long("verify-key") if matches!(action, "verify" | "show") => {
                 options.verify_key = Some(PathBuf::from(parser.value()?))
             }
             Long("out") if action == "keygen" => options.out = Some(PathBuf::from(parser.value()?)),
@@ -323,10 +359,16 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.key_file = Some(PathBuf::from(file))
             }
             Long("snapshot") if action == "run" => options.snapshot = true,
+            Long("publish") if matches!(action, "run" | "write") => options.publish = true,
+            Long("all") if action == "show" => options.all = true,
+            Long("remote") if action == "sync" => {
+                options.remote = Some(string_value(&mut parser, "--remote")?)
+            }
+            Long("push") if action == "sync" => options.push = true,
             Long("keep-env") if action == "run" => options
                 .keep_env
                 .push(string_value(&mut parser, "--keep-env")?),
-            Long("max-file-size") if action != "keygen" && action != "trust" => {
+            Long("max-file-size") if !matches!(action, "keygen" | "trust" | "sync") => {
                 options.max_file_size = Some(vigil::cli::size(&string_value(
                     &mut parser,
                     "--max-file-size",
@@ -338,7 +380,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             Long("note") if action == "write" => {
                 options.note = Some(string_value(&mut parser, "--note")?)
             }
-            Long("timeout") if action == "run" => {
+            Long("timeout") if matches!(action, "run" | "sync") => {
                 options.timeout = Some(Duration::from_secs(number(
                     &mut parser,
                     "--timeout",
@@ -346,7 +388,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                     7 * 86_400,
                 )?))
             }
-            Long("max-age") if action == "verify" => {
+            Long("max-age") if matches!(action, "verify" | "show") => {
                 options.max_age = Some(time::parse_duration(&string_value(
                     &mut parser,
                     "--max-age",
@@ -480,8 +522,14 @@ fn run(
     if let Some(key) = signer {
         vigil::signing::sign(key, &mut payload);
     }
-    match marker::write(project, &payload) {
-        Ok(_) => {
+    let written = marker::write(project, &payload).and_then(|_| {
+        if options.publish {
+            vigil::notes::publish(project, &payload, publish_deadline())?;
+        }
+        Ok(())
+    });
+    match written {
+        Ok(()) => {
             diagnostic(
                 NAME,
                 &format!("{check} {} for {subject_id}", status.as_str()),
@@ -513,6 +561,201 @@ fn payload(
         writer: marker::writer(),
         run,
         note,
+        origin: marker::origin(),
         signature: None,
     }
+}
+
+/// `sync`: the notes of a remote in, merged with those published here, written out for the
+/// gates; with `--push`, out again. One line says what it did.
+fn sync(project: &Project, options: &Options) -> Result<u8> {
+    let remote = options.remote.as_deref().unwrap_or("origin");
+    let url = vigil::notes::remote_url(project, remote)?;
+    let deadline = time::Deadline::after(options.timeout.unwrap_or(Duration::from_secs(30)));
+    let synced = vigil::notes::sync(project, &url, options.push, deadline)
+        .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
+    for skipped in &synced.skipped {
+        diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));
+    }
+    let checks = if synced.checks.is_empty() {
+        "no check has notes".to_string()
+    } else {
+        synced
+            .checks
+            .iter()
+            .map(|(check, n)| format!("{check} ({n} content{})", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let pushed = if synced.pushed { ", pushed" } else { "" };
+    print(format!("marker-writer: synced with {remote}{pushed}: {checks}\n").as_bytes())
+        .map(Exit::code)
+}
+
+/// `show --all`: every marker for this content, local and from notes, newest first, each with
+/// the first reason it would be denied; with none for it, what differs from the nearest content
+/// that has one.
+fn show_all(
+    project: &Project,
+    check: &CheckName,
+    subject_id: &str,
+    limits: vigil::subject::Limits,
+    options: &Options,
+) -> Result<u8> {
+    let trust = vigil::signing::trusted_keys(project, options.verify_key.as_deref())?;
+    let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
+    let mut found: Vec<(Payload, &str, String)> = Vec::new();
+    let mut unreadable: Vec<String> = Vec::new();
+    let (payload_path, gate_path) = marker::paths(project, check, subject_id);
+    if gate_path.is_file() || payload_path.is_file() {
+        match marker::read_payload(&payload_path) {
+            Ok(payload) => {
+                let verdict = verdict(
+                    &payload,
+                    check,
+                    subject_id,
+                    max_age,
+                    &trust,
+                    gate_path.is_file(),
+                );
+                found.push((payload, "local", verdict));
+            }
+            Err(denial) => unreadable.push(format!("  local  denied: {}\n", denial.describe())),
+        }
+    }
+    for note in vigil::notes::read(project, check, subject_id) {
+        match note {
+            Ok(payload) => {
+                let verdict = verdict(&payload, check, subject_id, max_age, &trust, true);
+                found.push((payload, "notes", verdict));
+            }
+            Err(denial) => unreadable.push(format!("  notes  denied: {}\n", denial.describe())),
+        }
+    }
+    found.sort_by(|a, b| b.0.created_at.cmp(&a.0.created_at));
+    let mut out = format!("{check} for {subject_id}:\n");
+    for (payload, source, verdict) in &found {
+        let signed = match &payload.signature {
+            Some(signature) => format!("signed by {}", signature.key_id),
+            None => "unsigned".to_string(),
+        };
+        let from = payload
+            .origin
+            .as_ref()
+            .and_then(|o| o.run_url.clone())
+            .unwrap_or_else(|| format!("{}@{}", payload.writer.user, payload.writer.host));
+        out.push_str(&format!(
+            "  {}  {source:<5}  {:<7}  {signed}  {from}  {verdict}\n",
+            payload.created_at,
+            payload.status.as_str()
+        ));
+    }
+    out.extend(unreadable.iter().map(String::as_str));
+    if found.is_empty() {
+        out.push_str("  no marker, local or from notes, is for this content\n");
+        out.push_str(&nearest(project, check, limits));
+    }
+    print(out.as_bytes()).map(Exit::code)
+}
+
+fn verdict(
+    payload: &Payload,
+    check: &CheckName,
+    subject_id: &str,
+    max_age: Duration,
+    trust: &vigil::signing::Trust,
+    committed: bool,
+) -> String {
+    if !committed {
+        return "denied: malformed: the payload has no gate file".into();
+    }
+    match marker::judge(payload, check, subject_id, max_age, trust) {
+        Ok(()) => "passes".into(),
+        Err(denial) => format!("denied: {}", denial.describe()),
+    }
+}
+
+/// Which paths differ between this content and the nearest content a marker of `check` was
+/// published for (the newest 20 looked at; a published tree must be in this repository's
+/// objects to be compared).
+fn nearest(project: &Project, check: &CheckName, limits: vigil::subject::Limits) -> String {
+    let mut published = vigil::notes::published(project, check);
+    published.sort_by_key(|(_, payloads)| {
+        std::cmp::Reverse(payloads.iter().map(|p| p.created_at.clone()).max())
+    });
+    published.truncate(20);
+    if published.is_empty() {
+        return "  nothing is published for this check: run `marker-writer sync` to fetch what CI published\n".into();
+    }
+    let here = match vigil::subject::worktree_listing(project, limits) {
+        Ok(here) => here,
+        Err(e) => return format!("  cannot list this content: {e}\n"),
+    };
+    let here: std::collections::BTreeMap<String, String> = here.into_iter().collect();
+    let mut best: Option<(String, Vec<String>)> = None;
+    for (subject, _) in &published {
+        let Some(tree) = vigil::notes::object_id(subject) else {
+            continue;
+        };
+        let Ok(listed) = vigil::repo::git(
+            &project.dir,
+            &["ls-tree", "-r", "-z", "--full-tree", tree],
+            &[],
+            Duration::from_secs(10),
+        ) else {
+            continue;
+        };
+        let there: std::collections::BTreeMap<String, String> = listed
+            .split('\0')
+            .filter_map(|entry| {
+                let (meta, path) = entry.split_once('\t')?;
+                let id = meta.split(' ').nth(2)?;
+                Some((path.to_string(), id.to_string()))
+            })
+            .collect();
+        let mut differ = Vec::new();
+        for (path, id) in &here {
+            match there.get(path) {
+                None => differ.push(format!("{path} (only here)")),
+                Some(other) if other != id => differ.push(format!("{path} (changed)")),
+                Some(_) => {}
+            }
+        }
+        for path in there.keys().filter(|p| !here.contains_key(*p)) {
+            differ.push(format!("{path} (only there)"));
+        }
+        if best.as_ref().is_none_or(|(_, d)| differ.len() < d.len()) {
+            best = Some((subject.clone(), differ));
+        }
+    }
+    match best {
+        None => format!(
+            "  none of the {} published contents is in this repository's objects: `git fetch` the commits CI tested to compare\n",
+            published.len()
+        ),
+        Some((subject, differ)) => {
+            let shown: Vec<&str> = differ.iter().take(10).map(String::as_str).collect();
+            let more = differ.len().saturating_sub(shown.len());
+            format!(
+                "  nearest published: {subject}, where {} {}: {}{}\n",
+                differ.len(),
+                if differ.len() == 1 {
+                    "path differs"
+                } else {
+                    "paths differ"
+                },
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        }
+    }
+}
+
+/// How long publishing a note may take.
+fn publish_deadline() -> time::Deadline {
+    time::Deadline::after(Duration::from_secs(30))
 }

@@ -135,6 +135,18 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
     worktree::tree_id(&project.dir, &options(project, limits, snapshot))
 }
 
+/// The project's worktree as its subject hashes it: each file's path from the top and blob id
+/// (hex), in byte order.
+pub fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
+    let repository = worktree::Repository::locate(&project.dir)?;
+    Ok(
+        worktree::listing(&repository, &options(project, limits, None))?
+            .into_iter()
+            .map(|(path, id)| (String::from_utf8_lossy(&path).into_owned(), tree::hex(&id)))
+            .collect(),
+    )
+}
+
 /// How the project's worktree is walked: within `limits`, vigil's own state left out.
 fn options<'a>(
     project: &'a Project,

@@ -414,6 +414,7 @@ struct Hashed {
 /// The tree id of `repository`'s working tree, from the bytes of every file.
 pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
     walk(repository, options, None)?
+        .0
         .tree
         .ok_or_else(|| Error::input("the tree was not hashed"))
 }
@@ -429,10 +430,14 @@ pub fn by_stat(repository: &Repository, options: &Options, subject: bool) -> Res
             "a snapshot copies the bytes it hashes; it cannot be taken by stat",
         ));
     }
-    walk(repository, options, Some(subject))
+    walk(repository, options, Some(subject)).map(|(by_stat, _)| by_stat)
 }
 
-fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Result<ByStat> {
+fn walk(
+    repository: &Repository,
+    options: &Options,
+    by_stat: Option<bool>,
+) -> Result<(ByStat, Vec<Hashed>)> {
     let top = repository.top.as_path();
     let exclude = options
         .exclude
@@ -535,13 +540,20 @@ fn walk(repository: &Repository, options: &Options, by_stat: Option<bool>) -> Re
         )?)
     };
     let mut changed: Vec<Vec<u8>> = files
-        .into_iter()
+        .iter()
         .filter(|f| f.changed)
-        .map(|f| f.path)
+        .map(|f| f.path.clone())
         .chain(gone)
         .collect();
     changed.sort_unstable();
-    Ok(ByStat { tree, changed })
+    Ok((ByStat { tree, changed }, files))
+}
+
+/// Every file of the working tree as its subject hashes it: the path from the top and the
+/// blob id, in byte order (what `marker-writer show --all` compares with a published tree).
+pub fn listing(repository: &Repository, options: &Options) -> Result<Vec<(Vec<u8>, ObjectId)>> {
+    let (_, files) = walk(repository, options, None)?;
+    Ok(files.into_iter().map(|f| (f.path, f.id)).collect())
 }
 
 /// The ignore rules that hold in a directory: its own `.gitignore`, then its parents'.

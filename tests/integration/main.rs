@@ -8,6 +8,7 @@ mod help;
 mod hostile;
 mod installer;
 mod marker_writer;
+mod notes;
 mod plugin;
 mod promise_matcher;
 mod properties;

@@ -1,0 +1,636 @@
+//! Markers that travel (issue 19): CI publishes its signed verdict as a git note keyed by the
+//! tree it tested, `marker-writer sync` brings it to a laptop, and the laptop's Stop accepts it
+//! for exactly that content. A bare remote, a "CI" clone and a "laptop" clone, real git.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A bare remote and clones of it, each a project of its own (its own protected state).
+struct World {
+    dir: tempfile::TempDir,
+    remote: PathBuf,
+}
+
+impl World {
+    /// A remote whose `main` holds `lib.rs`, and a key pair beside it.
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        git(
+            dir.path(),
+            &["init", "-q", "--bare", remote.to_str().unwrap()],
+        );
+        let seed = dir.path().join("seed");
+        git(
+            dir.path(),
+            &["init", "-q", "-b", "main", seed.to_str().unwrap()],
+        );
+        std::fs::write(seed.join("lib.rs"), "pub fn answer() -> u32 { 42 }\n").unwrap();
+        git(&seed, &["add", "-A"]);
+        git(&seed, &["commit", "-qm", "start"]);
+        git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
+        let out = marker_writer_in(
+            dir.path(),
+            &["keygen", "--out", dir.path().join("keys").to_str().unwrap()],
+        );
+        assert!(out.status.success(), "{}", said(&out));
+        World { dir, remote }
+    }
+
+    fn secret(&self) -> PathBuf {
+        self.dir.path().join("keys/vigil-marker.key")
+    }
+
+    fn public(&self) -> PathBuf {
+        self.dir.path().join("keys/vigil-marker.pub")
+    }
+
+    /// A fresh clone of `main` named `name`.
+    fn clone(&self, name: &str) -> PathBuf {
+        let to = self.dir.path().join(name);
+        git(
+            self.dir.path(),
+            &[
+                "clone",
+                "-q",
+                self.remote.to_str().unwrap(),
+                to.to_str().unwrap(),
+            ],
+        );
+        to
+    }
+
+    /// The notes refs the remote holds.
+    fn remote_refs(&self) -> Vec<String> {
+        let listed = git(
+            &self.remote,
+            &["for-each-ref", "--format=%(refname)", "refs/notes/"],
+        );
+        listed.lines().map(str::to_string).collect()
+    }
+}
+
+fn said(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn mw(dir: &Path, args: &[&str]) -> Output {
+    marker_writer_in(dir, args)
+}
+
+fn ok(out: Output) -> Output {
+    assert!(out.status.success(), "{}", said(&out));
+    out
+}
+
+/// CI's job: the check run through marker-writer, signed with `key`, published and pushed.
+fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
+    let mut args = vec!["run", "--publish", "--check", check];
+    if let Some(key) = key {
+        args.extend(["--sign-key", key.to_str().unwrap()]);
+    }
+    args.extend(["--", "true"]);
+    ok(mw(clone, &args));
+    ok(mw(clone, &["sync", "--push"]));
+}
+
+/// The laptop's Stop with `--require-marker CHECK --verify-key KEY`: `None` when it allows, the
+/// block's reason when it blocks.
+fn laptop_stop(laptop: &Path, check: &str, key: Option<&Path>) -> Option<String> {
+    let mut cmd = stop_gate();
+    cmd.args(["--require-marker", check]);
+    if let Some(key) = key {
+        cmd.arg("--verify-key").arg(key);
+    }
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": laptop, "last_assistant_message": "Done."});
+    let out = cmd
+        .current_dir(laptop)
+        .env_remove("VIGIL_VERIFY_KEY")
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    if out.stdout.is_empty() {
+        assert!(out.status.success(), "{}", said(&out));
+        return None;
+    }
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["decision"], "block", "{decision}");
+    Some(decision["reason"].as_str().unwrap().to_string())
+}
+
+#[test]
+fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_change() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
+
+    // Not synced yet: nothing on the laptop vouches.
+    let before = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
+    assert!(before.contains("marker `tests` missing"), "{before}");
+    let synced = ok(mw(&laptop, &["sync"]));
+    assert!(
+        String::from_utf8_lossy(&synced.stdout).contains("synced with origin: tests (1 content)"),
+        "{}",
+        said(&synced)
+    );
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let verified = ok(mw(
+        &laptop,
+        &[
+            "verify",
+            "--check",
+            "tests",
+            "--verify-key",
+            world.public().to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        String::from_utf8_lossy(&verified.stdout).contains("(published as a note)"),
+        "{}",
+        said(&verified)
+    );
+
+    // Any change to the content, an untracked file included: subject mismatch.
+    std::fs::write(laptop.join("notes.txt"), "a scratch file\n").unwrap();
+    let after = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
+    assert!(after.contains("subject mismatch"), "{after}");
+    std::fs::remove_file(laptop.join("notes.txt")).unwrap();
+    std::fs::write(laptop.join("lib.rs"), "pub fn answer() -> u32 { 41 }\n").unwrap();
+    let edited = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
+    assert!(edited.contains("subject mismatch"), "{edited}");
+}
+
+/// The agent on the laptop, with the user's push rights, writes its own note for the content
+/// and pushes it, then lets the user's sync bring it in.
+fn agent_pushes_a_note(laptop: &Path, check: &str, line: &str) {
+    // From a file: a huge note does not fit on a command line.
+    let file = laptop.join(".git/agent-note");
+    std::fs::write(&file, line).unwrap();
+    let tree = subject_of(laptop);
+    let object = tree.strip_prefix("git-tree:").unwrap();
+    git(
+        laptop,
+        &[
+            "notes",
+            "--ref",
+            &format!("vigil/{check}"),
+            "add",
+            "-f",
+            "-F",
+            file.to_str().unwrap(),
+            object,
+        ],
+    );
+    git(
+        laptop,
+        &[
+            "push",
+            "-q",
+            "-f",
+            "origin",
+            &format!("refs/notes/vigil/{check}"),
+        ],
+    );
+}
+
+fn subject_of(dir: &Path) -> String {
+    let out = ok(mw(dir, &["show", "--all", "--check", "any"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("any for "))
+        .and_then(|l| l.strip_suffix(':'))
+        .unwrap()
+        .to_string()
+}
+
+fn unsigned_payload(check: &str, subject: &str) -> String {
+    json!({"schema": "vigil.marker/v2", "check": check, "status": "passed", "subject": subject,
+        "created_at": vigil::time::now_rfc3339(),
+        "writer": {"name": "marker-writer", "version": "0.1.0", "host": "laptop", "user": "agent"}})
+    .to_string()
+}
+
+#[test]
+fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let subject = subject_of(&laptop);
+    agent_pushes_a_note(&laptop, "tests", &unsigned_payload("tests", &subject));
+    ok(mw(&laptop, &["sync"]));
+    let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
+    assert!(reason.contains("bad signature"), "{reason}");
+    // A key pair the agent made itself signs nothing the pinned key accepts.
+    let own = marker_writer_in(
+        &laptop,
+        &[
+            "keygen",
+            "--out",
+            laptop.join("agent-keys").to_str().unwrap(),
+        ],
+    );
+    assert!(own.status.success());
+    let signed = ok(mw(
+        &laptop,
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--status",
+            "passed",
+            "--sign-key",
+            laptop.join("agent-keys/vigil-marker.key").to_str().unwrap(),
+        ],
+    ));
+    drop(signed);
+    let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
+    assert!(reason.contains("bad signature"), "{reason}");
+}
+
+#[test]
+fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
+    // No key anywhere, where an unsigned marker counts: a note the agent writes into the
+    // project's own .git still does not, since vigil reads notes only through its own
+    // repository, filled by `sync` from a remote.
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let subject = subject_of(&laptop);
+    let object = subject.strip_prefix("git-tree:").unwrap().to_string();
+    git(
+        &laptop,
+        &[
+            "notes",
+            "--ref",
+            "vigil/tests",
+            "add",
+            "-m",
+            &unsigned_payload("tests", &subject),
+            &object,
+        ],
+    );
+    let reason = laptop_stop(&laptop, "tests", None).unwrap();
+    assert!(reason.contains("marker `tests` missing"), "{reason}");
+    // Pushed and synced, it counts exactly where an unsigned local marker counts: with no
+    // trusted key.
+    git(&laptop, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", None), None);
+}
+
+#[test]
+fn two_checks_published_at_once_by_two_clones_both_arrive() {
+    let world = World::new();
+    let first = world.clone("ci-tests");
+    let second = world.clone("ci-lint");
+    let laptop = world.clone("laptop");
+    let secret = world.secret();
+    let jobs: Vec<_> = [(first, "tests"), (second, "lint")]
+        .into_iter()
+        .map(|(clone, check)| {
+            let secret = secret.clone();
+            std::thread::spawn(move || ci_publishes(&clone, check, Some(&secret)))
+        })
+        .collect();
+    for job in jobs {
+        job.join().unwrap();
+    }
+    let mut refs = world.remote_refs();
+    refs.sort();
+    assert_eq!(
+        refs,
+        vec!["refs/notes/vigil/lint", "refs/notes/vigil/tests"]
+    );
+    ok(mw(&laptop, &["sync"]));
+    for check in ["tests", "lint"] {
+        assert_eq!(
+            laptop_stop(&laptop, check, Some(&world.public())),
+            None,
+            "{check}"
+        );
+    }
+}
+
+#[test]
+fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
+    let world = World::new();
+    let first = world.clone("ci-1");
+    let second = world.clone("ci-2");
+    // Both publish for the same content before either pushes: the second push loses the race,
+    // merges the first's note into its own, and pushes again.
+    ok(mw(
+        &first,
+        &["run", "--publish", "--check", "tests", "--", "true"],
+    ));
+    ok(mw(
+        &second,
+        &["run", "--publish", "--check", "tests", "--", "true"],
+    ));
+    ok(mw(&first, &["sync", "--push"]));
+    ok(mw(&second, &["sync", "--push"]));
+    let subject = subject_of(&first);
+    let object = subject.strip_prefix("git-tree:").unwrap();
+    let note = git(
+        &world.remote,
+        &["notes", "--ref", "vigil/tests", "show", object],
+    );
+    let payloads: Vec<Value> = note
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(payloads.len(), 2, "{note}");
+    assert_ne!(
+        payloads[0]["created_at"], payloads[1]["created_at"],
+        "{note}"
+    );
+}
+
+#[test]
+fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
+    let project = git_repo();
+    // Accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for stream in listener.incoming().take(4).flatten() {
+            kept.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    let start = Instant::now();
+    let out = mw(
+        project.path(),
+        &["sync", "--remote", &url, "--timeout", "2"],
+    );
+    let took = start.elapsed();
+    // A command that cannot do its job exits 2 (SPEC §2).
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        took < Duration::from_secs(6),
+        "cut off at the deadline, took {took:?}"
+    );
+    assert_one_line_error(&out, "marker-writer");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("deadline"), "{stderr}");
+    drop(held);
+}
+
+/// A note's text, made for the content it is attached to.
+type NoteFor<'a> = dyn Fn(&str) -> String + 'a;
+
+#[test]
+fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
+    let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(2 << 20));
+    let cases: [(&str, &NoteFor, &str); 4] = [
+        ("malformed JSON", &|_| "{not json".to_string(), "malformed"),
+        (
+            "a payload for another check",
+            &|subject| {
+                let mut payload: Value =
+                    serde_json::from_str(&unsigned_payload("tests", subject)).unwrap();
+                payload["check"] = json!("lint");
+                payload.to_string()
+            },
+            "malformed",
+        ),
+        (
+            "a payload for another subject",
+            &|_| unsigned_payload("tests", &format!("git-tree:{}", "ab".repeat(20))),
+            "subject mismatch",
+        ),
+        ("a huge note", &|_| huge.clone(), "malformed"),
+    ];
+    for (what, line, expected) in cases {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        let subject = subject_of(&laptop);
+        agent_pushes_a_note(&laptop, "tests", &line(&subject));
+        let out = mw(&laptop, &["sync"]);
+        assert!(out.status.success(), "{what}: {}", said(&out));
+        let reason = laptop_stop(&laptop, "tests", None).unwrap();
+        assert!(reason.contains(expected), "{what}: {reason}");
+        let verify = mw(&laptop, &["verify", "--check", "tests"]);
+        assert_eq!(verify.status.code(), Some(1), "{what}: {}", said(&verify));
+        assert_one_line_error(&verify, "marker-writer");
+    }
+
+    // A good note first; then the remote's ref is made to name a blob: the sync says so in a
+    // line, and the local notes stay as they were.
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let good = world.clone("ci");
+    ci_publishes(&good, "tests", None);
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", None), None);
+    let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &blob],
+    );
+    let out = ok(mw(&laptop, &["sync"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("names a blob, not a history of notes"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        laptop_stop(&laptop, "tests", None),
+        None,
+        "the local notes stayed"
+    );
+    // A laptop that never had notes: the same ref denies as missing, and says nothing else.
+    let fresh = world.clone("fresh");
+    let out = ok(mw(&fresh, &["sync"]));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("names a blob"));
+    let reason = laptop_stop(&fresh, "tests", None).unwrap();
+    assert!(reason.contains("missing"), "{reason}");
+}
+
+#[test]
+fn publish_needs_a_worktree_subject() {
+    let project = git_repo();
+    std::fs::write(project.path().join("artifact"), "x").unwrap();
+    let out = mw(
+        project.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--status",
+            "passed",
+            "--subject",
+            "file:artifact",
+            "--publish",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_one_line_error(&out, "marker-writer");
+    assert!(
+        !project.path().join(".vigil/markers/tests").exists(),
+        "nothing written"
+    );
+}
+
+#[test]
+fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
+    let project = git_repo();
+    let out = marker_writer()
+        .args(["write", "--check", "tests", "--status", "passed"])
+        .current_dir(project.path())
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_SERVER_URL", "https://github.com")
+        .env("GITHUB_REPOSITORY", "acme/app")
+        .env("GITHUB_RUN_ID", "42")
+        .env("GITHUB_RUN_ATTEMPT", "1")
+        .env("RUNNER_NAME", "runner-7")
+        .env(
+            "GITHUB_WORKFLOW_REF",
+            "acme/app/.github/workflows/vigil.yml@refs/heads/main",
+        )
+        .env(
+            "GITHUB_WORKFLOW_SHA",
+            "0123456789abcdef0123456789abcdef01234567",
+        )
+        .env_remove("VIGIL_SIGN_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let shown = ok(mw(project.path(), &["show", "--check", "tests"]));
+    let payload: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(payload["schema"], "vigil.marker/v2");
+    assert_eq!(
+        payload["origin"],
+        json!({"run_url": "https://github.com/acme/app/actions/runs/42/attempts/1",
+            "runner": "runner-7",
+            "workflow": "acme/app/.github/workflows/vigil.yml@refs/heads/main",
+            "workflow_sha": "0123456789abcdef0123456789abcdef01234567"})
+    );
+    assert_valid("marker.schema.json", &payload);
+
+    // The same payload as v1 with no origin still verifies; v1 with an origin is malformed.
+    let key = format!(
+        "{}.json",
+        payload["subject"].as_str().unwrap().replace(':', "-")
+    );
+    let path = project.path().join(".vigil/markers/tests").join(key);
+    let mut v1 = payload.clone();
+    v1["schema"] = json!("vigil.marker/v1");
+    v1.as_object_mut().unwrap().remove("origin");
+    assert_valid("marker.schema.json", &v1);
+    std::fs::write(&path, v1.to_string()).unwrap();
+    ok(mw(project.path(), &["verify", "--check", "tests"]));
+    let mut bad = v1.clone();
+    bad["origin"] = json!({"runner": "x"});
+    std::fs::write(&path, bad.to_string()).unwrap();
+    let denied = mw(project.path(), &["verify", "--check", "tests"]);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("malformed"));
+}
+
+#[test]
+fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    ok(mw(&laptop, &["sync"]));
+    // A local unsigned marker for the same content, written later.
+    std::thread::sleep(Duration::from_millis(20));
+    ok(mw(
+        &laptop,
+        &["write", "--check", "tests", "--status", "failed"],
+    ));
+    let out = ok(mw(
+        &laptop,
+        &[
+            "show",
+            "--all",
+            "--check",
+            "tests",
+            "--verify-key",
+            world.public().to_str().unwrap(),
+        ],
+    ));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[1].contains("local")
+            && lines[1].contains("unsigned")
+            && lines[1].contains("denied: bad signature"),
+        "newest first, with its reason: {text}"
+    );
+    assert!(
+        lines[2].contains("notes")
+            && lines[2].contains("signed by")
+            && lines[2].ends_with("passes"),
+        "{text}"
+    );
+
+    // An untracked file on the laptop: no marker is for this content, and show says why.
+    std::fs::write(laptop.join("scratch.txt"), "notes to self\n").unwrap();
+    let out = ok(mw(&laptop, &["show", "--all", "--check", "tests"]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("where 1 path differs: scratch.txt (only here)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "strace is required here"
+        );
+        return;
+    }
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    ok(mw(&laptop, &["sync"]));
+    let trace = world.dir.path().join("trace");
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": laptop, "last_assistant_message": "Done."});
+    let out = assert_cmd::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=execve,connect", "-o"])
+        .arg(&trace)
+        .arg(assert_cmd::cargo::cargo_bin!("stop-gate"))
+        .args(["--require-marker", "tests", "--verify-key"])
+        .arg(world.public())
+        .current_dir(&laptop)
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_VERIFY_KEY")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "{}",
+        said(&out)
+    );
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    let execs = calls.lines().filter(|l| l.contains("execve(")).count();
+    assert_eq!(execs, 1, "only stop-gate itself is executed: {calls}");
+    assert!(!calls.contains("connect("), "no connection: {calls}");
+}
