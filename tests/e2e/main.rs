@@ -645,8 +645,35 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
         None,
     );
     let home = home();
+    // A clone of the plugin where ./install.sh has built the binaries (its target/release):
+    // its first session links them into the plugin's data directory, and the hooks exec them.
+    let clone = tempfile::tempdir().unwrap();
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut cmd = claude(
+    for relative in [
+        ".claude-plugin/plugin.json",
+        ".claude-plugin/marketplace.json",
+        "hooks/hooks.json",
+        "hooks/vigil-run",
+        "plugin/commands/vigil-loop.md",
+        "plugin/commands/vigil-cancel.md",
+    ] {
+        let to = clone.path().join(relative);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(checkout.join(relative), &to).unwrap();
+    }
+    let release = clone.path().join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    for binary in [
+        "promise-matcher",
+        "stop-gate",
+        "marker-writer",
+        "session-end-handoff",
+        "session-start-loader",
+        "settings-merge",
+    ] {
+        std::os::unix::fs::symlink(bin_dir().join(binary), release.join(binary)).unwrap();
+    }
+    let cmd = claude(
         &clients,
         home.path(),
         project.path(),
@@ -658,13 +685,8 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
             SESSION,
             "--dangerously-skip-permissions",
             "--plugin-dir",
-            checkout.to_str().unwrap(),
+            clone.path().to_str().unwrap(),
         ],
-    );
-    // The plugin's hooks find the binaries on PATH, as after ./install.sh.
-    cmd.env(
-        "PATH",
-        format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir().display()),
     );
     let out = run(cmd, DEADLINE);
     assert!(out.status.success(), "{}", said(&out));

@@ -85,15 +85,20 @@ impl Plugin {
         self.data.join(VERSION).join("bin")
     }
 
-    /// The binaries installed for the plugin's version.
+    /// The binaries installed for the plugin's version, when the install is whole (its stamp,
+    /// written last, is there); the files there otherwise, the stamp's absence shown.
     fn installed(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.bin())
             .into_iter()
             .flatten()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != ".installed")
             .collect();
         names.sort();
+        if !names.is_empty() && !self.bin().join(".installed").is_file() {
+            names.push("(no .installed stamp)".into());
+        }
         names
     }
 
@@ -123,13 +128,13 @@ impl Plugin {
         assert!(out.status.success(), "{}", said(&out));
     }
 
-    /// The launcher as the SessionStart hook runs it, with `path` as PATH.
-    fn launcher(&self, url: &str, path: &str) -> Command {
+    /// The launcher as the SessionStart hook runs it.
+    fn launcher(&self, url: &str) -> Command {
         let mut cmd = Command::new(self.root.join("hooks/vigil-run"));
         cmd.args(["--install", "session-start-loader"])
             .env_clear()
             .env("HOME", &self.home)
-            .env("PATH", path)
+            .env("PATH", "/usr/bin:/bin")
             .env("CLAUDE_PLUGIN_ROOT", &self.root)
             .env("CLAUDE_PLUGIN_DATA", &self.data)
             .env("VIGIL_DOWNLOAD_URL", url)
@@ -140,14 +145,96 @@ impl Plugin {
 
     /// A session start: the launcher with the SessionStart payload on stdin.
     fn start(&self, url: &str) -> Output {
-        self.start_with(url, "/usr/bin:/bin")
+        self.start_in(url, &Machine::default())
     }
 
-    fn start_with(&self, url: &str, path: &str) -> Output {
+    /// A session start on a machine changed as `machine` says.
+    fn start_in(&self, url: &str, machine: &Machine) -> Output {
         feed(
-            self.launcher(url, path),
+            machine.wrap(self.launcher(url)),
             &read_fixture("samples/claude-session-start.json"),
         )
+    }
+
+    /// Links the test's built binaries where a clone's ./install.sh builds them.
+    fn build_in_clone(&self) {
+        let release = self.root.join("target/release");
+        std::fs::create_dir_all(&release).unwrap();
+        for binary in BINARIES {
+            std::os::unix::fs::symlink(bin_dir().join(binary), release.join(binary)).unwrap();
+        }
+    }
+}
+
+/// The machine a launcher runs on, changed by bubblewrap: a file bound over a program in
+/// /usr/bin (a `uname` that names another system), or /dev/null over one to take it away.
+/// The launcher looks nothing up on the caller's PATH, so this is how a test changes what it
+/// finds.
+#[derive(Default)]
+struct Machine {
+    binds: Vec<(PathBuf, PathBuf)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Machine {
+    /// Whether bubblewrap runs here; CI requires it.
+    fn available() -> bool {
+        let runs = Command::new("bwrap")
+            .args(["--dev-bind", "/", "/", "true"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            runs || std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "bubblewrap is required here"
+        );
+        runs
+    }
+
+    /// Without `program` (as if it were not installed).
+    fn without(mut self, program: &str) -> Machine {
+        let at = Path::new("/usr/bin").join(program);
+        if at.exists() {
+            self.binds.push((PathBuf::from("/dev/null"), at));
+        }
+        self
+    }
+
+    /// With `program` replaced by `script`.
+    fn with(mut self, program: &str, script: &str) -> Machine {
+        let dir = self
+            ._dir
+            .get_or_insert_with(|| tempfile::tempdir().unwrap());
+        let file = dir.path().join(program);
+        std::fs::write(&file, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        self.binds.push((file, Path::new("/usr/bin").join(program)));
+        self
+    }
+
+    fn wrap(&self, cmd: Command) -> Command {
+        if self.binds.is_empty() {
+            return cmd;
+        }
+        let mut wrapped = Command::new("/usr/bin/bwrap");
+        wrapped.args(["--dev-bind", "/", "/"]);
+        for (from, to) in &self.binds {
+            wrapped.arg("--ro-bind").arg(from).arg(to);
+        }
+        if let Some(dir) = cmd.get_current_dir() {
+            wrapped.arg("--chdir").arg(dir);
+        }
+        wrapped
+            .arg("--")
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        wrapped.env_clear();
+        for (key, value) in cmd.get_envs() {
+            if let Some(value) = value {
+                wrapped.env(key, value);
+            }
+        }
+        wrapped
     }
 }
 
@@ -276,32 +363,44 @@ fn plugin_manifest_and_hooks_are_well_formed() {
 fn only_session_start_goes_through_the_launcher_and_every_other_hook_execs_its_binary() {
     let hooks = json_of(&repo_path("hooks/hooks.json"));
     let events = hooks["hooks"].as_object().unwrap();
-    for event in [
-        "SessionStart",
-        "UserPromptSubmit",
-        "Stop",
-        "StopFailure",
-        "PreCompact",
-        "SessionEnd",
-    ] {
-        let hook = &events[event][0]["hooks"][0];
-        let command = hook["command"].as_str().unwrap();
-        assert!(
-            hook["args"].is_array(),
-            "{event}: the exec form (args), so no shell runs: {hook}"
-        );
-        if event == "SessionStart" {
-            assert_eq!(command, "${CLAUDE_PLUGIN_ROOT}/hooks/vigil-run");
-            assert_eq!(hook["args"][0], "--install");
+    let mut names: Vec<&str> = events.keys().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "PreCompact",
+            "SessionEnd",
+            "SessionStart",
+            "Stop",
+            "StopFailure",
+            "UserPromptSubmit"
+        ]
+    );
+    for (event, groups) in events {
+        for hook in groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["hooks"].as_array().unwrap())
+        {
+            let command = hook["command"].as_str().unwrap();
             assert!(
-                hook["timeout"].as_u64().is_some_and(|t| t >= 150),
-                "the fetch's own deadlines fit: {hook}"
+                hook["args"].is_array(),
+                "{event}: the exec form (args), so no shell runs: {hook}"
             );
-        } else {
-            let binary = command
-                .strip_prefix(&format!("${{CLAUDE_PLUGIN_DATA}}/{VERSION}/bin/"))
-                .unwrap_or_else(|| panic!("{event} execs a binary of {VERSION}: {command}"));
-            assert!(BINARIES.contains(&binary), "{event}: {binary}");
+            if event == "SessionStart" {
+                assert_eq!(command, "${CLAUDE_PLUGIN_ROOT}/hooks/vigil-run");
+                assert_eq!(hook["args"][0], "--install");
+                assert!(
+                    hook["timeout"].as_u64().is_some_and(|t| t >= 150),
+                    "the fetch's own deadlines fit: {hook}"
+                );
+            } else {
+                let binary = command
+                    .strip_prefix(&format!("${{CLAUDE_PLUGIN_DATA}}/{VERSION}/bin/"))
+                    .unwrap_or_else(|| panic!("{event} execs a binary of {VERSION}: {command}"));
+                assert!(BINARIES.contains(&binary), "{event}: {binary}");
+            }
         }
     }
 }
@@ -448,30 +547,6 @@ fn each_bad_download_is_refused_in_one_line_nothing_of_it_runs_or_lands_and_the_
     }
 }
 
-/// A PATH of every program in /usr/bin and /bin but `without`, and `extra` scripts first.
-fn path_with(dir: &Path, without: &[&str], extra: &[(&str, &str)]) -> String {
-    let tools = dir.join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    for from in ["/usr/bin", "/bin"] {
-        for entry in std::fs::read_dir(from).unwrap().flatten() {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if without.contains(&name.as_ref()) || tools.join(&*name).exists() {
-                continue;
-            }
-            let _ = std::os::unix::fs::symlink(entry.path(), tools.join(&*name));
-        }
-    }
-    for (name, script) in extra {
-        let path = tools.join(name);
-        let _ = std::fs::remove_file(&path);
-        std::fs::write(&path, script).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    tools.display().to_string()
-}
-
 #[test]
 fn with_no_sha256_tool_nothing_is_fetched_because_nothing_could_be_verified() {
     let plugin = Plugin::new();
@@ -479,8 +554,11 @@ fn with_no_sha256_tool_nothing_is_fetched_because_nothing_could_be_verified() {
     let (served_dir, sums) = release(dir.path(), "good");
     plugin.pin(&sums);
     let server = serve(served_dir, as_is);
-    let path = path_with(dir.path(), &["sha256sum", "shasum"], &[]);
-    let out = plugin.start_with(&server.url, &path);
+    if !Machine::available() {
+        return;
+    }
+    let machine = Machine::default().without("sha256sum").without("shasum");
+    let out = plugin.start_in(&server.url, &machine);
     let message = one_line_notice(&out);
     assert!(
         message.contains("neither sha256sum nor shasum"),
@@ -516,13 +594,15 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
     // A machine vigil has no release for: told to build from source.
     let plugin = Plugin::new();
     plugin.pin(&sums);
-    let uname = "#!/bin/sh\ncase $1 in -s) echo FreeBSD ;; -m) echo amd64 ;; esac\n";
-    let path = path_with(dir.path(), &[], &[("uname", uname)]);
-    let message = one_line_notice(&plugin.start_with(&server.url, &path));
-    assert!(
-        message.contains("no release for FreeBSD amd64") && message.contains("./install.sh"),
-        "{message}"
-    );
+    if Machine::available() {
+        let uname = "#!/bin/sh\ncase $1 in -s) echo FreeBSD ;; -m) echo amd64 ;; esac\n";
+        let machine = Machine::default().with("uname", uname);
+        let message = one_line_notice(&plugin.start_in(&server.url, &machine));
+        assert!(
+            message.contains("no release for FreeBSD amd64") && message.contains("./install.sh"),
+            "{message}"
+        );
+    }
 
     // Pins with no line for this machine's target.
     let plugin = Plugin::new();
@@ -551,6 +631,9 @@ fn the_archive_fetched_is_the_one_for_the_machine_the_launcher_runs_on() {
     let dir = tempfile::tempdir().unwrap();
     let (served_dir, sums) = release(dir.path(), "good");
     let server = serve(served_dir, as_is);
+    if !Machine::available() {
+        return;
+    }
     for (os, cpu, target) in [
         ("Darwin", "arm64", "aarch64-apple-darwin"),
         ("Darwin", "x86_64", "x86_64-apple-darwin"),
@@ -560,9 +643,7 @@ fn the_archive_fetched_is_the_one_for_the_machine_the_launcher_runs_on() {
         let plugin = Plugin::new();
         plugin.pin(&sums);
         let uname = format!("#!/bin/sh\ncase $1 in -s) echo {os} ;; -m) echo {cpu} ;; esac\n");
-        let shims = dir.path().join(target);
-        let path = path_with(&shims, &[], &[("uname", &uname)]);
-        let out = plugin.start_with(&server.url, &path);
+        let out = plugin.start_in(&server.url, &Machine::default().with("uname", &uname));
         assert!(out.status.success(), "{target}: {}", said(&out));
         assert_eq!(
             server.requests().last().unwrap(),
@@ -581,7 +662,7 @@ fn two_sessions_starting_at_once_both_run_and_leave_one_whole_install() {
     let server = serve(served_dir, as_is);
     let starts: Vec<_> = (0..4)
         .map(|_| {
-            let mut cmd = plugin.launcher(&server.url, "/usr/bin:/bin");
+            let mut cmd = plugin.launcher(&server.url);
             cmd.stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -645,16 +726,17 @@ fn run_hook(plugin: &Plugin, event: &str, stdin: &str, cwd: &Path) -> Output {
 #[test]
 fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() {
     let plugin = Plugin::new();
-    let path = format!("{}:/usr/bin:/bin", bin_dir().display());
-    let out = plugin.start_with(&unreachable(), &path);
+    plugin.build_in_clone();
+    let out = plugin.start(&unreachable());
     assert!(out.status.success(), "{}", said(&out));
     for binary in BINARIES {
         assert_eq!(
             std::fs::read_link(plugin.bin().join(binary)).unwrap(),
-            bin_dir().join(binary),
+            plugin.root.join("target/release").join(binary),
             "{binary}"
         );
     }
+    assert!(plugin.bin().join(".installed").is_file());
     // The Stop hook, as Claude Code runs it: the binary itself, no launcher and no shell. With
     // no loop and no checks it allows the stop, silently.
     let project = tempfile::tempdir().unwrap();
@@ -672,38 +754,157 @@ fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() 
 
 #[test]
 fn a_clone_with_nothing_of_its_version_installed_says_install_sh_and_links_nothing() {
-    // Binaries of another version on PATH, as an old install leaves them.
+    for place in ["target/release", "home/.local/bin", "none"] {
+        let plugin = Plugin::new();
+        // Binaries of another version where ./install.sh puts them, as an old install leaves
+        // them; or nothing anywhere.
+        let dir = match place {
+            "target/release" => Some(plugin.root.join(place)),
+            "home/.local/bin" => Some(plugin.home.join(".local/bin")),
+            _ => None,
+        };
+        if let Some(dir) = &dir {
+            std::fs::create_dir_all(dir).unwrap();
+            for binary in BINARIES {
+                let path = dir.join(binary);
+                std::fs::write(
+                    &path,
+                    format!(
+                        "#!/bin/sh\necho ran >>\"$VIGIL_TEST_CANARY\"\necho '{binary} 0.0.1'\n"
+                    ),
+                )
+                .unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let message = one_line_notice(&plugin.start(&unreachable()));
+        assert!(
+            message.contains(&format!("{VERSION} is not installed; run ./install.sh")),
+            "{place}: {message}"
+        );
+        assert_eq!(plugin.installed(), Vec::<String>::new(), "{place}");
+        // Asked its version, never run as the hook.
+        assert!(
+            plugin.ran().lines().count() <= 1,
+            "{place}: {}",
+            plugin.ran()
+        );
+    }
+}
+
+/// What a project's `.claude/settings.json` can put in a hook's environment: a PATH with its
+/// own `sha256sum` first (one that prints the pinned sum for anything), and TAR_OPTIONS that run
+/// a command. Neither reaches the launcher, so another archive is still refused and nothing
+/// runs.
+#[test]
+fn a_path_or_tar_options_from_the_projects_settings_never_get_an_archive_past_its_pin() {
     let dir = tempfile::tempdir().unwrap();
-    let old = dir.path().join("old");
-    std::fs::create_dir_all(&old).unwrap();
-    for binary in BINARIES {
-        let path = old.join(binary);
+    let (good_dir, sums) = release(dir.path(), "good");
+    let (evil_dir, _) = release(dir.path(), "evil");
+    let pinned = sums
+        .lines()
+        .find(|l| l.ends_with(&format!("vigil-{}.tar.xz", host_target())))
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let planted = dir.path().join("project/.bin");
+    std::fs::create_dir_all(&planted).unwrap();
+    let canary = dir.path().join("planted-ran");
+    for program in ["sha256sum", "shasum", "tar", "curl", "dirname", "uname"] {
+        let path = planted.join(program);
         std::fs::write(
             &path,
-            format!("#!/bin/sh\necho '{binary} 0.0.1'\necho ran >>\"$VIGIL_TEST_CANARY\"\n"),
+            format!(
+                "#!/bin/sh\necho {program} >>'{}'\necho '{pinned}  '\"$1\"\n",
+                canary.display()
+            ),
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    for path in [
-        format!("{}:/usr/bin:/bin", old.display()),
-        "/usr/bin:/bin".into(),
-    ] {
-        let plugin = Plugin::new();
-        let message = one_line_notice(&plugin.start_with(&unreachable(), &path));
-        assert!(
-            message.contains(&format!("{VERSION} is not installed; run ./install.sh")),
-            "{message}"
-        );
-        assert_eq!(plugin.installed(), Vec::<String>::new());
-        // Asked its version, never run as the hook.
-        assert!(
-            plugin.ran().lines().all(|l| l == "ran") && plugin.ran().lines().count() <= 1,
-            "{}",
-            plugin.ran()
-        );
+    let tar_ran = dir.path().join("tar-options-ran");
+    let plugin = Plugin::new();
+    plugin.pin(&sums);
+    let evil = serve(evil_dir, as_is);
+    let mut cmd = plugin.launcher(&evil.url);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", planted.display()))
+        .env(
+            "TAR_OPTIONS",
+            format!(
+                "--checkpoint=1 --checkpoint-action=exec=touch\\ {}",
+                tar_ran.display()
+            ),
+        )
+        .env("XZ_OPT", "--memlimit=1");
+    let out = feed(cmd, "{}");
+    let message = one_line_notice(&out);
+    assert!(
+        message.contains("does not match its pinned checksum"),
+        "{message}"
+    );
+    assert_eq!(plugin.ran(), "", "nothing of the other archive ran");
+    assert_eq!(plugin.installed(), Vec::<String>::new());
+    assert!(!canary.exists(), "no planted program ran");
+
+    // With the real release, TAR_OPTIONS and XZ_OPT still change nothing: it installs, and the
+    // checkpoint command never runs.
+    let good = serve(good_dir, as_is);
+    let mut cmd = plugin.launcher(&good.url);
+    cmd.env(
+        "TAR_OPTIONS",
+        format!(
+            "--checkpoint=1 --checkpoint-action=exec=touch\\ {}",
+            tar_ran.display()
+        ),
+    )
+    .env("XZ_OPT", "--memlimit=1");
+    let out = feed(cmd, "{}");
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(plugin.installed().len(), BINARIES.len(), "{}", said(&out));
+    assert!(!tar_ran.exists(), "TAR_OPTIONS ran a command");
+}
+
+/// A pinned archive that is no archive (or one a full disk cuts while it unpacks): nothing is
+/// installed, nothing is stamped, and the next start fetches again.
+#[test]
+fn an_archive_that_does_not_unpack_installs_nothing_and_the_next_start_fetches_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (good_dir, _) = release(dir.path(), "good");
+    let broken_dir = dir.path().join("broken");
+    std::fs::create_dir_all(&broken_dir).unwrap();
+    let mut sums = String::new();
+    for target in TARGETS {
+        let file = broken_dir.join(format!("vigil-{target}.tar.xz"));
+        // xz's magic, then nothing an archive holds.
+        std::fs::write(&file, b"\xfd7zXZ\x00 this is not an archive").unwrap();
+        sums.push_str(&format!("{} *vigil-{target}.tar.xz\n", sha256(&file)));
     }
+    let plugin = Plugin::new();
+    plugin.pin(&sums);
+    let broken = serve(broken_dir, as_is);
+    let message = one_line_notice(&plugin.start(&broken.url));
+    assert!(message.contains("could not unpack"), "{message}");
+    assert_eq!(plugin.installed(), Vec::<String>::new());
+    assert_eq!(plugin.leftovers(), Vec::<String>::new());
+    assert_eq!(plugin.ran(), "");
+
+    // Half an install (binaries there, no stamp, as a start killed between renames leaves it)
+    // is fetched again, not taken as installed.
+    let (_, good_sums) = release(&dir.path().join("again"), "good");
+    let plugin = Plugin::new();
+    plugin.pin(&good_sums);
+    std::fs::create_dir_all(plugin.bin()).unwrap();
+    std::fs::write(plugin.bin().join("stop-gate"), "#!/bin/sh\necho half\n").unwrap();
+    let good = serve(dir.path().join("again/good"), as_is);
+    let out = plugin.start(&good.url);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(good.requests().len(), 1, "fetched again");
+    assert_eq!(plugin.installed().len(), BINARIES.len());
+    drop(good_dir);
 }
 
 #[test]
@@ -744,22 +945,26 @@ fn the_slash_commands_run_what_is_installed_and_never_fetch() {
 // --- The one-line installer ---------------------------------------------------------------------
 
 /// `curl …/hooks/vigil-run | sh -s -- --to DIR`: the script on a pipe, its pins and the archive
-/// from `url`, in a HOME with nothing installed.
-fn install_release(url: &str, path: &str, dir: &Path) -> Output {
+/// from `url`, in a HOME with nothing installed, on `machine`.
+fn install_release(url: &str, machine: &Machine, dir: &Path) -> Output {
+    install_release_to(url, machine, dir, &dir.join("home/.local/bin"))
+}
+
+fn install_release_to(url: &str, machine: &Machine, dir: &Path, to: &Path) -> Output {
     let script = std::fs::read_to_string(repo_path("hooks/vigil-run")).unwrap();
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let mut cmd = Command::new("sh");
     cmd.args(["-s", "--", "--to"])
-        .arg(home.join(".local/bin"))
+        .arg(to)
         .env_clear()
         .env("HOME", &home)
-        .env("PATH", path)
+        .env("PATH", "/usr/bin:/bin")
         .env("VIGIL_PINS_URL", format!("{url}/release.sha256"))
         .env("VIGIL_DOWNLOAD_URL", url)
         .env("VIGIL_TEST_CANARY", dir.join("ran"))
         .current_dir(&home);
-    feed(cmd, &script)
+    feed(machine.wrap(cmd), &script)
 }
 
 /// The stub release of `kind`, served with its pins beside it (as the default branch serves
@@ -788,7 +993,7 @@ fn the_installer_installs_the_pinned_release_and_says_the_next_step_in_one_line(
     let dir = tempfile::tempdir().unwrap();
     let served = served_release(dir.path(), "good");
     let server = serve(served, as_is);
-    let out = install_release(&server.url, "/usr/bin:/bin", dir.path());
+    let out = install_release(&server.url, &Machine::default(), dir.path());
     assert!(out.status.success(), "{}", said(&out));
     let bin = dir.path().join("home/.local/bin");
     let mut expected: Vec<String> = BINARIES.iter().map(|b| b.to_string()).collect();
@@ -844,41 +1049,30 @@ fn the_installer_refuses_each_bad_download_in_one_line_and_installs_nothing() {
         }
         as_is(name, bytes)
     };
-    let tools = path_with(dir.path(), &["sha256sum", "shasum"], &[]);
-    for (what, url, path) in [
-        (
-            "another archive",
-            serve(evil, as_is).url,
-            "/usr/bin:/bin".to_string(),
-        ),
-        (
-            "a download cut short",
-            serve(good.clone(), cut).url,
-            "/usr/bin:/bin".into(),
-        ),
-        (
-            "pins cut short",
-            serve(good.clone(), no_pins).url,
-            "/usr/bin:/bin".into(),
-        ),
-        (
-            "a server that is not there",
-            unreachable(),
-            "/usr/bin:/bin".into(),
-        ),
-        (
-            "no sha256 tool",
-            serve(good.clone(), as_is).url,
-            tools.clone(),
-        ),
+    let plain = Machine::default();
+    let no_sha = if Machine::available() {
+        Machine::default().without("sha256sum").without("shasum")
+    } else {
+        Machine::default()
+    };
+    for (what, url, machine) in [
+        ("another archive", serve(evil, as_is).url, &plain),
+        ("a download cut short", serve(good.clone(), cut).url, &plain),
+        ("pins cut short", serve(good.clone(), no_pins).url, &plain),
+        ("a server that is not there", unreachable(), &plain),
+        ("no sha256 tool", serve(good.clone(), as_is).url, &no_sha),
     ] {
+        if what == "no sha256 tool" && no_sha.binds.is_empty() {
+            continue;
+        }
         let case = tempfile::tempdir().unwrap();
-        let out = install_release(&url, &path, case.path());
+        let out = install_release(&url, machine, case.path());
         assert_eq!(out.status.code(), Some(1), "{what}: {}", said(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "{what}: {stderr}");
         assert!(
-            stderr.starts_with("vigil: ") && stderr.contains("nothing was"),
+            stderr.starts_with("vigil: ")
+                && (stderr.contains("nothing was") || stderr.contains("was not downloaded")),
             "{what}: {stderr}"
         );
         assert_eq!(
@@ -890,6 +1084,45 @@ fn the_installer_refuses_each_bad_download_in_one_line_and_installs_nothing() {
             std::fs::read_to_string(case.path().join("ran")).ok(),
             None,
             "{what}: nothing ran"
+        );
+    }
+}
+
+#[test]
+fn the_installers_next_step_quotes_a_directory_with_spaces_and_a_flag_without_its_value_is_refused()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let served = served_release(dir.path(), "good");
+    let server = serve(served, as_is);
+    let to = dir.path().join("my bin");
+    let out = install_release_to(&server.url, &Machine::default(), dir.path(), &to);
+    assert!(out.status.success(), "{}", said(&out));
+    let said_out = stdout_of(&out);
+    assert!(
+        said_out.contains(&format!("'{}'/settings-merge install", to.display()))
+            && said_out.contains(&format!("--bin-dir '{}'", to.display())),
+        "{said_out}"
+    );
+    assert_eq!(listing(&to).len(), BINARIES.len());
+
+    for args in [
+        &["--to"][..],
+        &["--to", ""][..],
+        &["--data"][..],
+        &["--pins"][..],
+    ] {
+        let out = Command::new("sh")
+            .arg(repo_path("hooks/vigil-run"))
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.lines().count() == 1 && stderr.contains("needs a value"),
+            "{args:?}: {stderr}"
         );
     }
 }

@@ -12,9 +12,10 @@ use crate::support::*;
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The files that name the version, as the release has them.
-const VERSIONED: [&str; 8] = [
+const VERSIONED: [&str; 9] = [
     "Cargo.toml",
     "Cargo.lock",
+    "fuzz/Cargo.lock",
     ".claude-plugin/plugin.json",
     ".claude-plugin/marketplace.json",
     "hooks/vigil-run",
@@ -35,14 +36,16 @@ fn disagreements(root: &Path) -> Vec<String> {
             found.push(format!("{place} says {named:?}, Cargo.toml {version}"));
         }
     };
-    let lock: toml_edit::DocumentMut = read("Cargo.lock").parse().unwrap();
-    let locked = lock["package"]
-        .as_array_of_tables()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"].as_str() == Some("vigil"))
-        .and_then(|p| p["version"].as_str().map(str::to_string));
-    check("Cargo.lock".into(), locked);
+    for lockfile in ["Cargo.lock", "fuzz/Cargo.lock"] {
+        let lock: toml_edit::DocumentMut = read(lockfile).parse().unwrap();
+        let locked = lock["package"]
+            .as_array_of_tables()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"].as_str() == Some("vigil"))
+            .and_then(|p| p["version"].as_str().map(str::to_string));
+        check(lockfile.into(), locked);
+    }
     let plugin = json(".claude-plugin/plugin.json");
     check(
         "plugin.json".into(),
@@ -133,6 +136,11 @@ fn each_place_that_names_another_version_is_a_disagreement() {
             format!("name = \"vigil\"\nversion = \"{other}\""),
         ),
         (
+            "fuzz/Cargo.lock",
+            format!("name = \"vigil\"\nversion = \"{VERSION}\""),
+            format!("name = \"vigil\"\nversion = \"{other}\""),
+        ),
+        (
             ".claude-plugin/plugin.json",
             format!("\"version\": \"{VERSION}\""),
             format!("\"version\": \"{other}\""),
@@ -198,11 +206,32 @@ fn set_version_moves_every_place_and_drops_the_old_releases_pins() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o111, 0o111, "the launcher stays executable");
-    let refused = std::process::Command::new(copy.path().join("scripts/set-version.sh"))
-        .arg("v1; rm -rf /")
+    for bad in [
+        "v1; rm -rf /",
+        "0.2",
+        "01.2.3",
+        "1.2.3\nversion = \"9\"",
+        "1.2.3 ",
+        "",
+    ] {
+        let refused = std::process::Command::new(copy.path().join("scripts/set-version.sh"))
+            .arg(bad)
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{bad:?}");
+        assert_eq!(disagreements(copy.path()), Vec::<String>::new(), "{bad:?}");
+    }
+}
+
+#[test]
+fn set_version_to_the_version_there_keeps_its_pins() {
+    let copy = versioned_copy();
+    let out = std::process::Command::new(copy.path().join("scripts/set-version.sh"))
+        .arg(VERSION)
         .output()
         .unwrap();
-    assert_eq!(refused.status.code(), Some(2));
+    assert!(out.status.success());
+    assert!(copy.path().join("hooks/release.sha256").is_file());
     assert_eq!(disagreements(copy.path()), Vec::<String>::new());
 }
 
