@@ -9,7 +9,8 @@ Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--p
                     [--run CMD | --no-run] [--require-marker CHECK[=CMD]]... [--timeout SECS]
                     [--deadline SECS] [--max-blocks N] [--feedback MODE] [--verify-key FILE]
                     [--stall-after K] [--max-duration D] [--max-tokens N]
-                    [--contract FILE|default] [--contract-max-tokens N] [--protect] [--dry-run] [--uninstall] [--check]
+                    [--contract FILE|default] [--contract-max-tokens N]
+                    [--sync-notes REMOTE | --no-sync-notes] [--protect] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
 its hooks to one settings file with settings-merge, which keeps everything else in it:
@@ -32,6 +33,10 @@ Options:
   --contract-max-tokens N
                  the same flags of stop-gate (stop-gate --help); --contract also wires
                  SubagentStop to stop-gate
+  --sync-notes REMOTE
+                 each session start syncs the markers CI published as git notes from REMOTE
+                 (origin, or a URL) in the background (marker-writer sync); --no-sync-notes
+                 takes it out
   --trust        with --codex: record Codex's trust for vigil's hooks in ~/.codex/config.toml
                  (Codex skips a hook it does not trust)
   --protect      Claude Code: the sandbox on (needs bubblewrap and socat on Linux), unsandboxed
@@ -69,11 +74,12 @@ while [ $# -gt 0 ]; do
     --protect) protect=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
-    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key|--stall-after|--max-duration|--max-tokens|--contract|--contract-max-tokens)
+    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key|--stall-after|--max-duration|--max-tokens|--contract|--contract-max-tokens|--sync-notes)
       gate_flags+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*|--stall-after=*|--max-duration=*|--max-tokens=*|--contract=*|--contract-max-tokens=*)
+    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*|--stall-after=*|--max-duration=*|--max-tokens=*|--contract=*|--contract-max-tokens=*|--sync-notes=*)
       gate_flags+=("${1%%=*}" "${1#*=}"); shift ;;
     --no-run) gate_flags+=(--no-run); shift ;;
+    --no-sync-notes) gate_flags+=(--no-sync-notes); shift ;;
     --dry-run) dry_run=true; shift ;;
     --uninstall) action=uninstall; shift ;;
     --check) action=check; shift ;;

@@ -26,7 +26,8 @@ const HELP: &str = "\
 session-start-loader: tell a new session what the last ones left.
 
 Usage:
-  session-start-loader [--max-age DURATION] [--progress-file PATH] [--state-dir DIR]  < hook JSON
+  session-start-loader [--max-age DURATION] [--progress-file PATH] [--sync-notes REMOTE]
+                       [--state-dir DIR]  < hook JSON
 
 As a SessionStart hook (every source: startup, resume, clear, compact, fork) it reads
 .vigil/handoff/final.json and checkpoint.json, newest first, each labelled final or
@@ -45,6 +46,10 @@ Options:
   --max-age DURATION    records older than this are stale (default 7d; 45s, 30m, 24h, 7d)
   --progress-file PATH  the progress file whose end is shown (default: the one a record
                         names, else PROGRESS.md, progress.md or progress.txt)
+  --sync-notes REMOTE   at startup, resume and clear, start `marker-writer sync --remote
+                        REMOTE --timeout 20` in the background (a remote name or a URL), so the
+                        markers CI published as git notes are here for the session's gates; it
+                        does not wait for it, and no gate touches the network
   --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
   --check-config        check these flags and exit (0, or 1 with the error), reading nothing;
                         settings-merge check runs each handler's flags through it
@@ -56,6 +61,7 @@ struct Options {
     max_age: Duration,
     progress_file: Option<PathBuf>,
     state_dir: Option<PathBuf>,
+    sync_notes: Option<String>,
 }
 
 vigil::entry!(real_main);
@@ -104,6 +110,11 @@ fn run() -> Result<()> {
         .clone()
         .unwrap_or_else(|| "startup".to_string());
     export_session(&session);
+    if let Some(remote) = &options.sync_notes
+        && matches!(source.as_str(), "startup" | "resume" | "clear")
+    {
+        sync_in_background(&project, options.state_dir.as_deref(), remote);
+    }
     let claimed = if source == "startup" && session.as_str() != loops::PENDING {
         match loops::claim_pending(&project, &session) {
             Ok(Some(state)) => Some(format!(
@@ -142,6 +153,36 @@ fn run() -> Result<()> {
     Ok(())
 }
 
+/// Starts `marker-writer sync` for the project (the marker-writer beside this binary), bounded
+/// by its own deadline, with nothing of the hook's stdio: the session does not wait for it.
+fn sync_in_background(project: &Project, state_dir: Option<&std::path::Path>, remote: &str) {
+    use std::os::unix::process::CommandExt;
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(me.with_file_name("marker-writer"));
+    cmd.args(["sync", "--remote", remote, "--timeout", "20"]);
+    if let Some(dir) = state_dir {
+        cmd.arg("--state-dir").arg(dir);
+    }
+    cmd.current_dir(&project.dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0);
+    match cmd.spawn() {
+        // Not waited for: once this hook exits, init reaps it.
+        Ok(child) => drop(child),
+        Err(e) => diagnostic(
+            NAME,
+            &format!(
+                "cannot start marker-writer sync: {}",
+                vigil::error::plain_io(&e)
+            ),
+        ),
+    }
+}
+
 /// Appends `export VIGIL_SESSION_ID=<id>` to `$CLAUDE_ENV_FILE`, in one write.
 fn export_session(session: &SessionId) {
     let Some(path) = std::env::var_os("CLAUDE_ENV_FILE").filter(|p| !p.is_empty()) else {
@@ -175,6 +216,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
         max_age: handoff::DEFAULT_MAX_AGE,
         progress_file: None,
         state_dir: None,
+        sync_notes: None,
     };
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
@@ -187,6 +229,15 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                     Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
             }
             Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("sync-notes") => {
+                let remote = string_value(&mut parser, "--sync-notes")?;
+                if remote.is_empty() || remote.starts_with('-') {
+                    return Err(Error::usage(
+                        "--sync-notes needs a remote: a name (origin) or a URL",
+                    ));
+                }
+                options.sync_notes = Some(remote);
+            }
             // Handled before anything else (see `vigil::cli::check_config`).
             Long("check-config") => {}
             Short('h') | Long("help") => return Ok(None),

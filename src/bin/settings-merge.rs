@@ -25,7 +25,8 @@ Usage:
                            [--timeout SECS] [--deadline SECS] [--max-blocks N]
                            [--feedback block|context] [--verify-key FILE]
                            [--stall-after K] [--max-duration D] [--max-tokens N]
-                           [--contract FILE|default] [--contract-max-tokens N] [--dry-run]
+                           [--contract FILE|default] [--contract-max-tokens N]
+                           [--sync-notes REMOTE | --no-sync-notes] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE]
 
@@ -69,6 +70,9 @@ Options:
   --contract-max-tokens N
                        the same flags of stop-gate (see stop-gate --help); with --contract,
                        SubagentStop runs stop-gate too (it checks each subagent's report)
+  --sync-notes REMOTE  the loader starts `marker-writer sync --remote REMOTE` in the background
+                       at each session start, so markers CI published as git notes are here
+                       for the gates (kept by later installs; --no-sync-notes takes it out)
   --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
                        false, failIfUnavailable) and deny the Edit and Write tools vigil's state
                        home, the binaries' directory and the settings files (Edit(...) rules);
@@ -94,6 +98,8 @@ struct Options {
     trust: bool,
     protect: bool,
     dry_run: bool,
+    /// `--sync-notes REMOTE` (`Some(Some)`), `--no-sync-notes` (`Some(None)`), or neither.
+    sync_notes: Option<Option<String>>,
 }
 
 vigil::entry!(real_main);
@@ -205,6 +211,7 @@ fn run() -> Result<Exit> {
                 binaries,
                 gate: options.gate,
                 protect,
+                sync_notes: options.sync_notes,
             };
             let change = settings::install(&target, &plan, options.dry_run, trust.as_deref())?;
             if !options.dry_run {
@@ -337,6 +344,16 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
             Long("trust") => options.trust = true,
             Long("protect") => options.protect = true,
+            Long("sync-notes") => {
+                let remote = string_value(&mut parser, "--sync-notes")?;
+                if remote.is_empty() || remote.starts_with('-') {
+                    return Err(Error::usage(
+                        "--sync-notes needs a remote: a name (origin) or a URL",
+                    ));
+                }
+                options.sync_notes = Some(Some(remote));
+            }
+            Long("no-sync-notes") => options.sync_notes = Some(None),
             Long("dry-run") => options.dry_run = true,
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

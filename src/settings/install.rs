@@ -107,7 +107,11 @@ pub fn install(
         )));
     }
     // Entries vigil put here before and no longer wants (another --run, say) go first.
-    let wanted = entries(plan, &gate_after);
+    let sync_notes = match &plan.sync_notes {
+        Some(chosen) => chosen.clone(),
+        None => super::loader_sync_notes(&root),
+    };
+    let wanted = entries(plan, &gate_after, sync_notes.as_deref());
     // The group the flags were read from is replaced by the new one, which carries them, even
     // when the record of installing it is gone: else a second gate would run beside it.
     let dropped_source = match &gate_group {

@@ -59,6 +59,9 @@ pub struct Plan {
     /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
     /// state, binaries and settings (what `protect::Guarded` lists).
     pub protect: Option<crate::protect::Guarded>,
+    /// The remote the loader syncs notes from in the background: set, taken out, or (`None`)
+    /// kept as the file has it.
+    pub sync_notes: Option<Option<String>>,
 }
 
 /// One hook group vigil adds to one event.
@@ -68,8 +71,13 @@ pub struct Entry {
     pub group: Value,
 }
 
-/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`.
-pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
+/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`,
+/// the loader syncing notes from `sync_notes` when it names a remote.
+pub fn entries(
+    plan: &Plan,
+    gate: &crate::gateflags::GateFlags,
+    sync_notes: Option<&str>,
+) -> Vec<Entry> {
     let stop_args: String = gate
         .words()
         .iter()
@@ -106,7 +114,12 @@ pub fn entries(plan: &Plan, gate: &crate::gateflags::GateFlags) -> Vec<Entry> {
         },
         Entry {
             event: "SessionStart",
-            group: group(vec![handler("session-start-loader", "")]),
+            group: group(vec![handler(
+                "session-start-loader",
+                &sync_notes
+                    .map(|remote| format!(" --sync-notes {}", shell_quote(remote)))
+                    .unwrap_or_default(),
+            )]),
         },
         Entry {
             event: "SessionEnd",
@@ -614,6 +627,20 @@ fn first_word(command: &str) -> Option<String> {
 }
 
 /// The handlers in a settings file that run vigil: (event, group index, handler index, command).
+/// The remote the file's vigil loader syncs notes from (`--sync-notes`), if it does.
+pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
+    vigil_handlers(root)
+        .into_iter()
+        .filter(|(event, _, _, command)| {
+            event == "SessionStart" && vigil_binary(command) == Some("session-start-loader")
+        })
+        .find_map(|(_, _, _, command)| {
+            let words = handler_args(&command)?;
+            let at = words.iter().position(|w| w == "--sync-notes")?;
+            words.get(at + 1).cloned()
+        })
+}
+
 fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
     let mut found = Vec::new();
     let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {

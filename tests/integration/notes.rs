@@ -634,3 +634,101 @@ fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
     assert_eq!(execs, 1, "only stop-gate itself is executed: {calls}");
     assert!(!calls.contains("connect("), "no connection: {calls}");
 }
+
+/// The laptop's session start with `--sync-notes REMOTE`: how long it took.
+fn session_start(laptop: &Path, remote: &str) -> (Output, Duration) {
+    let payload = json!({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup", "cwd": laptop});
+    let start = Instant::now();
+    let out = session_start_loader()
+        .args(["--sync-notes", remote])
+        .current_dir(laptop)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    (out, start.elapsed())
+}
+
+#[test]
+fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let (out, took) = session_start(&laptop, "origin");
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        took < Duration::from_secs(2),
+        "the session start waited: {took:?}"
+    );
+    // The sync goes on after the hook: the marker arrives for the next stop.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while laptop_stop(&laptop, "tests", Some(&world.public())).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the background sync never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A remote that hangs: the session start does not wait for it either.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
+    let (out, took) = session_start(&laptop, &url);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        took < Duration::from_secs(2),
+        "the session start waited: {took:?}"
+    );
+    drop(listener);
+}
+
+#[test]
+fn install_sync_notes_wires_the_loader_keeps_it_on_reinstall_and_takes_it_out() {
+    let project = git_repo();
+    let settings = project.path().join(".claude/settings.local.json");
+    let install = |extra: &[&str]| {
+        let out = settings_merge()
+            .args(["install", "--settings"])
+            .arg(&settings)
+            .arg("--bin-dir")
+            .arg(bin_dir())
+            .args(extra)
+            .current_dir(project.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+        json_of(&settings)["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let loader = install(&["--sync-notes", "origin"]);
+    assert!(
+        loader.ends_with("session-start-loader --sync-notes origin"),
+        "{loader}"
+    );
+    assert!(
+        install(&[]).ends_with("--sync-notes origin"),
+        "kept by a re-install"
+    );
+    let check = settings_merge()
+        .args(["check", "--settings"])
+        .arg(&settings)
+        .current_dir(project.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(!report.contains("[fail]"), "{report}");
+    let off = install(&["--no-sync-notes"]);
+    assert!(off.ends_with("session-start-loader"), "{off}");
+    for bad in ["", "--push"] {
+        let out = settings_merge()
+            .args(["install", "--settings"])
+            .arg(&settings)
+            .args(["--sync-notes", bad])
+            .current_dir(project.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", said(&out));
+    }
+}
