@@ -55,32 +55,81 @@ pub fn object_id(subject_id: &str) -> Option<&str> {
         .then_some(id)
 }
 
-/// Runs git in the notes repository, its environment rid of `GIT_*` variables that would move
-/// it elsewhere (a git hook runs marker-writer with `GIT_DIR` set), within `deadline`.
+/// Where git is looked for, and the PATH it runs with: the system's, never the caller's, which
+/// a project's `.claude/settings.json` can set for the hook that starts a background sync.
+const SYSTEM_PATH: &str = "/usr/bin:/usr/local/bin:/opt/homebrew/bin:/bin:/usr/sbin:/sbin";
+
+/// `git`, from the system's places, with an environment the caller cannot steer: no `GIT_*`
+/// variable (a git hook runs marker-writer with `GIT_DIR` set; a project's settings could set
+/// `GIT_SSH_COMMAND` or `GIT_CONFIG_GLOBAL`), the system PATH, and HOME the user's own from the
+/// password database (the user's ~/.gitconfig, with its credential helpers, not one a
+/// settings file points at).
+fn git_command() -> Command {
+    let git = SYSTEM_PATH
+        .split(':')
+        .map(|dir| Path::new(dir).join("git"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/git"));
+    let mut cmd = Command::new(git);
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("GIT_") || name == "XDG_CONFIG_HOME" {
+            cmd.env_remove(name.as_ref());
+        }
+    }
+    cmd.env("PATH", SYSTEM_PATH);
+    if let Some(home) = passwd_home() {
+        cmd.env("HOME", home);
+    }
+    cmd
+}
+
+/// The user's home directory as the password database has it.
+fn passwd_home() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes only into `entry` and `buffer`, whose sizes it is given, and
+    // sets `found` to `&entry` or null.
+    let status = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &mut found,
+        )
+    };
+    if status != 0 || found.is_null() || entry.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir points into `buffer`, NUL-terminated by getpwuid_r.
+    let dir = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) };
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+}
+
+/// Runs git in the notes repository within `deadline`: hooks off, no prompts, only the
+/// transports vigil needs (no `ext::`, whose URL is a command).
 fn git(repo: &Path, args: &[&str], input: Option<Vec<u8>>, deadline: Deadline) -> Result<String> {
-    let mut cmd = Command::new("git");
+    let mut cmd = git_command();
     cmd.arg("--git-dir").arg(repo);
     for setting in [
         "core.hooksPath=/dev/null",
         "gc.auto=0",
         "maintenance.auto=false",
-        "protocol.ext.allow=never",
+        "protocol.allow=never",
+        "protocol.https.allow=always",
+        "protocol.http.allow=always",
+        "protocol.ssh.allow=always",
+        "protocol.git.allow=always",
+        "protocol.file.allow=always",
         "core.askPass=",
         "credential.interactive=false",
     ] {
         cmd.arg("-c").arg(setting);
     }
     cmd.args(args);
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let kept = matches!(
-            name.as_ref(),
-            "GIT_SSH" | "GIT_SSH_COMMAND" | "GIT_SSH_VARIANT" | "GIT_ASKPASS" | "GIT_SSL_CAINFO"
-        );
-        if name.starts_with("GIT_") && !kept {
-            cmd.env_remove(name.as_ref());
-        }
-    }
     let host = crate::marker::writer().host;
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_AUTHOR_NAME", "marker-writer")
@@ -390,7 +439,7 @@ pub fn remote_url(project: &Project, remote: &str) -> Result<String> {
         .unwrap_or_else(|_| repository.git_dir.clone());
     let config = common.join("config");
     // Read as a plain file of settings: nothing in it is run or included.
-    let mut cmd = Command::new("git");
+    let mut cmd = git_command();
     cmd.arg("config")
         .arg("--file")
         .arg(&config)
