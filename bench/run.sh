@@ -225,6 +225,27 @@ for n in 10 1,000; do
   verify_row "$small" "$label"
 done
 
+# Markers that travel: the 1,000-file repository's verdict, signed by a "CI" clone, published
+# as a git note and pushed; a "laptop" clone syncs it, then its Stop verifies it from the notes
+# (no git runs). The baseline fetches the notes into the clone and reads them with git and jq.
+notes_remote=$work/notes-remote.git
+git init -q --bare -b master "$notes_remote"
+git -C "$work/repo1000" push -q "$notes_remote" HEAD:master
+git clone -q "$notes_remote" "$work/ci"
+git clone -q "$notes_remote" "$work/laptop"
+"$mw" keygen --out "$work/keys" >/dev/null
+(cd "$work/ci" && "$mw" write --check tests --status passed --publish --sign-key "$work/keys/vigil-marker.key" >/dev/null && "$mw" sync --push >/dev/null)
+(cd "$work/laptop" && "$mw" sync >/dev/null && git fetch -q origin 'refs/notes/*:refs/notes/*')
+jq -c --arg cwd "$work/laptop" '.cwd = $cwd | .session_id = "bench" | .last_assistant_message = "Done."' \
+  "$samples/claude-stop.json" >"$work/laptop-stop.json"
+[ -z "$(cd "$work/laptop" && "$sg" --require-marker tests --verify-key "$work/keys/vigil-marker.pub" <"$work/laptop-stop.json")" ] ||
+  { echo "bench: the laptop's Stop did not take the note" >&2; exit 1; }
+row "stop-gate --require-marker --verify-key" "1,000 files, the marker from git notes (signature checked)" \
+  "cd $work/laptop && $sg --require-marker tests --verify-key $work/keys/vigil-marker.pub <$work/laptop-stop.json" \
+  "bash $here/baseline/notes-verify.sh $work/laptop tests $work/notes-index"
+row "marker-writer sync" "fetch and write out the notes, nothing new (local bare remote)" \
+  "cd $work/laptop && $mw sync" "git -C $work/laptop fetch -q origin 'refs/notes/*:refs/notes/*'"
+
 repo=$work/repo
 mkdir -p "$repo"
 for d in $(seq 1 100); do
