@@ -425,6 +425,17 @@ pub fn published(project: &Project, check: &CheckName) -> Vec<(String, Vec<Paylo
 
 /// Where a sync goes: a remote of the project's repository by name, or a URL.
 pub fn remote_url(project: &Project, remote: &str) -> Result<String> {
+    let url = remote_url_unchecked(project, remote)?;
+    // git reads a URL that starts with `-` as an option (`--upload-pack=CMD` runs CMD).
+    if url.starts_with('-') || url.chars().any(char::is_control) {
+        return Err(Error::input(format!(
+            "the remote {remote:?} names {url:?}, which is not a URL; refused"
+        )));
+    }
+    Ok(url)
+}
+
+fn remote_url_unchecked(project: &Project, remote: &str) -> Result<String> {
     let is_name = !remote.is_empty()
         && remote
             .bytes()
@@ -483,7 +494,12 @@ pub fn sync(project: &Project, url: &str, push: bool, deadline: Deadline) -> Res
     if push {
         for attempt in 0..PUSH_ATTEMPTS {
             let spec = format!("{REF_PREFIX}*:{REF_PREFIX}*");
-            match git(&repo, &["push", "--porcelain", url, &spec], None, deadline) {
+            match git(
+                &repo,
+                &["push", "--porcelain", "--end-of-options", url, &spec],
+                None,
+                deadline,
+            ) {
                 Ok(_) => {
                     synced.pushed = true;
                     break;
@@ -542,6 +558,7 @@ fn fetch_and_merge(
             "--no-tags",
             "--no-write-fetch-head",
             "--no-recurse-submodules",
+            "--end-of-options",
             url,
             &spec,
         ],

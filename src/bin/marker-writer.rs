@@ -699,8 +699,18 @@ fn nearest(project: &Project, check: &CheckName, limits: vigil::subject::Limits)
         };
         let Ok(listed) = vigil::repo::git(
             &project.dir,
-            &["ls-tree", "-r", "-z", "--full-tree", tree],
-            &[],
+            // Informs only; and never fetches a missing tree from a promisor remote the
+            // project's config names (that runs its upload-pack).
+            &[
+                "-c",
+                "protocol.allow=never",
+                "ls-tree",
+                "-r",
+                "-z",
+                "--full-tree",
+                tree,
+            ],
+            &[("GIT_NO_LAZY_FETCH", std::ffi::OsStr::new("1"))],
             Duration::from_secs(10),
         ) else {
             continue;

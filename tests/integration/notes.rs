@@ -1099,3 +1099,23 @@ fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() 
         );
     }
 }
+
+/// A remote URL in the project's config that git would read as an option (`--upload-pack=CMD`
+/// runs CMD): refused, and nothing runs.
+#[test]
+fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let canary = world.dir.path().join("pwned");
+    git(
+        &laptop,
+        &[
+            "config",
+            "remote.origin.url",
+            &format!("--upload-pack=touch {};false", canary.display()),
+        ],
+    );
+    let out = mw(&laptop, &["sync"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(!canary.exists(), "the agent's command ran");
+}
