@@ -92,15 +92,6 @@ fn world_has_main(world: &World) -> bool {
     has
 }
 
-fn said(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn mw(dir: &Path, args: &[&str]) -> Output {
     marker_writer_in(dir, args)
 }

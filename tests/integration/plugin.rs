@@ -250,15 +250,6 @@ fn feed(mut cmd: Command, stdin: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn said(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// A release archive as dist lays it out (`vigil-<target>/<binary>`), of stub binaries that
 /// note each run in the canary and answer `--version` as this version; `kind` is what the
 /// stub loader tells the session.

@@ -420,3 +420,13 @@ pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
     );
     (bin, path)
 }
+
+/// A finished command's status, stdout and stderr, for an assertion's message.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
