@@ -59,11 +59,36 @@ pub fn object_id(subject_id: &str) -> Option<&str> {
 /// a project's `.claude/settings.json` can set for the hook that starts a background sync.
 const SYSTEM_PATH: &str = "/usr/bin:/usr/local/bin:/opt/homebrew/bin:/bin:/usr/sbin:/sbin";
 
-/// `git`, from the system's places, with an environment the caller cannot steer: no `GIT_*`
-/// variable (a git hook runs marker-writer with `GIT_DIR` set; a project's settings could set
-/// `GIT_SSH_COMMAND` or `GIT_CONFIG_GLOBAL`), the system PATH, and HOME the user's own from the
-/// password database (the user's ~/.gitconfig, with its credential helpers, not one a
-/// settings file points at).
+/// The caller's variables git is given; every other one is dropped. A project's
+/// `.claude/settings.json` sets the environment of the hook that starts a background sync, and
+/// a git hook runs marker-writer with `GIT_DIR` set: `GIT_SSH_COMMAND`, `GIT_CONFIG_GLOBAL`,
+/// `SSH_ASKPASS`, `SSL_CERT_FILE` or `LD_PRELOAD` would each run or trust what the agent chose.
+/// What is kept: the locale, who the user is, the ssh agent's socket (the user's own keys),
+/// the temporary directory, and proxies (which see only TLS they cannot read).
+const KEPT_ENV: &[&str] = &[
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SSH_AUTH_SOCK",
+    "TMPDIR",
+    "http_proxy",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
+/// `git`, from the system's places, with an environment the caller cannot steer: only the
+/// variables of [`KEPT_ENV`], the system PATH, and HOME the user's own from the password
+/// database (the user's ~/.gitconfig, with its credential helpers, not one a settings file
+/// points at).
 fn git_command() -> Command {
     let git = SYSTEM_PATH
         .split(':')
@@ -71,10 +96,10 @@ fn git_command() -> Command {
         .find(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("/usr/bin/git"));
     let mut cmd = Command::new(git);
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        if name.starts_with("GIT_") || name == "XDG_CONFIG_HOME" {
-            cmd.env_remove(name.as_ref());
+    cmd.env_clear();
+    for name in KEPT_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
         }
     }
     cmd.env("PATH", SYSTEM_PATH);
@@ -109,15 +134,36 @@ fn passwd_home() -> Option<PathBuf> {
     Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
 }
 
+/// How much of a git command's standard output is kept, unless a call says otherwise.
+const OUTPUT: usize = 64 << 20;
+
+/// A git command that ran to its end, whatever its status.
+struct Ran {
+    status: crate::process::Outcome,
+    stdout: Vec<u8>,
+    /// Standard error's first line that says something.
+    first: String,
+}
+
 /// Runs git in the notes repository within `deadline`: hooks off, no prompts, only the
-/// transports vigil needs (no `ext::`, whose URL is a command).
-fn git(repo: &Path, args: &[&str], input: Option<Vec<u8>>, deadline: Deadline) -> Result<String> {
+/// transports vigil needs (no `ext::`, whose URL is a command). `file_limit` caps every file
+/// git writes (RLIMIT_FSIZE): a fetch cannot fill the disk. An error only when git could not
+/// run or was cut off; its status is the caller's to judge.
+fn run_git(
+    repo: &Path,
+    args: &[&str],
+    input: Option<Vec<u8>>,
+    deadline: Deadline,
+    output: usize,
+    file_limit: Option<u64>,
+) -> Result<Ran> {
     let mut cmd = git_command();
     cmd.arg("--git-dir").arg(repo);
     for setting in [
         "core.hooksPath=/dev/null",
         "gc.auto=0",
         "maintenance.auto=false",
+        "fetch.unpackLimit=1",
         "protocol.allow=never",
         "protocol.https.allow=always",
         "protocol.http.allow=always",
@@ -132,10 +178,28 @@ fn git(repo: &Path, args: &[&str], input: Option<Vec<u8>>, deadline: Deadline) -
     cmd.args(args);
     let host = crate::marker::writer().host;
     cmd.env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_AUTHOR_NAME", "marker-writer")
         .env("GIT_AUTHOR_EMAIL", format!("marker-writer@{host}"))
         .env("GIT_COMMITTER_NAME", "marker-writer")
         .env("GIT_COMMITTER_EMAIL", format!("marker-writer@{host}"));
+    if let Some(limit) = file_limit {
+        use std::os::unix::process::CommandExt;
+        let limit = limit as libc::rlim_t;
+        // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(move || {
+                let cap = libc::rlimit {
+                    rlim_cur: limit,
+                    rlim_max: limit,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &cap) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
     // The subcommand is what a line needs; the rest (URLs, refspecs) is said around it.
     let shown = format!("git {}", args.first().unwrap_or(&""));
     if deadline.passed() {
@@ -144,37 +208,127 @@ fn git(repo: &Path, args: &[&str], input: Option<Vec<u8>>, deadline: Deadline) -
         )));
     }
     let left = deadline.remaining();
-    let done = crate::process::run_with_input(cmd, input, left, false, 64 << 20)
+    let done = crate::process::run_with_input(cmd, input, left, false, output)
         .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
-    match done.outcome {
-        crate::process::Outcome::Exited(0) => {
-            Ok(String::from_utf8_lossy(&done.output).into_owned())
-        }
-        crate::process::Outcome::TimedOut => Err(Error::Io(format!(
+    if done.outcome == crate::process::Outcome::TimedOut {
+        return Err(Error::Io(format!(
             "`{shown}` was cut off at the deadline ({}s)",
             left.as_secs_f64().ceil()
-        ))),
-        other => {
-            let stderr = String::from_utf8_lossy(&done.errors);
-            let first = stderr
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("no message");
-            Err(Error::Io(format!(
-                "`{shown}` failed (exit {}): {first}",
-                other.code()
-            )))
-        }
+        )));
     }
+    let stderr = String::from_utf8_lossy(&done.errors);
+    let first = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no message");
+    Ok(Ran {
+        status: done.outcome,
+        stdout: done.output,
+        first: redact(first),
+    })
 }
 
-/// The notes repository, made when missing.
+/// `run_git` that must succeed: its standard output, else one line of why.
+fn git_bytes(
+    repo: &Path,
+    args: &[&str],
+    input: Option<Vec<u8>>,
+    deadline: Deadline,
+    output: usize,
+) -> Result<Vec<u8>> {
+    let ran = run_git(repo, args, input, deadline, output, None)?;
+    if ran.status.success() {
+        return Ok(ran.stdout);
+    }
+    Err(failed(args, &ran))
+}
+
+fn failed(args: &[&str], ran: &Ran) -> Error {
+    Error::Io(format!(
+        "`git {}` failed (exit {}): {}",
+        args.first().unwrap_or(&""),
+        ran.status.code(),
+        ran.first
+    ))
+}
+
+/// `git_bytes` as text.
+fn git(repo: &Path, args: &[&str], input: Option<Vec<u8>>, deadline: Deadline) -> Result<String> {
+    git_bytes(repo, args, input, deadline, OUTPUT)
+        .map(|out| String::from_utf8_lossy(&out).into_owned())
+}
+
+/// `text` with the password of every URL in it hidden (`https://user:secret@host` becomes
+/// `https://user:***@host`): a remote given with its token is said, and git's messages quote it.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let authority_end = after
+            .find(|c: char| c == '/' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let authority = &after[..authority_end];
+        match authority.rfind('@') {
+            Some(userinfo_end) => {
+                let userinfo = &authority[..userinfo_end];
+                match userinfo.split_once(':') {
+                    Some((user, _)) => out.push_str(&format!("{user}:***")),
+                    None => out.push_str("***"),
+                }
+                out.push_str(&authority[userinfo_end..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &after[authority_end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Refuses a notes repository the agent could write into. Its config is git's to obey:
+/// `protocol.ext.allow` with a `url.*.insteadOf` there turns the next fetch into a command of
+/// the agent's, run wherever the sync runs (CI's signing job included). That is so when the
+/// protected state fell back into the project, or the state home is inside it.
+fn refuse_agent_writable(project: &Project) -> Result<()> {
+    let place = project.protected();
+    let top = crate::protected::state_top(&project.dir);
+    let dir = crate::subject::canonical(&place.dir);
+    if place.fallback || dir.starts_with(&top) || dir.starts_with(&place.project) {
+        return Err(Error::input(format!(
+            "the protected state ({}) is inside the project, where the agent can write the notes repository's config; set VIGIL_STATE_HOME to a directory outside it",
+            place.dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The lock every change of the notes repository and of what is written out from it is made
+/// under: two publishes at once would each append to the same note and one line would be lost.
+fn lock(project: &Project, deadline: Deadline) -> Result<crate::lock::FileLock> {
+    let path = project.protected().dir.join("notes.lock");
+    crate::lock::FileLock::acquire(&path, deadline.remaining())
+        .map_err(|e| Error::io("lock", &path, &e))
+}
+
+/// The notes repository, made when missing, and refused where the agent could write it.
 fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
+    refuse_agent_writable(project)?;
     let repo = repository(project);
     if !repo.join("HEAD").is_file() {
-        std::fs::create_dir_all(&repo).map_err(|e| Error::io("create", &repo, &e))?;
-        git(&repo, &["init", "--bare", "-q"], None, deadline)?;
+        let _held = lock(project, deadline)?;
+        if !repo.join("HEAD").is_file() {
+            std::fs::create_dir_all(&repo).map_err(|e| Error::io("create", &repo, &e))?;
+            // No template: no sample hooks, nothing but what git needs.
+            git(
+                &repo,
+                &["init", "--bare", "-q", "--template="],
+                None,
+                deadline,
+            )?;
+        }
     }
     Ok(repo)
 }
@@ -197,51 +351,58 @@ pub fn publish(project: &Project, payload: &Payload, deadline: Deadline) -> Resu
     let repo = ensure(project, deadline)?;
     let line = serde_json::to_string(payload).expect("a payload serializes");
     let reference = notes_ref(&check);
-    let mut last = None;
-    // Two writers at once: the second finds the ref locked, and tries again.
-    for attempt in 0..5 {
-        match git(
-            &repo,
-            &["notes", "--ref", &reference, "append", "-m", &line, object],
-            None,
-            deadline,
-        ) {
-            Ok(_) => {
-                last = None;
-                break;
-            }
-            Err(e) => {
-                last = Some(e);
-                std::thread::sleep(Duration::from_millis(50 << attempt));
-            }
-        }
-    }
-    if let Some(e) = last {
-        return Err(e);
-    }
+    let _held = lock(project, deadline)?;
+    git(
+        &repo,
+        &["notes", "--ref", &reference, "append", "-m", &line, object],
+        None,
+        deadline,
+    )?;
     materialize(project, &repo, &check, deadline)?;
     Ok(())
 }
 
+/// What `materialize` wrote out.
+struct Written {
+    contents: usize,
+    /// Contents whose notes were left out, the oldest beyond [`MAX_NOTES`].
+    left_out: usize,
+}
+
 /// Writes the notes of `check` out as `<key>.jsonl` files (replacing what was there), or,
-/// when they cannot be read, the reason in `broken`. Returns how many were written.
+/// when they cannot be read, the reason in `broken`. Called under the lock.
 fn materialize(
     project: &Project,
     repo: &Path,
     check: &CheckName,
     deadline: Deadline,
-) -> Result<usize> {
+) -> Result<Written> {
     let dir = cache_dir(project, check);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
     let broken = dir.join(BROKEN);
-    let written = notes_of(repo, check, deadline).and_then(|notes| {
+    let written = read_notes(repo, &notes_ref(check), deadline).and_then(|(notes, left_out)| {
         let mut keep = std::collections::HashSet::new();
-        for (object, text) in &notes {
+        for (object, note) in &notes {
             let key = crate::subject::key(&format!("git-tree:{object}"));
-            let path = dir.join(format!("{key}.jsonl"));
-            crate::atomic::write_atomic(&path, text.as_bytes(), 0o600)
+            let name = format!("{key}.jsonl");
+            let path = dir.join(&name);
+            let text = match note {
+                Note::Text(bytes) => bytes.clone(),
+                Note::Unreadable(why) => format!("{ERROR_LINE}{why}\n").into_bytes(),
+            };
+            // A note that did not change is not written again: a sync rewrites nothing.
+            if std::fs::read(&path).ok().as_deref() != Some(text.as_slice()) {
+                // What is written here can be made again from the notes repository by the
+                // next sync: no wait for the disk.
+                crate::atomic::write_atomic_as(
+                    &path,
+                    &text,
+                    0o600,
+                    crate::atomic::Durability::Skip,
+                )
                 .map_err(|e| Error::io("write", &path, &e))?;
-            keep.insert(format!("{key}.jsonl"));
+            }
+            keep.insert(name);
         }
         for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("read", &dir, &e))? {
             let entry = entry.map_err(|e| Error::io("read", &dir, &e))?;
@@ -250,12 +411,15 @@ fn materialize(
                 let _ = std::fs::remove_file(entry.path());
             }
         }
-        Ok(notes.len())
+        Ok(Written {
+            contents: notes.len(),
+            left_out,
+        })
     });
     match written {
-        Ok(count) => {
+        Ok(written) => {
             let _ = std::fs::remove_file(&broken);
-            Ok(count)
+            Ok(written)
         }
         Err(e) => {
             let _ = crate::atomic::write_atomic(&broken, e.to_string().as_bytes(), 0o600);
@@ -264,35 +428,57 @@ fn materialize(
     }
 }
 
-/// The notes of a check: (annotated object id, note text), the text of a note git could not
-/// give (too large) replaced by a line saying so.
-fn notes_of(repo: &Path, check: &CheckName, deadline: Deadline) -> Result<Vec<(String, String)>> {
-    let reference = notes_ref(check);
-    let kind = git(repo, &["cat-file", "-t", &reference], None, deadline)?;
+/// A note as git holds it: its bytes, or why they are not taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Note {
+    Text(Vec<u8>),
+    Unreadable(String),
+}
+
+/// Whether `id` is a git object id as git prints it.
+fn is_object_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// How many bytes of notes one `cat-file --batch` is asked for: git's answer is checked whole
+/// against what was asked, so it must fit in what is kept of its output.
+const BATCH: u64 = 16 << 20;
+
+/// The notes under `reference`: (annotated object id, note), and how many contents were left
+/// out (beyond [`MAX_NOTES`], the ones whose notes were last changed longest ago). A ref that
+/// is not a history of notes, or an answer of git's that is not what was asked, is an error:
+/// nothing is read from it rather than part of it.
+fn read_notes(
+    repo: &Path,
+    reference: &str,
+    deadline: Deadline,
+) -> Result<(Vec<(String, Note)>, usize)> {
+    let kind = git(repo, &["cat-file", "-t", reference], None, deadline)?;
     if kind.trim() != "commit" {
         return Err(Error::input(format!(
             "{reference} names a {}, not a history of notes",
             kind.trim()
         )));
     }
-    let listed = git(
-        repo,
-        &["notes", "--ref", &reference, "list"],
-        None,
-        deadline,
-    )?;
+    let listed = git(repo, &["notes", "--ref", reference, "list"], None, deadline)?;
     let mut pairs: Vec<(String, String)> = listed
         .lines()
         .filter_map(|l| {
             let (blob, object) = l.split_once(' ')?;
-            Some((blob.to_string(), object.trim().to_string()))
+            let object = object.trim();
+            (is_object_id(blob) && is_object_id(object))
+                .then(|| (blob.to_string(), object.to_string()))
         })
         .collect();
+    let mut left_out = 0;
     if pairs.len() > MAX_NOTES {
+        let newest = newest_annotated(repo, reference, deadline)?;
+        left_out = pairs.len() - MAX_NOTES;
+        pairs.retain(|(_, object)| newest.contains(object));
         pairs.truncate(MAX_NOTES);
     }
     if pairs.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), left_out));
     }
     let request: String = pairs.iter().map(|(blob, _)| format!("{blob}\n")).collect();
     let sizes = git(
@@ -301,53 +487,136 @@ fn notes_of(repo: &Path, check: &CheckName, deadline: Deadline) -> Result<Vec<(S
         Some(request.into_bytes()),
         deadline,
     )?;
-    let mut small = String::new();
-    let mut texts: BTreeMap<String, String> = BTreeMap::new();
-    for (line, (blob, _)) in sizes.lines().zip(&pairs) {
+    let mut notes: BTreeMap<String, Note> = BTreeMap::new();
+    let mut batch: Vec<(String, u64)> = Vec::new();
+    let mut batched = 0;
+    let mut answers = sizes.lines();
+    for (blob, _) in &pairs {
+        let line = answers.next().unwrap_or("");
         let mut fields = line.split(' ');
-        let (_, kind, size) = (fields.next(), fields.next(), fields.next());
-        let size: u64 = size.and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
-        if kind != Some("blob") {
-            texts.insert(
-                blob.clone(),
-                format!("{ERROR_LINE}the note is not a blob\n"),
-            );
-        } else if size > MAX_NOTE {
-            texts.insert(
-                blob.clone(),
-                format!("{ERROR_LINE}the note is {size} bytes, over the {MAX_NOTE} limit\n"),
-            );
-        } else {
-            small.push_str(blob);
-            small.push('\n');
+        if fields.next() != Some(blob.as_str()) {
+            return Err(Error::input(format!(
+                "git answered {line:?} for the note {blob}; the notes are not read"
+            )));
+        }
+        let kind = fields.next();
+        let size: Option<u64> = fields.next().and_then(|s| s.parse().ok());
+        match (kind, size) {
+            (Some("blob"), Some(size)) if size <= MAX_NOTE => {
+                if batched + size > BATCH {
+                    read_batch(repo, &std::mem::take(&mut batch), &mut notes, deadline)?;
+                    batched = 0;
+                }
+                batched += size;
+                batch.push((blob.clone(), size));
+            }
+            (Some("blob"), Some(size)) => {
+                notes.insert(
+                    blob.clone(),
+                    Note::Unreadable(format!(
+                        "the note is {size} bytes, over the {MAX_NOTE} limit"
+                    )),
+                );
+            }
+            _ => {
+                notes.insert(
+                    blob.clone(),
+                    Note::Unreadable("the note is not a blob".to_string()),
+                );
+            }
         }
     }
-    if !small.is_empty() {
-        let contents = git(
-            repo,
-            &["cat-file", "--batch"],
-            Some(small.into_bytes()),
-            deadline,
-        )?;
-        let mut rest = contents.as_str();
-        while let Some((header, after)) = rest.split_once('\n') {
-            let mut fields = header.split(' ');
-            let blob = fields.next().unwrap_or("").to_string();
-            let size: usize = fields.nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-            let body = after.get(..size).unwrap_or("");
-            texts.insert(blob, body.to_string());
-            rest = after.get(size + 1..).unwrap_or("");
-        }
-    }
-    Ok(pairs
+    read_batch(repo, &batch, &mut notes, deadline)?;
+    let notes = pairs
         .into_iter()
         .map(|(blob, object)| {
-            let text = texts
-                .remove(&blob)
-                .unwrap_or_else(|| format!("{ERROR_LINE}the note could not be read\n"));
-            (object, text)
+            let note = notes
+                .get(&blob)
+                .cloned()
+                .unwrap_or_else(|| Note::Unreadable("the note could not be read".to_string()));
+            (object, note)
         })
-        .collect())
+        .collect();
+    Ok((notes, left_out))
+}
+
+/// Reads the blobs of `batch` (id, size as git said) with one `cat-file --batch`, each answer
+/// checked to be the one asked for, of the size said, in full.
+fn read_batch(
+    repo: &Path,
+    batch: &[(String, u64)],
+    notes: &mut BTreeMap<String, Note>,
+    deadline: Deadline,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let request: String = batch.iter().map(|(blob, _)| format!("{blob}\n")).collect();
+    let expected: u64 = batch.iter().map(|(_, size)| size + 100).sum();
+    let out = git_bytes(
+        repo,
+        &["cat-file", "--batch"],
+        Some(request.into_bytes()),
+        deadline,
+        usize::try_from(expected + 4096).unwrap_or(usize::MAX),
+    )?;
+    let mut rest = out.as_slice();
+    for (blob, size) in batch {
+        let header = format!("{blob} blob {size}\n");
+        let size = usize::try_from(*size).unwrap_or(usize::MAX);
+        let whole = rest.strip_prefix(header.as_bytes()).and_then(|after| {
+            let body = after.get(..size)?;
+            let next = after.get(size..)?.strip_prefix(b"\n")?;
+            Some((body, next))
+        });
+        let Some((body, next)) = whole else {
+            return Err(Error::input(format!(
+                "git's answer for the note {blob} is not the note asked for; the notes are not read"
+            )));
+        };
+        notes.insert(blob.clone(), Note::Text(body.to_vec()));
+        rest = next;
+    }
+    Ok(())
+}
+
+/// The objects whose notes were changed most recently, at most [`MAX_NOTES`], newest first:
+/// the paths each commit of the notes history changed, in git's order (newest commit first;
+/// a merge's own changes are those of the commits it merges).
+fn newest_annotated(
+    repo: &Path,
+    reference: &str,
+    deadline: Deadline,
+) -> Result<std::collections::HashSet<String>> {
+    let changed = git(
+        repo,
+        &[
+            "log",
+            "--format=",
+            "--name-only",
+            "--no-renames",
+            reference,
+            "--",
+        ],
+        None,
+        deadline,
+    )?;
+    if changed.len() >= OUTPUT {
+        return Err(Error::input(format!(
+            "the history of {reference} is too long to tell which notes are newest"
+        )));
+    }
+    let mut newest = std::collections::HashSet::new();
+    for path in changed.lines() {
+        let object: String = path.chars().filter(|c| *c != '/').collect();
+        if is_object_id(&object) {
+            newest.insert(object);
+            if newest.len() == MAX_NOTES {
+                break;
+            }
+        }
+    }
+    Ok(newest)
 }
 
 /// What a check's written-out notes say about one subject: each payload line, parsed, or why
@@ -483,34 +752,64 @@ pub struct Synced {
     pub pushed: bool,
 }
 
+/// The most a sync fetches unless told otherwise: every file git writes for it (the pack) is
+/// capped at this, so a remote cannot fill the disk.
+pub const MAX_FETCH: u64 = 256 << 20;
+
 /// `marker-writer sync`: fetches the remote's `refs/notes/vigil/*`, merges each into the local
 /// notes (keeping every payload of both), writes them out for the gates, and with `push` pushes
 /// the local notes back, merging and trying again when another writer pushed first. Every git
-/// call shares `deadline`.
-pub fn sync(project: &Project, url: &str, push: bool, deadline: Deadline) -> Result<Synced> {
+/// call shares `deadline`; a fetch writes no file over `max_fetch` bytes.
+pub fn sync(
+    project: &Project,
+    url: &str,
+    push: bool,
+    max_fetch: u64,
+    deadline: Deadline,
+) -> Result<Synced> {
     let repo = ensure(project, deadline)?;
     let mut synced = Synced::default();
-    fetch_and_merge(&repo, url, deadline, &mut synced.skipped)?;
+    fetch_and_merge(
+        project,
+        &repo,
+        url,
+        max_fetch,
+        deadline,
+        &mut synced.skipped,
+    )?;
     if push {
+        let spec = format!("{REF_PREFIX}*:{REF_PREFIX}*");
+        let args = ["push", "--porcelain", "--end-of-options", url, &spec];
         for attempt in 0..PUSH_ATTEMPTS {
-            let spec = format!("{REF_PREFIX}*:{REF_PREFIX}*");
-            match git(
-                &repo,
-                &["push", "--porcelain", "--end-of-options", url, &spec],
-                None,
-                deadline,
-            ) {
-                Ok(_) => {
-                    synced.pushed = true;
-                    break;
+            let ran = run_git(&repo, &args, None, deadline, OUTPUT, None)?;
+            if ran.status.success() {
+                synced.pushed = true;
+                break;
+            }
+            match rejection(&ran.stdout) {
+                Some((_, true)) if attempt + 1 < PUSH_ATTEMPTS => {
+                    // Another writer pushed first: take its notes in, and push the union.
+                    std::thread::sleep(Duration::from_millis(20 << attempt));
+                    fetch_and_merge(
+                        project,
+                        &repo,
+                        url,
+                        max_fetch,
+                        deadline,
+                        &mut synced.skipped,
+                    )?;
                 }
-                Err(e) if attempt + 1 < PUSH_ATTEMPTS && lost_a_race(&e) => {
-                    fetch_and_merge(&repo, url, deadline, &mut synced.skipped)?;
+                Some((reason, _)) => {
+                    return Err(Error::Io(format!(
+                        "`git push` was refused: {}",
+                        redact(&reason)
+                    )));
                 }
-                Err(e) => return Err(e),
+                None => return Err(failed(&args, &ran)),
             }
         }
     }
+    let _held = lock(project, deadline)?;
     for reference in local_refs(&repo, deadline)? {
         let Some(name) = reference.strip_prefix(REF_PREFIX) else {
             continue;
@@ -519,16 +818,39 @@ pub fn sync(project: &Project, url: &str, push: bool, deadline: Deadline) -> Res
             continue;
         };
         match materialize(project, &repo, &check, deadline) {
-            Ok(count) => synced.checks.push((check.to_string(), count)),
+            Ok(written) => {
+                if written.left_out > 0 {
+                    synced.skipped.push(format!(
+                        "the notes of {} older contents of `{check}` (only the newest {MAX_NOTES} are kept)",
+                        written.left_out
+                    ));
+                }
+                synced.checks.push((check.to_string(), written.contents))
+            }
             Err(e) => synced.skipped.push(format!("{check}: {e}")),
         }
     }
     Ok(synced)
 }
 
-fn lost_a_race(e: &Error) -> bool {
-    let text = e.to_string();
-    text.contains("rejected") || text.contains("fetch first") || text.contains("non-fast-forward")
+/// What `git push --porcelain` said of the first ref it did not push: git's reason, and
+/// whether it is one a merge and another push mend (the remote moved on since the fetch:
+/// `[rejected] (fetch first)` or `(non-fast-forward)`; or it moved while the push was being
+/// received: `[remote rejected] (cannot lock ref …)`, `(failed to update ref)`).
+fn rejection(porcelain: &[u8]) -> Option<(String, bool)> {
+    let text = String::from_utf8_lossy(porcelain);
+    let line = text.lines().find(|l| l.starts_with('!'))?;
+    let reason = line.split('\t').nth(2).unwrap_or(line).trim().to_string();
+    let race = reason.starts_with("[rejected]")
+        || (reason.starts_with("[remote rejected]")
+            && [
+                "cannot lock ref",
+                "failed to update ref",
+                "incorrect old value",
+            ]
+            .iter()
+            .any(|said| reason.contains(said)));
+    Some((reason, race))
 }
 
 fn local_refs(repo: &Path, deadline: Deadline) -> Result<Vec<String>> {
@@ -542,29 +864,40 @@ fn local_refs(repo: &Path, deadline: Deadline) -> Result<Vec<String>> {
 }
 
 /// Fetches the remote's notes refs and merges each into the local one; a remote ref that is not
-/// a history of notes is skipped (the local notes stay as they were) and said.
+/// a history of notes is skipped (the local notes stay as they were) and said. The fetch may
+/// write no file over `max_fetch`; the merge is made under the lock.
 fn fetch_and_merge(
+    project: &Project,
     repo: &Path,
     url: &str,
+    max_fetch: u64,
     deadline: Deadline,
     skipped: &mut Vec<String>,
 ) -> Result<()> {
+    let _held = lock(project, deadline)?;
     let spec = format!("+{REF_PREFIX}*:{FETCHED_PREFIX}*");
-    git(
-        repo,
-        &[
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--no-recurse-submodules",
-            "--end-of-options",
-            url,
-            &spec,
-        ],
-        None,
-        deadline,
-    )?;
+    let args = [
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-recurse-submodules",
+        "--end-of-options",
+        url,
+        &spec,
+    ];
+    let ran = run_git(repo, &args, None, deadline, OUTPUT, Some(max_fetch))?;
+    if !ran.status.success() {
+        // A pack cut at the limit (index-pack got SIGXFSZ, fetch says its output was invalid).
+        let cut = remove_partial_packs(repo, max_fetch);
+        if cut || ran.status == crate::process::Outcome::Signaled(libc::SIGXFSZ) {
+            return Err(Error::Io(format!(
+                "the remote's notes are over {} MiB (--max-fetch); nothing of them was kept",
+                max_fetch >> 20
+            )));
+        }
+        return Err(failed(&args, &ran));
+    }
     let fetched = git(
         repo,
         &[
@@ -590,36 +923,123 @@ fn fetch_and_merge(
             ));
             continue;
         }
-        let local = notes_ref(&check);
-        let has_local = git(
-            repo,
-            &["rev-parse", "--verify", "-q", &local],
-            None,
-            deadline,
-        )
-        .is_ok();
-        let merged = if has_local {
-            git(
-                repo,
-                &[
-                    "notes",
-                    "--ref",
-                    &local,
-                    "merge",
-                    "-q",
-                    "-s",
-                    "cat_sort_uniq",
-                    reference,
-                ],
-                None,
-                deadline,
-            )
-        } else {
-            git(repo, &["update-ref", &local, reference], None, deadline)
-        };
-        if let Err(e) = merged {
+        if let Err(e) = merge(repo, &check, reference, deadline) {
             skipped.push(format!("{check}: {e}"));
         }
     }
     Ok(())
+}
+
+/// Merges the fetched notes `theirs` into the local notes of `check`, as a union: every line of
+/// every note either side holds is kept. git's merge (cat_sort_uniq) joins notes both sides
+/// changed, but takes a note one side deleted or cut, or a fast-forward to a history that
+/// dropped lines, as it comes; whatever line it dropped is put back.
+fn merge(repo: &Path, check: &CheckName, theirs: &str, deadline: Deadline) -> Result<()> {
+    let local = notes_ref(check);
+    let has_local = git(
+        repo,
+        &["rev-parse", "--verify", "-q", &local],
+        None,
+        deadline,
+    )
+    .is_ok();
+    if has_local
+        && git(
+            repo,
+            &["merge-base", "--is-ancestor", theirs, &local],
+            None,
+            deadline,
+        )
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let ours = if has_local {
+        read_notes(repo, &local, deadline)?.0
+    } else {
+        Vec::new()
+    };
+    let fetched = read_notes(repo, theirs, deadline)?.0;
+    if has_local {
+        git(
+            repo,
+            &[
+                "notes",
+                "--ref",
+                &local,
+                "merge",
+                "-q",
+                "-s",
+                "cat_sort_uniq",
+                theirs,
+            ],
+            None,
+            deadline,
+        )?;
+    } else {
+        git(repo, &["update-ref", &local, theirs], None, deadline)?;
+    }
+    let merged: BTreeMap<String, Note> =
+        read_notes(repo, &local, deadline)?.0.into_iter().collect();
+    let mut wanted: BTreeMap<&str, std::collections::BTreeSet<&[u8]>> = BTreeMap::new();
+    for (object, note) in ours.iter().chain(&fetched) {
+        if let Note::Text(bytes) = note {
+            wanted.entry(object).or_default().extend(lines(bytes));
+        }
+    }
+    for (object, mut want) in wanted {
+        let has: std::collections::BTreeSet<&[u8]> = match merged.get(object) {
+            Some(Note::Text(bytes)) => lines(bytes).collect(),
+            Some(Note::Unreadable(_)) => continue,
+            None => Default::default(),
+        };
+        if want.is_subset(&has) {
+            continue;
+        }
+        want.extend(has);
+        let mut text = Vec::new();
+        for line in want {
+            text.extend_from_slice(line);
+            text.push(b'\n');
+        }
+        git(
+            repo,
+            &["notes", "--ref", &local, "add", "-f", "-F", "-", object],
+            Some(text),
+            deadline,
+        )?;
+    }
+    Ok(())
+}
+
+/// The lines of a note that say something.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes
+        .split(|b| *b == b'\n')
+        .map(|l| l.trim_ascii())
+        .filter(|l| !l.is_empty())
+}
+
+/// Removes what a fetch cut off left in the object store (`tmp_pack_*`, `tmp_idx_*`,
+/// `tmp_obj_*`): nothing of a refused fetch stays on the disk. Whether one of them had reached
+/// `limit` (the fetch was cut there).
+fn remove_partial_packs(repo: &Path, limit: u64) -> bool {
+    let mut cut = false;
+    let objects = repo.join("objects");
+    let mut dirs = vec![objects.join("pack"), objects.clone()];
+    if let Ok(entries) = std::fs::read_dir(&objects) {
+        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("tmp_") {
+                cut |= entry.metadata().is_ok_and(|m| m.len() >= limit);
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+    cut
 }

@@ -30,7 +30,7 @@ Usage:
   marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT] [--publish]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION]
   marker-writer show   --check NAME [--subject S] [--all]
-  marker-writer sync   [--remote NAME|URL] [--push] [--timeout SECS]
+  marker-writer sync   [--remote NAME|URL] [--push] [--timeout SECS] [--max-fetch SIZE]
   marker-writer keygen --out DIR
   marker-writer trust  KEYFILE [--global]
 
@@ -80,6 +80,8 @@ Options:
   --remote NAME|URL    sync: a remote of this repository, or a URL (default origin)
   --push               sync: push the notes too
   --timeout SECS       sync: the deadline for all of it (default 30)
+  --max-fetch SIZE     sync: refuse a remote whose notes take more (default 256M; bytes, or
+                       K M G T)
   --global             trust: for every project, not only this one
   --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
   --sign-key FILE      run, write: sign the payload with this secret key (or $VIGIL_SIGN_KEY)
@@ -124,6 +126,7 @@ struct Options {
     snapshot: bool,
     keep_env: Vec<String>,
     max_file_size: Option<u64>,
+    max_fetch: Option<u64>,
     global: bool,
     key_file: Option<PathBuf>,
     publish: bool,
@@ -365,6 +368,12 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.remote = Some(string_value(&mut parser, "--remote")?)
             }
             Long("push") if action == "sync" => options.push = true,
+            Long("max-fetch") if action == "sync" => {
+                options.max_fetch = Some(vigil::cli::size(&string_value(
+                    &mut parser,
+                    "--max-fetch",
+                )?)?)
+            }
             Long("keep-env") if action == "run" => options
                 .keep_env
                 .push(string_value(&mut parser, "--keep-env")?),
@@ -572,7 +581,10 @@ fn sync(project: &Project, options: &Options) -> Result<u8> {
     let remote = options.remote.as_deref().unwrap_or("origin");
     let url = vigil::notes::remote_url(project, remote)?;
     let deadline = time::Deadline::after(options.timeout.unwrap_or(Duration::from_secs(30)));
-    let synced = vigil::notes::sync(project, &url, options.push, deadline)
+    let max_fetch = options.max_fetch.unwrap_or(vigil::notes::MAX_FETCH);
+    // A remote given as a URL may carry its token: it is never said.
+    let remote = vigil::notes::redact(remote);
+    let synced = vigil::notes::sync(project, &url, options.push, max_fetch, deadline)
         .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
     for skipped in &synced.skipped {
         diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));

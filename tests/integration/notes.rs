@@ -601,46 +601,40 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
 
 #[test]
 fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-            "strace is required here"
-        );
-        return;
-    }
     let world = World::new();
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
     ok(mw(&laptop, &["sync"]));
-    let trace = world.dir.path().join("trace");
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": laptop, "last_assistant_message": "Done."});
-    let out = assert_cmd::Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=execve,connect", "-o"])
-        .arg(&trace)
-        .arg(assert_cmd::cargo::cargo_bin!("stop-gate"))
-        .args(["--require-marker", "tests", "--verify-key"])
-        .arg(world.public())
-        .current_dir(&laptop)
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_VERIFY_KEY")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap();
+    let key = world.public();
+    let Some((out, calls)) = traced_with(
+        "stop-gate",
+        &[
+            "--require-marker".as_ref(),
+            "tests".as_ref(),
+            "--verify-key".as_ref(),
+            key.as_os_str(),
+        ],
+        &[],
+        &laptop,
+        payload.to_string().as_bytes(),
+        "execve,connect",
+    ) else {
+        return;
+    };
     assert!(
         out.status.success() && out.stdout.is_empty(),
         "{}",
         said(&out)
     );
-    let calls = std::fs::read_to_string(&trace).unwrap();
-    let execs = calls.lines().filter(|l| l.contains("execve(")).count();
-    assert_eq!(execs, 1, "only stop-gate itself is executed: {calls}");
-    assert!(!calls.contains("connect("), "no connection: {calls}");
+    assert_eq!(
+        calls.count("execve"),
+        1,
+        "only stop-gate itself is executed: {}",
+        calls.text
+    );
+    assert_eq!(calls.count("connect"), 0, "no connection: {}", calls.text);
 }
 
 /// The laptop's session start with `--sync-notes REMOTE`: how long it took.
@@ -1109,4 +1103,502 @@ fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
     let out = mw(&laptop, &["sync"]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(!canary.exists(), "the agent's command ran");
+}
+
+/// The payloads the remote's note for `subject` holds, parsed.
+fn remote_payloads(world: &World, check: &str, subject: &str) -> Vec<Value> {
+    let object = subject.strip_prefix("git-tree:").unwrap();
+    let note = git(
+        &world.remote,
+        &["notes", "--ref", &format!("vigil/{check}"), "show", object],
+    );
+    note.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Two pushes interleaved for real: while the remote is receiving the first clone's push (in
+/// its pre-receive hook), the second clone's sync pushes the same check. The first push then
+/// finds the ref moved (`[remote rejected] … failed to update ref`), and must fetch, merge and
+/// push again rather than fail or drop the other's payload.
+#[test]
+fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_again() {
+    let world = World::new();
+    let first = world.clone("ci-1");
+    let second = world.clone("ci-2");
+    for clone in [&first, &second] {
+        ok(mw(
+            clone,
+            &["run", "--publish", "--check", "tests", "--", "true"],
+        ));
+    }
+    let once = world.dir.path().join("raced");
+    let hook = world.remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\n[ -e '{once}' ] && exit 0\n: >'{once}'\ncd '{second}' && env -i PATH=/usr/bin:/bin HOME=\"$HOME\" VIGIL_STATE_HOME='{state}' '{bin}' sync --push >&2\n",
+            once = once.display(),
+            second = second.display(),
+            state = state_home().display(),
+            bin = bin_dir().join("marker-writer").display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = mw(&first, &["sync", "--push"]);
+    assert!(once.exists(), "the race was run");
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pushed"));
+    let payloads = remote_payloads(&world, "tests", &subject_of(&first));
+    assert_eq!(payloads.len(), 2, "{payloads:?}");
+}
+
+/// Publishes at once in one clone (two checks' jobs on one runner, or a job and a hook): each
+/// appends to the same note, and none may overwrite another's line.
+#[test]
+fn publishes_at_once_in_one_clone_keep_every_payload() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let jobs: Vec<_> = (0..6)
+        .map(|i| {
+            let ci = ci.clone();
+            std::thread::spawn(move || {
+                let note = format!("job {i}");
+                ok(mw(
+                    &ci,
+                    &[
+                        "write",
+                        "--check",
+                        "tests",
+                        "--status",
+                        "passed",
+                        "--publish",
+                        "--note",
+                        &note,
+                    ],
+                ));
+            })
+        })
+        .collect();
+    for job in jobs {
+        job.join().unwrap();
+    }
+    ok(mw(&ci, &["sync", "--push"]));
+    let payloads = remote_payloads(&world, "tests", &subject_of(&ci));
+    let mut notes: Vec<&str> = payloads
+        .iter()
+        .map(|p| p["note"].as_str().unwrap())
+        .collect();
+    notes.sort();
+    assert_eq!(
+        notes,
+        ["job 0", "job 1", "job 2", "job 3", "job 4", "job 5"]
+    );
+}
+
+/// The protected state inside the project (a state home set there, or the fallback when the
+/// state home cannot be written): the agent can write the notes repository's config, and git
+/// obeys it (`protocol.ext.allow` and a `url.*.insteadOf` turn the fetch into its command). A
+/// sync there is refused, and runs nothing.
+#[test]
+fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing() {
+    for (what, home) in [
+        ("a state home in the project", Some(".cache/vigil")),
+        ("the fallback", None),
+    ] {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        let home = match home {
+            Some(inside) => laptop.join(inside),
+            // Cannot be made: the state falls back into the project.
+            None => PathBuf::from("/proc/vigil-cannot-be-made"),
+        };
+        let canary = world.dir.path().join("pwned");
+        let run = |args: &[&str]| {
+            marker_writer()
+                .args(args)
+                .current_dir(&laptop)
+                .env("VIGIL_STATE_HOME", &home)
+                .output()
+                .unwrap()
+        };
+        // Any command makes the protected place; the agent finds it and plants a notes
+        // repository whose config makes the fetch run its command.
+        let _ = run(&["verify", "--check", "tests"]);
+        let place = find_dir_named(&laptop, "projects")
+            .and_then(|projects| std::fs::read_dir(projects).ok()?.flatten().next())
+            .map(|entry| entry.path())
+            .unwrap_or_else(|| laptop.join(".vigil/state"));
+        let notes = place.join("notes.git");
+        git(&laptop, &["init", "-q", "--bare", notes.to_str().unwrap()]);
+        let remote = world.remote.to_str().unwrap();
+        let config = format!(
+            "[protocol \"ext\"]\n\tallow = always\n[url \"ext::sh -c touch% {}\"]\n\tinsteadOf = {remote}\n",
+            canary.display()
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(notes.join("config"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
+        for args in [
+            &["sync"][..],
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--status",
+                "passed",
+                "--publish",
+            ][..],
+        ] {
+            let out = run(args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{what}: {args:?}: {}",
+                said(&out)
+            );
+            assert_one_line_error(&out, "marker-writer");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("inside the project"),
+                "{what}: {}",
+                said(&out)
+            );
+            assert!(!canary.exists(), "{what}: the agent's command ran");
+        }
+    }
+}
+
+/// The first directory named `name` under `dir`.
+fn find_dir_named(dir: &Path, name: &str) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        if !entry.file_type().ok()?.is_dir() {
+            continue;
+        }
+        if entry.file_name() == name {
+            return Some(path);
+        }
+        if let Some(found) = find_dir_named(&path, name) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// A note the agent adds for `object` on the laptop and pushes on top of the remote's notes
+/// (with the user's push rights), from raw bytes.
+fn agent_adds_note_bytes(laptop: &Path, check: &str, object: &str, bytes: &[u8]) {
+    let file = laptop.join(".git/agent-note");
+    std::fs::write(&file, bytes).unwrap();
+    git(
+        laptop,
+        &[
+            "notes",
+            "--ref",
+            &format!("vigil/{check}"),
+            "add",
+            "-f",
+            "-F",
+            file.to_str().unwrap(),
+            object,
+        ],
+    );
+}
+
+fn agent_pushes_notes(laptop: &Path, check: &str) {
+    git(
+        laptop,
+        &[
+            "push",
+            "-q",
+            "-f",
+            "origin",
+            &format!("refs/notes/vigil/{check}"),
+        ],
+    );
+}
+
+/// The laptop's clone takes the remote's notes ref as its own, to build on it as the agent.
+fn agent_takes_remote_notes(laptop: &Path, check: &str) {
+    git(
+        laptop,
+        &[
+            "fetch",
+            "-q",
+            "origin",
+            &format!("+refs/notes/vigil/{check}:refs/notes/vigil/{check}"),
+        ],
+    );
+}
+
+/// A blob in `dir`'s repository whose id sorts before `than` (so its note is read first).
+fn blob_sorting_before(dir: &Path, than: &str) -> String {
+    for i in 0.. {
+        let file = dir.join(".git/probe");
+        std::fs::write(&file, format!("probe {i}\n")).unwrap();
+        let id = git(dir, &["hash-object", "-w", file.to_str().unwrap()]);
+        if id.as_str() < than {
+            return id;
+        }
+    }
+    unreachable!()
+}
+
+/// A note of bytes that are not UTF-8, read before CI's (its object sorts first), must not
+/// shift where git's answer is cut and hide or replace CI's note.
+#[test]
+fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let subject = subject_of(&laptop);
+    let tree = subject.strip_prefix("git-tree:").unwrap();
+    agent_takes_remote_notes(&laptop, "tests");
+    let before = blob_sorting_before(&laptop, tree);
+    let mut bytes = vec![0xff; 300];
+    bytes.extend_from_slice(b"\n");
+    agent_adds_note_bytes(&laptop, "tests", &before, &bytes);
+    agent_pushes_notes(&laptop, "tests");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// Notes that add up to more than one answer of git's holds (here 80 of nearly 1 MiB, after
+/// CI's): every one is read, CI's included, or none is.
+#[test]
+fn notes_past_what_one_answer_of_git_holds_are_all_read() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let subject = subject_of(&laptop);
+    let tree = subject.strip_prefix("git-tree:").unwrap();
+    agent_takes_remote_notes(&laptop, "tests");
+    let padding = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1_000_000));
+    let mut added = 0;
+    for i in 0.. {
+        let file = laptop.join(".git/probe");
+        std::fs::write(&file, format!("filler {i}\n")).unwrap();
+        let id = git(&laptop, &["hash-object", "-w", file.to_str().unwrap()]);
+        if id.as_str() > tree {
+            agent_adds_note_bytes(&laptop, "tests", &id, padding.as_bytes());
+            added += 1;
+            if added == 80 {
+                break;
+            }
+        }
+    }
+    agent_pushes_notes(&laptop, "tests");
+    let out = ok(mw(&laptop, &["sync"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("tests (81 contents)"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// The agent, with push rights, removes CI's note from the remote (or rewrites it without CI's
+/// line): the laptop that had it keeps it. A sync only ever adds.
+#[test]
+fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
+    for how in ["removed", "rewritten"] {
+        let world = World::new();
+        let ci = world.clone("ci");
+        let laptop = world.clone("laptop");
+        ci_publishes(&ci, "tests", Some(&world.secret()));
+        ok(mw(&laptop, &["sync"]));
+        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+        let agent = world.clone("agent");
+        agent_takes_remote_notes(&agent, "tests");
+        let subject = subject_of(&agent);
+        let tree = subject.strip_prefix("git-tree:").unwrap();
+        if how == "removed" {
+            git(&agent, &["notes", "--ref", "vigil/tests", "remove", tree]);
+        } else {
+            agent_adds_note_bytes(
+                &agent,
+                "tests",
+                tree,
+                unsigned_payload("tests", &subject).as_bytes(),
+            );
+        }
+        agent_pushes_notes(&agent, "tests");
+        ok(mw(&laptop, &["sync"]));
+        assert_eq!(
+            laptop_stop(&laptop, "tests", Some(&world.public())),
+            None,
+            "{how}: CI's note was dropped"
+        );
+        // And pushed back: the remote has it again.
+        ok(mw(&laptop, &["sync", "--push"]));
+        let payloads = remote_payloads(&world, "tests", &subject);
+        assert!(
+            payloads.iter().any(|p| p.get("signature").is_some()),
+            "{how}: {payloads:?}"
+        );
+    }
+}
+
+/// More contents with notes than are kept: the newest are kept (CI's, published last, whose
+/// tree id sorts after every older one here), and the sync says how many were left out.
+#[test]
+fn past_the_most_notes_kept_the_newest_are_kept_and_the_sync_says_so() {
+    let world = World::new();
+    // 5,000 old notes, for ids that sort before any real one, in one commit on the remote.
+    let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
+    let listing: String = (1..=5000)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}\n"))
+        .collect();
+    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
+    let commit = git(&world.remote, &["commit-tree", &tree, "-m", "old notes"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &commit],
+    );
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let out = ok(mw(&laptop, &["sync"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("905 older contents") && stderr.contains("newest 4096"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// A remote whose notes are more than `--max-fetch`: refused in one line, and nothing of them
+/// is left in vigil's repository.
+#[test]
+fn a_remote_that_sends_more_than_max_fetch_is_refused_and_leaves_nothing() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", None);
+    // 3 MiB that do not compress, in a note on the remote.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let noise: Vec<u8> = (0..3 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect();
+    agent_takes_remote_notes(&laptop, "tests");
+    let object = git(&laptop, &["rev-parse", "HEAD"]);
+    agent_adds_note_bytes(&laptop, "tests", &object, &noise);
+    agent_pushes_notes(&laptop, "tests");
+    // The laptop's own state home, so that only its object store is looked at.
+    let own = tempfile::tempdir().unwrap();
+    let laptop_mw = |args: &[&str]| {
+        marker_writer()
+            .args(args)
+            .current_dir(&laptop)
+            .env("VIGIL_STATE_HOME", own.path())
+            .output()
+            .unwrap()
+    };
+    let out = laptop_mw(&["sync", "--max-fetch", "1M"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_one_line_error(&out, "marker-writer");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("over 1 MiB (--max-fetch)"),
+        "{}",
+        said(&out)
+    );
+    assert!(
+        find_dir_named(own.path(), "notes.git").is_some(),
+        "the fetch was made"
+    );
+    let leftovers = tmp_files_under(own.path());
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // With room enough, the same remote syncs.
+    let out = ok(laptop_mw(&["sync"]));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tests"));
+}
+
+/// Files named `tmp_*` under `dir` (what a cut-off fetch leaves in an object store).
+fn tmp_files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(tmp_files_under(&path));
+        } else if entry.file_name().to_string_lossy().starts_with("tmp_") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The variables a project's settings can give the hook that starts a sync, and that git or
+/// what it runs would obey without a `GIT_` in their name: none reaches git.
+#[test]
+fn a_sync_hands_git_only_the_variables_it_needs() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let planted = [
+        ("LD_PRELOAD", "/nonexistent/libvigil-planted.so"),
+        ("SSH_ASKPASS", "/nonexistent/vigil-planted-askpass"),
+        ("SSH_ASKPASS_REQUIRE", "force"),
+        ("SSL_CERT_FILE", "/nonexistent/vigil-planted.pem"),
+        ("CURL_CA_BUNDLE", "/nonexistent/vigil-planted.pem"),
+        ("BASH_ENV", "/nonexistent/vigil-planted.sh"),
+    ];
+    let env: Vec<(&str, &std::ffi::OsStr)> =
+        planted.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+    let Some((out, calls)) = traced_with(
+        "marker-writer",
+        &["sync".as_ref()],
+        &env,
+        &laptop,
+        b"",
+        "execve",
+    ) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", said(&out));
+    let gits: Vec<&str> = calls
+        .text
+        .lines()
+        .filter(|l| l.contains("execve(") && l.contains("/git\""))
+        .collect();
+    assert!(!gits.is_empty(), "git ran: {}", calls.text);
+    for line in gits {
+        for (name, _) in planted {
+            assert!(
+                !line.contains(&format!("\"{name}=")),
+                "{name} reached git: {line}"
+            );
+        }
+    }
+}
+
+/// `git` in `dir` with `input` on its standard input: its trimmed output.
+fn git_with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

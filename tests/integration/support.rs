@@ -360,6 +360,19 @@ pub fn traced(
     payload: &Value,
     trace: &str,
 ) -> Option<(std::process::Output, Calls)> {
+    traced_with(binary, &[], &[], dir, payload.to_string().as_bytes(), trace)
+}
+
+/// `traced`, with arguments, more variables in the environment, and `input` on standard input.
+/// With any argument or variable, the calls are written whole (`-v`: an execve's environment).
+pub fn traced_with(
+    binary: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    dir: &Path,
+    input: &[u8],
+    trace: &str,
+) -> Option<(std::process::Output, Calls)> {
     if std::process::Command::new("strace")
         .arg("-V")
         .output()
@@ -374,23 +387,25 @@ pub fn traced(
     }
     let file = tempfile::NamedTempFile::new().unwrap();
     let mut cmd = std::process::Command::new("strace");
-    cmd.args([
-        "-f",
-        "-qq",
-        "-e",
-        &format!("trace={trace}"),
-        "-e",
-        "signal=none",
-        "-o",
-    ])
-    .arg(file.path())
-    .arg(bin_dir().join(binary))
-    .current_dir(dir)
-    .env("VIGIL_STATE_HOME", state_home())
-    .env_remove("VIGIL_STATE_DIR")
-    .env_remove("CLAUDE_PROJECT_DIR")
-    .env_remove("VIGIL_DISABLE");
-    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    cmd.args(["-f", "-qq"]);
+    if !args.is_empty() || !env.is_empty() {
+        cmd.args(["-v", "-s", "4096"]);
+    }
+    cmd.args(["-e", &format!("trace={trace}"), "-e", "signal=none", "-o"])
+        .arg(file.path())
+        .arg(bin_dir().join(binary))
+        .args(args)
+        .current_dir(dir)
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_VERIFY_KEY")
+        .env_remove("VIGIL_SIGN_KEY");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = output_with_stdin(cmd, input);
     let text = std::fs::read_to_string(file.path()).unwrap();
     Some((out, Calls { text }))
 }
