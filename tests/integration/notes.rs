@@ -750,6 +750,11 @@ struct Actions<'a> {
     /// Variables set over the workflow's `env:` (the check command, for a project that is not
     /// a cargo project).
     overrides: Vec<(&'static str, String)>,
+    /// Where GitHub is: `None` for a `VIGIL_REMOTE` of this machine's remote, or a server URL
+    /// for the template's own push URL, with the run's token in it.
+    server: Option<String>,
+    /// What every step printed, in order.
+    log: std::cell::RefCell<String>,
 }
 
 impl<'a> Actions<'a> {
@@ -777,6 +782,8 @@ impl<'a> Actions<'a> {
             workflow,
             context,
             overrides: Vec::new(),
+            server: None,
+            log: Default::default(),
         }
     }
 
@@ -834,7 +841,12 @@ impl<'a> Actions<'a> {
             ("RUNNER_TEMP".into(), temp.display().to_string()),
             ("RUNNER_NAME".into(), format!("emulated-{name}")),
             ("GITHUB_ACTIONS".into(), "true".into()),
-            ("GITHUB_SERVER_URL".into(), "https://github.com".into()),
+            (
+                "GITHUB_SERVER_URL".into(),
+                self.server
+                    .clone()
+                    .unwrap_or_else(|| "https://github.com".into()),
+            ),
             ("GITHUB_REPOSITORY".into(), "acme/app".into()),
             ("GITHUB_RUN_ID".into(), "4242".into()),
             (
@@ -846,12 +858,14 @@ impl<'a> Actions<'a> {
                 "VIGIL_STATE_HOME".into(),
                 machine.path().join("state").display().to_string(),
             ),
+        ];
+        if self.server.is_none() {
             // GitHub's push URL is not this machine's: the template's knob for another one.
-            (
+            env.push((
                 "VIGIL_REMOTE".into(),
                 self.world.remote.display().to_string(),
-            ),
-        ];
+            ));
+        }
         env.extend(self.env_of(&self.workflow, secrets));
         env.extend(self.env_of(job, secrets));
         for (key, value) in &self.overrides {
@@ -893,6 +907,9 @@ impl<'a> Actions<'a> {
                 cmd.env(key, value);
             }
             let out = cmd.output().unwrap();
+            let mut log = self.log.borrow_mut();
+            log.push_str(&String::from_utf8_lossy(&out.stdout));
+            log.push_str(&String::from_utf8_lossy(&out.stderr));
             if !out.status.success() {
                 return false;
             }
@@ -982,6 +999,30 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
     ok(mw(&laptop, &["sync"]));
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("subject mismatch"), "{reason}");
+}
+
+/// The template's own push URL carries the run's token: when the push fails, what the job
+/// prints names the remote without it (GitHub masks its own token, not one in `VIGIL_REMOTE`).
+#[test]
+fn the_ci_templates_push_url_never_prints_its_token() {
+    let world = World::new();
+    let head = git(&world.remote, &["rev-parse", "main"]);
+    let mut actions = Actions::new(&world, &head, &head);
+    actions
+        .overrides
+        .push(("VIGIL_CHECK_COMMAND", "grep -q answer lib.rs".into()));
+    // A server nothing listens on: the push fails at once.
+    actions.server = Some("https://127.0.0.1:1".into());
+    assert_eq!(
+        actions.run(&head),
+        vec![("test".to_string(), true), ("vouch".to_string(), false)]
+    );
+    let log = actions.log.borrow();
+    assert!(
+        log.contains("sync with https://x-access-token:***@127.0.0.1:1/acme/app.git"),
+        "{log}"
+    );
+    assert!(!log.contains("token-of-the-run"), "{log}");
 }
 
 #[test]
