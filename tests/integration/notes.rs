@@ -1643,3 +1643,49 @@ fn git_with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> String {
     assert!(out.status.success(), "git {args:?}");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// `show --all` compares with the nearest published content by listing its tree in the
+/// project's repository. The agent made that repository a partial clone whose promisor
+/// remote's upload-pack is its own command: listing a tree that is not there must not fetch it
+/// (which would run that command as the user who asked).
+#[test]
+fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    // CI tested content the laptop has never seen: its tree is in no object of the laptop's.
+    std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 41 + 1 }\n").unwrap();
+    git(&ci, &["commit", "-qam", "ci only"]);
+    ci_publishes(&ci, "tests", None);
+    ok(mw(&laptop, &["sync"]));
+    let canary = world.dir.path().join("fetched");
+    let upload = world.dir.path().join("upload-pack");
+    std::fs::write(
+        &upload,
+        format!(
+            "#!/bin/sh\n: >'{}'\nexec git-upload-pack \"$@\"\n",
+            canary.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&upload, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ci_path = ci.to_str().unwrap().to_string();
+    let upload_path = upload.to_str().unwrap().to_string();
+    for (key, value) in [
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "agent"),
+        ("remote.agent.url", ci_path.as_str()),
+        ("remote.agent.promisor", "true"),
+        ("remote.agent.uploadpack", upload_path.as_str()),
+    ] {
+        git(&laptop, &["config", key, value]);
+    }
+    let out = ok(mw(&laptop, &["show", "--all", "--check", "tests"]));
+    assert!(!canary.exists(), "the agent's upload-pack ran");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("none of the 1 published contents"),
+        "{}",
+        said(&out)
+    );
+}
