@@ -183,34 +183,10 @@ fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_ch
 /// The agent on the laptop, with the user's push rights, writes its own note for the content
 /// and pushes it, then lets the user's sync bring it in.
 fn agent_pushes_a_note(laptop: &Path, check: &str, line: &str) {
-    // From a file: a huge note does not fit on a command line.
-    let file = laptop.join(".git/agent-note");
-    std::fs::write(&file, line).unwrap();
     let tree = subject_of(laptop);
     let object = tree.strip_prefix("git-tree:").unwrap();
-    git(
-        laptop,
-        &[
-            "notes",
-            "--ref",
-            &format!("vigil/{check}"),
-            "add",
-            "-f",
-            "-F",
-            file.to_str().unwrap(),
-            object,
-        ],
-    );
-    git(
-        laptop,
-        &[
-            "push",
-            "-q",
-            "-f",
-            "origin",
-            &format!("refs/notes/vigil/{check}"),
-        ],
-    );
+    agent_adds_note_bytes(laptop, check, object, line.as_bytes());
+    agent_pushes_notes(laptop, check);
 }
 
 fn subject_of(dir: &Path) -> String {
@@ -1331,8 +1307,8 @@ fn find_dir_named(dir: &Path, name: &str) -> Option<PathBuf> {
     None
 }
 
-/// A note the agent adds for `object` on the laptop and pushes on top of the remote's notes
-/// (with the user's push rights), from raw bytes.
+/// A note the agent adds for `object` in its clone, from raw bytes (from a file: a huge note
+/// does not fit on a command line).
 fn agent_adds_note_bytes(laptop: &Path, check: &str, object: &str, bytes: &[u8]) {
     let file = laptop.join(".git/agent-note");
     std::fs::write(&file, bytes).unwrap();
@@ -1351,6 +1327,7 @@ fn agent_adds_note_bytes(laptop: &Path, check: &str, object: &str, bytes: &[u8])
     );
 }
 
+/// The agent pushes its clone's notes of `check` over the remote's, with the user's rights.
 fn agent_pushes_notes(laptop: &Path, check: &str) {
     git(
         laptop,
