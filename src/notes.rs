@@ -25,7 +25,9 @@ use crate::time::Deadline;
 /// Where vigil's notes refs live, locally and on a remote.
 pub const REF_PREFIX: &str = "refs/notes/vigil/";
 /// Where a sync fetches a remote's notes refs to, before merging them into the local ones.
-const FETCHED_PREFIX: &str = "refs/vigil-fetched/";
+/// Under `refs/notes/`, as `git notes --ref` wants a ref it reads (it puts `refs/notes/` before
+/// any other name), and outside `refs/notes/vigil/`, which is pushed.
+const FETCHED_PREFIX: &str = "refs/notes/vigil-fetched/";
 /// The largest note read: the payloads published for one content.
 pub const MAX_NOTE: u64 = 1 << 20;
 /// The most notes of one check written out; beyond, the oldest-keyed are left out (and said).
@@ -176,7 +178,7 @@ fn run_git(
         cmd.arg("-c").arg(setting);
     }
     cmd.args(args);
-    let host = crate::marker::writer().host;
+    let host = ident_host();
     cmd.env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_AUTHOR_NAME", "marker-writer")
@@ -227,6 +229,22 @@ fn run_git(
         stdout: done.output,
         first: redact(first),
     })
+}
+
+/// The host name for the identity of the notes commits, as git takes it in an email (no `<`,
+/// `>` or line break, whatever the host name or `$HOSTNAME` says).
+fn ident_host() -> String {
+    let host: String = crate::marker::writer()
+        .host
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+        .take(64)
+        .collect();
+    if host.is_empty() {
+        "localhost".to_string()
+    } else {
+        host
+    }
 }
 
 /// `run_git` that must succeed: its standard output, else one line of why.
@@ -453,6 +471,8 @@ fn read_notes(
     reference: &str,
     deadline: Deadline,
 ) -> Result<(Vec<(String, Note)>, usize)> {
+    // `git notes --ref` reads any other name as one under refs/notes/.
+    debug_assert!(reference.starts_with("refs/notes/"), "{reference}");
     let kind = git(repo, &["cat-file", "-t", reference], None, deadline)?;
     if kind.trim() != "commit" {
         return Err(Error::input(format!(
@@ -930,23 +950,35 @@ fn fetch_and_merge(
     Ok(())
 }
 
+/// Where a merge is made before it becomes the local notes: under `refs/notes/` (as `git
+/// notes --ref` wants) but outside what is pushed and written out.
+const MERGING_PREFIX: &str = "refs/notes/vigil-merging/";
+
 /// Merges the fetched notes `theirs` into the local notes of `check`, as a union: every line of
 /// every note either side holds is kept. git's merge (cat_sort_uniq) joins notes both sides
 /// changed, but takes a note one side deleted or cut, or a fast-forward to a history that
-/// dropped lines, as it comes; whatever line it dropped is put back.
+/// dropped lines, as it comes; whatever line it dropped is put back. The merge is made on a
+/// ref of its own and becomes the local notes only whole (and only if they did not move
+/// meanwhile): a merge cut off at the deadline leaves them as they were.
 fn merge(repo: &Path, check: &CheckName, theirs: &str, deadline: Deadline) -> Result<()> {
     let local = notes_ref(check);
-    let has_local = git(
+    let before = git(
         repo,
-        &["rev-parse", "--verify", "-q", &local],
+        &[
+            "rev-parse",
+            "--verify",
+            "-q",
+            &format!("{local}^{{commit}}"),
+        ],
         None,
         deadline,
     )
-    .is_ok();
-    if has_local
+    .ok()
+    .map(|id| id.trim().to_string());
+    if let Some(before) = &before
         && git(
             repo,
-            &["merge-base", "--is-ancestor", theirs, &local],
+            &["merge-base", "--is-ancestor", theirs, before],
             None,
             deadline,
         )
@@ -954,39 +986,63 @@ fn merge(repo: &Path, check: &CheckName, theirs: &str, deadline: Deadline) -> Re
     {
         return Ok(());
     }
-    let ours = if has_local {
-        read_notes(repo, &local, deadline)?.0
-    } else {
-        Vec::new()
+    let work = format!("{MERGING_PREFIX}{check}");
+    let merged =
+        merge_into(repo, &work, &local, before.as_deref(), theirs, deadline).and_then(|()| {
+            let old = before.as_deref().unwrap_or("");
+            git(repo, &["update-ref", &local, &work, old], None, deadline).map(drop)
+        });
+    let _ = git(repo, &["update-ref", "-d", &work], None, deadline);
+    merged
+}
+
+/// `merge`'s work on the ref `work`: starts from the local notes `local` (at `before`, if
+/// there are any), merges `theirs`, and puts back what the merge dropped. Under the lock, so
+/// `local` stays at `before`.
+fn merge_into(
+    repo: &Path,
+    work: &str,
+    local: &str,
+    before: Option<&str>,
+    theirs: &str,
+    deadline: Deadline,
+) -> Result<()> {
+    let ours = match before {
+        Some(_) => read_notes(repo, local, deadline)?.0,
+        None => Vec::new(),
     };
     let fetched = read_notes(repo, theirs, deadline)?.0;
-    if has_local {
-        git(
-            repo,
-            &[
-                "notes",
-                "--ref",
-                &local,
-                "merge",
-                "-q",
-                "-s",
-                "cat_sort_uniq",
-                theirs,
-            ],
-            None,
-            deadline,
-        )?;
-    } else {
-        git(repo, &["update-ref", &local, theirs], None, deadline)?;
+    match before {
+        Some(before) => {
+            git(repo, &["update-ref", work, before], None, deadline)?;
+            git(
+                repo,
+                &[
+                    "notes",
+                    "--ref",
+                    work,
+                    "merge",
+                    "-q",
+                    "-s",
+                    "cat_sort_uniq",
+                    theirs,
+                ],
+                None,
+                deadline,
+            )?;
+        }
+        None => {
+            git(repo, &["update-ref", work, theirs], None, deadline)?;
+        }
     }
-    let merged: BTreeMap<String, Note> =
-        read_notes(repo, &local, deadline)?.0.into_iter().collect();
+    let merged: BTreeMap<String, Note> = read_notes(repo, work, deadline)?.0.into_iter().collect();
     let mut wanted: BTreeMap<&str, std::collections::BTreeSet<&[u8]>> = BTreeMap::new();
     for (object, note) in ours.iter().chain(&fetched) {
         if let Note::Text(bytes) = note {
             wanted.entry(object).or_default().extend(lines(bytes));
         }
     }
+    let mut put_back: Vec<(&str, Vec<u8>)> = Vec::new();
     for (object, mut want) in wanted {
         let has: std::collections::BTreeSet<&[u8]> = match merged.get(object) {
             Some(Note::Text(bytes)) => lines(bytes).collect(),
@@ -1002,14 +1058,52 @@ fn merge(repo: &Path, check: &CheckName, theirs: &str, deadline: Deadline) -> Re
             text.extend_from_slice(line);
             text.push(b'\n');
         }
-        git(
-            repo,
-            &["notes", "--ref", &local, "add", "-f", "-F", "-", object],
-            Some(text),
-            deadline,
-        )?;
+        put_back.push((object, text));
     }
-    Ok(())
+    restore(repo, work, &put_back, deadline)
+}
+
+/// Writes each (object, note) of `notes` into the notes at `work`, as one commit on top of it,
+/// with one `git fast-import` however many there are (a remote that dropped 4096 notes costs
+/// one process, not 4096). A note replaces the one at the path it is at, else goes at the top.
+fn restore(repo: &Path, work: &str, notes: &[(&str, Vec<u8>)], deadline: Deadline) -> Result<()> {
+    if notes.is_empty() {
+        return Ok(());
+    }
+    let listed = git(
+        repo,
+        &["ls-tree", "-r", "--name-only", work],
+        None,
+        deadline,
+    )?;
+    let paths: BTreeMap<String, &str> = listed
+        .lines()
+        .map(|path| (path.chars().filter(|c| *c != '/').collect(), path))
+        .collect();
+    let base = git(repo, &["rev-parse", "--verify", work], None, deadline)?;
+    let host = ident_host();
+    let message = "vigil: put back the notes a merge dropped\n";
+    let mut stream = format!(
+        "commit {work}\ncommitter marker-writer <marker-writer@{host}> now\ndata {}\n{message}from {}\n",
+        message.len(),
+        base.trim()
+    )
+    .into_bytes();
+    for (object, text) in notes {
+        let path = paths.get(*object).copied().unwrap_or(object);
+        stream
+            .extend_from_slice(format!("M 100644 inline {path}\ndata {}\n", text.len()).as_bytes());
+        stream.extend_from_slice(text);
+        stream.push(b'\n');
+    }
+    stream.extend_from_slice(b"done\n");
+    git(
+        repo,
+        &["fast-import", "--quiet", "--done", "--date-format=now"],
+        Some(stream),
+        deadline,
+    )
+    .map(drop)
 }
 
 /// The lines of a note that say something.

@@ -1666,3 +1666,53 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
         said(&out)
     );
 }
+
+/// The agent empties the remote's notes of a check that has thousands (CI's among them): the
+/// laptop keeps every one, put back in one go, fanned-out tree and all.
+#[test]
+fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
+    let world = World::new();
+    let blob = git_with_stdin(
+        &world.remote,
+        &["hash-object", "-w", "--stdin"],
+        b"an old payload\n",
+    );
+    let listing: String = (1..=3000)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}\n"))
+        .collect();
+    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
+    let commit = git(&world.remote, &["commit-tree", &tree, "-m", "old notes"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &commit],
+    );
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let out = ok(mw(&laptop, &["sync"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
+        "{}",
+        said(&out)
+    );
+    // The agent's commit on top of the remote's notes: an empty tree.
+    let notes = git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]);
+    let empty = git_with_stdin(&world.remote, &["mktree"], b"");
+    let dropped = git(
+        &world.remote,
+        &["commit-tree", &empty, "-p", &notes, "-m", "drop them all"],
+    );
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &dropped],
+    );
+    let out = ok(mw(&laptop, &["sync", "--push"]));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let listed = git(&world.remote, &["notes", "--ref", "vigil/tests", "list"]);
+    assert_eq!(listed.lines().count(), 3001, "pushed back whole");
+}
