@@ -234,7 +234,7 @@ git -C "$work/repo1000" push -q "$notes_remote" HEAD:master
 git clone -q "$notes_remote" "$work/ci"
 git clone -q "$notes_remote" "$work/laptop"
 "$mw" keygen --out "$work/keys" >/dev/null
-(cd "$work/ci" && "$mw" write --check tests --status passed --publish --sign-key "$work/keys/vigil-marker.key" >/dev/null && "$mw" sync --push >/dev/null)
+(cd "$work/ci" && "$mw" write --check tests --status passed --publish --sign-key "$work/keys/vigil-marker.key" >/dev/null && "$mw" sync --push --remote "$notes_remote" >/dev/null)
 (cd "$work/laptop" && "$mw" sync >/dev/null && git fetch -q origin 'refs/notes/*:refs/notes/*')
 jq -c --arg cwd "$work/laptop" '.cwd = $cwd | .session_id = "bench" | .last_assistant_message = "Done."' \
   "$samples/claude-stop.json" >"$work/laptop-stop.json"

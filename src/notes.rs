@@ -30,7 +30,10 @@ pub const REF_PREFIX: &str = "refs/notes/vigil/";
 const FETCHED_PREFIX: &str = "refs/notes/vigil-fetched/";
 /// The largest note read: the payloads published for one content.
 pub const MAX_NOTE: u64 = 1 << 20;
-/// The most notes of one check written out; beyond, the oldest-keyed are left out (and said).
+/// The most bytes of notes one check may hold in all (a small pack can name one large blob
+/// from thousands of notes; each would be written out).
+pub const MAX_TOTAL: u64 = 64 << 20;
+/// The most notes of one check written out; beyond, the oldest are left out (and said).
 const MAX_NOTES: usize = 4096;
 /// How often a push that lost a race is merged and tried again.
 const PUSH_ATTEMPTS: usize = 5;
@@ -98,6 +101,8 @@ fn git_command() -> Command {
         .find(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("/usr/bin/git"));
     let mut cmd = Command::new(git);
+    // Never in the project: git looks for a repository where it runs, and reads its config.
+    cmd.current_dir("/");
     cmd.env_clear();
     for name in KEPT_ENV {
         if let Some(value) = std::env::var_os(name) {
@@ -152,7 +157,7 @@ struct Ran {
 /// git writes (RLIMIT_FSIZE): a fetch cannot fill the disk. An error only when git could not
 /// run or was cut off; its status is the caller's to judge.
 fn run_git(
-    repo: &Path,
+    repo: Option<&Path>,
     args: &[&str],
     input: Option<Vec<u8>>,
     deadline: Deadline,
@@ -160,7 +165,9 @@ fn run_git(
     file_limit: Option<u64>,
 ) -> Result<Ran> {
     let mut cmd = git_command();
-    cmd.arg("--git-dir").arg(repo);
+    if let Some(repo) = repo {
+        cmd.arg("--git-dir").arg(repo);
+    }
     for setting in [
         "core.hooksPath=/dev/null",
         "gc.auto=0",
@@ -255,7 +262,7 @@ fn git_bytes(
     deadline: Deadline,
     output: usize,
 ) -> Result<Vec<u8>> {
-    let ran = run_git(repo, args, input, deadline, output, None)?;
+    let ran = run_git(Some(repo), args, input, deadline, output, None)?;
     if ran.status.success() {
         return Ok(ran.stdout);
     }
@@ -370,12 +377,29 @@ pub fn publish(project: &Project, payload: &Payload, deadline: Deadline) -> Resu
     let line = serde_json::to_string(payload).expect("a payload serializes");
     let reference = notes_ref(&check);
     let _held = lock(project, deadline)?;
-    git(
+    // A note too large to be read (junk pushed over it) is replaced, not appended to: the
+    // payload would be as lost in it as the others.
+    let existing = git(
         &repo,
-        &["notes", "--ref", &reference, "append", "-m", &line, object],
+        &["notes", "--ref", &reference, "list", object],
         None,
         deadline,
-    )?;
+    )
+    .ok();
+    let unreadable = existing.is_some_and(|blob| {
+        git(&repo, &["cat-file", "-s", blob.trim()], None, deadline)
+            .ok()
+            .and_then(|size| size.trim().parse::<u64>().ok())
+            .is_none_or(|size| size > MAX_NOTE)
+    });
+    let mut args = vec!["notes", "--ref", &reference];
+    args.extend(if unreadable {
+        &["add", "-f"][..]
+    } else {
+        &["append"][..]
+    });
+    args.extend(["-m", &line, object]);
+    git(&repo, &args, None, deadline)?;
     materialize(project, &repo, &check, deadline)?;
     Ok(())
 }
@@ -401,6 +425,7 @@ fn materialize(
     let written = read_notes(repo, &notes_ref(check), deadline).and_then(|(notes, left_out)| {
         let mut keep = std::collections::HashSet::new();
         for (object, note) in &notes {
+            deadline.check("writing the notes out")?;
             let key = crate::subject::key(&format!("git-tree:{object}"));
             let name = format!("{key}.jsonl");
             let path = dir.join(&name);
@@ -510,6 +535,7 @@ fn read_notes(
     let mut notes: BTreeMap<String, Note> = BTreeMap::new();
     let mut batch: Vec<(String, u64)> = Vec::new();
     let mut batched = 0;
+    let mut total: u64 = 0;
     let mut answers = sizes.lines();
     for (blob, _) in &pairs {
         let line = answers.next().unwrap_or("");
@@ -523,6 +549,13 @@ fn read_notes(
         let size: Option<u64> = fields.next().and_then(|s| s.parse().ok());
         match (kind, size) {
             (Some("blob"), Some(size)) if size <= MAX_NOTE => {
+                total += size;
+                if total > MAX_TOTAL {
+                    return Err(Error::input(format!(
+                        "the notes of {reference} are over {} MiB in all; not read",
+                        MAX_TOTAL >> 20
+                    )));
+                }
                 if batched + size > BATCH {
                     read_batch(repo, &std::mem::take(&mut batch), &mut notes, deadline)?;
                     batched = 0;
@@ -712,25 +745,43 @@ pub fn published(project: &Project, check: &CheckName) -> Vec<(String, Vec<Paylo
     found
 }
 
-/// Where a sync goes: a remote of the project's repository by name, or a URL.
-pub fn remote_url(project: &Project, remote: &str) -> Result<String> {
-    let url = remote_url_unchecked(project, remote)?;
+/// Where a sync goes: a URL, and whether it was read from the project's config (a remote's
+/// name), which the agent writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Remote {
+    pub url: String,
+    pub from_config: bool,
+}
+
+/// Where a sync goes: a remote of the project's repository by name, or a URL. Read within
+/// `deadline`.
+pub fn remote_url(project: &Project, remote: &str, deadline: Deadline) -> Result<Remote> {
+    let (url, from_config) = remote_url_unchecked(project, remote, deadline)?;
     // git reads a URL that starts with `-` as an option (`--upload-pack=CMD` runs CMD).
     if url.starts_with('-') || url.chars().any(char::is_control) {
         return Err(Error::input(format!(
-            "the remote {remote:?} names {url:?}, which is not a URL; refused"
+            "the remote {:?} names {:?}, which is not a URL; refused",
+            redact(remote),
+            redact(&url)
         )));
     }
-    Ok(url)
+    Ok(Remote { url, from_config })
 }
 
-fn remote_url_unchecked(project: &Project, remote: &str) -> Result<String> {
+/// The most of the project's git config read for a remote's URL.
+const MAX_CONFIG: u64 = 1 << 20;
+
+fn remote_url_unchecked(
+    project: &Project,
+    remote: &str,
+    deadline: Deadline,
+) -> Result<(String, bool)> {
     let is_name = !remote.is_empty()
         && remote
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !is_name {
-        return Ok(remote.to_string());
+        return Ok((remote.to_string(), false));
     }
     let repository = crate::subject::worktree::Repository::locate(&project.dir)?;
     // A linked worktree keeps its config in the common directory.
@@ -738,27 +789,50 @@ fn remote_url_unchecked(project: &Project, remote: &str) -> Result<String> {
         .map(|c| repository.git_dir.join(c.trim()))
         .unwrap_or_else(|_| repository.git_dir.clone());
     let config = common.join("config");
-    // Read as a plain file of settings: nothing in it is run or included.
-    let mut cmd = git_command();
-    cmd.arg("config")
-        .arg("--file")
-        .arg(&config)
-        .arg("--no-includes")
-        .arg("--get")
-        .arg(format!("remote.{remote}.url"));
-    cmd.env_remove("GIT_DIR")
-        .env_remove("GIT_CONFIG_PARAMETERS");
-    let out = cmd
-        .output()
-        .map_err(|e| Error::Io(format!("cannot run git config: {e}")))?;
-    let url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    // Opened here (a FIFO or a device in its place is refused, not waited on), handed to git
+    // on stdin, and read as a plain file of settings: nothing in it is run or included.
+    let file = crate::input::open_regular(&config).map_err(|e| Error::io("read", &config, &e))?;
+    let bytes = crate::input::read_capped(file, MAX_CONFIG, "the repository's config", &config)?;
+    let ran = run_git(
+        None,
+        &[
+            "config",
+            "--file",
+            "-",
+            "--no-includes",
+            "--get",
+            &format!("remote.{remote}.url"),
+        ],
+        Some(bytes),
+        deadline,
+        MAX_CONFIG as usize,
+        None,
+    );
+    let url = match ran {
+        Ok(ran) if ran.status.success() => String::from_utf8_lossy(&ran.stdout).trim().to_string(),
+        Ok(_) => String::new(),
+        Err(e) => return Err(e),
+    };
     if url.is_empty() {
         return Err(Error::input(format!(
             "the repository has no remote {remote:?} ({}); name another with --remote NAME or URL",
             config.display()
         )));
     }
-    Ok(url)
+    Ok((url, true))
+}
+
+/// Whether git reaches `url` by running its other end on this machine (a path, or `file://`):
+/// then that repository's hooks run as you when it is pushed to.
+pub fn is_local(url: &str) -> bool {
+    if url.starts_with("file:") {
+        return true;
+    }
+    if url.contains("://") {
+        return false;
+    }
+    // `host:path` is ssh; a `/` before the first `:` makes it a path.
+    url.find(':').is_none_or(|colon| url[..colon].contains('/'))
 }
 
 /// What a sync did.
@@ -782,11 +856,20 @@ pub const MAX_FETCH: u64 = 256 << 20;
 /// call shares `deadline`; a fetch writes no file over `max_fetch` bytes.
 pub fn sync(
     project: &Project,
-    url: &str,
+    remote: &Remote,
     push: bool,
     max_fetch: u64,
     deadline: Deadline,
 ) -> Result<Synced> {
+    let url = remote.url.as_str();
+    if push && remote.from_config && is_local(url) {
+        // The agent writes `.git/config`: a path there to a repository of its own makes the
+        // push run that repository's hooks (receive-pack does not take vigil's settings).
+        return Err(Error::input(format!(
+            "the remote's URL {:?} is a path on this machine, read from the project's config, which the agent can write; a push there would run that repository's hooks: give it with --remote PATH",
+            redact(url)
+        )));
+    }
     let repo = ensure(project, deadline)?;
     let mut synced = Synced::default();
     fetch_and_merge(
@@ -801,7 +884,7 @@ pub fn sync(
         let spec = format!("{REF_PREFIX}*:{REF_PREFIX}*");
         let args = ["push", "--porcelain", "--end-of-options", url, &spec];
         for attempt in 0..PUSH_ATTEMPTS {
-            let ran = run_git(&repo, &args, None, deadline, OUTPUT, None)?;
+            let ran = run_git(Some(&repo), &args, None, deadline, OUTPUT, None)?;
             if ran.status.success() {
                 synced.pushed = true;
                 break;
@@ -906,7 +989,7 @@ fn fetch_and_merge(
         url,
         &spec,
     ];
-    let ran = run_git(repo, &args, None, deadline, OUTPUT, Some(max_fetch))?;
+    let ran = run_git(Some(repo), &args, None, deadline, OUTPUT, Some(max_fetch))?;
     if !ran.status.success() {
         // A pack cut at the limit (index-pack got SIGXFSZ, fetch says its output was invalid).
         let cut = remove_partial_packs(repo, max_fetch);
@@ -1043,13 +1126,31 @@ fn merge_into(
         }
     }
     let mut put_back: Vec<(&str, Vec<u8>)> = Vec::new();
+    let ours_lines: BTreeMap<&str, &[u8]> = ours
+        .iter()
+        .filter_map(|(object, note)| match note {
+            Note::Text(bytes) => Some((object.as_str(), bytes.as_slice())),
+            Note::Unreadable(_) => None,
+        })
+        .collect();
     for (object, mut want) in wanted {
         let has: std::collections::BTreeSet<&[u8]> = match merged.get(object) {
             Some(Note::Text(bytes)) => lines(bytes).collect(),
-            Some(Note::Unreadable(_)) => continue,
+            // Too large (a push of junk over CI's note) or no blob: what either side could
+            // read takes its place, else CI's payload would be lost with the junk, for good.
+            Some(Note::Unreadable(_)) => {
+                let joined: u64 = want.iter().map(|l| l.len() as u64 + 1).sum();
+                if joined > MAX_NOTE {
+                    want = ours_lines
+                        .get(object)
+                        .map(|bytes| lines(bytes).collect())
+                        .unwrap_or_default();
+                }
+                Default::default()
+            }
             None => Default::default(),
         };
-        if want.is_subset(&has) {
+        if want.is_empty() || want.is_subset(&has) {
             continue;
         }
         want.extend(has);

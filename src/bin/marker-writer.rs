@@ -579,8 +579,8 @@ fn payload(
 /// gates; with `--push`, out again. One line says what it did.
 fn sync(project: &Project, options: &Options) -> Result<u8> {
     let remote = options.remote.as_deref().unwrap_or("origin");
-    let url = vigil::notes::remote_url(project, remote)?;
     let deadline = time::Deadline::after(options.timeout.unwrap_or(Duration::from_secs(30)));
+    let url = vigil::notes::remote_url(project, remote, deadline)?;
     let max_fetch = options.max_fetch.unwrap_or(vigil::notes::MAX_FETCH);
     // A remote given as a URL may carry its token: it is never said.
     let remote = vigil::notes::redact(remote);

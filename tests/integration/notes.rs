@@ -109,7 +109,14 @@ fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
     }
     args.extend(["--", "true"]);
     ok(mw(clone, &args));
-    ok(mw(clone, &["sync", "--push"]));
+    ok(push(clone));
+}
+
+/// `sync --push` to the clone's origin, named by its path (a push to a path read from the
+/// project's config is refused: the agent could name a repository whose hooks run).
+fn push(clone: &Path) -> Output {
+    let url = git(clone, &["config", "remote.origin.url"]);
+    mw(clone, &["sync", "--push", "--remote", &url])
 }
 
 /// The laptop's Stop with `--require-marker CHECK --verify-key KEY`: `None` when it allows, the
@@ -321,8 +328,8 @@ fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
         &second,
         &["run", "--publish", "--check", "tests", "--", "true"],
     ));
-    ok(mw(&first, &["sync", "--push"]));
-    ok(mw(&second, &["sync", "--push"]));
+    ok(push(&first));
+    ok(push(&second));
     let subject = subject_of(&first);
     let object = subject.strip_prefix("git-tree:").unwrap();
     let note = git(
@@ -1155,17 +1162,18 @@ fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_aga
     std::fs::write(
         &hook,
         format!(
-            "#!/bin/sh\ncat >/dev/null\n[ -e '{once}' ] && exit 0\n: >'{once}'\ncd '{second}' && env -i PATH=/usr/bin:/bin HOME=\"$HOME\" VIGIL_STATE_HOME='{state}' '{bin}' sync --push >&2\n",
+            "#!/bin/sh\ncat >/dev/null\n[ -e '{once}' ] && exit 0\n: >'{once}'\ncd '{second}' && env -i PATH=/usr/bin:/bin HOME=\"$HOME\" VIGIL_STATE_HOME='{state}' '{bin}' sync --push --remote '{remote}' >&2\n",
             once = once.display(),
             second = second.display(),
             state = state_home().display(),
             bin = bin_dir().join("marker-writer").display(),
+            remote = world.remote.display(),
         ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = mw(&first, &["sync", "--push"]);
+    let out = push(&first);
     assert!(once.exists(), "the race was run");
     assert!(out.status.success(), "{}", said(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("pushed"));
@@ -1203,7 +1211,7 @@ fn publishes_at_once_in_one_clone_keep_every_payload() {
     for job in jobs {
         job.join().unwrap();
     }
-    ok(mw(&ci, &["sync", "--push"]));
+    ok(push(&ci));
     let payloads = remote_payloads(&world, "tests", &subject_of(&ci));
     let mut notes: Vec<&str> = payloads
         .iter()
@@ -1387,8 +1395,8 @@ fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
-/// Notes that add up to more than one answer of git's holds (here 80 of nearly 1 MiB, after
-/// CI's): every one is read, CI's included, or none is.
+/// Notes that add up to more than one read of git's takes (here 60 of nearly 1 MiB, after
+/// CI's, in four reads of 16 MiB): every one is read, CI's included, or none is.
 #[test]
 fn notes_past_what_one_answer_of_git_holds_are_all_read() {
     let world = World::new();
@@ -1407,7 +1415,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
         if id.as_str() > tree {
             agent_adds_note_bytes(&laptop, "tests", &id, padding.as_bytes());
             added += 1;
-            if added == 80 {
+            if added == 60 {
                 break;
             }
         }
@@ -1415,7 +1423,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
     agent_pushes_notes(&laptop, "tests");
     let out = ok(mw(&laptop, &["sync"]));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (81 contents)"),
+        String::from_utf8_lossy(&out.stdout).contains("tests (61 contents)"),
         "{}",
         said(&out)
     );
@@ -1455,7 +1463,7 @@ fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
             "{how}: CI's note was dropped"
         );
         // And pushed back: the remote has it again.
-        ok(mw(&laptop, &["sync", "--push"]));
+        ok(push(&laptop));
         let payloads = remote_payloads(&world, "tests", &subject);
         assert!(
             payloads.iter().any(|p| p.get("signature").is_some()),
@@ -1706,7 +1714,7 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
         &world.remote,
         &["update-ref", "refs/notes/vigil/tests", &dropped],
     );
-    let out = ok(mw(&laptop, &["sync", "--push"]));
+    let out = ok(push(&laptop));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
         "{}",
@@ -1715,4 +1723,203 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let listed = git(&world.remote, &["notes", "--ref", "vigil/tests", "list"]);
     assert_eq!(listed.lines().count(), 3001, "pushed back whole");
+}
+
+/// `sync --push` to a remote URL the agent put in `.git/config` (a local path) would run that
+/// repository's receive-side hooks (receive-pack does not take vigil's `core.hooksPath`): a
+/// push to a path read from the project's config is refused, and nothing runs.
+#[test]
+fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let evil = world.dir.path().join("evil.git");
+    git(
+        world.dir.path(),
+        &["init", "-q", "--bare", evil.to_str().unwrap()],
+    );
+    let witness = world.dir.path().join("PWNED");
+    let hook = evil.join("hooks/pre-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", witness.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for url in [
+        evil.to_str().unwrap().to_string(),
+        format!("file://{}", evil.display()),
+    ] {
+        git(&laptop, &["remote", "set-url", "origin", &url]);
+        ok(mw(
+            &laptop,
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--status",
+                "passed",
+                "--publish",
+            ],
+        ));
+        let out = mw(&laptop, &["sync", "--push"]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", said(&out));
+        assert_one_line_error(&out, "marker-writer");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--remote PATH"),
+            "{}",
+            said(&out)
+        );
+        assert!(!witness.exists(), "{url}: the agent's pre-receive hook ran");
+    }
+}
+
+/// A FIFO in place of `.git/config`: the remote's URL is read from it without waiting (and
+/// git never reads the project's repository on its own), so a sync says so at once.
+#[test]
+fn a_fifo_in_place_of_the_projects_config_is_refused_at_once() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    std::fs::remove_file(laptop.join(".git/config")).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(laptop.join(".git/config"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let start = Instant::now();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .args(["sync", "--timeout", "2"])
+        .current_dir(&laptop)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let finished = child.try_wait().unwrap();
+    if finished.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        // Unblock whatever waits on the FIFO.
+        use std::os::unix::fs::OpenOptionsExt;
+        for _ in 0..20 {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(laptop.join(".git/config"));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let status = finished.expect("a 2 s sync still ran after 8 s");
+    assert_eq!(status.code(), Some(2));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("not a regular file") || stderr.contains("config"),
+        "{stderr}"
+    );
+}
+
+/// The agent pushes CI's note with more than 1 MiB of junk after it, as a fast-forward. The
+/// laptop that had CI's payload keeps it, the note is rebuilt from what could be read and
+/// pushed back, and a laptop that never had it then gets it; CI's next publish for that
+/// content replaces an unreadable note rather than append to it.
+#[test]
+fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let agent = world.clone("agent");
+    agent_takes_remote_notes(&agent, "tests");
+    let object = subject_of(&agent)
+        .strip_prefix("git-tree:")
+        .unwrap()
+        .to_string();
+    let mut bytes = git(&agent, &["notes", "--ref", "vigil/tests", "show", &object]).into_bytes();
+    bytes.push(b'\n');
+    bytes.extend(std::iter::repeat_n(b'j', 1_100_000));
+    bytes.push(b'\n');
+    agent_adds_note_bytes(&agent, "tests", &object, &bytes);
+    agent_pushes_notes(&agent, "tests");
+
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(
+        laptop_stop(&laptop, "tests", Some(&world.public())),
+        None,
+        "the laptop lost CI's payload to the junk"
+    );
+    ok(push(&laptop));
+    let fresh = world.clone("fresh");
+    ok(mw(&fresh, &["sync"]));
+    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+
+    // The junk again; this time CI publishes over it before any laptop mends it.
+    agent_takes_remote_notes(&agent, "tests");
+    agent_adds_note_bytes(&agent, "tests", &object, &bytes);
+    agent_pushes_notes(&agent, "tests");
+    let ci2 = world.clone("ci2");
+    agent_takes_remote_notes(&ci2, "tests");
+    ci_publishes(&ci2, "tests", Some(&world.secret()));
+    let again = world.clone("again");
+    ok(mw(&again, &["sync"]));
+    assert_eq!(laptop_stop(&again, "tests", Some(&world.public())), None);
+}
+
+/// A pack of a few KiB can name one 1 MiB blob from a hundred notes: written out, 100 MiB. A
+/// check's notes over 64 MiB in all are not read: the sync says so, writes nothing of them,
+/// and the notes synced before stay.
+#[test]
+fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    ok(mw(&laptop, &["sync"]));
+    let blob = git_with_stdin(
+        &world.remote,
+        &["hash-object", "-w", "--stdin"],
+        &vec![b'A'; 1 << 20],
+    );
+    let notes = git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]);
+    let mut listing = git(&world.remote, &["ls-tree", &notes]);
+    listing.push('\n');
+    for i in 1..=100u32 {
+        listing.push_str(&format!("100644 blob {blob}\t{i:040x}\n"));
+    }
+    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
+    let commit = git(
+        &world.remote,
+        &["commit-tree", &tree, "-p", &notes, "-m", "a hundred times"],
+    );
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &commit],
+    );
+    let out = ok(mw(&laptop, &["sync"]));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("over 64 MiB in all"),
+        "{}",
+        said(&out)
+    );
+    let written = sizes_under(&protected_dir(&laptop).join("notes"));
+    assert!(written < 1 << 20, "{written} bytes written out");
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+fn sizes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let meta = entry.metadata().unwrap();
+            total += if meta.is_dir() {
+                sizes_under(&entry.path())
+            } else {
+                meta.len()
+            };
+        }
+    }
+    total
 }
