@@ -338,7 +338,14 @@ fn lock(project: &Project, deadline: Deadline) -> Result<crate::lock::FileLock> 
         .map_err(|e| Error::io("lock", &path, &e))
 }
 
-/// The notes repository, made when missing, and refused where the agent could write it.
+/// The config of the notes repository, as vigil writes it. git obeys whatever is there
+/// (`protocol.ext.allow` with a `url.*.insteadOf` makes a fetch a command), so any other
+/// content is refused.
+const CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n";
+
+/// The notes repository, made when missing, and refused where the agent could write it or
+/// where it is not as vigil made it (its config, or a file that sends git to another
+/// repository's objects or config).
 fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
     refuse_agent_writable(project)?;
     let repo = repository(project);
@@ -353,7 +360,25 @@ fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
                 None,
                 deadline,
             )?;
+            let config = repo.join("config");
+            crate::atomic::write_atomic(&config, CONFIG.as_bytes(), 0o600)
+                .map_err(|e| Error::io("write", &config, &e))?;
         }
+    }
+    let config = repo.join("config");
+    let as_written = crate::input::open_state(&config)
+        .ok()
+        .and_then(|file| crate::input::read_capped(file, 4096, "the config", &config).ok())
+        .is_some_and(|bytes| bytes == CONFIG.as_bytes());
+    let redirected = ["commondir", "objects/info/alternates"]
+        .iter()
+        .find(|name| std::fs::symlink_metadata(repo.join(name)).is_ok());
+    if !as_written || redirected.is_some() {
+        let what = redirected.map_or_else(|| "config".to_string(), |name| name.to_string());
+        return Err(Error::input(format!(
+            "{} is not as vigil made it (its {what} was changed); nothing is run in it: remove it, and the next sync makes it again",
+            repo.display()
+        )));
     }
     Ok(repo)
 }
@@ -872,7 +897,7 @@ pub fn sync(
     }
     let repo = ensure(project, deadline)?;
     let mut synced = Synced::default();
-    fetch_and_merge(
+    let mut broken = fetch_and_merge(
         project,
         &repo,
         url,
@@ -881,9 +906,29 @@ pub fn sync(
         &mut synced.skipped,
     )?;
     if push {
-        let spec = format!("{REF_PREFIX}*:{REF_PREFIX}*");
-        let args = ["push", "--porcelain", "--end-of-options", url, &spec];
         for attempt in 0..PUSH_ATTEMPTS {
+            // A remote ref that names no history of notes (a blob put there) would refuse
+            // every push for good: it is replaced, only if it still names what was fetched.
+            let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
+            args.extend(
+                broken
+                    .iter()
+                    .map(|(reference, id)| format!("--force-with-lease={reference}:{id}")),
+            );
+            args.extend(["--end-of-options".into(), url.to_string()]);
+            if broken.is_empty() {
+                args.push(format!("{REF_PREFIX}*:{REF_PREFIX}*"));
+            } else {
+                for reference in local_refs(&repo, deadline)? {
+                    let force = if broken.contains_key(&reference) {
+                        "+"
+                    } else {
+                        ""
+                    };
+                    args.push(format!("{force}{reference}:{reference}"));
+                }
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let ran = run_git(Some(&repo), &args, None, deadline, OUTPUT, None)?;
             if ran.status.success() {
                 synced.pushed = true;
@@ -893,7 +938,7 @@ pub fn sync(
                 Some((_, true)) if attempt + 1 < PUSH_ATTEMPTS => {
                     // Another writer pushed first: take its notes in, and push the union.
                     std::thread::sleep(Duration::from_millis(20 << attempt));
-                    fetch_and_merge(
+                    broken = fetch_and_merge(
                         project,
                         &repo,
                         url,
@@ -968,7 +1013,8 @@ fn local_refs(repo: &Path, deadline: Deadline) -> Result<Vec<String>> {
 
 /// Fetches the remote's notes refs and merges each into the local one; a remote ref that is not
 /// a history of notes is skipped (the local notes stay as they were) and said. The fetch may
-/// write no file over `max_fetch`; the merge is made under the lock.
+/// write no file over `max_fetch`; the merge is made under the lock. Returns those remote refs
+/// that are no history of notes, with the object each names.
 fn fetch_and_merge(
     project: &Project,
     repo: &Path,
@@ -976,12 +1022,13 @@ fn fetch_and_merge(
     max_fetch: u64,
     deadline: Deadline,
     skipped: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<BTreeMap<String, String>> {
     let _held = lock(project, deadline)?;
     let spec = format!("+{REF_PREFIX}*:{FETCHED_PREFIX}*");
     let args = [
         "fetch",
         "--quiet",
+        "--prune",
         "--no-tags",
         "--no-write-fetch-head",
         "--no-recurse-submodules",
@@ -1005,14 +1052,17 @@ fn fetch_and_merge(
         repo,
         &[
             "for-each-ref",
-            "--format=%(refname) %(objecttype)",
+            "--format=%(refname) %(objecttype) %(objectname)",
             FETCHED_PREFIX,
         ],
         None,
         deadline,
     )?;
+    let mut broken = BTreeMap::new();
     for line in fetched.lines() {
-        let Some((reference, kind)) = line.split_once(' ') else {
+        let mut fields = line.split(' ');
+        let (Some(reference), Some(kind), Some(id)) = (fields.next(), fields.next(), fields.next())
+        else {
             continue;
         };
         let name = reference.strip_prefix(FETCHED_PREFIX).unwrap_or(reference);
@@ -1024,13 +1074,14 @@ fn fetch_and_merge(
             skipped.push(format!(
                 "{REF_PREFIX}{check} on the remote names a {kind}, not a history of notes; the local notes stay as they were"
             ));
+            broken.insert(notes_ref(&check), id.to_string());
             continue;
         }
         if let Err(e) = merge(repo, &check, reference, deadline) {
             skipped.push(format!("{check}: {e}"));
         }
     }
-    Ok(())
+    Ok(broken)
 }
 
 /// Where a merge is made before it becomes the local notes: under `refs/notes/` (as `git

@@ -1923,3 +1923,64 @@ fn sizes_under(dir: &Path) -> u64 {
     }
     total
 }
+
+/// Whoever can write the protected state (an agent without the sandbox, another program)
+/// adds to `notes.git/config` what makes a fetch its command, or points the objects elsewhere:
+/// the repository is refused until it is removed, and nothing runs.
+#[test]
+fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    let notes = protected_dir(&laptop).join("notes.git");
+    let canary = world.dir.path().join("pwned");
+    let remote = world.remote.to_str().unwrap();
+    let planted = format!(
+        "[protocol \"ext\"]\n\tallow = always\n[url \"ext::sh -c touch% {}\"]\n\tinsteadOf = {remote}\n",
+        canary.display()
+    );
+    let original = std::fs::read(notes.join("config")).unwrap();
+    for (file, text) in [
+        ("config", planted.as_str()),
+        ("objects/info/alternates", "/tmp\n"),
+    ] {
+        let path = notes.join(file);
+        let mut bytes = std::fs::read(&path).unwrap_or_default();
+        bytes.extend_from_slice(text.as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let out = mw(&laptop, &["sync"]);
+        assert_eq!(out.status.code(), Some(2), "{file}: {}", said(&out));
+        assert_one_line_error(&out, "marker-writer");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not as vigil made it"),
+            "{}",
+            said(&out)
+        );
+        assert!(!canary.exists(), "{file}: the planted command ran");
+        std::fs::write(notes.join("config"), &original).unwrap();
+        let _ = std::fs::remove_file(notes.join("objects/info/alternates"));
+    }
+    // Removed, it is made again.
+    std::fs::remove_dir_all(&notes).unwrap();
+    ok(mw(&laptop, &["sync"]));
+}
+
+/// The agent makes the remote's notes ref of a check name a blob: every push of CI's would be
+/// refused for good (`needs force`). The push replaces that ref, only while it still names
+/// the blob that was fetched, and CI's verdict arrives.
+#[test]
+fn a_remote_notes_ref_made_a_blob_does_not_stop_ci_publishing() {
+    let world = World::new();
+    let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &blob],
+    );
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let kind = git(&world.remote, &["cat-file", "-t", "refs/notes/vigil/tests"]);
+    assert_eq!(kind, "commit");
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
