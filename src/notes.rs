@@ -352,17 +352,23 @@ fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
     if !repo.join("HEAD").is_file() {
         let _held = lock(project, deadline)?;
         if !repo.join("HEAD").is_file() {
-            std::fs::create_dir_all(&repo).map_err(|e| Error::io("create", &repo, &e))?;
+            // Made beside it and renamed into place whole: no one sees git's own config.
+            let staging = repo.with_file_name(format!(".notes.git.{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&staging);
+            std::fs::create_dir_all(&staging).map_err(|e| Error::io("create", &staging, &e))?;
             // No template: no sample hooks, nothing but what git needs.
             git(
-                &repo,
+                &staging,
                 &["init", "--bare", "-q", "--template="],
                 None,
                 deadline,
             )?;
-            let config = repo.join("config");
+            let config = staging.join("config");
             crate::atomic::write_atomic(&config, CONFIG.as_bytes(), 0o600)
                 .map_err(|e| Error::io("write", &config, &e))?;
+            // What is there has no HEAD: the rest of an init that was cut off.
+            let _ = std::fs::remove_dir_all(&repo);
+            std::fs::rename(&staging, &repo).map_err(|e| Error::io("rename", &staging, &e))?;
         }
     }
     let config = repo.join("config");
