@@ -32,7 +32,10 @@ const FETCHED_PREFIX: &str = "refs/notes/vigil-fetched/";
 pub const MAX_NOTE: u64 = 1 << 20;
 /// The most bytes of notes one check may hold in all (a small pack can name one large blob
 /// from thousands of notes; each would be written out).
-pub const MAX_TOTAL: u64 = 64 << 20;
+pub const MAX_TOTAL: u64 = 16 << 20;
+/// The most checks a sync merges and writes out (those it had first, then by name): with the
+/// total per check, what a remote can make a sync write is bounded (32 × 16 MiB).
+const MAX_CHECKS: usize = 32;
 /// The most notes of one check written out; beyond, the oldest are left out (and said).
 const MAX_NOTES: usize = 4096;
 /// How often a push that lost a race is merged and tried again.
@@ -516,7 +519,7 @@ fn is_object_id(id: &str) -> bool {
 
 /// How many bytes of notes one `cat-file --batch` is asked for: git's answer is checked whole
 /// against what was asked, so it must fit in what is kept of its output.
-const BATCH: u64 = 16 << 20;
+const BATCH: u64 = 4 << 20;
 
 /// The notes under `reference`: (annotated object id, note), and how many contents were left
 /// out (beyond [`MAX_NOTES`], the ones whose notes were last changed longest ago). A ref that
@@ -816,9 +819,18 @@ fn remote_url_unchecked(
     }
     let repository = crate::subject::worktree::Repository::locate(&project.dir)?;
     // A linked worktree keeps its config in the common directory.
-    let common = std::fs::read_to_string(repository.git_dir.join("commondir"))
-        .map(|c| repository.git_dir.join(c.trim()))
-        .unwrap_or_else(|_| repository.git_dir.clone());
+    // Read as the config is: a FIFO or /dev/zero there is refused, not waited on or read on.
+    let commondir = repository.git_dir.join("commondir");
+    let common = match crate::input::open_regular(&commondir) {
+        Ok(file) => {
+            let bytes = crate::input::read_capped(file, 4096, "the commondir file", &commondir)?;
+            repository
+                .git_dir
+                .join(String::from_utf8_lossy(&bytes).trim())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => repository.git_dir.clone(),
+        Err(e) => return Err(Error::io("read", &commondir, &e)),
+    };
     let config = common.join("config");
     // Opened here (a FIFO or a device in its place is refused, not waited on), handed to git
     // on stdin, and read as a plain file of settings: nothing in it is run or included.
@@ -913,20 +925,26 @@ pub fn sync(
     )?;
     if push {
         for attempt in 0..PUSH_ATTEMPTS {
+            delete_below_checks(&repo, url, &broken, deadline, &mut synced.skipped)?;
             // A remote ref that names no history of notes (a blob put there) would refuse
             // every push for good: it is replaced, only if it still names what was fetched.
+            let replace: BTreeMap<&String, &str> = broken
+                .iter()
+                .filter(|(_, repair)| matches!(repair, Repair::Replace(_)))
+                .map(|(reference, repair)| (reference, repair.id()))
+                .collect();
             let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
             args.extend(
-                broken
+                replace
                     .iter()
                     .map(|(reference, id)| format!("--force-with-lease={reference}:{id}")),
             );
             args.extend(["--end-of-options".into(), url.to_string()]);
-            if broken.is_empty() {
+            if replace.is_empty() {
                 args.push(format!("{REF_PREFIX}*:{REF_PREFIX}*"));
             } else {
                 for reference in local_refs(&repo, deadline)? {
-                    let force = if broken.contains_key(&reference) {
+                    let force = if replace.contains_key(&reference) {
                         "+"
                     } else {
                         ""
@@ -1007,6 +1025,44 @@ fn rejection(porcelain: &[u8]) -> Option<(String, bool)> {
     Some((reason, race))
 }
 
+/// Deletes, on the remote, the refs below a check's name that `broken` holds (each only while
+/// it names what was fetched), in a push of its own before the check's: git cannot make a
+/// ref where a directory of refs still is. What it could not do is said.
+fn delete_below_checks(
+    repo: &Path,
+    url: &str,
+    broken: &BTreeMap<String, Repair>,
+    deadline: Deadline,
+    skipped: &mut Vec<String>,
+) -> Result<()> {
+    let delete: Vec<(&String, &str)> = broken
+        .iter()
+        .filter(|(_, repair)| matches!(repair, Repair::Delete(_)))
+        .map(|(reference, repair)| (reference, repair.id()))
+        .collect();
+    if delete.is_empty() {
+        return Ok(());
+    }
+    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
+    args.extend(
+        delete
+            .iter()
+            .map(|(reference, id)| format!("--force-with-lease={reference}:{id}")),
+    );
+    args.extend(["--end-of-options".into(), url.to_string()]);
+    args.extend(delete.iter().map(|(reference, _)| format!(":{reference}")));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ran = run_git(Some(repo), &args, None, deadline, OUTPUT, None)?;
+    if !ran.status.success() {
+        let why = rejection(&ran.stdout).map_or_else(|| ran.first.clone(), |(reason, _)| reason);
+        skipped.push(format!(
+            "deleting what is below a check's name: {}",
+            redact(&why)
+        ));
+    }
+    Ok(())
+}
+
 fn local_refs(repo: &Path, deadline: Deadline) -> Result<Vec<String>> {
     let listed = git(
         repo,
@@ -1028,7 +1084,7 @@ fn fetch_and_merge(
     max_fetch: u64,
     deadline: Deadline,
     skipped: &mut Vec<String>,
-) -> Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<String, Repair>> {
     let _held = lock(project, deadline)?;
     let spec = format!("+{REF_PREFIX}*:{FETCHED_PREFIX}*");
     let args = [
@@ -1065,6 +1121,8 @@ fn fetch_and_merge(
         deadline,
     )?;
     let mut broken = BTreeMap::new();
+    let had: std::collections::BTreeSet<String> = local_refs(repo, deadline)?.into_iter().collect();
+    let mut checks: Vec<(CheckName, String)> = Vec::new();
     for line in fetched.lines() {
         let mut fields = line.split(' ');
         let (Some(reference), Some(kind), Some(id)) = (fields.next(), fields.next(), fields.next())
@@ -1073,21 +1131,72 @@ fn fetch_and_merge(
         };
         let name = reference.strip_prefix(FETCHED_PREFIX).unwrap_or(reference);
         let Ok(check) = CheckName::parse(name) else {
-            skipped.push(format!("{reference}: not a check name"));
+            // A ref below a check's name (`tests/x`) would refuse every push of that check
+            // (a ref cannot be both a file and a directory): it goes, as a blob there does.
+            if let Some((head, _)) = name.split_once('/')
+                && CheckName::parse(head).is_ok()
+            {
+                skipped.push(format!(
+                    "{REF_PREFIX}{name} on the remote is below the check `{head}`; a push takes it away"
+                ));
+                broken.insert(
+                    format!("{REF_PREFIX}{name}"),
+                    Repair::Delete(id.to_string()),
+                );
+            } else {
+                skipped.push(format!("{reference}: not a check name"));
+            }
             continue;
         };
         if kind != "commit" {
             skipped.push(format!(
                 "{REF_PREFIX}{check} on the remote names a {kind}, not a history of notes; the local notes stay as they were"
             ));
-            broken.insert(notes_ref(&check), id.to_string());
+            broken.insert(notes_ref(&check), Repair::Replace(id.to_string()));
             continue;
         }
-        if let Err(e) = merge(repo, &check, reference, deadline) {
+        checks.push((check, reference.to_string()));
+    }
+    // Those this machine had first, then the others by name, up to MAX_CHECKS in all.
+    checks.sort_by_key(|(check, _)| !had.contains(&notes_ref(check)));
+    let had_here = checks
+        .iter()
+        .filter(|(check, _)| had.contains(&notes_ref(check)))
+        .count();
+    let room = had_here + MAX_CHECKS.saturating_sub(had.len());
+    if checks.len() > room {
+        let left: Vec<String> = checks[room..].iter().map(|(c, _)| c.to_string()).collect();
+        skipped.push(format!(
+            "the notes of {} more checks on the remote ({}), over the {MAX_CHECKS} a sync takes",
+            left.len(),
+            left.join(", ")
+        ));
+        checks.truncate(room);
+    }
+    for (check, reference) in checks {
+        if let Err(e) = merge(repo, &check, &reference, deadline) {
             skipped.push(format!("{check}: {e}"));
         }
     }
     Ok(broken)
+}
+
+/// What a push does to a remote ref that would refuse it for good, only while the ref still
+/// names the object fetched (`--force-with-lease`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Repair {
+    /// A check's ref naming no history of notes: pushed over.
+    Replace(String),
+    /// A ref below a check's name: deleted.
+    Delete(String),
+}
+
+impl Repair {
+    fn id(&self) -> &str {
+        match self {
+            Repair::Replace(id) | Repair::Delete(id) => id,
+        }
+    }
 }
 
 /// Where a merge is made before it becomes the local notes: under `refs/notes/` (as `git
@@ -1228,16 +1337,23 @@ fn restore(repo: &Path, work: &str, notes: &[(&str, Vec<u8>)], deadline: Deadlin
     if notes.is_empty() {
         return Ok(());
     }
-    let listed = git(
+    let listed = git_bytes(
         repo,
-        &["ls-tree", "-r", "--name-only", work],
+        &["ls-tree", "-r", "-z", "--name-only", work],
         None,
         deadline,
+        OUTPUT,
     )?;
-    let paths: BTreeMap<String, &str> = listed
-        .lines()
-        .map(|path| (path.chars().filter(|c| *c != '/').collect(), path))
-        .collect();
+    // Every path that names the object once its `/`s are taken out: git's own fanout, and any
+    // decoy beside it (`8e4/d2…` reads as no note, and a note written there would be lost).
+    let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for path in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        let path = String::from_utf8_lossy(path);
+        let object: String = path.chars().filter(|c| *c != '/').collect();
+        if is_object_id(&object) {
+            paths.entry(object).or_default().push(path.into_owned());
+        }
+    }
     let base = git(repo, &["rev-parse", "--verify", work], None, deadline)?;
     let host = ident_host();
     let message = "vigil: put back the notes a merge dropped\n";
@@ -1248,9 +1364,13 @@ fn restore(repo: &Path, work: &str, notes: &[(&str, Vec<u8>)], deadline: Deadlin
     )
     .into_bytes();
     for (object, text) in notes {
-        let path = paths.get(*object).copied().unwrap_or(object);
-        stream
-            .extend_from_slice(format!("M 100644 inline {path}\ndata {}\n", text.len()).as_bytes());
+        for path in paths.get(*object).into_iter().flatten() {
+            stream.extend_from_slice(format!("D {path}\n").as_bytes());
+        }
+        // At the top, where git notes reads a note whatever the fanout of the others.
+        stream.extend_from_slice(
+            format!("M 100644 inline {object}\ndata {}\n", text.len()).as_bytes(),
+        );
         stream.extend_from_slice(text);
         stream.push(b'\n');
     }

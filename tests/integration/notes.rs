@@ -1395,8 +1395,8 @@ fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
-/// Notes that add up to more than one read of git's takes (here 60 of nearly 1 MiB, after
-/// CI's, in four reads of 16 MiB): every one is read, CI's included, or none is.
+/// Notes that add up to more than one read of git's takes (here 12 of nearly 1 MiB, after
+/// CI's, in four reads of 4 MiB): every one is read, CI's included, or none is.
 #[test]
 fn notes_past_what_one_answer_of_git_holds_are_all_read() {
     let world = World::new();
@@ -1415,7 +1415,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
         if id.as_str() > tree {
             agent_adds_note_bytes(&laptop, "tests", &id, padding.as_bytes());
             added += 1;
-            if added == 60 {
+            if added == 12 {
                 break;
             }
         }
@@ -1423,7 +1423,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
     agent_pushes_notes(&laptop, "tests");
     let out = ok(mw(&laptop, &["sync"]));
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (61 contents)"),
+        String::from_utf8_lossy(&out.stdout).contains("tests (13 contents)"),
         "{}",
         said(&out)
     );
@@ -1869,7 +1869,7 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
 }
 
 /// A pack of a few KiB can name one 1 MiB blob from a hundred notes: written out, 100 MiB. A
-/// check's notes over 64 MiB in all are not read: the sync says so, writes nothing of them,
+/// check's notes over 16 MiB in all are not read: the sync says so, writes nothing of them,
 /// and the notes synced before stay.
 #[test]
 fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times() {
@@ -1900,7 +1900,7 @@ fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times(
     );
     let out = ok(mw(&laptop, &["sync"]));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("over 64 MiB in all"),
+        String::from_utf8_lossy(&out.stderr).contains("over 16 MiB in all"),
         "{}",
         said(&out)
     );
@@ -1980,6 +1980,167 @@ fn a_remote_notes_ref_made_a_blob_does_not_stop_ci_publishing() {
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let kind = git(&world.remote, &["cat-file", "-t", "refs/notes/vigil/tests"]);
     assert_eq!(kind, "commit");
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// A tree made with `git mktree` from `lines` (`mode type id\tname`).
+fn mktree(dir: &Path, lines: &[String]) -> String {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    git_with_stdin(dir, &["mktree"], text.as_bytes())
+}
+
+/// The agent puts junk at the fanout path of CI's note (`8e/4d…`, which git notes reads) and
+/// a decoy blob at `8e4/d…` (no note path), as a fast-forward. The laptop puts CI's line back
+/// where git notes reads it, not at the decoy, and keeps it.
+#[test]
+fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let agent = world.clone("agent");
+    agent_takes_remote_notes(&agent, "tests");
+    let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
+    let object = git(
+        &agent,
+        &["ls-tree", "--name-only", "refs/notes/vigil/tests"],
+    );
+    assert_eq!(object.len(), 40, "{object}");
+    let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"{\"junk\":1}\n");
+    let decoy = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"decoy\n");
+    let real = mktree(&agent, &[format!("100644 blob {junk}\t{}", &object[2..])]);
+    let other = mktree(&agent, &[format!("100644 blob {decoy}\t{}", &object[3..])]);
+    let root = mktree(
+        &agent,
+        &[
+            format!("040000 tree {real}\t{}", &object[..2]),
+            format!("040000 tree {other}\t{}", &object[..3]),
+        ],
+    );
+    let commit = git(&agent, &["commit-tree", &root, "-p", &base, "-m", "cut"]);
+    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
+    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    for _ in 0..2 {
+        ok(mw(&laptop, &["sync"]));
+        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    }
+    ok(push(&laptop));
+    let fresh = world.clone("fresh");
+    ok(mw(&fresh, &["sync"]));
+    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+}
+
+/// A FIFO or /dev/zero at `.git/commondir`: refused at once, never waited on or read on.
+#[test]
+fn a_fifo_or_dev_zero_at_commondir_is_refused_at_once() {
+    for how in ["fifo", "zero"] {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        let commondir = laptop.join(".git/commondir");
+        if how == "fifo" {
+            let status = std::process::Command::new("mkfifo")
+                .arg(&commondir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &commondir).unwrap();
+        }
+        let start = Instant::now();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
+            .env("VIGIL_STATE_HOME", state_home())
+            .env_remove("VIGIL_STATE_DIR")
+            .env_remove("CLAUDE_PROJECT_DIR")
+            .args(["sync", "--timeout", "2"])
+            .current_dir(&laptop)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let finished = child.try_wait().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        if how == "fifo" {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&commondir);
+        }
+        let status = finished.unwrap_or_else(|| panic!("{how}: a 2 s sync ran past 8 s"));
+        assert_eq!(status.code(), Some(2), "{how}");
+    }
+}
+
+/// One commit whose tree names one 1 MiB blob 64 times, under 40 check names: a push of well
+/// under 1 MiB. The laptop writes no check's notes over 16 MiB in all, takes at most 32
+/// checks, and says what it left out.
+#[test]
+fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
+    let world = World::new();
+    let agent = world.clone("agent");
+    let mut big = vec![b'a'; (1 << 20) - 1];
+    big.push(b'\n');
+    let blob = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
+    let entries: Vec<String> = (1..=64)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}"))
+        .collect();
+    let tree = mktree(&agent, &entries);
+    let commit = git(&agent, &["commit-tree", &tree, "-m", "flood"]);
+    let small = mktree(&agent, &[format!("100644 blob {blob}\t{:040x}", 1)]);
+    let one = git(&agent, &["commit-tree", &small, "-m", "one"]);
+    for i in 0..40 {
+        let named = if i < 8 { &commit } else { &one };
+        git(
+            &agent,
+            &["update-ref", &format!("refs/notes/vigil/c{i:02}"), named],
+        );
+    }
+    git(
+        &agent,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/notes/vigil/*:refs/notes/vigil/*",
+        ],
+    );
+    let laptop = world.clone("laptop");
+    let out = ok(mw(&laptop, &["sync", "--timeout", "120"]));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("over 16 MiB in all"), "{}", said(&out));
+    assert!(
+        stderr.contains("8 more checks on the remote"),
+        "{}",
+        said(&out)
+    );
+    let written = sizes_under(&protected_dir(&laptop).join("notes"));
+    assert!(written <= 24 << 20, "{written} bytes written out");
+}
+
+/// The agent deletes the remote's `refs/notes/vigil/tests` and makes `refs/notes/vigil/tests/x`:
+/// every push of `tests` would be refused (a ref cannot be a file and a directory). The push
+/// deletes what is below the check's name (only while it names what was fetched), and CI's
+/// verdict arrives.
+#[test]
+fn a_remote_ref_below_a_checks_name_does_not_stop_ci_publishing() {
+    let world = World::new();
+    let head = git(&world.remote, &["rev-parse", "main"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests/x", &head],
+    );
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
     let laptop = world.clone("laptop");
     ok(mw(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
