@@ -695,7 +695,11 @@ fn newest_annotated(
     }
     let mut newest = std::collections::HashSet::new();
     for path in changed.lines() {
-        let object: String = path.chars().filter(|c| *c != '/').collect();
+        let object: String = path
+            .chars()
+            .filter(|c| *c != '/')
+            .collect::<String>()
+            .to_ascii_lowercase();
         if is_object_id(&object) {
             newest.insert(object);
             if newest.len() == MAX_NOTES {
@@ -897,13 +901,24 @@ pub const MAX_FETCH: u64 = 256 << 20;
 /// notes (keeping every payload of both), writes them out for the gates, and with `push` pushes
 /// the local notes back, merging and trying again when another writer pushed first. Every git
 /// call shares `deadline`; a fetch writes no file over `max_fetch` bytes.
+/// How a sync goes.
+#[derive(Clone, Debug)]
+pub struct SyncOptions {
+    /// Push the local notes too.
+    pub push: bool,
+    /// The most a fetch may write (`--max-fetch`).
+    pub max_fetch: u64,
+    /// The checks taken first, whatever the cap (`--check`).
+    pub checks: Vec<CheckName>,
+}
+
 pub fn sync(
     project: &Project,
     remote: &Remote,
-    push: bool,
-    max_fetch: u64,
+    options: &SyncOptions,
     deadline: Deadline,
 ) -> Result<Synced> {
+    let push = options.push;
     let url = remote.url.as_str();
     if push && remote.from_config && is_local(url) {
         // The agent writes `.git/config`: a path there to a repository of its own makes the
@@ -915,14 +930,7 @@ pub fn sync(
     }
     let repo = ensure(project, deadline)?;
     let mut synced = Synced::default();
-    let mut broken = fetch_and_merge(
-        project,
-        &repo,
-        url,
-        max_fetch,
-        deadline,
-        &mut synced.skipped,
-    )?;
+    let mut broken = fetch_and_merge(project, &repo, url, options, deadline, &mut synced.skipped)?;
     if push {
         for attempt in 0..PUSH_ATTEMPTS {
             delete_below_checks(&repo, url, &broken, deadline, &mut synced.skipped)?;
@@ -959,17 +967,25 @@ pub fn sync(
                 break;
             }
             match rejection(&ran.stdout) {
-                Some((_, true)) if attempt + 1 < PUSH_ATTEMPTS => {
+                Some((reason, true)) if attempt + 1 < PUSH_ATTEMPTS => {
+                    // A ref where the checks' directory is (`refs/notes/vigil` itself) also
+                    // refuses the update, and no fetch of `refs/notes/vigil/*` sees it.
+                    let parents = if reason.starts_with("[remote rejected]") {
+                        refs_above_checks(&repo, url, deadline)?
+                    } else {
+                        BTreeMap::new()
+                    };
                     // Another writer pushed first: take its notes in, and push the union.
                     std::thread::sleep(Duration::from_millis(20 << attempt));
                     broken = fetch_and_merge(
                         project,
                         &repo,
                         url,
-                        max_fetch,
+                        options,
                         deadline,
                         &mut synced.skipped,
                     )?;
+                    broken.extend(parents);
                 }
                 Some((reason, _)) => {
                     return Err(Error::Io(format!(
@@ -1063,6 +1079,35 @@ fn delete_below_checks(
     Ok(())
 }
 
+/// The remote's refs named exactly `refs/notes` or `refs/notes/vigil`, where the checks' refs
+/// would go: each to be deleted (only while it names what was seen here).
+fn refs_above_checks(
+    repo: &Path,
+    url: &str,
+    deadline: Deadline,
+) -> Result<BTreeMap<String, Repair>> {
+    let listed = git(
+        repo,
+        &[
+            "ls-remote",
+            "--refs",
+            "--end-of-options",
+            url,
+            "refs/notes",
+            "refs/notes/vigil",
+        ],
+        None,
+        deadline,
+    )?;
+    let above = ["refs/notes", REF_PREFIX.trim_end_matches('/')];
+    Ok(listed
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(_, reference)| above.contains(reference))
+        .map(|(id, reference)| (reference.to_string(), Repair::Delete(id.to_string())))
+        .collect())
+}
+
 fn local_refs(repo: &Path, deadline: Deadline) -> Result<Vec<String>> {
     let listed = git(
         repo,
@@ -1081,10 +1126,11 @@ fn fetch_and_merge(
     project: &Project,
     repo: &Path,
     url: &str,
-    max_fetch: u64,
+    options: &SyncOptions,
     deadline: Deadline,
     skipped: &mut Vec<String>,
 ) -> Result<BTreeMap<String, Repair>> {
+    let (max_fetch, prefer) = (options.max_fetch, &options.checks);
     let _held = lock(project, deadline)?;
     let spec = format!("+{REF_PREFIX}*:{FETCHED_PREFIX}*");
     let args = [
@@ -1122,7 +1168,7 @@ fn fetch_and_merge(
     )?;
     let mut broken = BTreeMap::new();
     let had: std::collections::BTreeSet<String> = local_refs(repo, deadline)?.into_iter().collect();
-    let mut checks: Vec<(CheckName, String)> = Vec::new();
+    let mut checks: Vec<(CheckName, String, String)> = Vec::new();
     for line in fetched.lines() {
         let mut fields = line.split(' ');
         let (Some(reference), Some(kind), Some(id)) = (fields.next(), fields.next(), fields.next())
@@ -1155,27 +1201,51 @@ fn fetch_and_merge(
             broken.insert(notes_ref(&check), Repair::Replace(id.to_string()));
             continue;
         }
-        checks.push((check, reference.to_string()));
+        checks.push((check, reference.to_string(), id.to_string()));
     }
-    // Those this machine had first, then the others by name, up to MAX_CHECKS in all.
-    checks.sort_by_key(|(check, _)| !had.contains(&notes_ref(check)));
-    let had_here = checks
+    // The checks named (`sync --check`), then those this machine had, then the others by
+    // name, up to MAX_CHECKS in all: which checks a sync takes is not the remote's choice.
+    let rank = |check: &CheckName| {
+        if prefer.contains(check) {
+            0
+        } else if had.contains(&notes_ref(check)) {
+            1
+        } else {
+            2
+        }
+    };
+    checks.sort_by_key(|(check, _, _)| rank(check));
+    let must = checks
         .iter()
-        .filter(|(check, _)| had.contains(&notes_ref(check)))
+        .filter(|(check, _, _)| rank(check) < 2)
         .count();
-    let room = had_here + MAX_CHECKS.saturating_sub(had.len());
+    let named_new = checks
+        .iter()
+        .filter(|(check, _, _)| rank(check) == 0 && !had.contains(&notes_ref(check)))
+        .count();
+    let room = must + MAX_CHECKS.saturating_sub(had.len() + named_new);
     if checks.len() > room {
-        let left: Vec<String> = checks[room..].iter().map(|(c, _)| c.to_string()).collect();
+        let left: Vec<String> = checks[room..]
+            .iter()
+            .map(|(c, _, _)| c.to_string())
+            .collect();
         skipped.push(format!(
-            "the notes of {} more checks on the remote ({}), over the {MAX_CHECKS} a sync takes",
+            "the notes of {} more checks on the remote ({}), over the {MAX_CHECKS} a sync takes; `sync --check NAME` takes one",
             left.len(),
             left.join(", ")
         ));
         checks.truncate(room);
     }
-    for (check, reference) in checks {
+    for (check, reference, id) in checks {
         if let Err(e) = merge(repo, &check, &reference, deadline) {
-            skipped.push(format!("{check}: {e}"));
+            // Notes on the remote that cannot be read (over the limits) would refuse every
+            // push of this check for good (it would not fast-forward): a push replaces them.
+            if matches!(read_notes(repo, &reference, deadline), Err(Error::Input(_))) {
+                broken.insert(notes_ref(&check), Repair::Replace(id));
+                skipped.push(format!("{check}: {e}; a push replaces the remote's"));
+            } else {
+                skipped.push(format!("{check}: {e}"));
+            }
         }
     }
     Ok(broken)
@@ -1349,7 +1419,12 @@ fn restore(repo: &Path, work: &str, notes: &[(&str, Vec<u8>)], deadline: Deadlin
     let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for path in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
         let path = String::from_utf8_lossy(path);
-        let object: String = path.chars().filter(|c| *c != '/').collect();
+        // git reads `4E85…` as the note of `4e85…`: a decoy in capitals names it too.
+        let object: String = path
+            .chars()
+            .filter(|c| *c != '/')
+            .collect::<String>()
+            .to_ascii_lowercase();
         if is_object_id(&object) {
             paths.entry(object).or_default().push(path.into_owned());
         }

@@ -30,7 +30,8 @@ Usage:
   marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT] [--publish]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION]
   marker-writer show   --check NAME [--subject S] [--all]
-  marker-writer sync   [--remote NAME|URL] [--push] [--timeout SECS] [--max-fetch SIZE]
+  marker-writer sync   [--remote NAME|URL] [--push] [--check NAME]... [--timeout SECS]
+                       [--max-fetch SIZE]
   marker-writer keygen --out DIR
   marker-writer trust  KEYFILE [--global]
 
@@ -79,6 +80,8 @@ Options:
   --all                show: every marker for this content, local and from notes
   --remote NAME|URL    sync: a remote of this repository, or a URL (default origin)
   --push               sync: push the notes too
+  --check NAME         sync, repeatable: take this check's notes first, whatever else the
+                       remote holds (a sync takes at most 32 checks)
   --timeout SECS       sync: the deadline for all of it (default 30)
   --max-fetch SIZE     sync: refuse a remote whose notes take more (default 256M; bytes, or
                        K M G T)
@@ -113,6 +116,7 @@ fn real_main() -> ExitCode {
 #[derive(Default)]
 struct Options {
     check: Option<CheckName>,
+    checks: Vec<CheckName>,
     subject: Option<Subject>,
     status: Option<Status>,
     note: Option<String>,
@@ -343,6 +347,9 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
     let mut parser = lexopt::Parser::from_args(args);
     while let Some(arg) = parser.next()? {
         match arg {
+            Long("check") if action == "sync" => options
+                .checks
+                .push(CheckName::parse(&string_value(&mut parser, "--check")?)?),
             Long("check") => {
                 options.check = Some(CheckName::parse(&string_value(&mut parser, "--check")?)?)
             }
@@ -584,7 +591,12 @@ fn sync(project: &Project, options: &Options) -> Result<u8> {
     let max_fetch = options.max_fetch.unwrap_or(vigil::notes::MAX_FETCH);
     // A remote given as a URL may carry its token: it is never said.
     let remote = vigil::notes::redact(remote);
-    let synced = vigil::notes::sync(project, &url, options.push, max_fetch, deadline)
+    let sync_options = vigil::notes::SyncOptions {
+        push: options.push,
+        max_fetch,
+        checks: options.checks.clone(),
+    };
+    let synced = vigil::notes::sync(project, &url, &sync_options, deadline)
         .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
     for skipped in &synced.skipped {
         diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));

@@ -2145,3 +2145,166 @@ fn a_remote_ref_below_a_checks_name_does_not_stop_ci_publishing() {
     ok(mw(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
+
+/// The agent makes a ref `refs/notes/vigil` itself on the remote. No fetch of
+/// `refs/notes/vigil/*` sees it, and every push of a check would be refused (a ref cannot be
+/// a file and a directory): the push finds it and deletes it (only while it names what it
+/// saw), and CI's verdict arrives.
+#[test]
+fn a_ref_where_the_checks_directory_is_does_not_stop_ci_publishing() {
+    let world = World::new();
+    let head = git(&world.remote, &["rev-parse", "main"]);
+    git(&world.remote, &["update-ref", "refs/notes/vigil", &head]);
+    let ci = world.clone("ci");
+    ok(mw(
+        &ci,
+        &[
+            "run",
+            "--publish",
+            "--check",
+            "tests",
+            "--sign-key",
+            world.secret().to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    ));
+    ok(push(&ci));
+    assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// The agent pushes onto the remote's notes of `tests` a commit whose tree names one 1 MiB blob
+/// 17 times. No sync can merge it (`over 16 MiB in all`), so CI's push would never
+/// fast-forward: it replaces the remote's notes (only while they are what it fetched).
+#[test]
+fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let agent = world.clone("agent");
+    agent_takes_remote_notes(&agent, "tests");
+    let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
+    let mut big = vec![b'a'; (1 << 20) - 1];
+    big.push(b'\n');
+    let blob = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
+    let entries: Vec<String> = (1..=17)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}"))
+        .collect();
+    let tree = mktree(&agent, &entries);
+    let commit = git(&agent, &["commit-tree", &tree, "-p", &base, "-m", "over"]);
+    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
+    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    // CI tests new content and cannot publish it.
+    std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 43 }\n").unwrap();
+    git(&ci, &["commit", "-qam", "next"]);
+    ok(mw(
+        &ci,
+        &[
+            "run",
+            "--publish",
+            "--check",
+            "tests",
+            "--sign-key",
+            world.secret().to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    ));
+    let out = ok(push(&ci));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a push replaces the remote's"),
+        "{}",
+        said(&out)
+    );
+    assert_ne!(
+        git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]),
+        commit
+    );
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// The agent deletes CI's note on the remote and puts junk over 1 MiB at the same object's id
+/// in capitals (`8E4D…`), which git notes reads as the note of that object. The laptop's
+/// put-back takes the capitals away too: it keeps CI's payload, and after its push a fresh
+/// clone gets it.
+#[test]
+fn a_decoy_in_capitals_does_not_take_cis_payload() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let laptop = world.clone("laptop");
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let agent = world.clone("agent");
+    agent_takes_remote_notes(&agent, "tests");
+    let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
+    let object = git(
+        &agent,
+        &["ls-tree", "--name-only", "refs/notes/vigil/tests"],
+    );
+    assert_eq!(object.len(), 40, "{object}");
+    let mut big = vec![b'a'; 2 << 20];
+    big.push(b'\n');
+    let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
+    let root = mktree(
+        &agent,
+        &[format!("100644 blob {junk}\t{}", object.to_uppercase())],
+    );
+    let commit = git(&agent, &["commit-tree", &root, "-p", &base, "-m", "caps"]);
+    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
+    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    for _ in 0..2 {
+        ok(mw(&laptop, &["sync"]));
+        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    }
+    ok(push(&laptop));
+    let fresh = world.clone("fresh");
+    ok(mw(&fresh, &["sync"]));
+    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+}
+
+/// The agent pushes 32 tiny notes refs whose names sort before `tests`. A new laptop takes
+/// those and says it left `tests` out (which only denies); `sync --check tests` takes it, and
+/// later syncs keep it.
+#[test]
+fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let agent = world.clone("agent");
+    let tree = git_with_stdin(&agent, &["hash-object", "-w", "-t", "tree", "--stdin"], b"");
+    let commit = git(&agent, &["commit-tree", &tree, "-m", "empty"]);
+    for i in 0..32 {
+        git(
+            &agent,
+            &["update-ref", &format!("refs/notes/vigil/a{i:02}"), &commit],
+        );
+    }
+    git(
+        &agent,
+        &[
+            "push",
+            "-q",
+            "origin",
+            "refs/notes/vigil/a*:refs/notes/vigil/a*",
+        ],
+    );
+    let laptop = world.clone("laptop");
+    let out = ok(mw(&laptop, &["sync"]));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 more checks on the remote (tests)")
+            && String::from_utf8_lossy(&out.stderr).contains("sync --check NAME"),
+        "{}",
+        said(&out)
+    );
+    assert!(laptop_stop(&laptop, "tests", Some(&world.public())).is_some());
+    ok(mw(&laptop, &["sync", "--check", "tests"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    ok(mw(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
