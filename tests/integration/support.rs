@@ -30,9 +30,23 @@ pub fn protected_dir(dir: &Path) -> PathBuf {
                         .to_string_lossy()
                         .starts_with(&format!("{name}-"))
                 })
-                .collect()
+                .collect::<Vec<PathBuf>>()
         })
         .unwrap_or_default();
+    // Tests in one process share the state home, and many name a clone `laptop`: the one
+    // whose `top` file names this directory.
+    let canonical = std::fs::canonicalize(dir).unwrap();
+    let found: Vec<PathBuf> = if found.len() > 1 {
+        found
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(p.join("top"))
+                    .is_ok_and(|top| top == canonical.as_os_str().as_encoded_bytes())
+            })
+            .collect()
+    } else {
+        found
+    };
     assert_eq!(
         found.len(),
         1,
