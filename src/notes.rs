@@ -936,18 +936,8 @@ pub fn sync(
             delete_below_checks(&repo, url, &broken, deadline, &mut synced.skipped)?;
             // A remote ref that names no history of notes (a blob put there) would refuse
             // every push for good: it is replaced, only if it still names what was fetched.
-            let replace: BTreeMap<&String, &str> = broken
-                .iter()
-                .filter(|(_, repair)| matches!(repair, Repair::Replace(_)))
-                .map(|(reference, repair)| (reference, repair.id()))
-                .collect();
-            let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
-            args.extend(
-                replace
-                    .iter()
-                    .map(|(reference, id)| format!("--force-with-lease={reference}:{id}")),
-            );
-            args.extend(["--end-of-options".into(), url.to_string()]);
+            let replace: BTreeMap<&String, &str> = leased(&broken, false).into_iter().collect();
+            let mut args = push_args(replace.iter().map(|(r, id)| (*r, *id)), url);
             if replace.is_empty() {
                 args.push(format!("{REF_PREFIX}*:{REF_PREFIX}*"));
             } else {
@@ -1051,21 +1041,11 @@ fn delete_below_checks(
     deadline: Deadline,
     skipped: &mut Vec<String>,
 ) -> Result<()> {
-    let delete: Vec<(&String, &str)> = broken
-        .iter()
-        .filter(|(_, repair)| matches!(repair, Repair::Delete(_)))
-        .map(|(reference, repair)| (reference, repair.id()))
-        .collect();
+    let delete = leased(broken, true);
     if delete.is_empty() {
         return Ok(());
     }
-    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
-    args.extend(
-        delete
-            .iter()
-            .map(|(reference, id)| format!("--force-with-lease={reference}:{id}")),
-    );
-    args.extend(["--end-of-options".into(), url.to_string()]);
+    let mut args = push_args(delete.iter().copied(), url);
     args.extend(delete.iter().map(|(reference, _)| format!(":{reference}")));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let ran = run_git(Some(repo), &args, None, deadline, OUTPUT, None)?;
@@ -1077,6 +1057,25 @@ fn delete_below_checks(
         ));
     }
     Ok(())
+}
+
+/// The refs of `broken` to delete (`delete`) or to push over, each with the id it must still
+/// name on the remote.
+fn leased(broken: &BTreeMap<String, Repair>, delete: bool) -> Vec<(&String, &str)> {
+    broken
+        .iter()
+        .filter(|(_, repair)| matches!(repair, Repair::Delete(_)) == delete)
+        .map(|(reference, repair)| (reference, repair.id()))
+        .collect()
+}
+
+/// `git push --porcelain` to `url`, with a `--force-with-lease` for each (ref, id): the
+/// refspecs are the caller's to add.
+fn push_args<'a>(leases: impl Iterator<Item = (&'a String, &'a str)>, url: &str) -> Vec<String> {
+    let mut args: Vec<String> = vec!["push".into(), "--porcelain".into()];
+    args.extend(leases.map(|(reference, id)| format!("--force-with-lease={reference}:{id}")));
+    args.extend(["--end-of-options".into(), url.to_string()]);
+    args
 }
 
 /// The remote's refs named exactly `refs/notes` or `refs/notes/vigil`, where the checks' refs
