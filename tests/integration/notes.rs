@@ -1992,12 +1992,18 @@ fn mktree(dir: &Path, lines: &[String]) -> String {
     git_with_stdin(dir, &["mktree"], text.as_bytes())
 }
 
-/// The agent puts junk at the fanout path of CI's note (`8e/4d…`, which git notes reads) and
-/// a decoy blob at `8e4/d…` (no note path), as a fast-forward. The laptop puts CI's line back
-/// where git notes reads it, not at the decoy, and keeps it.
-#[test]
-fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
-    let world = World::new();
+/// What an attack on CI's note of `tests` starts from: the laptop that synced it, the agent's
+/// clone holding the remote's notes, their commit, and the object the note is for.
+struct Attack {
+    laptop: PathBuf,
+    agent: PathBuf,
+    base: String,
+    object: String,
+}
+
+/// CI publishes its signed verdict, a laptop syncs it and its Stop passes, and the agent takes
+/// the remote's notes into a clone of its own, to build on them.
+fn ci_vouched_and_the_agent_holds_the_notes(world: &World) -> Attack {
     let ci = world.clone("ci");
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let laptop = world.clone("laptop");
@@ -2011,6 +2017,26 @@ fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
         &["ls-tree", "--name-only", "refs/notes/vigil/tests"],
     );
     assert_eq!(object.len(), 40, "{object}");
+    Attack {
+        laptop,
+        agent,
+        base,
+        object,
+    }
+}
+
+/// The agent puts junk at the fanout path of CI's note (`8e/4d…`, which git notes reads) and
+/// a decoy blob at `8e4/d…` (no note path), as a fast-forward. The laptop puts CI's line back
+/// where git notes reads it, not at the decoy, and keeps it.
+#[test]
+fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
+    let world = World::new();
+    let Attack {
+        laptop,
+        agent,
+        base,
+        object,
+    } = ci_vouched_and_the_agent_holds_the_notes(&world);
     let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"{\"junk\":1}\n");
     let decoy = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"decoy\n");
     let real = mktree(&agent, &[format!("100644 blob {junk}\t{}", &object[2..])]);
@@ -2235,19 +2261,12 @@ fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
 #[test]
 fn a_decoy_in_capitals_does_not_take_cis_payload() {
     let world = World::new();
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let agent = world.clone("agent");
-    agent_takes_remote_notes(&agent, "tests");
-    let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
-    let object = git(
-        &agent,
-        &["ls-tree", "--name-only", "refs/notes/vigil/tests"],
-    );
-    assert_eq!(object.len(), 40, "{object}");
+    let Attack {
+        laptop,
+        agent,
+        base,
+        object,
+    } = ci_vouched_and_the_agent_holds_the_notes(&world);
     let mut big = vec![b'a'; 2 << 20];
     big.push(b'\n');
     let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
