@@ -95,10 +95,13 @@ pub fn enter(main: fn() -> crate::exit::Code) -> std::ffi::c_int {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    match std::panic::catch_unwind(main) {
+    let code = match std::panic::catch_unwind(main) {
         Ok(code) => std::ffi::c_int::from(code.0),
         Err(_) => 101,
-    }
+    };
+    // What the process's writes replaced is freed by a child nothing waits for.
+    crate::atomic::release_replaced();
+    code
 }
 
 /// Defines the C `main` of a binary that runs `$main` through [`enter`].

@@ -1226,3 +1226,35 @@ fn the_loop_is_told_as_it_stands_now_not_as_a_racing_checkpoint_saw_it() {
     let told = context(&start(dir.path(), "s2", "startup"));
     assert!(told.contains("loop: passed, pass 1/4"), "{told}");
 }
+
+// --- What a record replaces -----------------------------------------------------------------
+
+/// A handoff swaps its record in and frees the one it replaced only from a child after it has
+/// exited (`atomic::release_replaced`), so that a disk's writeback never holds the engine. What
+/// it swapped out must still go: however many handoffs run, only the records stay.
+#[test]
+fn the_records_a_handoff_replaces_are_removed_after_it_exits() {
+    let dir = git_repo();
+    for round in 0..3 {
+        let out = end(
+            dir.path(),
+            &[],
+            end_payload(dir.path(), "s1", "SessionEnd", None),
+        );
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let handoff = dir.path().join(".vigil/handoff");
+        let mut left = Vec::new();
+        for _ in 0..500 {
+            left = std::fs::read_dir(&handoff)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>();
+            if left == ["final.json"] {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(left, ["final.json"], "after handoff {round}");
+        record(dir.path(), "final.json");
+    }
+}
