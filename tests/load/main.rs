@@ -280,10 +280,12 @@ fn a_disk_writing_back_a_large_file_does_not_hold_the_handoff() {
             busy,
             "the handoff ended only after the disk's writeback ({synced:?}) did: it waited for the disk"
         );
-        // The handoff never syncs; what the disk's writeback still costs it is the stalls of
-        // its own exec and reads behind it: 390 ms where this was first measured, 1.39 s on a
-        // slower virtual disk. Past 2 s it would be waiting for the disk in all but name.
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        // The handoff never syncs, and frees no block (a rename over its last record did, and
+        // on ext4 freeing a block waits for the journal, which waits for this writeback: the
+        // handoff took 2.2 s of a 2.26 s writeback on a slow virtual disk). What the writeback
+        // still costs it is the stalls of its own exec and reads behind it, within the 1 s
+        // the issue set.
+        assert!(took < Duration::from_secs(1), "{took:?}");
         assert_facts(&record);
         break;
     }
