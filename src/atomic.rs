@@ -4,20 +4,21 @@
 //! it, since a record a crash left empty or torn fails to parse and the loader skips it, and
 //! while the disk writes back a large file one sync can take a second.
 //!
-//! Such a write does not free the file it replaces either. On ext4 a rename over a file frees
-//! that file's blocks inside the call, and while the disk writes back a large file freeing a
-//! block waits for the journal, which waits for that writeback: 0.1 to 2 s measured here for a
-//! record of a few KiB. A `Skip` write swaps the new file in (`RENAME_EXCHANGE`, Linux), which
-//! frees nothing, and leaves the old one under the temp name; [`release_replaced`], which every
-//! binary runs as it exits, removes those from a child process that nothing waits for.
+//! Such a write does not free the file it replaces either. On a filesystem mounted with
+//! `discard` (ext4 here), freeing a file's blocks sends the disk a discard and waits for it
+//! (`ext4_free_blocks` → `blkdev_issue_discard`, seen in the process's kernel stack), and while
+//! the disk writes back a large file that discard waits behind it: a rename over a record of a
+//! few KiB took 0.05 to 2.2 s. A `Skip` write swaps the new file in (`RENAME_EXCHANGE`, Linux),
+//! which frees nothing, and leaves the old one under the temp name; [`release_replaced`], which
+//! every binary runs as it exits, removes those from a child process that nothing waits for.
+//! Without ext4's flush on a rename over a file, a crash is likelier to leave such a file
+//! empty, which P6 allows for them: a torn record is skipped, a torn written-out note denies
+//! until the next sync writes it again.
 
-use std::ffi::CString;
 use std::fs::{self, File, Permissions};
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::Path;
 
 /// Writes `bytes` to `path` atomically. An existing file keeps its permissions; a new one gets
 /// `new_mode`. A symlink at `path` is replaced, never followed: a link planted in a state
@@ -70,12 +71,15 @@ pub fn write_atomic_as(
             return temp.persist(path).map(drop).map_err(|e| e.error);
         }
         let kept = temp.into_temp_path().keep().map_err(|e| e.error)?;
-        if exchange(&kept, path).is_ok() {
-            remember_replaced(kept);
+        let swapped = match (kept.file_name(), path.file_name()) {
+            (Some(temp), Some(target)) => swap::swap(dir, temp, target),
+            _ => false,
+        };
+        if swapped {
             return Ok(());
         }
-        // Not swapped (no such call, or the file went in between): nothing moved, so a rename
-        // is as it always was.
+        // Not swapped (no such call, a directory that is a link, or the file went in
+        // between): nothing moved, so a rename is as it always was.
         return fs::rename(&kept, path).inspect_err(|_| {
             let _ = fs::remove_file(&kept);
         });
@@ -86,75 +90,268 @@ pub fn write_atomic_as(
     File::open(dir)?.sync_all()
 }
 
-/// Swaps the entries at `a` and `b` in one step. Where the call does not exist, an error, and
-/// nothing moved.
+/// Removes the files `Skip` writes swapped out (and those older than ten minutes that a killed
+/// process left in the same directories), from a child process in a session of its own that
+/// closes every file descriptor but its directories' first, so that whoever waits for this
+/// process (an engine reading its output) never waits for the disk. The child is reaped when
+/// it ends within 2 ms, as it does unless the disk holds it; else it is left to init.
+pub fn release_replaced() -> Released {
+    swap::release()
+}
+
+/// What [`release_replaced`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Released {
+    /// There was nothing to remove, or no child could be made (the files then stay, dot-named
+    /// like a crashed write's, until a write in their directory ten minutes on).
+    Nothing,
+    /// The child removed them and was reaped.
+    Removed,
+    /// The child is still removing them.
+    Running(libc::pid_t),
+}
+
 #[cfg(target_os = "linux")]
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    let a = CString::new(a.as_os_str().as_bytes())?;
-    let b = CString::new(b.as_os_str().as_bytes())?;
-    // SAFETY: both paths are NUL-terminated strings that outlive the call.
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if done == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+mod swap {
+    use std::ffi::{CString, OsStr};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant, SystemTime};
+
+    use super::Released;
+
+    /// What a process left by a kill between a swap and its exit is removed after.
+    const STALE: Duration = Duration::from_secs(600);
+    /// The most entries of a directory read for what a killed process left.
+    const MOST_SCANNED: usize = 8192;
+    /// How long the parent waits to reap the child.
+    const REAP_WITHIN: Duration = Duration::from_millis(2);
+
+    /// A directory a `Skip` write swapped a file out in, held open so that the removal happens
+    /// in it even if its path is made to lead elsewhere, and the names to remove there.
+    struct Dir {
+        path: PathBuf,
+        fd: OwnedFd,
+        names: Vec<CString>,
+    }
+
+    static DIRS: Mutex<Vec<Dir>> = Mutex::new(Vec::new());
+
+    fn c(name: &OsStr) -> Option<CString> {
+        CString::new(name.as_bytes()).ok()
+    }
+
+    /// Swaps the entries `temp` and `target` of `dir` in one step and remembers `temp`, now the
+    /// old file, for [`release`]. False when nothing moved.
+    pub fn swap(dir: &Path, temp: &OsStr, target: &OsStr) -> bool {
+        let (Some(temp), Some(target)) = (c(temp), c(target)) else {
+            return false;
+        };
+        let mut dirs = DIRS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let at = match dirs.iter().position(|d| d.path == dir) {
+            Some(at) => at,
+            None => {
+                let Some(opened) = open(dir) else {
+                    return false;
+                };
+                dirs.push(opened);
+                dirs.len() - 1
+            }
+        };
+        let entry = &mut dirs[at];
+        let fd = entry.fd.as_raw_fd();
+        // SAFETY: the directory is open and both names are NUL-terminated and live past it.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                fd,
+                temp.as_ptr(),
+                fd,
+                target.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if done != 0 {
+            return false;
+        }
+        entry.names.push(temp);
+        true
+    }
+
+    /// Opens `dir` (not through a link) and notes the temp files older than [`STALE`] in it.
+    fn open(dir: &Path) -> Option<Dir> {
+        let path = c(dir.as_os_str())?;
+        // SAFETY: a NUL-terminated path; the descriptor is owned from here on.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a descriptor just opened, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut names = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            let now = SystemTime::now();
+            for entry in entries.take(MOST_SCANNED).flatten() {
+                let name = entry.file_name();
+                let bytes = name.as_bytes();
+                if bytes.len() < 6 || !bytes.starts_with(b".") || !bytes.ends_with(b".tmp") {
+                    continue;
+                }
+                // Judged in the directory held open, and never through a link.
+                let Some(cname) = c(&name) else { continue };
+                // SAFETY: a zeroed stat is a valid out-parameter; the names live past the call.
+                let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+                let ok = unsafe {
+                    libc::fstatat(
+                        fd.as_raw_fd(),
+                        cname.as_ptr(),
+                        &mut stat,
+                        libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                } == 0;
+                let kind = stat.st_mode & libc::S_IFMT;
+                let changed =
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(stat.st_mtime.max(0) as u64);
+                let stale = now.duration_since(changed).is_ok_and(|age| age > STALE);
+                if ok && (kind == libc::S_IFREG || kind == libc::S_IFLNK) && stale {
+                    names.push(cname);
+                }
+            }
+        }
+        Some(Dir {
+            path: dir.to_path_buf(),
+            fd,
+            names,
+        })
+    }
+
+    pub fn release() -> Released {
+        let dirs = std::mem::take(
+            &mut *DIRS
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let dirs: Vec<Dir> = dirs.into_iter().filter(|d| !d.names.is_empty()).collect();
+        if dirs.is_empty() {
+            return Released::Nothing;
+        }
+        let mut keep: Vec<libc::c_int> = dirs.iter().map(|d| d.fd.as_raw_fd()).collect();
+        keep.sort_unstable();
+        let most_fds = most_fds();
+        let delay = test_delay();
+        // SAFETY: the child calls only async-signal-safe functions (setsid, close, nanosleep,
+        // unlinkat, _exit) on memory made before the fork, so a lock another thread held
+        // cannot hang it.
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                libc::setsid();
+                close_all_but(&keep, most_fds);
+                if let Some(delay) = &delay {
+                    libc::nanosleep(delay, std::ptr::null_mut());
+                }
+                for dir in &dirs {
+                    for name in &dir.names {
+                        libc::unlinkat(dir.fd.as_raw_fd(), name.as_ptr(), 0);
+                    }
+                }
+                libc::_exit(0)
+            },
+            -1 => Released::Nothing,
+            pid => {
+                let started = Instant::now();
+                loop {
+                    let mut status = 0;
+                    // SAFETY: asks after the child just made, without waiting.
+                    if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+                        return Released::Removed;
+                    }
+                    if started.elapsed() >= REAP_WITHIN {
+                        return Released::Running(pid);
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
+    }
+
+    /// The highest descriptor number this process can have, plus one.
+    fn most_fds() -> libc::c_int {
+        // SAFETY: a zeroed rlimit is a valid out-parameter.
+        let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+            return 1024;
+        }
+        limit.rlim_cur.min(1 << 20) as libc::c_int
+    }
+
+    /// Closes every descriptor but `keep` (sorted): `close_range` where the kernel has it,
+    /// else one by one up to `most`.
+    ///
+    /// # Safety
+    /// Only for a child after a fork: the parent's descriptors are its business.
+    unsafe fn close_all_but(keep: &[libc::c_int], most: libc::c_int) {
+        let mut from: libc::c_int = 0;
+        for &fd in keep.iter().chain(std::iter::once(&libc::c_int::MAX)) {
+            if fd > from {
+                let last = if fd == libc::c_int::MAX {
+                    libc::c_uint::MAX
+                } else {
+                    (fd - 1) as libc::c_uint
+                };
+                // SAFETY: the caller is a child after a fork.
+                let ranged =
+                    unsafe { libc::syscall(libc::SYS_close_range, from as libc::c_uint, last, 0) }
+                        == 0;
+                if !ranged {
+                    for each in from..fd.min(most) {
+                        // SAFETY: as above.
+                        unsafe { libc::close(each) };
+                    }
+                }
+            }
+            from = fd.saturating_add(1);
+        }
+    }
+
+    /// Tests only (debug builds): the child waits this long before it removes anything, so a
+    /// test can see that nothing waits for it. Read before the fork.
+    fn test_delay() -> Option<libc::timespec> {
+        if !cfg!(debug_assertions) {
+            return None;
+        }
+        let ms: u64 = std::env::var("VIGIL_TEST_RELEASE_DELAY_MS")
+            .ok()?
+            .parse()
+            .ok()?;
+        Some(libc::timespec {
+            tv_sec: (ms / 1000) as libc::time_t,
+            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        })
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
-    Err(std::io::ErrorKind::Unsupported.into())
-}
+mod swap {
+    use std::ffi::OsStr;
+    use std::path::Path;
 
-/// The files `Skip` writes swapped out, still to be removed.
-static REPLACED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    use super::Released;
 
-fn remember_replaced(path: PathBuf) {
-    REPLACED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .push(path);
-}
-
-/// Removes the files `Skip` writes swapped out, from a child process that closes every file
-/// descriptor first, so that whoever waits for this process (an engine reading its output)
-/// never waits for the disk. Answers the child's pid, or `None` when there was nothing to
-/// remove or no child could be made (the files then stay, dot-named like a crashed write's).
-pub fn release_replaced() -> Option<libc::pid_t> {
-    let paths: Vec<CString> = std::mem::take(
-        &mut *REPLACED
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    )
-    .into_iter()
-    .filter_map(|p| CString::new(p.into_os_string().into_vec()).ok())
-    .collect();
-    if paths.is_empty() {
-        return None;
+    pub fn swap(_: &Path, _: &OsStr, _: &OsStr) -> bool {
+        false
     }
-    // SAFETY: the child calls only async-signal-safe functions (close, unlink, _exit) on
-    // memory made before the fork, so another thread holding a lock cannot hang it.
-    match unsafe { libc::fork() } {
-        0 => unsafe {
-            for fd in 0..1024 {
-                libc::close(fd);
-            }
-            for path in &paths {
-                libc::unlink(path.as_ptr());
-            }
-            libc::_exit(0)
-        },
-        -1 => None,
-        pid => Some(pid),
+
+    pub fn release() -> Released {
+        Released::Nothing
     }
 }
 
@@ -173,6 +370,7 @@ pub fn ignore_file_size_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn writes_new_files_with_the_given_mode_and_keeps_an_existing_mode() {
@@ -204,8 +402,58 @@ mod tests {
             .collect()
     }
 
+    /// The process's swapped-out files are one list: the tests that swap take turns on it.
+    static SWAPS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn take_turn() -> std::sync::MutexGuard<'static, ()> {
+        SWAPS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `release_replaced` and waits for its child, which must have had work.
+    fn released() {
+        match release_replaced() {
+            Released::Removed => {}
+            Released::Running(child) => {
+                let mut status = 0;
+                // SAFETY: waits for the child just made.
+                assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+                assert_eq!(status, 0);
+            }
+            Released::Nothing => panic!("nothing was released"),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn what_a_killed_writer_swapped_out_goes_at_a_later_write_after_ten_minutes() {
+        let _turn = take_turn();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("final.json");
+        fs::write(&path, b"old").unwrap();
+        let stale = dir.path().join(".final.json.a1b2c3.tmp");
+        let fresh = dir.path().join(".final.json.d4e5f6.tmp");
+        let other = dir.path().join("notes.tmp");
+        for left in [&stale, &fresh, &other] {
+            fs::write(left, b"left").unwrap();
+        }
+        let old =
+            filetime::FileTime::from_unix_time(filetime::FileTime::now().unix_seconds() - 601, 0);
+        filetime::set_file_mtime(&stale, old).unwrap();
+        filetime::set_file_mtime(&other, old).unwrap();
+        write_atomic_as(&path, b"new", 0o644, Durability::Skip).unwrap();
+        released();
+        let mut left: Vec<_> = others(dir.path(), "final.json");
+        left.sort();
+        // A fresh one may be another writer's, still at work; a name not made as a temp
+        // file's is nobody's to remove.
+        assert_eq!(left, vec![fresh, other]);
+    }
+
     #[test]
     fn a_write_that_skips_durability_frees_the_replaced_file_only_in_a_child() {
+        let _turn = take_turn();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("final.json");
         fs::write(&path, b"old").unwrap();
@@ -216,17 +464,14 @@ mod tests {
             let left = others(dir.path(), "final.json");
             assert_eq!(left.len(), 1, "{left:?}");
             assert_eq!(fs::read(&left[0]).unwrap(), b"old");
-            let child = release_replaced().expect("a child removes what was swapped out");
-            let mut status = 0;
-            // SAFETY: waits for the child just made.
-            assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-            assert_eq!(status, 0);
+            released();
         }
         assert_eq!(others(dir.path(), "final.json"), Vec::<PathBuf>::new());
     }
 
     #[test]
     fn a_write_that_skips_durability_replaces_a_symlink_and_fails_on_a_directory() {
+        let _turn = take_turn();
         let dir = tempfile::tempdir().unwrap();
         let outside = dir.path().join("outside");
         fs::write(&outside, b"precious").unwrap();

@@ -1258,3 +1258,128 @@ fn the_records_a_handoff_replaces_are_removed_after_it_exits() {
         record(dir.path(), "final.json");
     }
 }
+
+/// Nothing waits for what frees the replaced record: not the engine reading the hook's output,
+/// nor one holding another of its descriptors (here a pipe at 1500, past the first 1,024). A
+/// debug build's child waits `VIGIL_TEST_RELEASE_DELAY_MS` first, standing in for a disk that
+/// holds it; the hook must still be done, every pipe closed, long before the child is.
+#[test]
+fn the_engine_never_waits_for_the_replaced_record_to_be_freed() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+
+    let dir = git_repo();
+    let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
+    assert_eq!(end(dir.path(), &[], payload.clone()).status.code(), Some(0));
+    let mut fds = [0; 2];
+    // SAFETY: a two-int array for pipe2 to fill.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read_end, write_end) = (fds[0], fds[1]);
+    let mut hook = std::process::Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
+    hook.current_dir(dir.path())
+        .env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_STATE_DIR")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
+        .env("VIGIL_TEST_RELEASE_DELAY_MS", "4000")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; the copy at 1500 is not closed on exec.
+    unsafe {
+        hook.pre_exec(move || {
+            if libc::dup2(write_end, 1500) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = hook.spawn().unwrap();
+    // SAFETY: the test's own copy of the write end, closed once the hook has its own.
+    unsafe { libc::close(write_end) };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let output_done = started.elapsed();
+    // SAFETY: the read end is the test's and is owned from here on.
+    let mut other = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(read_end) };
+    let mut rest = Vec::new();
+    other.read_to_end(&mut rest).unwrap();
+    let other_done = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(output_done < Duration::from_secs(3), "{output_done:?}");
+    assert!(other_done < Duration::from_secs(3), "{other_done:?}");
+    // The child is still at work: the record it swapped out is there until it is done.
+    let handoff = dir.path().join(".vigil/handoff");
+    let names = || -> Vec<String> {
+        std::fs::read_dir(&handoff)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    if started.elapsed() < Duration::from_millis(3500) {
+        assert!(names().len() > 1, "{:?}", names());
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while names() != ["final.json"] && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(names(), ["final.json"]);
+    record(dir.path(), "final.json");
+}
+
+/// The agent makes `.vigil/handoff` a link to another directory while the child that frees the
+/// replaced record still waits: the child removes that record in the directory the write used,
+/// and nothing of the same name where the link now leads.
+#[test]
+fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() {
+    use std::time::{Duration, Instant};
+
+    let dir = git_repo();
+    let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
+    assert_eq!(end(dir.path(), &[], payload.clone()).status.code(), Some(0));
+    let out = session_end_handoff()
+        .current_dir(dir.path())
+        .env("VIGIL_TEST_RELEASE_DELAY_MS", "1500")
+        .write_stdin(payload)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let handoff = dir.path().join(".vigil/handoff");
+    let swapped_out: Vec<_> = std::fs::read_dir(&handoff)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n != "final.json")
+        .collect();
+    assert!(!swapped_out.is_empty(), "the child already ran");
+    let moved = dir.path().join(".vigil/handoff-moved");
+    let decoy = dir.path().join("decoy");
+    std::fs::create_dir(&decoy).unwrap();
+    for name in &swapped_out {
+        std::fs::write(decoy.join(name), "the agent's").unwrap();
+    }
+    std::fs::rename(&handoff, &moved).unwrap();
+    std::os::unix::fs::symlink(&decoy, &handoff).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::fs::read_dir(&moved).unwrap().count() > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left: Vec<_> = std::fs::read_dir(&moved)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["final.json"]);
+    for name in &swapped_out {
+        assert_eq!(
+            std::fs::read_to_string(decoy.join(name)).unwrap(),
+            "the agent's"
+        );
+    }
+}
