@@ -65,7 +65,9 @@ pub fn write_atomic_as(
         .set_permissions(Permissions::from_mode(mode))?;
     temp.write_all(bytes)?;
     if durability == Durability::Skip {
-        // A file or a link is swapped out, never a directory: a rename onto one fails as before.
+        // A file or a link is swapped out, not a directory: a rename onto one fails as before.
+        // (One made in the instant between is swapped out to the temp name and stays there, in
+        // a directory its maker can write.)
         let swappable = existing.is_some_and(|m| m.is_file() || m.file_type().is_symlink());
         if !swappable {
             return temp.persist(path).map(drop).map_err(|e| e.error);
@@ -198,7 +200,8 @@ mod swap {
         // SAFETY: a descriptor just opened, owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut names = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(dir) {
+        // Listed through the descriptor held, not the path, which may lead elsewhere by now.
+        if let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
             let now = SystemTime::now();
             for entry in entries.take(MOST_SCANNED).flatten() {
                 let name = entry.file_name();
@@ -271,8 +274,10 @@ mod swap {
                 loop {
                     let mut status = 0;
                     // SAFETY: asks after the child just made, without waiting.
-                    if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
-                        return Released::Removed;
+                    match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+                        // Reaped, or already reaped for us (SIGCHLD ignored).
+                        done if done == pid || done == -1 => return Released::Removed,
+                        _ => {}
                     }
                     if started.elapsed() >= REAP_WITHIN {
                         return Released::Running(pid);
