@@ -513,6 +513,18 @@ enum Note {
 }
 
 /// Whether `id` is a git object id as git prints it.
+/// The object a path in a notes tree annotates, as git reads it: the path without its `/`s
+/// (any fanout), in any case (`4E85…` is the note of `4e85…`, so a decoy in capitals names it
+/// too). `None` when that is no object id.
+fn object_of_note_path(path: &str) -> Option<String> {
+    let object = path
+        .chars()
+        .filter(|c| *c != '/')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    is_object_id(&object).then_some(object)
+}
+
 fn is_object_id(id: &str) -> bool {
     matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -695,12 +707,7 @@ fn newest_annotated(
     }
     let mut newest = std::collections::HashSet::new();
     for path in changed.lines() {
-        let object: String = path
-            .chars()
-            .filter(|c| *c != '/')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        if is_object_id(&object) {
+        if let Some(object) = object_of_note_path(path) {
             newest.insert(object);
             if newest.len() == MAX_NOTES {
                 break;
@@ -1418,13 +1425,7 @@ fn restore(repo: &Path, work: &str, notes: &[(&str, Vec<u8>)], deadline: Deadlin
     let mut paths: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for path in listed.split(|b| *b == 0).filter(|p| !p.is_empty()) {
         let path = String::from_utf8_lossy(path);
-        // git reads `4E85…` as the note of `4e85…`: a decoy in capitals names it too.
-        let object: String = path
-            .chars()
-            .filter(|c| *c != '/')
-            .collect::<String>()
-            .to_ascii_lowercase();
-        if is_object_id(&object) {
+        if let Some(object) = object_of_note_path(&path) {
             paths.entry(object).or_default().push(path.into_owned());
         }
     }
