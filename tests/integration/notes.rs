@@ -2025,6 +2025,29 @@ fn ci_vouched_and_the_agent_holds_the_notes(world: &World) -> Attack {
     }
 }
 
+/// The agent pushes `root` as the next notes of `tests`, as a fast-forward of `base`. The
+/// laptop's Stop still passes after two syncs, and after its push a fresh clone's does too.
+fn the_agent_pushes_and_cis_payload_stays(
+    world: &World,
+    laptop: &Path,
+    agent: &Path,
+    base: &str,
+    root: &str,
+    message: &str,
+) {
+    let commit = git(agent, &["commit-tree", root, "-p", base, "-m", message]);
+    git(agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
+    git(agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    for _ in 0..2 {
+        ok(mw(laptop, &["sync"]));
+        assert_eq!(laptop_stop(laptop, "tests", Some(&world.public())), None);
+    }
+    ok(push(laptop));
+    let fresh = world.clone("fresh");
+    ok(mw(&fresh, &["sync"]));
+    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+}
+
 /// The agent puts junk at the fanout path of CI's note (`8e/4d…`, which git notes reads) and
 /// a decoy blob at `8e4/d…` (no note path), as a fast-forward. The laptop puts CI's line back
 /// where git notes reads it, not at the decoy, and keeps it.
@@ -2048,17 +2071,7 @@ fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
             format!("040000 tree {other}\t{}", &object[..3]),
         ],
     );
-    let commit = git(&agent, &["commit-tree", &root, "-p", &base, "-m", "cut"]);
-    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
-    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
-    for _ in 0..2 {
-        ok(mw(&laptop, &["sync"]));
-        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    }
-    ok(push(&laptop));
-    let fresh = world.clone("fresh");
-    ok(mw(&fresh, &["sync"]));
-    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+    the_agent_pushes_and_cis_payload_stays(&world, &laptop, &agent, &base, &root, "cut");
 }
 
 /// A FIFO or /dev/zero at `.git/commondir`: refused at once, never waited on or read on.
@@ -2274,17 +2287,7 @@ fn a_decoy_in_capitals_does_not_take_cis_payload() {
         &agent,
         &[format!("100644 blob {junk}\t{}", object.to_uppercase())],
     );
-    let commit = git(&agent, &["commit-tree", &root, "-p", &base, "-m", "caps"]);
-    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
-    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
-    for _ in 0..2 {
-        ok(mw(&laptop, &["sync"]));
-        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    }
-    ok(push(&laptop));
-    let fresh = world.clone("fresh");
-    ok(mw(&fresh, &["sync"]));
-    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+    the_agent_pushes_and_cis_payload_stays(&world, &laptop, &agent, &base, &root, "caps");
 }
 
 /// The agent pushes 32 tiny notes refs whose names sort before `tests`. A new laptop takes
