@@ -1229,6 +1229,27 @@ fn the_loop_is_told_as_it_stands_now_not_as_a_racing_checkpoint_saw_it() {
 
 // --- What a record replaces -----------------------------------------------------------------
 
+/// The names in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Waits up to `within` for `dir` to hold the final record alone (the child that frees what a
+/// handoff replaced may still be at work), and answers what it holds then.
+fn once_only_the_record(dir: &Path, within: std::time::Duration) -> Vec<String> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let left = names_in(dir);
+        if left == ["final.json"] || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A handoff swaps its record in and frees the one it replaced only from a child after it has
 /// exited (`atomic::release_replaced`), so that a disk's writeback never holds the engine. What
 /// it swapped out must still go: however many handoffs run, only the records stay.
@@ -1242,18 +1263,10 @@ fn the_records_a_handoff_replaces_are_removed_after_it_exits() {
             end_payload(dir.path(), "s1", "SessionEnd", None),
         );
         assert_eq!(out.status.code(), Some(0), "{out:?}");
-        let handoff = dir.path().join(".vigil/handoff");
-        let mut left = Vec::new();
-        for _ in 0..500 {
-            left = std::fs::read_dir(&handoff)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect::<Vec<_>>();
-            if left == ["final.json"] {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let left = once_only_the_record(
+            &dir.path().join(".vigil/handoff"),
+            std::time::Duration::from_secs(5),
+        );
         assert_eq!(left, ["final.json"], "after handoff {round}");
         record(dir.path(), "final.json");
     }
@@ -1318,20 +1331,14 @@ fn the_engine_never_waits_for_the_replaced_record_to_be_freed() {
     assert!(other_done < Duration::from_secs(3), "{other_done:?}");
     // The child is still at work: the record it swapped out is there until it is done.
     let handoff = dir.path().join(".vigil/handoff");
-    let names = || -> Vec<String> {
-        std::fs::read_dir(&handoff)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    };
     if started.elapsed() < Duration::from_millis(3500) {
-        assert!(names().len() > 1, "{:?}", names());
+        let left = names_in(&handoff);
+        assert!(left.len() > 1, "{left:?}");
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while names() != ["final.json"] && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(names(), ["final.json"]);
+    assert_eq!(
+        once_only_the_record(&handoff, Duration::from_secs(15)),
+        ["final.json"]
+    );
     record(dir.path(), "final.json");
 }
 
@@ -1340,7 +1347,7 @@ fn the_engine_never_waits_for_the_replaced_record_to_be_freed() {
 /// and nothing of the same name where the link now leads.
 #[test]
 fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let dir = git_repo();
     let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
@@ -1353,9 +1360,8 @@ fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() 
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let handoff = dir.path().join(".vigil/handoff");
-    let swapped_out: Vec<_> = std::fs::read_dir(&handoff)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
+    let swapped_out: Vec<_> = names_in(&handoff)
+        .into_iter()
         .filter(|n| n != "final.json")
         .collect();
     assert!(!swapped_out.is_empty(), "the child already ran");
@@ -1367,15 +1373,10 @@ fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() 
     }
     std::fs::rename(&handoff, &moved).unwrap();
     std::os::unix::fs::symlink(&decoy, &handoff).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while std::fs::read_dir(&moved).unwrap().count() > 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let left: Vec<_> = std::fs::read_dir(&moved)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, ["final.json"]);
+    assert_eq!(
+        once_only_the_record(&moved, Duration::from_secs(15)),
+        ["final.json"]
+    );
     for name in &swapped_out {
         assert_eq!(
             std::fs::read_to_string(decoy.join(name)).unwrap(),
