@@ -135,7 +135,7 @@ fn assert_facts(record: &Value) {
 #[test]
 fn the_handoff_keeps_its_budget_where_the_time_goes() {
     at_100000_files_the_handoff_keeps_every_git_fact_within_its_deadline();
-    a_disk_writing_back_a_large_file_does_not_hold_the_handoff();
+    a_disk_writing_back_a_large_file_does_not_hold_the_handoff_past_a_second();
 }
 
 fn at_100000_files_the_handoff_keeps_every_git_fact_within_its_deadline() {
@@ -227,7 +227,7 @@ fn free_bytes(dir: &Path) -> u64 {
     stat.f_bavail * stat.f_frsize
 }
 
-fn a_disk_writing_back_a_large_file_does_not_hold_the_handoff() {
+fn a_disk_writing_back_a_large_file_does_not_hold_the_handoff_past_a_second() {
     let repo = repository(10);
     std::fs::write(repo.path().join("d1/f1.txt"), "changed\n").unwrap();
     handoff(repo.path());
@@ -281,8 +281,8 @@ fn a_disk_writing_back_a_large_file_does_not_hold_the_handoff() {
             "the handoff ended only after the disk's writeback ({synced:?}) did: it waited for the disk"
         );
         // The handoff never syncs, and frees no block (a rename over its last record did, and
-        // on ext4 freeing a block waits for the journal, which waits for this writeback: the
-        // handoff took 2.2 s of a 2.26 s writeback on a slow virtual disk). What the writeback
+        // on a disk mounted with `discard` freeing a block waits for a discard queued behind
+        // this writeback: the handoff took 2.2 s of a 2.26 s writeback on a slow virtual disk). What the writeback
         // still costs it is the stalls of its own exec and reads behind it, within the 1 s
         // the issue set.
         assert!(took < Duration::from_secs(1), "{took:?}");
