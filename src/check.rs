@@ -1,11 +1,11 @@
-//! The check command of `stop-gate --run` (SPEC §4, check 2): `sh -c CMD` in the project, with
-//! a timeout that kills its whole process group, reported as one useful line and the last 20
-//! lines of its output.
+//! The check command of `stop-gate --run` (SPEC §4, check 2): `sh -c CMD` at the project's top,
+//! confined (SPEC §9), with a timeout that kills its whole process group, reported as one
+//! useful line and the last 20 lines of its output.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::confine::{self, Plan, Unavailable};
 use crate::process::{self, Outcome};
 use crate::terminal;
 
@@ -20,12 +20,95 @@ pub struct CheckFailure {
     pub tail: String,
 }
 
-/// Runs the check; `Ok(())` when it exits 0 within the timeout.
-pub fn run_check(command: &str, dir: &Path, timeout: Duration) -> Result<(), CheckFailure> {
+/// A check's result, and the note for the human when it ran unconfined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub result: Result<(), CheckFailure>,
+    /// Said to the human (`systemMessage`) every time the check ran with the user's rights.
+    pub unconfined: Option<String>,
+}
+
+/// Runs the check confined as `plan` says (SPEC §9); `Ok(())` when it exits 0 within the
+/// timeout. Where this machine has no confinement the check runs unconfined and says so, unless
+/// `required` says it must be (the engine's sandbox is on: `--protect`; asked only then), where
+/// it blocks instead.
+pub fn run_check(
+    command: &str,
+    plan: &Plan,
+    required: impl FnOnce() -> bool,
+    timeout: Duration,
+) -> Checked {
     let shown = shown(command);
+    let args = ["-c".into(), command.into()];
+    let unavailable = match confine::sandbox() {
+        Ok(bwrap) => match confine::command(&bwrap, plan, "sh".as_ref(), &args) {
+            Ok((cmd, mut confined)) => {
+                let done = process::run(cmd, timeout, true, OUTPUT_TAIL);
+                if confined.started() {
+                    return Checked {
+                        result: judge(&shown, done, timeout),
+                        unconfined: None,
+                    };
+                }
+                // The agent's code never ran: the sandbox could not be made. Whether that is
+                // this machine's doing or the project's decides what happens next.
+                if confine::works(&bwrap) {
+                    let why = done
+                        .map(|d| first_line(&terminal::plain_text(&d.output)))
+                        .unwrap_or_default();
+                    Unavailable::Project(format!("bubblewrap refused this project ({why})"))
+                } else {
+                    Unavailable::Machine(
+                        "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
+                            .to_string(),
+                    )
+                }
+            }
+            Err(unavailable) => unavailable,
+        },
+        Err(unavailable) => unavailable,
+    };
+    let why = unavailable.message();
+    if matches!(unavailable, Unavailable::Project(_)) || required() {
+        return Checked {
+            result: Err(CheckFailure {
+                line: format!(
+                    "stop-gate: `{shown}` was not run: it cannot be confined ({why}); a check never runs with your rights under --protect"
+                ),
+                tail: String::new(),
+            }),
+            unconfined: None,
+        };
+    }
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).current_dir(dir);
-    let done = match process::run(cmd, timeout, true, OUTPUT_TAIL) {
+    cmd.args(&args).current_dir(&plan.cwd);
+    Checked {
+        result: judge(
+            &shown,
+            process::run(cmd, timeout, true, OUTPUT_TAIL),
+            timeout,
+        ),
+        unconfined: Some(format!(
+            "stop-gate: the check `{shown}` ran unconfined, with your rights: {why}"
+        )),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// What a run's end means for the check.
+fn judge(
+    shown: &str,
+    done: std::io::Result<process::Finished>,
+    timeout: Duration,
+) -> Result<(), CheckFailure> {
+    let done = match done {
         Ok(done) => done,
         Err(e) => {
             return Err(CheckFailure {

@@ -25,6 +25,7 @@ const VALUED: &[&str] = &[
     "--max-tokens",
     "--contract",
     "--contract-max-tokens",
+    "--check-write",
 ];
 
 /// The flags of one stop-gate handler, in order: `(flag, value)`.

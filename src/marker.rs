@@ -103,6 +103,22 @@ pub struct Run {
     /// Where the command ran; absent in markers written before vigil recorded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
+    /// What kept the command from the user's rights (SPEC §9); absent in markers written
+    /// before vigil confined commands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<Confinement>,
+}
+
+/// What confined `run`'s command (SPEC §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confinement {
+    /// bubblewrap: it wrote only the snapshot and a private temporary directory, saw no key,
+    /// no state home and no network unless asked.
+    Bubblewrap,
+    /// None: it ran with the rights of whoever ran the writer (in place, in CI; or where no
+    /// confinement could be had, as the writer said on stderr).
+    None,
 }
 
 /// Where `run` ran its command (SPEC §5).

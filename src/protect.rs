@@ -294,6 +294,18 @@ impl Effective {
     }
 }
 
+/// Whether Claude Code's sandbox is on for the project at `project` (what `--protect` sets):
+/// then a check that cannot be confined is never run with the user's rights. Read only when
+/// confinement cannot be had, so a Stop with a check pays nothing for it.
+pub fn sandbox_on(project: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let layers: Vec<Map<String, Value>> = layer_files(project, home.as_deref())
+        .iter()
+        .filter_map(|path| read_layer(path))
+        .collect();
+    Effective::of(&layers).sandbox.get("enabled") == Some(&Value::Bool(true))
+}
+
 /// The settings files Claude Code reads for the project at `project`, weakest first, each
 /// once (whatever its spelling): `~/.claude/settings.json`, the project's
 /// `.claude/settings.json` and `.claude/settings.local.json`, then the managed settings.

@@ -146,6 +146,12 @@ fn flag_or_env(flag: Option<&Path>, var: &str) -> Option<PathBuf> {
     })
 }
 
+/// Where the sign key is: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none (hidden from a
+/// confined command).
+pub fn sign_key_path(flag: Option<&Path>) -> Option<PathBuf> {
+    flag_or_env(flag, "VIGIL_SIGN_KEY")
+}
+
 /// The sign key to use: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none.
 pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
     let path = flag_or_env(flag, "VIGIL_SIGN_KEY");

@@ -72,8 +72,16 @@ Options:
   --timeout SECS       run: kill the command's whole process group after SECS
   --snapshot           run: run CMD in a private copy of exactly the hashed content (under the
                        state home), with only PATH HOME USER LOGNAME SHELL TERM LANG LC_* TZ
-                       TMPDIR of the environment; the payload records isolation: snapshot
-  --keep-env NAME      run --snapshot, repeatable: also keep this variable
+                       of the environment, confined (bubblewrap): it writes only the copy and
+                       a private /tmp, sees no state home, signing key, ~/.claude, ~/.codex
+                       or ~/.ssh, no network, and cannot signal the writer; the payload
+                       records isolation: snapshot and confinement: bubblewrap (none where no
+                       confinement could be had, said on stderr). Without it the command
+                       runs in place, unconfined (for CI)
+  --keep-env NAME      run --snapshot, repeatable: also keep this variable (never VIGIL_*)
+  --check-network      run --snapshot: the confined command may use the network
+  --check-write DIR    run --snapshot, repeatable: the confined command may also write DIR
+                       (an absolute path: a cache)
   --max-file-size SIZE worktree: a larger file denies at once (default 1G; bytes, or K M G T)
   --publish            run, write: also publish the payload as a git note for its content (a
                        worktree subject), to be pushed with `sync --push`
@@ -129,6 +137,8 @@ struct Options {
     command: Vec<OsString>,
     snapshot: bool,
     keep_env: Vec<String>,
+    check_network: bool,
+    check_write: Vec<PathBuf>,
     max_file_size: Option<u64>,
     max_fetch: Option<u64>,
     global: bool,
@@ -369,6 +379,17 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.key_file = Some(PathBuf::from(file))
             }
             Long("snapshot") if action == "run" => options.snapshot = true,
+            Long("check-network") if action == "run" => options.check_network = true,
+            Long("check-write") if action == "run" => {
+                let dir = PathBuf::from(parser.value()?);
+                if !dir.is_absolute() {
+                    return Err(Error::usage(format!(
+                        "--check-write needs an absolute directory, not {}",
+                        dir.display()
+                    )));
+                }
+                options.check_write.push(dir);
+            }
             Long("publish") if matches!(action, "run" | "write") => options.publish = true,
             Long("all") if action == "show" => options.all = true,
             Long("remote") if action == "sync" => {
@@ -421,6 +442,11 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
     if !options.keep_env.is_empty() && !options.snapshot {
         return Err(Error::usage(
             "--keep-env keeps a variable through --snapshot's clean environment; an in-place run keeps them all",
+        ));
+    }
+    if (options.check_network || !options.check_write.is_empty()) && !options.snapshot {
+        return Err(Error::usage(
+            "--check-network and --check-write loosen --snapshot's confinement; an in-place run is not confined",
         ));
     }
     if action == "run" && options.command.is_empty() {
@@ -477,14 +503,68 @@ fn run(
         (None, Some(id)) => id.to_string(),
         (None, None) => unreachable!("a run is in place or in a snapshot"),
     };
-    let mut cmd = Command::new(&options.command[0]);
-    cmd.args(&options.command[1..]);
+    // A snapshot run is confined (SPEC §9): the command is the agent's code. An in-place run
+    // is for a writer out of the agent's reach (CI), and has the writer's own rights.
+    let mut confined = None;
+    // How it ran, when with the writer's own rights: said with the result.
+    let mut unconfined = None;
+    let mut cmd = match &snapshot {
+        Some(snapshot) => {
+            let plan = vigil::confine::Plan {
+                work: snapshot.path().to_path_buf(),
+                cwd: snapshot.cwd.clone(),
+                writable: options.check_write.clone(),
+                network: options.check_network,
+                hide: vigil::signing::sign_key_path(options.sign_key.as_deref())
+                    .into_iter()
+                    .collect(),
+                project_state: project.state.clone(),
+                clean_env: Some(options.keep_env.clone()),
+            };
+            let sandbox = vigil::confine::sandbox().and_then(|bwrap| {
+                if vigil::confine::works(&bwrap) {
+                    Ok(bwrap)
+                } else {
+                    Err(vigil::confine::Unavailable::Machine(
+                        "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
+                            .to_string(),
+                    ))
+                }
+            });
+            let made = sandbox.and_then(|bwrap| {
+                vigil::confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
+            });
+            match made {
+                Ok((cmd, c)) => {
+                    confined = Some(c);
+                    cmd
+                }
+                Err(vigil::confine::Unavailable::Project(why)) => {
+                    return Err(Error::Io(format!(
+                        "`{shown}` cannot be confined ({why}); no marker written"
+                    )));
+                }
+                Err(vigil::confine::Unavailable::Machine(why)) => {
+                    unconfined = Some(format!("unconfined, with your rights: {why}"));
+                    let mut cmd = Command::new(&options.command[0]);
+                    cmd.args(&options.command[1..]);
+                    vigil::snapshot::clean_env(&mut cmd, &options.keep_env);
+                    cmd.current_dir(&snapshot.cwd);
+                    cmd
+                }
+            }
+        }
+        None => {
+            unconfined = Some(
+                "in place, unconfined, with your rights: for a writer the agent cannot reach, such as CI; a local writer uses --snapshot".to_string(),
+            );
+            let mut cmd = Command::new(&options.command[0]);
+            cmd.args(&options.command[1..]);
+            cmd
+        }
+    };
     // The key signs the marker; the command under test never sees where it is.
     cmd.env_remove("VIGIL_SIGN_KEY");
-    if let Some(snapshot) = &snapshot {
-        vigil::snapshot::clean_env(&mut cmd, &options.keep_env);
-        cmd.current_dir(&snapshot.cwd);
-    }
     if matches!(subject, Subject::Stdin) {
         cmd.stdin(Stdio::null());
     }
@@ -499,6 +579,16 @@ fn run(
             return Ok(127);
         }
     };
+    let confinement = match confined.as_mut().map(|c| c.started()) {
+        Some(false) => {
+            return Err(Error::Io(format!(
+                "`{shown}` was not run: bubblewrap could not confine it here; no marker written"
+            )));
+        }
+        Some(true) => marker::Confinement::Bubblewrap,
+        None => marker::Confinement::None,
+    };
+    drop(confined);
     let isolation = if snapshot.is_some() {
         marker::Isolation::Snapshot
     } else {
@@ -533,6 +623,7 @@ fn run(
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
         output_sha256: ran.output_sha256,
         isolation: Some(isolation),
+        confinement: Some(confinement),
     };
     let mut payload = payload(check, status, &subject_id, Some(record), note);
     if let Some(key) = signer {
@@ -546,9 +637,10 @@ fn run(
     });
     match written {
         Ok(()) => {
+            let how = unconfined.map(|how| format!(" (ran {how})")).unwrap_or_default();
             diagnostic(
                 NAME,
-                &format!("{check} {} for {subject_id}", status.as_str()),
+                &format!("{check} {} for {subject_id}{how}", status.as_str()),
             );
             Ok(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }

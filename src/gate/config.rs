@@ -41,6 +41,10 @@ pub struct GateConfig {
     pub contract: Option<crate::contract::Source>,
     /// `--contract-max-tokens`.
     pub contract_max_tokens: u32,
+    /// `--check-network`: the confined check may use the network.
+    pub check_network: bool,
+    /// `--check-write DIR`: more directories the confined check may write (caches).
+    pub check_write: Vec<PathBuf>,
 }
 
 impl Default for GateConfig {
@@ -60,6 +64,8 @@ impl Default for GateConfig {
             loop_limits: crate::loops::Limits::default(),
             contract: None,
             contract_max_tokens: crate::contract::DEFAULT_MAX_TOKENS,
+            check_network: false,
+            check_write: Vec::new(),
         }
     }
 }
@@ -147,6 +153,17 @@ impl GateConfig {
                     config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
                 }
                 Long("subagents") => config.subagents = true,
+                Long("check-network") => config.check_network = true,
+                Long("check-write") => {
+                    let dir = PathBuf::from(parser.value()?);
+                    if !dir.is_absolute() {
+                        return Err(Error::usage(format!(
+                            "--check-write needs an absolute directory, not {}",
+                            dir.display()
+                        )));
+                    }
+                    config.check_write.push(dir);
+                }
                 Long("stall-after") => {
                     config.loop_limits.stall_after = Some(crate::loops::parse_stall_after(
                         &string_value(&mut parser, "--stall-after")?,

@@ -203,9 +203,42 @@ impl Watchdog {
     }
 }
 
+thread_local! {
+    /// What the human must hear whatever the decision: the check ran unconfined.
+    static NOTICE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
 pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {
+    let output = decide_checked(config, input);
+    match NOTICE.with(|n| n.borrow_mut().take()) {
+        None => output,
+        Some(notice) => {
+            let join = |message: Option<String>| {
+                Some(match message {
+                    Some(message) => format!("{message}\n{notice}"),
+                    None => notice.clone(),
+                })
+            };
+            match output {
+                StopOutput::Allow(message) => StopOutput::Allow(join(message)),
+                StopOutput::Block {
+                    reason,
+                    system_message,
+                } => StopOutput::Block {
+                    reason,
+                    system_message: join(system_message),
+                },
+            }
+        }
+    }
+}
+
+fn decide_checked(
+    config: Result<GateConfig, Error>,
+    input: Result<HookInput, Error>,
+) -> StopOutput {
     // Debug builds only (the test suite's): a way to make the gate panic, to prove it blocks.
     #[cfg(debug_assertions)]
     if std::env::var_os("VIGIL_TEST_PANIC").is_some() {
@@ -922,7 +955,25 @@ impl Gate {
                 .timeout
                 .min(left)
                 .max(std::time::Duration::from_secs(1));
-            check::run_check(command, &self.project.dir, timeout).map_err(|f| Failure {
+            let plan = crate::confine::Plan {
+                work: self.project.dir.clone(),
+                cwd: self.project.dir.clone(),
+                writable: config.check_write.clone(),
+                network: config.check_network,
+                hide: Vec::new(),
+                project_state: self.project.state.clone(),
+                clean_env: None,
+            };
+            let checked = check::run_check(
+                command,
+                &plan,
+                || crate::protect::sandbox_on(&self.project.dir),
+                timeout,
+            );
+            if let Some(notice) = checked.unconfined {
+                NOTICE.with(|n| *n.borrow_mut() = Some(notice));
+            }
+            checked.result.map_err(|f| Failure {
                 line: f.line,
                 detail: f.tail,
             })?;

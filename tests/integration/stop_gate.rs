@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+mod confinement;
 mod limits;
 
 /// A throwaway project, and the ways a test talks to stop-gate about it.
@@ -905,10 +906,12 @@ fn check_reason_is_at_most_4000_characters() {
 #[test]
 fn check_that_times_out_is_killed_with_its_whole_process_group() {
     let p = Project::new();
-    let pidfile = p.path().join("child.pid");
-    let script = format!("sleep 60 & echo $! > {}; wait", pidfile.display());
     let started = std::time::Instant::now();
-    let stop = p.stop(&["--run", &script, "--timeout", "1"], "s1", Some("done"));
+    let stop = p.stop(
+        &["--run", "sleep 60.101 & wait", "--timeout", "1"],
+        "s1",
+        Some("done"),
+    );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert!(stop.blocked());
     assert!(
@@ -916,14 +919,11 @@ fn check_that_times_out_is_killed_with_its_whole_process_group() {
         "{}",
         stop.reason()
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    let alive = running(pid);
-    assert!(!alive, "the sleeping child {pid} outlived the timeout");
+    assert!(
+        !running_with_arg("60.101"),
+        "the sleeping child outlived the timeout"
+    );
 }
 
 /// SPEC §9: an engine that kills a slow hook lets the stop through unchecked, so the gate
@@ -1783,35 +1783,24 @@ fn subagent_passes_never_reset_the_main_agents_budget() {
 #[test]
 fn check_output_survives_a_background_child_holding_the_pipe() {
     let p = Project::new();
-    let pidfile = p.path().join("bg.pid");
-    let script = format!(
-        "echo THE REAL REASON; sleep 31 & echo $! > {}; exit 1",
-        pidfile.display()
-    );
+    let script = "echo THE REAL REASON; sleep 31.101 & exit 1";
     let started = std::time::Instant::now();
-    let stop = p.stop(&["--run", &script], "s1", Some("x"));
+    let stop = p.stop(&["--run", script], "s1", Some("x"));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(
         stop.reason().contains("THE REAL REASON"),
         "{}",
         stop.reason()
     );
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(!running(pid), "the check's child {pid} outlived it");
+    assert!(!running_with_arg("31.101"), "the check's child outlived it");
 }
 
 #[test]
 fn a_check_dies_with_a_stop_gate_that_is_terminated() {
     let p = Project::new();
-    let pidfile = p.path().join("check.pid");
-    let script = format!("sleep 287 & echo $! > {}; wait", pidfile.display());
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"))
-        .args(["--run", &script])
+        .args(["--run", "sleep 287.101 & wait"])
         .current_dir(p.path())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -1824,22 +1813,18 @@ fn a_check_dies_with_a_stop_gate_that_is_terminated() {
         .unwrap()
         .write_all(p.payload("s1", Some("x")).to_string().as_bytes())
         .unwrap();
-    for _ in 0..100 {
-        if pidfile.exists() && !std::fs::read_to_string(&pidfile).unwrap().trim().is_empty() {
+    for _ in 0..250 {
+        if running_with_arg("287.101") {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert!(running_with_arg("287.101"), "the check never started");
     // SAFETY: signalling a child this test spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(!running(pid), "the check {pid} was orphaned");
+    assert!(!running_with_arg("287.101"), "the check was orphaned");
 }
 
 #[test]

@@ -279,6 +279,28 @@ pub fn running(pid: i32) -> bool {
     }
 }
 
+/// Whether a live process has `word` among its arguments. A confined check has its own PID
+/// namespace, so the pid it sees of itself means nothing here: tests find it by a word of its
+/// command line instead (a `sleep` of a length no other test uses).
+pub fn running_with_arg(word: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|arg| arg == word.as_bytes()) && running(pid)
+    })
+}
+
 /// Runs `cmd` with `stdin` fed through a pipe (from a thread, so a binary that stops reading
 /// early cannot block the test) and returns everything it printed.
 pub fn output_with_stdin(mut cmd: std::process::Command, stdin: &[u8]) -> std::process::Output {

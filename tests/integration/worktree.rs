@@ -282,7 +282,8 @@ fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
         );
         let mut args = vec!["run", "--check", "tests"];
         if snapshot {
-            args.push("--snapshot");
+            // Confined, the command sees only what it may write: the test's rendezvous too.
+            args.extend(["--snapshot", "--check-write", &s]);
         }
         args.extend(["--", "sh", "-c", &command]);
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
@@ -315,6 +316,7 @@ fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
                     .unwrap();
             assert_eq!(payload["status"], "failed");
             assert_eq!(payload["run"]["isolation"], "snapshot");
+            assert_eq!(payload["run"]["confinement"], "bubblewrap");
             assert_valid("marker.schema.json", &payload);
         } else {
             assert!(status.success());

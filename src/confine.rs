@@ -1,0 +1,398 @@
+//! Confined checks (SPEC §9): the command of `stop-gate --run` and of `marker-writer run
+//! --snapshot` is project code the agent may have written, so it runs where it can read the
+//! machine but write only the reach of `reach` (the project or the snapshot, a private
+//! temporary directory, directories the user names), cannot see the hidden set (the state home,
+//! the signing key, the engines' homes, the user's session sockets), has its own PID namespace
+//! and session (it cannot signal or inspect the gate), gets no `VIGIL_*` variable, and has no
+//! network unless asked.
+//!
+//! Linux: bubblewrap, found only where the system keeps it (never through `PATH`, which the
+//! agent may extend). Its `--json-status-fd` says whether the command was started: a sandbox
+//! that could not be set up never looks like a check that failed, and the agent's code, which
+//! could print anything, never decides that. Elsewhere confinement cannot be had yet.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::reach::{self, Entry};
+
+/// Where bubblewrap may be; a copy anywhere else (the project, a directory the agent put on
+/// `PATH`) is never run.
+const BWRAP: &[&str] = &[
+    "/usr/bin/bwrap",
+    "/bin/bwrap",
+    "/usr/local/bin/bwrap",
+    "/run/current-system/sw/bin/bwrap",
+];
+
+/// The names of vigil's binaries, masked inside the confinement.
+const BINARIES: &[&str] = &[
+    "promise-matcher",
+    "stop-gate",
+    "marker-writer",
+    "session-end-handoff",
+    "session-start-loader",
+    "settings-merge",
+];
+
+/// The package that brings the confinement, for the one useful line.
+pub const PACKAGE: &str = "bubblewrap";
+
+/// What a check is confined to.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The directory the command may write: the project's top, or the snapshot copy.
+    pub work: PathBuf,
+    /// Where the command starts (inside `work`).
+    pub cwd: PathBuf,
+    /// More directories the user lets it write (`--check-write`).
+    pub writable: Vec<PathBuf>,
+    /// Whether it may use the network (`--check-network`).
+    pub network: bool,
+    /// Files it must not see beyond the hidden set (the signing key).
+    pub hide: Vec<PathBuf>,
+    /// The project's `.vigil` (its in-project fallback state is hidden).
+    pub project_state: PathBuf,
+    /// A clean environment (`marker-writer run --snapshot`): only `snapshot::KEPT_ENV`, the
+    /// locale and these names; `None` keeps the environment (less the withheld variables).
+    pub clean_env: Option<Vec<String>>,
+}
+
+/// Why a command could not be confined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// No confinement on this machine: it runs unconfined only where the user allows it.
+    Machine(String),
+    /// This project cannot be confined as it is (a link the sandbox would write through):
+    /// nothing runs, whatever the machine offers.
+    Project(String),
+}
+
+impl Unavailable {
+    pub fn message(&self) -> &str {
+        match self {
+            Unavailable::Machine(m) | Unavailable::Project(m) => m,
+        }
+    }
+}
+
+/// bubblewrap on this machine, when there is one.
+pub fn sandbox() -> Result<PathBuf, Unavailable> {
+    // Debug builds only (the test suite's): a machine without bubblewrap, or another copy.
+    #[cfg(debug_assertions)]
+    if let Some(path) = std::env::var_os("VIGIL_TEST_BWRAP").map(PathBuf::from) {
+        return if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(Unavailable::Machine(format!(
+                "bubblewrap is not installed (install the package {PACKAGE})"
+            )))
+        };
+    }
+    if !cfg!(target_os = "linux") {
+        return Err(Unavailable::Machine(
+            "no confinement is built for this system yet".to_string(),
+        ));
+    }
+    BWRAP
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| is_executable(path))
+        .ok_or_else(|| {
+            Unavailable::Machine(format!(
+                "bubblewrap is not installed (install the package {PACKAGE})"
+            ))
+        })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// What a confined command leaves to look at once it has run: `started` says whether the
+/// sandbox was set up and the command started, and dropping it removes the mount points it
+/// had to make in the project.
+pub struct Confined {
+    status: std::io::PipeReader,
+    made: Made,
+}
+
+impl Confined {
+    /// Whether bubblewrap started the command. Read once the run has ended.
+    pub fn started(&mut self) -> bool {
+        set_nonblocking(self.status.as_raw_fd());
+        let mut text = String::new();
+        let _ = self.status.read_to_string(&mut text);
+        text.contains("\"child-pid\"")
+    }
+}
+
+impl Drop for Confined {
+    fn drop(&mut self) {
+        // Only what is still as it was made: an empty directory, an empty file.
+        for (path, entry) in self.made.iter().rev() {
+            match entry {
+                Entry::Dir => {
+                    let _ = std::fs::remove_dir(path);
+                }
+                Entry::File => {
+                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                        let _ = std::fs::remove_file(path);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// Mount points made in the project for entries that were not there, removed after the run.
+type Made = Vec<(PathBuf, Entry)>;
+
+/// One mount of the sandbox's view, applied parents first.
+#[derive(Clone, Debug)]
+enum Mount {
+    Writable(PathBuf),
+    ReadOnly(PathBuf),
+    /// An empty read-only directory in place of what is there.
+    EmptyDir(PathBuf),
+    /// An empty read-only file in place of what is there.
+    EmptyFile(PathBuf),
+}
+
+impl Mount {
+    fn path(&self) -> &Path {
+        match self {
+            Mount::Writable(p) | Mount::ReadOnly(p) | Mount::EmptyDir(p) | Mount::EmptyFile(p) => p,
+        }
+    }
+
+    fn args(&self, out: &mut Vec<OsString>) {
+        let path = self.path().as_os_str().to_os_string();
+        match self {
+            Mount::Writable(_) => out.extend(["--bind".into(), path.clone(), path]),
+            Mount::ReadOnly(_) => out.extend(["--ro-bind".into(), path.clone(), path]),
+            // Made read-only at the end, once what is mounted inside it is (`command`).
+            Mount::EmptyDir(_) => out.extend(["--tmpfs".into(), path]),
+            Mount::EmptyFile(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), path]),
+        }
+    }
+}
+
+/// The mounts of `plan`, parents before what is inside them, and the mount points made for
+/// read-only entries that did not exist.
+fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
+    let mut mounts = Vec::new();
+    let mut made = Vec::new();
+    let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let work = real(&plan.work);
+    mounts.push(Mount::Writable(work.clone()));
+    for dir in &plan.writable {
+        if dir.is_dir() {
+            mounts.push(Mount::Writable(real(dir)));
+        }
+    }
+    for (path, entry) in reach::read_only_in(&work) {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // Kept read-only where it leads; a link to nowhere would be written through.
+                match std::fs::canonicalize(&path) {
+                    Ok(target) => mounts.push(Mount::ReadOnly(target)),
+                    Err(_) => {
+                        return Err(Unavailable::Project(format!(
+                            "{} is a link to nothing, which a confined check could create and the engine would then run",
+                            path.display()
+                        )));
+                    }
+                }
+            }
+            Ok(_) => mounts.push(Mount::ReadOnly(path)),
+            Err(_) => {
+                // Not there: an empty read-only stand-in keeps the check from making it. Its
+                // mount point is made here (only where its parent is a real directory) and
+                // removed after the run.
+                let parent_is_dir = path
+                    .parent()
+                    .and_then(|p| std::fs::symlink_metadata(p).ok())
+                    .is_some_and(|m| m.is_dir());
+                if !parent_is_dir {
+                    continue;
+                }
+                let created = match entry {
+                    Entry::Dir => std::fs::create_dir(&path).is_ok(),
+                    Entry::File => std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                        .is_ok(),
+                };
+                if created {
+                    made.push((path.clone(), entry));
+                    mounts.push(match entry {
+                        Entry::Dir => Mount::EmptyDir(path),
+                        Entry::File => Mount::EmptyFile(path),
+                    });
+                }
+            }
+        }
+    }
+    for (path, entry) in reach::hidden(&plan.project_state, &plan.hide) {
+        // The directory the check works in may sit inside a hidden one (a snapshot in the
+        // state home): the rest is hidden, and the work, deeper, is bound after it.
+        if path == work {
+            continue;
+        }
+        mounts.push(match entry {
+            Entry::Dir => Mount::EmptyDir(path),
+            Entry::File => Mount::EmptyFile(path),
+        });
+    }
+    if let Some(dir) = std::env::current_exe().ok().and_then(|exe| {
+        std::fs::canonicalize(exe)
+            .ok()
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+    }) {
+        for name in BINARIES {
+            let path = dir.join(name);
+            // A build inside the work (vigil's own tests as the check) writes its binaries.
+            if path.is_file() && !path.starts_with(&work) {
+                mounts.push(Mount::EmptyFile(path));
+            }
+        }
+    }
+    // Parents first, so what is inside a mount is mounted over it (the work inside a hidden
+    // directory, a read-only entry inside the work); the sort keeps the order above for equals.
+    mounts.sort_by_key(|m| m.path().components().count());
+    Ok((mounts, made))
+}
+
+/// `program args…` confined by the bubblewrap at `bwrap` as `plan` says: the command to run
+/// (with `process::run`), and what to look at once it has.
+pub fn command(
+    bwrap: &Path,
+    plan: &Plan,
+    program: &std::ffi::OsStr,
+    args: &[OsString],
+) -> Result<(Command, Confined), Unavailable> {
+    let (mounts, made) = mounts(plan)?;
+    let (status, status_writer) =
+        std::io::pipe().map_err(|e| Unavailable::Machine(format!("cannot make a pipe: {e}")))?;
+    let fd = status_writer.as_raw_fd();
+    let mut words: Vec<OsString> = vec![
+        "--ro-bind".into(),
+        "/".into(),
+        "/".into(),
+        "--dev".into(),
+        "/dev".into(),
+        "--proc".into(),
+        "/proc".into(),
+        // A private temporary directory, and none of the user's sockets in /run.
+        "--tmpfs".into(),
+        "/tmp".into(),
+        "--tmpfs".into(),
+        "/run".into(),
+    ];
+    if plan.network {
+        // Name resolution may live in /run.
+        words.extend([
+            "--ro-bind-try".into(),
+            "/run/systemd/resolve".into(),
+            "/run/systemd/resolve".into(),
+        ]);
+    }
+    for mount in &mounts {
+        mount.args(&mut words);
+    }
+    // Deepest first; bubblewrap's remount does not reach into the mounts inside.
+    for mount in mounts.iter().rev() {
+        if let Mount::EmptyDir(path) = mount {
+            words.extend(["--remount-ro".into(), path.as_os_str().to_os_string()]);
+        }
+    }
+    words.extend(
+        [
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--new-session",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+        ]
+        .map(OsString::from),
+    );
+    if !plan.network {
+        words.push("--unshare-net".into());
+    }
+    words.extend(["--chdir".into(), plan.cwd.as_os_str().to_os_string()]);
+    words.extend(["--json-status-fd".into(), fd.to_string().into()]);
+    words.push("--".into());
+    words.push(program.to_os_string());
+    words.extend(args.iter().cloned());
+
+    let mut cmd = Command::new(bwrap);
+    cmd.args(&words);
+    if let Some(keep) = &plan.clean_env {
+        crate::snapshot::clean_env(&mut cmd, keep);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_none_or(reach::is_withheld_variable) {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.env("TMPDIR", "/tmp");
+    // The writing end lives in the closure: the child gets it (its close-on-exec flag cleared
+    // between fork and exec), and the parent's copy closes when the command is dropped after
+    // the spawn, so the reader sees the end.
+    // SAFETY: fcntl(2) is async-signal-safe and touches no memory.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(status_writer.as_raw_fd(), libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok((cmd, Confined { status, made }))
+}
+
+/// Whether bubblewrap can make a sandbox here at all (asked only after a confined run failed
+/// to start, to tell the machine's fault from the project's).
+pub fn works(bwrap: &Path) -> bool {
+    Command::new(bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--new-session",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+            "--",
+            "/bin/true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}

@@ -1,0 +1,387 @@
+//! SPEC §9, confined checks: the command of `stop-gate --run` is project code the agent may
+//! have written. Each test plays that agent: its check attacks what the gate relies on, and the
+//! attack fails inside the confinement while the loop still ends only on a declaration.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use super::{DECLARED, Project};
+use crate::support::*;
+
+/// A check that runs `attack`, then fails, so the gate shows what it printed.
+fn attacked(attack: &str) -> String {
+    format!("{attack}\nexit 1")
+}
+
+/// What the check printed: the reason after its first line (which quotes the command).
+fn printed(reason: &str) -> &str {
+    reason.split_once('\n').map_or("", |(_, rest)| rest)
+}
+
+/// The loop of `p`'s session s1 is running, at `iteration`.
+fn assert_running_at(p: &Project, iteration: u64) {
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "running", "{state}");
+    assert_eq!(state["iteration"], iteration, "{state}");
+}
+
+#[test]
+fn a_check_that_deletes_the_state_home_leaves_the_loop_running() {
+    let p = Project::git();
+    p.start_ok("s1", 5, "Fix it.");
+    let home = state_home().display().to_string();
+    // Declared, so the check runs; it deletes what it can and fails.
+    let stop = p.stop(
+        &[
+            "--run",
+            &attacked(&format!("rm -rf '{home}'/* '{home}'/.[!.]*")),
+        ],
+        "s1",
+        Some(DECLARED),
+    );
+    assert!(stop.blocked());
+    assert!(p.protected().join("sessions").is_dir());
+    assert_running_at(&p, 2);
+    // The loop still ends, and only on the declaration.
+    let stop = p.stop(&["--run", "true"], "s1", Some(DECLARED));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn a_check_cannot_trust_its_own_key_for_the_project() {
+    let p = Project::git();
+    // Made by a first stop, so the agent knows where it is.
+    p.stop(&["--run", "true"], "s1", Some("x"));
+    let keys = p.protected().join("trusted-keys");
+    let attack = format!(
+        "mkdir -p '{k}' && echo AGENTKEY > '{k}/agent.pub'; {mw} trust /dev/null",
+        k = keys.display(),
+        mw = bin_dir().join("marker-writer").display()
+    );
+    let stop = p.stop(&["--run", &attacked(&attack)], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(!keys.join("agent.pub").exists());
+    let reason = stop.reason();
+    assert!(
+        reason.contains("Read-only file system") || reason.contains("Permission denied"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_check_cannot_kill_the_gate_that_runs_it() {
+    let p = Project::git();
+    p.start_ok("s1", 5, "Fix it.");
+    let attack = "kill -KILL $PPID; pkill -KILL -x stop-gate; kill -KILL -1; sleep 1";
+    let stop = p.stop(&["--run", &attacked(attack)], "s1", Some(DECLARED));
+    // The gate lived to answer: the stop is blocked, not let through by a killed hook.
+    assert!(stop.blocked(), "the gate did not answer");
+    assert_running_at(&p, 2);
+}
+
+#[test]
+fn a_check_sees_only_its_own_processes() {
+    let p = Project::git();
+    let stop = p.stop(
+        &["--run", &attacked("ps -e -o comm= | sort | tr '\\n' ' '")],
+        "s1",
+        Some("x"),
+    );
+    let reason = stop.reason();
+    let seen = printed(&reason);
+    assert!(seen.contains("ps"), "{reason}");
+    assert!(!seen.contains("stop-gate"), "{reason}");
+    assert!(!seen.contains("cargo"), "{reason}");
+}
+
+#[test]
+fn a_check_cannot_rewrite_the_gate_binary() {
+    let p = Project::git();
+    let bin = tempfile::tempdir().unwrap();
+    let gate = bin.path().join("stop-gate");
+    std::fs::copy(bin_dir().join("stop-gate"), &gate).unwrap();
+    let before = std::fs::read(&gate).unwrap();
+    let attack = format!(
+        "cp /bin/true '{g}.new' && mv -f '{g}.new' '{g}'; printf '#!/bin/sh\\n' > '{g}'",
+        g = gate.display()
+    );
+    let output = std::process::Command::new(&gate)
+        .args(["--run", &attacked(&attack)])
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .current_dir(p.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(p.payload("s1", Some("x")).to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert!(String::from_utf8_lossy(&output.stdout).contains("\"block\""));
+    assert_eq!(
+        std::fs::read(&gate).unwrap(),
+        before,
+        "the gate was rewritten"
+    );
+}
+
+#[test]
+fn a_check_cannot_read_the_users_keys_or_the_engines_homes() {
+    let p = Project::git();
+    let home = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        (".ssh/id_ed25519", "SSH-SECRET"),
+        (".claude/settings.json", "CLAUDE-SETTINGS"),
+        (".claude.json", "CLAUDE-JSON"),
+        (".codex/config.toml", "CODEX-CONFIG"),
+    ] {
+        let file = home.path().join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    let key = home.path().join("signing.key");
+    std::fs::write(&key, "SIGNING-KEY").unwrap();
+    let output = stop_gate()
+        .args([
+            "--run",
+            &attacked(
+                "cat ~/.ssh/id_ed25519 ~/.claude/settings.json ~/.claude.json ~/.codex/config.toml; \
+                 env | grep -c '^VIGIL_'; echo \"key=$VIGIL_SIGN_KEY\"",
+            ),
+        ])
+        .env("HOME", home.path())
+        .env("VIGIL_SIGN_KEY", &key)
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("\"block\""), "{said}");
+    for secret in [
+        "SSH-SECRET",
+        "CLAUDE-SETTINGS",
+        "CLAUDE-JSON",
+        "CODEX-CONFIG",
+    ] {
+        assert!(!said.contains(secret), "{secret} was read: {said}");
+    }
+    assert!(
+        said.contains("key=\\n0") || said.contains("0\\nkey="),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_check_cannot_plant_git_hooks_or_engine_files_in_the_project() {
+    let p = Project::git();
+    std::fs::create_dir_all(p.path().join(".claude")).unwrap();
+    std::fs::write(p.path().join(".claude/settings.json"), "{}\n").unwrap();
+    let attack = "echo 'rm -rf ~' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+        mkdir -p .claude/agents && echo '---' > .claude/agents/helper.md; \
+        echo '{}' > .claude/settings.json; echo '{\"mcpServers\":{}}' > .mcp.json; \
+        mkdir -p .codex && echo x > .codex/hooks.json; echo '[core]' >> .git/config; \
+        mkdir -p .vscode && echo '{}' > .vscode/tasks.json; echo written > ok.txt";
+    let config_before = std::fs::read(p.path().join(".git/config")).unwrap();
+    let stop = p.stop(&["--run", &attacked(attack)], "s1", Some("x"));
+    assert!(stop.blocked());
+    let root = p.path();
+    // What the project's own code may write, it writes.
+    assert_eq!(
+        std::fs::read_to_string(root.join("ok.txt")).unwrap(),
+        "written\n"
+    );
+    assert!(!root.join(".git/hooks/pre-commit").exists());
+    assert!(!root.join(".claude/agents").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join(".claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(
+        std::fs::read(root.join(".git/config")).unwrap(),
+        config_before
+    );
+    // The stand-ins for what was not there are gone with the check.
+    for gone in [".mcp.json", ".codex", ".vscode", ".idea"] {
+        assert!(
+            std::fs::symlink_metadata(root.join(gone)).is_err(),
+            "{gone} was left behind"
+        );
+    }
+}
+
+#[test]
+fn a_check_cannot_reach_the_users_session_sockets() {
+    let p = Project::git();
+    let runtime = tempfile::tempdir().unwrap();
+    let bus = runtime.path().join("bus");
+    let bus_listener = std::os::unix::net::UnixListener::bind(&bus).unwrap();
+    let docker = std::path::PathBuf::from(format!("/run/vigil-test-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&docker);
+    let docker_listener = std::os::unix::net::UnixListener::bind(&docker).unwrap();
+    for listener in [&bus_listener, &docker_listener] {
+        listener.set_nonblocking(true).unwrap();
+    }
+    let connect = |path: &Path| {
+        format!(
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('{}'); print('CONN' + 'ECTED')\"",
+            path.display()
+        )
+    };
+    let attack = format!(
+        "{}; {}; systemd-run --user true; echo \"bus=$DBUS_SESSION_BUS_ADDRESS\"",
+        connect(&bus),
+        connect(&docker)
+    );
+    let output = stop_gate()
+        .args(["--run", &attacked(&attack)])
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", bus.display()),
+        )
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let _ = std::fs::remove_file(&docker);
+    assert_eq!(said["decision"], "block", "{said}");
+    let seen = printed(said["reason"].as_str().unwrap());
+    assert!(!seen.contains("CONNECTED"), "{said}");
+    assert!(
+        seen.contains("bus=") && !seen.contains("bus=unix"),
+        "{said}"
+    );
+    assert!(bus_listener.accept().is_err() && docker_listener.accept().is_err());
+}
+
+#[test]
+fn a_check_has_no_network_unless_asked() {
+    let p = Project::git();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let attack = format!(
+        "python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', {port}), 2); s.sendall(b'HELLO')\" && echo CONN''ECTED"
+    );
+    let stop = p.stop(&["--run", &attacked(&attack)], "s1", Some("x"));
+    assert!(
+        !printed(&stop.reason()).contains("CONNECTED"),
+        "{}",
+        stop.reason()
+    );
+    // With --check-network it may.
+    let asked = std::thread::spawn(move || {
+        let (mut peer, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        peer.read_to_string(&mut got).unwrap();
+        got
+    });
+    let stop = p.stop(
+        &["--run", &attacked(&attack), "--check-network"],
+        "s1",
+        Some("x"),
+    );
+    assert!(
+        printed(&stop.reason()).contains("CONNECTED"),
+        "{}",
+        stop.reason()
+    );
+    assert_eq!(asked.join().unwrap(), "HELLO");
+}
+
+#[test]
+fn a_check_writes_the_project_a_private_tmp_and_the_directories_named() {
+    let p = Project::git();
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let attack = format!(
+        "echo built > target.txt && echo t > \"$TMPDIR/t\" && echo c > '{c}/c' && echo TMPDIR=$TMPDIR; echo o > '{o}/o'",
+        c = cache.path().display(),
+        o = outside.path().display()
+    );
+    let stop = p.stop(
+        &[
+            "--run",
+            &attacked(&attack),
+            "--check-write",
+            cache.path().to_str().unwrap(),
+        ],
+        "s1",
+        Some("x"),
+    );
+    assert!(stop.reason().contains("TMPDIR=/tmp"), "{}", stop.reason());
+    assert!(p.path().join("target.txt").exists());
+    assert!(cache.path().join("c").exists());
+    assert!(!outside.path().join("o").exists());
+}
+
+#[test]
+fn without_bubblewrap_the_check_runs_unconfined_and_says_so_every_time() {
+    let p = Project::git();
+    for _ in 0..2 {
+        let output = stop_gate()
+            .args(["--run", "true"])
+            .env("VIGIL_TEST_BWRAP", "/nonexistent/bwrap")
+            .current_dir(p.path())
+            .write_stdin(p.payload("s1", Some("x")).to_string())
+            .output()
+            .unwrap();
+        let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(said.get("decision").is_none(), "{said}");
+        let message = said["systemMessage"].as_str().unwrap();
+        assert!(
+            message.starts_with("stop-gate: the check `true` ran unconfined, with your rights")
+                && message.contains("bubblewrap"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn under_protect_a_check_that_cannot_be_confined_is_not_run() {
+    let p = Project::git();
+    std::fs::create_dir_all(p.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.path().join(".claude/settings.local.json"),
+        r#"{"sandbox": {"enabled": true}}"#,
+    )
+    .unwrap();
+    let output = stop_gate()
+        .args(["--run", "touch ran.txt"])
+        .env("VIGIL_TEST_BWRAP", "/nonexistent/bwrap")
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said["decision"], "block", "{said}");
+    let reason = said["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("stop-gate: `touch ran.txt` was not run: it cannot be confined")
+            && reason.contains("install the package bubblewrap"),
+        "{reason}"
+    );
+    assert!(!p.path().join("ran.txt").exists());
+}
+
+#[test]
+fn a_project_that_breaks_the_sandbox_is_denied_never_run_unconfined() {
+    let p = Project::git();
+    std::os::unix::fs::symlink("nowhere/servers.json", p.path().join(".mcp.json")).unwrap();
+    let stop = p.stop(&["--run", "touch ran.txt"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("cannot be confined") && stop.reason().contains(".mcp.json"),
+        "{}",
+        stop.reason()
+    );
+    assert!(stop.system_message().is_empty() || !stop.system_message().contains("unconfined"));
+    assert!(!p.path().join("ran.txt").exists());
+    assert!(!p.path().join("nowhere").exists());
+}
