@@ -637,7 +637,9 @@ fn run(
     });
     match written {
         Ok(()) => {
-            let how = unconfined.map(|how| format!(" (ran {how})")).unwrap_or_default();
+            let how = unconfined
+                .map(|how| format!(" (ran {how})"))
+                .unwrap_or_default();
             diagnostic(
                 NAME,
                 &format!("{check} {} for {subject_id}{how}", status.as_str()),

@@ -25,7 +25,8 @@ const HELP: &str = "\
 stop-gate: the Stop hook that turns \"looks done\" into evidence.
 
 Usage:
-  stop-gate [--run CMD] [--timeout SECS] [--deadline SECS] [--require-marker CHECK[=CMD]]...
+  stop-gate [--run CMD [--check-network] [--check-write DIR]...] [--timeout SECS]
+            [--deadline SECS] [--require-marker CHECK[=CMD]]...
             [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
             [--feedback block|context] [--verify-key FILE] [--state-dir DIR]
             [--stall-after K] [--max-duration D] [--max-tokens N]
@@ -40,7 +41,7 @@ As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdi
 checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
 denies; otherwise it allows (no output, or {\"systemMessage\":...} when the human should know).
   1. the Ralph loop of this session, when one is running (see `stop-gate loop --help`)
-  2. --run CMD: `sh -c CMD` in the project must exit 0 within --timeout
+  2. --run CMD: `sh -c CMD` in the project must exit 0 within --timeout, confined
   3. --require-marker CHECK: a passed marker for exactly this worktree (see marker-writer)
 It always exits 0: a gate that cannot read its input or config blocks, and says why.
 On UserPromptSubmit it starts or cancels this session's loop when the human's prompt begins
@@ -50,7 +51,17 @@ Loops and session records live in the protected state, outside the project: $VIG
 else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge install --protect).
 
 Options:
-  --run CMD                 the check command (blocks with its last 20 lines when it fails)
+  --run CMD                 the check command (blocks with its last 20 lines when it fails).
+                            It is the agent's code, so it runs confined (bubblewrap): it
+                            writes only the project (not .claude .codex .git/hooks .git/config
+                            .mcp.json .vscode .idea) and a private /tmp, sees no state home,
+                            ~/.claude, ~/.codex, ~/.ssh or session socket, no VIGIL_*
+                            variable, its own processes only, and no network. Without
+                            bubblewrap it runs unconfined and every stop says so; with
+                            Claude Code's sandbox on (--protect) it is not run at all
+  --check-network           the confined check may use the network
+  --check-write DIR         repeatable: the confined check may also write DIR (absolute; a
+                            cache such as ~/.cache/go-build)
   --timeout SECS            how long the check may run (default: --deadline less 15 s); then
                             its process group is killed and the stop is blocked
   --deadline SECS           all of the gate's work ends by then (default 570, under the

@@ -385,3 +385,71 @@ fn a_project_that_breaks_the_sandbox_is_denied_never_run_unconfined() {
     assert!(!p.path().join("ran.txt").exists());
     assert!(!p.path().join("nowhere").exists());
 }
+
+/// The toolchains a check runs work inside the confinement, offline, with read-only caches:
+/// `cargo test` on a small crate, `npm test` (node's runner), and `pytest`.
+#[test]
+fn real_toolchains_pass_and_fail_inside_the_confinement() {
+    let p = Project::git();
+    let root = p.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(
+        root.join("Cargo.toml"),
+        "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }\n#[test]\nfn adds() { assert_eq!(add(1, 1), 2); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("package.json"),
+        r#"{"name":"small","version":"1.0.0","scripts":{"test":"node --test"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("add.test.js"),
+        "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => assert.strictEqual(1 + 1, 2));\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("test_add.py"),
+        "def test_adds():\n    assert 1 + 1 == 2\n",
+    )
+    .unwrap();
+    let mut checks = vec!["cargo test --offline -q", "npm test --silent"];
+    let has_pytest = std::process::Command::new("python3")
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        has_pytest || std::env::var_os("CI").is_none(),
+        "CI installs pytest for this test"
+    );
+    if has_pytest {
+        checks.push("python3 -m pytest -q -p no:cacheprovider test_add.py");
+    }
+    for check in checks {
+        let stop = p.stop(&["--run", check, "--timeout", "300"], "s1", Some("x"));
+        assert!(!stop.blocked(), "{check}: {}", stop.reason());
+        assert!(
+            stop.system_message().is_empty(),
+            "{check}: {}",
+            stop.system_message()
+        );
+    }
+    // And a failing test blocks, inside it too.
+    std::fs::write(
+        root.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a - b }\n#[test]\nfn adds() { assert_eq!(add(1, 1), 2); }\n",
+    )
+    .unwrap();
+    let stop = p.stop(
+        &["--run", "cargo test --offline -q", "--timeout", "300"],
+        "s1",
+        Some("x"),
+    );
+    assert!(stop.blocked());
+    assert!(stop.reason().contains("adds"), "{}", stop.reason());
+}
