@@ -65,6 +65,9 @@ pub struct HookInput {
     /// StopFailure: detail of the error, as text (a JSON value other than a string is kept as
     /// its compact JSON: the record of a failure is never lost to a type).
     pub error_details: Option<String>,
+    /// PreToolUse: the tool about to run, and its input (an object).
+    pub tool_name: Option<String>,
+    pub tool_input: Option<Value>,
 }
 
 /// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent.
@@ -124,6 +127,7 @@ pub enum HookEvent {
     PreCompact,
     UserPromptSubmit,
     StopFailure,
+    PreToolUse,
     Other(String),
 }
 
@@ -183,6 +187,12 @@ impl HookInput {
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(other) => Some(other.to_string()),
             },
+            tool_name: string_field(&object, "tool_name")?,
+            tool_input: match object.get("tool_input") {
+                None | Some(Value::Null) => None,
+                Some(value @ Value::Object(_)) => Some(value.clone()),
+                Some(other) => return Err(wrong_type("tool_input", "an object", other)),
+            },
         })
     }
 
@@ -195,6 +205,7 @@ impl HookInput {
             "PreCompact" => HookEvent::PreCompact,
             "UserPromptSubmit" => HookEvent::UserPromptSubmit,
             "StopFailure" => HookEvent::StopFailure,
+            "PreToolUse" => HookEvent::PreToolUse,
             other => HookEvent::Other(other.to_string()),
         })
     }

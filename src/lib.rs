@@ -18,6 +18,7 @@ pub mod exclude;
 pub mod exit;
 pub mod gate;
 pub mod gateflags;
+pub mod guard;
 pub mod handoff;
 pub mod hook;
 pub mod input;

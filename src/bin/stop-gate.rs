@@ -202,6 +202,14 @@ fn real_main() -> ExitCode {
         .as_ref()
         .map_err(|e| Error::Input(e.to_string()))
         .and_then(|bytes| HookInput::parse(bytes));
+    // PreToolUse (under --protect): the file tools write only within the agent's reach. Input
+    // it cannot read denies the write, as a gate does.
+    if let Ok(bytes) = &raw
+        && vigil::hook::names_event(bytes, "PreToolUse")
+    {
+        watchdog.answer(pre_tool_use(&config, &input));
+        return ExitCode::SUCCESS;
+    }
     // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
     // plainly a vigil command is ever held up.
     if let (Err(e), Ok(bytes)) = (&input, &raw)
@@ -226,6 +234,37 @@ fn real_main() -> ExitCode {
     watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
+}
+
+/// PreToolUse: a file tool's write within the agent's reach passes silently; any other is
+/// denied with its one useful line.
+fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Option<String> {
+    let verdict = match (config, input) {
+        (Err(e), _) => Err(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the PreToolUse hook"
+        )),
+        (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
+        (Ok(_), Ok(input)) => {
+            let project = Project::resolve(None, input.cwd.as_deref());
+            let top = vigil::protected::state_top(&project.dir);
+            let cwd = input.cwd.clone().unwrap_or_else(|| project.dir.clone());
+            vigil::guard::judge(
+                input.tool_name.as_deref().unwrap_or(""),
+                input.tool_input.as_ref(),
+                &cwd,
+                &top,
+            )
+        }
+    };
+    let reason = verdict.err()?;
+    Some(
+        serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }})
+        .to_string(),
+    )
 }
 
 /// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`, nothing else.

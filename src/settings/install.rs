@@ -111,7 +111,13 @@ pub fn install(
         Some(chosen) => chosen.clone(),
         None => super::loader_sync_notes(&root),
     };
-    let wanted = entries(plan, &gate_after, sync_notes.as_deref());
+    let mut wanted = entries(plan, &gate_after, sync_notes.as_deref());
+    // The file tools' guard comes with --protect, and stays with it through later installs.
+    if plan.engine == super::Engine::Claude
+        && (plan.protect.is_some() || installed.protect.is_some())
+    {
+        wanted.push(super::guard_entry(&plan.binaries));
+    }
     // The group the flags were read from is replaced by the new one, which carries them, even
     // when the record of installing it is gone: else a second gate would run beside it.
     let dropped_source = match &gate_group {

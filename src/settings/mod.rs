@@ -153,6 +153,18 @@ pub fn entries(
     entries
 }
 
+/// `--protect`'s PreToolUse group: stop-gate holds the file-writing tools to the agent's
+/// reach (SPEC §9), named by the matcher Claude Code tests tool names against.
+pub fn guard_entry(binaries: &Binaries) -> Entry {
+    Entry {
+        event: "PreToolUse",
+        group: json!({
+            "matcher": crate::guard::MATCHER,
+            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+        }),
+    }
+}
+
 /// The command string of a handler.
 fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
     match binaries {

@@ -560,6 +560,19 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         !deny.iter().any(|r| r.starts_with("Write(")),
         "Claude Code warns about Write(path) rules; Edit rules cover Write"
     );
+    // The file tools' guard (SPEC §9): stop-gate on every tool that writes files.
+    let guard = &value["hooks"]["PreToolUse"][0];
+    assert_eq!(
+        guard["matcher"], "Edit|Write|MultiEdit|NotebookEdit",
+        "{value}"
+    );
+    assert!(
+        guard["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("/stop-gate'"),
+        "{guard}"
+    );
     let record: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join(".vigil/installed.json")).unwrap())
             .unwrap();

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 mod confinement;
+mod guard;
 mod limits;
 
 /// A throwaway project, and the ways a test talks to stop-gate about it.

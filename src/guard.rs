@@ -1,0 +1,220 @@
+//! File tools held to the sandbox's reach (SPEC §9): Claude Code's Edit, Write, MultiEdit and
+//! NotebookEdit tools are not sandboxed, so under `--protect` vigil's PreToolUse hook lets them
+//! write only where the sandboxed Bash tool could (the reach of `reach`): the project, less the
+//! files the engine, git and editors run later, and the temporary directory. A path is judged
+//! by where it resolves (every link followed, `..` taken both as the engine's path library and
+//! as the kernel would take it), never by its spelling.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::reach;
+
+/// The tools that write files, and the field of their input that names the file.
+pub const WRITERS: &[(&str, &str)] = &[
+    ("Edit", "file_path"),
+    ("Write", "file_path"),
+    ("MultiEdit", "file_path"),
+    ("NotebookEdit", "notebook_path"),
+];
+
+/// The matcher of vigil's PreToolUse group.
+pub const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
+
+/// The most links followed in one path (as the kernel's 40).
+const MAX_LINKS: usize = 40;
+
+/// Whether `tool` may write what `input` names; `Err` is the one useful line. `cwd` resolves a
+/// relative path; `top` is the project's git top level.
+pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, top: &Path) -> Result<(), String> {
+    let Some((_, field)) = WRITERS.iter().find(|(name, _)| *name == tool) else {
+        return Ok(());
+    };
+    let Some(raw) = input.and_then(|i| i.get(*field)).and_then(Value::as_str) else {
+        return Err(format!(
+            "vigil: the {tool} tool's input has no {field}; a write vigil cannot place is denied"
+        ));
+    };
+    if raw.is_empty() || raw.contains('\0') {
+        return Err(format!(
+            "vigil: the {tool} tool's {field} is not a path; denied"
+        ));
+    }
+    let asked = cwd.join(raw);
+    let top = real_dir(top);
+    // Node's path.resolve takes `..` by spelling, the kernel after following links: both
+    // places must be inside the reach.
+    for place in [resolve(&lexical(&asked)), resolve(&asked)] {
+        let place = place.ok_or_else(|| {
+            format!(
+                "vigil: {tool} to {raw} denied: its path has a loop of links or more than {MAX_LINKS}"
+            )
+        })?;
+        if let Some(why) = outside(&place, &top) {
+            return Err(format!(
+                "vigil: {tool} to {} denied: {why}; under --protect the file tools write only the project (not .claude, .codex, .git/hooks, .git/config, .mcp.json, .vscode, .idea) and the temporary directory",
+                place.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why `place` is out of the file tools' reach, or `None` when it is in it.
+fn outside(place: &Path, top: &Path) -> Option<String> {
+    if own_notes(place) {
+        return None;
+    }
+    for (hidden, _) in reach::hidden(&top.join(".vigil"), &[]) {
+        if place.starts_with(&hidden) {
+            return Some(format!(
+                "it is in {}, which the agent never writes",
+                hidden.display()
+            ));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        let home = real_dir(&home);
+        for name in reach::START_UP_FILES {
+            if place == home.join(name) {
+                return Some("it is a shell start-up file, which every later shell runs".into());
+            }
+        }
+    }
+    if place.starts_with(top) {
+        for (entry, _) in reach::read_only_in(top) {
+            if place.starts_with(real_or(&entry)) || place.starts_with(&entry) {
+                return Some(format!(
+                    "{} holds what the engine or git runs with your rights",
+                    entry.display()
+                ));
+            }
+        }
+        return None;
+    }
+    // The temporary directory the sandboxed shell may write: $TMPDIR, else /tmp.
+    let temporary = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let temporary = real_dir(&temporary);
+    if place.starts_with(&temporary) && place != temporary {
+        return None;
+    }
+    Some("it is outside the project and the temporary directory".to_string())
+}
+
+/// Claude Code's own Markdown notes, which it writes with these tools and never runs: plans
+/// (`~/.claude/plans/`) and a project's memory (`~/.claude/projects/<project>/memory/`).
+fn own_notes(place: &Path) -> bool {
+    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+        return false;
+    };
+    let claude = real_dir(&home.join(".claude"));
+    let Ok(rest) = place.strip_prefix(&claude) else {
+        return false;
+    };
+    let parts: Vec<&std::ffi::OsStr> = rest.iter().collect();
+    let markdown = place.extension().is_some_and(|e| e == "md");
+    markdown
+        && match parts.as_slice() {
+            [plans, _] => *plans == "plans",
+            [projects, _, memory, _] => *projects == "projects" && *memory == "memory",
+            _ => false,
+        }
+}
+
+/// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Where a write to `path` lands: each component as the kernel takes it, a link followed to
+/// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
+fn resolve(path: &Path) -> Option<PathBuf> {
+    let mut links = 0;
+    let mut done = PathBuf::from("/");
+    let mut left: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(name) = left.pop() {
+        if name == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return None;
+                }
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                for component in target.components().rev() {
+                    match component {
+                        Component::Normal(n) => left.push(n.to_os_string()),
+                        Component::ParentDir => left.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => done = next,
+        }
+    }
+    Some(done)
+}
+
+fn real_dir(path: &Path) -> PathBuf {
+    resolve(&lexical(path)).unwrap_or_else(|| path.to_path_buf())
+}
+
+fn real_or(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_resolves_through_links_and_dot_dot_as_the_kernel_takes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("a")).unwrap();
+        std::os::unix::fs::symlink("/etc", real.join("a/out")).unwrap();
+        std::os::unix::fs::symlink("out", real.join("a/via")).unwrap();
+        assert_eq!(
+            resolve(&real.join("a/via/passwd")).unwrap(),
+            PathBuf::from("/etc/passwd")
+        );
+        // The kernel: a/out/.. is the parent of /etc.
+        assert_eq!(
+            resolve(&real.join("a/out/../x")).unwrap(),
+            PathBuf::from("/x")
+        );
+        // By spelling: a/out/.. is a.
+        assert_eq!(lexical(&real.join("a/out/../x")), real.join("a/x"));
+        std::os::unix::fs::symlink("loop", real.join("loop")).unwrap();
+        assert!(resolve(&real.join("loop/x")).is_none());
+    }
+}

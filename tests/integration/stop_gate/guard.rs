@@ -1,0 +1,220 @@
+//! SPEC §9, file tools held to the sandbox's reach: under `--protect`, stop-gate's PreToolUse
+//! hook lets Edit, Write, MultiEdit and NotebookEdit write only inside the project (not what
+//! the engine or git runs later) and the temporary directory, judged by where a path
+//! resolves. Each test plays the agent's Write tool.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::Project;
+use crate::support::*;
+
+/// What the PreToolUse hook said of `tool` writing `path` (its input field `field`), from
+/// `cwd`: `None` allowed (silent), `Some(reason)` denied.
+fn write_as(p: &Project, home: &Path, tool: &str, field: &str, path: &str) -> Option<String> {
+    let payload = json!({
+        "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": p.path(),
+        "permission_mode": "acceptEdits", "tool_name": tool, "tool_use_id": "toolu_1",
+        "tool_input": {field: path, "content": "x"},
+    });
+    hook(home, p.path(), payload.to_string().into_bytes())
+}
+
+fn hook(home: &Path, cwd: &Path, stdin: Vec<u8>) -> Option<String> {
+    let output = stop_gate()
+        .env("HOME", home)
+        .env("TMPDIR", "/tmp")
+        .current_dir(cwd)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+    if output.stdout.is_empty() {
+        return None;
+    }
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let decision = &json["hookSpecificOutput"];
+    assert_eq!(decision["hookEventName"], "PreToolUse", "{json}");
+    assert_eq!(decision["permissionDecision"], "deny", "{json}");
+    let reason = decision["permissionDecisionReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("vigil: ") && !reason.contains('\n'),
+        "{reason}"
+    );
+    Some(reason.to_string())
+}
+
+/// A home outside /tmp, which the file tools may write.
+fn away_from_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in("/var/tmp").unwrap()
+}
+
+fn write(p: &Project, home: &Path, path: &str) -> Option<String> {
+    write_as(p, home, "Write", "file_path", path)
+}
+
+#[test]
+fn the_file_tools_write_the_project_and_the_temporary_directory() {
+    let p = Project::git();
+    let home = tempfile::tempdir().unwrap();
+    let root = p.path().display().to_string();
+    for path in [
+        format!("{root}/src/new.rs"),
+        "lib.rs".to_string(),
+        "deep/new/dir/file.txt".to_string(),
+        "/tmp/scratch.txt".to_string(),
+        format!("{root}/.vigil/notes.md"),
+    ] {
+        assert_eq!(write(&p, home.path(), &path), None, "{path}");
+    }
+    for tool in ["Edit", "MultiEdit"] {
+        assert_eq!(write_as(&p, home.path(), tool, "file_path", "lib.rs"), None);
+    }
+    assert_eq!(
+        write_as(&p, home.path(), "NotebookEdit", "notebook_path", "a.ipynb"),
+        None
+    );
+    // Claude Code's own notes: plans and a project's memory.
+    let home_text = home.path().display().to_string();
+    for path in [
+        format!("{home_text}/.claude/plans/plan.md"),
+        format!("{home_text}/.claude/projects/-p/memory/MEMORY.md"),
+    ] {
+        assert_eq!(write(&p, home.path(), &path), None, "{path}");
+    }
+}
+
+#[test]
+fn files_the_engine_or_git_runs_later_are_denied_with_their_reason() {
+    let p = Project::git();
+    let home = away_from_tmp();
+    let h = home.path().display().to_string();
+    for (path, names) in [
+        (".claude/agents/helper.md".to_string(), ".claude"),
+        (".claude/commands/x.md".to_string(), ".claude"),
+        (".claude/settings.json".to_string(), ".claude"),
+        (".mcp.json".to_string(), ".mcp.json"),
+        (".git/hooks/pre-commit".to_string(), ".git/hooks"),
+        (".git/config".to_string(), ".git/config"),
+        (".codex/hooks.json".to_string(), ".codex"),
+        (".vscode/tasks.json".to_string(), ".vscode"),
+        (format!("{h}/.bashrc"), "start-up file"),
+        (format!("{h}/.zshrc"), "start-up file"),
+        (format!("{h}/.claude.json"), ".claude.json"),
+        (format!("{h}/.claude/agents/x.md"), ".claude"),
+        (format!("{h}/.claude/settings.json"), ".claude"),
+        (format!("{h}/.claude/plans/run.sh"), ".claude"),
+        (format!("{h}/.codex/config.toml"), ".codex"),
+        ("/etc/cron.d/x".to_string(), "outside the project"),
+    ] {
+        let reason = write(&p, home.path(), &path).unwrap_or_else(|| panic!("{path} was allowed"));
+        assert!(reason.contains(names), "{path}: {reason}");
+        assert!(reason.contains("denied"), "{reason}");
+    }
+    for tool in ["Edit", "MultiEdit"] {
+        assert!(write_as(&p, home.path(), tool, "file_path", ".mcp.json").is_some());
+    }
+    assert!(
+        write_as(
+            &p,
+            home.path(),
+            "NotebookEdit",
+            "notebook_path",
+            ".claude/x.ipynb"
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn the_state_home_is_denied_under_the_temporary_directory_and_inside_the_project() {
+    let p = Project::git();
+    let home = tempfile::tempdir().unwrap();
+    // The tests' state home is under /tmp, which the tools may otherwise write.
+    std::fs::create_dir_all(state_home().join("projects")).unwrap();
+    let target = state_home().join("projects/x/sessions/s1.rec");
+    let reason = write(&p, home.path(), target.to_str().unwrap()).expect("denied");
+    assert!(reason.contains("never writes"), "{reason}");
+    // A state home the user put inside the project.
+    let inside = p.path().join("state");
+    std::fs::create_dir(&inside).unwrap();
+    let payload = json!({"hook_event_name": "PreToolUse", "cwd": p.path(), "tool_name": "Write",
+        "tool_input": {"file_path": "state/trusted-keys/agent.pub"}});
+    let output = stop_gate()
+        .env("HOME", home.path())
+        .env("VIGIL_STATE_HOME", &inside)
+        .current_dir(p.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("\"deny\""),
+        "{}",
+        said(&output)
+    );
+}
+
+#[test]
+fn a_path_is_judged_where_it_resolves_never_by_its_spelling() {
+    let p = Project::git();
+    let home = away_from_tmp();
+    let root = p.path();
+    let outside = tempfile::tempdir_in(home.path()).unwrap();
+    // A link out of the project, a link through a link, and a link into .claude.
+    std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
+    std::os::unix::fs::symlink("out", root.join("via")).unwrap();
+    std::fs::create_dir(root.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(".claude", root.join("config")).unwrap();
+    std::os::unix::fs::symlink(".git/hooks/pre-push", root.join("hook.sh")).unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    std::os::unix::fs::symlink(home.path(), root.join("sub/h")).unwrap();
+    for path in [
+        "out/x.sh",
+        "via/x.sh",
+        "config/agents/a.md",
+        "hook.sh",
+        "sub/h/.bashrc",
+        // `..` after a link: the kernel goes up from where the link leads.
+        "sub/h/../../etc/x",
+        "./sub/../.claude/commands/x.md",
+    ] {
+        assert!(write(&p, home.path(), path).is_some(), "{path} was allowed");
+    }
+    // A link to nowhere inside .git/hooks: the write would create it there.
+    std::os::unix::fs::symlink(".git/hooks/post-checkout", root.join("later")).unwrap();
+    assert!(write(&p, home.path(), "later").is_some());
+    // A loop of links is denied, not followed for ever.
+    std::os::unix::fs::symlink("loop", root.join("loop")).unwrap();
+    let reason = write(&p, home.path(), "loop/x").expect("denied");
+    assert!(reason.contains("loop of links"), "{reason}");
+}
+
+#[test]
+fn input_the_guard_cannot_read_denies_the_write() {
+    let p = Project::git();
+    let home = tempfile::tempdir().unwrap();
+    for stdin in [
+        br#"{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":"x"}"#.to_vec(),
+        br#"{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{}}"#.to_vec(),
+        br#"{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":7}}"#
+            .to_vec(),
+        br#"{"hook_event_name":"PreToolUse","tool_name":"Write","tool_input":{"file_path":""}}"#
+            .to_vec(),
+        br#"{"hook_event_name":"PreToolUse","tool_name":7}"#.to_vec(),
+        br#"{"hook_event_name":"PreToolUse","cwd":["x"]}"#.to_vec(),
+    ] {
+        assert!(
+            hook(home.path(), p.path(), stdin.clone()).is_some(),
+            "{}",
+            String::from_utf8_lossy(&stdin)
+        );
+    }
+    // Tools that write no file pass untouched.
+    let read = json!({"hook_event_name": "PreToolUse", "cwd": p.path(), "tool_name": "Read",
+        "tool_input": {"file_path": "/etc/passwd"}});
+    assert_eq!(
+        hook(home.path(), p.path(), read.to_string().into_bytes()),
+        None
+    );
+}
