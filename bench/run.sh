@@ -149,6 +149,29 @@ jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .last_assi
 row "stop-gate --contract default" "SubagentStop, a valid report" \
   "$sg --contract default <$work/subagent.json" "bash $here/baseline/contract.sh <$work/subagent.json"
 
+# The file tools' guard (--protect): PreToolUse on every Edit and Write, here a Write into the
+# project, which it allows.
+jq -cn --arg cwd "$work/project" '{session_id: "idle", hook_event_name: "PreToolUse", cwd: $cwd,
+  tool_name: "Write", tool_input: {file_path: "src/parser.rs", content: "fn parse() {}\n"}}' >"$work/pretool.json"
+[ -z "$("$sg" <"$work/pretool.json")" ] || { echo "bench: the guard denied a write into the project" >&2; exit 1; }
+row "stop-gate" "PreToolUse, Write into the project (allowed)" \
+  "$sg <$work/pretool.json" "bash $here/baseline/pretool.sh $work/project <$work/pretool.json"
+
+# A confined check (bubblewrap), against the same check run unconfined, which the gate does
+# only where bubblewrap is missing: as root, a mount namespace hides it for that row.
+check_row() { # LABEL
+  local confined unconfined bwrap
+  confined=$(median_ms "$sg --run true <$work/idle.json")
+  unconfined=-
+  bwrap=$(command -v bwrap || true)
+  if [ -n "$bwrap" ] && [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    unconfined=$(unshare -m bash -c "mount --bind /dev/null '$bwrap' && $(declare -f median_ms); timer=$timer; runs=$runs; work=$work; median_ms '$sg --run true <$work/idle.json'")
+  fi
+  printf "| stop-gate --run true | %s | %s | %s (unconfined) | %s | %s |\n" "$1" "$confined" "$unconfined" \
+    "$(ratio "$confined" "$true_ms")" "$(awk -v a="$confined" -v b="$unconfined" 'BEGIN { if (b + 0 > 0) printf "+%.1f ms", a - b; else print "-" }')"
+}
+check_row "Stop, a \`true\` check, confined (bubblewrap); last column: what confinement adds"
+
 # --max-tokens: a loop whose transcript has grown to 100 MB of usage records. After the
 # first Stop, each reads only what was appended since (here nothing); the baseline reads the
 # whole transcript each time.
