@@ -360,8 +360,16 @@ pub fn verify_from(
     };
     let mut first_note = None;
     for note in crate::notes::read(project, check, subject_id) {
+        // A note is what anyone with push access wrote (SPEC §5): it counts only signed by a
+        // pinned or trusted key, even where an unsigned local marker would.
         match note.and_then(|payload| {
-            judge(&payload, check, subject_id, max_age, trust).map(|()| payload)
+            judge(&payload, check, subject_id, max_age, trust)?;
+            if trust.keys.is_empty() {
+                return Err(Denial::BadSignature(
+                    "a note counts only when signed by a trusted key, and none is trusted here; pin CI's key with --verify-key or `marker-writer trust KEYFILE`".to_string(),
+                ));
+            }
+            Ok(payload)
         }) {
             Ok(payload) => return Ok((payload, Source::Notes)),
             Err(denial) => {

@@ -273,11 +273,15 @@ fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
     );
     let reason = laptop_stop(&laptop, "tests", None).unwrap();
     assert!(reason.contains("marker `tests` missing"), "{reason}");
-    // Pushed and synced, it counts exactly where an unsigned local marker counts: with no
-    // trusted key.
+    // Pushed and synced, it still does not count: anyone with push access wrote it, so a note
+    // needs a trusted key's signature even where an unsigned local marker would do.
     git(&laptop, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
     ok(mw(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", None), None);
+    let reason = laptop_stop(&laptop, "tests", None).unwrap();
+    assert!(
+        reason.contains("bad signature") && reason.contains("none is trusted"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -423,9 +427,9 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
     let world = World::new();
     let laptop = world.clone("laptop");
     let good = world.clone("ci");
-    ci_publishes(&good, "tests", None);
+    ci_publishes(&good, "tests", Some(&world.secret()));
     ok(mw(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", None), None);
+    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
     git(
         &world.remote,
@@ -439,7 +443,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
         said(&out)
     );
     assert_eq!(
-        laptop_stop(&laptop, "tests", None),
+        laptop_stop(&laptop, "tests", Some(&world.public())),
         None,
         "the local notes stayed"
     );

@@ -570,7 +570,8 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         guard["hooks"][0]["command"]
             .as_str()
             .unwrap()
-            .ends_with("/stop-gate'"),
+            .trim_end_matches('\'')
+            .ends_with("/stop-gate"),
         "{guard}"
     );
     let record: Value =
