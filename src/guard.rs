@@ -5,11 +5,11 @@
 //! by where it resolves (every link followed, `..` taken both as the engine's path library and
 //! as the kernel would take it), never by its spelling.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::reach;
+use crate::reach::{self, MAX_LINKS, lexical, resolve};
 
 /// The tools that write files, and the field of their input that names the file.
 pub const WRITERS: &[(&str, &str)] = &[
@@ -21,9 +21,6 @@ pub const WRITERS: &[(&str, &str)] = &[
 
 /// The matcher of vigil's PreToolUse group.
 pub const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
-
-/// The most links followed in one path (as the kernel's 40).
-const MAX_LINKS: usize = 40;
 
 /// Whether `tool` may write what `input` names; `Err` is the one useful line. `cwd` resolves a
 /// relative path; `top` is the project's git top level.
@@ -123,65 +120,6 @@ fn own_notes(place: &Path) -> bool {
             [projects, _, memory, _] => *projects == "projects" && *memory == "memory",
             _ => false,
         }
-}
-
-/// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(name) => out.push(name),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
-}
-
-/// Where a write to `path` lands: each component as the kernel takes it, a link followed to
-/// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
-fn resolve(path: &Path) -> Option<PathBuf> {
-    let mut links = 0;
-    let mut done = PathBuf::from("/");
-    let mut left: Vec<std::ffi::OsString> = path
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name.to_os_string()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect();
-    while let Some(name) = left.pop() {
-        if name == ".." {
-            done.pop();
-            continue;
-        }
-        let next = done.join(&name);
-        match std::fs::symlink_metadata(&next) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return None;
-                }
-                let target = std::fs::read_link(&next).ok()?;
-                if target.is_absolute() {
-                    done = PathBuf::from("/");
-                }
-                for component in target.components().rev() {
-                    match component {
-                        Component::Normal(n) => left.push(n.to_os_string()),
-                        Component::ParentDir => left.push("..".into()),
-                        _ => {}
-                    }
-                }
-            }
-            _ => done = next,
-        }
-    }
-    Some(done)
 }
 
 fn real_dir(path: &Path) -> PathBuf {

@@ -13,7 +13,7 @@
 //!   credentials (`HIDDEN_IN_HOME`), the user's session services (`$XDG_RUNTIME_DIR`, `/run`).
 //! - Everything else of the machine is read-only.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// What kind of entry a read-only or hidden path is when it exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +137,68 @@ pub fn is_withheld_variable(name: &str) -> bool {
                 | "CLAUDE_ENV_FILE"
                 | "CLAUDE_CODE_MESSAGING_SOCKET"
         )
+}
+
+/// The most links followed in one path (as the kernel's 40).
+pub const MAX_LINKS: usize = 40;
+
+/// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Where a write to `path` lands: each component as the kernel takes it, a link followed to
+/// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    let mut links = 0;
+    let mut done = PathBuf::from("/");
+    let mut left: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(name) = left.pop() {
+        if name == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return None;
+                }
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                for component in target.components().rev() {
+                    match component {
+                        Component::Normal(n) => left.push(n.to_os_string()),
+                        Component::ParentDir => left.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => done = next,
+        }
+    }
+    Some(done)
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
             .map_err(|e| Error::Io(format!("cannot make a snapshot directory: {e}")))?,
     };
     let subject = subject::worktree_snapshot(project, limits, dir.path())?;
+    links_stay_inside(dir.path())?;
     let top = subject::worktree::Repository::locate(&project.dir)?.top;
     let here = std::env::current_dir()
         .ok()
@@ -73,6 +74,49 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
         cwd,
         protected: in_protected,
     })
+}
+
+/// Every link in the copy leads inside it, judged by where it resolves: a link whose target
+/// reads as inside can still leave through another link (`z -> a/top/..` where `a/top -> ..`),
+/// and in the copy it would reach the live files the marker does not vouch for.
+fn links_stay_inside(root: &Path) -> Result<()> {
+    let root = std::fs::canonicalize(root)
+        .map_err(|e| Error::Io(format!("cannot read the snapshot: {e}")))?;
+    let mut dirs = vec![root.clone()];
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| Error::io("read the snapshot", &dir, &e))?;
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                dirs.push(path);
+            } else if kind.is_symlink() {
+                let shown = path
+                    .strip_prefix(&root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                match crate::reach::resolve(&path) {
+                    Some(place) if place.starts_with(&root) => {}
+                    Some(place) => {
+                        return Err(Error::input(format!(
+                            "{shown} is a symlink that leads out of the tree through another link (to {}): in a snapshot the command would read the live file, which no marker vouches for; make it lead inside, or run in place",
+                            place.display()
+                        )));
+                    }
+                    None => {
+                        return Err(Error::input(format!(
+                            "{shown} is a symlink in a loop of links; make it lead to a file of the tree"
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Clears the command's environment but for `KEPT_ENV`, the `LC_*` locale variables and

@@ -1028,6 +1028,41 @@ fn a_snapshot_refuses_a_link_out_of_the_tree() {
     }
 }
 
+/// A link whose target reads as inside the tree can leave it through another link: `z ->
+/// a/top/..` reads as `a`, but `a/top -> ..` makes it the parent of the copy. Judged by where
+/// it resolves, it is refused, and a loop of links too; a link that really stays inside runs.
+#[test]
+fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
+    let dir = marked();
+    std::fs::create_dir_all(dir.path().join("a")).unwrap();
+    std::os::unix::fs::symlink("..", dir.path().join("a/top")).unwrap();
+    std::os::unix::fs::symlink("a/top/..", dir.path().join("z")).unwrap();
+    let out = mw(
+        dir.path(),
+        &["run", "--check", "x", "--snapshot", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let line = assert_one_line_error(&out, "marker-writer");
+    assert!(
+        line.contains("z is a symlink that leads out of the tree through another link"),
+        "{line}"
+    );
+    std::fs::remove_file(dir.path().join("z")).unwrap();
+    std::os::unix::fs::symlink("a/top/lib.rs", dir.path().join("z")).unwrap();
+    let out = mw(
+        dir.path(),
+        &["run", "--check", "x", "--snapshot", "--", "true"],
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+    let out = mw(
+        dir.path(),
+        &["run", "--check", "x", "--snapshot", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("loop of links"), "{}", said(&out));
+}
+
 /// A key trusted for the project's top is found however the agent moves the top: a `.git`
 /// planted in the session's subdirectory, or the project's `.git` made a symlink so the search
 /// ends in a parent repository.
