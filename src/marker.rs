@@ -224,13 +224,16 @@ pub enum Denial {
     Stale(String),
     /// A verify key is configured and the signature does not hold.
     BadSignature(String),
+    /// No marker, but the project's `.vigil/markers/` (never read now) holds one: named, so
+    /// the human knows why it stopped counting.
+    Moved(String),
 }
 
 impl Denial {
     /// The reason word of SPEC §5: `missing`, `subject mismatch`, `malformed`, `status <s>`, `stale`.
     pub fn reason(&self) -> String {
         match self {
-            Denial::Missing => "missing".into(),
+            Denial::Missing | Denial::Moved(_) => "missing".into(),
             Denial::SubjectMismatch(_) => "subject mismatch".into(),
             Denial::Malformed(_) => "malformed".into(),
             Denial::Status(status) => format!("status {}", status.as_str()),
@@ -252,7 +255,8 @@ impl Denial {
             Denial::SubjectMismatch(detail)
             | Denial::Malformed(detail)
             | Denial::Stale(detail)
-            | Denial::BadSignature(detail) => {
+            | Denial::BadSignature(detail)
+            | Denial::Moved(detail) => {
                 format!("{}: {detail}", self.reason())
             }
         }
@@ -307,7 +311,7 @@ pub fn writer() -> Writer {
 /// whose payload is unreadable.
 pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)> {
     let check = CheckName::parse(&payload.check)?;
-    project.owned_dir(&format!("markers/{check}"))?;
+    writable_dir(project, &check)?;
     let (payload_path, gate_path) = paths(project, &check, &payload.subject);
     let mut json = serde_json::to_vec_pretty(payload).expect("a payload serializes");
     json.push(b'\n');
@@ -316,6 +320,38 @@ pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)>
     crate::atomic::write_atomic(&gate_path, b"", 0o644)
         .map_err(|e| Error::io("write", &gate_path, &e))?;
     Ok((payload_path, gate_path))
+}
+
+/// The check's directory in the protected state, made (0700) when missing and writable here:
+/// inside the agent's sandbox the state home is read-only, and a protected writer refuses at
+/// once, before it runs anything.
+pub fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = check_dir(project, check);
+    refuse_symlinks(project, check)?;
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir);
+    let writable = made.and_then(|()| {
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: access(2) reads the NUL-terminated path and nothing else.
+        if unsafe { libc::access(path.as_ptr(), libc::W_OK) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    });
+    if let Err(e) = writable {
+        return Err(Error::Io(format!(
+            "the protected state {} cannot be written here ({}): a protected writer runs outside the agent's sandbox (your own terminal, a git hook you run, CI); nothing was run",
+            dir.display(),
+            crate::error::plain_io(&e)
+        )));
+    }
+    refuse_symlinks(project, check)?;
+    Ok(dir)
 }
 
 /// The payload and gate paths of a subject's marker.
@@ -379,6 +415,14 @@ pub fn verify_from(
     }
     match (local, first_note) {
         (Denial::Missing | Denial::SubjectMismatch(_), Some(note)) => Err(note),
+        (Denial::Missing, None)
+            if has_other_markers(&project.legacy_markers().join(check.as_str())) =>
+        {
+            Err(Denial::Moved(format!(
+                "{} holds markers of an older vigil, which are no longer read (the agent can write there); a protected writer writes them in the protected state now",
+                project.legacy_markers().join(check.as_str()).display()
+            )))
+        }
         (Denial::Missing, None) if crate::notes::has_any(project, check) => {
             Err(Denial::SubjectMismatch(format!(
                 "the markers of `{check}` published as notes are for other content; this content is {subject_id}"

@@ -1,6 +1,6 @@
 //! Where vigil keeps its state (SPEC §2, §9): `<project>/.vigil/` for what may be seen and
-//! shared (markers, handoffs), the protected state outside the project for what a gate trusts
-//! (loops, session records, trusted keys), and the session ids that name files in them.
+//! shared (handoffs), the protected state outside the project for what a gate trusts (loops,
+//! session records, trusted keys, local markers), and the session ids that name files in them.
 
 use std::path::{Path, PathBuf};
 
@@ -84,7 +84,14 @@ impl Project {
         self.state.join("loops")
     }
 
+    /// Local markers (SPEC §5): in the protected state, so an unsigned marker is exactly as
+    /// strong as the sandbox that keeps the agent out of it.
     pub fn markers(&self) -> PathBuf {
+        self.protected().dir.join("markers")
+    }
+
+    /// Where markers lived before the protected state: never read, only named in a denial.
+    pub fn legacy_markers(&self) -> PathBuf {
         self.state.join("markers")
     }
 }

@@ -36,9 +36,12 @@ Usage:
   marker-writer trust  KEYFILE [--global]
 
 A marker records that a check (tests, lint, review...) ended with a status (passed, failed,
-blocked, aborted) for exactly one content, named by its hash. It lives in
-.vigil/markers/NAME/: the payload KEY.json, then the empty gate file KEY.ok, each written
-atomically. Run it from a process the agent cannot alter: a CI job, a git hook, a human.
+blocked, aborted) for exactly one content, named by its hash. It lives in the project's
+protected state, outside the project (markers/NAME/ under $VIGIL_STATE_HOME, else
+~/.local/state/vigil, projects/<name>-<hash>/): the payload KEY.json, then the empty gate file
+KEY.ok, each written atomically. .vigil/markers/ is no longer read. Run it from a process the
+agent cannot alter: a CI job, a git hook, a human; inside the agent's sandbox, where the state
+home is read-only, run and write refuse at once.
 
 run      runs CMD (its output passes through unchanged), records passed on exit 0, failed on
          another code, aborted on a signal or --timeout, and exits with the command's code
@@ -247,6 +250,10 @@ fn run_main() -> Result<u8> {
         return Err(Error::usage(
             "--snapshot copies the worktree, so it needs --subject worktree",
         ));
+    }
+    // Inside the agent's sandbox the protected state is read-only: refuse before running.
+    if matches!(action, "run" | "write") {
+        marker::writable_dir(&project, &check)?;
     }
     if action == "run" && options.snapshot {
         return run(

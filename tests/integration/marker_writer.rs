@@ -20,7 +20,7 @@ fn verify(dir: &Path, check: &str) -> Output {
 }
 
 fn markers(dir: &Path, check: &str) -> PathBuf {
-    dir.join(".vigil/markers").join(check)
+    markers_of(dir, check)
 }
 
 /// Every payload under a check's directory, each validated against the schema.
@@ -260,8 +260,8 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
     let before = subject_of(repo.path());
     std::fs::write(repo.path().join("build.log"), "noise").unwrap();
     assert_eq!(subject_of(repo.path()), before);
-    // .vigil/ is not ignored here, and writing markers into it must not change the subject.
-    assert!(repo.path().join(".vigil/markers/probe").is_dir());
+    // Markers live in the protected state, so writing one does not change the subject.
+    assert!(markers_of(repo.path(), "probe").is_dir());
     assert_eq!(subject_of(repo.path()), before);
 }
 
@@ -429,6 +429,7 @@ fn run_forwards_sigterm_to_the_command_and_records_aborted() {
         .args(["run", "--check", "tests", "--", "sleep", "30"])
         .current_dir(repo.path())
         .env_remove("VIGIL_STATE_DIR")
+        .env("VIGIL_STATE_HOME", state_home())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -676,6 +677,7 @@ fn a_writer_killed_at_random_points_never_leaves_a_half_marker() {
             ])
             .current_dir(dir.path())
             .env_remove("VIGIL_STATE_DIR")
+            .env("VIGIL_STATE_HOME", state_home())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -727,6 +729,7 @@ fn sixteen_writers_at_once_leave_one_valid_marker() {
                 ])
                 .current_dir(dir.path())
                 .env_remove("VIGIL_STATE_DIR")
+                .env("VIGIL_STATE_HOME", state_home())
                 .stdout(std::process::Stdio::null())
                 .spawn()
                 .unwrap()
@@ -788,8 +791,10 @@ fn a_symlinked_markers_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     file_subject(dir.path());
-    std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
-    std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil/markers")).unwrap();
+    let markers = markers_of(dir.path(), "tests");
+    let markers = markers.parent().unwrap();
+    let _ = std::fs::remove_dir_all(markers);
+    std::os::unix::fs::symlink(outside.path(), markers).unwrap();
     let out = mw(
         dir.path(),
         &[
@@ -816,6 +821,91 @@ fn a_symlinked_markers_directory_is_refused() {
     std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
     std::fs::write(real.join(format!("{key}.ok")), "").unwrap();
     assert!(denial(&verify_file(dir.path())).contains("symlink"));
+}
+
+/// SPEC §5: local markers live in the protected state; `.vigil/markers/`, which the agent can
+/// write, is no longer read. A marker an older vigil (or the agent) left there passes nothing,
+/// and the denial names it.
+#[test]
+fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    file_subject(dir.path());
+    let subject = format!("sha256:{}", vigil::subject::sha256_hex(b"content"));
+    let old = dir.path().join(".vigil/markers/tests");
+    std::fs::create_dir_all(&old).unwrap();
+    let key = subject.replace(':', "-");
+    std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(old.join(format!("{key}.ok")), "").unwrap();
+    let line = denial(&verify_file(dir.path()));
+    assert!(
+        line.contains("missing")
+            && line.contains(".vigil/markers/tests")
+            && line.contains("no longer read"),
+        "{line}"
+    );
+    // The writer writes into the protected state, and that one counts.
+    let out = mw(
+        dir.path(),
+        &[
+            "write",
+            "--check",
+            "tests",
+            "--subject",
+            "file:artifact",
+            "--status",
+            "passed",
+        ],
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(verify_file(dir.path()).status.success());
+    assert!(
+        markers_of(dir.path(), "tests")
+            .join(format!("{key}.ok"))
+            .is_file()
+    );
+}
+
+/// Inside the agent's sandbox the state home is read-only: a protected writer refuses at once,
+/// with one line, and runs nothing.
+#[test]
+fn a_writer_that_cannot_write_the_protected_state_refuses_before_running() {
+    let dir = git_repo();
+    let markers = markers_of(dir.path(), "tests");
+    let project_state = markers.parent().unwrap().parent().unwrap().to_path_buf();
+    // The sandbox's view: the state home mounted read-only (bubblewrap, as Claude Code does).
+    let out = std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+        .arg("--bind")
+        .arg(dir.path())
+        .arg(dir.path())
+        .arg("--ro-bind")
+        .arg(&project_state)
+        .arg(&project_state)
+        .arg("--chdir")
+        .arg(dir.path())
+        .arg("--setenv")
+        .arg("VIGIL_STATE_HOME")
+        .arg(state_home())
+        .arg(bin_dir().join("marker-writer"))
+        .args([
+            "run",
+            "--check",
+            "tests",
+            "--snapshot",
+            "--",
+            "touch",
+            "ran",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let line = assert_one_line_error(&out, "marker-writer");
+    assert!(
+        line.contains("a protected writer runs outside the agent's sandbox")
+            && line.contains("nothing was run"),
+        "{line}"
+    );
+    assert!(!dir.path().join("ran").exists());
 }
 
 #[test]
@@ -1140,6 +1230,7 @@ fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
     let out = std::process::Command::new("bash")
         .arg("-c")
         .arg(&script)
+        .env("VIGIL_STATE_HOME", state_home())
         .current_dir(repo.path())
         .output()
         .unwrap();
@@ -1164,6 +1255,7 @@ fn run_lets_a_command_read_from_the_terminal() {
     );
     let mut child = std::process::Command::new("script")
         .args(["-qec", &inner, "/dev/null"])
+        .env("VIGIL_STATE_HOME", state_home())
         .current_dir(repo.path())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

@@ -100,7 +100,7 @@ fn verify_with(dir: &Path, public: &Path) -> Output {
 }
 
 fn payload_path(dir: &Path) -> PathBuf {
-    let markers = dir.join(".vigil/markers/tests");
+    let markers = markers_of(dir, "tests");
     std::fs::read_dir(&markers)
         .unwrap()
         .flatten()
@@ -407,20 +407,40 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
     let keys = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let (secret, public) = keygen(keys.path(), "ci");
-    let (first, out) = run_signed(&secret, "true");
-    assert!(out.status.success());
-    let (second, out) = run_signed(&secret, "true");
-    assert!(out.status.success());
     let (_, other) = keygen(keys.path(), "other");
+    // A state home of its own: a key trusted --global there must not reach other tests.
     let in_home = |dir: &Path, args: &[&str]| {
         marker_writer()
             .args(args)
             .current_dir(dir)
             .env("VIGIL_STATE_HOME", home.path())
             .env_remove("VIGIL_VERIFY_KEY")
+            .env_remove("VIGIL_SIGN_KEY")
             .output()
             .unwrap()
     };
+    let signed_in_home = || {
+        let dir = git_repo();
+        std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+        let out = in_home(
+            dir.path(),
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--subject",
+                "file:artifact",
+                "--status",
+                "passed",
+                "--sign-key",
+                secret.to_str().unwrap(),
+            ],
+        );
+        assert!(out.status.success(), "{}", said(&out));
+        dir
+    };
+    let first = signed_in_home();
+    let second = signed_in_home();
     let verify = |dir: &Path| {
         in_home(
             dir,
@@ -506,6 +526,8 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
     assert_one_line_error(&out, "marker-writer");
     assert!(!dir.path().join("ran").exists(), "the command never ran");
     assert!(!dir.path().join(".vigil/markers").exists());
+    let markers = markers_of(dir.path(), "tests");
+    assert!(!markers.exists() || std::fs::read_dir(&markers).unwrap().next().is_none());
 }
 
 /// The command under test is the project's code, which the agent wrote: it never finds where

@@ -1032,7 +1032,7 @@ fn write_marker(
     created_at: &str,
     command: Option<&str>,
 ) -> PathBuf {
-    let dir = p.vigil().join("markers").join(check);
+    let dir = markers_of(p.path(), check);
     std::fs::create_dir_all(&dir).unwrap();
     let key = subject.replace(':', "-");
     let mut payload = json!({
@@ -1179,7 +1179,7 @@ fn marker_denials_each_name_their_reason() {
             "malformed",
             Box::new(|p: &Project, s: &str| {
                 let payload = write_marker(p, "other", s, "passed", &now(), None);
-                let dir = p.vigil().join("markers/tests");
+                let dir = markers_of(p.path(), "tests");
                 std::fs::create_dir_all(&dir).unwrap();
                 std::fs::copy(&payload, dir.join(payload.file_name().unwrap())).unwrap();
                 std::fs::write(

@@ -56,6 +56,18 @@ pub fn protected_dir(dir: &Path) -> PathBuf {
     found.into_iter().next().unwrap()
 }
 
+/// Where the local markers of `check` live for the project in `dir` (SPEC §5): the project's
+/// protected state, its directory made first if no binary has run there yet.
+pub fn markers_of(dir: &Path, check: &str) -> PathBuf {
+    // Any command that takes the project's protected state makes its directory.
+    let _ = stop_gate()
+        .args(["loop", "cancel", "--session", "markers-probe"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    protected_dir(dir).join("markers").join(check)
+}
+
 /// The session record the binaries keep for `session` of the project in `dir`, validated.
 pub fn session_record_of(dir: &Path, session: &str) -> Value {
     let path = protected_dir(dir).join(format!("sessions/{session}.rec"));
