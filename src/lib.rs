@@ -28,6 +28,7 @@ pub mod markdown;
 pub mod marker;
 pub mod notes;
 pub mod output;
+pub mod planted;
 pub mod process;
 pub mod promise;
 pub mod protect;

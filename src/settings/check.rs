@@ -68,6 +68,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     if engine == Engine::Claude {
         findings.extend(twice_across_files(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
+        findings.extend(planted(target));
     }
     // Wired by install when it applies: StopFailure (Claude Code) records a turn that ended on
     // an API error; SubagentStop runs the gate when it checks subagents' reports.
@@ -246,6 +247,24 @@ fn protection(
     }
     let effective = crate::protect::Effective::of(&layers);
     crate::protect::check(&effective, &project, &guarded)
+}
+
+/// Files the agent can plant that Claude Code runs with the user's rights (SPEC §9), each named;
+/// under `--protect`, one that was not there at install fails.
+fn planted(target: &Target) -> Vec<Finding> {
+    // What the install record of the project says about --protect, for any of its settings
+    // files (the baseline is the project's, not one file's).
+    let protected = load_record(&target.record_path()).is_ok_and(|record| {
+        record
+            .get("files")
+            .and_then(Value::as_object)
+            .is_some_and(|files| {
+                files
+                    .keys()
+                    .any(|key| installed_of(&record, key).is_some_and(|i| i.protect.is_some()))
+            })
+    });
+    crate::planted::findings(&target.project(), protected)
 }
 
 /// What a handler's timeout is when it names none: both engines give a hook 600 s.

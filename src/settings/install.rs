@@ -241,6 +241,14 @@ pub fn install(
     if dry_run {
         return Ok(change);
     }
+    // The human vouches for the project's planted files (agents, commands and skills with
+    // hooks, plugin hooks, MCP servers) by protecting it: what is there now is recorded in
+    // the protected state, and the doctor fails on what appears later (SPEC §9). First, so
+    // that a state home that cannot be written changes nothing.
+    if plan.engine == super::Engine::Claude && plan.protect.is_some() {
+        let project = target.project();
+        crate::planted::record_baseline(&project, &crate::planted::scan_here(&project).found)?;
+    }
     if let Some(config) = trust {
         // The trust follows the file as written: hashes of vigil's handlers where they stand.
         let entries = codex_trust_entries(target, &root);

@@ -9,6 +9,7 @@ mod hostile;
 mod installer;
 mod marker_writer;
 mod notes;
+mod planted;
 mod plugin;
 mod promise_matcher;
 mod properties;
