@@ -108,6 +108,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         if vigil_binary(command) == Some("stop-gate") {
             let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
             findings.push(gate_deadline(event, command, timeout));
+            findings.extend(check_confinement(event, command, &target.project()));
         }
     }
     let home = std::env::var_os("HOME").unwrap_or_default();
@@ -393,6 +394,49 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
         "{event}: stop-gate's check gets {} s and the gate answers within {deadline} s, under the handler's timeout of {handler} s",
         config.timeout.as_secs()
     ))
+}
+
+/// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
+/// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
+fn check_confinement(event: &str, command: &str, project: &Path) -> Option<Finding> {
+    let args = handler_args(command)?;
+    let config =
+        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()??;
+    let run = config.run.as_deref()?;
+    let reach = match (config.check_network, config.check_write.is_empty()) {
+        (false, true) => String::new(),
+        (network, _) => {
+            let mut more: Vec<String> = config
+                .check_write
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            if network {
+                more.push("the network".to_string());
+            }
+            format!(", and {}", more.join(", "))
+        }
+    };
+    let why = match crate::confine::sandbox() {
+        Ok(bwrap) if crate::confine::works(&bwrap) => {
+            return Some(Finding::Ok(format!(
+                "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git/hooks, .git/config, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
+                bwrap.display()
+            )));
+        }
+        Ok(_) => "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
+            .to_string(),
+        Err(unavailable) => unavailable.message().to_string(),
+    };
+    Some(if crate::protect::sandbox_on(project) {
+        Finding::Fail(format!(
+            "{event}: stop-gate's check `{run}` cannot be confined ({why}), and with Claude Code's sandbox on it is never run unconfined: every stop is blocked until it can be"
+        ))
+    } else {
+        Finding::Warn(format!(
+            "{event}: stop-gate's check `{run}` runs unconfined, with your rights ({why}): the agent's code in it can write anything you can; every stop says so"
+        ))
+    })
 }
 
 /// The first character a POSIX shell would act on rather than pass on as part of a word:

@@ -1022,3 +1022,63 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
         "{said}"
     );
 }
+
+/// SPEC §9: the doctor says whether stop-gate's check runs confined, and what it means when it
+/// cannot be: said every stop, or, with Claude Code's sandbox on, every stop blocked.
+#[test]
+fn the_doctor_says_whether_the_check_is_confined() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--run",
+        "make test",
+    ];
+    assert!(merge_in(dir.path(), home.path(), &install).status.success());
+    let lines = |bwrap: Option<&str>| {
+        let mut cmd = settings_merge();
+        cmd.env("HOME", home.path())
+            .args(["check", "--settings", file])
+            .current_dir(dir.path());
+        if let Some(bwrap) = bwrap {
+            cmd.env("VIGIL_TEST_BWRAP", bwrap);
+        }
+        let out = cmd.output().unwrap();
+        let confinement: Vec<String> = stdout_of(&out)
+            .lines()
+            .filter(|l| l.contains("`make test`"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(confinement.len(), 1, "{}", stdout_of(&out));
+        (out.status.code(), confinement[0].clone())
+    };
+    let (_, line) = lines(None);
+    assert!(
+        line.starts_with("[ok] Stop: stop-gate's check `make test` runs confined"),
+        "{line}"
+    );
+    let (_, line) = lines(Some("/nonexistent/bwrap"));
+    assert!(
+        line.starts_with(
+            "[warn] Stop: stop-gate's check `make test` runs unconfined, with your rights"
+        ) && line.contains("install the package bubblewrap"),
+        "{line}"
+    );
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    value["sandbox"] = json!({"enabled": true});
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let (code, line) = lines(Some("/nonexistent/bwrap"));
+    assert_eq!(code, Some(1));
+    assert!(
+        line.starts_with("[fail] Stop: stop-gate's check `make test` cannot be confined")
+            && line.contains("every stop is blocked"),
+        "{line}"
+    );
+}
