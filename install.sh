@@ -41,7 +41,8 @@ Options:
                  (Codex skips a hook it does not trust)
   --protect      Claude Code: the sandbox on (needs bubblewrap and socat on Linux), unsandboxed
                  retries off, and the Edit and Write tools denied vigil's state home, binaries
-                 and settings, so the agent cannot end or change a loop by writing its files
+                 and settings, so the agent cannot end or change a loop by writing its files;
+                 with --codex, Codex's workspace-write sandbox for the project
   --dry-run      build, then print the diff the settings change would make; change nothing
   --uninstall    remove vigil's hooks from the settings file (the binaries stay)
   --check        report whether vigil is wired and runs (settings-merge check)
@@ -90,10 +91,6 @@ done
 
 if $trust && ! $codex; then
   echo "install.sh: --trust is for Codex: give it with --codex" >&2
-  exit 2
-fi
-if $protect && $codex; then
-  echo "install.sh: --protect is for Claude Code; for Codex, keep sandbox_mode = \"workspace-write\" in config.toml" >&2
   exit 2
 fi
 if $protect && [ "$action" != install ]; then

@@ -4,7 +4,7 @@
 //! the hook's normalized identity. A wrong or missing hash makes Codex skip the hook silently,
 //! so vigil computes it exactly and edits `config.toml` without disturbing anything else in it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -203,6 +203,99 @@ pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
         document.as_table_mut().remove("hooks");
     }
     write(config, before.as_deref(), document.to_string().as_bytes())
+}
+
+/// The decor vigil leaves on the `sandbox_mode` it writes, so uninstall takes back only its own.
+const PROTECT_MARK: &str =
+    " # vigil --protect: the agent's commands write only the project and /tmp";
+
+/// `install --codex --protect` (SPEC §9): the project's `.codex/config.toml` gets `sandbox_mode =
+/// "workspace-write"`. Codex 0.171.0 reads it for a trusted project over the user's own setting
+/// (seen with the real client: a trusted project's `workspace-write` confined `codex exec` whose
+/// user config said `danger-full-access`), and its sandbox keeps `.codex/` and `.git/` read-only,
+/// so the agent's commands can change neither it nor the state home. A mode the user set there is
+/// theirs: `workspace-write` or `read-only` is kept as it is, anything else is refused. `Ok(true)`
+/// when it was written.
+pub fn protect(project_config: &Path) -> Result<bool> {
+    let _lock = lock(project_config)?;
+    let (before, mut document) = read_config(project_config)?;
+    match document.get("sandbox_mode") {
+        None => {}
+        Some(item) => {
+            return match item.as_str() {
+                Some("workspace-write" | "read-only") => Ok(false),
+                other => Err(Error::usage(format!(
+                    "{}: sandbox_mode is {}, which lets the agent's commands write anywhere you can; set it to \"workspace-write\" yourself (vigil does not override a mode you chose); nothing was changed",
+                    project_config.display(),
+                    other.map_or_else(|| item.to_string(), |mode| format!("\"{mode}\""))
+                ))),
+            };
+        }
+    }
+    // A key of the root table, which toml_edit writes before any table header (after one it
+    // would belong to that table).
+    let mut value = toml_edit::value("workspace-write");
+    if let Some(value) = value.as_value_mut() {
+        value.decor_mut().set_suffix(PROTECT_MARK);
+    }
+    document.as_table_mut().insert("sandbox_mode", value);
+    write(
+        project_config,
+        before.as_deref(),
+        document.to_string().as_bytes(),
+    )?;
+    Ok(true)
+}
+
+/// Uninstall: the `sandbox_mode` line `protect` wrote goes, if it still stands as written; a
+/// file left empty goes too.
+pub fn unprotect(project_config: &Path) -> Result<()> {
+    if !project_config.exists() {
+        return Ok(());
+    }
+    let _lock = lock(project_config)?;
+    let (before, mut document) = read_config(project_config)?;
+    let ours = document
+        .get("sandbox_mode")
+        .and_then(|item| item.as_value())
+        .is_some_and(|value| {
+            value.as_str() == Some("workspace-write")
+                && value.decor().suffix().and_then(|s| s.as_str()) == Some(PROTECT_MARK)
+        });
+    if !ours {
+        return Ok(());
+    }
+    document.as_table_mut().remove("sandbox_mode");
+    let after = document.to_string();
+    if after.trim().is_empty() {
+        return std::fs::remove_file(project_config)
+            .map_err(|e| Error::io("remove", project_config, &e));
+    }
+    write(project_config, before.as_deref(), after.as_bytes())
+}
+
+/// The sandbox Codex runs the agent's commands in for `project`, and the file that says so:
+/// the project's `.codex/config.toml` when the project is trusted and it sets one, else the
+/// user's config. `None`: no file sets it (Codex then picks by how it is started).
+pub fn sandbox_mode(user_config: &Path, project: &Path) -> Option<(String, PathBuf)> {
+    let mode_in = |path: &Path| {
+        let (_, document) = read_config(path).ok()?;
+        Some(document.get("sandbox_mode")?.as_str()?.to_string())
+    };
+    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+    let project_config = project.join(".codex/config.toml");
+    if project_trusted(user_config, &canonical)
+        && let Some(mode) = mode_in(&project_config)
+    {
+        return Some((mode, project_config));
+    }
+    mode_in(user_config).map(|mode| (mode, user_config.to_path_buf()))
+}
+
+/// `approval_policy` of the user's config, when set.
+pub fn approval_policy(user_config: &Path) -> Option<String> {
+    let (_, document) = read_config(user_config).ok()?;
+    Some(document.get("approval_policy")?.as_str()?.to_string())
 }
 
 /// Two installs trusting hooks of two projects at once edit one config.toml: each read, change

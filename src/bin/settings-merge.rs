@@ -75,8 +75,11 @@ Options:
                        for the gates (kept by later installs; --no-sync-notes takes it out)
   --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
                        false, failIfUnavailable) and deny the Edit and Write tools vigil's state
-                       home, the binaries' directory and the settings files (Edit(...) rules);
-                       kept by later installs, taken back by uninstall
+                       home, the binaries' directory and the settings files (Edit(...) rules),
+                       and add stop-gate as a PreToolUse guard on Edit|Write|MultiEdit|
+                       NotebookEdit; kept by later installs, taken back by uninstall. With
+                       --codex: sandbox_mode = \"workspace-write\" in the project's
+                       .codex/config.toml (a mode you set there is kept, or refused if wider)
   --codex              the file is Codex's hooks.json
   --trust              with --codex: record Codex's trust for vigil's hooks in its config.toml
                        (a [hooks.state.\"<key>\"] trusted_hash each; the rest of the file is kept)
@@ -152,12 +155,10 @@ fn run() -> Result<Exit> {
             "the gate's flags (--run, --require-marker, --timeout…) are install options",
         ));
     }
-    if options.protect && (options.codex || action != "install") {
-        return Err(Error::usage(if options.codex {
-            "--protect is for Claude Code; for Codex, keep sandbox_mode = \"workspace-write\" (or \"read-only\") in config.toml, which keeps the agent's commands out of the state home"
-        } else {
-            "--protect is an install option (uninstall takes back what it added)"
-        }));
+    if options.protect && action != "install" {
+        return Err(Error::usage(
+            "--protect is an install option (uninstall takes back what it added)",
+        ));
     }
     // Where Codex itself reads it: $CODEX_HOME, else ~/.codex.
     let config = options.codex_config.clone().or_else(|| {
@@ -192,7 +193,7 @@ fn run() -> Result<Exit> {
                     std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, &e))?,
                 )
             };
-            let protect = if options.protect {
+            let protect = if options.protect && !options.codex {
                 let bin_dir = match &binaries {
                     Binaries::Dir(dir) => Some(dir.clone()),
                     Binaries::Search => None,
@@ -218,6 +219,22 @@ fn run() -> Result<Exit> {
                 keep_out_of_git(&target, personal, true);
             }
             let exit = report(&target, change, options.dry_run)?;
+            // Codex's own sandbox for the project, where it keeps the agent's commands.
+            if engine == Engine::Codex && options.protect && !options.dry_run {
+                let config = target.project().join(".codex/config.toml");
+                let line = if vigil::codex::protect(&config)? {
+                    format!(
+                        "{}: sandbox_mode = \"workspace-write\" (--protect): Codex runs the agent's commands where they write only the project (not .git or .codex) and /tmp, never vigil's state home; Codex reads it once the project is trusted",
+                        config.display()
+                    )
+                } else {
+                    format!(
+                        "{}: already sets a sandbox that keeps the agent's commands out of vigil's state home",
+                        config.display()
+                    )
+                };
+                print(format!("{line}\n").as_bytes())?;
+            }
             if engine == Engine::Codex && !options.dry_run {
                 let shown = target.given.display();
                 let line = match &trust {
@@ -235,6 +252,9 @@ fn run() -> Result<Exit> {
         }
         "uninstall" => {
             let change = settings::uninstall(&target, options.dry_run)?;
+            if engine == Engine::Codex && !options.dry_run {
+                vigil::codex::unprotect(&target.project().join(".codex/config.toml"))?;
+            }
             if !options.dry_run {
                 keep_out_of_git(&target, true, false);
             }

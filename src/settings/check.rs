@@ -560,6 +560,29 @@ fn stale_binary(command: &str) -> Option<Finding> {
     })
 }
 
+/// What the agent's commands can reach under Codex (SPEC §9): its `sandbox_mode` (the trusted
+/// project's `.codex/config.toml` over the user's config) and approval policy.
+fn codex_sandbox(config: &Path, project: &Path) -> Finding {
+    let approval = crate::codex::approval_policy(config)
+        .map(|policy| format!(", approval_policy = \"{policy}\""))
+        .unwrap_or_default();
+    match crate::codex::sandbox_mode(config, project) {
+        Some((mode, file)) if mode == "workspace-write" || mode == "read-only" => {
+            Finding::Ok(format!(
+                "Codex runs the agent's commands in its {mode} sandbox ({}{approval}): they write only the project (not .git or .codex) and /tmp, so vigil's state home is out of their reach (a `codex` started with --dangerously-bypass-approvals-and-sandbox or -s danger-full-access overrides it)",
+                file.display()
+            ))
+        }
+        Some((mode, file)) => Finding::Warn(format!(
+            "Codex runs the agent's commands with your rights (sandbox_mode = \"{mode}\" in {}{approval}): they can write vigil's state home, its loops, markers and trusted keys; run ./install.sh --codex --protect, which sets workspace-write for this project",
+            file.display()
+        )),
+        None => Finding::Warn(format!(
+            "no config sets Codex's sandbox_mode{approval}: what the agent's commands can reach depends on how codex is started; run ./install.sh --codex --protect, which sets workspace-write for this project"
+        )),
+    }
+}
+
 /// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
 /// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
 fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
@@ -584,6 +607,9 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
                 canonical.display()
             )));
         }
+    }
+    if let Some(config) = config {
+        findings.push(codex_sandbox(config, &target.project()));
     }
     findings.extend(codex_trust_entries(target, root)
         .into_iter()

@@ -1127,6 +1127,94 @@ fn only_loop(project: &Path) -> Value {
     loops.remove(0)
 }
 
+/// SPEC §9 for Codex: `install --codex --protect` sets the project's workspace-write sandbox,
+/// which the real Codex 0.171.0 reads for the trusted project over the user's own
+/// `danger-full-access`: the agent's shell writes the project, but neither vigil's state home
+/// nor the project's `.codex/config.toml` that holds the setting.
+#[test]
+fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
+    let Some(clients) = clients() else { return };
+    // Codex refuses to set up its sandbox helper under a temporary directory: this test's
+    // homes live in the target directory.
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-codex-protect");
+    std::fs::create_dir_all(&base).unwrap();
+    let root = tempfile::tempdir_in(&base).unwrap();
+    let project = root.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&project)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let home = root.path().join("home");
+    let tmp = root.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let state = state_home(&project);
+    let planted = state.join("planted");
+    let config = project.join(".codex/config.toml");
+    let server = Server::start(
+        vec![
+            Turn::Bash(format!(
+                "mkdir -p {s}; touch {p}; echo state=$?; echo ok > inproj.txt; echo proj=$?; printf 'sandbox_mode = \"danger-full-access\"\\n' > .codex/config.toml; echo cfg=$?",
+                s = state.display(),
+                p = planted.display()
+            )),
+            Turn::Text("Done.".into()),
+        ],
+        None,
+    );
+    let codex_home = home.join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let canonical = std::fs::canonicalize(&project).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            server.url,
+            canonical.display()
+        ),
+    )
+    .unwrap();
+    install_codex_with(&project, &home, true, &["--protect"]);
+    let installed = std::fs::read(&config).unwrap();
+    let mut cmd = codex(
+        &clients,
+        &home,
+        &project,
+        &[
+            "exec",
+            "--disable",
+            "plugins",
+            "-c",
+            "analytics.enabled=false",
+            "Set up.",
+        ],
+    );
+    cmd.env("TMPDIR", &tmp);
+    let out = run(cmd, DEADLINE);
+    assert!(out.status.success(), "{}", said(&out));
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{}", said(&out));
+    let result = main[1].text();
+    assert!(
+        result.contains("state=1") && result.contains("proj=0") && result.contains("cfg=1"),
+        "the shell ran in the workspace-write sandbox: {result}"
+    );
+    assert!(!planted.exists(), "the agent's shell wrote the state home");
+    assert_eq!(
+        std::fs::read_to_string(project.join("inproj.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(
+        std::fs::read(&config).unwrap(),
+        installed,
+        "the setting stands"
+    );
+}
+
 #[test]
 fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work() {
     let Some(clients) = clients() else { return };

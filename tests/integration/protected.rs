@@ -625,24 +625,148 @@ fn uninstall_after_edits_takes_back_only_what_protect_added_and_still_stands() {
 }
 
 #[test]
-fn protect_is_an_install_option_for_claude_code() {
+fn protect_is_an_install_option() {
     let dir = project();
     let home = tempfile::tempdir().unwrap();
     let settings = dir.path().join(".codex/hooks.json");
     let file = settings.to_str().unwrap();
-    for args in [
-        &["install", "--settings", file, "--codex", "--protect"][..],
-        &["uninstall", "--settings", file, "--protect"][..],
-    ] {
-        let out = merge_in(dir.path(), home.path(), args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("--protect") && err.lines().count() == 1,
-            "{err}"
-        );
-        assert!(!settings.exists(), "nothing written");
-    }
+    let out = merge_in(
+        dir.path(),
+        home.path(),
+        &["uninstall", "--settings", file, "--protect"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--protect") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!settings.exists(), "nothing written");
+}
+
+/// SPEC §9 for Codex: `install --codex --protect` sets workspace-write in the project's
+/// `.codex/config.toml` (which Codex 0.171.0 reads for a trusted project over the user's own
+/// mode, and keeps read-only to the agent's commands), keeping the rest of the file; a mode
+/// the user chose is kept or, when wider, refused; uninstall takes back only its own line; the
+/// doctor says what the agent's commands can reach.
+#[test]
+fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
+    let dir = project();
+    let home = tempfile::tempdir().unwrap();
+    let codex_home = home.path().join("codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let user_config = codex_home.join("config.toml");
+    let canonical = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(
+        &user_config,
+        format!(
+            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            canonical.display()
+        ),
+    )
+    .unwrap();
+    let settings = dir.path().join(".codex/hooks.json");
+    let project_config = dir.path().join(".codex/config.toml");
+    std::fs::create_dir_all(project_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &project_config,
+        "# mine\nmodel = \"gpt-5\"\n\n[tools]\nweb_search = true\n",
+    )
+    .unwrap();
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let merge = |args: &[&str]| {
+        settings_merge()
+            .env("HOME", home.path())
+            .env("CODEX_HOME", &codex_home)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let sandbox_line = |out: &std::process::Output| {
+        stdout_of(out)
+            .lines()
+            .find(|l| l.contains("sandbox"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        merge(&[
+            "install",
+            "--settings",
+            file,
+            "--codex",
+            "--bin-dir",
+            bin.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let line = sandbox_line(&merge(&["check", "--settings", file, "--codex"]));
+    assert!(
+        line.starts_with("[warn] Codex runs the agent's commands with your rights")
+            && line.contains("danger-full-access")
+            && line.contains("approval_policy = \"never\""),
+        "{line}"
+    );
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--codex",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    let out = merge(&install);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        stdout_of(&out).contains("sandbox_mode = \"workspace-write\""),
+        "{}",
+        stdout_of(&out)
+    );
+    let written = std::fs::read_to_string(&project_config).unwrap();
+    assert!(
+        written.starts_with("# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\"")
+            && written.contains("[tools]\nweb_search = true"),
+        "at the top, the rest kept: {written}"
+    );
+    let parsed: toml_edit::DocumentMut = written.parse().unwrap();
+    assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));
+    assert!(parsed["tools"].get("sandbox_mode").is_none());
+    // Again: nothing changes.
+    assert!(merge(&install).status.success());
+    assert_eq!(std::fs::read_to_string(&project_config).unwrap(), written);
+    let line = sandbox_line(&merge(&["check", "--settings", file, "--codex"]));
+    assert!(
+        line.starts_with("[ok] Codex runs the agent's commands in its workspace-write sandbox")
+            && line.contains(".codex/config.toml"),
+        "{line}"
+    );
+    // Uninstall takes back its line only.
+    assert!(
+        merge(&["uninstall", "--settings", file, "--codex"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&project_config).unwrap(),
+        "# mine\nmodel = \"gpt-5\"\n\n[tools]\nweb_search = true\n"
+    );
+    // A wider mode the user set in the project is refused, the file unchanged.
+    std::fs::write(&project_config, "sandbox_mode = \"danger-full-access\"\n").unwrap();
+    let out = merge(&install);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("vigil does not override a mode you chose"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&project_config).unwrap(),
+        "sandbox_mode = \"danger-full-access\"\n"
+    );
 }
 
 /// `settings-merge check`'s lines about the protected state.
