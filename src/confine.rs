@@ -207,18 +207,28 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     for (path, entry) in reach::read_only_in(&work) {
         match std::fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => {
-                // Kept read-only where it leads; a link to nowhere would be written through.
-                match std::fs::canonicalize(&path) {
-                    Ok(target) => mounts.push(Mount::ReadOnly(target)),
-                    Err(_) => {
-                        return Err(Unavailable::Project(format!(
-                            "{} is a link to nothing, which a confined check could create and the engine would then run",
-                            path.display()
-                        )));
+                // A mount covers where a link leads, never the link: the check could replace
+                // the link itself (with a directory of its own), or write through one to
+                // nothing.
+                return Err(Unavailable::Project(format!(
+                    "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real {}",
+                    path.display(),
+                    if entry == Entry::Dir {
+                        "directory"
+                    } else {
+                        "file"
                     }
-                }
+                )));
             }
-            Ok(_) => mounts.push(Mount::ReadOnly(path)),
+            Ok(meta) => {
+                // A worktree's or submodule's `.git` file names the git directory git reads
+                // config and hooks from: that, and its common directory, stay read-only too
+                // (and visible, where they are under the private /tmp).
+                if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
+                    mounts.extend(git_dirs(&path).into_iter().map(Mount::ReadOnly));
+                }
+                mounts.push(Mount::ReadOnly(path));
+            }
             Err(_) => {
                 // Not there: an empty read-only stand-in keeps the check from making it. Its
                 // mount point is made here (only where its parent is a real directory) and
@@ -276,6 +286,32 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     // directory, a read-only entry inside the work); the sort keeps the order above for equals.
     mounts.sort_by_key(|m| m.path().components().count());
     Ok((mounts, made))
+}
+
+/// The git directory a `.git` file names (`gitdir: …`), and its common directory (`commondir`),
+/// as they really are.
+fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let Some(base) = dot_git.parent() else {
+        return dirs;
+    };
+    let Some(named) = std::fs::read_to_string(dot_git)
+        .ok()
+        .and_then(|text| Some(text.trim_end().strip_prefix("gitdir:")?.trim().to_string()))
+    else {
+        return dirs;
+    };
+    let Ok(gitdir) = std::fs::canonicalize(base.join(named)) else {
+        return dirs;
+    };
+    if let Some(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        .ok()
+        .and_then(|text| std::fs::canonicalize(gitdir.join(text.trim_end())).ok())
+    {
+        dirs.push(common);
+    }
+    dirs.push(gitdir);
+    dirs
 }
 
 /// `program args…` confined by the bubblewrap at `bwrap` as `plan` says: the command to run
@@ -337,7 +373,9 @@ pub fn command(
     if !plan.network {
         words.push("--unshare-net".into());
     }
-    words.extend(["--chdir".into(), plan.cwd.as_os_str().to_os_string()]);
+    // Where it really is: bubblewrap does not follow a link it has not mounted.
+    let cwd = std::fs::canonicalize(&plan.cwd).unwrap_or_else(|_| plan.cwd.clone());
+    words.extend(["--chdir".into(), cwd.as_os_str().to_os_string()]);
     words.extend(["--json-status-fd".into(), fd.to_string().into()]);
     words.push("--".into());
     words.push(program.to_os_string());
@@ -360,6 +398,14 @@ pub fn command(
     // SAFETY: fcntl(2) is async-signal-safe and touches no memory.
     unsafe {
         cmd.pre_exec(move || {
+            // Nothing the gate's own parent left open reaches the check (a pipe of the
+            // engine's): every descriptor above stderr closes on exec, but the status pipe.
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            );
             if libc::fcntl(status_writer.as_raw_fd(), libc::F_SETFD, 0) == -1 {
                 return Err(std::io::Error::last_os_error());
             }

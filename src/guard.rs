@@ -23,8 +23,9 @@ pub const WRITERS: &[(&str, &str)] = &[
 pub const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
 
 /// Whether `tool` may write what `input` names; `Err` is the one useful line. `cwd` resolves a
-/// relative path; `top` is the project's git top level.
-pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, top: &Path) -> Result<(), String> {
+/// relative path; `project` is the directory Claude Code runs in (`$CLAUDE_PROJECT_DIR`), which
+/// is what its sandbox lets the shell write, not the git top level above it.
+pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, project: &Path) -> Result<(), String> {
     let Some((_, field)) = WRITERS.iter().find(|(name, _)| *name == tool) else {
         return Ok(());
     };
@@ -39,7 +40,12 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, top: &Path) -> Resul
         ));
     }
     let asked = cwd.join(raw);
-    let top = real_dir(top);
+    let project = real_dir(project);
+    // Found once for both readings of the path.
+    let hidden: Vec<PathBuf> = reach::hidden(&project.join(".vigil"), &[])
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
     // Node's path.resolve takes `..` by spelling, the kernel after following links: both
     // places must be inside the reach.
     for place in [resolve(&lexical(&asked)), resolve(&asked)] {
@@ -48,9 +54,9 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, top: &Path) -> Resul
                 "vigil: {tool} to {raw} denied: its path has a loop of links or more than {MAX_LINKS}"
             )
         })?;
-        if let Some(why) = outside(&place, &top) {
+        if let Some(why) = outside(&place, &project, &hidden) {
             return Err(format!(
-                "vigil: {tool} to {} denied: {why}; under --protect the file tools write only the project (not .claude, .codex, .git/hooks, .git/config, .mcp.json, .vscode, .idea) and the temporary directory",
+                "vigil: {tool} to {} denied: {why}; under --protect the file tools write only the project (not .claude, .codex, .git, .mcp.json, .vscode, .idea) and the temporary directory",
                 place.display()
             ));
         }
@@ -59,12 +65,12 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, top: &Path) -> Resul
 }
 
 /// Why `place` is out of the file tools' reach, or `None` when it is in it.
-fn outside(place: &Path, top: &Path) -> Option<String> {
+fn outside(place: &Path, project: &Path, hidden: &[PathBuf]) -> Option<String> {
     if own_notes(place) {
         return None;
     }
-    for (hidden, _) in reach::hidden(&top.join(".vigil"), &[]) {
-        if place.starts_with(&hidden) {
+    for hidden in hidden {
+        if place.starts_with(hidden) {
             return Some(format!(
                 "it is in {}, which the agent never writes",
                 hidden.display()
@@ -79,27 +85,37 @@ fn outside(place: &Path, top: &Path) -> Option<String> {
             }
         }
     }
-    if place.starts_with(top) {
-        for (entry, _) in reach::read_only_in(top) {
-            if place.starts_with(real_or(&entry)) || place.starts_with(&entry) {
-                return Some(format!(
-                    "{} holds what the engine or git runs with your rights",
-                    entry.display()
-                ));
-            }
-        }
-        return None;
-    }
     // The temporary directory the sandboxed shell may write: $TMPDIR, else /tmp.
     let temporary = std::env::var_os("TMPDIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
         .unwrap_or_else(|| PathBuf::from("/tmp"));
     let temporary = real_dir(&temporary);
-    if place.starts_with(&temporary) && place != temporary {
-        return None;
+    let root = if place.starts_with(project) {
+        project.to_path_buf()
+    } else if place.starts_with(&temporary) && place != temporary {
+        temporary
+    } else {
+        return Some("it is outside the project and the temporary directory".to_string());
+    };
+    // A read-only entry at any depth (a nested repository's .git, a subdirectory's .claude),
+    // in any case (a case-insensitive disk takes .CLAUDE for .claude).
+    let rest = place.strip_prefix(&root).unwrap_or(place);
+    let mut at = root.clone();
+    for part in rest.components() {
+        at.push(part);
+        let name = part.as_os_str().to_string_lossy();
+        if reach::READ_ONLY
+            .iter()
+            .any(|(entry, _)| entry.eq_ignore_ascii_case(&name))
+        {
+            return Some(format!(
+                "{} holds what the engine or git runs with your rights",
+                at.display()
+            ));
+        }
     }
-    Some("it is outside the project and the temporary directory".to_string())
+    None
 }
 
 /// Claude Code's own Markdown notes, which it writes with these tools and never runs: plans
@@ -124,10 +140,6 @@ fn own_notes(place: &Path) -> bool {
 
 fn real_dir(path: &Path) -> PathBuf {
     resolve(&lexical(path)).unwrap_or_else(|| path.to_path_buf())
-}
-
-fn real_or(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! - **Read-only inside the project**: what the engine or git later runs with the user's rights
 //!   (`READ_ONLY`), as Claude Code's sandbox keeps them (seen with 2.1.332: `.claude/`,
 //!   `.git/hooks`, `.git/config`; its Write tool's dangerous list adds `.mcp.json`, `.vscode`,
-//!   `.idea`).
+//!   `.idea`), and the whole `.git` (its `commondir`, a worktree's `.git` file and submodules'
+//!   directories lead git to other configs and hooks).
 //! - **Never seen**: the state home (loops, records, trusted keys, local markers), the signing
 //!   key, the engines' own homes (`~/.claude`, `~/.claude.json`, `~/.codex`) and the user's
 //!   credentials (`HIDDEN_IN_HOME`), the user's session services (`$XDG_RUNTIME_DIR`, `/run`).
@@ -35,9 +36,10 @@ pub const READ_ONLY: &[(&str, Entry)] = &[
     // Editor tasks that run on opening the folder.
     (".vscode", Entry::Dir),
     (".idea", Entry::Dir),
-    // Git runs hooks, and its config names programs (core.fsmonitor, core.sshCommand…).
-    (".git/hooks", Entry::Dir),
-    (".git/config", Entry::File),
+    // Git: its hooks run, and its config names programs (core.fsmonitor, core.sshCommand…),
+    // which it also reads from wherever `commondir`, a `.git` file or a submodule's directory
+    // leads. So the whole git directory, as Claude Code's sandbox keeps its hooks and config.
+    (".git", Entry::Dir),
 ];
 
 /// Paths under the user's home that the agent's code never sees: the engines' homes (their
@@ -51,6 +53,8 @@ pub const HIDDEN_IN_HOME: &[(&str, Entry)] = &[
     (".aws", Entry::Dir),
     (".docker", Entry::Dir),
     (".config/gh", Entry::Dir),
+    // Where vigil's README keeps a signing key.
+    (".config/vigil", Entry::Dir),
     (".netrc", Entry::File),
     (".git-credentials", Entry::File),
 ];
@@ -209,12 +213,7 @@ mod tests {
     fn the_engines_homes_and_git_hooks_are_in_the_one_definition() {
         let top = Path::new("/p");
         let read_only: Vec<PathBuf> = read_only_in(top).into_iter().map(|(p, _)| p).collect();
-        for path in [
-            "/p/.claude",
-            "/p/.git/hooks",
-            "/p/.git/config",
-            "/p/.mcp.json",
-        ] {
+        for path in ["/p/.claude", "/p/.git", "/p/.mcp.json"] {
             assert!(read_only.contains(&PathBuf::from(path)), "{path}");
         }
         for name in [".claude", ".claude.json", ".codex"] {

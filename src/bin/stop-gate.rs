@@ -53,8 +53,8 @@ else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge instal
 Options:
   --run CMD                 the check command (blocks with its last 20 lines when it fails).
                             It is the agent's code, so it runs confined (bubblewrap): it
-                            writes only the project (not .claude .codex .git/hooks .git/config
-                            .mcp.json .vscode .idea) and a private /tmp, sees no state home,
+                            writes only the project (not .claude .codex .git .mcp.json
+                            .vscode .idea) and a private /tmp, sees no state home,
                             ~/.claude, ~/.codex, ~/.ssh or session socket, no VIGIL_*
                             variable, its own processes only, and no network. Without
                             bubblewrap it runs unconfined and every stop says so; with
@@ -245,14 +245,14 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
         )),
         (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
         (Ok(_), Ok(input)) => {
+            // The project as Claude Code's sandbox has it: the directory it runs in.
             let project = Project::resolve(None, input.cwd.as_deref());
-            let top = vigil::protected::state_top(&project.dir);
             let cwd = input.cwd.clone().unwrap_or_else(|| project.dir.clone());
             vigil::guard::judge(
                 input.tool_name.as_deref().unwrap_or(""),
                 input.tool_input.as_ref(),
                 &cwd,
-                &top,
+                &project.dir,
             )
         }
     };

@@ -960,7 +960,8 @@ impl Gate {
                 cwd: self.project.dir.clone(),
                 writable: config.check_write.clone(),
                 network: config.check_network,
-                hide: Vec::new(),
+                // A signing key the gate's environment names is the check's to never see.
+                hide: crate::signing::sign_key_path(None).into_iter().collect(),
                 project_state: self.project.state.clone(),
                 clean_env: None,
             };

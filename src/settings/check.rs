@@ -420,7 +420,7 @@ fn check_confinement(event: &str, command: &str, project: &Path) -> Option<Findi
     let why = match crate::confine::sandbox() {
         Ok(bwrap) if crate::confine::works(&bwrap) => {
             return Some(Finding::Ok(format!(
-                "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git/hooks, .git/config, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
+                "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
                 bwrap.display()
             )));
         }

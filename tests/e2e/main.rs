@@ -1135,8 +1135,12 @@ fn only_loop(project: &Path) -> Value {
 fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
     let Some(clients) = clients() else { return };
     // Codex refuses to set up its sandbox helper under a temporary directory: this test's
-    // homes live in the target directory.
-    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-codex-protect");
+    // homes live in the suite's cache, under the user's home.
+    let base = std::env::var_os("VIGIL_E2E_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/vigil-e2e")))
+        .unwrap()
+        .join("work");
     std::fs::create_dir_all(&base).unwrap();
     let root = tempfile::tempdir_in(&base).unwrap();
     let project = root.path().join("project");
@@ -1251,7 +1255,14 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
 
     // Trusted: a plain `codex exec` runs them; the loop goes on past the mention.
     install_codex(project.path(), home.path(), true);
-    assert!(!codex_check(project.path(), home.path()).contains("[warn]"));
+    // Nothing warns but the sandbox line: this config runs Codex with danger-full-access.
+    let checked = codex_check(project.path(), home.path());
+    assert!(
+        !checked
+            .lines()
+            .any(|l| l.starts_with("[warn]") && !l.contains("sandbox_mode")),
+        "{checked}"
+    );
     let trusted = Server::start(
         vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
         None,

@@ -453,3 +453,162 @@ fn real_toolchains_pass_and_fail_inside_the_confinement() {
     assert!(stop.blocked());
     assert!(stop.reason().contains("adds"), "{}", stop.reason());
 }
+
+/// Git reads config and hooks from more places than `.git/config` and `.git/hooks`: a
+/// `commondir` file, a renamed `.git`, a worktree's `.git` file. A check writes none of them,
+/// so the user's next `git status` runs nothing of the agent's.
+#[test]
+fn a_check_cannot_redirect_git_to_a_config_of_its_own() {
+    let p = Project::git();
+    let root = p.path();
+    let config = std::fs::read(root.join(".git/config")).unwrap();
+    let planted = "printf '[core]\\n\\tfsmonitor = \"touch PWNED\"\\n'";
+    for (n, attack) in [
+        format!("mv .git .git-old && mkdir .git && {planted} > .git/config"),
+        format!(
+            "mkdir -p .cache/g && {planted} > .cache/g/config && echo ../.cache/g > .git/commondir"
+        ),
+        format!("mkdir -p .git/modules/sub/hooks && {planted} > .git/modules/sub/config"),
+        format!(
+            "rm -rf .git && git init -q --bare .cache/h && {planted} >> .cache/h/config && echo 'gitdir: .cache/h' > .git"
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        // A session each: the block budget counts per session.
+        let stop = p.stop(&["--run", &attacked(attack)], &format!("s{n}"), Some("x"));
+        assert!(stop.blocked(), "{attack}");
+        assert!(root.join(".git").is_dir(), "{attack}");
+        assert_eq!(
+            std::fs::read(root.join(".git/config")).unwrap(),
+            config,
+            "{attack}"
+        );
+        assert!(!root.join(".git/commondir").exists(), "{attack}");
+        assert!(!root.join(".git/modules").exists(), "{attack}");
+        assert!(!root.join(".git-old").exists(), "{attack}");
+    }
+    git(root, &["status", "--porcelain"]);
+    assert!(!root.join("PWNED").exists());
+}
+
+/// A worktree's `.git` is a file naming its git directory in the main repository, here under
+/// `/tmp`, which the check's private `/tmp` would hide: the check still runs git, and cannot
+/// point the file elsewhere.
+#[test]
+fn in_a_worktree_the_check_runs_git_and_cannot_repoint_it() {
+    let p = Project::git();
+    let worktree = tempfile::tempdir().unwrap();
+    let tree = worktree.path().join("wt");
+    git(p.path(), &["worktree", "add", "-q", tree.to_str().unwrap()]);
+    let pointer = std::fs::read(tree.join(".git")).unwrap();
+    let payload = p.payload("s1", Some("x"));
+    let mut payload = payload;
+    payload["cwd"] = serde_json::json!(tree);
+    let output = stop_gate()
+        .args([
+            "--run",
+            &attacked("git status --porcelain >/dev/null && echo GIT-WORKS; echo 'gitdir: /elsewhere' > .git"),
+        ])
+        .current_dir(&tree)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let seen = printed(said["reason"].as_str().unwrap()).to_string();
+    assert!(seen.contains("GIT-WORKS"), "{said}");
+    assert_eq!(std::fs::read(tree.join(".git")).unwrap(), pointer);
+}
+
+/// A read-only entry that is a symlink: a mount covers where it leads, never the link, which
+/// the check could replace with a directory of its own. Such a project is not run, and says why.
+#[test]
+fn a_read_only_entry_that_is_a_symlink_is_not_run_and_says_why() {
+    let p = Project::git();
+    std::fs::create_dir_all(p.path().join("config/claude")).unwrap();
+    std::os::unix::fs::symlink("config/claude", p.path().join(".claude")).unwrap();
+    let stop = p.stop(
+        &[
+            "--run",
+            "rm .claude && mkdir .claude && touch .claude/settings.json",
+        ],
+        "s1",
+        Some("x"),
+    );
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("cannot be confined")
+            && stop.reason().contains(".claude is a symlink"),
+        "{}",
+        stop.reason()
+    );
+    assert!(
+        std::fs::symlink_metadata(p.path().join(".claude"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+/// A project reached through a symlink (the engine's cwd spelled through a link) is checked
+/// where it really is.
+#[test]
+fn a_project_reached_through_a_symlink_runs_its_check() {
+    let p = Project::git();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("proj");
+    std::os::unix::fs::symlink(p.path(), &link).unwrap();
+    let mut payload = p.payload("s1", Some("x"));
+    payload["cwd"] = serde_json::json!(link);
+    let output = stop_gate()
+        .args(["--run", "test -f lib.rs"])
+        .current_dir(&link)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        output.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// The signing key the gate's environment names, and a descriptor the engine left open, never
+/// reach the check.
+#[test]
+fn the_gates_signing_key_and_inherited_descriptors_stay_out_of_the_check() {
+    let p = Project::git();
+    let keys = tempfile::tempdir_in("/var/tmp").unwrap();
+    let key = keys.path().join("vigil-marker.key");
+    std::fs::write(&key, "SIGNING-KEY").unwrap();
+    let gate = bin_dir().join("stop-gate");
+    let script = format!(
+        "exec 7</dev/null; exec '{}' --run \"cat '{}'; ls /proc/self/fd | tr '\\n' ' '; echo; exit 1\"",
+        gate.display(),
+        key.display()
+    );
+    let output = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("VIGIL_STATE_HOME", state_home())
+        .env("VIGIL_SIGN_KEY", &key)
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .current_dir(p.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(p.payload("s1", Some("x")).to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let seen = printed(said["reason"].as_str().unwrap()).to_string();
+    assert!(!seen.contains("SIGNING-KEY"), "{seen}");
+    let fds = seen.lines().last().unwrap_or_default().to_string();
+    assert!(!fds.split_whitespace().any(|fd| fd == "7"), "{seen}");
+}

@@ -95,8 +95,16 @@ fn files_the_engine_or_git_runs_later_are_denied_with_their_reason() {
         (".claude/commands/x.md".to_string(), ".claude"),
         (".claude/settings.json".to_string(), ".claude"),
         (".mcp.json".to_string(), ".mcp.json"),
-        (".git/hooks/pre-commit".to_string(), ".git/hooks"),
-        (".git/config".to_string(), ".git/config"),
+        (".git/hooks/pre-commit".to_string(), ".git"),
+        (".git/config".to_string(), ".git"),
+        // Where git also reads config and hooks from.
+        (".git/commondir".to_string(), ".git"),
+        (".git/modules/sub/hooks/post-checkout".to_string(), ".git"),
+        (".git/info/attributes".to_string(), ".git"),
+        // At any depth, in any case.
+        ("sub/.git/config".to_string(), "sub/.git"),
+        ("sub/.claude/agents/x.md".to_string(), "sub/.claude"),
+        (".CLAUDE/agents/x.md".to_string(), ".CLAUDE"),
         (".codex/hooks.json".to_string(), ".codex"),
         (".vscode/tasks.json".to_string(), ".vscode"),
         (format!("{h}/.bashrc"), "start-up file"),
@@ -125,6 +133,45 @@ fn files_the_engine_or_git_runs_later_are_denied_with_their_reason() {
         )
         .is_some()
     );
+}
+
+/// The reach is the directory Claude Code runs in (`$CLAUDE_PROJECT_DIR`), as its sandbox
+/// has it, not the git top level above it: in a repository `mono` started at `mono/app`, a
+/// sibling, the top's files and the project's own read-only entries are all out of reach, and
+/// a `.git` file (a worktree's pointer) is read-only too.
+#[test]
+fn the_reach_is_the_directory_claude_code_runs_in_not_the_git_top() {
+    let mono = tempfile::tempdir_in("/var/tmp").unwrap();
+    git(mono.path(), &["init", "-q"]);
+    let app = mono.path().join("app");
+    std::fs::create_dir_all(mono.path().join("other")).unwrap();
+    std::fs::create_dir_all(&app).unwrap();
+    let home = away_from_tmp();
+    let write_in = |path: &str| {
+        let payload = json!({"hook_event_name": "PreToolUse", "cwd": app, "tool_name": "Write",
+            "tool_input": {"file_path": path}});
+        let output = stop_gate()
+            .env("HOME", home.path())
+            .env("TMPDIR", "/tmp")
+            .env("CLAUDE_PROJECT_DIR", &app)
+            .current_dir(&app)
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        !output.stdout.is_empty()
+    };
+    assert!(!write_in("src/main.rs"), "the project itself is writable");
+    for path in [
+        "../other/x",
+        "../.gitignore",
+        ".claude/settings.json",
+        ".mcp.json",
+        "../.git/config",
+    ] {
+        assert!(write_in(path), "{path} was allowed");
+    }
+    std::fs::write(app.join(".git"), "gitdir: ../.git/worktrees/app\n").unwrap();
+    assert!(write_in(".git"), "a worktree's .git file was allowed");
 }
 
 #[test]
