@@ -60,6 +60,9 @@ pub struct Plan {
     /// A clean environment (`marker-writer run --snapshot`): only `snapshot::KEPT_ENV`, the
     /// locale and these names; `None` keeps the environment (less the withheld variables).
     pub clean_env: Option<Vec<String>>,
+    /// Where the stand-ins made in the project are listed (in the protected state) while a
+    /// check runs, so that those of a gate killed outright are removed by the next run.
+    pub ledger: Option<PathBuf>,
 }
 
 /// Why a command could not be confined.
@@ -120,6 +123,7 @@ fn is_executable(path: &Path) -> bool {
 pub struct Confined {
     status: std::io::PipeReader,
     made: Made,
+    ledger: Option<PathBuf>,
 }
 
 impl Confined {
@@ -134,20 +138,59 @@ impl Confined {
 
 impl Drop for Confined {
     fn drop(&mut self) {
-        // Only what is still as it was made: an empty directory, an empty file.
-        for (path, entry) in self.made.iter().rev() {
-            match entry {
-                Entry::Dir => {
-                    let _ = std::fs::remove_dir(path);
-                }
-                Entry::File => {
-                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                        let _ = std::fs::remove_file(path);
-                    }
+        remove_stand_ins(&self.made);
+        if let Some(ledger) = &self.ledger
+            && !self.made.is_empty()
+        {
+            let _ = std::fs::remove_file(ledger);
+        }
+    }
+}
+
+/// Removes stand-ins only where they are still as they were made: an empty directory, an
+/// empty regular file.
+fn remove_stand_ins(made: &[(PathBuf, Entry)]) {
+    for (path, entry) in made.iter().rev() {
+        match entry {
+            Entry::Dir => {
+                let _ = std::fs::remove_dir(path);
+            }
+            Entry::File => {
+                if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                    let _ = std::fs::remove_file(path);
                 }
             }
         }
     }
+}
+
+/// The stand-ins a ledger lists: `d PATH` or `f PATH`, a line each.
+fn read_ledger(ledger: &Path) -> Made {
+    let Ok(text) = std::fs::read_to_string(ledger) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let (kind, path) = line.split_once(' ')?;
+            let entry = match kind {
+                "d" => Entry::Dir,
+                "f" => Entry::File,
+                _ => return None,
+            };
+            Some((PathBuf::from(path), entry))
+        })
+        .collect()
+}
+
+fn write_ledger(ledger: &Path, made: &Made) {
+    let text: String = made
+        .iter()
+        .filter_map(|(path, entry)| {
+            let kind = if *entry == Entry::Dir { "d" } else { "f" };
+            Some(format!("{kind} {}\n", path.to_str()?))
+        })
+        .collect();
+    let _ = crate::atomic::write_atomic(ledger, text.as_bytes(), 0o600);
 }
 
 fn set_nonblocking(fd: RawFd) {
@@ -196,6 +239,13 @@ impl Mount {
 fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
+    // What a gate killed during its check left in the project goes first.
+    if let Some(ledger) = &plan.ledger
+        && ledger.exists()
+    {
+        remove_stand_ins(&read_ledger(ledger));
+        let _ = std::fs::remove_file(ledger);
+    }
     let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let work = real(&plan.work);
     mounts.push(Mount::Writable(work.clone()));
@@ -239,6 +289,12 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
                     .is_some_and(|m| m.is_dir());
                 if !parent_is_dir {
                     continue;
+                }
+                // Listed before it is made: a gate killed at any instant leaves it named.
+                if let Some(ledger) = &plan.ledger {
+                    let mut listed = made.clone();
+                    listed.push((path.clone(), entry));
+                    write_ledger(ledger, &listed);
                 }
                 let created = match entry {
                     Entry::Dir => std::fs::create_dir(&path).is_ok(),
@@ -412,7 +468,14 @@ pub fn command(
             Ok(())
         });
     }
-    Ok((cmd, Confined { status, made }))
+    Ok((
+        cmd,
+        Confined {
+            status,
+            made,
+            ledger: plan.ledger.clone(),
+        },
+    ))
 }
 
 /// Whether bubblewrap can make a sandbox here at all (asked only after a confined run failed

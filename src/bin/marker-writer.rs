@@ -527,6 +527,8 @@ fn run(
                     .collect(),
                 project_state: project.state.clone(),
                 clean_env: Some(options.keep_env.clone()),
+                // The snapshot is removed whole; nothing of the project is made.
+                ledger: None,
             };
             let sandbox = vigil::confine::sandbox().and_then(|bwrap| {
                 if vigil::confine::works(&bwrap) {

@@ -964,6 +964,7 @@ impl Gate {
                 hide: crate::signing::sign_key_path(None).into_iter().collect(),
                 project_state: self.project.state.clone(),
                 clean_env: None,
+                ledger: Some(self.project.protected().dir.join("stand-ins")),
             };
             let checked = check::run_check(
                 command,

@@ -612,3 +612,52 @@ fn the_gates_signing_key_and_inherited_descriptors_stay_out_of_the_check() {
     let fds = seen.lines().last().unwrap_or_default().to_string();
     assert!(!fds.split_whitespace().any(|fd| fd == "7"), "{seen}");
 }
+
+/// The empty stand-ins a check gets for read-only entries that are not there (so it cannot
+/// make them) are listed in the protected state while it runs: a gate killed outright leaves
+/// them, and the next check removes them, and only them.
+#[test]
+fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
+    let p = Project::git();
+    let root = p.path();
+    std::fs::create_dir(root.join(".idea")).unwrap();
+    let mut gate = std::process::Command::new(bin_dir().join("stop-gate"))
+        .args(["--run", "sleep 30.202"])
+        .env("VIGIL_STATE_HOME", state_home())
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    gate.stdin
+        .take()
+        .unwrap()
+        .write_all(p.payload("s1", Some("x")).to_string().as_bytes())
+        .unwrap();
+    for _ in 0..250 {
+        if running_with_arg("30.202") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(running_with_arg("30.202"), "the check never started");
+    gate.kill().unwrap();
+    let _ = gate.wait();
+    assert!(
+        root.join(".mcp.json").exists() && root.join(".claude").is_dir(),
+        "left behind"
+    );
+    let stop = p.stop(&["--run", "true"], "s2", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    for gone in [".mcp.json", ".claude", ".codex", ".vscode"] {
+        assert!(
+            std::fs::symlink_metadata(root.join(gone)).is_err(),
+            "{gone} stayed"
+        );
+    }
+    assert!(
+        root.join(".idea").is_dir(),
+        "the project's own empty directory stays"
+    );
+}
