@@ -253,18 +253,7 @@ fn protection(
 /// Files the agent can plant that Claude Code runs with the user's rights (SPEC §9), each named;
 /// under `--protect`, one that was not there at install fails.
 fn planted(target: &Target) -> Vec<Finding> {
-    // What the install record of the project says about --protect, for any of its settings
-    // files (the baseline is the project's, not one file's).
-    let protected = load_record(&target.record_path()).is_ok_and(|record| {
-        record
-            .get("files")
-            .and_then(Value::as_object)
-            .is_some_and(|files| {
-                files
-                    .keys()
-                    .any(|key| installed_of(&record, key).is_some_and(|i| i.protect.is_some()))
-            })
-    });
+    let protected = load_record(&target.record_path()).is_ok_and(|record| any_protected(&record));
     crate::planted::findings(&target.project(), protected)
 }
 

@@ -395,6 +395,19 @@ fn load_record(path: &Path) -> Result<Map<String, Value>> {
     }
 }
 
+/// Whether any settings file of a project's install record was installed with `--protect`
+/// (the planted-code baseline is the project's, not one file's).
+fn any_protected(record: &Map<String, Value>) -> bool {
+    record
+        .get("files")
+        .and_then(Value::as_object)
+        .is_some_and(|files| {
+            files
+                .keys()
+                .any(|key| installed_of(record, key).is_some_and(|i| i.protect.is_some()))
+        })
+}
+
 fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
     let file = record.get("files")?.get(key)?;
     Some(Installed {

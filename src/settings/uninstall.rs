@@ -170,16 +170,8 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     }
     // The planted-code baseline belongs to the protection: once no settings file of the
     // project is protected, it goes, and the doctor's lines about planted code are warnings.
-    let still_protected = record
-        .get("files")
-        .and_then(Value::as_object)
-        .is_some_and(|files| {
-            files
-                .keys()
-                .any(|key| installed_of(&record, key).is_some_and(|i| i.protect.is_some()))
-        });
     if installed.protect.is_some()
-        && !still_protected
+        && !any_protected(&record)
         && let Some(baseline) = crate::planted::baseline_path(&target.project())
     {
         let _ = std::fs::remove_file(baseline);

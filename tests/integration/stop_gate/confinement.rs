@@ -106,23 +106,12 @@ fn a_check_cannot_rewrite_the_gate_binary() {
         "cp /bin/true '{g}.new' && mv -f '{g}.new' '{g}'; printf '#!/bin/sh\\n' > '{g}'",
         g = gate.display()
     );
-    let output = std::process::Command::new(&gate)
-        .args(["--run", &attacked(&attack)])
+    let mut cmd = std::process::Command::new(&gate);
+    cmd.args(["--run", &attacked(&attack)])
         .env("VIGIL_STATE_HOME", state_home())
         .env_remove("CLAUDE_PROJECT_DIR")
-        .current_dir(p.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(p.payload("s1", Some("x")).to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+        .current_dir(p.path());
+    let output = output_with_stdin(cmd, p.payload("s1", Some("x")).to_string().as_bytes());
     assert!(String::from_utf8_lossy(&output.stdout).contains("\"block\""));
     assert_eq!(
         std::fs::read(&gate).unwrap(),
@@ -588,24 +577,13 @@ fn the_gates_signing_key_and_inherited_descriptors_stay_out_of_the_check() {
         gate.display(),
         key.display()
     );
-    let output = std::process::Command::new("sh")
-        .args(["-c", &script])
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", &script])
         .env("VIGIL_STATE_HOME", state_home())
         .env("VIGIL_SIGN_KEY", &key)
         .env_remove("CLAUDE_PROJECT_DIR")
-        .current_dir(p.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(p.payload("s1", Some("x")).to_string().as_bytes())?;
-            child.wait_with_output()
-        })
-        .unwrap();
+        .current_dir(p.path());
+    let output = output_with_stdin(cmd, p.payload("s1", Some("x")).to_string().as_bytes());
     let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let seen = printed(said["reason"].as_str().unwrap()).to_string();
     assert!(!seen.contains("SIGNING-KEY"), "{seen}");
