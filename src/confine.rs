@@ -325,6 +325,18 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
             Entry::File => Mount::EmptyFile(path),
         });
     }
+    // The shell's start-up files, where the project is the home itself (or holds it).
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
+        && home.is_absolute()
+        && real(&home).starts_with(&work)
+    {
+        for name in reach::START_UP_FILES {
+            let path = real(&home).join(name);
+            if path.is_file() {
+                mounts.push(Mount::ReadOnly(path));
+            }
+        }
+    }
     if let Some(dir) = std::env::current_exe().ok().and_then(|exe| {
         std::fs::canonicalize(exe)
             .ok()
