@@ -42,6 +42,9 @@ const BINARIES: &[&str] = &[
 /// The package that brings the confinement, for the one useful line.
 pub const PACKAGE: &str = "bubblewrap";
 
+/// macOS's sandbox (Seatbelt), which takes a profile of its own language (SBPL).
+const SEATBELT: &str = "/usr/bin/sandbox-exec";
+
 /// What a check is confined to.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -96,6 +99,14 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
             )))
         };
     }
+    if cfg!(target_os = "macos") {
+        let seatbelt = PathBuf::from(SEATBELT);
+        return if is_executable(&seatbelt) {
+            Ok(seatbelt)
+        } else {
+            Err(Unavailable::Machine(format!("{SEATBELT} is missing")))
+        };
+    }
     if !cfg!(target_os = "linux") {
         return Err(Unavailable::Machine(
             "no confinement is built for this system yet".to_string(),
@@ -121,17 +132,24 @@ fn is_executable(path: &Path) -> bool {
 /// sandbox was set up and the command started, and dropping it removes the mount points it
 /// had to make in the project.
 pub struct Confined {
-    status: std::io::PipeReader,
+    /// bubblewrap's status pipe; `None` for Seatbelt, which reports nothing of the kind (a
+    /// profile it refuses fails the run, which a check then reports as failed).
+    status: Option<std::io::PipeReader>,
     made: Made,
     ledger: Option<PathBuf>,
+    /// Seatbelt's private temporary directory, removed with this.
+    _tmp: Option<tempfile::TempDir>,
 }
 
 impl Confined {
     /// Whether bubblewrap started the command. Read once the run has ended.
     pub fn started(&mut self) -> bool {
-        set_nonblocking(self.status.as_raw_fd());
+        let Some(status) = self.status.as_mut() else {
+            return true;
+        };
+        set_nonblocking(status.as_raw_fd());
         let mut text = String::new();
-        let _ = self.status.read_to_string(&mut text);
+        let _ = status.read_to_string(&mut text);
         text.contains("\"child-pid\"")
     }
 }
@@ -390,6 +408,9 @@ pub fn command(
     program: &std::ffi::OsStr,
     args: &[OsString],
 ) -> Result<(Command, Confined), Unavailable> {
+    if bwrap.ends_with("sandbox-exec") {
+        return seatbelt_command(bwrap, plan, program, args);
+    }
     let (mounts, made) = mounts(plan)?;
     let (status, status_writer) =
         std::io::pipe().map_err(|e| Unavailable::Machine(format!("cannot make a pipe: {e}")))?;
@@ -483,16 +504,107 @@ pub fn command(
     Ok((
         cmd,
         Confined {
-            status,
+            status: Some(status),
             made,
             ledger: plan.ledger.clone(),
+            _tmp: None,
         },
     ))
+}
+
+/// `program args…` under macOS's Seatbelt with `seatbelt_profile`: the same reach as the
+/// bubblewrap view, in SBPL (untested on a real Mac: the profile's text is what the tests hold).
+fn seatbelt_command(
+    seatbelt: &Path,
+    plan: &Plan,
+    program: &std::ffi::OsStr,
+    args: &[OsString],
+) -> Result<(Command, Confined), Unavailable> {
+    let tmp = tempfile::Builder::new()
+        .prefix("vigil-check-")
+        .tempdir()
+        .map_err(|e| Unavailable::Machine(format!("cannot make a private temporary directory: {e}")))?;
+    let mut writable = plan.writable.clone();
+    writable.push(tmp.path().to_path_buf());
+    let profile = seatbelt_profile(
+        &std::fs::canonicalize(&plan.work).unwrap_or_else(|_| plan.work.clone()),
+        &writable,
+        &reach::hidden(&plan.project_state, &plan.hide)
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect::<Vec<_>>(),
+        plan.network,
+    );
+    let mut cmd = Command::new(seatbelt);
+    cmd.arg("-p").arg(profile).arg(program).args(args);
+    cmd.current_dir(&plan.cwd);
+    if let Some(keep) = &plan.clean_env {
+        crate::snapshot::clean_env(&mut cmd, keep);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_none_or(reach::is_withheld_variable) {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd.env("TMPDIR", tmp.path());
+    Ok((
+        cmd,
+        Confined {
+            status: None,
+            made: Vec::new(),
+            ledger: None,
+            _tmp: Some(tmp),
+        },
+    ))
+}
+
+/// The Seatbelt profile (SBPL) of the reach: everything readable, writes only in `work` and
+/// `writable` (less the read-only entries, which need no stand-in here: a rule names a path
+/// whether it exists or not), nothing of `hidden` readable or writable, signals only to its own
+/// processes, and no network unless `network` (a Unix socket is network to Seatbelt, so the
+/// user's sockets go with it). Later rules win.
+pub fn seatbelt_profile(work: &Path, writable: &[PathBuf], hidden: &[PathBuf], network: bool) -> String {
+    let quoted = |path: &Path| {
+        let text = path.to_string_lossy();
+        format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+    };
+    let mut profile = String::from("(version 1)\n(allow default)\n(deny file-write*)\n");
+    profile.push_str("(allow file-write* (literal \"/dev/null\") (literal \"/dev/tty\") (regex #\"^/dev/fd/\"))\n");
+    profile.push_str(&format!("(allow file-write* (subpath {})", quoted(work)));
+    for dir in writable {
+        profile.push_str(&format!(" (subpath {})", quoted(dir)));
+    }
+    profile.push_str(")\n(deny file-write*");
+    for (entry, kind) in reach::read_only_in(work) {
+        match kind {
+            Entry::Dir => profile.push_str(&format!(" (literal {0}) (subpath {0})", quoted(&entry))),
+            Entry::File => profile.push_str(&format!(" (literal {})", quoted(&entry))),
+        }
+    }
+    profile.push_str(")\n");
+    if !hidden.is_empty() {
+        profile.push_str("(deny file-read* file-write*");
+        for path in hidden {
+            profile.push_str(&format!(" (subpath {})", quoted(path)));
+        }
+        profile.push_str(")\n");
+    }
+    profile.push_str("(deny signal (target others))\n");
+    if !network {
+        profile.push_str("(deny network*)\n");
+    }
+    profile
 }
 
 /// Whether bubblewrap can make a sandbox here at all (asked only after a confined run failed
 /// to start, to tell the machine's fault from the project's).
 pub fn works(bwrap: &Path) -> bool {
+    if bwrap.ends_with("sandbox-exec") {
+        return Command::new(bwrap)
+            .args(["-p", "(version 1)(allow default)", "/usr/bin/true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    }
     Command::new(bwrap)
         .args([
             "--ro-bind",
@@ -516,4 +628,44 @@ pub fn works(bwrap: &Path) -> bool {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seatbelt_profile_is_the_reach_in_sbpl() {
+        let profile = seatbelt_profile(
+            Path::new("/Users/me/proj"),
+            &[PathBuf::from("/private/tmp/vigil-check-1")],
+            &[PathBuf::from("/Users/me/.local/state/vigil"), PathBuf::from("/Users/me/.ssh")],
+            false,
+        );
+        let lines: Vec<&str> = profile.lines().collect();
+        assert_eq!(lines[0], "(version 1)");
+        assert_eq!(lines[1], "(allow default)");
+        assert_eq!(lines[2], "(deny file-write*)");
+        assert!(profile.contains(
+            "(allow file-write* (subpath \"/Users/me/proj\") (subpath \"/private/tmp/vigil-check-1\"))"
+        ));
+        // The read-only entries come after the project's allow, so they win.
+        let allow = profile.find("(allow file-write* (subpath").unwrap();
+        let deny = profile.find("(deny file-write* (literal \"/Users/me/proj/.claude\")").unwrap();
+        assert!(deny > allow, "{profile}");
+        for entry in [".codex", ".git", ".vscode", ".idea"] {
+            assert!(profile.contains(&format!("(subpath \"/Users/me/proj/{entry}\")")), "{entry}");
+        }
+        assert!(profile.contains("(literal \"/Users/me/proj/.mcp.json\")"));
+        assert!(profile.contains(
+            "(deny file-read* file-write* (subpath \"/Users/me/.local/state/vigil\") (subpath \"/Users/me/.ssh\"))"
+        ));
+        assert!(profile.contains("(deny signal (target others))"));
+        assert!(profile.ends_with("(deny network*)\n"));
+        let open = seatbelt_profile(Path::new("/p"), &[], &[], true);
+        assert!(!open.contains("network"));
+        // Paths are SBPL strings: a quote or backslash in a name cannot end one early.
+        let odd = seatbelt_profile(Path::new("/p/a\"b\\c"), &[], &[], true);
+        assert!(odd.contains("(subpath \"/p/a\\\"b\\\\c\")"), "{odd}");
+    }
 }
