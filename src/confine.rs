@@ -208,7 +208,12 @@ fn write_ledger(ledger: &Path, made: &Made) {
             Some(format!("{kind} {}\n", path.to_str()?))
         })
         .collect();
-    let _ = crate::atomic::write_atomic(ledger, text.as_bytes(), 0o600);
+    let _ = crate::atomic::write_atomic_as(
+        ledger,
+        text.as_bytes(),
+        0o600,
+        crate::atomic::Durability::Skip,
+    );
 }
 
 fn set_nonblocking(fd: RawFd) {
@@ -257,6 +262,7 @@ impl Mount {
 fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
+    let mut planned: Made = Vec::new();
     // What a gate killed during its check left in the project goes first.
     if let Some(ledger) = &plan.ledger
         && ledger.exists()
@@ -308,28 +314,32 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
                 if !parent_is_dir {
                     continue;
                 }
-                // Listed before it is made: a gate killed at any instant leaves it named.
-                if let Some(ledger) = &plan.ledger {
-                    let mut listed = made.clone();
-                    listed.push((path.clone(), entry));
-                    write_ledger(ledger, &listed);
-                }
-                let created = match entry {
-                    Entry::Dir => std::fs::create_dir(&path).is_ok(),
-                    Entry::File => std::fs::OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&path)
-                        .is_ok(),
-                };
-                if created {
-                    made.push((path.clone(), entry));
-                    mounts.push(match entry {
-                        Entry::Dir => Mount::EmptyDir(path),
-                        Entry::File => Mount::EmptyFile(path),
-                    });
-                }
+                planned.push((path, entry));
             }
+        }
+    }
+    // Listed once before any is made, so a gate killed at any instant leaves them named; not
+    // waited for on the disk (only a crash loses the list, and then only the removal).
+    if let Some(ledger) = &plan.ledger
+        && !planned.is_empty()
+    {
+        write_ledger(ledger, &planned);
+    }
+    for (path, entry) in planned {
+        let created = match entry {
+            Entry::Dir => std::fs::create_dir(&path).is_ok(),
+            Entry::File => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .is_ok(),
+        };
+        if created {
+            made.push((path.clone(), entry));
+            mounts.push(match entry {
+                Entry::Dir => Mount::EmptyDir(path),
+                Entry::File => Mount::EmptyFile(path),
+            });
         }
     }
     for (path, entry) in reach::hidden(&plan.project_state, &plan.hide) {
