@@ -533,7 +533,9 @@ fn seatbelt_command(
     let tmp = tempfile::Builder::new()
         .prefix("vigil-check-")
         .tempdir()
-        .map_err(|e| Unavailable::Machine(format!("cannot make a private temporary directory: {e}")))?;
+        .map_err(|e| {
+            Unavailable::Machine(format!("cannot make a private temporary directory: {e}"))
+        })?;
     let mut writable = plan.writable.clone();
     writable.push(tmp.path().to_path_buf());
     let profile = seatbelt_profile(
@@ -573,7 +575,12 @@ fn seatbelt_command(
 /// whether it exists or not), nothing of `hidden` readable or writable, signals only to its own
 /// processes, and no network unless `network` (a Unix socket is network to Seatbelt, so the
 /// user's sockets go with it). Later rules win.
-pub fn seatbelt_profile(work: &Path, writable: &[PathBuf], hidden: &[PathBuf], network: bool) -> String {
+pub fn seatbelt_profile(
+    work: &Path,
+    writable: &[PathBuf],
+    hidden: &[PathBuf],
+    network: bool,
+) -> String {
     let quoted = |path: &Path| {
         let text = path.to_string_lossy();
         format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
@@ -587,7 +594,9 @@ pub fn seatbelt_profile(work: &Path, writable: &[PathBuf], hidden: &[PathBuf], n
     profile.push_str(")\n(deny file-write*");
     for (entry, kind) in reach::read_only_in(work) {
         match kind {
-            Entry::Dir => profile.push_str(&format!(" (literal {0}) (subpath {0})", quoted(&entry))),
+            Entry::Dir => {
+                profile.push_str(&format!(" (literal {0}) (subpath {0})", quoted(&entry)))
+            }
             Entry::File => profile.push_str(&format!(" (literal {})", quoted(&entry))),
         }
     }
@@ -649,7 +658,10 @@ mod tests {
         let profile = seatbelt_profile(
             Path::new("/Users/me/proj"),
             &[PathBuf::from("/private/tmp/vigil-check-1")],
-            &[PathBuf::from("/Users/me/.local/state/vigil"), PathBuf::from("/Users/me/.ssh")],
+            &[
+                PathBuf::from("/Users/me/.local/state/vigil"),
+                PathBuf::from("/Users/me/.ssh"),
+            ],
             false,
         );
         let lines: Vec<&str> = profile.lines().collect();
@@ -661,10 +673,15 @@ mod tests {
         ));
         // The read-only entries come after the project's allow, so they win.
         let allow = profile.find("(allow file-write* (subpath").unwrap();
-        let deny = profile.find("(deny file-write* (literal \"/Users/me/proj/.claude\")").unwrap();
+        let deny = profile
+            .find("(deny file-write* (literal \"/Users/me/proj/.claude\")")
+            .unwrap();
         assert!(deny > allow, "{profile}");
         for entry in [".codex", ".git", ".vscode", ".idea"] {
-            assert!(profile.contains(&format!("(subpath \"/Users/me/proj/{entry}\")")), "{entry}");
+            assert!(
+                profile.contains(&format!("(subpath \"/Users/me/proj/{entry}\")")),
+                "{entry}"
+            );
         }
         assert!(profile.contains("(literal \"/Users/me/proj/.mcp.json\")"));
         assert!(profile.contains(

@@ -102,6 +102,31 @@ impl Guarded {
         if self.home.is_some() {
             rules.push("Edit(~/.claude/settings.json)".to_string());
         }
+        // The second layer under the file tools' guard: the same read-only set (SPEC §9).
+        for (entry, kind) in crate::reach::READ_ONLY {
+            rules.push(match kind {
+                crate::reach::Entry::Dir => format!("Edit(/{entry}/**)"),
+                crate::reach::Entry::File => format!("Edit(/{entry})"),
+            });
+        }
+        if self.home.is_some() {
+            // Where the engines find code they run (Claude Code's own plans and memory, also
+            // under ~/.claude, stay writable), and the shell's start-up files.
+            for dir in [
+                ".claude/agents",
+                ".claude/commands",
+                ".claude/skills",
+                ".claude/hooks",
+                ".claude/plugins",
+                ".codex",
+            ] {
+                rules.push(format!("Edit(~/{dir}/**)"));
+            }
+            rules.push("Edit(~/.claude.json)".to_string());
+            for file in crate::reach::START_UP_FILES {
+                rules.push(format!("Edit(~/{file})"));
+            }
+        }
         rules.dedup();
         rules
     }
@@ -505,6 +530,27 @@ mod tests {
                 "Edit(/.claude/settings.json)",
                 "Edit(/.claude/settings.local.json)",
                 "Edit(~/.claude/settings.json)",
+                "Edit(/.claude/**)",
+                "Edit(/.codex/**)",
+                "Edit(/.mcp.json)",
+                "Edit(/.vscode/**)",
+                "Edit(/.idea/**)",
+                "Edit(/.git/**)",
+                "Edit(~/.claude/agents/**)",
+                "Edit(~/.claude/commands/**)",
+                "Edit(~/.claude/skills/**)",
+                "Edit(~/.claude/hooks/**)",
+                "Edit(~/.claude/plugins/**)",
+                "Edit(~/.codex/**)",
+                "Edit(~/.claude.json)",
+                "Edit(~/.bashrc)",
+                "Edit(~/.bash_profile)",
+                "Edit(~/.bash_login)",
+                "Edit(~/.profile)",
+                "Edit(~/.zshrc)",
+                "Edit(~/.zprofile)",
+                "Edit(~/.zshenv)",
+                "Edit(~/.config/fish/config.fish)",
             ]
         );
     }
