@@ -272,6 +272,7 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     }
     let real = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let work = real(&plan.work);
+    let hidden = reach::hidden(&plan.project_state, &plan.hide);
     mounts.push(Mount::Writable(work.clone()));
     for dir in &plan.writable {
         if dir.is_dir() {
@@ -298,8 +299,14 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
                 // A worktree's or submodule's `.git` file names the git directory git reads
                 // config and hooks from: that, and its common directory, stay read-only too
                 // (and visible, where they are under the private /tmp).
+                // What the file names is the agent's choice: never a place of the hidden set.
                 if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
-                    mounts.extend(git_dirs(&path).into_iter().map(Mount::ReadOnly));
+                    mounts.extend(
+                        git_dirs(&path)
+                            .into_iter()
+                            .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
+                            .map(Mount::ReadOnly),
+                    );
                 }
                 mounts.push(Mount::ReadOnly(path));
             }
@@ -342,7 +349,7 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
             });
         }
     }
-    for (path, entry) in reach::hidden(&plan.project_state, &plan.hide) {
+    for (path, entry) in hidden {
         // The directory the check works in may sit inside a hidden one (a snapshot in the
         // state home): the rest is hidden, and the work, deeper, is bound after it.
         if path == work {
@@ -386,23 +393,28 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
 
 /// The git directory a `.git` file names (`gitdir: …`), and its common directory (`commondir`),
 /// as they really are.
+/// Both files are the agent's to write: each is read only as a regular file of a few KiB, so a
+/// FIFO or a huge file in its place holds nothing up.
 fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
+    let small = |path: &Path| {
+        let file = crate::input::open_regular(path).ok()?;
+        let bytes = crate::input::read_capped(file, 4096, "a git pointer", path).ok()?;
+        Some(String::from_utf8(bytes).ok()?.trim_end().to_string())
+    };
     let mut dirs = Vec::new();
     let Some(base) = dot_git.parent() else {
         return dirs;
     };
-    let Some(named) = std::fs::read_to_string(dot_git)
-        .ok()
-        .and_then(|text| Some(text.trim_end().strip_prefix("gitdir:")?.trim().to_string()))
+    let Some(named) =
+        small(dot_git).and_then(|text| Some(text.strip_prefix("gitdir:")?.trim().to_string()))
     else {
         return dirs;
     };
     let Ok(gitdir) = std::fs::canonicalize(base.join(named)) else {
         return dirs;
     };
-    if let Some(common) = std::fs::read_to_string(gitdir.join("commondir"))
-        .ok()
-        .and_then(|text| std::fs::canonicalize(gitdir.join(text.trim_end())).ok())
+    if let Some(common) = small(&gitdir.join("commondir"))
+        .and_then(|text| std::fs::canonicalize(gitdir.join(text)).ok())
     {
         dirs.push(common);
     }

@@ -663,3 +663,50 @@ fn where_the_project_is_the_home_the_check_writes_no_start_up_file() {
     );
     assert!(p.path().join("notes.txt").exists());
 }
+
+/// A worktree's `.git` file is the agent's to write, and the git directory it names is bound
+/// into the check read-only. Pointed into the hidden set (below `~/.ssh`), it must reveal
+/// nothing there; pointed at a FIFO, it must not hold the gate.
+#[test]
+fn a_git_file_pointing_into_the_hidden_set_reveals_nothing_and_a_fifo_holds_no_gate() {
+    let p = Project::new();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    let keys = home.path().join(".ssh/keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::write(keys.join("id_ed25519"), "SSH-SECRET").unwrap();
+    std::fs::write(
+        p.path().join(".git"),
+        format!("gitdir: {}\n", keys.display()),
+    )
+    .unwrap();
+    let output = stop_gate()
+        .args([
+            "--run",
+            &attacked(&format!("cat '{}/id_ed25519'", keys.display())),
+        ])
+        .env("HOME", home.path())
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(said["decision"], "block", "{said}");
+    assert!(
+        !printed(said["reason"].as_str().unwrap()).contains("SSH-SECRET"),
+        "{said}"
+    );
+    // A git directory inside the project whose commondir is a FIFO.
+    let gitdir = p.path().join("gd");
+    std::fs::create_dir(&gitdir).unwrap();
+    let fifo = std::ffi::CString::new(gitdir.join("commondir").to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) reads the NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    std::fs::write(p.path().join(".git"), "gitdir: gd\n").unwrap();
+    let started = std::time::Instant::now();
+    let stop = p.stop(&["--run", "true", "--deadline", "60"], "s2", Some("x"));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the gate waited on the FIFO"
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
