@@ -58,10 +58,7 @@ pub fn run_check(
                         .unwrap_or_default();
                     Unavailable::Project(format!("bubblewrap refused this project ({why})"))
                 } else {
-                    Unavailable::Machine(
-                        "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
-                            .to_string(),
-                    )
+                    confine::not_here()
                 }
             }
             Err(unavailable) => unavailable,

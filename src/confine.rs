@@ -494,14 +494,7 @@ pub fn command(
 
     let mut cmd = Command::new(bwrap);
     cmd.args(&words);
-    if let Some(keep) = &plan.clean_env {
-        crate::snapshot::clean_env(&mut cmd, keep);
-    }
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_none_or(reach::is_withheld_variable) {
-            cmd.env_remove(&name);
-        }
-    }
+    confined_env(&mut cmd, plan);
     cmd.env("TMPDIR", "/tmp");
     // The writing end lives in the closure: the child gets it (its close-on-exec flag cleared
     // between fork and exec), and the parent's copy closes when the command is dropped after
@@ -534,6 +527,19 @@ pub fn command(
     ))
 }
 
+/// The environment a confined command gets: the plan's clean one where it asks for it, and
+/// never a withheld variable (vigil's own, the user's session sockets).
+fn confined_env(cmd: &mut Command, plan: &Plan) {
+    if let Some(keep) = &plan.clean_env {
+        crate::snapshot::clean_env(cmd, keep);
+    }
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_none_or(reach::is_withheld_variable) {
+            cmd.env_remove(&name);
+        }
+    }
+}
+
 /// `program args…` under macOS's Seatbelt with `seatbelt_profile`: the same reach as the
 /// bubblewrap view, in SBPL (untested on a real Mac: the profile's text is what the tests hold).
 fn seatbelt_command(
@@ -562,14 +568,7 @@ fn seatbelt_command(
     let mut cmd = Command::new(seatbelt);
     cmd.arg("-p").arg(profile).arg(program).args(args);
     cmd.current_dir(&plan.cwd);
-    if let Some(keep) = &plan.clean_env {
-        crate::snapshot::clean_env(&mut cmd, keep);
-    }
-    for (name, _) in std::env::vars_os() {
-        if name.to_str().is_none_or(reach::is_withheld_variable) {
-            cmd.env_remove(&name);
-        }
-    }
+    confined_env(&mut cmd, plan);
     cmd.env("TMPDIR", tmp.path());
     Ok((
         cmd,
@@ -625,6 +624,25 @@ pub fn seatbelt_profile(
         profile.push_str("(deny network*)\n");
     }
     profile
+}
+
+/// Why a sandbox that is installed is no use here.
+pub fn not_here() -> Unavailable {
+    Unavailable::Machine(
+        "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
+            .to_string(),
+    )
+}
+
+/// `sandbox()`, tried once: for callers off the hot path (a writer, the doctor), which ask
+/// before they run anything.
+pub fn working_sandbox() -> Result<PathBuf, Unavailable> {
+    let sandbox = sandbox()?;
+    if works(&sandbox) {
+        Ok(sandbox)
+    } else {
+        Err(not_here())
+    }
 }
 
 /// Whether bubblewrap can make a sandbox here at all (asked only after a confined run failed

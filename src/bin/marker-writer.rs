@@ -515,6 +515,11 @@ fn run(
     let mut confined = None;
     // How it ran, when with the writer's own rights: said with the result.
     let mut unconfined = None;
+    let plain = || {
+        let mut cmd = Command::new(&options.command[0]);
+        cmd.args(&options.command[1..]);
+        cmd
+    };
     let mut cmd = match &snapshot {
         Some(snapshot) => {
             let plan = vigil::confine::Plan {
@@ -530,17 +535,7 @@ fn run(
                 // The snapshot is removed whole; nothing of the project is made.
                 ledger: None,
             };
-            let sandbox = vigil::confine::sandbox().and_then(|bwrap| {
-                if vigil::confine::works(&bwrap) {
-                    Ok(bwrap)
-                } else {
-                    Err(vigil::confine::Unavailable::Machine(
-                        "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
-                            .to_string(),
-                    ))
-                }
-            });
-            let made = sandbox.and_then(|bwrap| {
+            let made = vigil::confine::working_sandbox().and_then(|bwrap| {
                 vigil::confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
             });
             match made {
@@ -555,8 +550,7 @@ fn run(
                 }
                 Err(vigil::confine::Unavailable::Machine(why)) => {
                     unconfined = Some(format!("unconfined, with your rights: {why}"));
-                    let mut cmd = Command::new(&options.command[0]);
-                    cmd.args(&options.command[1..]);
+                    let mut cmd = plain();
                     vigil::snapshot::clean_env(&mut cmd, &options.keep_env);
                     cmd.current_dir(&snapshot.cwd);
                     cmd
@@ -567,9 +561,7 @@ fn run(
             unconfined = Some(
                 "in place, unconfined, with your rights: for a writer the agent cannot reach, such as CI; a local writer uses --snapshot".to_string(),
             );
-            let mut cmd = Command::new(&options.command[0]);
-            cmd.args(&options.command[1..]);
-            cmd
+            plain()
         }
     };
     // The key signs the marker; the command under test never sees where it is.

@@ -406,15 +406,13 @@ fn check_confinement(event: &str, command: &str, project: &Path) -> Option<Findi
             format!(", and {}", more.join(", "))
         }
     };
-    let why = match crate::confine::sandbox() {
-        Ok(bwrap) if crate::confine::works(&bwrap) => {
+    let why = match crate::confine::working_sandbox() {
+        Ok(bwrap) => {
             return Some(Finding::Ok(format!(
                 "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
                 bwrap.display()
             )));
         }
-        Ok(_) => "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
-            .to_string(),
         Err(unavailable) => unavailable.message().to_string(),
     };
     Some(if crate::protect::sandbox_on(project) {
