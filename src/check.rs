@@ -66,11 +66,21 @@ pub fn run_check(
         Err(unavailable) => unavailable,
     };
     let why = unavailable.message();
-    if matches!(unavailable, Unavailable::Project(_)) || required() {
+    let refused = match unavailable {
+        // The project's doing, whatever the machine: the fix is in the project.
+        Unavailable::Project(_) => {
+            Some("fix that in the project: a check that cannot be confined is never run")
+        }
+        Unavailable::Machine(_) if required() => {
+            Some("a check never runs with your rights under --protect")
+        }
+        Unavailable::Machine(_) => None,
+    };
+    if let Some(then) = refused {
         return Checked {
             result: Err(CheckFailure {
                 line: format!(
-                    "stop-gate: `{shown}` was not run: it cannot be confined ({why}); a check never runs with your rights under --protect"
+                    "stop-gate: `{shown}` was not run: it cannot be confined ({why}); {then}"
                 ),
                 tail: String::new(),
             }),

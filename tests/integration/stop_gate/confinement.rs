@@ -366,7 +366,10 @@ fn a_project_that_breaks_the_sandbox_is_denied_never_run_unconfined() {
     let stop = p.stop(&["--run", "touch ran.txt"], "s1", Some("x"));
     assert!(stop.blocked());
     assert!(
-        stop.reason().contains("cannot be confined") && stop.reason().contains(".mcp.json"),
+        stop.reason().contains("cannot be confined")
+            && stop.reason().contains(".mcp.json")
+            && stop.reason().contains("fix that in the project")
+            && !stop.reason().contains("--protect"),
         "{}",
         stop.reason()
     );
