@@ -119,12 +119,17 @@ fn outside(place: &Path, project: &Path, hidden: &[PathBuf]) -> Option<String> {
 }
 
 /// Claude Code's own Markdown notes, which it writes with these tools and never runs: plans
-/// (`~/.claude/plans/`) and a project's memory (`~/.claude/projects/<project>/memory/`).
+/// (`~/.claude/plans/`) and a project's memory (`~/.claude/projects/<project>/memory/`), in
+/// `$CLAUDE_CONFIG_DIR` where the client was given one.
 fn own_notes(place: &Path) -> bool {
-    let Some(home) = std::env::var_os("HOME").map(PathBuf::from) else {
+    let given = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute());
+    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude"));
+    let Some(claude) = given.or(home) else {
         return false;
     };
-    let claude = real_dir(&home.join(".claude"));
+    let claude = real_dir(&claude);
     let Ok(rest) = place.strip_prefix(&claude) else {
         return false;
     };

@@ -2011,3 +2011,79 @@ fn claude_an_agent_call_cannot_pass_itself_off_as_compaction() {
         );
     }
 }
+
+/// The path in `text` that starts with `prefix` and ends at the first `end` after it.
+fn path_in(text: &str, prefix: &str, end: &str) -> Option<String> {
+    let from = text.find(prefix)?;
+    let rest = &text[from..];
+    Some(rest[..rest.find(end)? + end.len()].to_string())
+}
+
+/// SPEC §9, the file tools' guard leaves the client's own files alone: with `--protect`, the
+/// real Claude Code's Write tool still writes the plan file plan mode names
+/// (`~/.claude/plans/<slug>.md`) and the auto memory it names
+/// (`~/.claude/projects/<project>/memory/`), in plan mode and with edits accepted.
+#[test]
+fn claude_protect_leaves_the_clients_plan_and_memory_files_writable() {
+    let Some(clients) = clients() else { return };
+    if !sandbox_runs() {
+        return;
+    }
+    for mode in ["plan", "acceptEdits"] {
+        let project = project();
+        let root = project.path().parent().unwrap().to_path_buf();
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        install_protected(project.path(), &home);
+        let claude_home = home.join(".claude").display().to_string();
+        let memory_prefix = format!("{claude_home}/projects/");
+        let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let mut script = Vec::new();
+        if mode == "plan" {
+            let plans = format!("{claude_home}/plans/");
+            let seen = written.clone();
+            script.push(Turn::answer(move |request| {
+                let path =
+                    path_in(&request.text(), &plans, ".md").expect("plan mode names its plan file");
+                seen.lock().unwrap().push(path.clone());
+                Turn::Tool("Write", json!({"file_path": path, "content": "# Plan\n"}))
+            }));
+        }
+        let seen = written.clone();
+        script.push(Turn::answer(move |request| {
+            let dir = path_in(&request.text(), &memory_prefix, "/memory/")
+                .expect("the session names its memory folder");
+            let path = format!("{dir}MEMORY.md");
+            seen.lock().unwrap().push(path.clone());
+            Turn::Tool("Write", json!({"file_path": path, "content": "# Plan\n"}))
+        }));
+        script.push(Turn::Text("Planned.".into()));
+        let turns = script.len();
+        let server = Server::start(script, None);
+        let args = ["-p", "Plan it.", "--permission-mode", mode];
+        let cmd = claude(&clients, &home, project.path(), &server.url, &args);
+        let out = run(cmd, DEADLINE);
+        let what = format!("{mode}: {}", said(&out));
+        assert!(out.status.success(), "{what}");
+        let main = server.main_requests();
+        assert_eq!(
+            main.len(),
+            turns,
+            "every scripted turn was asked for: {what}"
+        );
+        let written = written.lock().unwrap().clone();
+        assert_eq!(written.len(), turns - 1, "{what}");
+        for (turn, path) in written.iter().enumerate() {
+            let result = main[turn + 1].user_texts().pop().unwrap_or_default();
+            assert!(
+                !result.contains("denied"),
+                "{mode}: {path} was turned away: {result}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(path).unwrap_or_default(),
+                "# Plan\n",
+                "{mode}: the client's own file {path} was written: {result}"
+            );
+        }
+    }
+}

@@ -49,9 +49,27 @@ pub enum Turn {
     /// One reply of several content blocks (texts and tool calls, in order): Claude Code
     /// writes a transcript line per block, all with the reply's `message.id`.
     Blocks(Vec<Turn>),
+    /// A turn made from the request it answers (see [`Turn::answer`]): for what only the
+    /// client knows, such as the plan file it names in plan mode.
+    Answer(Answer),
+}
+
+/// What makes a [`Turn::Answer`]: the request in, the turn out.
+#[derive(Clone)]
+pub struct Answer(Arc<dyn Fn(&Request) -> Turn + Send + Sync>);
+
+impl std::fmt::Debug for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Answer(..)")
+    }
 }
 
 impl Turn {
+    /// A turn made from the request it answers.
+    pub fn answer(make: impl Fn(&Request) -> Turn + Send + Sync + 'static) -> Turn {
+        Turn::Answer(Answer(Arc::new(make)))
+    }
+
     /// HTTP 529 with Anthropic's `overloaded_error` body.
     pub fn overloaded() -> Turn {
         Turn::Error(
@@ -572,13 +590,17 @@ fn respond(
     let (turn, usage) = {
         let mut state = state.lock().unwrap();
         let lane = request.lane;
-        state.requests.push(request);
+        state.requests.push(request.clone());
         let turn = match lane {
             Lane::Main => state.main.play(),
             Lane::Subagent => state.subagent.play(),
             Lane::Side => Turn::Text("ok".into()),
         };
         (turn, state.usage)
+    };
+    let turn = match turn {
+        Turn::Answer(Answer(make)) => make(&request),
+        turn => turn,
     };
     let (turn, usage, delay) = turn.unwrap(usage);
     if !delay.is_zero() {

@@ -85,6 +85,45 @@ fn the_file_tools_write_the_project_and_the_temporary_directory() {
     }
 }
 
+/// Where the client was given `$CLAUDE_CONFIG_DIR`, its plans and memory are there, and only
+/// there: the same notes under `~/.claude` are then a file outside the project.
+#[test]
+fn the_clients_own_notes_follow_claude_config_dir() {
+    let p = Project::git();
+    let home = away_from_tmp();
+    let config = away_from_tmp();
+    let write_with_config = |path: &str| {
+        let payload = json!({
+            "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": p.path(),
+            "tool_name": "Write", "tool_input": {"file_path": path, "content": "x"},
+        });
+        let output = stop_gate()
+            .env("HOME", home.path())
+            .env("CLAUDE_CONFIG_DIR", config.path())
+            .current_dir(p.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let c = config.path().display().to_string();
+    for path in [
+        format!("{c}/plans/plan.md"),
+        format!("{c}/projects/-p/memory/MEMORY.md"),
+    ] {
+        assert_eq!(write_with_config(&path), "", "{path}");
+    }
+    let h = home.path().display().to_string();
+    for path in [
+        format!("{h}/.claude/plans/plan.md"),
+        format!("{c}/agents/x.md"),
+        format!("{c}/plans/run.sh"),
+    ] {
+        assert!(write_with_config(&path).contains("denied"), "{path}");
+    }
+}
+
 #[test]
 fn files_the_engine_or_git_runs_later_are_denied_with_their_reason() {
     let p = Project::git();
