@@ -130,8 +130,6 @@ merge_flags=(--settings "$settings")
 $codex && merge_flags+=(--codex)
 if $user; then commands=$HOME/.claude/commands; else commands=$project/.claude/commands; fi
 
-if $user; then record=$HOME/.vigil/installed.json; else record=$project/.vigil/installed.json; fi
-
 # A slash command as installed: the template with stop-gate named by its absolute path, so the
 # command works whether or not PREFIX/bin is on the PATH Claude Code runs it with. Not for
 # --shared (the files are committed, and every machine installs vigil elsewhere) nor for a
@@ -217,14 +215,15 @@ if [ -z "$merge" ]; then
 fi
 if [ "$action" = uninstall ]; then
   if $dry_run; then exec "$merge" uninstall "${merge_flags[@]}" --dry-run; fi
-  "$merge" uninstall "${merge_flags[@]}"
+  said=$("$merge" uninstall "${merge_flags[@]}")
+  printf '%s\n' "$said"
   # The slash commands go too, once no settings file here runs vigil any more, and only when
   # they are still exactly as install.sh wrote them.
   # A vigil hook uninstall could not take out (one edited by hand) still runs /vigil-loop's
   # loops: its commands stay with it.
   if ! $codex && [ -e "$settings" ] && grep -q 'stop-gate' "$settings"; then
     echo "install.sh: $settings still runs stop-gate (an entry uninstall left as it is); the slash commands in $commands stay until it goes" >&2
-  elif ! $codex && [ ! -e "$record" ]; then
+  elif ! $codex && ! grep -q '^vigil stays installed in ' <<<"$said"; then
     for file in "$source_dir"/templates/commands/*.md; do
       name=$(basename "$file")
       if ours "$file" "$commands/$name"; then

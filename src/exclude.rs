@@ -37,8 +37,8 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
     Some(format!("/{text}"))
 }
 
-/// What an install into the settings file `file` of `project` keeps out of git: the install
-/// record, the fallback state and the file's backup always (they are this machine's), and for a personal target
+/// What an install into the settings file `file` of `project` keeps out of git: the fallback
+/// state and the file's backup always (they are this machine's), and for a personal target
 /// (not `--shared`) the settings file itself and the slash commands `install.sh` copies beside
 /// it, which name this machine's paths. `None` for a file outside a repository, or one in the
 /// user's home rather than a project.
@@ -48,9 +48,9 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
         return None;
     }
     let (exclude, top) = file_for(project)?;
-    // The install record, and the fallback protected state (`.vigil/state/`, used when the
-    // state home cannot be written): this machine's, never to be committed.
-    let mut paths = vec![project.join(".vigil/installed.json")];
+    // The fallback protected state (`.vigil/state/`, used when the state home cannot be
+    // written): this machine's, never to be committed.
+    let mut paths = Vec::new();
     let mut lines_extra = Vec::new();
     if let Some(state) = pattern(&top, &project.join(".vigil/state")) {
         lines_extra.push(format!("{state}/"));
@@ -69,6 +69,13 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
     let mut lines: Vec<String> = paths.iter().filter_map(|p| pattern(&top, p)).collect();
     lines.extend(lines_extra);
     Some((exclude, lines))
+}
+
+/// The line an older vigil added for its install record in the project (`.vigil/installed.json`),
+/// now in the protected state: taken out of the block by every install and uninstall.
+pub fn legacy_record_line(project: &Path) -> Option<String> {
+    let (_, top) = file_for(project)?;
+    pattern(&top, &project.join(".vigil/installed.json"))
 }
 
 /// vigil's lines in `file`: those between its markers.

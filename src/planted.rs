@@ -588,18 +588,7 @@ pub fn baseline_path(project: &Path) -> Option<PathBuf> {
 /// Records what is planted now for the project at `project` (`install --protect`): the
 /// human vouches for it by installing, and the doctor fails on what comes after.
 pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
-    let Some(dir) = crate::protected::project_dir(project) else {
-        return Err(crate::Error::input(
-            "--protect cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
-        ));
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| crate::Error::io("create", &dir, &e))?;
-    crate::protected::mark_top(&dir, &crate::protected::state_top(project));
+    let dir = crate::protected::made_project_dir(project)?;
     let path = dir.join(BASELINE_FILE);
     let planted: Vec<Value> = found
         .iter()

@@ -27,6 +27,24 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
     dir_for(&state_top(project_dir))
 }
 
+/// [`project_dir`], made when missing (owner only, its top written in it), for what a human's
+/// command keeps there: the install record, the planted-code baseline.
+pub fn made_project_dir(project: &Path) -> crate::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let Some(dir) = project_dir(project) else {
+        return Err(crate::Error::input(
+            "cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
+        ));
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| crate::Error::io("create", &dir, &e))?;
+    mark_top(&dir, &state_top(project));
+    Ok(dir)
+}
+
 /// The directory a project's protected state is named after: the nearest one at or above it
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.

@@ -39,9 +39,11 @@ JSON, whose root is not an object, or whose `hooks` or an event has the wrong ty
 unchanged, with its line and column. The original is kept as FILE.vigil-backup before the first
 change; a lock on FILE.vigil-lock keeps two installers apart; the write is atomic, keeps the
 file's permissions, and follows a symlinked FILE to its target. What was added is recorded in
-.vigil/installed.json of the project that holds the file (~/.vigil/ for ~/.claude/).
+the install record of the project that holds the file (~ for ~/.claude/), in its protected
+state (installed.json in vigil's state home, out of the agent's reach).
 
 uninstall removes exactly that: the original comes back byte for byte when nothing else changed.
+It ends with a line naming the settings files of the project vigil stays installed in, if any.
 
 check reports, a line each, [ok], [warn] or [fail]: the file parses, each vigil entry is there
 once, each command runs from a bare environment (PATH=/usr/bin:/bin), for Claude Code whether
@@ -258,7 +260,12 @@ fn run() -> Result<Exit> {
             if !options.dry_run {
                 keep_out_of_git(&target, true, false);
             }
-            report(&target, change, options.dry_run)
+            let exit = report(&target, change, options.dry_run)?;
+            let others = target.installed_files();
+            if !options.dry_run && !others.is_empty() {
+                print(format!("vigil stays installed in {}\n", others.join(", ")).as_bytes())?;
+            }
+            Ok(exit)
         }
         _ => {
             let findings = settings::check(&target, engine, config.as_deref());
@@ -282,16 +289,17 @@ fn keep_out_of_git(target: &Target, personal: bool, installing: bool) {
     else {
         return;
     };
+    let legacy: Vec<String> = vigil::exclude::legacy_record_line(&target.project())
+        .into_iter()
+        .collect();
     let result = if installing {
-        vigil::exclude::update(&file, &lines, &[])
+        vigil::exclude::update(&file, &lines, &legacy)
     } else {
-        // The record's line goes with the last install the record holds.
-        let record = target.project().join(".vigil/installed.json");
-        if record.exists() {
-            lines.retain(|line| {
-                !line.ends_with("/.vigil/installed.json") && !line.ends_with("/.vigil/state/")
-            });
+        // The fallback state's line goes with the last install the record holds.
+        if target.has_record() {
+            lines.retain(|line| !line.ends_with("/.vigil/state/"));
         }
+        lines.extend(legacy);
         vigil::exclude::update(&file, &[], &lines)
     };
     if let Err(e) = result {

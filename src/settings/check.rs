@@ -253,7 +253,10 @@ fn protection(
 /// Files the agent can plant that Claude Code runs with the user's rights (SPEC §9), each named;
 /// under `--protect`, one that was not there at install fails.
 fn planted(target: &Target) -> Vec<Finding> {
-    let protected = load_record(&target.record_path()).is_ok_and(|record| any_protected(&record));
+    let protected = target
+        .record()
+        .load()
+        .is_ok_and(|record| any_protected(&record));
     crate::planted::findings(&target.project(), protected)
 }
 

@@ -28,13 +28,13 @@ pub fn install(
     }
     // Settings files of one project share the record: it is read, changed and saved under its
     // own lock (taken after the file's, always in that order).
+    let record_place = target.record();
     let _record_lock = if dry_run {
         None
     } else {
-        Some(target.record_lock()?)
+        Some(record_place.lock()?)
     };
-    let record_path = target.record_path();
-    let mut record = load_record(&record_path)?;
+    let mut record = record_place.load()?;
     let key = target.file.display().to_string();
     let previous = installed_of(&record, &key);
     // The backup holds the file as it was before vigil: taken on the first install only, and
@@ -273,7 +273,7 @@ pub fn install(
     if !change.changed() {
         if trust.is_some() {
             store_installed(&mut record, &key, Some(&installed));
-            save_record(&record_path, &record)?;
+            record_place.save(&record)?;
         }
         return Ok(change);
     }
@@ -293,7 +293,7 @@ pub fn install(
     // not match, which uninstall handles by taking entries out, never by restoring blindly.
     installed.written_sha256 = sha256_hex(&after);
     store_installed(&mut record, &key, Some(&installed));
-    save_record(&record_path, &record)?;
+    record_place.save(&record)?;
     write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
     Ok(change)
 }

@@ -232,8 +232,31 @@ impl Target {
         absolute.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 
-    fn record_path(&self) -> PathBuf {
-        self.project().join(".vigil").join("installed.json")
+    /// The project's install record (SPEC §2): in its protected state.
+    fn record(&self) -> Record {
+        let project = self.project();
+        Record {
+            legacy: project.join(".vigil").join(RECORD_FILE),
+            project,
+        }
+    }
+
+    /// Whether the project still has an install record (another settings file's, after an
+    /// uninstall).
+    pub fn has_record(&self) -> bool {
+        self.record().exists()
+    }
+
+    /// The settings files the project's install record holds (every install of vigil in it).
+    pub fn installed_files(&self) -> Vec<String> {
+        self.record()
+            .load()
+            .ok()
+            .and_then(|record| {
+                let files = record.get("files")?.as_object()?;
+                Some(files.keys().cloned().collect())
+            })
+            .unwrap_or_default()
     }
 
     /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
@@ -263,12 +286,86 @@ impl Target {
             _ => Ok(()),
         }
     }
+}
 
-    /// The lock on the install record, which settings files of one project share.
-    fn record_lock(&self) -> Result<FileLock> {
-        // The last uninstall may remove `.vigil/` meanwhile: `transient_at` makes it again.
-        let path = self.project().join(".vigil").join("installed.json.lock");
-        FileLock::transient_at(&path, Duration::from_secs(30))
+/// The install record's file name, in the project's protected state.
+pub const RECORD_FILE: &str = "installed.json";
+
+/// A project's install record: in its protected state (the state home's, or the fallback in
+/// the project where that cannot be written, as for loops); `legacy` is where earlier builds of
+/// vigil kept it, in the project, read when the protected one is missing and removed once that is
+/// written, so an install made then is still uninstalled whole.
+#[derive(Clone, Debug)]
+struct Record {
+    project: PathBuf,
+    legacy: PathBuf,
+}
+
+impl Record {
+    /// The record where it is now, making nothing.
+    fn path(&self) -> PathBuf {
+        crate::protected::Place::find(&self.project, &self.project.join(".vigil"))
+            .dir
+            .join(RECORD_FILE)
+    }
+
+    /// The record's place, made when missing.
+    fn made(&self) -> PathBuf {
+        crate::protected::Place::of(&self.project, &self.project.join(".vigil"))
+            .dir
+            .join(RECORD_FILE)
+    }
+
+    /// The lock on the record, which settings files of one project share.
+    fn lock(&self) -> Result<FileLock> {
+        let mut name = self.made().into_os_string();
+        name.push(".lock");
+        FileLock::transient_at(Path::new(&name), Duration::from_secs(30))
+    }
+
+    /// Whether a record exists, in either place.
+    fn exists(&self) -> bool {
+        std::fs::symlink_metadata(self.path()).is_ok()
+            || std::fs::symlink_metadata(&self.legacy).is_ok()
+    }
+
+    fn load(&self) -> Result<Map<String, Value>> {
+        let path = self.path();
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => load_record(&self.legacy),
+            _ => load_record(&path),
+        }
+    }
+
+    /// Writes the record in the protected state (owner only); the one in the project goes.
+    fn save(&self, record: &Map<String, Value>) -> Result<()> {
+        let path = self.made();
+        write_atomic(&path, &render(record), 0o600).map_err(|e| Error::io("write", &path, &e))?;
+        self.remove_legacy();
+        Ok(())
+    }
+
+    /// Removes the record, in both places.
+    fn remove(&self) -> Result<()> {
+        let path = self.path();
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", &path, &e));
+            }
+            _ => {}
+        }
+        self.remove_legacy();
+        Ok(())
+    }
+
+    /// The record of an older vigil in the project, and its `.vigil/` when that held nothing
+    /// else.
+    fn remove_legacy(&self) {
+        if std::fs::remove_file(&self.legacy).is_ok()
+            && let Some(dir) = self.legacy.parent()
+        {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
@@ -377,7 +474,12 @@ struct Installed {
 }
 
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
-    match std::fs::read(path) {
+    let read = crate::input::open_state(path).and_then(|file| {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        file.take(64 << 20).read_to_end(&mut bytes).map(|_| bytes)
+    });
+    match read {
         Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(map)) if map.get("schema") == Some(&json!(INSTALLED_SCHEMA)) => {
                 Ok(map)
@@ -478,12 +580,6 @@ fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option
             );
         }
     }
-}
-
-fn save_record(path: &Path, record: &Map<String, Value>) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-    write_atomic(path, &render(record), 0o644).map_err(|e| Error::io("write", path, &e))
 }
 
 /// What an install or uninstall did, or would do.

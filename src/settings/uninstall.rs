@@ -17,11 +17,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     // and nothing to do unless the record still holds the file (its Codex trust, say).
     let dir_gone = target.file.parent().is_some_and(|dir| !dir.is_dir());
     if dir_gone
-        && installed_of(
-            &load_record(&target.record_path())?,
-            &target.file.display().to_string(),
-        )
-        .is_none()
+        && installed_of(&target.record().load()?, &target.file.display().to_string()).is_none()
     {
         return Ok(Change {
             before: None,
@@ -38,14 +34,14 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     if !dry_run && before.is_some() {
         target.writable()?;
     }
-    let record_path = target.record_path();
-    // No record, nothing to lock: uninstall where vigil never was leaves no `.vigil/` behind.
-    let _record_lock = if dry_run || !record_path.exists() {
+    let record_place = target.record();
+    // No record, nothing to lock: uninstall where vigil never was leaves nothing behind.
+    let _record_lock = if dry_run || !record_place.exists() {
         None
     } else {
-        Some(target.record_lock()?)
+        Some(record_place.lock()?)
     };
-    let mut record = load_record(&record_path)?;
+    let mut record = record_place.load()?;
     let key = target.file.display().to_string();
     let Some(installed) = installed_of(&record, &key) else {
         return Ok(Change {
@@ -158,15 +154,11 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         .and_then(Value::as_object)
         .is_some_and(Map::is_empty)
     {
-        // The last file vigil was installed in: no record, and no `.vigil/` if it holds nothing
-        // else (loops, markers and handoffs stay where they are).
-        std::fs::remove_file(&record_path).map_err(|e| Error::io("remove", &record_path, &e))?;
-        drop(_record_lock);
-        if let Some(dir) = record_path.parent() {
-            let _ = std::fs::remove_dir(dir);
-        }
+        // The last file vigil was installed in: no record (and no `.vigil/` of an older vigil's
+        // if it holds nothing else).
+        record_place.remove()?;
     } else {
-        save_record(&record_path, &record)?;
+        record_place.save(&record)?;
     }
     // The planted-code baseline belongs to the protection: once no settings file of the
     // project is protected, it goes, and the doctor's lines about planted code are warnings.

@@ -376,7 +376,8 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
         })
         .arg("--settings")
         .arg(&path)
-        .env_remove("CLAUDE_PROJECT_DIR");
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env("VIGIL_STATE_HOME", state_home());
         if round % 2 == 0 {
             cmd.arg("--bin-dir").arg(bin_dir());
         }
@@ -389,7 +390,7 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
             "round {round}: the settings file is neither the old nor the new version:\n{}",
             String::from_utf8_lossy(&now)
         );
-        if let Ok(record) = std::fs::read(dir.path().join(".vigil/installed.json")) {
+        if let Ok(record) = std::fs::read(install_record_of(dir.path())) {
             serde_json::from_slice::<Value>(&record).expect("the install record parses");
         }
     }

@@ -124,11 +124,13 @@ fn install_then_uninstall_restores_the_original_byte_for_byte() {
             ))
             .exists()
         );
-        let record: Value = serde_json::from_slice(
-            &std::fs::read(dir.path().join(".vigil/installed.json")).unwrap(),
-        )
-        .unwrap();
+        let record: Value =
+            serde_json::from_slice(&std::fs::read(install_record_of(dir.path())).unwrap()).unwrap();
         assert_eq!(record["schema"], "vigil.installed/v1");
+        assert!(
+            !dir.path().join(".vigil").exists(),
+            "the record is in the protected state, not the project"
+        );
         assert!(merge("uninstall", &path, codex, &[]).status.success());
         assert_eq!(std::fs::read(&path).unwrap(), original, "{name}");
     }
@@ -234,6 +236,7 @@ fn eight_installers_at_once_leave_each_entry_once() {
         .map(|i| {
             let mut cmd =
                 std::process::Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+            cmd.env("VIGIL_STATE_HOME", state_home());
             match i % 4 {
                 0 | 1 => cmd.arg("install"),
                 2 => cmd.arg("install").args(["--run", "make test"]),
@@ -710,10 +713,17 @@ fn install_sh_user_and_codex_targets() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(json_of(&home.path().join(".claude/settings.json"))["hooks"]["SessionEnd"].is_array());
-    assert!(
-        home.path().join(".vigil/installed.json").is_file(),
-        "the user's record lives in ~/.vigil"
+    let records: Vec<_> = std::fs::read_dir(home.path().join(".local/state/vigil/projects"))
+        .unwrap()
+        .flatten()
+        .filter(|dir| dir.path().join("installed.json").is_file())
+        .collect();
+    assert_eq!(
+        records.len(),
+        1,
+        "the user's record lives in the state home"
     );
+    assert!(!home.path().join(".vigil").exists(), "and not in ~/.vigil");
     let out = install_sh(
         home.path(),
         &["--codex", "--project", project.path().to_str().unwrap()],
@@ -1396,7 +1406,7 @@ fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_
     let (dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
     assert!(merge("install", &path, false, &[]).status.success());
-    let record = dir.path().join(".vigil/installed.json");
+    let record = install_record_of(dir.path());
     let kept = std::fs::read(&record).unwrap();
     assert!(merge("uninstall", &path, false, &[]).status.success());
     // As if it died after restoring the file and dropping the backup, before the record.
@@ -1665,7 +1675,6 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
     for path in [
         ".claude/settings.local.json",
         ".claude/settings.local.json.vigil-backup",
-        ".vigil/installed.json",
         ".vigil/state/sessions/s1.rec",
         ".claude/commands/vigil-loop.md",
     ] {
@@ -1746,7 +1755,7 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
         stdout_of(&out)
     );
     // The record gone (or forged): the file still decides.
-    std::fs::remove_file(dir.path().join(".vigil/installed.json")).unwrap();
+    std::fs::remove_file(install_record_of(dir.path())).unwrap();
     let out = merge(
         "install",
         &path,
@@ -2237,4 +2246,98 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
         );
         assert!(!marker.exists(), "the doctor ran the handler's text");
     }
+}
+
+/// SPEC §2, the install record is protected state: removing the project's `.vigil/` (as a new
+/// user tidying up, or an agent, would) loses nothing; uninstall still takes back exactly what
+/// install added.
+#[test]
+fn the_install_record_is_protected_state_and_survives_the_projects_vigil_folder() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = install_record_of(dir.path());
+    assert!(record.is_file(), "the record is in the protected state");
+    let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
+    let again = merge("install", &path, false, &[]);
+    assert!(
+        stdout_of(&again).contains("already installed"),
+        "{}",
+        said(&again)
+    );
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    assert!(!record.exists(), "the last uninstall takes the record away");
+    assert!(!dir.path().join(".vigil").exists(), "and leaves no .vigil/");
+}
+
+/// The agent can write the project: a record it forges there (`.vigil/installed.json`, where
+/// earlier builds of vigil kept it) is not read while the protected one is there, so it cannot choose
+/// what uninstall takes out or puts back.
+#[test]
+fn a_record_forged_in_the_project_does_not_steer_uninstall() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let key = std::fs::canonicalize(&path).unwrap().display().to_string();
+    let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
+        "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
+        "written_sha256": "0".repeat(64)}}});
+    std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
+    std::fs::write(dir.path().join(".vigil/installed.json"), forged.to_string()).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        original,
+        "the user's file is back, not deleted as the forged record said it was made"
+    );
+}
+
+/// An install made by an earlier build of vigil has its record in the project: it is still read, so
+/// that install is uninstalled whole, and the next write moves it into the protected state.
+#[test]
+fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = install_record_of(dir.path());
+    let legacy = dir.path().join(".vigil/installed.json");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    std::fs::rename(&record, &legacy).unwrap();
+    let again = merge("install", &path, false, &["--run", "make test"]);
+    assert!(again.status.success(), "{}", said(&again));
+    assert!(record.is_file(), "moved into the protected state");
+    assert!(!legacy.exists(), "and gone from the project");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    std::fs::rename(&record, &legacy).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    assert!(!legacy.exists() && !dir.path().join(".vigil").exists());
+}
+
+/// Uninstall says where vigil stays installed in the project, if anywhere (install.sh keeps
+/// the slash commands for those).
+#[test]
+fn uninstall_names_the_files_vigil_stays_installed_in() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let shared = dir.path().join(".claude/settings.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(merge("install", &shared, false, &[]).status.success());
+    let out = merge("uninstall", &path, false, &[]);
+    let said_now = stdout_of(&out);
+    assert!(
+        said_now.contains("vigil stays installed in ")
+            && said_now.contains("settings.json")
+            && !said_now.contains("settings.local.json\n"),
+        "{said_now}"
+    );
+    let out = merge("uninstall", &shared, false, &[]);
+    assert!(
+        !stdout_of(&out).contains("stays installed"),
+        "{}",
+        said(&out)
+    );
 }

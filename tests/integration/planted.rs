@@ -364,9 +364,8 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
         "{line}"
     );
     one_line(&world, &old, "[warn] ");
-    // The install record is in the project, where the agent can remove it; the baseline is
-    // not.
-    std::fs::remove_dir_all(world.project(".vigil")).unwrap();
+    // Nothing in the project decides it: not `.vigil/`, which the agent can remove.
+    let _ = std::fs::remove_dir_all(world.project(".vigil"));
     one_line(&world, &new, "[fail] ");
     // Installing with --protect again records what is there: the human has vouched for it.
     world.install(true);

@@ -575,8 +575,7 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         "{guard}"
     );
     let record: Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join(".vigil/installed.json")).unwrap())
-            .unwrap();
+        serde_json::from_slice(&std::fs::read(install_record_of(dir.path())).unwrap()).unwrap();
     assert_valid("installed.schema.json", &record);
     let protected = std::fs::read(&settings).unwrap();
     // Again with --protect, and again without: neither changes a byte (the protection stays).

@@ -56,6 +56,11 @@ pub fn protected_dir(dir: &Path) -> PathBuf {
     found.into_iter().next().unwrap()
 }
 
+/// The install record of the project in `dir` (SPEC §2): in its protected state.
+pub fn install_record_of(dir: &Path) -> PathBuf {
+    protected_dir(dir).join("installed.json")
+}
+
 /// Where the local markers of `check` live for the project in `dir` (SPEC §5): the project's
 /// protected state, its directory made first if no binary has run there yet.
 pub fn markers_of(dir: &Path, check: &str) -> PathBuf {
