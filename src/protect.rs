@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use crate::settings::Finding;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
-const SANDBOX: [(&str, bool); 3] = [
+pub const SANDBOX: [(&str, bool); 3] = [
     ("enabled", true),
     ("allowUnsandboxedCommands", false),
     ("failIfUnavailable", true),

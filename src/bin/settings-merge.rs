@@ -79,7 +79,8 @@ Options:
                        false, failIfUnavailable) and deny the Edit and Write tools vigil's state
                        home, the binaries' directory and the settings files (Edit(...) rules),
                        and add stop-gate as a PreToolUse guard on Edit|Write|MultiEdit|
-                       NotebookEdit; kept by later installs, taken back by uninstall. With
+                       NotebookEdit and as a ConfigChange hook that keeps that protection in
+                       the running session; kept by later installs, taken back by uninstall. With
                        --codex: sandbox_mode = \"workspace-write\" in the project's
                        .codex/config.toml (a mode you set there is kept, or refused if wider)
   --codex              the file is Codex's hooks.json

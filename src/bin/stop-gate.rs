@@ -46,7 +46,10 @@ denies; otherwise it allows (no output, or {\"systemMessage\":...} when the huma
 It always exits 0: a gate that cannot read its input or config blocks, and says why.
 On UserPromptSubmit it starts or cancels this session's loop when the human's prompt begins
 with /vigil-loop or /vigil-cancel (or /vigil:vigil-loop, /vigil:vigil-cancel), and prints
-nothing for any other prompt.
+nothing for any other prompt. Under settings-merge install --protect it is two more hooks:
+PreToolUse on the file tools, where it denies a write outside the agent's reach, and
+ConfigChange, where it blocks a settings change that would take vigil's hooks, deny rules or
+sandbox away from the running session.
 Loops and session records live in the protected state, outside the project: $VIGIL_STATE_HOME,
 else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge install --protect).
 
@@ -210,6 +213,14 @@ fn real_main() -> ExitCode {
         watchdog.answer(pre_tool_use(&config, &input));
         return ExitCode::SUCCESS;
     }
+    // ConfigChange (under --protect): a settings change that takes the protection away does
+    // not reach the running session. Input it cannot read blocks the change.
+    if let Ok(bytes) = &raw
+        && vigil::hook::names_event(bytes, "ConfigChange")
+    {
+        watchdog.answer(config_change(bytes));
+        return ExitCode::SUCCESS;
+    }
     // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
     // plainly a vigil command is ever held up.
     if let (Err(e), Ok(bytes)) = (&input, &raw)
@@ -265,6 +276,23 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
         }})
         .to_string(),
     )
+}
+
+/// ConfigChange: a change that keeps vigil's protection loads silently; one that takes it away
+/// is blocked with its one useful line.
+fn config_change(bytes: &[u8]) -> Option<String> {
+    let payload: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let text = |name: &str| payload.get(name).and_then(serde_json::Value::as_str);
+    let verdict = match text("source") {
+        Some(source) => {
+            let project = Project::resolve(None, text("cwd").map(std::path::Path::new));
+            let shown = text("file_path").map(std::path::Path::new);
+            vigil::settings::live::judge(source, shown, &project.dir)
+        }
+        None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
+    };
+    let reason = verdict.err()?;
+    Some(serde_json::json!({"decision": "block", "reason": reason}).to_string())
 }
 
 /// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`, nothing else.

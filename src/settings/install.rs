@@ -117,6 +117,7 @@ pub fn install(
         && (plan.protect.is_some() || installed.protect.is_some())
     {
         wanted.push(super::guard_entry(&plan.binaries));
+        wanted.push(super::config_change_entry(&plan.binaries));
     }
     // The group the flags were read from is replaced by the new one, which carries them, even
     // when the record of installing it is gone: else a second gate would run beside it.

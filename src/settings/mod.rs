@@ -10,6 +10,7 @@
 
 mod check;
 mod install;
+pub mod live;
 mod uninstall;
 
 pub use check::check;
@@ -160,6 +161,18 @@ pub fn guard_entry(binaries: &Binaries) -> Entry {
         event: "PreToolUse",
         group: json!({
             "matcher": crate::guard::MATCHER,
+            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+        }),
+    }
+}
+
+/// The ConfigChange handler `--protect` adds (Claude Code): stop-gate blocks a settings change
+/// that would take the protection away from the running session (`live`).
+pub fn config_change_entry(binaries: &Binaries) -> Entry {
+    Entry {
+        event: "ConfigChange",
+        group: json!({
+            "matcher": "local_settings|project_settings|user_settings",
             "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
         }),
     }

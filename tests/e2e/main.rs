@@ -2087,3 +2087,97 @@ fn claude_protect_leaves_the_clients_plan_and_memory_files_writable() {
         }
     }
 }
+
+/// SPEC §9, the running session keeps vigil's protection: with `--protect`, a change to the
+/// settings file that takes vigil's hooks, deny rules and sandbox out, made on disk mid-session (by
+/// anything that got past the sandbox), is blocked by vigil's ConfigChange hook in the real
+/// Claude Code, so the session goes on with the guard, the deny rules and the gate it started
+/// with: a Write planting an agent is still turned away and a mention still does not end the
+/// loop. Without
+/// that hook (the control run) the same change reaches the session, and the mention ends it.
+#[test]
+fn claude_protect_keeps_a_settings_change_that_drops_vigil_out_of_the_running_session() {
+    let Some(clients) = clients() else { return };
+    if !sandbox_runs() {
+        return;
+    }
+    for kept in [true, false] {
+        let project = project();
+        let root = project.path().parent().unwrap().to_path_buf();
+        let home = root.join("home");
+        let tmp = root.join("tmp");
+        for dir in [&home, &tmp] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        install_protected(project.path(), &home);
+        let settings = project.path().join(".claude/settings.local.json");
+        let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        assert!(value["hooks"]["ConfigChange"].is_array(), "{value}");
+        if !kept {
+            value["hooks"]
+                .as_object_mut()
+                .unwrap()
+                .remove("ConfigChange");
+            std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        }
+        let agent = project.path().join(".claude/agents/helper.md");
+        let script = vec![
+            Turn::Bash("echo started".into()),
+            Turn::Bash("sleep 4; echo waited".into()),
+            Turn::Tool(
+                "Write",
+                json!({"file_path": agent.display().to_string(), "content": "---\nname: helper\n---\n"}),
+            ),
+            Turn::Text(MENTION.into()),
+            Turn::Text(DECLARATION.into()),
+        ];
+        let server = Server::start(script, None);
+        let edited = settings.clone();
+        server.before_turn(1, move || {
+            let mut value: Value =
+                serde_json::from_slice(&std::fs::read(&edited).unwrap()).unwrap();
+            let hooks = value["hooks"].as_object_mut().unwrap();
+            hooks.remove("Stop");
+            hooks.remove("PreToolUse");
+            value["sandbox"]["enabled"] = json!(false);
+            value["permissions"]["deny"] = json!([]);
+            std::fs::write(&edited, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+        });
+        let args = [
+            "-p",
+            "/vigil-loop Make the build green. --max-iterations 5 --completion-promise DONE",
+            "--session-id",
+            SESSION,
+            "--dangerously-skip-permissions",
+        ];
+        let mut cmd = claude(&clients, &home, project.path(), &server.url, &args);
+        cmd.env("TMPDIR", &tmp);
+        let out = run(cmd, DEADLINE);
+        let what = format!("kept {kept}: {}", said(&out));
+        assert!(out.status.success(), "{what}");
+        let main = server.main_requests();
+        let result_of = |turn: usize| main[turn].user_texts().pop().unwrap_or_default();
+        if kept {
+            assert_eq!(main.len(), 5, "every scripted turn was asked for: {what}");
+            let write = result_of(3);
+            assert!(
+                write.contains("denied"),
+                "the guard and the deny rules still turn the write away: {write}"
+            );
+            assert!(!agent.exists());
+            let after_mention = result_of(4);
+            assert!(
+                after_mention.contains("Stop hook") && after_mention.contains("vigil loop 2/5"),
+                "the gate still holds the loop: {after_mention}"
+            );
+            assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
+        } else {
+            assert_eq!(
+                main.len(),
+                4,
+                "without the hook the change reaches the session, and the mention ends it: {what}"
+            );
+            assert!(agent.exists(), "and the Write lands: {what}");
+        }
+    }
+}

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+mod config_change;
 mod confinement;
 mod guard;
 mod limits;

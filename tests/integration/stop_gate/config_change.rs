@@ -1,0 +1,274 @@
+//! SPEC §9, the running session keeps vigil's protection: under `--protect`, stop-gate is
+//! Claude Code's ConfigChange hook, and blocks a settings change that takes vigil's hooks, deny
+//! rules or sandbox away from the session running now. Each test plays what got past the
+//! sandbox (or a human mid-session) changing a settings file, and the client asking the hook.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A project with vigil installed in `.claude/settings.local.json`, with `--protect` or not.
+struct Installed {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+impl Installed {
+    fn new(protect: bool) -> Installed {
+        let dir = git_repo();
+        let home = tempfile::tempdir().unwrap();
+        let settings = dir.path().join(".claude/settings.local.json");
+        std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+        std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
+        let mut cmd = settings_merge();
+        cmd.env("HOME", home.path())
+            .arg("install")
+            .arg("--settings")
+            .arg(&settings)
+            .arg("--bin-dir")
+            .arg(bin_dir());
+        if protect {
+            cmd.arg("--protect");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+        Installed { dir, home }
+    }
+
+    fn local(&self) -> PathBuf {
+        self.dir.path().join(".claude/settings.local.json")
+    }
+
+    fn settings(&self) -> Value {
+        json_of(&self.local())
+    }
+
+    /// What the ConfigChange hook said of a change from `source` showing `file`: `None` let
+    /// through (silent), `Some(reason)` blocked.
+    fn change(&self, source: &str, file: Option<&Path>) -> Option<String> {
+        let mut payload = json!({
+            "session_id": "s1", "hook_event_name": "ConfigChange", "cwd": self.dir.path(),
+            "source": source,
+        });
+        if let Some(file) = file {
+            payload["file_path"] = json!(file);
+        }
+        self.raw(payload.to_string().into_bytes())
+    }
+
+    fn raw(&self, stdin: Vec<u8>) -> Option<String> {
+        let out = stop_gate()
+            .env("HOME", self.home.path())
+            .env("CLAUDE_PROJECT_DIR", self.dir.path())
+            .current_dir(self.dir.path())
+            .write_stdin(stdin)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        if out.stdout.is_empty() {
+            return None;
+        }
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["decision"], "block", "{answer}");
+        let reason = answer["reason"].as_str().unwrap().to_string();
+        assert!(
+            reason.starts_with("vigil: ") && !reason.contains('\n'),
+            "{reason}"
+        );
+        Some(reason)
+    }
+
+    /// Writes `value` as the local settings file (on disk, as an edit would) and asks the hook.
+    fn edit_local(&self, value: &Value) -> Option<String> {
+        std::fs::write(self.local(), serde_json::to_vec_pretty(value).unwrap()).unwrap();
+        self.change("local_settings", Some(&self.local()))
+    }
+}
+
+#[test]
+fn install_protect_adds_the_config_change_hook_and_only_then() {
+    let protected = Installed::new(true).settings();
+    let group = &protected["hooks"]["ConfigChange"][0];
+    assert_eq!(
+        group["matcher"],
+        "local_settings|project_settings|user_settings"
+    );
+    assert!(
+        group["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('\'')
+            .ends_with("/stop-gate"),
+        "{group}"
+    );
+    assert!(Installed::new(false).settings()["hooks"]["ConfigChange"].is_null());
+}
+
+#[test]
+fn a_change_that_takes_vigils_protection_away_is_blocked_with_its_reason() {
+    let p = Installed::new(true);
+    let installed = p.settings();
+    let mut cases: Vec<(Value, &str)> = Vec::new();
+    for event in ["Stop", "PreToolUse", "ConfigChange", "SessionStart"] {
+        let mut value = installed.clone();
+        value["hooks"].as_object_mut().unwrap().remove(event);
+        cases.push((value, event));
+    }
+    let mut value = installed.clone();
+    value["permissions"]["deny"] = json!([]);
+    cases.push((value, "deny rule"));
+    for key in ["enabled", "allowUnsandboxedCommands", "failIfUnavailable"] {
+        let mut value = installed.clone();
+        value["sandbox"].as_object_mut().unwrap().remove(key);
+        cases.push((value, key));
+    }
+    let mut value = installed.clone();
+    value["sandbox"]["enabled"] = json!(false);
+    cases.push((value, "sandbox.enabled to false"));
+    let mut value = installed.clone();
+    value.as_object_mut().unwrap().remove("sandbox");
+    cases.push((value, "sandbox.enabled"));
+    let mut value = installed.clone();
+    value["disableAllHooks"] = json!(true);
+    cases.push((value, "disableAllHooks"));
+    for (value, named) in cases {
+        let reason = p
+            .edit_local(&value)
+            .unwrap_or_else(|| panic!("{named}: the change was let through"));
+        assert!(reason.contains(named), "{named}: {reason}");
+        assert!(
+            reason.contains("the session keeps the settings it loaded"),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn a_change_that_keeps_the_protection_loads_as_usual() {
+    let p = Installed::new(true);
+    let mut value = p.settings();
+    value["model"] = json!("sonnet");
+    value["permissions"]["allow"] = json!(["Bash(cargo test:*)"]);
+    value["hooks"]["Notification"] = json!([{"hooks": [{"type": "command", "command": "true"}]}]);
+    assert_eq!(p.edit_local(&value), None);
+    // A re-install mid-session with another check: the record is written first, so the new
+    // Stop group is vigil's by the time the client asks.
+    let out = settings_merge()
+        .env("HOME", p.home.path())
+        .args(["install", "--run", "make test", "--settings"])
+        .arg(p.local())
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(p.change("local_settings", Some(&p.local())), None);
+    // Other sources, and sources Claude Code may add, are not vigil's to judge.
+    assert_eq!(p.change("skills", None), None);
+    assert_eq!(p.change("policy_settings", None), None);
+}
+
+#[test]
+fn without_protect_every_change_loads() {
+    let p = Installed::new(false);
+    let mut value = p.settings();
+    value["hooks"].as_object_mut().unwrap().remove("Stop");
+    value["disableAllHooks"] = json!(true);
+    assert_eq!(p.edit_local(&value), None);
+}
+
+/// A stronger layer overrides the sandbox vigil set: in any settings file of a protected
+/// project, a sandbox key `--protect` sets may not be turned the other way, nor every hook
+/// off; the rest of another file is not vigil's.
+#[test]
+fn another_settings_file_may_not_turn_the_sandbox_or_the_hooks_off() {
+    let p = Installed::new(true);
+    let shared = p.dir.path().join(".claude/settings.json");
+    let user = p.home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    for (file, source) in [(&shared, "project_settings"), (&user, "user_settings")] {
+        std::fs::write(file, r#"{"sandbox": {"allowUnsandboxedCommands": true}}"#).unwrap();
+        let reason = p.change(source, Some(file)).expect("blocked");
+        assert!(reason.contains("allowUnsandboxedCommands"), "{reason}");
+        std::fs::write(file, r#"{"disableAllHooks": true}"#).unwrap();
+        assert!(p.change(source, Some(file)).is_some());
+        std::fs::write(file, r#"{"model": "opus", "hooks": {}}"#).unwrap();
+        assert_eq!(p.change(source, Some(file)), None, "{source}");
+        // Deleting another file takes nothing of vigil's away.
+        std::fs::remove_file(file).unwrap();
+        assert_eq!(p.change(source, Some(file)), None, "{source}");
+    }
+}
+
+/// Changes Claude Code makes itself are staged in `.claude/.cc-writes/` and shown to the hook
+/// there: judged as the settings file they are for.
+#[test]
+fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
+    let p = Installed::new(true);
+    let staged_dir = p.dir.path().join(".claude/.cc-writes");
+    std::fs::create_dir_all(&staged_dir).unwrap();
+    let staged = staged_dir.join("proposal-1.json");
+    let mut value = p.settings();
+    value["hooks"].as_object_mut().unwrap().remove("Stop");
+    std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
+    let reason = p.change("local_settings", Some(&staged)).expect("blocked");
+    assert!(
+        reason.contains("settings.local.json") && reason.contains("Stop"),
+        "{reason}"
+    );
+    value = p.settings();
+    value["model"] = json!("haiku");
+    std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
+    assert_eq!(p.change("local_settings", Some(&staged)), None);
+}
+
+/// Bad input blocks, and nothing is changed: vigil's file as something Claude Code cannot read,
+/// deleted, a FIFO, huge; input with no source; hostile bytes.
+#[test]
+fn content_or_input_it_cannot_read_blocks_the_change() {
+    let p = Installed::new(true);
+    let before = std::fs::read(p.local()).unwrap();
+    for (bytes, named) in [
+        (&b"not json"[..], "not valid JSON"),
+        (&b"[1, 2]"[..], "not an object"),
+        (&b"{\"hooks\": 3}"[..], "`hooks`"),
+        (&b"\xff\xfe{}"[..], "not UTF-8"),
+    ] {
+        let shown = p.dir.path().join(".claude/.cc-writes/p.json");
+        std::fs::create_dir_all(shown.parent().unwrap()).unwrap();
+        std::fs::write(&shown, bytes).unwrap();
+        let reason = p.change("local_settings", Some(&shown)).expect(named);
+        assert!(reason.contains(named), "{named}: {reason}");
+    }
+    let huge = p.dir.path().join(".claude/.cc-writes/huge.json");
+    std::fs::write(&huge, vec![b' '; 9 << 20]).unwrap();
+    assert!(p.change("local_settings", Some(&huge)).is_some());
+    let fifo = p.dir.path().join(".claude/.cc-writes/fifo.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert!(
+        p.change("local_settings", Some(&fifo)).is_some(),
+        "a FIFO is not waited on"
+    );
+    assert_eq!(
+        std::fs::read(p.local()).unwrap(),
+        before,
+        "nothing was changed"
+    );
+    let missing = p.dir.path().join(".claude/.cc-writes/gone.json");
+    assert!(p.change("local_settings", Some(&missing)).is_some());
+    let reason = p
+        .raw(br#"{"hook_event_name": "ConfigChange", "file_path": "/x"}"#.to_vec())
+        .expect("no source blocks");
+    assert!(reason.contains("source"), "{reason}");
+    std::fs::remove_file(p.local()).unwrap();
+    let reason = p
+        .change("local_settings", Some(&p.local()))
+        .expect("deleting it");
+    assert!(reason.contains("cannot be read"), "{reason}");
+}
