@@ -5,17 +5,19 @@
 //! session reads it (so a human's uninstall still takes effect, at the next session).
 //!
 //! Taking protection away is, in the new content: one of the hook groups the install record
-//! holds for that file missing (the Stop gate, the file tools' guard, this hook itself…), one
-//! of the deny rules `--protect` added missing, a sandbox key `--protect` sets to another value
-//! (in any settings file: a stronger one overrides), `disableAllHooks`, or content Claude Code
-//! cannot read as settings. Other changes load as usual: vigil judges what it installed, not
-//! the rest of your settings.
+//! holds for that file missing or changed (the Stop gate, the file tools' guard, this hook
+//! itself…), one of the deny rules `--protect` added missing, a sandbox key `--protect` sets
+//! missing; in any settings file (a stronger one overrides), a sandbox key set the other way,
+//! `disableAllHooks`, an `env` variable vigil reads (`VIGIL_*`, `HOME`, `TMPDIR`,
+//! `XDG_STATE_HOME`, `CLAUDE_CONFIG_DIR`, `CLAUDE_PROJECT_DIR`), or content Claude Code cannot
+//! read as settings. Other changes load as usual: vigil judges what it installed, not the rest
+//! of your settings.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::{Installed, Target, installed_of, parse, vigil_group};
+use super::{Installed, Target, installed_of, parse};
 
 /// The most of a proposed settings file read; a larger one is blocked.
 const MAX_SETTINGS: u64 = 8 << 20;
@@ -59,37 +61,40 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
     let Some(file) = settings_file(source, shown, project) else {
         return Ok(());
     };
-    // The records that can say `--protect`: the changed file's project's, the session's
-    // project's, and the user's (for ~/.claude).
-    let records: Vec<Map<String, Value>> = [
+    // vigil's own protected file, when this is it: found by the install records in the state
+    // home (the changed file's project's, the session's project's, the user's), never by one
+    // the agent could have written.
+    let here = crate::subject::canonical(&file);
+    let ours = [
         Some(file.clone()),
         Some(project.join(".claude/settings.local.json")),
         user_settings(),
     ]
     .into_iter()
     .flatten()
-    .filter_map(|file| Target::resolve(&file).ok()?.record().load().ok())
-    .collect();
-    if !records.iter().any(super::any_protected) {
-        return Ok(());
-    }
-    // vigil's own protected file, when this is it.
-    let here = crate::subject::canonical(&file);
-    let ours = records.iter().find_map(|record| {
+    .filter_map(
+        |file| match Target::resolve(&file).ok()?.record().load_where() {
+            Ok((record, true)) => Some(record),
+            _ => None,
+        },
+    )
+    .find_map(|record| {
         let files = record.get("files")?.as_object()?;
         let key = files
             .keys()
             .find(|key| crate::subject::canonical(Path::new(key)) == here)?;
-        installed_of(record, key).filter(|installed| installed.protect.is_some())
+        installed_of(&record, key).filter(|installed| installed.protect.is_some())
     });
     let named = file.display();
     let keeps = "the session keeps the settings it loaded";
+    // This hook is there only under --protect: content it cannot read is blocked, but for
+    // another settings file that is gone (taking it away takes nothing of vigil's).
     let bytes = match read(shown.unwrap_or(&file)) {
         Ok(bytes) => bytes,
-        Err(_) if ours.is_none() => return Ok(()),
-        Err(why) => {
+        Err((true, _)) if ours.is_none() => return Ok(()),
+        Err((_, why)) => {
             return Err(format!(
-                "vigil: the new {named} cannot be read ({why}), and it holds vigil's protection; {keeps}"
+                "vigil: the new {named} cannot be read ({why}); {keeps}"
             ));
         }
     };
@@ -102,9 +107,16 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    let file = crate::input::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
-    crate::input::read_capped(file, MAX_SETTINGS, "settings", path).map_err(|e| e.to_string())
+/// The file's bytes; else whether it is missing, and why not.
+fn read(path: &Path) -> Result<Vec<u8>, (bool, String)> {
+    let file = crate::input::open_regular(path).map_err(|e| {
+        (
+            e.kind() == std::io::ErrorKind::NotFound,
+            crate::error::plain_io(&e),
+        )
+    })?;
+    crate::input::read_capped(file, MAX_SETTINGS, "settings", path)
+        .map_err(|e| (false, e.to_string()))
 }
 
 /// Why `root`, the new content of a settings file, takes protection away, if it does; `ours`
@@ -112,6 +124,13 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 fn weakens(root: &Map<String, Value>, ours: Option<&Installed>) -> Option<String> {
     if root.get("disableAllHooks") == Some(&Value::Bool(true)) {
         return Some("turns every hook off (disableAllHooks)".into());
+    }
+    // The environment Claude Code gives its hooks and the agent's commands: these move where
+    // vigil keeps its state, what it takes for the temporary directory and home, or turn it off.
+    if let Some(Value::Object(env)) = root.get("env")
+        && let Some(name) = env.keys().find(|name| watched_variable(name))
+    {
+        return Some(format!("sets env.{name}, which vigil reads"));
     }
     let sandbox = root.get("sandbox").and_then(Value::as_object);
     for (key, wanted) in crate::protect::SANDBOX {
@@ -143,16 +162,26 @@ fn weakens(root: &Map<String, Value>, ours: Option<&Installed>) -> Option<String
     {
         return Some(format!("takes out the deny rule {rule}"));
     }
+    // Each group exactly as installed: a matcher, timeout, `async` or handler type changed
+    // makes the hook miss, time out or stop blocking as surely as taking it out.
     for (event, group) in &installed.entries {
-        let wanted = vigil_group(group);
         let kept = root
             .get("hooks")
             .and_then(|hooks| hooks.get(event))
             .and_then(Value::as_array)
-            .is_some_and(|list| list.iter().any(|g| vigil_group(g) == wanted));
+            .is_some_and(|list| list.contains(group));
         if !kept {
-            return Some(format!("takes out vigil's {event} hook"));
+            return Some(format!("takes out or changes vigil's {event} hook"));
         }
     }
     None
+}
+
+/// The variables of a settings file's `env` that vigil reads.
+fn watched_variable(name: &str) -> bool {
+    name.starts_with("VIGIL_")
+        || matches!(
+            name,
+            "HOME" | "TMPDIR" | "XDG_STATE_HOME" | "CLAUDE_CONFIG_DIR" | "CLAUDE_PROJECT_DIR"
+        )
 }

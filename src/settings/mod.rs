@@ -304,10 +304,15 @@ impl Target {
 /// The install record's file name, in the project's protected state.
 pub const RECORD_FILE: &str = "installed.json";
 
-/// A project's install record: in its protected state (the state home's, or the fallback in
-/// the project where that cannot be written, as for loops); `legacy` is where earlier builds of
-/// vigil kept it, in the project, read when the protected one is missing and removed once that is
-/// written, so an install made then is still uninstalled whole.
+/// A project's install record. In the state home, in a directory named after the project
+/// directory itself (canonical): not after the git top, which an agent can move by planting or
+/// removing a `.git`, and not shared with the other projects of one repository. Where the state
+/// home cannot be written, in the project's fallback state (`.vigil/state/`), as for loops.
+/// `legacy` is where earlier builds kept it (`.vigil/installed.json`).
+///
+/// A record found only where the agent can write (the fallback, or the legacy place) is read
+/// as a list of vigil's entries and nothing more: uninstall takes those out of the file, but
+/// never deletes the file or puts a backup back on its word.
 #[derive(Clone, Debug)]
 struct Record {
     project: PathBuf,
@@ -315,44 +320,84 @@ struct Record {
 }
 
 impl Record {
-    /// The record where it is now, making nothing.
-    fn path(&self) -> PathBuf {
-        crate::protected::Place::find(&self.project, &self.project.join(".vigil"))
-            .dir
-            .join(RECORD_FILE)
+    /// The record in the state home, when there is one to name.
+    fn protected(&self) -> Option<PathBuf> {
+        let home = crate::protected::home()?;
+        let project = crate::subject::canonical(&self.project);
+        Some(crate::protected::dir_in(&home, &project).join(RECORD_FILE))
     }
 
-    /// The record's place, made when missing.
-    fn made(&self) -> PathBuf {
-        crate::protected::Place::of(&self.project, &self.project.join(".vigil"))
-            .dir
-            .join(RECORD_FILE)
+    fn fallback(&self) -> PathBuf {
+        self.project.join(".vigil/state").join(RECORD_FILE)
+    }
+
+    /// The record where it is now, making nothing, and whether that place is out of the
+    /// agent's reach.
+    fn path(&self) -> (PathBuf, bool) {
+        match self.protected() {
+            Some(path) if std::fs::symlink_metadata(&path).is_ok() => (path, true),
+            Some(_) | None if std::fs::symlink_metadata(self.fallback()).is_ok() => {
+                (self.fallback(), false)
+            }
+            Some(path) => (path, true),
+            None => (self.legacy.clone(), false),
+        }
+    }
+
+    /// The record's place, made when missing: the state home's, else the fallback.
+    fn made(&self) -> Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        if let Some(path) = self.protected() {
+            let dir = path.parent().expect("a directory of the state home");
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+            if made.is_ok() {
+                crate::protected::mark_top(dir, &crate::subject::canonical(&self.project));
+                return Ok(path);
+            }
+        }
+        let path = self.fallback();
+        let dir = path.parent().expect("the fallback state");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        Ok(path)
     }
 
     /// The lock on the record, which settings files of one project share.
     fn lock(&self) -> Result<FileLock> {
-        let mut name = self.made().into_os_string();
+        let mut name = self.made()?.into_os_string();
         name.push(".lock");
         FileLock::transient_at(Path::new(&name), Duration::from_secs(30))
     }
 
-    /// Whether a record exists, in either place.
+    /// Whether a record exists, in any place.
     fn exists(&self) -> bool {
-        std::fs::symlink_metadata(self.path()).is_ok()
+        std::fs::symlink_metadata(self.path().0).is_ok()
             || std::fs::symlink_metadata(&self.legacy).is_ok()
     }
 
-    fn load(&self) -> Result<Map<String, Value>> {
-        let path = self.path();
-        match std::fs::symlink_metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => load_record(&self.legacy),
-            _ => load_record(&path),
+    /// The record, and whether it was read from the state home.
+    fn load_where(&self) -> Result<(Map<String, Value>, bool)> {
+        let (path, protected) = self.path();
+        // Not there (or a state home that is not a directory): the legacy place.
+        let (mut record, protected) = match std::fs::symlink_metadata(&path) {
+            Err(_) => (load_record(&self.legacy)?, false),
+            Ok(_) => (load_record(&path)?, protected),
+        };
+        if !protected {
+            only_entries(&mut record);
         }
+        Ok((record, protected))
+    }
+
+    fn load(&self) -> Result<Map<String, Value>> {
+        Ok(self.load_where()?.0)
     }
 
     /// Writes the record in the protected state (owner only); the one in the project goes.
     fn save(&self, record: &Map<String, Value>) -> Result<()> {
-        let path = self.made();
+        let path = self.made()?;
         write_atomic(&path, &render(record), 0o600).map_err(|e| Error::io("write", &path, &e))?;
         self.remove_legacy();
         Ok(())
@@ -360,7 +405,7 @@ impl Record {
 
     /// Removes the record, in both places.
     fn remove(&self) -> Result<()> {
-        let path = self.path();
+        let (path, _) = self.path();
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io("remove", &path, &e));
@@ -378,6 +423,22 @@ impl Record {
             && let Some(dir) = self.legacy.parent()
         {
             let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// A record read from where the agent can write keeps only its list of vigil's entries (and
+/// what `--protect` and Codex's trust added): no file is deleted, and no backup restored, on
+/// its word.
+fn only_entries(record: &mut Map<String, Value>) {
+    let Some(Value::Object(files)) = record.get_mut("files") else {
+        return;
+    };
+    for file in files.values_mut() {
+        if let Value::Object(file) = file {
+            file.insert("created_file".into(), json!(false));
+            file.insert("written_sha256".into(), json!(""));
+            file.remove("original_sha256");
         }
     }
 }

@@ -2295,8 +2295,10 @@ fn a_record_forged_in_the_project_does_not_steer_uninstall() {
     );
 }
 
-/// An install made by an earlier build of vigil has its record in the project: it is still read, so
-/// that install is uninstalled whole, and the next write moves it into the protected state.
+/// An install made by an earlier build of vigil has its record in the project: it is still
+/// read, so that install's entries are taken out, and the next write moves it into the
+/// protected state. Read from where the agent can write, it is trusted with nothing more: no
+/// file is deleted or put back on its word.
 #[test]
 fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
@@ -2314,7 +2316,12 @@ fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
     std::fs::rename(&record, &legacy).unwrap();
     let out = merge("uninstall", &path, false, &[]);
     assert!(out.status.success(), "{}", said(&out));
-    assert_eq!(std::fs::read(&path).unwrap(), original);
+    let original: Value = serde_json::from_slice(&original).unwrap();
+    assert_eq!(
+        json_of(&path),
+        original,
+        "vigil's entries are out, the rest is as it was"
+    );
     assert!(!legacy.exists() && !dir.path().join(".vigil").exists());
 }
 

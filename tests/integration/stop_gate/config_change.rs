@@ -9,17 +9,29 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// A project with vigil installed in `.claude/settings.local.json`, with `--protect` or not.
+/// A project with vigil installed in `.claude/settings.local.json`, with `--protect` or not;
+/// the project is `dir`, or its `sub` directory ([`Installed::in_sub`]).
 struct Installed {
-    dir: tempfile::TempDir,
+    repo: tempfile::TempDir,
+    dir: PathBuf,
     home: tempfile::TempDir,
 }
 
 impl Installed {
     fn new(protect: bool) -> Installed {
-        let dir = git_repo();
+        Installed::at(protect, "")
+    }
+
+    /// A project in a subdirectory of its repository, as in a monorepo.
+    fn in_sub() -> Installed {
+        Installed::at(true, "sub")
+    }
+
+    fn at(protect: bool, sub: &str) -> Installed {
+        let repo = git_repo();
+        let dir = repo.path().join(sub);
         let home = tempfile::tempdir().unwrap();
-        let settings = dir.path().join(".claude/settings.local.json");
+        let settings = dir.join(".claude/settings.local.json");
         std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
         std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
         let mut cmd = settings_merge();
@@ -34,11 +46,11 @@ impl Installed {
         }
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{}", said(&out));
-        Installed { dir, home }
+        Installed { repo, dir, home }
     }
 
     fn local(&self) -> PathBuf {
-        self.dir.path().join(".claude/settings.local.json")
+        self.dir.as_path().join(".claude/settings.local.json")
     }
 
     fn settings(&self) -> Value {
@@ -49,7 +61,7 @@ impl Installed {
     /// through (silent), `Some(reason)` blocked.
     fn change(&self, source: &str, file: Option<&Path>) -> Option<String> {
         let mut payload = json!({
-            "session_id": "s1", "hook_event_name": "ConfigChange", "cwd": self.dir.path(),
+            "session_id": "s1", "hook_event_name": "ConfigChange", "cwd": self.dir.as_path(),
             "source": source,
         });
         if let Some(file) = file {
@@ -61,8 +73,8 @@ impl Installed {
     fn raw(&self, stdin: Vec<u8>) -> Option<String> {
         let out = stop_gate()
             .env("HOME", self.home.path())
-            .env("CLAUDE_PROJECT_DIR", self.dir.path())
-            .current_dir(self.dir.path())
+            .env("CLAUDE_PROJECT_DIR", self.dir.as_path())
+            .current_dir(self.dir.as_path())
             .write_stdin(stdin)
             .output()
             .unwrap();
@@ -170,13 +182,106 @@ fn a_change_that_keeps_the_protection_loads_as_usual() {
     assert_eq!(p.change("policy_settings", None), None);
 }
 
+/// A group changed rather than taken out misses, times out or stops blocking just as surely.
 #[test]
-fn without_protect_every_change_loads() {
-    let p = Installed::new(false);
-    let mut value = p.settings();
+fn a_change_to_one_of_vigils_groups_is_blocked_too() {
+    let p = Installed::new(true);
+    let installed = p.settings();
+    let changes: [(&str, &str, Value); 4] = [
+        ("PreToolUse", "matcher", json!("NoSuchTool")),
+        ("ConfigChange", "matcher", json!("skills")),
+        ("Stop", "async", json!(true)),
+        ("Stop", "timeout", json!(1)),
+    ];
+    for (event, field, changed) in changes {
+        let mut value = installed.clone();
+        let group = &mut value["hooks"][event][0];
+        if field == "matcher" {
+            group[field] = changed;
+        } else {
+            group["hooks"][0][field] = changed;
+        }
+        let reason = p
+            .edit_local(&value)
+            .unwrap_or_else(|| panic!("{event} {field}: let through"));
+        assert!(reason.contains(event), "{reason}");
+    }
+}
+
+/// The variables vigil reads, set in any settings file's `env`, would turn it off or move its
+/// state, temporary directory or home.
+#[test]
+fn an_env_variable_vigil_reads_is_blocked() {
+    let p = Installed::new(true);
+    let shared = p.dir.join(".claude/settings.json");
+    for name in [
+        "VIGIL_DISABLE",
+        "VIGIL_STATE_HOME",
+        "TMPDIR",
+        "HOME",
+        "XDG_STATE_HOME",
+    ] {
+        std::fs::write(&shared, json!({"env": {name: "/tmp"}}).to_string()).unwrap();
+        let reason = p
+            .change("project_settings", Some(&shared))
+            .unwrap_or_else(|| panic!("{name}: let through"));
+        assert!(reason.contains(name), "{reason}");
+    }
+    std::fs::write(&shared, json!({"env": {"RUST_LOG": "debug"}}).to_string()).unwrap();
+    assert_eq!(p.change("project_settings", Some(&shared)), None);
+}
+
+/// The agent cannot move where the install record is: in a monorepo, a `.git` it plants in the
+/// project (which moves the git top) or a record it forges in `.vigil/` changes nothing of what
+/// the hook judges or of what uninstall takes back.
+#[test]
+fn a_record_the_agent_can_write_decides_nothing() {
+    let p = Installed::in_sub();
+    let installed = p.settings();
+    std::fs::write(p.dir.join(".git"), "").unwrap();
+    let key = std::fs::canonicalize(p.local())
+        .unwrap()
+        .display()
+        .to_string();
+    let sha = vigil::subject::sha256_hex(&std::fs::read(p.local()).unwrap());
+    let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
+        "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
+        "written_sha256": sha}}});
+    for place in [".vigil/installed.json", ".vigil/state/installed.json"] {
+        let path = p.dir.join(place);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, forged.to_string()).unwrap();
+    }
+    let mut value = installed.clone();
     value["hooks"].as_object_mut().unwrap().remove("Stop");
-    value["disableAllHooks"] = json!(true);
-    assert_eq!(p.edit_local(&value), None);
+    let reason = p.edit_local(&value).expect("still blocked");
+    assert!(reason.contains("Stop"), "{reason}");
+    std::fs::write(p.local(), serde_json::to_vec_pretty(&installed).unwrap()).unwrap();
+    let out = settings_merge()
+        .env("HOME", p.home.path())
+        .args(["uninstall", "--settings"])
+        .arg(p.local())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let left = json_of(&p.local());
+    assert_eq!(
+        left["model"], "opus",
+        "the user's file is still there: {left}"
+    );
+    assert!(left["hooks"].is_null(), "and vigil's hooks are out: {left}");
+    drop(p.repo);
+}
+
+/// Another settings file it cannot read is blocked too (only one that is gone passes).
+#[test]
+fn another_settings_file_it_cannot_read_is_blocked() {
+    let p = Installed::new(true);
+    let shared = p.dir.join(".claude/settings.json");
+    let mut padded = br#"{"disableAllHooks": true}"#.to_vec();
+    padded.extend(vec![b' '; 9 << 20]);
+    std::fs::write(&shared, padded).unwrap();
+    assert!(p.change("project_settings", Some(&shared)).is_some());
 }
 
 /// A stronger layer overrides the sandbox vigil set: in any settings file of a protected
@@ -185,7 +290,7 @@ fn without_protect_every_change_loads() {
 #[test]
 fn another_settings_file_may_not_turn_the_sandbox_or_the_hooks_off() {
     let p = Installed::new(true);
-    let shared = p.dir.path().join(".claude/settings.json");
+    let shared = p.dir.join(".claude/settings.json");
     let user = p.home.path().join(".claude/settings.json");
     std::fs::create_dir_all(user.parent().unwrap()).unwrap();
     for (file, source) in [(&shared, "project_settings"), (&user, "user_settings")] {
@@ -207,7 +312,7 @@ fn another_settings_file_may_not_turn_the_sandbox_or_the_hooks_off() {
 #[test]
 fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
     let p = Installed::new(true);
-    let staged_dir = p.dir.path().join(".claude/.cc-writes");
+    let staged_dir = p.dir.join(".claude/.cc-writes");
     std::fs::create_dir_all(&staged_dir).unwrap();
     let staged = staged_dir.join("proposal-1.json");
     let mut value = p.settings();
@@ -236,16 +341,16 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
         (&b"{\"hooks\": 3}"[..], "`hooks`"),
         (&b"\xff\xfe{}"[..], "not UTF-8"),
     ] {
-        let shown = p.dir.path().join(".claude/.cc-writes/p.json");
+        let shown = p.dir.join(".claude/.cc-writes/p.json");
         std::fs::create_dir_all(shown.parent().unwrap()).unwrap();
         std::fs::write(&shown, bytes).unwrap();
         let reason = p.change("local_settings", Some(&shown)).expect(named);
         assert!(reason.contains(named), "{named}: {reason}");
     }
-    let huge = p.dir.path().join(".claude/.cc-writes/huge.json");
+    let huge = p.dir.join(".claude/.cc-writes/huge.json");
     std::fs::write(&huge, vec![b' '; 9 << 20]).unwrap();
     assert!(p.change("local_settings", Some(&huge)).is_some());
-    let fifo = p.dir.path().join(".claude/.cc-writes/fifo.json");
+    let fifo = p.dir.join(".claude/.cc-writes/fifo.json");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
         .status()
@@ -260,7 +365,7 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
         before,
         "nothing was changed"
     );
-    let missing = p.dir.path().join(".claude/.cc-writes/gone.json");
+    let missing = p.dir.join(".claude/.cc-writes/gone.json");
     assert!(p.change("local_settings", Some(&missing)).is_some());
     let reason = p
         .raw(br#"{"hook_event_name": "ConfigChange", "file_path": "/x"}"#.to_vec())
