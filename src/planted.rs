@@ -582,13 +582,18 @@ fn clip(line: &str) -> String {
 
 /// Where the project's baseline is kept: its directory in the state home.
 pub fn baseline_path(project: &Path) -> Option<PathBuf> {
-    Some(crate::protected::project_dir(project)?.join(BASELINE_FILE))
+    Some(crate::protected::install_dir(project)?.join(BASELINE_FILE))
 }
 
 /// Records what is planted now for the project at `project` (`install --protect`): the
 /// human vouches for it by installing, and the doctor fails on what comes after.
 pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
-    let dir = crate::protected::made_project_dir(project)?;
+    let dir = crate::protected::made_install_dir(project).map_err(|e| {
+        crate::Error::input(format!(
+            "--protect cannot keep what is planted in the project in the state home: {}",
+            crate::error::plain_io(&e)
+        ))
+    })?;
     let path = dir.join(BASELINE_FILE);
     let planted: Vec<Value> = found
         .iter()
@@ -649,8 +654,7 @@ pub fn read_baseline(path: &Path) -> Baseline {
 }
 
 /// The doctor's lines for the project at `project`. `protected`: its install record says
-/// `--protect` was applied. A baseline in the state home counts as that too, since the record
-/// is in the project, where the agent can rewrite it.
+/// `--protect` was applied.
 pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
     let scan = scan_here(project);
     let mut findings = Vec::new();

@@ -27,21 +27,30 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
     dir_for(&state_top(project_dir))
 }
 
-/// [`project_dir`], made when missing (owner only, its top written in it), for what a human's
-/// command keeps there: the install record, the planted-code baseline.
-pub fn made_project_dir(project: &Path) -> crate::Result<PathBuf> {
+/// The directory of the state home that keeps what a human's install vouched for in the
+/// project directory `project` (the install record, the planted-code baseline): named after
+/// that directory itself, canonical, and not after its git top as [`project_dir`] is, since the
+/// agent can move the top (a `.git` planted in a monorepo project moves it down) but not the
+/// directory it works in.
+pub fn install_dir(project: &Path) -> Option<PathBuf> {
+    dir_for(&crate::subject::canonical(project))
+}
+
+/// [`install_dir`], made when missing (owner only, the project it is named after written in
+/// it).
+pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let Some(dir) = project_dir(project) else {
-        return Err(crate::Error::input(
-            "cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
+    let Some(dir) = install_dir(project) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no state home: $VIGIL_STATE_HOME and $HOME are not absolute paths",
         ));
     };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&dir)
-        .map_err(|e| crate::Error::io("create", &dir, &e))?;
-    mark_top(&dir, &state_top(project));
+        .create(&dir)?;
+    mark_top(&dir, &crate::subject::canonical(project));
     Ok(dir)
 }
 

@@ -73,7 +73,8 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     // Wired by install when it applies: StopFailure (Claude Code) records a turn that ended on
     // an API error; SubagentStop runs the gate when it checks subagents' reports.
     let optional: &[&str] = match engine {
-        Engine::Claude => &["StopFailure", "SubagentStop"],
+        // PreToolUse and ConfigChange: the guard and the settings hook of --protect.
+        Engine::Claude => &["StopFailure", "SubagentStop", "PreToolUse", "ConfigChange"],
         Engine::Codex => &["SubagentStop"],
     };
     if engine == Engine::Claude

@@ -322,9 +322,7 @@ struct Record {
 impl Record {
     /// The record in the state home, when there is one to name.
     fn protected(&self) -> Option<PathBuf> {
-        let home = crate::protected::home()?;
-        let project = crate::subject::canonical(&self.project);
-        Some(crate::protected::dir_in(&home, &project).join(RECORD_FILE))
+        Some(crate::protected::install_dir(&self.project)?.join(RECORD_FILE))
     }
 
     fn fallback(&self) -> PathBuf {
@@ -346,17 +344,8 @@ impl Record {
 
     /// The record's place, made when missing: the state home's, else the fallback.
     fn made(&self) -> Result<PathBuf> {
-        use std::os::unix::fs::DirBuilderExt;
-        if let Some(path) = self.protected() {
-            let dir = path.parent().expect("a directory of the state home");
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir);
-            if made.is_ok() {
-                crate::protected::mark_top(dir, &crate::subject::canonical(&self.project));
-                return Ok(path);
-            }
+        if let Ok(dir) = crate::protected::made_install_dir(&self.project) {
+            return Ok(dir.join(RECORD_FILE));
         }
         let path = self.fallback();
         let dir = path.parent().expect("the fallback state");

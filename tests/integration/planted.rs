@@ -16,13 +16,24 @@ const WITHOUT_HOOKS: &str = "---\nname: plain\ndescription: \"Reads: nothing els
 /// A project with vigil installed in its local settings, and a home of its own.
 struct World {
     dir: tempfile::TempDir,
+    /// The project: the repository's top, or a directory in it.
+    at: PathBuf,
     home: tempfile::TempDir,
 }
 
 impl World {
     fn new() -> World {
+        World::at("")
+    }
+
+    /// A project in a subdirectory of its repository, as in a monorepo.
+    fn at(sub: &str) -> World {
+        let dir = git_repo();
+        let at = dir.path().join(sub);
+        std::fs::create_dir_all(&at).unwrap();
         let world = World {
-            dir: git_repo(),
+            dir,
+            at,
             home: tempfile::tempdir().unwrap(),
         };
         world.install(false);
@@ -30,7 +41,7 @@ impl World {
     }
 
     fn project(&self, relative: &str) -> PathBuf {
-        self.dir.path().join(relative)
+        self.at.join(relative)
     }
 
     fn home(&self, relative: &str) -> PathBuf {
@@ -52,7 +63,7 @@ impl World {
         if protect {
             cmd.arg("--protect");
         }
-        let out = cmd.current_dir(self.dir.path()).output().unwrap();
+        let out = cmd.current_dir(&self.at).output().unwrap();
         assert!(out.status.success(), "{}", said(&out));
     }
 
@@ -63,7 +74,7 @@ impl World {
             .arg("check")
             .arg("--settings")
             .arg(self.settings())
-            .current_dir(self.dir.path())
+            .current_dir(&self.at)
             .output()
             .unwrap();
         let lines = stdout_of(&out).lines().map(str::to_string).collect();
@@ -371,6 +382,25 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
     world.install(true);
     one_line(&world, &new, "[warn] ");
     assert_eq!(world.check().0, Some(0));
+}
+
+/// The agent cannot lose the baseline by moving where the search for `.git` ends: in a
+/// monorepo project, a `.git` planted in it leaves a new agent with hooks a `[fail]`.
+#[test]
+fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
+    let world = World::at("sub");
+    world.install(true);
+    std::fs::write(world.project(".git"), "").unwrap();
+    let new = world.project(".claude/agents/new.md");
+    write(&new, WITH_HOOKS);
+    let (code, lines) = world.check();
+    assert_eq!(code, Some(1), "{lines:?}");
+    one_line(&world, &new, "[fail] ");
+    // The guard and the settings hook are vigil's own, not hooks out of place.
+    assert!(
+        !lines.iter().any(|l| l.contains("but vigil's hooks belong")),
+        "{lines:?}"
+    );
 }
 
 #[test]
