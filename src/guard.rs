@@ -122,11 +122,7 @@ fn outside(place: &Path, project: &Path, hidden: &[PathBuf]) -> Option<String> {
 /// (`~/.claude/plans/`) and a project's memory (`~/.claude/projects/<project>/memory/`), in
 /// `$CLAUDE_CONFIG_DIR` where the client was given one.
 fn own_notes(place: &Path) -> bool {
-    let given = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute());
-    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude"));
-    let Some(claude) = given.or(home) else {
+    let Some(claude) = reach::claude_home() else {
         return false;
     };
     let claude = real_dir(&claude);

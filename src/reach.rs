@@ -143,6 +143,15 @@ pub fn is_withheld_variable(name: &str) -> bool {
         )
 }
 
+/// Claude Code's own directory: `$CLAUDE_CONFIG_DIR` where the client was given one (an
+/// absolute path), else `~/.claude`.
+pub fn claude_home() -> Option<PathBuf> {
+    std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude")))
+}
+
 /// The most links followed in one path (as the kernel's 40).
 pub const MAX_LINKS: usize = 40;
 

@@ -24,11 +24,7 @@ const MAX_SETTINGS: u64 = 8 << 20;
 
 /// The user's settings file: in `$CLAUDE_CONFIG_DIR` where that is set, else `~/.claude`.
 fn user_settings() -> Option<PathBuf> {
-    std::env::var_os("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude")))
-        .map(|dir| dir.join("settings.json"))
+    Some(crate::reach::claude_home()?.join("settings.json"))
 }
 
 /// The settings file a ConfigChange of `source` is about: beside the file Claude Code shows
