@@ -279,7 +279,7 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
 }
 
 /// ConfigChange: a change that keeps vigil's protection loads silently; one that takes it away
-/// is blocked with its one useful line.
+/// is blocked with its one useful line, shown to the person as well.
 fn config_change(bytes: &[u8]) -> Option<String> {
     let payload: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let text = |name: &str| payload.get(name).and_then(serde_json::Value::as_str);
@@ -292,7 +292,11 @@ fn config_change(bytes: &[u8]) -> Option<String> {
         None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
     };
     let reason = verdict.err()?;
-    Some(serde_json::json!({"decision": "block", "reason": reason}).to_string())
+    // The person sees it too: a change they made on disk does not reach this session.
+    Some(
+        serde_json::json!({"decision": "block", "reason": reason, "systemMessage": reason})
+            .to_string(),
+    )
 }
 
 /// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`, nothing else.

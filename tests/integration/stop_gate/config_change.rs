@@ -85,6 +85,10 @@ impl Installed {
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(answer["decision"], "block", "{answer}");
         let reason = answer["reason"].as_str().unwrap().to_string();
+        assert_eq!(
+            answer["systemMessage"], reason,
+            "the person is told: {answer}"
+        );
         assert!(
             reason.starts_with("vigil: ") && !reason.contains('\n'),
             "{reason}"
