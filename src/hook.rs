@@ -211,12 +211,11 @@ impl HookInput {
     }
 }
 
-/// Whether hook input that may not parse as vigil's fields is a JSON object naming `event`.
-pub fn names_event(bytes: &[u8], event: &str) -> bool {
-    serde_json::from_slice::<Value>(bytes)
-        .ok()
-        .and_then(|value| value.get("hook_event_name")?.as_str().map(|n| n == event))
-        .unwrap_or(false)
+/// The event hook input that may not parse as vigil's fields names, when it is a JSON object
+/// naming one.
+pub fn event_name(bytes: &[u8]) -> Option<String> {
+    let value = serde_json::from_slice::<Value>(bytes).ok()?;
+    Some(value.get("hook_event_name")?.as_str()?.to_string())
 }
 
 fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String>> {

@@ -205,27 +205,28 @@ fn real_main() -> ExitCode {
         .as_ref()
         .map_err(|e| Error::Input(e.to_string()))
         .and_then(|bytes| HookInput::parse(bytes));
+    // The event, read once: from the input as parsed, else from input vigil could not read
+    // as its fields but that is a JSON object naming one.
+    let event = match (&input, &raw) {
+        (Ok(input), _) => input.hook_event_name.clone(),
+        (Err(_), Ok(bytes)) => vigil::hook::event_name(bytes),
+        (Err(_), Err(_)) => None,
+    };
     // PreToolUse (under --protect): the file tools write only within the agent's reach. Input
     // it cannot read denies the write, as a gate does.
-    if let Ok(bytes) = &raw
-        && vigil::hook::names_event(bytes, "PreToolUse")
-    {
+    if event.as_deref() == Some("PreToolUse") {
         watchdog.answer(pre_tool_use(&config, &input));
         return ExitCode::SUCCESS;
     }
     // ConfigChange (under --protect): a settings change that takes the protection away does
     // not reach the running session. Input it cannot read blocks the change.
-    if let Ok(bytes) = &raw
-        && vigil::hook::names_event(bytes, "ConfigChange")
-    {
+    if let (Some("ConfigChange"), Ok(bytes)) = (event.as_deref(), &raw) {
         watchdog.answer(config_change(bytes));
         return ExitCode::SUCCESS;
     }
     // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
     // plainly a vigil command is ever held up.
-    if let (Err(e), Ok(bytes)) = (&input, &raw)
-        && vigil::hook::names_event(bytes, "UserPromptSubmit")
-    {
+    if let (Err(e), Some("UserPromptSubmit")) = (&input, event.as_deref()) {
         watchdog.answer(None);
         diagnostic(
             NAME,
