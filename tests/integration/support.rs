@@ -56,9 +56,11 @@ pub fn protected_dir(dir: &Path) -> PathBuf {
     found.into_iter().next().unwrap()
 }
 
-/// The install record of the project in `dir` (SPEC §2): in its protected state.
+/// The install record of the project directory `dir` (SPEC §2): in the state home, in the
+/// directory named after `dir` itself (there or not yet).
 pub fn install_record_of(dir: &Path) -> PathBuf {
-    protected_dir(dir).join("installed.json")
+    let dir = std::fs::canonicalize(dir).unwrap();
+    vigil::protected::dir_in(state_home(), &dir).join("installed.json")
 }
 
 /// Where the local markers of `check` live for the project in `dir` (SPEC §5): the project's
