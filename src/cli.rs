@@ -12,6 +12,18 @@ pub fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
         .map_err(|_| Error::usage(format!("the value of {flag} is not valid UTF-8")))
 }
 
+/// The value of `flag` as an absolute directory (`--check-write`).
+pub fn absolute_dir(parser: &mut lexopt::Parser, flag: &str) -> Result<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(parser.value()?);
+    if !dir.is_absolute() {
+        return Err(Error::usage(format!(
+            "{flag} needs an absolute directory, not {}",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
 /// The value of `flag` as a whole number from `min` to `max`.
 pub fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Result<u64> {
     let text = string_value(parser, flag)?;

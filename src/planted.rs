@@ -200,8 +200,8 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     user_dirs.extend(home.map(|home| home.join(".claude")));
     user_dirs.extend(config_dir.map(Path::to_path_buf));
     claude_dirs.extend(user_dirs.iter().cloned());
-    dedup_by_canonical(&mut claude_dirs);
-    dedup_by_canonical(&mut user_dirs);
+    crate::subject::dedup_canonical(&mut claude_dirs);
+    crate::subject::dedup_canonical(&mut user_dirs);
     for dir in &claude_dirs {
         for (sub, kind) in [("agents", Kind::Agent), ("commands", Kind::Command)] {
             let root = dir.join(sub);
@@ -241,7 +241,7 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     let mut configs: Vec<PathBuf> = Vec::new();
     configs.extend(home.map(|home| home.join(".claude.json")));
     configs.extend(config_dir.map(|dir| dir.join(".claude.json")));
-    dedup_by_canonical(&mut configs);
+    crate::subject::dedup_canonical(&mut configs);
     let top = crate::protected::state_top(project);
     for config in configs {
         match read_prefix(&config, MAX_JSON) {
@@ -253,16 +253,6 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     scan.found.sort_by(|a, b| a.key.cmp(&b.key));
     scan.found.dedup_by(|a, b| a.key == b.key);
     scan
-}
-
-fn dedup_by_canonical(paths: &mut Vec<PathBuf>) {
-    let mut seen = Vec::new();
-    paths.retain(|path| {
-        let key = crate::subject::canonical(path);
-        let fresh = !seen.contains(&key);
-        seen.push(key);
-        fresh
-    });
 }
 
 /// The files below `root` whose names `wanted` takes, at most `MAX_DEPTH` levels down, from

@@ -342,13 +342,7 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     paths.push(project.join(".claude/settings.json"));
     paths.push(project.join(".claude/settings.local.json"));
     paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
-    let mut seen = Vec::new();
-    paths.retain(|path| {
-        let key = crate::subject::canonical(path);
-        let fresh = !seen.contains(&key);
-        seen.push(key);
-        fresh
-    });
+    crate::subject::dedup_canonical(&mut paths);
     paths
 }
 

@@ -387,16 +387,9 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("snapshot") if action == "run" => options.snapshot = true,
             Long("check-network") if action == "run" => options.check_network = true,
-            Long("check-write") if action == "run" => {
-                let dir = PathBuf::from(parser.value()?);
-                if !dir.is_absolute() {
-                    return Err(Error::usage(format!(
-                        "--check-write needs an absolute directory, not {}",
-                        dir.display()
-                    )));
-                }
-                options.check_write.push(dir);
-            }
+            Long("check-write") if action == "run" => options
+                .check_write
+                .push(vigil::cli::absolute_dir(&mut parser, "--check-write")?),
             Long("publish") if matches!(action, "run" | "write") => options.publish = true,
             Long("all") if action == "show" => options.all = true,
             Long("remote") if action == "sync" => {

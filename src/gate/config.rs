@@ -154,16 +154,9 @@ impl GateConfig {
                 }
                 Long("subagents") => config.subagents = true,
                 Long("check-network") => config.check_network = true,
-                Long("check-write") => {
-                    let dir = PathBuf::from(parser.value()?);
-                    if !dir.is_absolute() {
-                        return Err(Error::usage(format!(
-                            "--check-write needs an absolute directory, not {}",
-                            dir.display()
-                        )));
-                    }
-                    config.check_write.push(dir);
-                }
+                Long("check-write") => config
+                    .check_write
+                    .push(crate::cli::absolute_dir(&mut parser, "--check-write")?),
                 Long("stall-after") => {
                     config.loop_limits.stall_after = Some(crate::loops::parse_stall_after(
                         &string_value(&mut parser, "--stall-after")?,

@@ -185,6 +185,17 @@ pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Res
     })
 }
 
+/// Keeps the first of the paths that name one file, whatever their spelling ([`canonical`]).
+pub fn dedup_canonical(paths: &mut Vec<PathBuf>) {
+    let mut seen = Vec::new();
+    paths.retain(|path| {
+        let key = canonical(path);
+        let fresh = !seen.contains(&key);
+        seen.push(key);
+        fresh
+    });
+}
+
 /// The canonical form of a path that may not exist yet: its longest existing ancestor
 /// canonicalized, the rest appended (so the answer is the same before and after it is made).
 pub fn canonical(path: &Path) -> PathBuf {
