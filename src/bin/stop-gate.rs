@@ -102,7 +102,7 @@ Options:
   --state-dir DIR           where shared state lives (default <project>/.vigil, or
                             $VIGIL_STATE_DIR); the protected state stays in the state home
   -h, --help                this text
-VIGIL_DISABLE=1 makes the hook allow at once.
+VIGIL_DISABLE=1 makes the hook allow at once, and say so (with a loop running: NOT verified).
 ";
 
 const HELP_LOOP: &str = "\
@@ -172,10 +172,10 @@ fn real_main() -> ExitCode {
     if let Some(code) = vigil::cli::check_config(NAME, 2, check) {
         return code;
     }
-    if vigil::cli::disabled() {
-        return ExitCode::SUCCESS;
-    }
     let config = parse_gate(args);
+    if vigil::cli::disabled() {
+        return disabled(config);
+    }
     if matches!(config, Ok(None)) {
         let _ = stdout(HELP.as_bytes());
         return ExitCode::SUCCESS;
@@ -245,6 +245,54 @@ fn real_main() -> ExitCode {
         .is_ok_and(|i| i.event() == Some(vigil::hook::HookEvent::SubagentStop));
     watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
+    ExitCode::SUCCESS
+}
+
+/// `VIGIL_DISABLE=1` (SPEC §2): the hook allows at once, writes nothing, and says so in one
+/// `systemMessage`; a Stop whose session has a loop running says that loop is NOT verified. A
+/// prompt that is not a vigil command passes silently, as always. Run by hand, nothing.
+fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
+    if vigil::input::stdin_is_terminal() {
+        return ExitCode::SUCCESS;
+    }
+    let input = read_capped(
+        std::io::stdin().lock(),
+        vigil::hook::MAX_HOOK_INPUT,
+        "hook input",
+        "-".as_ref(),
+    )
+    .ok()
+    .and_then(|bytes| HookInput::parse(&bytes).ok());
+    let mut message = "vigil is disabled by VIGIL_DISABLE".to_string();
+    match input.as_ref().and_then(HookInput::event) {
+        Some(vigil::hook::HookEvent::UserPromptSubmit) => {
+            let prompt = input.as_ref().and_then(|i| i.prompt.as_deref());
+            if vigil::slash::command_of(prompt.unwrap_or("")) == vigil::slash::Command::None {
+                return ExitCode::SUCCESS;
+            }
+            message.push_str(": no loop was started or cancelled");
+        }
+        Some(vigil::hook::HookEvent::Stop) => {
+            let input = input.as_ref().expect("an event was read");
+            let state_dir = config.ok().flatten().and_then(|c| c.state_dir);
+            let project =
+                Project::resolve(state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+            let running = input
+                .session_id
+                .as_deref()
+                .and_then(|id| SessionId::parse(id).ok())
+                .and_then(|session| loops::load(&project, &session).ok().flatten())
+                .filter(|state| state.status.is_live());
+            if let Some(state) = running {
+                message.push_str(&format!(
+                    ": this stop was let through unchecked, and the loop of this session ({}) is NOT verified",
+                    state.summary()
+                ));
+            }
+        }
+        _ => {}
+    }
+    let _ = stdout(format!("{}\n", serde_json::json!({ "systemMessage": message })).as_bytes());
     ExitCode::SUCCESS
 }
 
