@@ -224,6 +224,11 @@ fn extract(message: &str) -> std::result::Result<Value, String> {
     let value: Value = serde_json::from_str(&json).map_err(|e| {
         format!("the report is not one JSON object ({e}); send only the object, bare or alone in a ```json fence")
     })?;
+    if let Err(e) = serde_json::from_str::<OnceEach>(&json) {
+        let why = e.to_string();
+        let why = why.split(" at line ").next().unwrap_or(&why);
+        return Err(format!("the report {why}; send each key once"));
+    }
     if !value.is_object() {
         return Err(format!(
             "the report is {}, not a JSON object",
@@ -231,6 +236,70 @@ fn extract(message: &str) -> std::result::Result<Value, String> {
         ));
     }
     Ok(value)
+}
+
+/// JSON in which no object names a key twice, at any depth: serde_json keeps the last of two,
+/// so a report could say one thing to the schema and another to a reader that takes the first.
+/// Only the keys are looked at; serde_json does the parsing.
+struct OnceEach;
+
+impl<'de> serde::Deserialize<'de> for OnceEach {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<OnceEach, D::Error> {
+        deserializer.deserialize_any(OnceEachVisitor)
+    }
+}
+
+struct OnceEachVisitor;
+
+impl<'de> serde::de::Visitor<'de> for OnceEachVisitor {
+    type Value = OnceEach;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_unit<E>(self) -> Result<OnceEach, E> {
+        Ok(OnceEach)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<OnceEach, A::Error> {
+        while seq.next_element::<OnceEach>()?.is_some() {}
+        Ok(OnceEach)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<OnceEach, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "names the key {} twice",
+                    serde_json::Value::String(key)
+                )));
+            }
+            map.next_value::<OnceEach>()?;
+        }
+        Ok(OnceEach)
+    }
 }
 
 /// The content of the message's only block, when that is a `json` code fence: nothing but

@@ -684,6 +684,44 @@ fn subagent_stop(p: &Project, agent: &str, message: &str) -> String {
     )
 }
 
+/// Issue 29: a report that names a key twice means two things at once (the schema sees the
+/// last `status`, a reader that takes the first sees another): it is sent back, at any depth,
+/// naming the key.
+#[test]
+fn a_report_that_names_a_key_twice_is_sent_back() {
+    let p = Project::new();
+    let args = ["--subagents", "--contract", "default"];
+    let twice = REPORT.replace(
+        "{\"status\":\"done\"",
+        "{\"status\":\"blocked\",\"status\":\"done\"",
+    );
+    let nested = REPORT.replace("\"changed\":[]", "\"changed\":[{\"a\":1,\"a\":2}]");
+    for (report, key) in [(twice, "status"), (nested, "a")] {
+        let out = p.stop_with(&args, subagent_stop(&p, "a1", &report));
+        assert!(out.blocked(), "{report}");
+        let reason = out.reason();
+        assert!(
+            reason.contains(&format!("names the key \"{key}\" twice")),
+            "{reason}"
+        );
+    }
+    let fenced = format!(
+        "```json\n{}\n```",
+        REPORT.replace(
+            "{\"status\":\"done\"",
+            "{\"status\":\"done\",\"status\":\"done\"",
+        )
+    );
+    assert!(
+        p.stop_with(&args, subagent_stop(&p, "a1", &fenced))
+            .blocked()
+    );
+    assert!(
+        !p.stop_with(&args, subagent_stop(&p, "a1", REPORT))
+            .blocked()
+    );
+}
+
 #[test]
 fn a_report_that_breaks_the_contract_is_sent_back_with_its_pointer_and_the_shape() {
     let p = Project::new();
