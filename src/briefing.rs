@@ -132,6 +132,11 @@ fn protection_notes(project: &Project) -> Vec<String> {
             "vigil: the state home cannot be written, so this project's loops and session records are in {}, inside the project, where the agent can change them: they are NOT protected (`settings-merge check` says why)",
             place.dir.display()
         ));
+    } else if place.agent_writable() {
+        notes.push(format!(
+            "vigil: the state home is set inside the project ($VIGIL_STATE_HOME), so this project's loops and session records are in {}, where the agent can change them: they are NOT protected; set VIGIL_STATE_HOME to a directory outside the project",
+            place.dir.display()
+        ));
     }
     let legacy = crate::loops::legacy_loops(project);
     let told = place.dir.join("legacy-loops-told");

@@ -322,9 +322,7 @@ pub fn redact(text: &str) -> String {
 /// protected state fell back into the project, or the state home is inside it.
 fn refuse_agent_writable(project: &Project) -> Result<()> {
     let place = project.protected();
-    let top = crate::protected::state_top(&project.dir);
-    let dir = crate::subject::canonical(&place.dir);
-    if place.fallback || dir.starts_with(&top) || dir.starts_with(&place.project) {
+    if place.agent_writable() {
         return Err(Error::input(format!(
             "the protected state ({}) is inside the project, where the agent can write the notes repository's config; set VIGIL_STATE_HOME to a directory outside it",
             place.dir.display()

@@ -148,6 +148,13 @@ impl Place {
         }
     }
 
+    /// Whether the agent can write this place: the fallback, or a state home set inside the
+    /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top).
+    pub fn agent_writable(&self) -> bool {
+        let dir = crate::subject::canonical(&self.dir);
+        self.fallback || dir.starts_with(&self.project) || dir.starts_with(top_of(&self.project))
+    }
+
     /// The fallback: state goes into the project, but a record already in the state home
     /// (under the top's name `own`, or an ancestor's) is still looked for there first.
     fn fallback(dir: PathBuf, own: Option<PathBuf>, project: PathBuf) -> Place {

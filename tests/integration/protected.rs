@@ -409,6 +409,34 @@ fn unwritable_state_home() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, home)
 }
 
+/// Issue 29, told, never silent: a state home set inside the project is the agent's to
+/// change, as the fallback is; every session's context says so.
+#[test]
+fn a_state_home_inside_the_project_is_told_as_not_protected() {
+    let dir = project();
+    let home = dir.path().join("build/state");
+    let out = stop_gate()
+        .env("VIGIL_STATE_HOME", &home)
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "3"])
+        .args(["--completion-promise", "DONE", "--", "The real task."])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
+    let out = session_start_loader()
+        .env("VIGIL_STATE_HOME", &home)
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let context = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        context.contains("NOT protected") && context.contains("inside the project"),
+        "the session is told: {context}"
+    );
+}
+
 #[test]
 fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
     let dir = project();
