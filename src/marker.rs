@@ -148,9 +148,58 @@ pub struct Payload {
     /// Where the writer ran, when it knows (a CI run); v2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Origin>,
+    /// `write --command`: the command a writer that ran nothing itself vouches was run (a CI
+    /// job's); `run.command` is the one a `run` ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// With `--sign-key`: over the canonical JSON of every other field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<crate::signing::Signature>,
+}
+
+impl Payload {
+    /// The command the payload records: the one `run` ran, else the one `write --command`
+    /// named.
+    pub fn command(&self) -> Option<&str> {
+        self.run
+            .as_ref()
+            .map(|run| run.command.as_str())
+            .or(self.command.as_deref())
+    }
+}
+
+/// Whether a recorded command is `wanted` (SPEC §5, `--require-marker CHECK=CMD`): the same
+/// shell words (as POSIX `sh` would split them: quoting and spacing aside), either of them
+/// possibly written as `sh -c '…'`. Text that does not split (an open quote) is no match.
+pub fn same_command(recorded: &str, wanted: &str) -> bool {
+    fn words(text: &str) -> Option<Vec<String>> {
+        let words = shlex::split(text)?;
+        match words.as_slice() {
+            [sh, c, inner] if sh == "sh" && c == "-c" => shlex::split(inner),
+            _ => Some(words),
+        }
+    }
+    match (words(recorded), words(wanted)) {
+        (Some(recorded), Some(wanted)) => !wanted.is_empty() && recorded == wanted,
+        _ => false,
+    }
+}
+
+/// The payload records `command`, when one is required.
+fn bound(payload: &Payload, command: Option<&str>) -> std::result::Result<(), Denial> {
+    let Some(wanted) = command else {
+        return Ok(());
+    };
+    match payload.command() {
+        Some(recorded) if same_command(recorded, wanted) => Ok(()),
+        Some(recorded) => Err(Denial::CommandMismatch(format!(
+            "the marker was written by `{}`, not `{wanted}`",
+            crate::handoff::field_max(recorded, 200)
+        ))),
+        None => Err(Denial::CommandMismatch(format!(
+            "the marker records no command, and `{wanted}` is required"
+        ))),
+    }
 }
 
 /// Where a payload was written and published from (v2): a CI run, as its own environment
@@ -227,6 +276,8 @@ pub enum Denial {
     /// No marker, but the project's `.vigil/markers/` (never read now) holds one: named, so
     /// the human knows why it stopped counting.
     Moved(String),
+    /// A passed marker for this content, written by another command than the one required.
+    CommandMismatch(String),
 }
 
 impl Denial {
@@ -239,6 +290,7 @@ impl Denial {
             Denial::Status(status) => format!("status {}", status.as_str()),
             Denial::Stale(_) => "stale".into(),
             Denial::BadSignature(_) => "bad signature".into(),
+            Denial::CommandMismatch(_) => "command mismatch".into(),
         }
     }
 
@@ -256,6 +308,7 @@ impl Denial {
             | Denial::Malformed(detail)
             | Denial::Stale(detail)
             | Denial::BadSignature(detail)
+            | Denial::CommandMismatch(detail)
             | Denial::Moved(detail) => {
                 format!("{}: {detail}", self.reason())
             }
@@ -372,8 +425,9 @@ pub fn verify(
     subject_id: &str,
     max_age: Duration,
     trust: &crate::signing::Trust,
+    command: Option<&str>,
 ) -> std::result::Result<Payload, Denial> {
-    verify_from(project, check, subject_id, max_age, trust).map(|(payload, _)| payload)
+    verify_from(project, check, subject_id, max_age, trust, command).map(|(payload, _)| payload)
 }
 
 /// Verifies the local marker of `check` for `subject_id` (the gate file and payload exist, the
@@ -388,8 +442,10 @@ pub fn verify_from(
     subject_id: &str,
     max_age: Duration,
     trust: &crate::signing::Trust,
+    command: Option<&str>,
 ) -> std::result::Result<(Payload, Source), Denial> {
-    let local = verify_local(project, check, subject_id, max_age, trust);
+    let local = verify_local(project, check, subject_id, max_age, trust)
+        .and_then(|payload| bound(&payload, command).map(|()| payload));
     let local = match local {
         Ok(payload) => return Ok((payload, Source::Local)),
         Err(denial) => denial,
@@ -400,6 +456,7 @@ pub fn verify_from(
         // pinned or trusted key, even where an unsigned local marker would.
         match note.and_then(|payload| {
             judge(&payload, check, subject_id, max_age, trust)?;
+            bound(&payload, command)?;
             if trust.keys.is_empty() {
                 return Err(Denial::BadSignature(
                     "a note counts only when signed by a trusted key, and none is trusted here; pin CI's key with --verify-key or `marker-writer trust KEYFILE`".to_string(),
@@ -595,6 +652,35 @@ fn human_age(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_required_command_is_matched_by_its_shell_words() {
+        let same = [
+            ("cargo test --locked", "cargo test --locked"),
+            ("cargo  test   --locked", "cargo test --locked"),
+            ("cargo test '--locked'", "cargo test --locked"),
+            ("sh -c 'cargo test --locked'", "cargo test --locked"),
+            ("cargo test --locked", "sh -c \"cargo test --locked\""),
+            ("pytest -k 'a b'", "pytest -k \"a b\""),
+        ];
+        for (recorded, wanted) in same {
+            assert!(same_command(recorded, wanted), "{recorded} / {wanted}");
+        }
+        let other = [
+            ("true", "cargo test --locked"),
+            ("cargo test", "cargo test --locked"),
+            ("cargo test --locked; true", "cargo test --locked"),
+            ("pytest -k a b", "pytest -k 'a b'"),
+            // Only sh -c is unwrapped: another shell may read the text otherwise.
+            ("bash -c 'cargo test --locked'", "cargo test --locked"),
+            ("sh -c 'cargo test --locked' extra", "cargo test --locked"),
+            ("cargo test 'unclosed", "cargo test 'unclosed"),
+            ("", ""),
+        ];
+        for (recorded, wanted) in other {
+            assert!(!same_command(recorded, wanted), "{recorded} / {wanted}");
+        }
+    }
 
     #[test]
     fn check_names() {

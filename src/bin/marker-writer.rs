@@ -27,8 +27,9 @@ marker-writer: content-bound markers from a protected writer, verified fail-clos
 Usage:
   marker-writer run    --check NAME [--subject S] [--timeout SECS] [--snapshot [--keep-env NAME]...]
                        [--publish] -- CMD ARGS...
-  marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT] [--publish]
-  marker-writer verify --check NAME [--subject S] [--max-age DURATION]
+  marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
+                       [--command CMD] [--publish]
+  marker-writer verify --check NAME [--subject S] [--max-age DURATION] [--command CMD]
   marker-writer show   --check NAME [--subject S] [--all]
   marker-writer sync   [--remote NAME|URL] [--push] [--check NAME]... [--timeout SECS]
                        [--max-fetch SIZE]
@@ -51,8 +52,9 @@ run      runs CMD (its output passes through unchanged), records passed on exit 
          clean environment: for a writer on the agent's machine
 write    records a status given by hand
 verify   exits 0 only for a passed marker of exactly this content, younger than --max-age,
-         local or published as a git note and synced; otherwise 1 with one line: missing,
-         subject mismatch, malformed, status S, stale, or bad signature
+         local or published as a git note and synced (and with --command, written by that
+         command); otherwise 1 with one line: missing, subject mismatch, malformed, status S,
+         stale, bad signature, or command mismatch
 show     prints the payload of the marker for this content; --all lists every marker for it,
          local and from notes, newest first, with the first reason each would be denied, and
          when none is for this content, which paths differ from the nearest published one
@@ -72,6 +74,10 @@ Options:
                        stdin: the sha256 of standard input
   --status STATUS      write: passed, failed, blocked or aborted
   --note TEXT          write: a note kept in the payload
+  --command CMD        write: the command this status is for, which the writer did not run
+                       itself (a CI job's), recorded and signed with the payload; verify: the
+                       marker must record CMD (the same shell words, bare or as sh -c '...'),
+                       as stop-gate --require-marker CHECK=CMD asks
   --timeout SECS       run: kill the command's whole process group after SECS
   --snapshot           run: run CMD in a private copy of exactly the hashed content (under the
                        state home), with only PATH HOME USER LOGNAME SHELL TERM LANG LC_* TZ
@@ -131,6 +137,8 @@ struct Options {
     subject: Option<Subject>,
     status: Option<Status>,
     note: Option<String>,
+    /// `write --command`, `verify --command`.
+    bound_to: Option<String>,
     timeout: Option<Duration>,
     max_age: Option<Duration>,
     state_dir: Option<PathBuf>,
@@ -294,6 +302,7 @@ fn run_main() -> Result<u8> {
                 Error::usage("`write` needs --status passed|failed|blocked|aborted")
             })?;
             let mut payload = payload(&check, status, &subject_id, None, options.note);
+            payload.command = options.bound_to;
             if let Some(key) = &signer {
                 vigil::signing::sign(key, &mut payload);
             }
@@ -314,7 +323,8 @@ fn run_main() -> Result<u8> {
         "verify" => {
             let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
             let trust = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
-            match marker::verify_from(&project, &check, &subject_id, max_age, &trust) {
+            let command = options.bound_to.as_deref();
+            match marker::verify_from(&project, &check, &subject_id, max_age, &trust, command) {
                 Ok((payload, source)) => print(
                     format!(
                         "{check}: passed for {subject_id}, written {} by {}@{}{}\n",
@@ -413,6 +423,15 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("status") if action == "write" => {
                 options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
+            }
+            Long("command") if matches!(action, "write" | "verify") => {
+                let command = string_value(&mut parser, "--command")?;
+                if shlex::split(&command).is_none_or(|words| words.is_empty()) {
+                    return Err(Error::usage(format!(
+                        "--command needs a command that splits into shell words, not {command:?}"
+                    )));
+                }
+                options.bound_to = Some(command);
             }
             Long("note") if action == "write" => {
                 options.note = Some(string_value(&mut parser, "--note")?)
@@ -666,6 +685,7 @@ fn payload(
         run,
         note,
         origin: marker::origin(),
+        command: None,
         signature: None,
     }
 }

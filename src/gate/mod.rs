@@ -1003,6 +1003,7 @@ impl Gate {
                 &subject,
                 config.marker_max_age,
                 &trust,
+                required.command.as_deref(),
             ) {
                 let command = required
                     .command

@@ -110,6 +110,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
             findings.push(gate_deadline(event, command, timeout));
             findings.extend(check_confinement(event, command, &target.project()));
+            findings.extend(unbound_markers(event, command));
         }
     }
     let home = std::env::var_os("HOME").unwrap_or_default();
@@ -391,6 +392,30 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
 
 /// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
 /// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
+/// A `--require-marker CHECK` with no `=CMD` binds no command (SPEC §5): any passed marker of
+/// CHECK for this content counts, whatever wrote it.
+fn unbound_markers(event: &str, command: &str) -> Vec<Finding> {
+    let Some(args) = handler_args(command) else {
+        return Vec::new();
+    };
+    let Ok(Some(config)) =
+        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
+    else {
+        return Vec::new();
+    };
+    config
+        .markers
+        .iter()
+        .filter(|required| required.command.is_none())
+        .map(|required| {
+            let check = &required.check;
+            Finding::Warn(format!(
+                "{event}: --require-marker {check} names no command, so a passed marker of `{check}` for this content counts whatever command wrote it (`true` included); give it as {check}=CMD, the command your protected writer runs"
+            ))
+        })
+        .collect()
+}
+
 fn check_confinement(event: &str, command: &str, project: &Path) -> Option<Finding> {
     let args = handler_args(command)?;
     let config =

@@ -2348,3 +2348,31 @@ fn uninstall_names_the_files_vigil_stays_installed_in() {
         said(&out)
     );
 }
+
+/// Issue 29: the doctor says when a required marker binds no command.
+#[test]
+fn the_doctor_names_a_required_marker_that_binds_no_command() {
+    let (_dir, path, _) = project_with("claude-four-spaces.json");
+    let doctor = |flag: &str| {
+        assert!(
+            merge("install", &path, false, &["--require-marker", flag])
+                .status
+                .success()
+        );
+        let out = settings_merge()
+            .args(["check", "--settings"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let said_now = doctor("tests");
+    assert!(
+        said_now
+            .lines()
+            .any(|l| l.starts_with("[warn] Stop: --require-marker tests names no command")),
+        "{said_now}"
+    );
+    let said_now = doctor("tests=cargo test --locked");
+    assert!(!said_now.contains("names no command"), "{said_now}");
+}

@@ -934,10 +934,23 @@ fn usage_errors_are_one_line_and_exit_2() {
 #[test]
 fn stop_gate_trusts_what_marker_writer_writes() {
     let repo = git_repo();
+    // The writer vouches for the command the gate names (a marker of another command does
+    // not count: stop_gate::a_required_marker_counts_only_when_written_by_its_command).
     assert!(
-        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
+        mw(
+            repo.path(),
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--status",
+                "passed",
+                "--command",
+                "cargo test --locked"
+            ]
+        )
+        .status
+        .success()
     );
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": repo.path(), "last_assistant_message": "done"});
     let gate = stop_gate()

@@ -1090,6 +1090,74 @@ fn marker_for_exactly_this_worktree_allows() {
     );
 }
 
+/// Issue 29, a marker is bound to its command: with `--require-marker CHECK=CMD`, a passed
+/// marker for this very content counts only when the command it records is CMD (the same
+/// shell words, bare or as `sh -c`). The agent's way around it, a marker from a command that
+/// checks nothing, is turned away; a vouching writer that ran nothing itself names the
+/// command with `write --command`.
+#[test]
+fn a_required_marker_counts_only_when_written_by_its_command() {
+    let p = Project::git();
+    let required = ["--require-marker", "tests=test -f lib.rs"];
+    let writer = |args: &[&str]| {
+        let out = marker_writer_in(p.path(), args);
+        assert!(out.status.success(), "{args:?}: {}", said(&out));
+    };
+    writer(&["run", "--check", "tests", "--", "true"]);
+    let stop = p.stop(&required, "s1", Some("x"));
+    assert!(stop.blocked(), "a marker of `true` passed the gate");
+    assert!(
+        stop.reason().contains("command mismatch") && stop.reason().contains("test -f lib.rs"),
+        "{}",
+        stop.reason()
+    );
+    assert!(
+        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
+            .silent_allow(),
+        "a bare --require-marker binds no command"
+    );
+    for run in [
+        &["run", "--check", "tests", "--", "test", "-f", "lib.rs"][..],
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--",
+            "sh",
+            "-c",
+            "test  -f 'lib.rs'",
+        ][..],
+    ] {
+        writer(run);
+        assert!(p.stop(&required, "s1", Some("x")).silent_allow(), "{run:?}");
+    }
+    writer(&["write", "--check", "tests", "--status", "passed"]);
+    assert!(
+        p.stop(&required, "s1", Some("x")).blocked(),
+        "write names no command"
+    );
+    writer(&[
+        "write",
+        "--check",
+        "tests",
+        "--status",
+        "passed",
+        "--command",
+        "test -f lib.rs",
+    ]);
+    assert!(p.stop(&required, "s1", Some("x")).silent_allow());
+    writer(&[
+        "write",
+        "--check",
+        "tests",
+        "--status",
+        "passed",
+        "--command",
+        "test -f other.rs",
+    ]);
+    assert!(p.stop(&required, "s1", Some("x")).blocked());
+}
+
 #[test]
 fn missing_marker_blocks_naming_the_check_and_the_writer_command() {
     let p = Project::git();
