@@ -109,8 +109,10 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         if vigil_binary(command) == Some("stop-gate") {
             let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
             findings.push(gate_deadline(event, command, timeout));
-            findings.extend(check_confinement(event, command, &target.project()));
-            findings.extend(unbound_markers(event, command));
+            if let Some(config) = gate_config(command) {
+                findings.extend(check_confinement(event, &config, &target.project()));
+                findings.extend(unbound_markers(event, &config));
+            }
         }
     }
     let home = std::env::var_os("HOME").unwrap_or_default();
@@ -390,19 +392,9 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
     ))
 }
 
-/// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
-/// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
 /// A `--require-marker CHECK` with no `=CMD` binds no command (SPEC §5): any passed marker of
 /// CHECK for this content counts, whatever wrote it.
-fn unbound_markers(event: &str, command: &str) -> Vec<Finding> {
-    let Some(args) = handler_args(command) else {
-        return Vec::new();
-    };
-    let Ok(Some(config)) =
-        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
-    else {
-        return Vec::new();
-    };
+fn unbound_markers(event: &str, config: &crate::gate::GateConfig) -> Vec<Finding> {
     config
         .markers
         .iter()
@@ -416,10 +408,19 @@ fn unbound_markers(event: &str, command: &str) -> Vec<Finding> {
         .collect()
 }
 
-fn check_confinement(event: &str, command: &str, project: &Path) -> Option<Finding> {
+/// The gate's flags in a stop-gate handler's command, when they are words the gate takes.
+fn gate_config(command: &str) -> Option<crate::gate::GateConfig> {
     let args = handler_args(command)?;
-    let config =
-        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()??;
+    crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()?
+}
+
+/// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
+/// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
+fn check_confinement(
+    event: &str,
+    config: &crate::gate::GateConfig,
+    project: &Path,
+) -> Option<Finding> {
     let run = config.run.as_deref()?;
     let reach = match (config.check_network, config.check_write.is_empty()) {
         (false, true) => String::new(),
