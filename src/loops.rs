@@ -427,6 +427,49 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
     record.save()
 }
 
+/// Claude Code's own cap on consecutive Stop blocks (issue 29): when the transcript at
+/// `transcript` shows the client ended a turn of this session's running loop over vigil's
+/// block, after the loop last moved, the loop is recorded `interrupted` with the failure
+/// `block_cap` (it goes on at the session's next stop, no pass spent), and the line to tell the
+/// human comes back. `None` when there is no loop running, or no new cut.
+pub fn note_engine_cut(
+    project: &Project,
+    session: &SessionId,
+    transcript: &Path,
+) -> Result<Option<String>> {
+    let Ok(Some(record)) = crate::session::peek(project, session) else {
+        return Ok(None);
+    };
+    let Some(state) = record.ralph.filter(|state| state.status.is_live()) else {
+        return Ok(None);
+    };
+    // After the loop last moved, and after the last failure it recorded (a cut is recorded at
+    // the client's own time, which may run ahead of this machine's).
+    let after = std::iter::once(&state.updated_at)
+        .chain(state.failures.iter().map(|failure| &failure.at))
+        .filter_map(|at| time::parse_rfc3339(at))
+        .fold(0.0, f64::max);
+    let Some((at, content)) = crate::transcript::engine_cut_after(transcript, after) else {
+        return Ok(None);
+    };
+    record_failure(
+        project,
+        session,
+        Failure {
+            error: "block_cap".into(),
+            error_details: None,
+            message: Some(crate::handoff::field_max(&content, 200)),
+            at,
+            iteration: None,
+            agent_id: None,
+        },
+    )?;
+    Ok(Some(format!(
+        "vigil: Claude Code ended a turn of this session's loop over its Stop hook (it overrides a hook that blocks too many times in a row): the loop is interrupted at pass {}/{}, NOT verified, and goes on at the session's next stop; start Claude Code with CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in its environment to lift the cap for a loop vigil bounds",
+        state.iteration, state.max_iterations
+    )))
+}
+
 /// What `cancel` did.
 pub enum Cancelled {
     /// The running loop now says `cancelled`.

@@ -47,6 +47,8 @@ pub enum PromptOutput {
     Done { context: String, message: String },
     /// The command could not be done: the prompt is blocked, and the human reads why.
     Refused(String),
+    /// Not a command, but the human must hear this (the engine cut the session's loop).
+    Told(String),
 }
 
 impl PromptOutput {
@@ -61,6 +63,12 @@ impl PromptOutput {
                     hook_event_name: "UserPromptSubmit",
                     additional_context: context,
                 }),
+            },
+            PromptOutput::Told(message) => Wire {
+                decision: None,
+                reason: None,
+                system_message: Some(message),
+                hook_specific_output: None,
             },
             PromptOutput::Refused(reason) => Wire {
                 decision: Some("block"),

@@ -151,6 +151,46 @@ fn classify(line: &[u8], sidechain: bool) -> Entry {
     }
 }
 
+/// What Claude Code 2.1.332 writes, as an informational system line of the transcript, when it
+/// overrides a Stop hook that blocked too many times in a row and ends the turn ("A hook
+/// blocked the turn from ending 9 consecutive times—overriding and ending turn…"). No hook
+/// payload carries it.
+const ENGINE_CUT: &str = "overriding and ending turn";
+/// How much of a transcript's end is read for that line.
+const CUT_TAIL: u64 = 1024 * 1024;
+
+/// The newest line in which Claude Code says it ended a turn over a Stop hook's block, when it
+/// was written after `after` (seconds since the epoch): its time (RFC 3339) and its text. Only
+/// the transcript's last MiB is read, and only lines of type `system`, subtype `informational`
+/// count (a model that writes the words in its own message writes an `assistant` line).
+pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
+    let file = crate::input::open_regular(path).ok()?;
+    let mut lines = BackwardLines::new(file, CUT_TAIL).ok()?;
+    let finder = memchr::memmem::Finder::new(ENGINE_CUT.as_bytes());
+    while let Ok(Some(line)) = lines.next_line() {
+        if finder.find(&line).is_none() {
+            continue;
+        }
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let (Some(content), Some(at)) = (value["content"].as_str(), value["timestamp"].as_str())
+        else {
+            continue;
+        };
+        if value["type"] != "system"
+            || value["subtype"] != "informational"
+            || !content.contains(ENGINE_CUT)
+        {
+            continue;
+        }
+        // The newest cut decides: one from before `after` was seen already.
+        return (crate::time::parse_rfc3339(at)? > after)
+            .then(|| (at.to_string(), content.to_string()));
+    }
+    None
+}
+
 /// Lines of a file from the last to the first, reading chunks from the end, never more than
 /// `budget` bytes in all. A line longer than a chunk grows the chunk, so copying stays linear.
 pub struct BackwardLines {

@@ -123,6 +123,18 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             );
         }
     }
+    // A turn of the session's loop that Claude Code ended over the gate's block (its own cap
+    // on consecutive blocks) is recorded: the loop is interrupted, and the handoff says so.
+    // Looked up as a reader: a running loop's place is there already, and none is made.
+    if let Some(transcript) = input.transcript_path.as_deref()
+        && let Err(e) =
+            vigil::loops::note_engine_cut(&project.clone().for_reading(), &session, transcript)
+    {
+        diagnostic(
+            NAME,
+            &format!("{e}; a cut of the session's loop by the engine was not recorded"),
+        );
+    }
     // Otherwise it only reads the protected state (the session's loop), so it makes none of
     // it, and writes nothing there that would wait for the disk.
     let project = project.for_reading();

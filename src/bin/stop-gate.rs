@@ -348,8 +348,40 @@ fn config_change(bytes: &[u8]) -> Option<String> {
     )
 }
 
-/// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`, nothing else.
+/// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`; and for any prompt, a turn
+/// of the session's loop that the engine ended over the gate's block since the loop last moved
+/// (read from the transcript's tail) is recorded and told.
 fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> vigil::slash::PromptOutput {
+    use vigil::slash::PromptOutput;
+    let told = engine_cut(config, input);
+    let output = prompt_command(config, input);
+    match (output, told) {
+        (PromptOutput::Nothing, Some(told)) => PromptOutput::Told(told),
+        (PromptOutput::Done { context, message }, Some(told)) => PromptOutput::Done {
+            context,
+            message: format!("{message}\n{told}"),
+        },
+        (output, _) => output,
+    }
+}
+
+/// What the engine's cut of this session's loop, if there was a new one, has the human hear.
+fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> {
+    let config = config.as_ref().ok()?;
+    let transcript = input.transcript_path.as_deref()?;
+    let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
+    // Looked up as a reader: a running loop's place is there already, and none is made.
+    let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+    match loops::note_engine_cut(&project, &session, transcript) {
+        Ok(told) => told,
+        Err(e) => Some(format!(
+            "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
+        )),
+    }
+}
+
+/// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
+fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> vigil::slash::PromptOutput {
     let command = vigil::slash::command_of(input.prompt.as_deref().unwrap_or(""));
     if command == vigil::slash::Command::None {
         return vigil::slash::PromptOutput::Nothing;

@@ -448,6 +448,42 @@ fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
     );
 }
 
+/// Issue 29, the engine never cuts a loop unseen: Claude Code 2.1.332 overrides a Stop hook
+/// that blocks 8 times in a row when the model answers with text alone, and under `claude -p`
+/// that ends the session, exit 0. The only trace is a line in the transcript, which the
+/// session's SessionEnd finds: the loop is `interrupted` with the failure `block_cap`, not left
+/// `running` at pass 9 of 20.
+#[test]
+fn claude_loop_cut_by_the_engines_block_cap_is_recorded_as_interrupted() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    start_loop(project.path(), Some(SESSION), "20", "Make the build green.");
+    // A different text each pass, so the loop does not end as stalled first.
+    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = passes.clone();
+    let server = Server::start(
+        vec![],
+        Some(Turn::answer(move |_| {
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Turn::Text(format!("Still working, step {n}."))
+        })),
+    );
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Make the build green.",
+        &[],
+    );
+    let turns = server.main_requests().len();
+    assert!(turns < 20, "the engine cut the loop short: {turns} turns");
+    let status = loop_status(project.path(), SESSION);
+    assert_eq!(status["status"], "interrupted", "{status}");
+    assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
+}
+
 // --- The check gate ---------------------------------------------------------------------------
 
 #[test]

@@ -668,6 +668,95 @@ fn stop_failure_without_a_loop_records_the_session_only() {
     assert!(record.get("loop").is_none());
 }
 
+// --- The engine's cap on consecutive blocks (issue 29) ---------------------------------------
+
+/// A transcript whose last lines are Claude Code's own: an assistant line that only mentions
+/// the words, then (with `cut_at`) the informational line it writes when it ends a turn over a
+/// Stop hook's block, at that time.
+fn transcript_with(p: &Project, cut_at: Option<std::time::SystemTime>) -> std::path::PathBuf {
+    let path = p.path().join("transcript.jsonl");
+    let mut text = std::fs::read_to_string(fixture("samples/claude-transcript.jsonl")).unwrap();
+    let mention = json!({"type": "assistant", "timestamp": "2099-01-01T00:00:00.000Z",
+        "content": "the client is overriding and ending turn, it says"});
+    text.push_str(&format!("{mention}\n"));
+    if let Some(at) = cut_at {
+        let mut line: Value = serde_json::from_str(&read_fixture(
+            "samples/claude-transcript-block-cap-line.json",
+        ))
+        .unwrap();
+        line["timestamp"] = json!(vigil::time::format_rfc3339(at));
+        text.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Claude Code overrides a Stop hook that blocked 8 times in a row and ends the turn; no hook
+/// payload says so, only a line in the transcript. The session's next prompt (and SessionEnd)
+/// find it, record the loop `interrupted` with the failure `block_cap`, and tell the human,
+/// once. A mention in the model's own words, or a cut from before the loop last moved, is no
+/// cut.
+#[test]
+fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
+    let p = Project::new();
+    start_with(&p, "s1", 20, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let prompt = |transcript: &std::path::Path| {
+        let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
+            "cwd": p.path(), "prompt": "go on", "transcript_path": transcript});
+        let out = stop_gate()
+            .current_dir(p.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        if text.is_empty() {
+            return None;
+        }
+        let json: Value = serde_json::from_str(&text).unwrap();
+        assert_valid("prompt-output.schema.json", &json);
+        Some(json["systemMessage"].as_str().unwrap().to_string())
+    };
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    assert_eq!(
+        prompt(&transcript_with(&p, None)),
+        None,
+        "a mention is no cut"
+    );
+    assert_eq!(
+        prompt(&transcript_with(&p, Some(past))),
+        None,
+        "an old cut is no news"
+    );
+    assert_eq!(p.loop_state("s1")["status"], "running");
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let cut = transcript_with(&p, Some(later));
+    let told = prompt(&cut).expect("the human is told");
+    assert!(
+        told.contains("ended a turn of this session's loop") && told.contains("NOT verified"),
+        "{told}"
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "interrupted", "{state}");
+    assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
+    assert_eq!(prompt(&cut), None, "told once");
+    // SessionEnd finds a cut the same way (under claude -p no prompt follows it).
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let again = transcript_with(&p, Some(later + std::time::Duration::from_secs(5)));
+    let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": p.path(),
+        "reason": "other", "transcript_path": again});
+    let out = session_end_handoff()
+        .current_dir(p.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "interrupted", "{state}");
+    assert_eq!(state["failures"].as_array().unwrap().len(), 2, "{state}");
+}
+
 // --- The subagent contract -------------------------------------------------------------------
 
 const REPORT: &str = r#"{"status":"done","answer":"There is one file.","evidence":["ls: 1 entry"],"changed":[],"open_questions":[],"tokens_used":1200}"#;
