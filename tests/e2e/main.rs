@@ -1900,6 +1900,47 @@ fn codex_loop_whose_model_repeats_itself_ends_as_stalled_and_counts_its_rollouts
     assert_eq!(tokens["cache_read"], 4444 * 3, "{tokens}");
 }
 
+/// Issue 29: Codex 0.171.0 has no cap of its own on consecutive Stop blocks (none is in the
+/// client; this shows it): a text-only loop of 12 passes runs all 12 under `codex exec`, and
+/// ends `aborted` at its own bound, not cut.
+#[test]
+fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = passes.clone();
+    let server = Server::start(
+        vec![],
+        Some(Turn::answer(move |_| {
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Turn::Text(format!("Still working, step {n}."))
+        })),
+    );
+    let home = codex_home(&server, project.path(), true);
+    install_codex(project.path(), home.path(), true);
+    let args = [
+        "loop",
+        "start",
+        "--next-session",
+        "--max-iterations",
+        "12",
+        "--completion-promise",
+        "DONE",
+        "Make the build green.",
+    ];
+    let out = vigil("stop-gate", project.path(), &args);
+    assert!(out.status.success(), "{}", said(&out));
+    let out = codex_exec(
+        &clients,
+        home.path(),
+        project.path(),
+        "Make the build green.",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(server.main_requests().len(), 12, "every pass ran");
+    assert_eq!(only_loop(project.path())["status"], "aborted");
+}
+
 #[test]
 fn codex_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_correction_passes() {
     let Some(clients) = clients() else { return };
