@@ -67,6 +67,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     }
     if engine == Engine::Claude {
         findings.extend(twice_across_files(target, &root, &handlers));
+        findings.extend(block_cap(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
         findings.extend(planted(target));
     }
@@ -147,35 +148,86 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
 /// vigil wired in two places Claude Code merges (this file and another settings file of the
 /// project or the user, or the vigil plugin enabled): both run, so a loop would advance twice
 /// per Stop and a check would run twice.
+/// The settings Claude Code merges for the target's project, each file once: the target
+/// first (as read already), then the others that read as settings; `true` marks the target.
+fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut paths = vec![target.file.clone()];
+    paths.extend(crate::protect::layer_files(
+        &target.project(),
+        home.as_deref(),
+    ));
+    crate::subject::dedup_canonical(&mut paths);
+    let here = crate::subject::canonical(&target.file);
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            if crate::subject::canonical(&path) == here {
+                return Some((path, own.clone(), true));
+            }
+            let root = crate::protect::read_layer(&path)?;
+            Some((path, root, false))
+        })
+        .collect()
+}
+
+/// Claude Code's own cap on Stop blocks (issue 29): it ends a turn over a Stop hook that
+/// blocked 8 times in a row while the model answered with text alone. Said once where vigil's
+/// gate is on Stop, with every other Stop hook in the merged settings, whose blocks count
+/// together with vigil's, and which the cap lifted would let block forever.
+fn block_cap(
+    target: &Target,
+    own: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    if !handlers
+        .iter()
+        .any(|(e, _, _, c)| e == "Stop" && vigil_binary(c) == Some("stop-gate"))
+    {
+        return Vec::new();
+    }
+    let mut findings = vec![Finding::Ok(
+        "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in the environment Claude Code starts in lets vigil alone bound a loop".into(),
+    )];
+    for (path, root, _) in layers(target, own) {
+        let handlers = root
+            .get("hooks")
+            .and_then(|hooks| hooks.get("Stop"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|group| group.get("hooks")?.as_array())
+            .flatten();
+        for handler in handlers {
+            let command = handler.get("command").and_then(Value::as_str);
+            if command.is_some_and(|c| vigil_binary(c).is_some()) {
+                continue;
+            }
+            let shown = command.map_or_else(
+                || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
+                |c| format!("`{}`", crate::handoff::field_max(c, 80)),
+            );
+            findings.push(Finding::Warn(format!(
+                "Stop also runs {shown} ({}): its blocks count with vigil's towards Claude Code's cap of 8 in a row, and with the cap lifted (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0) nothing would end a turn it keeps blocking",
+                path.display()
+            )));
+        }
+    }
+    findings
+}
+
 fn twice_across_files(
     target: &Target,
     own: &Map<String, Value>,
     handlers: &[(String, usize, usize, String)],
 ) -> Vec<Finding> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let others = crate::protect::layer_files(&target.project(), home.as_deref());
-    let here = crate::subject::canonical(&target.file);
     let mut findings = Vec::new();
     let ours: std::collections::BTreeSet<(String, &str)> = handlers
         .iter()
         .filter_map(|(e, _, _, c)| Some((e.clone(), vigil_binary(c)?)))
         .collect();
-    let mut seen = vec![];
-    for path in std::iter::once(target.file.clone()).chain(others) {
-        let canonical = crate::subject::canonical(&path);
-        if seen.contains(&canonical) {
-            continue;
-        }
-        seen.push(canonical.clone());
-        let root = if canonical == here {
-            Some(own.clone())
-        } else {
-            crate::protect::read_layer(&path)
-        };
-        let Some(root) = root else {
-            continue;
-        };
-        let mut both: Vec<String> = if canonical == here {
+    for (path, root, this) in layers(target, own) {
+        let mut both: Vec<String> = if this {
             Vec::new()
         } else {
             vigil_handlers(&root)

@@ -2376,3 +2376,42 @@ fn the_doctor_names_a_required_marker_that_binds_no_command() {
     let said_now = doctor("tests=cargo test --locked");
     assert!(!said_now.contains("names no command"), "{said_now}");
 }
+
+/// Issue 29: the doctor says when a loop can meet Claude Code's cap on consecutive Stop
+/// blocks, and names every other Stop hook in the merged settings (its blocks count with
+/// vigil's; with the cap lifted, nothing would end a turn it keeps blocking).
+#[test]
+fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let shared = dir.path().join(".claude/settings.json");
+    std::fs::write(
+        &shared,
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}, {"type": "prompt", "prompt": "done?"}]}]}}"#,
+    )
+    .unwrap();
+    let out = settings_merge()
+        .args(["check", "--settings"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said_now = stdout_of(&out);
+    assert!(
+        said_now
+            .lines()
+            .any(|l| l.starts_with("[ok] Stop: Claude Code ends a turn after 8 Stop blocks")),
+        "{said_now}"
+    );
+    for named in ["`./notify.sh`", "a \"prompt\" hook"] {
+        assert!(
+            said_now
+                .lines()
+                .any(|l| l.starts_with(&format!("[warn] Stop also runs {named}"))),
+            "{named}: {said_now}"
+        );
+    }
+    assert!(
+        !said_now.contains("Stop also runs `/"),
+        "vigil's own gate is not named: {said_now}"
+    );
+}
