@@ -191,6 +191,40 @@ pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
     None
 }
 
+/// Whether the transcript's last MiB holds a block of a vigil loop, as Claude Code 2.1.332
+/// writes one: an `attachment` line of type `hook_blocking_error` on `Stop` whose blocking
+/// error is vigil's loop line (`vigil loop N/M: …`). A witness that the session ran a loop,
+/// for when its record is gone; it can only make a verdict worse.
+pub fn vigil_loop_blocked(path: &Path) -> bool {
+    let Ok(file) = crate::input::open_regular(path) else {
+        return false;
+    };
+    let Ok(mut lines) = BackwardLines::new(file, CUT_TAIL) else {
+        return false;
+    };
+    let finder = memchr::memmem::Finder::new(b"hook_blocking_error");
+    while let Ok(Some(line)) = lines.next_line() {
+        if finder.find(&line).is_none() {
+            continue;
+        }
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let attachment = &value["attachment"];
+        let error = attachment["blockingError"]["blockingError"]
+            .as_str()
+            .unwrap_or("");
+        if value["type"] == "attachment"
+            && attachment["type"] == "hook_blocking_error"
+            && attachment["hookEvent"] == "Stop"
+            && error.contains("vigil loop ")
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// Lines of a file from the last to the first, reading chunks from the end, never more than
 /// `budget` bytes in all. A line longer than a chunk grows the chunk, so copying stays linear.
 pub struct BackwardLines {

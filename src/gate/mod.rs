@@ -346,6 +346,24 @@ fn decide_checked(
     {
         return output;
     }
+    // No record, but the transcript holds this session's loop blocks: the record is gone
+    // (the state home removed). Told once, NOT verified; the witness never passes anything.
+    if !subagent
+        && !recorded
+        && let Some(transcript) = input.transcript_path.as_deref()
+        && crate::transcript::vigil_loop_blocked(transcript)
+    {
+        let told = "vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string();
+        // A record with no loop, so that the next stop does not tell it again.
+        let _ = crate::session::Session::open(&gate.project, &session).and_then(|mut s| s.save());
+        NOTICE.with(|n| {
+            let mut n = n.borrow_mut();
+            *n = Some(match n.take() {
+                Some(other) => format!("{told}\n{other}"),
+                None => told,
+            });
+        });
+    }
     match gate.checks(&config) {
         Ok(()) => {
             if recorded {

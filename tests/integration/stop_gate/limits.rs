@@ -757,6 +757,57 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
     assert_eq!(state["failures"].as_array().unwrap().len(), 2, "{state}");
 }
 
+/// Issue 29, a witness the agent cannot delete: with the state home removed mid-loop (the
+/// record gone), a Stop of a session whose transcript holds vigil's loop blocks, as Claude
+/// Code writes them (`hook_blocking_error` attachments on Stop), says the loop is NOT
+/// verified, once. The model's own words are no witness, and a witness never passes anything.
+#[test]
+fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let transcript = p.path().join("t.jsonl");
+    let block = json!({"type": "attachment", "attachment": {"type": "hook_blocking_error",
+        "hookName": "Stop", "hookEvent": "Stop", "blockingError": {"blockingError":
+        "Task of s1.\n\nvigil loop 2/5: finish only by ending with <promise>DONE</promise>",
+        "command": "/usr/local/bin/stop-gate"}}});
+    let words = json!({"type": "assistant", "message": {"content":
+        "hook_blocking_error vigil loop 2/5"}});
+    let stop_with_transcript = |lines: &[&Value], args: &[&str]| {
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&transcript, text).unwrap();
+        let mut payload: Value =
+            serde_json::from_str(&read_fixture("samples/claude-stop.json")).unwrap();
+        payload["session_id"] = json!("s1");
+        payload["cwd"] = json!(p.path());
+        payload["transcript_path"] = json!(transcript);
+        payload["last_assistant_message"] = json!("<promise>DONE</promise>");
+        p.stop_with(args, payload.to_string())
+    };
+    std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
+    assert!(
+        stop_with_transcript(&[&words], &[]).silent_allow(),
+        "the model's words are no witness"
+    );
+    std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
+    let told = stop_with_transcript(&[&block, &words], &[]);
+    assert!(!told.blocked());
+    let message = told.system_message();
+    assert!(
+        message.contains("record is gone") && message.contains("NOT verified"),
+        "{message}"
+    );
+    assert!(
+        stop_with_transcript(&[&block, &words], &[]).silent_allow(),
+        "told once"
+    );
+    // A witness never passes what a check denies.
+    std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
+    let denied = stop_with_transcript(&[&block], &["--run", "exit 1"]);
+    assert!(denied.blocked());
+    assert!(denied.system_message().contains("NOT verified"));
+}
+
 // --- The subagent contract -------------------------------------------------------------------
 
 const REPORT: &str = r#"{"status":"done","answer":"There is one file.","evidence":["ls: 1 entry"],"changed":[],"open_questions":[],"tokens_used":1200}"#;
