@@ -484,6 +484,45 @@ fn claude_loop_cut_by_the_engines_block_cap_is_recorded_as_interrupted() {
     assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
 }
 
+/// Issue 29, the witness: the state home removed mid-loop, the real Claude Code's next Stop
+/// finds no record, but the transcript holds the loop's blocks; the human is told the loop is
+/// NOT verified (Claude Code keeps the hook's systemMessage in the transcript).
+#[test]
+fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    start_loop(project.path(), Some(SESSION), "5", "Make the build green.");
+    let server = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    let state = state_home(project.path());
+    server.before_turn(1, move || {
+        std::fs::remove_dir_all(&state).unwrap();
+    });
+    let home = home();
+    let args = [
+        "-p",
+        "Make the build green.",
+        "--session-id",
+        SESSION,
+        "--dangerously-skip-permissions",
+    ];
+    let out = run(
+        claude(&clients, home.path(), project.path(), &server.url, &args),
+        DEADLINE,
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(server.main_requests().len(), 2);
+    let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
+    assert!(
+        transcript
+            .contains("the loop's record is gone from the state home: the loop is NOT verified"),
+        "the human is told"
+    );
+}
+
 // --- The check gate ---------------------------------------------------------------------------
 
 #[test]
