@@ -134,7 +134,7 @@ fn protection_notes(project: &Project) -> Vec<String> {
         ));
     } else if place.agent_writable() {
         notes.push(format!(
-            "vigil: the state home is set inside the project ($VIGIL_STATE_HOME), so this project's loops and session records are in {}, where the agent can change them: they are NOT protected; set VIGIL_STATE_HOME to a directory outside the project",
+            "vigil: the state home is set where the agent's commands can write (inside the project, or the sandbox's temporary directory), so this project's loops and session records are in {}, where the agent can change them: they are NOT protected; set VIGIL_STATE_HOME to a directory outside both",
             place.dir.display()
         ));
     }

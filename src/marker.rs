@@ -168,21 +168,41 @@ impl Payload {
     }
 }
 
-/// Whether a recorded command is `wanted` (SPEC §5, `--require-marker CHECK=CMD`): the same
-/// shell words (as POSIX `sh` would split them: quoting and spacing aside), either of them
-/// possibly written as `sh -c '…'`. Text that does not split (an open quote) is no match.
+/// Whether a recorded command is `wanted` (SPEC §5, `--require-marker CHECK=CMD`), either of
+/// them possibly written `sh -c '…'`. Plain commands (words and quotes only) compare as the
+/// shell words POSIX `sh` would split them into, quoting and spacing aside. A command with
+/// any other shell syntax (a newline, `; & | < > ( ) $`, a backquote, a glob, a backslash) is
+/// compared by its exact text instead: two spellings of it need not run the same thing (a
+/// newline where a space was runs two commands; a quoted `&&` is an argument). Text that does
+/// not split (an open quote) is no match.
 pub fn same_command(recorded: &str, wanted: &str) -> bool {
-    fn words(text: &str) -> Option<Vec<String>> {
+    /// The command, with one `sh -c '…'` taken off.
+    fn inner(text: &str) -> Option<String> {
         let words = shlex::split(text)?;
-        match words.as_slice() {
-            [sh, c, inner] if sh == "sh" && c == "-c" => shlex::split(inner),
-            _ => Some(words),
-        }
+        Some(match words.as_slice() {
+            [sh, c, inner] if sh == "sh" && c == "-c" => inner.clone(),
+            _ => text.to_string(),
+        })
     }
-    match (words(recorded), words(wanted)) {
+    let (Some(recorded), Some(wanted)) = (inner(recorded), inner(wanted)) else {
+        return false;
+    };
+    if needs_shell(&recorded) || needs_shell(&wanted) {
+        return recorded.trim() == wanted.trim() && !wanted.trim().is_empty();
+    }
+    match (shlex::split(&recorded), shlex::split(&wanted)) {
         (Some(recorded), Some(wanted)) => !wanted.is_empty() && recorded == wanted,
         _ => false,
     }
+}
+
+/// Whether a command uses shell syntax beyond words and quotes: a writer runs it as
+/// `sh -c '…'`, and it is bound by its exact text.
+pub fn needs_shell(command: &str) -> bool {
+    command.contains([
+        '\n', '\r', ';', '&', '|', '<', '>', '(', ')', '$', '`', '*', '?', '[', ']', '{', '}', '~',
+        '#', '\\', '!',
+    ])
 }
 
 /// The payload records `command`, when one is required.
@@ -662,6 +682,10 @@ mod tests {
             ("sh -c 'cargo test --locked'", "cargo test --locked"),
             ("cargo test --locked", "sh -c \"cargo test --locked\""),
             ("pytest -k 'a b'", "pytest -k \"a b\""),
+            (
+                "sh -c 'cargo test --locked && cargo clippy'",
+                "cargo test --locked && cargo clippy",
+            ),
         ];
         for (recorded, wanted) in same {
             assert!(same_command(recorded, wanted), "{recorded} / {wanted}");
@@ -676,6 +700,15 @@ mod tests {
             ("sh -c 'cargo test --locked' extra", "cargo test --locked"),
             ("cargo test 'unclosed", "cargo test 'unclosed"),
             ("", ""),
+            // Shell syntax is compared as text: a newline runs two commands, a quoted `&&` is
+            // an argument, a quoted `$X` is not expanded.
+            ("sh -c 'cargo\ntest --locked'", "cargo test --locked"),
+            (
+                "cargo test --locked '&&' cargo clippy",
+                "sh -c 'cargo test --locked && cargo clippy'",
+            ),
+            ("echo '$HOME'", "echo $HOME"),
+            ("ls '*'", "ls *"),
         ];
         for (recorded, wanted) in other {
             assert!(!same_command(recorded, wanted), "{recorded} / {wanted}");

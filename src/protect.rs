@@ -388,15 +388,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     // What the sandbox lets commands write besides the project (seen with 2.1.332).
-    let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
-    let writable = |path: &Path| {
-        let path = crate::subject::canonical(path);
-        path.starts_with("/tmp/claude")
-            || path.starts_with("/private/tmp/claude")
-            || tmpdir
-                .as_ref()
-                .is_some_and(|t| path.starts_with(crate::subject::canonical(Path::new(t))))
-    };
+    let writable = crate::protected::sandbox_writable;
     if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
         findings.push(Finding::Warn(format!(
             "the hooks run vigil's binaries from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write: the agent can replace them; install them elsewhere",

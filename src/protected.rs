@@ -149,10 +149,14 @@ impl Place {
     }
 
     /// Whether the agent can write this place: the fallback, or a state home set inside the
-    /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top).
+    /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top), or where Claude
+    /// Code's sandbox lets commands write besides (`$TMPDIR`, `/tmp/claude`).
     pub fn agent_writable(&self) -> bool {
         let dir = crate::subject::canonical(&self.dir);
-        self.fallback || dir.starts_with(&self.project) || dir.starts_with(top_of(&self.project))
+        self.fallback
+            || dir.starts_with(&self.project)
+            || dir.starts_with(top_of(&self.project))
+            || sandbox_writable(&dir)
     }
 
     /// The fallback: state goes into the project, but a record already in the state home
@@ -296,4 +300,14 @@ pub fn global_keys() -> Option<PathBuf> {
 /// Where `marker-writer trust` puts a key for this project.
 pub fn project_keys(project_dir: &Path) -> Option<PathBuf> {
     Some(self::project_dir(project_dir)?.join("trusted-keys"))
+}
+
+/// Whether Claude Code's sandbox lets the agent's commands write `path` besides the project
+/// (seen with 2.1.332): `$TMPDIR`, and `/tmp/claude`.
+pub fn sandbox_writable(path: &Path) -> bool {
+    let path = crate::subject::canonical(path);
+    let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
+    path.starts_with("/tmp/claude")
+        || path.starts_with("/private/tmp/claude")
+        || tmpdir.is_some_and(|t| path.starts_with(crate::subject::canonical(Path::new(&t))))
 }

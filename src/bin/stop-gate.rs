@@ -361,6 +361,10 @@ fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> vigil::slash::
             context,
             message: format!("{message}\n{told}"),
         },
+        // Recorded already: said with the refusal, or it would never be said.
+        (PromptOutput::Refused(reason), Some(told)) => {
+            PromptOutput::Refused(format!("{reason}\n{told}"))
+        }
         (output, _) => output,
     }
 }

@@ -1023,10 +1023,14 @@ impl Gate {
                 &trust,
                 required.command.as_deref(),
             ) {
-                let command = required
-                    .command
-                    .as_deref()
-                    .unwrap_or("<the command that checks it>");
+                // What to paste: a command with shell syntax runs (and is recorded) as sh -c.
+                let command = match required.command.as_deref() {
+                    Some(command) if marker::needs_shell(command) => {
+                        format!("sh -c {}", crate::cli::shell_quote(command))
+                    }
+                    Some(command) => command.to_string(),
+                    None => "<the command that checks it>".to_string(),
+                };
                 return Err(Failure::line(format!(
                     "stop-gate: marker `{check}` {}; a protected writer (CI, a git hook, a human) must run `marker-writer run --check {check} -- {command}` on this content before you stop",
                     denial.describe()

@@ -437,6 +437,28 @@ fn a_state_home_inside_the_project_is_told_as_not_protected() {
     );
 }
 
+/// Review: where Claude Code's sandbox lets the agent's commands write besides the project
+/// (`$TMPDIR`), a state home is no better than one inside the project.
+#[test]
+fn a_state_home_in_the_sandboxs_temporary_directory_is_told_as_not_protected() {
+    let dir = project();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("state");
+    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
+    let out = session_start_loader()
+        .env("VIGIL_STATE_HOME", &home)
+        .env("TMPDIR", tmp.path())
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let context = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        context.contains("NOT protected"),
+        "the session is told: {context}"
+    );
+}
+
 #[test]
 fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
     let dir = project();

@@ -1536,3 +1536,30 @@ fn a_completion_promise_longer_than_200_characters_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Review: a cut found by a prompt that is refused (a `/vigil-loop` without its flags) is said
+/// with the refusal, since it is recorded already and would never be said again.
+#[test]
+fn a_cut_found_by_a_refused_prompt_is_said_with_the_refusal() {
+    let p = Project::new();
+    start_with(&p, "s1", 20, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let cut = transcript_with(&p, Some(later));
+    let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
+        "cwd": p.path(), "prompt": "/vigil-loop", "transcript_path": cut});
+    let out = stop_gate()
+        .current_dir(p.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["decision"], "block", "{json}");
+    assert!(
+        json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("ended a turn of this session's loop"),
+        "{json}"
+    );
+}
