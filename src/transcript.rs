@@ -159,18 +159,46 @@ const ENGINE_CUT: &str = "overriding and ending turn";
 /// How much of a transcript's end is read for that line.
 const CUT_TAIL: u64 = 1024 * 1024;
 
+/// The lines of the file's last `budget` bytes that hold `needle`, newest first: one read
+/// and one search of the tail, so a transcript without it costs no more than that.
+fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
+    let Ok(mut file) = crate::input::open_regular(path) else {
+        return Vec::new();
+    };
+    let Ok(end) = file.seek(SeekFrom::End(0)) else {
+        return Vec::new();
+    };
+    let start = end.saturating_sub(budget);
+    let mut tail = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err()
+        || file.take(end - start).read_to_end(&mut tail).is_err()
+    {
+        return Vec::new();
+    }
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    let mut before = tail.len();
+    for at in memchr::memmem::rfind_iter(&tail, needle.as_bytes()) {
+        if at >= before {
+            continue; // in the line already taken
+        }
+        let from = memchr::memrchr(b'\n', &tail[..at]).map_or(0, |n| n + 1);
+        let to = memchr::memchr(b'\n', &tail[at..]).map_or(tail.len(), |n| at + n);
+        // A line cut by the start of the tail is not a whole line.
+        if from == 0 && start > 0 {
+            break;
+        }
+        lines.push(tail[from..to].to_vec());
+        before = from;
+    }
+    lines
+}
+
 /// The newest line in which Claude Code says it ended a turn over a Stop hook's block, when it
 /// was written after `after` (seconds since the epoch): its time (RFC 3339) and its text. Only
 /// the transcript's last MiB is read, and only lines of type `system`, subtype `informational`
 /// count (a model that writes the words in its own message writes an `assistant` line).
 pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
-    let file = crate::input::open_regular(path).ok()?;
-    let mut lines = BackwardLines::new(file, CUT_TAIL).ok()?;
-    let finder = memchr::memmem::Finder::new(ENGINE_CUT.as_bytes());
-    while let Ok(Some(line)) = lines.next_line() {
-        if finder.find(&line).is_none() {
-            continue;
-        }
+    for line in tail_lines_with(path, CUT_TAIL, ENGINE_CUT) {
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else {
             continue;
         };
@@ -196,33 +224,19 @@ pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
 /// error is vigil's loop line (`vigil loop N/M: …`). A witness that the session ran a loop,
 /// for when its record is gone; it can only make a verdict worse.
 pub fn vigil_loop_blocked(path: &Path) -> bool {
-    let Ok(file) = crate::input::open_regular(path) else {
-        return false;
-    };
-    let Ok(mut lines) = BackwardLines::new(file, CUT_TAIL) else {
-        return false;
-    };
-    let finder = memchr::memmem::Finder::new(b"hook_blocking_error");
-    while let Ok(Some(line)) = lines.next_line() {
-        if finder.find(&line).is_none() {
-            continue;
-        }
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else {
-            continue;
-        };
-        let attachment = &value["attachment"];
-        let error = attachment["blockingError"]["blockingError"]
-            .as_str()
-            .unwrap_or("");
-        if value["type"] == "attachment"
-            && attachment["type"] == "hook_blocking_error"
-            && attachment["hookEvent"] == "Stop"
-            && error.contains("vigil loop ")
-        {
-            return true;
-        }
-    }
-    false
+    tail_lines_with(path, CUT_TAIL, "hook_blocking_error")
+        .iter()
+        .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
+        .any(|value| {
+            let attachment = &value["attachment"];
+            let error = attachment["blockingError"]["blockingError"]
+                .as_str()
+                .unwrap_or("");
+            value["type"] == "attachment"
+                && attachment["type"] == "hook_blocking_error"
+                && attachment["hookEvent"] == "Stop"
+                && error.contains("vigil loop ")
+        })
 }
 
 /// Lines of a file from the last to the first, reading chunks from the end, never more than
@@ -302,6 +316,27 @@ impl BackwardLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tail_lines_with_gives_whole_lines_newest_first_each_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let text = "cut-off needle line\nno\nneedle one needle\nneither\nneedle two\n";
+        std::fs::write(&path, text).unwrap();
+        let lines = tail_lines_with(&path, text.len() as u64, "needle");
+        assert_eq!(
+            lines,
+            vec![
+                b"needle two".to_vec(),
+                b"needle one needle".to_vec(),
+                b"cut-off needle line".to_vec()
+            ]
+        );
+        // A budget that starts inside the first line leaves it out: it is not whole.
+        let lines = tail_lines_with(&path, text.len() as u64 - 3, "needle");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(tail_lines_with(&dir.path().join("none"), 100, "needle").is_empty());
+    }
     use std::io::Write;
 
     fn lines_of(content: &[u8], budget: u64) -> Vec<Vec<u8>> {
