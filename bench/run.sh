@@ -134,10 +134,10 @@ mkdir -p "$work/baseline-state/loops"
 row "stop-gate" "Stop, no loop, no checks" \
   "$sg <$work/idle.json" "bash $here/baseline/stop-noop.sh $work/baseline-state <$work/idle.json"
 # A session with no record and a real transcript: the witness of a vanished loop reads the
-# transcript's last MiB for vigil's blocks (issue 29).
+# transcript's last 256 KiB for vigil's blocks (issue 29).
 transcript "$work/idle-transcript.jsonl" 10
 jq -c --arg t "$work/idle-transcript.jsonl" '.transcript_path = $t' "$work/idle.json" >"$work/idle-witness.json"
-row "stop-gate" "Stop, no loop, 10 MB transcript (the witness reads its last MiB)" \
+row "stop-gate" "Stop, no loop, 10 MB transcript (the witness reads its last 256 KiB)" \
   "$sg <$work/idle-witness.json" "bash $here/baseline/stop-witness.sh $work/baseline-state <$work/idle-witness.json"
 row "stop-gate" "Stop, loop running, not declared (one fdatasync)" \
   "$sg <$work/looping.json" "bash $here/baseline/stop-loop.sh $work/baseline-state.json <$work/looping.json"

@@ -156,8 +156,10 @@ fn classify(line: &[u8], sidechain: bool) -> Entry {
 /// blocked the turn from ending 9 consecutive times—overriding and ending turn…"). No hook
 /// payload carries it.
 const ENGINE_CUT: &str = "overriding and ending turn";
-/// How much of a transcript's end is read for that line.
-const CUT_TAIL: u64 = 1024 * 1024;
+/// How much of a transcript's end is read for that line, and for vigil's blocks: the turn
+/// since the last Stop, which is where they are. On a Stop with no loop record it is read
+/// every time, so it is kept small.
+const CUT_TAIL: u64 = 256 * 1024;
 
 /// The lines of the file's last `budget` bytes that hold `needle`, newest first: one read
 /// and one search of the tail, so a transcript without it costs no more than that.
@@ -169,7 +171,7 @@ fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
         return Vec::new();
     };
     let start = end.saturating_sub(budget);
-    let mut tail = Vec::new();
+    let mut tail = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
     if file.seek(SeekFrom::Start(start)).is_err()
         || file.take(end - start).read_to_end(&mut tail).is_err()
     {
@@ -195,7 +197,7 @@ fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
 
 /// The newest line in which Claude Code says it ended a turn over a Stop hook's block, when it
 /// was written after `after` (seconds since the epoch): its time (RFC 3339) and its text. Only
-/// the transcript's last MiB is read, and only lines of type `system`, subtype `informational`
+/// the transcript's last 256 KiB are read, and only lines of type `system`, subtype `informational`
 /// count (a model that writes the words in its own message writes an `assistant` line).
 pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
     for line in tail_lines_with(path, CUT_TAIL, ENGINE_CUT) {
@@ -219,7 +221,7 @@ pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
     None
 }
 
-/// Whether the transcript's last MiB holds a block of a vigil loop, as Claude Code 2.1.332
+/// Whether the transcript's last 256 KiB hold a block of a vigil loop, as Claude Code 2.1.332
 /// writes one: an `attachment` line of type `hook_blocking_error` on `Stop` whose blocking
 /// error is vigil's loop line (`vigil loop N/M: …`). A witness that the session ran a loop,
 /// for when its record is gone; it can only make a verdict worse.

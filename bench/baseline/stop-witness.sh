@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Baseline for `stop-gate` with no loop record: look for the session's loop, find none, then
-# look in the transcript's last MiB for a block of a vigil loop (the witness of a vanished
+# look in the transcript's last 256 KiB for a block of a vigil loop (the witness of a vanished
 # record), find none, allow. Usage: stop-witness.sh STATE_DIR < hook.json
 set -u
 input=$(cat)
@@ -8,7 +8,7 @@ session=$(jq -r '.session_id // empty' <<<"$input")
 [ -f "$1/loops/$session.json" ] && exit 0
 transcript=$(jq -r '.transcript_path // empty' <<<"$input")
 [ -f "$transcript" ] || exit 0
-if tail -c 1048576 "$transcript" | grep -F hook_blocking_error | jq -e 'select(.type == "attachment" and .attachment.type == "hook_blocking_error" and .attachment.hookEvent == "Stop" and (.attachment.blockingError.blockingError | contains("vigil loop ")))' >/dev/null 2>&1; then
+if tail -c 262144 "$transcript" | grep -F hook_blocking_error | jq -e 'select(.type == "attachment" and .attachment.type == "hook_blocking_error" and .attachment.hookEvent == "Stop" and (.attachment.blockingError.blockingError | contains("vigil loop ")))' >/dev/null 2>&1; then
   echo '{"systemMessage":"vigil: the loop is NOT verified"}'
 fi
 exit 0
