@@ -245,8 +245,10 @@ fn render(text: &mut String, record: &Record) {
         let waits = if summary.status == crate::loops::LoopStatus::Interrupted {
             let id = line(&record.session_id);
             format!(
-                " (by an API error; no pass was spent, and it goes on at the next stop of session {id}: resume that session, e.g. `claude --resume {id}`, or cancel it with `stop-gate loop cancel --session {id}`)"
+                " (a turn ended without the gate's verdict: an API error, or the engine's cap on Stop blocks; no pass was spent, and it goes on at the next stop of session {id}: type on in that session, or cancel it with `stop-gate loop cancel --session {id}`)"
             )
+        } else if let Some(reason) = summary.end_reason {
+            format!(" ({}: {})", reason.as_str(), reason.told())
         } else {
             String::new()
         };

@@ -12,6 +12,10 @@ pub enum Exit {
     Negative = 1,
     /// A usage or input error. In a hook this same code blocks, so fail-open hooks never use it.
     Usage = 2,
+    /// `loop run`: the agent asks a human to decide (the loop ended `blocked`).
+    Decide = 3,
+    /// `loop run`: the loop never ran (the command did not start, or no session claimed it).
+    NotRun = 4,
 }
 
 impl Exit {

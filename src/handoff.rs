@@ -58,6 +58,9 @@ impl HandoffKind {
 #[serde(deny_unknown_fields)]
 pub struct LoopSummary {
     pub status: loops::LoopStatus,
+    /// Why it ended, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_reason: Option<loops::EndReason>,
     pub iteration: u32,
     pub max_iterations: u32,
     pub completion_promise: String,
@@ -196,6 +199,7 @@ fn first(
         .flatten()
         .map(|state| LoopSummary {
             status: state.status,
+            end_reason: state.end_reason,
             iteration: state.iteration,
             max_iterations: state.max_iterations,
             completion_promise: field(&state.completion_promise),

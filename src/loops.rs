@@ -23,17 +23,101 @@ pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
 /// A pending loop file larger than this is not vigil's.
 const MAX_STATE: u64 = 1024 * 1024;
 
+/// Where a loop stands (SPEC §4, `schemas/loop.schema.json`). Two are live: `running`, and
+/// `interrupted` (a turn ended without the gate's verdict: an API error, or the engine's own
+/// cap on Stop blocks; the loop goes on at the session's next stop, no pass spent). The others
+/// are ends, each with its [`EndReason`]s: `passed` (verified), `blocked` (a human must
+/// decide), `aborted` (a bound vigil keeps was reached), `cancelled` (by a human), and `cut`
+/// (the session ended while the loop was live: nothing will judge it again).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LoopStatus {
     Running,
-    /// The last turn ended on an API error (StopFailure): the loop goes on at the session's
-    /// next stop, with no pass spent.
     Interrupted,
     Passed,
     Blocked,
     Aborted,
     Cancelled,
+    Cut,
+}
+
+/// Why a loop ended: exactly one per end, and each belongs to one status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EndReason {
+    /// `passed`: the promise declared, and every check passed.
+    Declared,
+    /// `blocked`: the agent asked a human (`needs-decision:`).
+    NeedsDecision,
+    /// `aborted`: the last pass ended without a verified finish.
+    MaxIterations,
+    /// `aborted`: passes in a row ended with the same message.
+    Stalled,
+    /// `aborted`: the time budget was spent.
+    MaxDuration,
+    /// `aborted`: the token budget was spent, or could no longer be kept.
+    MaxTokens,
+    /// `cancelled`: a human cancelled it.
+    Cancelled,
+    /// `cut`: the session ended after the engine ended a turn over the gate's block (Claude
+    /// Code's cap on consecutive Stop blocks).
+    BlockCap,
+    /// `cut`: the session ended after a turn failed on an API error (StopFailure).
+    TurnFailed,
+    /// `cut`: the session ended (exit, `/clear`, a kill, the command of `loop run` returning)
+    /// while the loop ran.
+    SessionEnded,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Declared => "declared",
+            EndReason::NeedsDecision => "needs-decision",
+            EndReason::MaxIterations => "max-iterations",
+            EndReason::Stalled => "stalled",
+            EndReason::MaxDuration => "max-duration",
+            EndReason::MaxTokens => "max-tokens",
+            EndReason::Cancelled => "cancelled",
+            EndReason::BlockCap => "block-cap",
+            EndReason::TurnFailed => "turn-failed",
+            EndReason::SessionEnded => "session-ended",
+        }
+    }
+
+    /// The status a loop that ended for this reason has.
+    pub fn status(self) -> LoopStatus {
+        match self {
+            EndReason::Declared => LoopStatus::Passed,
+            EndReason::NeedsDecision => LoopStatus::Blocked,
+            EndReason::MaxIterations
+            | EndReason::Stalled
+            | EndReason::MaxDuration
+            | EndReason::MaxTokens => LoopStatus::Aborted,
+            EndReason::Cancelled => LoopStatus::Cancelled,
+            EndReason::BlockCap | EndReason::TurnFailed | EndReason::SessionEnded => {
+                LoopStatus::Cut
+            }
+        }
+    }
+
+    /// What it means, for a human: `the session ended while it ran`.
+    pub fn told(self) -> &'static str {
+        match self {
+            EndReason::Declared => "completion declared and every check passed",
+            EndReason::NeedsDecision => "the agent asks a human to decide",
+            EndReason::MaxIterations => "its last pass ended without a verified finish",
+            EndReason::Stalled => "it stalled, ending pass after pass with the same message",
+            EndReason::MaxDuration => "its time budget is spent",
+            EndReason::MaxTokens => "its token budget is spent",
+            EndReason::Cancelled => "a human cancelled it",
+            EndReason::BlockCap => {
+                "Claude Code ended the session over the Stop hook's blocks (its cap on blocks in a row)"
+            }
+            EndReason::TurnFailed => "the session ended after a turn failed on an API error",
+            EndReason::SessionEnded => "the session ended while it ran",
+        }
+    }
 }
 
 impl LoopStatus {
@@ -45,6 +129,7 @@ impl LoopStatus {
             LoopStatus::Blocked => "blocked",
             LoopStatus::Aborted => "aborted",
             LoopStatus::Cancelled => "cancelled",
+            LoopStatus::Cut => "cut",
         }
     }
 
@@ -161,10 +246,9 @@ pub struct LoopState {
     /// so the next Stop reports it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reported: bool,
-    /// Why the loop ended, in a word (`declared`, `max-iterations`, `needs-decision`,
-    /// `cancelled`, `stalled`, `max-duration`, `max-tokens`).
+    /// Why the loop ended: set with every end status, and only then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_reason: Option<String>,
+    pub end_reason: Option<EndReason>,
     /// Limits beyond `max_iterations` (stalls, time, tokens), as `loop start` set them.
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
     pub limits: Limits,
@@ -209,6 +293,13 @@ impl LoopState {
         Promise::new(&self.completion_promise)
     }
 
+    /// Ends the loop for `reason`, with the status that reason belongs to.
+    pub fn end(&mut self, reason: EndReason) {
+        self.status = reason.status();
+        self.end_reason = Some(reason);
+        self.updated_at = time::now_rfc3339();
+    }
+
     /// When the loop started, in seconds since the epoch (0 when its time cannot be read, so
     /// that a limit counts from the earliest time, never from none).
     pub fn started_secs(&self) -> f64 {
@@ -235,8 +326,8 @@ impl LoopState {
                 tokens.cache_read
             ));
         }
-        if let Some(reason) = &self.end_reason {
-            text.push_str(&format!(", ended: {reason}"));
+        if let Some(reason) = self.end_reason {
+            text.push_str(&format!(", ended: {}", reason.as_str()));
         }
         if self.status == LoopStatus::Interrupted
             && let Some(failure) = self.failures.last()
@@ -267,8 +358,102 @@ impl LoopState {
 /// The file name stem of a pending loop, so no session may be called this.
 pub const PENDING: &str = "pending";
 
-pub fn pending_path(project: &Project) -> PathBuf {
-    project.protected().dir.join("loops").join("pending.json")
+/// The variable `loop run` gives its command: the id of the loop that the session the command
+/// starts claims (and no other session does).
+pub const RUN_ENV: &str = "VIGIL_LOOP_RUN";
+
+/// A loop waiting for its session: the one `--next-session` leaves for the next session that
+/// starts in the project, or the one `loop run` leaves for the session its command starts,
+/// named by an id only that command's environment holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pending {
+    Next,
+    Run(String),
+}
+
+impl Pending {
+    /// A new `loop run` id: 128 random bits, in hex.
+    pub fn new_run() -> Result<Pending> {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| Error::Io(format!("no randomness for a loop id: {e}")))?;
+        Ok(Pending::Run(
+            bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        ))
+    }
+
+    /// The pending loop a session starting now may claim: `loop run`'s when its id is in this
+    /// process's environment (a hook inherits it from the engine `loop run` started), else
+    /// `--next-session`'s.
+    pub fn for_this_session() -> Pending {
+        match std::env::var(RUN_ENV) {
+            Ok(id) if is_run_id(&id) => Pending::Run(id),
+            _ => Pending::Next,
+        }
+    }
+
+    pub fn path(&self, project: &Project) -> PathBuf {
+        let dir = project.protected().dir.join("loops");
+        match self {
+            Pending::Next => dir.join("pending.json"),
+            Pending::Run(id) => dir.join(format!("run-{id}.json")),
+        }
+    }
+
+    /// Where the session that claimed a `loop run` loop is written for `loop run` to read.
+    fn claim_path(&self, project: &Project) -> Option<PathBuf> {
+        match self {
+            Pending::Next => None,
+            Pending::Run(id) => Some(
+                project
+                    .protected()
+                    .dir
+                    .join("loops")
+                    .join(format!("run-{id}.claimed")),
+            ),
+        }
+    }
+}
+
+/// 32 lowercase hex digits.
+fn is_run_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Who claimed a `loop run` loop (`<protected>/loops/run-<id>.claimed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunClaim {
+    pub session_id: String,
+    /// The session's transcript, where the engine's cut of a turn is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<PathBuf>,
+}
+
+/// The session that claimed the `loop run` loop `pending`, once one did.
+pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim>> {
+    let Some(path) = pending.claim_path(project) else {
+        return Ok(None);
+    };
+    let file = match crate::input::open_state(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read the loop's claim", &path, &e)),
+    };
+    let bytes = crate::input::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
+    let claim: RunClaim = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::input(format!("the claim {} is not valid: {e}", path.display())))?;
+    SessionId::parse(&claim.session_id)?;
+    Ok(Some(claim))
+}
+
+/// Removes what `loop run` left in the protected state: the loop if no session claimed it,
+/// and the claim.
+pub fn forget_run(project: &Project, pending: &Pending) {
+    let _ = std::fs::remove_file(pending.path(project));
+    if let Some(claim) = pending.claim_path(project) {
+        let _ = std::fs::remove_file(claim);
+    }
 }
 
 /// The session's loop as its record holds it now; `Ok(None)` when it never had one. A damaged
@@ -323,13 +508,25 @@ pub fn start(
     Ok((state, lost))
 }
 
-/// Writes the loop that the next session starting in the project will claim within `within`.
+/// Writes the loop that the next session starting in the project (or the session `loop
+/// run`'s command starts) will claim within `within`. A pending loop still waiting is not
+/// replaced: like a loop running in a session, it is cancelled first.
 pub fn start_pending(
     project: &Project,
+    pending: &Pending,
     mut state: LoopState,
     within: Duration,
 ) -> Result<LoopState> {
-    let path = pending_path(project);
+    let path = pending.path(project);
+    if let Some(waiting) = load_pending(&path)?
+        && !lapsed(&waiting)
+    {
+        return Err(Error::usage(format!(
+            "a loop is already pending for the next session to start in this project ({}, claimable until {}); cancel it first with `stop-gate loop cancel`",
+            waiting.summary(),
+            waiting.claim_before.as_deref().unwrap_or("?")
+        )));
+    }
     let deadline = std::time::SystemTime::now() + within;
     state.claim_before = Some(time::format_rfc3339(deadline));
     state.updated_at = time::now_rfc3339();
@@ -342,20 +539,80 @@ pub fn start_pending(
     Ok(state)
 }
 
-/// Claims the pending loop for `session` by an atomic rename, so exactly one session owns it.
-/// A pending loop past its `claim_before` is never claimed. `Ok(None)` when there is nothing
-/// to claim.
-pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
-    let pending = pending_path(project);
-    let Some(state) = load_pending(&pending)? else {
-        return Ok(None);
-    };
+/// Whether a pending loop is past its `claim_before`, so no session may claim it.
+fn lapsed(state: &LoopState) -> bool {
     let deadline = state
         .claim_before
         .as_deref()
         .and_then(time::parse_rfc3339)
         .unwrap_or(0.0);
-    if time::now_secs() > deadline {
+    time::now_secs() > deadline
+}
+
+/// The pending loop of `--next-session`, if one is there, and whether it lapsed.
+pub fn pending(project: &Project) -> Result<Option<(LoopState, bool)>> {
+    Ok(load_pending(&Pending::Next.path(project))?.map(|state| {
+        let lapsed = lapsed(&state);
+        (state, lapsed)
+    }))
+}
+
+/// Removes the pending loop of `--next-session`; whether there was one.
+pub fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
+    let path = Pending::Next.path(project);
+    let Some(state) = load_pending(&path)? else {
+        return Ok(None);
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(Some(state)),
+        // Claimed meanwhile: it is a session's loop now.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("remove the pending loop", &path, &e)),
+    }
+}
+
+/// The project's most recently started loop, in any session whose record is in its
+/// protected state: for `loop status` and `loop cancel` given no session.
+pub fn latest(project: &Project) -> Option<(SessionId, LoopState)> {
+    let dir = project.protected().dir.join("sessions");
+    let mut latest: Option<(SessionId, LoopState)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten().take(100_000) {
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".rec")) else {
+            continue;
+        };
+        let Ok(session) = SessionId::parse(stem) else {
+            continue;
+        };
+        let Ok(Some(state)) = load(project, &session) else {
+            continue;
+        };
+        let newer = latest.as_ref().is_none_or(|(_, best)| {
+            state.started_secs() > best.started_secs()
+                || (state.started_secs() == best.started_secs()
+                    && state.updated_at > best.updated_at)
+        });
+        if newer {
+            latest = Some((session, state));
+        }
+    }
+    latest
+}
+
+/// Claims a pending loop for `session` by an atomic rename, so exactly one session owns it.
+/// A pending loop past its `claim_before` is never claimed. `loop run`'s claim also says which
+/// session took it, and where its transcript is. `Ok(None)` when there is nothing to claim.
+pub fn claim_pending(
+    project: &Project,
+    session: &SessionId,
+    which: &Pending,
+    transcript: Option<&Path>,
+) -> Result<Option<LoopState>> {
+    let pending = which.path(project);
+    let Some(state) = load_pending(&pending)? else {
+        return Ok(None);
+    };
+    if lapsed(&state) {
         return Ok(None);
     }
     let mut record = Session::open(project, session)?;
@@ -386,6 +643,16 @@ pub fn claim_pending(project: &Project, session: &SessionId) -> Result<Option<Lo
     match result {
         Ok(state) => {
             let _ = std::fs::remove_file(&claimed);
+            if let Some(path) = which.claim_path(project) {
+                let claim = RunClaim {
+                    session_id: session.to_string(),
+                    transcript_path: transcript.map(Path::to_path_buf),
+                };
+                let mut json = serde_json::to_vec(&claim).expect("a claim serializes");
+                json.push(b'\n');
+                write_atomic(&path, &json, 0o600)
+                    .map_err(|e| Error::io("write the loop's claim", &path, &e))?;
+            }
             Ok(Some(state))
         }
         Err(e) => {
@@ -456,7 +723,7 @@ pub fn note_engine_cut(
         project,
         session,
         Failure {
-            error: "block_cap".into(),
+            error: BLOCK_CAP.into(),
             error_details: None,
             message: Some(crate::handoff::field_max(&content, 200)),
             at,
@@ -469,6 +736,59 @@ pub fn note_engine_cut(
         state.iteration, state.max_iterations
     )))
 }
+
+/// How a loop that ended outside a Stop is told, once, at the session's next Stop or by a
+/// terminal: `vigil loop was cut at pass 4/20: the session ended while it ran; the work is NOT
+/// verified …`.
+pub fn told_end(state: &LoopState) -> String {
+    let (k, max) = (state.iteration, state.max_iterations);
+    match (state.status, state.end_reason) {
+        (LoopStatus::Cancelled, _) => {
+            format!("vigil loop was cancelled at pass {k}/{max}: the work is NOT verified")
+        }
+        (LoopStatus::Cut, reason) => format!(
+            "vigil loop was cut at pass {k}/{max}: {}; the work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`",
+            reason.unwrap_or(EndReason::SessionEnded).told()
+        ),
+        (LoopStatus::Passed, _) => format!(
+            "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
+        ),
+        (status, reason) => format!(
+            "vigil loop ended {} at pass {k}/{max}{}: the work is NOT verified",
+            status.as_str(),
+            reason.map_or(String::new(), |r| format!(" ({})", r.told()))
+        ),
+    }
+}
+
+/// The session has ended (SessionEnd, or the command of `loop run` returned): a loop still live
+/// there is `cut`, since nothing will judge it again, with the reason its last turn gives
+/// (the engine's cap, an API error, else the end itself). The loop as it now stands, when one
+/// was cut.
+pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    let mut record = Session::open(project, session)?;
+    let Some(state) = record.record.ralph.as_mut() else {
+        return Ok(None);
+    };
+    if !state.status.is_live() {
+        return Ok(None);
+    }
+    let reason = match (state.status, state.failures.last()) {
+        (LoopStatus::Interrupted, Some(failure)) if failure.error == BLOCK_CAP => {
+            EndReason::BlockCap
+        }
+        (LoopStatus::Interrupted, _) => EndReason::TurnFailed,
+        _ => EndReason::SessionEnded,
+    };
+    state.end(reason);
+    state.reported = false;
+    let state = state.clone();
+    record.save()?;
+    Ok(Some(state))
+}
+
+/// The failure a turn that the engine ended over the gate's block is recorded as.
+pub const BLOCK_CAP: &str = "block_cap";
 
 /// What `cancel` did.
 pub enum Cancelled {
@@ -492,10 +812,8 @@ pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled
     if !state.status.is_live() {
         return Ok(None);
     }
-    state.status = LoopStatus::Cancelled;
-    state.end_reason = Some("cancelled".into());
+    state.end(EndReason::Cancelled);
     state.reported = false;
-    state.updated_at = time::now_rfc3339();
     let state = state.clone();
     record.save()?;
     Ok(Some(Cancelled::Loop(Box::new(state))))
@@ -538,6 +856,12 @@ fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
 /// The largest prompt file or argument text `loop start` reads.
 pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
 
+/// Whose loop `begin` starts: a session's, or one pending for a session still to start.
+pub enum For {
+    Session(SessionId),
+    Pending(Pending),
+}
+
 /// A loop just started: what to tell, to a terminal or as the prompt hook's context.
 pub struct Started {
     pub state: LoopState,
@@ -551,7 +875,7 @@ pub struct Started {
 pub fn begin(
     project: &Project,
     request: StartRequest,
-    session: Option<SessionId>,
+    session: For,
     started_by: StartedBy,
 ) -> Result<Started> {
     let max = request.max_iterations.as_deref().ok_or_else(|| {
@@ -611,23 +935,33 @@ pub fn begin(
             "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
         )));
     }
-    let Some(session) = session else {
-        let within = match &request.claim_within {
-            Some(text) => time::parse_duration(text)?,
-            None => DEFAULT_CLAIM_WITHIN,
-        };
-        let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
-        state.limits = limits;
-        let state = start_pending(project, state, within)?;
-        // Named, because a session started above a nested `.git` is another project's.
-        let top = crate::protected::state_top(&project.dir);
-        let told = format!(
-            "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes{told_limits}, ending on {} with every check passing",
-            top.display(),
-            within.as_secs(),
-            promise.tagged()
-        );
-        return Ok(Started { state, told });
+    let session = match session {
+        For::Session(session) => session,
+        For::Pending(pending) => {
+            let within = match &request.claim_within {
+                Some(text) => time::parse_duration(text)?,
+                None => DEFAULT_CLAIM_WITHIN,
+            };
+            let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
+            state.limits = limits;
+            let state = start_pending(project, &pending, state, within)?;
+            if let Pending::Run(_) = pending {
+                let told = format!(
+                    "vigil loop pending for the session this command starts: up to {max} passes{told_limits}, ending on {} with every check passing",
+                    promise.tagged()
+                );
+                return Ok(Started { state, told });
+            }
+            // Named, because a session started above a nested `.git` is another project's.
+            let top = crate::protected::state_top(&project.dir);
+            let told = format!(
+                "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes{told_limits}, ending on {} with every check passing",
+                top.display(),
+                within.as_secs(),
+                promise.tagged()
+            );
+            return Ok(Started { state, told });
+        }
     };
     if request.claim_within.is_some() {
         return Err(Error::usage("--claim-within goes with --next-session"));

@@ -131,7 +131,12 @@ pub fn handle(project: &Project, input: &HookInput) -> PromptOutput {
                     &"--state-dir belongs in the hook's settings, not in a slash command",
                 );
             }
-            match loops::begin(project, request, Some(session), StartedBy::SlashCommand) {
+            match loops::begin(
+                project,
+                request,
+                loops::For::Session(session),
+                StartedBy::SlashCommand,
+            ) {
                 Ok(started) => {
                     let promise = started.state.completion_promise.clone();
                     PromptOutput::Done {

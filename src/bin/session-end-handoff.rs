@@ -135,6 +135,16 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             &format!("{e}; a cut of the session's loop by the engine was not recorded"),
         );
     }
+    // The session is over: a loop still live there is cut, since nothing will judge it again.
+    if !options.checkpoint
+        && input.event() == Some(vigil::hook::HookEvent::SessionEnd)
+        && let Err(e) = vigil::loops::end_session(&project.clone().for_reading(), &session)
+    {
+        diagnostic(
+            NAME,
+            &format!("{e}; the session's loop was not recorded as cut"),
+        );
+    }
     // Otherwise it only reads the protected state (the session's loop), so it makes none of
     // it, and writes nothing there that would wait for the disk.
     let project = project.for_reading();

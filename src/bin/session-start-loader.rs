@@ -115,10 +115,26 @@ fn run() -> Result<()> {
     {
         sync_in_background(&project, options.state_dir.as_deref(), remote);
     }
-    let claimed = if source == "startup" && session.as_str() != loops::PENDING {
-        match loops::claim_pending(&project, &session) {
+    // `loop run`'s loop is claimed by the session its command starts (named by the id in the
+    // environment), on a resume too; `--next-session`'s by the next session that starts.
+    let pending = loops::Pending::for_this_session();
+    let claims = match pending {
+        loops::Pending::Run(_) => matches!(source.as_str(), "startup" | "resume"),
+        loops::Pending::Next => source == "startup",
+    };
+    let claimed = if claims && session.as_str() != loops::PENDING {
+        match loops::claim_pending(
+            &project,
+            &session,
+            &pending,
+            input.transcript_path.as_deref(),
+        ) {
             Ok(Some(state)) => Some(format!(
-                "vigil: this session claimed a loop started with --next-session: up to {} passes; it ends only when your reply's last line is <promise>{}</promise> and every check passes. The task:\n{}",
+                "vigil: this session claimed a loop started with {}: up to {} passes; it ends only when your reply's last line is <promise>{}</promise> and every check passes. The task:\n{}",
+                match pending {
+                    loops::Pending::Run(_) => "`stop-gate loop run`",
+                    loops::Pending::Next => "--next-session",
+                },
                 state.max_iterations,
                 state.completion_promise,
                 handoff::keep_head(

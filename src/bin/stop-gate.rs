@@ -34,6 +34,8 @@ Usage:
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--stall-after K] [--max-duration D] [--max-tokens N]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
+  stop-gate loop run --max-iterations N --completion-promise P [loop start's limits]
+                     [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
   stop-gate loop status [--session ID] [--json | --prompt]
   stop-gate loop cancel [--session ID]
 
@@ -110,6 +112,9 @@ Usage:
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
   stop-gate loop start --args-stdin          < the same arguments as raw text
+  stop-gate loop run --max-iterations N --completion-promise P [--stall-after K]
+                     [--max-duration D] [--max-tokens N] [--claim-within DURATION]
+                     [--state-dir DIR] [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
   stop-gate loop status [--session ID] [--json | --prompt] [--state-dir DIR]
   stop-gate loop cancel [--session ID] [--state-dir DIR]
 
@@ -118,8 +123,10 @@ A loop makes the Stop hook feed the same prompt back until the agent's last line
 most N passes. A `needs-decision: QUESTION` line ends it for a human to answer. A declaration
 while background work runs (a shell or subagent Claude Code lists as running) is held once per
 pass, then does not count. A spent limit (stalled, --max-duration, --max-tokens) ends it
-`aborted`, NOT verified. A turn that ends on an API error (StopFailure) leaves it `interrupted`,
-no pass spent: it goes on at the session's next stop. A human starts
+`aborted`, NOT verified. A turn that ends on an API error (StopFailure) or that the engine
+ends over the hook (Claude Code's cap on Stop blocks) leaves it `interrupted`, no pass spent:
+it goes on at the session's next stop. A session that ends while its loop is live leaves it
+`cut` (block-cap, turn-failed or session-ended), NOT verified. A human starts
 one here, or with /vigil-loop in Claude Code (read by the UserPromptSubmit hook); nothing the
 agent writes into the project starts, changes or ends one.
 
@@ -141,9 +148,23 @@ start:
   --prompt-file F          read the prompt from a file, byte for byte
   --args-stdin             read all the arguments as raw text from stdin, without a shell
                            (quotes, $() and apostrophes stay as typed)
+run (for `claude -p` and `codex exec`): start's flags but --session and --next-session,
+then `--` and the command. It starts a loop for the session COMMAND starts (claimed by
+session-start-loader through $VIGIL_LOOP_RUN, which only COMMAND's environment holds), runs
+COMMAND with its own terminal, and prints one line on stderr: how the loop ended, its passes,
+and what to do. Without a prompt, the loop feeds back \"Go on with the task you were given\".
+It lifts Claude Code's cap on Stop blocks for COMMAND (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0),
+since vigil bounds the loop, unless the variable is set already or another Stop hook is in
+the project's settings (nothing would end a turn that hook keeps blocking).
+  Exit 0: the loop passed, verified. 1: any other end (aborted, cut, cancelled), NOT verified.
+  3: the agent asks a human to decide. 4: the loop never ran (COMMAND did not start, no session
+  claimed the loop, or VIGIL_DISABLE is set). 2: a usage error.
 status:
   --json                   the loop's state as JSON (schemas/loop.schema.json)
   --prompt                 with a running loop, its task too (what /vigil-loop shows the model)
+status and cancel take the session from --session, $VIGIL_SESSION_ID or
+$CLAUDE_CODE_SESSION_ID; with none, they show (or cancel) this project's latest loop and any
+loop pending for --next-session.
 Flags come before or after the prompt, as `--flag value` or `--flag=value`; `--` ends them.
 An unknown flag, or one of these inside the prompt, is an error, never part of the prompt.
 Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
@@ -409,17 +430,18 @@ fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
 fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
     if args.is_empty() {
         return Err(Error::usage(
-            "`stop-gate loop` needs start, status or cancel; see `stop-gate loop --help`",
+            "`stop-gate loop` needs start, run, status or cancel; see `stop-gate loop --help`",
         ));
     }
     let action = args.remove(0);
     match action.to_str() {
         Some("start") => loop_start(args),
+        Some("run") => loop_run(args),
         Some("status") => loop_status(args),
         Some("cancel") => loop_cancel(args),
         Some("-h" | "--help") => help(HELP_LOOP),
         _ => Err(Error::usage(format!(
-            "unknown loop command {:?}; use start, status or cancel",
+            "unknown loop command {:?}; use start, run, status or cancel",
             action.to_string_lossy()
         ))),
     }
@@ -474,9 +496,9 @@ fn start_from(request: StartRequest) -> Result<Exit> {
         ));
     }
     let session = if request.next_session {
-        None
+        loops::For::Pending(loops::Pending::Next)
     } else {
-        Some(session_of(request.session.clone())?)
+        loops::For::Session(session_of(request.session.clone())?)
     };
     let project = Project::resolve(request.state_dir.as_deref(), None);
     let started = loops::begin(&project, request, session, StartedBy::Terminal)?;
@@ -512,7 +534,8 @@ fn any_session_of(flag: Option<String>) -> Result<SessionId> {
 /// The flags of `loop status` and `loop cancel`.
 struct SessionFlags {
     project: Project,
-    session: SessionId,
+    /// `None`: no session was named, and none is in the environment.
+    session: Option<SessionId>,
     json: bool,
     prompt: bool,
 }
@@ -534,9 +557,17 @@ fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<SessionFlag
         }
     }
     let project = Project::resolve(state_dir.as_deref(), None);
+    let named = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    let in_env = |name| std::env::var(name).is_ok_and(|v| !v.is_empty());
+    let session =
+        if named(&session) || in_env("VIGIL_SESSION_ID") || in_env("CLAUDE_CODE_SESSION_ID") {
+            Some(session_of(session)?)
+        } else {
+            None
+        };
     Ok(Some(SessionFlags {
         project,
-        session: session_of(session)?,
+        session,
         json,
         prompt,
     }))
@@ -553,6 +584,9 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
         return help(HELP_LOOP);
     };
     let project = project.for_reading();
+    let Some(session) = session else {
+        return project_status(&project, json);
+    };
     let Some(state) = loops::load(&project, &session)? else {
         diagnostic(NAME, &format!("no loop in session {session}"));
         return Ok(Exit::Negative);
@@ -571,6 +605,50 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
     print(format!("{text}\n").as_bytes())
 }
 
+/// `loop status` with no session: the project's latest loop, and the one pending for
+/// `--next-session`, if any.
+fn project_status(project: &Project, json: bool) -> Result<Exit> {
+    let latest = loops::latest(project);
+    let pending = loops::pending(project)?;
+    if latest.is_none() && pending.is_none() {
+        diagnostic(
+            NAME,
+            "no loop in this project (name one with --session ID to look elsewhere)",
+        );
+        return Ok(Exit::Negative);
+    }
+    let mut text = String::new();
+    if json {
+        // One object: the latest loop, else the pending one (it has `claim_before`).
+        let shown = latest
+            .as_ref()
+            .map(|(_, state)| state)
+            .or(pending.as_ref().map(|(state, _)| state));
+        text = serde_json::to_string(&shown).expect("loop state serializes");
+    } else {
+        if let Some((session, state)) = &latest {
+            text.push_str(&format!(
+                "latest loop: session {session}: {}\n",
+                state.summary()
+            ));
+        }
+        if let Some((state, lapsed)) = &pending {
+            let until = state.claim_before.as_deref().unwrap_or("?");
+            let when = if *lapsed {
+                format!("lapsed at {until}: no session claimed it")
+            } else {
+                format!("claimable until {until}")
+            };
+            text.push_str(&format!(
+                "pending loop for the next session: {}, {when}\n",
+                state.summary()
+            ));
+        }
+        text.pop();
+    }
+    print(format!("{text}\n").as_bytes())
+}
+
 fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
     let Some(SessionFlags {
         project, session, ..
@@ -578,20 +656,270 @@ fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
     else {
         return help(HELP_LOOP);
     };
-    match loops::cancel(&project, &session)? {
-        Some(loops::Cancelled::Lost(lost)) => {
-            print(format!("vigil: {lost}; the loop is over, NOT verified\n").as_bytes())
-        }
-        Some(loops::Cancelled::Loop(state)) => {
-            let line = format!(
-                "vigil loop cancelled in session {session} at pass {}/{}\n",
-                state.iteration, state.max_iterations
-            );
-            print(line.as_bytes())
-        }
+    let Some(session) = session else {
+        return cancel_in_project(&project);
+    };
+    match cancel_session(&project, &session)? {
+        Some(line) => print(format!("{line}\n").as_bytes()),
         None => {
             diagnostic(NAME, &format!("no running loop in session {session}"));
             Ok(Exit::Negative)
+        }
+    }
+}
+
+/// Cancels the loop running in `session`: what to print, or `None` when none runs.
+fn cancel_session(project: &Project, session: &SessionId) -> Result<Option<String>> {
+    Ok(match loops::cancel(project, session)? {
+        Some(loops::Cancelled::Lost(lost)) => {
+            Some(format!("vigil: {lost}; the loop is over, NOT verified"))
+        }
+        Some(loops::Cancelled::Loop(state)) => Some(format!(
+            "vigil loop cancelled in session {session} at pass {}/{}",
+            state.iteration, state.max_iterations
+        )),
+        None => None,
+    })
+}
+
+/// `loop cancel` with no session: the loop pending for `--next-session`, and the project's
+/// latest loop when it still runs.
+fn cancel_in_project(project: &Project) -> Result<Exit> {
+    let mut lines = Vec::new();
+    if let Some(state) = loops::cancel_pending(project)? {
+        lines.push(format!(
+            "vigil: the pending loop ({}) is cancelled; no session will claim it",
+            state.summary()
+        ));
+    }
+    if let Some((session, state)) = loops::latest(project)
+        && state.status.is_live()
+        && let Some(line) = cancel_session(project, &session)?
+    {
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        diagnostic(
+            NAME,
+            "no running or pending loop in this project (name one with --session ID)",
+        );
+        return Ok(Exit::Negative);
+    }
+    print(format!("{}\n", lines.join("\n")).as_bytes())
+}
+
+/// What `loop run`'s loop feeds back when it was given no prompt: the session already holds
+/// the task COMMAND gave it.
+const RUN_PROMPT: &str = "Go on with the task you were given: it is not finished yet.";
+
+/// `loop run [loop flags] -- COMMAND…`: a loop for the session COMMAND starts, its verdict as
+/// the exit code (SPEC §4).
+fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
+    let command = match args.iter().position(|a| a == "--") {
+        Some(at) => {
+            let command = args.split_off(at + 1);
+            args.pop();
+            command
+        }
+        None => Vec::new(),
+    };
+    let flags: Vec<String> = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|_| Error::usage("an argument is not valid UTF-8"))
+        })
+        .collect::<Result<_>>()?;
+    let words: Vec<Word> = flags.iter().map(|a| Word::plain(a)).collect();
+    let mut request = loops::parse_start(&words, None)?;
+    if request.help {
+        return help(HELP_LOOP);
+    }
+    if request.session.is_some() || request.next_session {
+        return Err(Error::usage(
+            "`loop run` starts the loop for the session its command starts; --session and --next-session go with `loop start`",
+        ));
+    }
+    let Some(program) = command.first() else {
+        return Err(Error::usage(
+            "`loop run` needs the command after --, e.g. `stop-gate loop run --max-iterations 20 --completion-promise DONE -- claude -p 'Make every test pass'`",
+        ));
+    };
+    if request.prompt.is_none() && request.prompt_file.is_none() {
+        request.prompt = Some(RUN_PROMPT.to_string());
+    }
+    let shown = program.to_string_lossy().into_owned();
+    if vigil::cli::disabled() {
+        diagnostic(
+            NAME,
+            &format!(
+                "vigil is disabled by VIGIL_DISABLE: `{shown}` was not run, since no loop would gate it; unset VIGIL_DISABLE"
+            ),
+        );
+        return Ok(Exit::NotRun);
+    }
+    let project = Project::resolve(request.state_dir.as_deref(), None);
+    let pending = loops::Pending::new_run()?;
+    let loops::Pending::Run(id) = &pending else {
+        unreachable!("a new run is a run")
+    };
+    loops::begin(
+        &project,
+        request,
+        loops::For::Pending(pending.clone()),
+        StartedBy::Terminal,
+    )?;
+    let mut child = std::process::Command::new(program);
+    child.args(&command[1..]).env(loops::RUN_ENV, id);
+    // vigil bounds this loop, so Claude Code's own cap may go, unless you set it, or another
+    // Stop hook could then block forever.
+    let cap = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP";
+    let others = vigil::settings::other_stop_hooks_of(&project.dir);
+    let lifted = std::env::var_os(cap).is_none() && others.is_empty();
+    if lifted {
+        child.env(cap, "0");
+    }
+    let status = match run_child(&mut child) {
+        Ok(status) => status,
+        Err(e) => {
+            loops::forget_run(&project, &pending);
+            diagnostic(
+                NAME,
+                &format!("the loop never ran: cannot start `{shown}`: {e}"),
+            );
+            return Ok(Exit::NotRun);
+        }
+    };
+    let failed = (!status.success()).then(|| match status.code() {
+        Some(code) => format!("`{shown}` exited {code}"),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            format!(
+                "`{shown}` was killed by signal {}",
+                status.signal().unwrap_or(0)
+            )
+        }
+    });
+    let ended = run_verdict(&project, &pending, failed.as_deref(), lifted, &others);
+    loops::forget_run(&project, &pending);
+    let (exit, line) = ended;
+    diagnostic(NAME, &line);
+    Ok(exit)
+}
+
+/// Runs the command with this terminal, waiting for it. While it runs, the terminal's
+/// interrupt (^C, ^\) goes to it alone: `loop run` stays to say how the loop ended.
+fn run_child(command: &mut std::process::Command) -> std::io::Result<std::process::ExitStatus> {
+    let mut child = command.spawn()?;
+    // SAFETY: setting a signal's disposition is sound; the old one is put back below.
+    let previous = unsafe {
+        [
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+        ]
+    };
+    let status = child.wait();
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(libc::SIGINT, previous[0]);
+        libc::signal(libc::SIGQUIT, previous[1]);
+    }
+    status
+}
+
+/// How `loop run`'s loop ended, as its exit code and the one line on stderr.
+fn run_verdict(
+    project: &Project,
+    pending: &loops::Pending,
+    failed: Option<&str>,
+    lifted: bool,
+    others: &[(PathBuf, String)],
+) -> (Exit, String) {
+    let command = failed.map_or(String::new(), |f| format!("{f}; "));
+    let claim = match loops::run_claim(project, pending) {
+        Ok(Some(claim)) => claim,
+        Ok(None) => {
+            return (
+                Exit::NotRun,
+                format!(
+                    "{command}the loop never ran: no session claimed it; SessionStart must run session-start-loader (./install.sh wires it; `settings-merge check` says whether it is), and the command must start a Claude Code or Codex session in this project"
+                ),
+            );
+        }
+        Err(e) => {
+            return (
+                Exit::Negative,
+                format!(
+                    "{command}{e}; the loop's end cannot be told, and the work is NOT verified"
+                ),
+            );
+        }
+    };
+    let Ok(session) = SessionId::parse(&claim.session_id) else {
+        return (
+            Exit::Negative,
+            format!("{command}the loop's claim names no valid session; the work is NOT verified"),
+        );
+    };
+    // What the session's hooks did not record: the engine's cut (without a SessionEnd hook),
+    // and the end of the session itself.
+    if let Some(transcript) = &claim.transcript_path {
+        let _ = loops::note_engine_cut(project, &session, transcript);
+    }
+    if let Err(e) = loops::end_session(project, &session) {
+        return (
+            Exit::Negative,
+            format!("{command}{e}; the work is NOT verified"),
+        );
+    }
+    let state = match loops::load(project, &session) {
+        Ok(Some(state)) => state,
+        Ok(None) => {
+            return (
+                Exit::Negative,
+                format!("{command}the loop of session {session} is gone; the work is NOT verified"),
+            );
+        }
+        Err(e) => return (Exit::Negative, format!("{command}{e}")),
+    };
+    let (k, max) = (state.iteration, state.max_iterations);
+    let status = format!("`stop-gate loop status --session {session}`");
+    match state.status {
+        loops::LoopStatus::Passed => (
+            Exit::Success,
+            format!(
+                "loop passed on pass {k}/{max} in session {session}: completion declared and every check passed{}",
+                failed.map_or(String::new(), |f| format!(" ({f} afterwards)"))
+            ),
+        ),
+        loops::LoopStatus::Blocked => (
+            Exit::Decide,
+            format!(
+                "{command}loop blocked at pass {k}/{max} in session {session}: the agent asks a human to decide; read its question (`claude --resume {session}`), then answer it and run the loop again"
+            ),
+        ),
+        _ => {
+            let why = state.end_reason.map_or(String::new(), |r| {
+                format!(" ({}: {})", r.as_str(), r.told())
+            });
+            let hint = match state.end_reason {
+                Some(loops::EndReason::BlockCap) if !lifted => match others.first() {
+                    Some((file, hook)) => format!(
+                        "; the cap stayed because Stop also runs {hook} ({}), which nothing would stop",
+                        file.display()
+                    ),
+                    None => "; the cap stayed because CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is set"
+                        .to_string(),
+                },
+                _ => String::new(),
+            };
+            (
+                Exit::Negative,
+                format!(
+                    "{command}loop {} at pass {k}/{max} in session {session}{why}{hint}; the work is NOT verified: see {status}",
+                    state.status.as_str()
+                ),
+            )
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::check;
 use crate::defang::defang;
 use crate::error::Error;
 use crate::hook::{Context, HookEvent, HookInput, Wire};
-use crate::loops::{self, LoopState, LoopStatus};
+use crate::loops::{self, EndReason, LoopState, LoopStatus};
 use crate::marker;
 use crate::promise::{Verdict, assess};
 use crate::state::{Project, SessionId};
@@ -503,12 +503,12 @@ fn recount(
 }
 
 /// The time or token budget that is spent, if one is: its end reason and what to tell.
-fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
+fn spent(state: &LoopState, bounds: &Bounds) -> Option<(EndReason, String)> {
     if let Some(max) = bounds.max_duration {
         let ran = (crate::time::now_secs() - state.started_secs()).max(0.0);
         if ran >= max.as_secs_f64() {
             return Some((
-                "max-duration",
+                EndReason::MaxDuration,
                 format!(
                     "its time budget of {} is spent (it started {} ago)",
                     crate::time::format_duration(max),
@@ -521,7 +521,7 @@ fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
         let untracked = state.progress.tokens.as_ref().map_or(0, |t| t.untracked);
         if untracked > 0 {
             return Some((
-                "max-tokens",
+                EndReason::MaxTokens,
                 format!(
                     "its token budget of {max} cannot be kept: {untracked} subagent transcript(s) written since it started are past the 128 a loop follows"
                 ),
@@ -530,7 +530,7 @@ fn spent(state: &LoopState, bounds: &Bounds) -> Option<(&'static str, String)> {
         let counted = state.progress.tokens.as_ref().map_or(0, |t| t.counted());
         if counted >= max {
             return Some((
-                "max-tokens",
+                EndReason::MaxTokens,
                 format!(
                     "its token budget of {max} is spent ({counted} input, cache-creation and output tokens counted since it started)"
                 ),
@@ -667,8 +667,7 @@ impl Gate {
                 Verdict::Blocked => {
                     let question = assessment.question.unwrap_or_default();
                     Ok(Step::End(
-                        LoopStatus::Blocked,
-                        "needs-decision",
+                        EndReason::NeedsDecision,
                         format!(
                             "vigil loop stopped at pass {}/{}: the agent asks for a decision: {}",
                             state.iteration,
@@ -783,8 +782,7 @@ impl Gate {
                 ..crate::session::Budget::default()
             };
             return Ok(Step::End(
-                LoopStatus::Passed,
-                "declared",
+                EndReason::Declared,
                 format!(
                     "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
                 ),
@@ -796,8 +794,7 @@ impl Gate {
             .map_or(String::new(), |line| format!(" Last problem: {line}"));
         if k >= max {
             return Ok(Step::End(
-                LoopStatus::Aborted,
-                "max-iterations",
+                EndReason::MaxIterations,
                 format!(
                     "vigil loop aborted after {max} passes without a verified completion: the work is NOT verified.{why}"
                 ),
@@ -807,8 +804,7 @@ impl Gate {
             && let Some(repeats) = stalled(state, message, pass.bounds.stall_after)
         {
             return Ok(Step::End(
-                LoopStatus::Aborted,
-                "stalled",
+                EndReason::Stalled,
                 format!(
                     "vigil loop aborted at pass {k}/{max}: it stalled, ending {repeats} passes in a row with the same message; the work is NOT verified. Change the task or the prompt, then start it again.{why}"
                 ),
@@ -816,7 +812,6 @@ impl Gate {
         }
         if let Some((reason, told)) = spent(state, &pass.bounds) {
             return Ok(Step::End(
-                LoopStatus::Aborted,
                 reason,
                 format!(
                     "vigil loop aborted at pass {k}/{max}: {told}; the work is NOT verified.{why}"
@@ -884,12 +879,11 @@ impl Gate {
             return Ok(None);
         };
         if !state.status.is_live() {
-            if state.status == LoopStatus::Cancelled && !state.reported {
+            // An end that happened outside a Stop (a cancel, a session that ended with its
+            // loop running, then resumed) is told once.
+            if !state.reported {
                 state.reported = true;
-                let line = format!(
-                    "vigil loop was cancelled at pass {}/{}: the work is NOT verified",
-                    state.iteration, state.max_iterations
-                );
+                let line = loops::told_end(state);
                 record.save()?;
                 return Ok(Some(Step::Output(StopOutput::Allow(Some(line)))));
             }
@@ -902,12 +896,10 @@ impl Gate {
             state.status = LoopStatus::Running;
         }
         let step = step(state, &mut record.record.budget)?;
-        if let Step::End(status, why, message) = step {
+        if let Step::End(why, message) = step {
             let state = record.record.ralph.as_mut().expect("the loop is there");
-            state.status = status;
-            state.end_reason = Some(why.to_string());
+            state.end(why);
             state.reported = true;
-            state.updated_at = crate::time::now_rfc3339();
             record.save()?;
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
@@ -1045,8 +1037,8 @@ impl Gate {
 enum Step {
     /// Go on: the promise was declared, and the checks decide.
     Continue,
-    /// End the loop with this status and reason, allowing the stop with this message.
-    End(LoopStatus, &'static str, String),
+    /// End the loop for this reason, allowing the stop with this message.
+    End(EndReason, String),
     /// Print this.
     Output(StopOutput),
 }

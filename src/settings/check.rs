@@ -190,23 +190,7 @@ fn block_cap(
         "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in the environment Claude Code starts in lets vigil alone bound a loop".into(),
     )];
     for (path, root, _) in layers(target, own) {
-        let handlers = root
-            .get("hooks")
-            .and_then(|hooks| hooks.get("Stop"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|group| group.get("hooks")?.as_array())
-            .flatten();
-        for handler in handlers {
-            let command = handler.get("command").and_then(Value::as_str);
-            if command.is_some_and(|c| vigil_binary(c).is_some()) {
-                continue;
-            }
-            let shown = command.map_or_else(
-                || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
-                |c| format!("`{}`", crate::handoff::field_max(c, 80)),
-            );
+        for shown in other_stop_hooks(&root) {
             findings.push(Finding::Warn(format!(
                 "Stop also runs {shown} ({}): its blocks count with vigil's towards Claude Code's cap of 8 in a row, and with the cap lifted (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0) nothing would end a turn it keeps blocking",
                 path.display()
@@ -214,6 +198,44 @@ fn block_cap(
         }
     }
     findings
+}
+
+/// The Stop hooks of one settings layer that are not vigil's, as a person reads them: the
+/// command (`` `./lint.sh` ``), or the handler's type (`a "prompt" hook`).
+pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
+    root.get("hooks")
+        .and_then(|hooks| hooks.get("Stop"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|group| group.get("hooks")?.as_array())
+        .flatten()
+        .filter_map(|handler| {
+            let command = handler.get("command").and_then(Value::as_str);
+            if command.is_some_and(|c| vigil_binary(c).is_some()) {
+                return None;
+            }
+            Some(command.map_or_else(
+                || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
+                |c| format!("`{}`", crate::handoff::field_max(c, 80)),
+            ))
+        })
+        .collect()
+}
+
+/// The Stop hooks that are not vigil's in the settings Claude Code merges for the project at
+/// `project` (yours, the project's, the local and the managed file), each with its file.
+pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    crate::protect::layer_files(project, home.as_deref())
+        .into_iter()
+        .filter_map(|path| Some((crate::protect::read_layer(&path)?, path)))
+        .flat_map(|(root, path)| {
+            other_stop_hooks(&root)
+                .into_iter()
+                .map(move |shown| (path.clone(), shown))
+        })
+        .collect()
 }
 
 fn twice_across_files(

@@ -13,7 +13,7 @@ mod install;
 pub mod live;
 mod uninstall;
 
-pub use check::check;
+pub use check::{check, other_stop_hooks_of};
 pub use install::install;
 pub use uninstall::uninstall;
 

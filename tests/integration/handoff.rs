@@ -132,7 +132,10 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
             .unwrap()
             .contains(&json!("lib.rs"))
     );
-    assert_eq!(final_record["loop"]["status"], "running");
+    // The session ended with its loop running: nothing will judge it again (SPEC §4).
+    assert_eq!(final_record["loop"]["status"], "cut");
+    assert_eq!(final_record["loop"]["end_reason"], "session-ended");
+    assert_eq!(session_record_of(dir, "s-1")["loop"]["status"], "cut");
     assert_eq!(final_record["markers"][0]["check"], "tests");
     assert_eq!(final_record["markers"][0]["matches_worktree"], true);
     assert_eq!(final_record["progress_file"], "PROGRESS.md");
@@ -145,7 +148,9 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
         "{told}"
     );
     assert!(
-        told.contains("loop: running, pass 1/5, promise DONE"),
+        told.contains(
+            "loop: cut (session-ended: the session ended while it ran), pass 1/5, promise DONE"
+        ),
         "{told}"
     );
     assert!(

@@ -10,6 +10,7 @@ mod config_change;
 mod confinement;
 mod guard;
 mod limits;
+mod loop_run;
 
 /// A throwaway project, and the ways a test talks to stop-gate about it.
 struct Project {

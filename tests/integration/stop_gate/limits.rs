@@ -752,8 +752,10 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
+    // The session is over: the loop is cut, for the engine's cap (issue 29, item 1).
     let state = p.loop_state("s1");
-    assert_eq!(state["status"], "interrupted", "{state}");
+    assert_eq!(state["status"], "cut", "{state}");
+    assert_eq!(state["end_reason"], "block-cap", "{state}");
     assert_eq!(state["failures"].as_array().unwrap().len(), 2, "{state}");
 }
 

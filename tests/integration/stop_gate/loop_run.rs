@@ -1,0 +1,720 @@
+//! `stop-gate loop run` (SPEC §4, issue 29): a loop for the session its command starts, whose
+//! verdict reaches the terminal as the exit code and one line, and the statuses and end
+//! reasons every loop ends with. The command here is a small engine in sh that does what
+//! Claude Code and Codex do with vigil's hooks (the end-to-end suite runs the real ones).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// A session as an engine runs it: SessionStart, then a Stop per message until the gate lets
+/// one through, then SessionEnd (unless `NO_SESSION_END` is set), exiting `$FAKE_EXIT`. The
+/// environment it saw is left in `seen-env` for the test to read.
+const ENGINE: &str = r#"#!/bin/sh
+sid=$1; shift
+env > seen-env
+printf '{"session_id":"%s","hook_event_name":"SessionStart","source":"startup","cwd":"%s"}' "$sid" "$PWD" | "$LOADER" > start-out
+for msg in "$@"; do
+  out=$(printf '{"session_id":"%s","hook_event_name":"Stop","cwd":"%s","stop_hook_active":false,"last_assistant_message":"%s"}' "$sid" "$PWD" "$msg" | "$GATE")
+  case "$out" in
+    *'"decision":"block"'*) continue ;;
+  esac
+  break
+done
+if [ -z "$NO_SESSION_END" ]; then
+  printf '{"session_id":"%s","hook_event_name":"SessionEnd","reason":"other","cwd":"%s"}' "$sid" "$PWD" | "$HANDOFF" 2>/dev/null
+fi
+exit "${FAKE_EXIT:-0}"
+"#;
+
+fn engine(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("engine.sh");
+    std::fs::write(&path, ENGINE).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// `stop-gate loop run ARGS`, in `dir`, with the hooks' binaries named for the engine.
+fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let bin = bin_dir();
+    let mut cmd = stop_gate();
+    cmd.args(["loop", "run"])
+        .args(args)
+        .current_dir(dir)
+        .env("GATE", bin.join("stop-gate"))
+        .env("LOADER", bin.join("session-start-loader"))
+        .env("HANDOFF", bin.join("session-end-handoff"))
+        .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+        .env_remove("VIGIL_LOOP_RUN");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd.output().unwrap()
+}
+
+fn run_with(
+    dir: &Path,
+    max: &str,
+    messages: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let engine = engine(dir);
+    let mut args = vec![
+        "--max-iterations",
+        max,
+        "--completion-promise",
+        "DONE",
+        "--",
+        engine.to_str().unwrap(),
+        "s-run",
+    ];
+    args.extend_from_slice(messages);
+    loop_run(dir, &args, env)
+}
+
+fn loop_of(dir: &Path, session: &str) -> Value {
+    session_record_of(dir, session)["loop"].clone()
+}
+
+/// Nothing of the run is left in the protected state: no pending loop, no claim.
+fn assert_run_forgotten(dir: &Path) {
+    let loops = protected_dir(dir).join("loops");
+    let left: Vec<String> = std::fs::read_dir(&loops)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with("run-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
+    let dir = git_repo();
+    let out = run_with(
+        dir.path(),
+        "5",
+        &["working", "<promise>DONE</promise>"],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(0), "{line}");
+    assert!(
+        line.contains("loop passed on pass 2/5 in session s-run"),
+        "{line}"
+    );
+    let state = loop_of(dir.path(), "s-run");
+    assert_eq!(state["status"], "passed");
+    assert_eq!(state["end_reason"], "declared");
+    assert_run_forgotten(dir.path());
+    // The session was told how it ends, from its start.
+    let start = std::fs::read_to_string(dir.path().join("start-out")).unwrap();
+    assert!(
+        start.contains("claimed a loop started with `stop-gate loop run`")
+            && start.contains("<promise>DONE</promise>"),
+        "{start}"
+    );
+}
+
+#[test]
+fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_cut() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "5", &["working"], &[]);
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(
+        line.contains("loop cut at pass 2/5 in session s-run (session-ended")
+            && line.contains("NOT verified")
+            && line.contains("stop-gate loop status --session s-run"),
+        "{line}"
+    );
+    let state = loop_of(dir.path(), "s-run");
+    assert_eq!(state["status"], "cut");
+    assert_eq!(state["end_reason"], "session-ended");
+}
+
+#[test]
+fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "5", &["working"], &[("NO_SESSION_END", "1")]);
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(line.contains("loop cut at pass 2/5"), "{line}");
+    assert_eq!(loop_of(dir.path(), "s-run")["status"], "cut");
+}
+
+#[test]
+fn loop_run_tells_a_failing_command_apart() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "5", &["working"], &[("FAKE_EXIT", "7")]);
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(
+        line.starts_with("stop-gate: `") && line.contains("engine.sh` exited 7; loop cut"),
+        "{line}"
+    );
+}
+
+#[test]
+fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(
+        line.contains("loop aborted at pass 2/2") && line.contains("max-iterations"),
+        "{line}"
+    );
+    assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "max-iterations");
+}
+
+#[test]
+fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
+    let dir = git_repo();
+    let out = run_with(
+        dir.path(),
+        "5",
+        &["needs-decision: keep the old API or break it?"],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(3), "{line}");
+    assert!(line.contains("asks a human to decide"), "{line}");
+    assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "needs-decision");
+}
+
+#[test]
+fn loop_run_exits_4_when_no_session_claims_the_loop() {
+    let dir = git_repo();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--",
+            "true",
+        ],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(
+        line.contains("the loop never ran: no session claimed it")
+            && line.contains("session-start-loader"),
+        "{line}"
+    );
+    assert_run_forgotten(dir.path());
+}
+
+#[test]
+fn loop_run_exits_4_when_the_command_cannot_start() {
+    let dir = git_repo();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--",
+            "/nonexistent/claude",
+            "-p",
+            "x",
+        ],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(
+        line.contains("the loop never ran: cannot start `/nonexistent/claude`"),
+        "{line}"
+    );
+    assert_run_forgotten(dir.path());
+}
+
+#[test]
+fn loop_run_under_vigil_disable_runs_nothing() {
+    let dir = git_repo();
+    let marker = dir.path().join("ran");
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+        &[("VIGIL_DISABLE", "1")],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(line.contains("VIGIL_DISABLE"), "{line}");
+    assert!(!marker.exists());
+}
+
+#[test]
+fn loop_run_refuses_bad_usage_before_running_anything() {
+    let dir = git_repo();
+    let marker = dir.path().join("ran");
+    let touch = ["--", "touch", marker.to_str().unwrap()];
+    for args in [
+        &["--max-iterations", "3", "--completion-promise", "DONE"][..],
+        &["--completion-promise", "DONE", touch[0], touch[1], touch[2]][..],
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--session",
+            "s1",
+            touch[0],
+            touch[1],
+            touch[2],
+        ][..],
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--next-session",
+            touch[0],
+            touch[1],
+            touch[2],
+        ][..],
+        &[
+            "--max-iterations",
+            "0",
+            "--completion-promise",
+            "DONE",
+            touch[0],
+            touch[1],
+            touch[2],
+        ][..],
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--bogus",
+            touch[0],
+            touch[1],
+            touch[2],
+        ][..],
+    ] {
+        let out = loop_run(dir.path(), args, &[]);
+        let line = assert_one_line_error(&out, "stop-gate");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {line}");
+        assert!(!marker.exists(), "{args:?} ran the command");
+    }
+}
+
+#[test]
+fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    assert!(
+        seen.lines()
+            .any(|l| l == "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0"),
+        "{seen}"
+    );
+    assert!(seen.lines().any(|l| l.starts_with("VIGIL_LOOP_RUN=")));
+}
+
+#[test]
+fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
+    let dir = git_repo();
+    let out = run_with(
+        dir.path(),
+        "3",
+        &["<promise>DONE</promise>"],
+        &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "5")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    assert!(
+        seen.lines()
+            .any(|l| l == "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=5")
+    );
+
+    std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+    std::fs::write(
+        dir.path().join(".claude/settings.json"),
+        r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"./lint-on-stop.sh"}]}]}}"#,
+    )
+    .unwrap();
+    let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    assert!(
+        !seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"),
+        "another Stop hook could block forever: {seen}"
+    );
+}
+
+#[test]
+fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
+    let dir = git_repo();
+    std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+    std::fs::write(
+        dir.path().join(".claude/settings.json"),
+        r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"./lint-on-stop.sh"}]}]}}"#,
+    )
+    .unwrap();
+    // The engine's cut, as Claude Code writes it, in the session's transcript.
+    let transcript = dir.path().join("t.jsonl");
+    let cut = read_fixture("samples/claude-transcript-block-cap-line.json");
+    let mut line: Value = serde_json::from_str(&cut).unwrap();
+    line["timestamp"] = Value::from(vigil::time::format_rfc3339(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(60),
+    ));
+    std::fs::write(&transcript, format!("{line}\n")).unwrap();
+    let engine = engine(dir.path());
+    let script = std::fs::read_to_string(&engine).unwrap().replace(
+        r#""source":"startup","#,
+        &format!(
+            r#""source":"startup","transcript_path":"{}","#,
+            transcript.display()
+        ),
+    );
+    std::fs::write(&engine, script).unwrap();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            engine.to_str().unwrap(),
+            "s-cap",
+            "working",
+        ],
+        &[("NO_SESSION_END", "1")],
+    );
+    let said = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("loop cut at pass 2/5 in session s-cap (block-cap")
+            && said.contains("the cap stayed because Stop also runs `./lint-on-stop.sh`"),
+        "{said}"
+    );
+    assert_eq!(loop_of(dir.path(), "s-cap")["end_reason"], "block-cap");
+}
+
+#[test]
+fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
+    let dir = git_repo();
+    let engine = engine(dir.path());
+    // Before its own session starts, another one starts in the project (no run id in its
+    // environment), and a --next-session loop waits there too.
+    let pending = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--next-session",
+            "--max-iterations",
+            "4",
+            "--completion-promise",
+            "LATER",
+            "A later task",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(pending.status.success());
+    let script = std::fs::read_to_string(&engine).unwrap().replacen(
+        "env > seen-env\n",
+        "env > seen-env\nprintf '{\"session_id\":\"intruder\",\"hook_event_name\":\"SessionStart\",\"source\":\"startup\",\"cwd\":\"%s\"}' \"$PWD\" | env -u VIGIL_LOOP_RUN \"$LOADER\" > intruder-out\n",
+        1,
+    );
+    std::fs::write(&engine, script).unwrap();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            engine.to_str().unwrap(),
+            "s-run",
+            "<promise>DONE</promise>",
+        ],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(0), "{line}");
+    assert!(line.contains("in session s-run"), "{line}");
+    // The intruder took the --next-session loop, never the run's; the run's session never
+    // took the --next-session one.
+    assert_eq!(
+        loop_of(dir.path(), "intruder")["completion_promise"],
+        "LATER"
+    );
+    assert_eq!(loop_of(dir.path(), "s-run")["completion_promise"], "DONE");
+}
+
+#[test]
+fn a_second_next_session_loop_is_refused_while_one_waits() {
+    let dir = git_repo();
+    let start = |promise: &str| {
+        stop_gate()
+            .args([
+                "loop",
+                "start",
+                "--next-session",
+                "--max-iterations",
+                "4",
+                "--completion-promise",
+                promise,
+                "Task",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    assert!(start("FIRST").status.success());
+    let second = start("SECOND");
+    let line = assert_one_line_error(&second, "stop-gate");
+    assert_eq!(second.status.code(), Some(2), "{line}");
+    assert!(
+        line.contains("a loop is already pending") && line.contains("stop-gate loop cancel"),
+        "{line}"
+    );
+    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
+    assert_eq!(pending["completion_promise"], "FIRST");
+    // Cancelled with no session named, the next one may wait.
+    let cancel = stop_gate()
+        .args(["loop", "cancel"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(cancel.status.success());
+    assert!(
+        stdout_of(&cancel).contains("pending loop"),
+        "{}",
+        stdout_of(&cancel)
+    );
+    assert!(start("SECOND").status.success());
+}
+
+#[test]
+fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_one() {
+    let dir = git_repo();
+    let status = || {
+        stop_gate()
+            .args(["loop", "status"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let none = status();
+    assert_eq!(none.status.code(), Some(1));
+    assert_one_line_error(&none, "stop-gate");
+    for (session, promise) in [("s-old", "OLD"), ("s-new", "NEW")] {
+        let out = stop_gate()
+            .args([
+                "loop",
+                "start",
+                "--session",
+                session,
+                "--max-iterations",
+                "4",
+                "--completion-promise",
+                promise,
+                "Task",
+            ])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let shown = stdout_of(&status());
+    assert!(
+        shown.contains("latest loop: session s-new: running, pass 1/4, promise NEW"),
+        "{shown}"
+    );
+    let json: Value = serde_json::from_str(&stdout_of(
+        &stop_gate()
+            .args(["loop", "status", "--json"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(json["session_id"], "s-new");
+    assert_valid("loop.schema.json", &json);
+    let cancel = stop_gate()
+        .args(["loop", "cancel"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(stdout_of(&cancel).contains("cancelled in session s-new"));
+    assert_eq!(loop_of(dir.path(), "s-new")["status"], "cancelled");
+    assert_eq!(loop_of(dir.path(), "s-old")["status"], "running");
+}
+
+#[test]
+fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
+    let dir = git_repo();
+    let out = run_with(dir.path(), "5", &["working"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let stop = |message: &str| {
+        let out = stop_gate()
+            .current_dir(dir.path())
+            .write_stdin(
+                serde_json::json!({"session_id": "s-run", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": message})
+                    .to_string(),
+            )
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let first = stop("back again");
+    assert!(
+        first.contains("vigil loop was cut at pass 2/5: the session ended while it ran; the work is NOT verified"),
+        "{first}"
+    );
+    assert!(!first.contains("\"decision\""), "{first}");
+    assert_eq!(stop("and again"), "", "told once");
+}
+
+/// Every end has its reason (issue 29, item 1): a session that ends after a failed turn cuts
+/// its loop `turn-failed`; a checkpoint (Stop, StopFailure) never cuts one.
+#[test]
+fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpoint_never_does() {
+    let dir = git_repo();
+    let started = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--session",
+            "s1",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "Task",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(started.status.success());
+    let hook = |args: &[&str], payload: Value| {
+        let out = session_end_handoff()
+            .args(args)
+            .current_dir(dir.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+    };
+    let cwd = dir.path();
+    hook(
+        &["--checkpoint"],
+        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
+    );
+    assert_eq!(loop_of(cwd, "s1")["status"], "running");
+    hook(
+        &["--checkpoint"],
+        serde_json::json!({"session_id": "s1", "hook_event_name": "StopFailure", "cwd": cwd,
+            "error": "rate_limit", "last_assistant_message": "API Error: rate limited"}),
+    );
+    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
+    // SessionEnd wired as a checkpoint by mistake, or a Stop given to the final writer: no cut.
+    hook(
+        &["--checkpoint"],
+        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd}),
+    );
+    hook(
+        &[],
+        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
+    );
+    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
+    hook(
+        &[],
+        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd, "reason": "prompt_input_exit"}),
+    );
+    let state = loop_of(cwd, "s1");
+    assert_eq!(state["status"], "cut", "{state}");
+    assert_eq!(state["end_reason"], "turn-failed", "{state}");
+    let status = stop_gate()
+        .args(["loop", "status", "--session", "s1"])
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&status).contains("cut, pass 1/5, promise DONE, ended: turn-failed"),
+        "{}",
+        stdout_of(&status)
+    );
+}
+
+/// Statuses and end reasons, decided once (issue 29, item 1): each reason belongs to one end
+/// status, the schema holds the same pairs, and a live loop has no reason.
+#[test]
+fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pairs() {
+    use vigil::loops::{EndReason, LoopState, LoopStatus, StartedBy};
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_path("schemas/loop.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let promise = vigil::promise::Promise::new("DONE").unwrap();
+    let fresh = || LoopState::new("s1", "Task".into(), &promise, 5, StartedBy::Terminal);
+    let reasons = [
+        EndReason::Declared,
+        EndReason::NeedsDecision,
+        EndReason::MaxIterations,
+        EndReason::Stalled,
+        EndReason::MaxDuration,
+        EndReason::MaxTokens,
+        EndReason::Cancelled,
+        EndReason::BlockCap,
+        EndReason::TurnFailed,
+        EndReason::SessionEnded,
+    ];
+    let ends = [
+        LoopStatus::Passed,
+        LoopStatus::Blocked,
+        LoopStatus::Aborted,
+        LoopStatus::Cancelled,
+        LoopStatus::Cut,
+    ];
+    for reason in reasons {
+        let mut state = fresh();
+        state.end(reason);
+        assert!(!state.status.is_live(), "{reason:?}");
+        let json = serde_json::to_value(&state).unwrap();
+        assert_eq!(json["end_reason"], reason.as_str());
+        assert_valid("loop.schema.json", &json);
+        for other in ends.iter().filter(|s| **s != reason.status()) {
+            let mut wrong = json.clone();
+            wrong["status"] = Value::from(other.as_str());
+            assert!(
+                !validator.is_valid(&wrong),
+                "{reason:?} passed the schema under {other:?}"
+            );
+        }
+        let mut live = json.clone();
+        live["status"] = Value::from("running");
+        assert!(!validator.is_valid(&live), "a running loop with {reason:?}");
+    }
+    let mut unexplained = serde_json::to_value(fresh()).unwrap();
+    unexplained["status"] = Value::from("cut");
+    assert!(!validator.is_valid(&unexplained), "an end with no reason");
+}
