@@ -108,14 +108,28 @@ pub fn home() -> tempfile::TempDir {
 }
 
 /// Runs a command with a deadline, killing it when it runs over; returns its output.
-pub fn run(mut cmd: Command, deadline: Duration) -> Output {
+pub fn run(cmd: Command, deadline: Duration) -> Output {
+    run_with_input(cmd, deadline, None)
+}
+
+/// `run`, with `input` on the command's stdin (then closed).
+pub fn run_with_input(mut cmd: Command, deadline: Duration, input: Option<&[u8]>) -> Output {
     use std::os::unix::process::CommandExt;
     // Its own process group, so the watchdog takes the hooks and tool calls it ran along.
-    cmd.stdin(Stdio::null())
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    let child = cmd.spawn().expect("spawn a client");
+    let mut child = cmd.spawn().expect("spawn a client");
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        use std::io::Write;
+        let _ = stdin.write_all(input);
+    }
     let pid = child.id();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let watchdog = std::thread::spawn(move || {

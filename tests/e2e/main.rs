@@ -479,9 +479,178 @@ fn claude_loop_cut_by_the_engines_block_cap_is_recorded_as_interrupted() {
     );
     let turns = server.main_requests().len();
     assert!(turns < 20, "the engine cut the loop short: {turns} turns");
+    // The session ended after the cut: the loop is over, cut by the engine's cap.
     let status = loop_status(project.path(), SESSION);
-    assert_eq!(status["status"], "interrupted", "{status}");
+    assert_eq!(status["status"], "cut", "{status}");
+    assert_eq!(status["end_reason"], "block-cap", "{status}");
     assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
+}
+
+/// Issue 29, item 2, in a session that goes on (stream-json input, as an interactive session
+/// takes prompt after prompt): the cap ends a turn of the loop, the session does not end, and
+/// the next prompt's UserPromptSubmit reads the client's line from the transcript's tail,
+/// records the loop `interrupted` (block_cap) and tells the human; the loop then goes on.
+#[test]
+fn claude_cut_turn_is_recorded_by_the_next_prompt_of_a_session_that_goes_on() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    start_loop(project.path(), Some(SESSION), "40", "Make the build green.");
+    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = Server::start(
+        vec![],
+        Some(Turn::answer(move |request| {
+            if request.text().contains("SECOND PROMPT") {
+                return Turn::Text(DECLARATION.into());
+            }
+            let n = passes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Turn::Text(format!("Still working, step {n}."))
+        })),
+    );
+    let home = home();
+    let args = [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--session-id",
+        SESSION,
+        "--dangerously-skip-permissions",
+    ];
+    let message = |text: &str| {
+        json!({"type": "user", "message": {"role": "user", "content": text}}).to_string() + "\n"
+    };
+    let input = message("Make the build green.") + &message("SECOND PROMPT: go on.");
+    let out = run_with_input(
+        claude(&clients, home.path(), project.path(), &server.url, &args),
+        DEADLINE,
+        Some(input.as_bytes()),
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    let status = loop_status(project.path(), SESSION);
+    assert_eq!(status["status"], "passed", "{status}");
+    assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
+    let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
+    assert!(
+        transcript.contains("ended a turn of this session's loop over its Stop hook"),
+        "the human is told"
+    );
+}
+
+/// `stop-gate loop run ... -- COMMAND`, with the client's command as `command` builds it (its
+/// program, arguments, directory and environment).
+fn loop_run(command: &Command, flags: &[&str]) -> Command {
+    let mut run = Command::new(bin_dir().join("stop-gate"));
+    run.args(["loop", "run"])
+        .args(flags)
+        .arg("--")
+        .arg(command.get_program())
+        .args(command.get_args())
+        .env_clear();
+    if let Some(dir) = command.get_current_dir() {
+        run.current_dir(dir);
+    }
+    for (name, value) in command.get_envs() {
+        if let Some(value) = value {
+            run.env(name, value);
+        }
+    }
+    run
+}
+
+/// Passes that never repeat themselves: the loop is not ended as stalled first.
+fn text_only_server() -> Server {
+    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    Server::start(
+        vec![],
+        Some(Turn::answer(move |_| {
+            let n = passes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Turn::Text(format!("Still working, step {n}."))
+        })),
+    )
+}
+
+/// The one line `loop run` prints on stderr.
+fn run_line(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("stop-gate: "))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", said(out));
+    lines[0].to_string()
+}
+
+/// Issue 29, item 3: under `loop run`, Claude Code's cap is lifted for the client it starts,
+/// so a text-only loop of 20 passes runs all 20, vigil bounding it, and the verdict is the exit
+/// code with one line: 1, aborted at its last pass, NOT verified.
+#[test]
+fn claude_loop_run_lifts_the_cap_so_vigil_alone_bounds_the_loop_and_exits_1() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "");
+    let server = text_only_server();
+    let home = home();
+    let args = [
+        "-p",
+        "Make the build green.",
+        "--dangerously-skip-permissions",
+    ];
+    let client = claude(&clients, home.path(), project.path(), &server.url, &args);
+    let flags = ["--max-iterations", "20", "--completion-promise", "DONE"];
+    let out = run(loop_run(&client, &flags), DEADLINE);
+    let line = run_line(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_eq!(server.main_requests().len(), 20, "every pass ran: {line}");
+    assert!(
+        line.contains("loop aborted at pass 20/20")
+            && line.contains("max-iterations")
+            && line.contains("NOT verified"),
+        "{line}"
+    );
+    assert_eq!(only_loop(project.path())["status"], "aborted");
+}
+
+/// Issue 29, item 3: `loop run -- claude -p` exits 0 on a verified pass, and 1 with the line on
+/// a loop that stalls; the session told the model how to finish from its start.
+#[test]
+fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
+    let Some(clients) = clients() else { return };
+    for (turns, exit, said_line) in [
+        (
+            vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+            0,
+            "loop passed on pass 2/5",
+        ),
+        (vec![], 1, "loop aborted at pass 3/5"),
+    ] {
+        let project = project();
+        install_claude(project.path(), None, "");
+        let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
+        let home = home();
+        let args = [
+            "-p",
+            "Make the build green.",
+            "--dangerously-skip-permissions",
+        ];
+        let client = claude(&clients, home.path(), project.path(), &server.url, &args);
+        let flags = ["--max-iterations", "5", "--completion-promise", "DONE"];
+        let out = run(loop_run(&client, &flags), DEADLINE);
+        let line = run_line(&out);
+        assert_eq!(out.status.code(), Some(exit), "{}", said(&out));
+        assert!(line.contains(said_line), "{line}");
+        if exit == 1 {
+            assert!(line.contains("stalled"), "{line}");
+        }
+        let first = server.main_requests()[0].text();
+        assert!(
+            first.contains("claimed a loop started with `stop-gate loop run`")
+                && first.contains("<promise>DONE</promise>"),
+            "the model is told how to finish from the start: {first}"
+        );
+    }
 }
 
 /// Issue 29, the witness: the state home removed mid-loop, the real Claude Code's next Stop
@@ -1978,6 +2147,40 @@ fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
     assert!(out.status.success(), "{}", said(&out));
     assert_eq!(server.main_requests().len(), 12, "every pass ran");
     assert_eq!(only_loop(project.path())["status"], "aborted");
+}
+
+/// Issue 29, item 3: `loop run -- codex exec` exits 0 on a verified pass, and 1 with the line
+/// on a loop that stalls (Codex's hooks inherit the run's id from `codex exec`).
+#[test]
+fn codex_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
+    let Some(clients) = clients() else { return };
+    for (turns, exit, said_line) in [
+        (
+            vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+            0,
+            "loop passed on pass 2/5",
+        ),
+        (vec![], 1, "loop aborted at pass 3/5"),
+    ] {
+        let project = project();
+        let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
+        let home = codex_home(&server, project.path(), true);
+        install_codex(project.path(), home.path(), true);
+        let args = [
+            "exec",
+            "--disable",
+            "plugins",
+            "-c",
+            "analytics.enabled=false",
+            "Make the build green.",
+        ];
+        let client = codex(&clients, home.path(), project.path(), &args);
+        let flags = ["--max-iterations", "5", "--completion-promise", "DONE"];
+        let out = run(loop_run(&client, &flags), DEADLINE);
+        let line = run_line(&out);
+        assert_eq!(out.status.code(), Some(exit), "{}", said(&out));
+        assert!(line.contains(said_line), "{line}");
+    }
 }
 
 #[test]
