@@ -22,7 +22,7 @@ its hooks to one settings file with settings-merge, which keeps everything else 
   --codex        DIR/.codex/hooks.json             Codex (with --user: ~/.codex/hooks.json)
 
 Options:
-  --project DIR  the project to wire (default: the current directory)
+  --project DIR  the project to wire (default: the git top level of the current directory)
   --prefix DIR   where binaries go: DIR/bin (default ~/.local)
   --run CMD      the check stop-gate runs before letting the agent stop, e.g. 'cargo test';
                  a re-install keeps the gate's flags it is not given (--no-run removes the check)
@@ -107,6 +107,20 @@ if $user && $shared; then
 fi
 given_project=$project
 project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: the project directory $given_project does not exist" >&2; exit 2; }
+# The project is the git top level (SPEC §2): run in a subdirectory, install.sh wires the top,
+# where Claude Code and Codex find the settings and vigil's hooks run the check. A directory
+# named with --project is taken as it is (a project inside a monorepo).
+if ! $project_given && ! $user; then
+  if top=$(git -C "$project" rev-parse --show-toplevel 2>/dev/null) && [ -n "$top" ]; then
+    if [ "$top" != "$(cd "$project" && pwd -P)" ]; then
+      echo "install.sh: $project is inside the git repository $top; wiring its top level, which is vigil's project (name another with --project DIR)" >&2
+      project=$top
+    fi
+  else
+    echo "install.sh: $project is not inside a git repository, so it has no top level to be the project; name the project with --project DIR" >&2
+    exit 2
+  fi
+fi
 source_dir=$(cd "$(dirname "$0")" && pwd)
 # Run from inside vigil's own clone, the default project is the clone: wiring vigil into
 # itself is never what a newcomer means, and leaves the clone dirty.

@@ -54,6 +54,31 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The project a hook or command works on (SPEC §2), from the directory the engine started in
+/// (or the command runs in): the nearest directory at or above it that a human installed
+/// vigil into (its install record is in the state home), or, up to the git top level, that
+/// vigil keeps protected state for; else the git top level (the nearest `.git` of any kind);
+/// else the directory itself. What the state home knows comes first because the agent can
+/// plant a `.git` or delete one, and so move where the search for `.git` ends, but cannot
+/// write the state home. Your home directory's install record is a `--user` install's, which
+/// names no project.
+pub fn project_top(start: &Path) -> PathBuf {
+    let canonical = crate::subject::canonical(start);
+    let top = top_of(&canonical);
+    let Some(home) = home() else {
+        return top;
+    };
+    let user = std::env::var_os("HOME").map(|h| crate::subject::canonical(Path::new(&h)));
+    let known = canonical.ancestors().find(|dir| {
+        let kept = dir_in(&home, dir);
+        let installed = Some(*dir) != user.as_deref()
+            && std::fs::symlink_metadata(kept.join(crate::settings::RECORD_FILE))
+                .is_ok_and(|meta| meta.is_file());
+        installed || (dir.starts_with(&top) && kept.is_dir())
+    });
+    known.map_or(top, Path::to_path_buf)
+}
+
 /// The directory a project's protected state is named after: the nearest one at or above it
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.

@@ -55,11 +55,12 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     };
     let subject = subject::worktree_snapshot(project, limits, dir.path())?;
     links_stay_inside(dir.path())?;
+    // The command runs where the gate's check runs: at the project (SPEC §2), whatever
+    // directory the writer was started in.
     let top = subject::worktree::Repository::locate(&project.dir)?.top;
-    let here = std::env::current_dir()
+    let here = std::fs::canonicalize(&project.dir)
         .ok()
-        .and_then(|cwd| std::fs::canonicalize(cwd).ok())
-        .and_then(|cwd| cwd.strip_prefix(&top).ok().map(Path::to_path_buf))
+        .and_then(|dir| dir.strip_prefix(&top).ok().map(Path::to_path_buf))
         .unwrap_or_default();
     let cwd = dir.path().join(here);
     // A directory that held only ignored files is not in the copy: start at the nearest one.

@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 /// The project a hook works on and the state directory inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Project {
-    /// `$CLAUDE_PROJECT_DIR`, else the hook input's `cwd`, else the working directory.
+    /// The project (SPEC §2): where a human installed vigil at or above the directory the
+    /// engine started in ([`Project::start_dir`]), else that directory's git top level, else
+    /// the directory itself (`protected::project_top`); canonical.
     pub dir: PathBuf,
     /// `--state-dir`, else `$VIGIL_STATE_DIR`, else `<dir>/.vigil`.
     pub state: PathBuf,
@@ -22,11 +24,7 @@ pub struct Project {
 impl Project {
     pub fn resolve(state_dir_flag: Option<&Path>, input_cwd: Option<&Path>) -> Project {
         let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
-        let dir = std::env::var_os("CLAUDE_PROJECT_DIR")
-            .and_then(nonempty)
-            .or_else(|| input_cwd.map(Path::to_path_buf))
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_else(|| PathBuf::from("."));
+        let dir = crate::protected::project_top(&Project::start_dir(input_cwd));
         let chosen = state_dir_flag
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("VIGIL_STATE_DIR").and_then(nonempty));
@@ -38,6 +36,18 @@ impl Project {
             default_state,
             protected: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The directory the engine started in: `$CLAUDE_PROJECT_DIR`, else the hook input's
+    /// `cwd`, else the working directory. Claude Code's sandbox lets the agent write there,
+    /// which may be below the project.
+    pub fn start_dir(input_cwd: Option<&Path>) -> PathBuf {
+        std::env::var_os("CLAUDE_PROJECT_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| input_cwd.map(Path::to_path_buf))
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."))
     }
 
     /// This project for a reader (`loop status`, which the slash commands run inside the

@@ -573,7 +573,10 @@ fn run(
             unconfined = Some(
                 "in place, unconfined, with your rights: for a writer the agent cannot reach, such as CI; a local writer uses --snapshot".to_string(),
             );
-            plain()
+            // At the project, as the gate runs its check.
+            let mut cmd = plain();
+            cmd.current_dir(&project.dir);
+            cmd
         }
     };
     // The key signs the marker; the command under test never sees where it is.

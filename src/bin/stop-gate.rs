@@ -327,13 +327,13 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
         (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
         (Ok(_), Ok(input)) => {
             // The project as Claude Code's sandbox has it: the directory it runs in.
-            let project = Project::resolve(None, input.cwd.as_deref());
-            let cwd = input.cwd.clone().unwrap_or_else(|| project.dir.clone());
+            let start = Project::start_dir(input.cwd.as_deref());
+            let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
             vigil::guard::judge(
                 input.tool_name.as_deref().unwrap_or(""),
                 input.tool_input.as_ref(),
                 &cwd,
-                &project.dir,
+                &start,
             )
         }
     };

@@ -812,10 +812,63 @@ fn install_sh_dry_run_changes_nothing() {
     assert!(!project.path().join(".claude").exists() && !home.path().join(".local").exists());
 }
 
+/// The project is the git top level (SPEC §2, issue 29): install.sh run in a subdirectory
+/// wires the top, where the engines find the settings, and says so; outside git it asks for
+/// --project, before it builds or writes anything.
+#[test]
+fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
+    let home = tempfile::tempdir().unwrap();
+    let project = git_repo();
+    let sub = project.path().join("src/app");
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .args(["--run", "true"])
+        .current_dir(&sub)
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .env("VIGIL_STATE_HOME", state_home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let top = std::fs::canonicalize(project.path()).unwrap();
+    assert!(
+        said(&out).contains(&format!(
+            "is inside the git repository {}; wiring its top level",
+            top.display()
+        )),
+        "{}",
+        said(&out)
+    );
+    assert!(project.path().join(".claude/settings.local.json").is_file());
+    assert!(!sub.join(".claude").exists());
+    assert!(install_record_of(project.path()).is_file());
+
+    let outside = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .current_dir(outside.path())
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .env("VIGIL_STATE_HOME", state_home())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("is not inside a git repository")
+            && said(&out).contains("--project DIR"),
+        "{}",
+        said(&out)
+    );
+    assert!(!outside.path().join(".claude").exists());
+}
+
 #[test]
 fn install_sh_stops_clearly_without_cargo() {
     let home = tempfile::tempdir().unwrap();
-    let project = tempfile::tempdir().unwrap();
+    let project = git_repo();
     let out = std::process::Command::new("bash")
         .arg(repo_path("install.sh"))
         .current_dir(project.path())

@@ -11,6 +11,7 @@ mod confinement;
 mod guard;
 mod limits;
 mod loop_run;
+mod project_top;
 
 /// A throwaway project, and the ways a test talks to stop-gate about it.
 struct Project {

@@ -1,0 +1,181 @@
+//! The project is the git top level, everywhere (SPEC §2, issue 29 item 4): Claude Code started
+//! in a subdirectory loads the project's settings but sets `CLAUDE_PROJECT_DIR` to the
+//! subdirectory; the check, the handoffs and the markers still work on the top level. What a
+//! human's install or vigil's protected state knows anchors it, so a `.git` the agent plants
+//! or deletes does not move it.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// A repository whose top level holds a failing test, and a subdirectory the engine starts in.
+fn repo_with_a_failing_test_at_the_top() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = git_repo();
+    std::fs::write(dir.path().join("FAILING"), "a test that fails\n").unwrap();
+    let sub = dir.path().join("app");
+    std::fs::create_dir_all(&sub).unwrap();
+    (dir, sub)
+}
+
+/// The Stop hook as Claude Code runs it when started in `start`: `$CLAUDE_PROJECT_DIR` and
+/// the input's `cwd` are the subdirectory.
+fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
+    let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": start,
+        "stop_hook_active": false, "last_assistant_message": "Done."});
+    let out = stop_gate()
+        .args(args)
+        .current_dir(start)
+        .env("CLAUDE_PROJECT_DIR", start)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let stdout = stdout_of(&out);
+    if stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&stdout).unwrap()
+    }
+}
+
+const CHECK: [&str; 2] = ["--run", "test ! -e FAILING"];
+
+#[test]
+fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    let decision = stop_from(&sub, &CHECK, "s1");
+    assert_eq!(
+        decision["decision"], "block",
+        "the test at the top level fails: {decision}"
+    );
+    std::fs::remove_file(dir.path().join("FAILING")).unwrap();
+    assert_ne!(stop_from(&sub, &CHECK, "s1")["decision"], "block");
+}
+
+/// The agent runs `git init` in the subdirectory the engine started in, so the nearest `.git`
+/// is there: an installed project stays where the human installed vigil.
+#[test]
+fn a_git_planted_in_the_subdirectory_does_not_move_an_installed_project() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let out = settings_merge()
+        .args(["install", "--settings", settings.to_str().unwrap()])
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    git(&sub, &["init", "-q"]);
+    let decision = stop_from(&sub, &CHECK, "s1");
+    assert_eq!(decision["decision"], "block", "{decision}");
+}
+
+/// A nested repository that is a project of its own (a submodule, a checkout inside another)
+/// is its own project: the state home knowing the outer one does not pull it up.
+#[test]
+fn a_nested_repository_of_its_own_stays_its_own_project() {
+    let (dir, _sub) = repo_with_a_failing_test_at_the_top();
+    assert_eq!(stop_from(dir.path(), &CHECK, "s1")["decision"], "block");
+    let inner = dir.path().join("vendor/lib");
+    std::fs::create_dir_all(&inner).unwrap();
+    git(&inner, &["init", "-q"]);
+    assert_ne!(
+        stop_from(&inner, &CHECK, "s2")["decision"],
+        "block",
+        "the check runs in the nested repository, which has no failing test"
+    );
+}
+
+#[test]
+fn the_handoff_is_written_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": &sub,
+        "reason": "other"});
+    let out = session_end_handoff()
+        .current_dir(&sub)
+        .env("CLAUDE_PROJECT_DIR", &sub)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(dir.path().join(".vigil/handoff/final.json").is_file());
+    assert!(!sub.join(".vigil").exists());
+    // And the next session started in the subdirectory reads it.
+    let payload = json!({"session_id": "s2", "hook_event_name": "SessionStart", "cwd": &sub,
+        "source": "startup"});
+    let out = session_start_loader()
+        .current_dir(&sub)
+        .env("CLAUDE_PROJECT_DIR", &sub)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains("[final] session s1"),
+        "{}",
+        said(&out)
+    );
+}
+
+#[test]
+fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    std::fs::write(dir.path().join("check.sh"), "test ! -e FAILING\n").unwrap();
+    let required = ["--require-marker", "tests=sh check.sh"];
+    let write = || {
+        marker_writer()
+            .args(["run", "--check", "tests", "--", "sh", "check.sh"])
+            .current_dir(&sub)
+            .output()
+            .unwrap()
+    };
+    // check.sh is at the top level only: run in the subdirectory, it could not even be found.
+    let out = write();
+    assert_eq!(out.status.code(), Some(1), "the test fails: {}", said(&out));
+    assert_eq!(stop_from(&sub, &required, "s1")["decision"], "block");
+    std::fs::remove_file(dir.path().join("FAILING")).unwrap();
+    let out = write();
+    assert!(out.status.success(), "{}", said(&out));
+    let decision = stop_from(&sub, &required, "s1");
+    assert_ne!(decision["decision"], "block", "{decision}");
+    assert_ne!(stop_from(dir.path(), &required, "s2")["decision"], "block");
+}
+
+/// A `--user` install keeps its record under your home directory's name: it names no project,
+/// so a directory below your home is not pulled up to it.
+#[test]
+fn a_user_install_does_not_make_your_home_the_project() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = home.path().join(".claude/settings.json");
+    let out = settings_merge()
+        .args(["install", "--settings", settings.to_str().unwrap()])
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        install_record_of(home.path()).is_file(),
+        "the user install's record"
+    );
+    let notes = home.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::write(notes.join("HERE"), "").unwrap();
+    let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": &notes,
+        "stop_hook_active": false, "last_assistant_message": "Done."});
+    let out = stop_gate()
+        .args(["--run", "test -e HERE"])
+        .current_dir(&notes)
+        .env("HOME", home.path())
+        .env("CLAUDE_PROJECT_DIR", &notes)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert!(
+        !stdout_of(&out).contains("\"decision\":\"block\""),
+        "the check ran in the home directory: {}",
+        said(&out)
+    );
+}
