@@ -187,7 +187,7 @@ fn block_cap(
         return Vec::new();
     }
     let mut findings = vec![Finding::Ok(
-        "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in the environment Claude Code starts in lets vigil alone bound a loop".into(),
+        "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and the loop is cut if the session ends there (claude -p); `stop-gate loop run … -- claude …` lifts the cap for the client it starts (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0), so vigil alone bounds the loop".into(),
     )];
     for (path, root, _) in layers(target, own) {
         for shown in other_stop_hooks(&root) {

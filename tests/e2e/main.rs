@@ -694,6 +694,41 @@ fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
 
 // --- The check gate ---------------------------------------------------------------------------
 
+/// Issue 29, item 4: Claude Code started in a subdirectory loads the project's settings but
+/// sets CLAUDE_PROJECT_DIR to the subdirectory; the check still runs at the git top level,
+/// where the failing test is, and blocks.
+#[test]
+fn claude_started_in_a_subdirectory_runs_the_check_at_the_git_top_level() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    std::fs::write(project.path().join("FAILING"), "a failing test\n").unwrap();
+    let sub = project.path().join("app");
+    std::fs::create_dir_all(&sub).unwrap();
+    install_claude(project.path(), Some("test ! -e FAILING"), "");
+    let server = Server::start(vec![], Some(Turn::Text("All done.".into())));
+    let home = home();
+    let args = [
+        "-p",
+        "Make every test pass.",
+        "--session-id",
+        SESSION,
+        "--dangerously-skip-permissions",
+    ];
+    let mut client = claude(&clients, home.path(), project.path(), &server.url, &args);
+    client.current_dir(&sub);
+    let out = run(client, DEADLINE);
+    assert!(out.status.success(), "{}", said(&out));
+    let requests = server.main_requests();
+    assert!(requests.len() > 1, "the stop was blocked: {}", said(&out));
+    assert!(
+        requests[1]
+            .text()
+            .contains("stop-gate: `test ! -e FAILING` failed (exit 1)"),
+        "{}",
+        requests[1].text()
+    );
+}
+
 #[test]
 fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass() {
     let Some(clients) = clients() else { return };
@@ -1667,11 +1702,6 @@ fn reader_runs(line: &str, project: &Path) -> Output {
     )
 }
 
-/// The prompt of a `claude -p 'P'` or `codex exec 'P'` line.
-fn prompt_of(line: &str) -> String {
-    shlex::split(line).unwrap().last().unwrap().clone()
-}
-
 /// The Claude Code quick start, command by command from the README: install with a check, the
 /// doctor, a loop for the next session, the session (run by the real Claude Code against the
 /// scripted model, which mentions the phrase and then declares), a required marker and the
@@ -1682,34 +1712,45 @@ fn claude_readme_quick_start_works_as_written() {
     let project = project();
     let lines = quickstart("claude");
     assert!(
-        lines.iter().any(|l| l.starts_with("claude -p")),
+        lines
+            .iter()
+            .any(|l| l.contains(" loop run ") && l.contains(" -- claude -p ")),
         "{lines:?}"
     );
     for line in &lines {
         if line.starts_with("VIGIL=") || line.starts_with("cd ") {
             continue;
         }
-        if line.starts_with("claude ") {
+        if line.contains(" loop run ") {
+            // `~/.local/bin/stop-gate loop run FLAGS -- claude ARGS`: the run's flags as
+            // written, the real Claude Code as the command, against the scripted model.
+            let words = shlex::split(line).unwrap();
+            assert_eq!(&words[1..3], ["loop", "run"], "{line}");
+            let split = words.iter().position(|w| w == "--").unwrap();
+            assert_eq!(words[split + 1], "claude", "{line}");
             let server = Server::start(
                 vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
                 None,
             );
-            claude_session(
-                &clients,
-                project.path(),
-                &server,
-                SESSION,
-                &prompt_of(line),
-                &[],
+            let home = home();
+            let mut args: Vec<&str> = words[split + 2..].iter().map(String::as_str).collect();
+            args.push("--dangerously-skip-permissions");
+            let client = claude(&clients, home.path(), project.path(), &server.url, &args);
+            let flags: Vec<&str> = words[3..split].iter().map(String::as_str).collect();
+            let out = run(loop_run(&client, &flags), DEADLINE);
+            assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+            assert!(
+                run_line(&out).contains("loop passed on pass 2/10"),
+                "{}",
+                said(&out)
             );
             assert_eq!(
                 server.main_requests().len(),
                 2,
                 "the loop outlived the mention"
             );
-            let status = loop_status(project.path(), SESSION);
+            let status = only_loop(project.path());
             assert_eq!(status["status"], "passed", "{status}");
-            assert_eq!(status["prompt"], prompt_of(line), "{status}");
             continue;
         }
         let out = reader_runs(line, project.path());
@@ -1808,7 +1849,8 @@ fn install_claude_with(project: &Path, flags: &[&str]) {
 }
 
 #[test]
-fn claude_api_error_interrupts_the_loop_without_a_pass_and_the_next_session_is_told() {
+fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_next_session_is_told()
+{
     let Some(clients) = clients() else { return };
     let project = project();
     install_claude(project.path(), None, "");
@@ -1837,8 +1879,10 @@ fn claude_api_error_interrupts_the_loop_without_a_pass_and_the_next_session_is_t
         "an API error ends -p: {}",
         said(&out)
     );
+    // The failed turn ended `claude -p`, so the session is over: the loop is cut for it.
     let state = loop_status(project.path(), SESSION);
-    assert_eq!(state["status"], "interrupted", "{state}");
+    assert_eq!(state["status"], "cut", "{state}");
+    assert_eq!(state["end_reason"], "turn-failed", "{state}");
     assert_eq!(
         state["iteration"], 2,
         "no pass was spent on the failed turn: {state}"
@@ -1869,7 +1913,9 @@ fn claude_api_error_interrupts_the_loop_without_a_pass_and_the_next_session_is_t
         "{opening}"
     );
     assert!(
-        opening.contains("loop: interrupted") && opening.contains(SESSION),
+        opening.contains(
+            "loop: cut (turn-failed: the session ended after a turn failed on an API error)"
+        ) && opening.contains(SESSION),
         "{opening}"
     );
 }
