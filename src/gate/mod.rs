@@ -208,6 +208,17 @@ thread_local! {
     static NOTICE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Adds a line the human must hear, whatever the decision, before any already there.
+fn notice(told: String) {
+    NOTICE.with(|n| {
+        let mut n = n.borrow_mut();
+        *n = Some(match n.take() {
+            Some(other) => format!("{told}\n{other}"),
+            None => told,
+        });
+    });
+}
+
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
 pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {
@@ -339,6 +350,22 @@ fn decide_checked(
             return StopOutput::Allow(None);
         }
     }
+    // The first Stop of a new turn: a turn of this session's loop that the engine ended over
+    // the gate's block since the loop last moved (Claude Code's cap) is recorded and told,
+    // when no prompt's hook did (issue 29). Continuations never read the transcript for it.
+    if !subagent
+        && recorded
+        && !stop_hook_active
+        && let Some(transcript) = input.transcript_path.as_deref()
+    {
+        match loops::note_engine_cut(&gate.project, &session, transcript) {
+            Ok(Some(told)) => notice(told),
+            Ok(None) => {}
+            Err(e) => notice(format!(
+                "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
+            )),
+        }
+    }
     // The loop belongs to the main agent: a subagent's stop never counts as a pass.
     if !subagent
         && recorded
@@ -356,13 +383,7 @@ fn decide_checked(
         let told = "vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string();
         // A record with no loop, so that the next stop does not tell it again.
         let _ = crate::session::Session::open(&gate.project, &session).and_then(|mut s| s.save());
-        NOTICE.with(|n| {
-            let mut n = n.borrow_mut();
-            *n = Some(match n.take() {
-                Some(other) => format!("{told}\n{other}"),
-                None => told,
-            });
-        });
+        notice(told);
     }
     match gate.checks(&config) {
         Ok(()) => {
@@ -983,7 +1004,7 @@ impl Gate {
                 timeout,
             );
             if let Some(notice) = checked.unconfined {
-                NOTICE.with(|n| *n.borrow_mut() = Some(notice));
+                self::notice(notice);
             }
             checked.result.map_err(|f| Failure {
                 line: f.line,

@@ -691,6 +691,49 @@ fn transcript_with(p: &Project, cut_at: Option<std::time::SystemTime>) -> std::p
     path
 }
 
+/// A cut the next prompt's hook did not see (no UserPromptSubmit hook wired, or a turn that
+/// began without a prompt) is found by the first Stop of the next turn (`stop_hook_active`
+/// false): recorded, told with the loop's block, and the loop goes on. A continuation Stop does
+/// not read the transcript for it.
+#[test]
+fn the_first_stop_of_the_next_turn_records_a_cut_no_prompt_saw() {
+    let p = Project::new();
+    start_with(&p, "s1", 20, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    let cut = transcript_with(&p, Some(later));
+    let stop = |active: bool| {
+        let mut payload = p.payload("s1", Some("still not yet"));
+        payload["transcript_path"] = json!(cut);
+        payload["stop_hook_active"] = json!(active);
+        p.stop_with(&[], payload.to_string())
+    };
+    let continued = stop(true);
+    assert!(continued.blocked());
+    assert!(
+        !continued.system_message().contains("ended a turn"),
+        "{}",
+        continued.system_message()
+    );
+    assert_eq!(p.loop_state("s1")["status"], "running");
+    let first = stop(false);
+    assert!(first.blocked(), "the loop goes on");
+    assert!(
+        first
+            .system_message()
+            .contains("ended a turn of this session's loop over its Stop hook"),
+        "{}",
+        first.system_message()
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "running", "{state}");
+    assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
+    assert!(
+        !stop(false).system_message().contains("ended a turn"),
+        "told once"
+    );
+}
+
 /// Claude Code overrides a Stop hook that blocked 8 times in a row and ends the turn; no hook
 /// payload says so, only a line in the transcript. The session's next prompt (and SessionEnd)
 /// find it, record the loop `interrupted` with the failure `block_cap`, and tell the human,
