@@ -31,11 +31,14 @@ pub struct Request<'a> {
     pub progress_flag: Option<&'a Path>,
     /// A line about the loop this session just claimed, if it claimed one.
     pub claimed: Option<String>,
+    /// What this session must hear of its own loop first (the witness of a record gone).
+    pub told: Option<String>,
 }
 
 /// The context for the new session, or `None` when there is nothing to tell.
 pub fn context(request: &Request) -> Option<String> {
-    let mut notes = protection_notes(request.project);
+    let mut notes: Vec<String> = request.told.iter().cloned().collect();
+    notes.extend(protection_notes(request.project));
     let mut records = Vec::new();
     for kind in [HandoffKind::Final, HandoffKind::Intermediate] {
         let path = handoff::dir(request.project).join(kind.file_name());
@@ -101,6 +104,7 @@ pub fn context(request: &Request) -> Option<String> {
         ) && let Ok(Some(state)) = crate::loops::load(request.project, &session)
         {
             summary.status = state.status;
+            summary.end_reason = state.end_reason;
             summary.iteration = state.iteration;
             summary.max_iterations = state.max_iterations;
         }

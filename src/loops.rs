@@ -790,6 +790,20 @@ pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<Loop
 /// The failure a turn that the engine ended over the gate's block is recorded as.
 pub const BLOCK_CAP: &str = "block_cap";
 
+/// The witness (SPEC §9, issue 29): the session has no record, yet the last 256 KiB of its
+/// transcript hold vigil's loop blocks as Claude Code writes them, so its loop's record is
+/// gone (the state home removed). The line to tell, once: a record with no loop is written, so
+/// no later hook of the session tells it again. A witness only ever makes a verdict worse.
+pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
+    if !matches!(crate::session::peek(project, session), Ok(None))
+        || !crate::transcript::vigil_loop_blocked(transcript)
+    {
+        return None;
+    }
+    let _ = Session::open(project, session).and_then(|mut record| record.save());
+    Some("vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string())
+}
+
 /// What `cancel` did.
 pub enum Cancelled {
     /// The running loop now says `cancelled`.

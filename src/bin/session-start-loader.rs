@@ -155,6 +155,12 @@ fn run() -> Result<()> {
     } else {
         None
     };
+    // A session that goes on (resumed, compacted) whose loop's record is gone, while its
+    // transcript holds the loop's blocks: told, NOT verified.
+    let told = match (source.as_str(), input.transcript_path.as_deref()) {
+        ("resume" | "compact", Some(transcript)) => loops::witness(&project, &session, transcript),
+        _ => None,
+    };
     let request = Request {
         project: &project,
         session: &session,
@@ -162,6 +168,7 @@ fn run() -> Result<()> {
         max_age: options.max_age,
         progress_flag: options.progress_file.as_deref(),
         claimed,
+        told,
     };
     if let Some(json) = briefing::context(&request) {
         stdout(format!("{json}\n").as_bytes())?;

@@ -398,7 +398,9 @@ fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> 
     // Looked up as a reader: a running loop's place is there already, and none is made.
     let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
     match loops::note_engine_cut(&project, &session, transcript) {
-        Ok(told) => told,
+        Ok(Some(told)) => Some(told),
+        // No record at all, but the transcript holds the loop's blocks: the witness.
+        Ok(None) => loops::witness(&project, &session, transcript),
         Err(e) => Some(format!(
             "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
         )),
@@ -838,6 +840,15 @@ fn run_verdict(
     let command = failed.map_or(String::new(), |f| format!("{f}; "));
     let claim = match loops::run_claim(project, pending) {
         Ok(Some(claim)) => claim,
+        // Neither the pending loop nor its claim: the state home lost both while it ran.
+        Ok(None) if !pending.path(project).exists() => {
+            return (
+                Exit::Negative,
+                format!(
+                    "{command}the loop's state is gone from the state home (removed while it ran); the work is NOT verified"
+                ),
+            );
+        }
         Ok(None) => {
             return (
                 Exit::NotRun,

@@ -378,11 +378,8 @@ fn decide_checked(
     if !subagent
         && !recorded
         && let Some(transcript) = input.transcript_path.as_deref()
-        && crate::transcript::vigil_loop_blocked(transcript)
+        && let Some(told) = loops::witness(&gate.project, &session, transcript)
     {
-        let told = "vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string();
-        // A record with no loop, so that the next stop does not tell it again.
-        let _ = crate::session::Session::open(&gate.project, &session).and_then(|mut s| s.save());
         notice(told);
     }
     match gate.checks(&config) {

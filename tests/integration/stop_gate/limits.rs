@@ -853,6 +853,60 @@ fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks(
     assert!(denied.system_message().contains("NOT verified"));
 }
 
+/// The witness at the other hooks of a session that goes on (issue 29, item 6): the next
+/// prompt (UserPromptSubmit) and a resumed session's start say the loop is NOT verified, once
+/// in all; a fresh session (startup) has no witness of its own to read.
+#[test]
+fn the_next_prompt_and_a_resumed_start_tell_a_loop_whose_record_is_gone() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let transcript = p.path().join("t.jsonl");
+    let block = json!({"type": "attachment", "attachment": {"type": "hook_blocking_error",
+        "hookName": "Stop", "hookEvent": "Stop", "blockingError": {"blockingError":
+        "Task of s1.\n\nvigil loop 2/5: finish only by ending with <promise>DONE</promise>",
+        "command": "/usr/local/bin/stop-gate"}}});
+    std::fs::write(&transcript, format!("{block}\n")).unwrap();
+    let prompt = || {
+        let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
+            "cwd": p.path(), "prompt": "go on", "transcript_path": &transcript});
+        let out = stop_gate()
+            .current_dir(p.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        stdout_of(&out)
+    };
+    let start = |source: &str| {
+        let payload = json!({"session_id": "s1", "hook_event_name": "SessionStart",
+            "cwd": p.path(), "source": source, "transcript_path": &transcript});
+        let out = session_start_loader()
+            .current_dir(p.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        stdout_of(&out)
+    };
+    std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
+    let told = prompt();
+    assert!(
+        told.contains("record is gone") && told.contains("NOT verified"),
+        "{told}"
+    );
+    assert!(!told.contains("\"decision\""), "the prompt goes on: {told}");
+    assert_eq!(prompt(), "", "told once");
+    std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
+    assert!(!start("startup").contains("record is gone"));
+    let resumed = start("resume");
+    assert!(
+        resumed.contains("record is gone") && resumed.contains("NOT verified"),
+        "{resumed}"
+    );
+    assert!(!start("resume").contains("record is gone"), "told once");
+}
+
 // --- The subagent contract -------------------------------------------------------------------
 
 const REPORT: &str = r#"{"status":"done","answer":"There is one file.","evidence":["ls: 1 entry"],"changed":[],"open_questions":[],"tokens_used":1200}"#;

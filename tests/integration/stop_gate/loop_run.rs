@@ -718,3 +718,38 @@ fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pair
     unexplained["status"] = Value::from("cut");
     assert!(!validator.is_valid(&unexplained), "an end with no reason");
 }
+
+/// Where there is no transcript to witness (Codex, or none named), `loop run` still tells a
+/// loop whose record vanished mid-run (issue 29, item 6): exit 1, NOT verified.
+#[test]
+fn loop_run_says_not_verified_when_its_loops_record_vanished() {
+    let dir = git_repo();
+    let engine = engine(dir.path());
+    let script = std::fs::read_to_string(&engine).unwrap().replacen(
+        "for msg in",
+        "rm -rf \"$RM_DIR\"\nfor msg in",
+        1,
+    );
+    std::fs::write(&engine, script).unwrap();
+    // The protected directory exists once the loop is pending; the engine removes it after
+    // its session claimed the loop.
+    let protected =
+        vigil::protected::dir_in(state_home(), &std::fs::canonicalize(dir.path()).unwrap());
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            engine.to_str().unwrap(),
+            "s-gone",
+            "<promise>DONE</promise>",
+        ],
+        &[("RM_DIR", protected.to_str().unwrap())],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(line.contains("NOT verified"), "{line}");
+}
