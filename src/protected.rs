@@ -55,13 +55,17 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// The project a hook or command works on (SPEC §2), from the directory the engine started in
-/// (or the command runs in): the nearest directory at or above it that a human installed
-/// vigil into (its install record is in the state home), or, up to the git top level, that
-/// vigil keeps protected state for; else the git top level (the nearest `.git` of any kind);
-/// else the directory itself. What the state home knows comes first because the agent can
-/// plant a `.git` or delete one, and so move where the search for `.git` ends, but cannot
-/// write the state home. Your home directory's install record is a `--user` install's, which
-/// names no project.
+/// (or the command runs in). The agent can plant a `.git` or delete one, and so move where the
+/// search for `.git` ends, but cannot write the state home; so what the state home knows
+/// decides first:
+/// 1. the nearest directory at or above the start that a human installed vigil into (its
+///    install record): any up to the git top, and above it only one that is itself a git top
+///    (a separate repository inside a directory installed outside git is its own project;
+///    outside git, any);
+///    your home directory's record is a `--user` install's, which names no project;
+/// 2. else, up to the git top, the outermost directory vigil keeps protected state for (a
+///    `.git` planted below it and removed again leaves state behind, which must not anchor);
+/// 3. else the git top (the nearest `.git` of any kind), else the directory itself.
 pub fn project_top(start: &Path) -> PathBuf {
     let canonical = crate::subject::canonical(start);
     let top = top_of(&canonical);
@@ -69,14 +73,24 @@ pub fn project_top(start: &Path) -> PathBuf {
         return top;
     };
     let user = std::env::var_os("HOME").map(|h| crate::subject::canonical(Path::new(&h)));
-    let known = canonical.ancestors().find(|dir| {
-        let kept = dir_in(&home, dir);
-        let installed = Some(*dir) != user.as_deref()
-            && std::fs::symlink_metadata(kept.join(crate::settings::RECORD_FILE))
-                .is_ok_and(|meta| meta.is_file());
-        installed || (dir.starts_with(&top) && kept.is_dir())
+    let has_git = |dir: &Path| std::fs::symlink_metadata(dir.join(".git")).is_ok();
+    // Outside git, every directory above is as much the project's as the start.
+    let in_git = has_git(&top);
+    let installed = canonical.ancestors().find(|dir| {
+        Some(*dir) != user.as_deref()
+            && (!in_git || dir.starts_with(&top) || has_git(dir))
+            && std::fs::symlink_metadata(dir_in(&home, dir).join(crate::settings::RECORD_FILE))
+                .is_ok_and(|meta| meta.is_file())
     });
-    known.map_or(top, Path::to_path_buf)
+    if let Some(dir) = installed {
+        return dir.to_path_buf();
+    }
+    let kept = canonical
+        .ancestors()
+        .take_while(|dir| dir.starts_with(&top))
+        .filter(|dir| dir_in(&home, dir).is_dir())
+        .last();
+    kept.map_or(top, Path::to_path_buf)
 }
 
 /// The directory a project's protected state is named after: the nearest one at or above it

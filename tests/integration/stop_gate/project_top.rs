@@ -179,3 +179,58 @@ fn a_user_install_does_not_make_your_home_the_project() {
         said(&out)
     );
 }
+
+/// Review of issue 29: a `.git` planted once, while a hook made protected state for the
+/// subdirectory, then removed, must not leave the subdirectory anchored as the project; and a
+/// human's install at the top wins over state a planted `.git` left.
+#[test]
+fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    assert_eq!(stop_from(&sub, &CHECK, "s1")["decision"], "block");
+    std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
+    // The planted top is the project while it stands (nothing installed: not covered).
+    stop_from(&sub, &CHECK, "s1");
+    std::fs::remove_file(sub.join(".git")).unwrap();
+    let decision = stop_from(&sub, &CHECK, "s1");
+    assert_eq!(decision["decision"], "block", "{decision}");
+    // Planted again, with the human's install at the top: the install decides.
+    std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let out = settings_merge()
+        .args(["install", "--settings", settings.to_str().unwrap()])
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let decision = stop_from(&sub, &CHECK, "s1");
+    assert_eq!(decision["decision"], "block", "{decision}");
+}
+
+/// An install in a directory outside git does not pull a repository inside it into its
+/// project: that repository is a project of its own (SPEC §2).
+#[test]
+fn an_install_outside_git_does_not_swallow_a_repository_inside_it() {
+    let outer = tempfile::tempdir().unwrap();
+    std::fs::write(outer.path().join("FAILING"), "").unwrap();
+    let settings = outer.path().join(".claude/settings.local.json");
+    let out = settings_merge()
+        .args(["install", "--settings", settings.to_str().unwrap()])
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .current_dir(outer.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let inner = outer.path().join("newrepo");
+    std::fs::create_dir_all(&inner).unwrap();
+    git(&inner, &["init", "-q"]);
+    assert_ne!(
+        stop_from(&inner, &CHECK, "s1")["decision"],
+        "block",
+        "the check ran in the directory above the repository"
+    );
+    // The installed directory itself, and a plain subdirectory of it, are that project.
+    let plain = outer.path().join("notes");
+    std::fs::create_dir_all(&plain).unwrap();
+    assert_eq!(stop_from(&plain, &CHECK, "s2")["decision"], "block");
+}
