@@ -110,13 +110,22 @@ project=$(cd "$project" 2>/dev/null && pwd) || { echo "install.sh: the project d
 # The project is the git top level (SPEC §2): run in a subdirectory, install.sh wires the top,
 # where Claude Code and Codex find the settings and vigil's hooks run the check. A directory
 # named with --project is taken as it is (a project inside a monorepo).
+# The settings file install.sh works on in the project DIR.
+settings_in() {
+  if $codex; then echo "$1/.codex/hooks.json"
+  elif $shared; then echo "$1/.claude/settings.json"
+  else echo "$1/.claude/settings.local.json"; fi
+}
 if ! $project_given && ! $user; then
   if top=$(git -C "$project" rev-parse --show-toplevel 2>/dev/null) && [ -n "$top" ]; then
-    if [ "$top" != "$(cd "$project" && pwd -P)" ]; then
-      echo "install.sh: $project is inside the git repository $top; wiring its top level, which is vigil's project (name another with --project DIR)" >&2
+    # An --uninstall or --check where an earlier install wired this very directory is about
+    # that install.
+    if [ "$top" != "$(cd "$project" && pwd -P)" ] \
+      && ! { [ "$action" != install ] && grep -qs 'stop-gate' "$(settings_in "$project")"; }; then
+      echo "install.sh: $project is inside the git repository $top; working on its top level, which is vigil's project (name another with --project DIR)" >&2
       project=$top
     fi
-  else
+  elif [ "$action" = install ]; then
     echo "install.sh: $project is not inside a git repository, so it has no top level to be the project; name the project with --project DIR" >&2
     exit 2
   fi

@@ -142,10 +142,16 @@ row "stop-gate" "Stop, no loop, 10 MB transcript (the witness reads its last 256
 row "stop-gate" "Stop, loop running, not declared (one fdatasync)" \
   "$sg <$work/looping.json" "bash $here/baseline/stop-loop.sh $work/baseline-state.json <$work/looping.json"
 # UserPromptSubmit runs on every prompt the human sends: most are not vigil commands.
-jq -c --arg cwd "$work/project" '.cwd = $cwd | .session_id = "idle" | .prompt = "Fix the parser, then run the tests and tell me what failed."' \
+# With no loop record, the witness of a vanished loop reads the transcript's last 256 KiB.
+jq -c --arg cwd "$work/project" --arg t "$work/idle-transcript.jsonl" '.cwd = $cwd | .session_id = "idle" | .transcript_path = $t | .prompt = "Fix the parser, then run the tests and tell me what failed."' \
   "$samples/claude-user-prompt-submit-slash.json" >"$work/prompt.json"
-row "stop-gate" "UserPromptSubmit, no slash command" \
-  "$sg <$work/prompt.json" "bash $here/baseline/prompt.sh <$work/prompt.json"
+row "stop-gate" "UserPromptSubmit, no slash command, 10 MB transcript (the witness reads its last 256 KiB)" \
+  "$sg <$work/prompt.json" "bash $here/baseline/prompt.sh $work/baseline-state <$work/prompt.json"
+# loop run's own work around a command: the pending loop, the run, the verdict (here `true`
+# starts no session, so it ends 4, "never ran", as the baseline does).
+row "stop-gate loop run" "around \`true\` (pending loop written, command run, claim read)" \
+  "cd $work/project && $sg loop run --max-iterations 10 --completion-promise DONE -- true" \
+  "bash $here/baseline/loop-run.sh $work/baseline-state true"
 
 # The subagent contract: a valid report of the default shape, compiled and validated with the
 # jsonschema crate on each SubagentStop, beside jq checking the same fields.

@@ -251,7 +251,10 @@ fn render(text: &mut String, record: &Record) {
             format!(
                 " (a turn ended without the gate's verdict: an API error, or the engine's cap on Stop blocks; no pass was spent, and it goes on at the next stop of session {id}: type on in that session, or cancel it with `stop-gate loop cancel --session {id}`)"
             )
-        } else if let Some(reason) = summary.end_reason {
+        } else if let Some(reason) = summary
+            .end_reason
+            .filter(|_| summary.status != crate::loops::LoopStatus::Passed)
+        {
             format!(" ({}: {})", reason.as_str(), reason.told())
         } else {
             String::new()

@@ -20,6 +20,8 @@ pub const MAX_ITERATIONS: u32 = 10_000;
 /// A loop's prompt is fed back on every pass: it may be at most this long.
 pub const MAX_PROMPT_CHARS: usize = 16_000;
 pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
+/// How long `loop run`'s loop may wait for its session by default: a day.
+pub const RUN_CLAIM_WITHIN: Duration = Duration::from_secs(24 * 3600);
 /// A pending loop file larger than this is not vigil's.
 const MAX_STATE: u64 = 1024 * 1024;
 
@@ -258,6 +260,14 @@ pub struct LoopState {
     /// Failed turns (an API error, a rate limit), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<Failure>,
+    /// A `passed` loop: the checks that passed with the declaration that ended it (the Stop
+    /// hook's `--run` and `--require-marker`). None: the declaration alone, nothing verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Vec<String>>,
+    /// The `loop run` that started it, when one did: its id, so that `loop run` reads its own
+    /// loop's end and no other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl LoopState {
@@ -286,6 +296,8 @@ impl LoopState {
             limits: Limits::default(),
             progress: Progress::default(),
             failures: Vec::new(),
+            checks: None,
+            run_id: None,
         }
     }
 
@@ -447,6 +459,11 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
     Ok(Some(claim))
 }
 
+/// Whether `loop run`'s pending loop is still there, unclaimed and past its `claim_before`.
+pub fn lapsed_run(project: &Project, pending: &Pending) -> Result<bool> {
+    Ok(load_pending(&pending.path(project))?.is_some_and(|state| lapsed(&state)))
+}
+
 /// Removes what `loop run` left in the protected state: the loop if no session claimed it,
 /// and the claim.
 pub fn forget_run(project: &Project, pending: &Pending) {
@@ -518,6 +535,9 @@ pub fn start_pending(
     within: Duration,
 ) -> Result<LoopState> {
     let path = pending.path(project);
+    // Two starts at once: the second sees the first's loop waiting.
+    let _lock =
+        crate::lock::FileLock::transient_at(&path.with_extension("lock"), Duration::from_secs(5))?;
     if let Some(waiting) = load_pending(&path)?
         && !lapsed(&waiting)
     {
@@ -636,6 +656,9 @@ pub fn claim_pending(
     let result = taken.and_then(|mut state| {
         state.session_id = session.to_string();
         state.claim_before = None;
+        if let Pending::Run(id) = which {
+            state.run_id = Some(id.clone());
+        }
         state.updated_at = time::now_rfc3339();
         record.record.ralph = Some(state.clone());
         record.save().map(|()| state)
@@ -952,9 +975,12 @@ pub fn begin(
     let session = match session {
         For::Session(session) => session,
         For::Pending(pending) => {
-            let within = match &request.claim_within {
-                Some(text) => time::parse_duration(text)?,
-                None => DEFAULT_CLAIM_WITHIN,
+            // `loop run`'s loop waits for the command it starts, however long that takes to
+            // start its session: it is removed when the command ends.
+            let within = match (&request.claim_within, &pending) {
+                (Some(text), _) => time::parse_duration(text)?,
+                (None, Pending::Run(_)) => RUN_CLAIM_WITHIN,
+                (None, Pending::Next) => DEFAULT_CLAIM_WITHIN,
             };
             let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
             state.limits = limits;

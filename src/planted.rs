@@ -105,7 +105,8 @@ impl Planted {
         }
     }
 
-    fn what(&self) -> String {
+    /// What it is, as the doctor names it: `an agent whose frontmatter has hooks:`.
+    pub fn what(&self) -> String {
         match &self.what {
             What::Hooks(kind) => format!("{} whose frontmatter has hooks:", kind.one()),
             What::Unparsed(kind, why) => format!(

@@ -244,6 +244,20 @@ pub struct PassedThrough {
     pub duration: Duration,
 }
 
+/// Runs `cmd` with our stdin, stdout and stderr, in its own process group that the terminal
+/// (if any) gives its foreground to, so the terminal's ^C and ^\ reach the command alone;
+/// SIGINT, SIGTERM and SIGHUP sent to vigil are passed on to it, and it dies with vigil. Waits
+/// for it, with no deadline: for `stop-gate loop run`, which must outlive its command to say
+/// how the loop ended.
+pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
+    isolate(&mut cmd);
+    let mut child = cmd.spawn()?;
+    let group = child.id() as i32;
+    let _forwarding = Forwarding::to(group);
+    let _foreground = Foreground::give(group);
+    child.wait()
+}
+
 /// Runs `cmd` in its own process group with its stdout and stderr copied through to ours as
 /// they come, hashing them. Signals that reach vigil are passed on to the group (it has left
 /// the terminal's group so that a timeout can kill it whole); at `timeout` the group gets

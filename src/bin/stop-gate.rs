@@ -154,11 +154,14 @@ session-start-loader through $VIGIL_LOOP_RUN, which only COMMAND's environment h
 COMMAND with its own terminal, and prints one line on stderr: how the loop ended, its passes,
 and what to do. Without a prompt, the loop feeds back \"Go on with the task you were given\".
 It lifts Claude Code's cap on Stop blocks for COMMAND (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0),
-since vigil bounds the loop, unless the variable is set already or another Stop hook is in
-the project's settings (nothing would end a turn that hook keeps blocking).
-  Exit 0: the loop passed, verified. 1: any other end (aborted, cut, cancelled), NOT verified.
+since vigil bounds the loop, unless the variable is set already or another hook could block a
+stop (a Stop hook in the project's settings, frontmatter or plugin hooks, --settings or
+--plugin-dir on COMMAND's line): nothing would end a turn that hook keeps blocking.
+  Exit 0: the loop passed and the Stop hook's checks passed. 1: any other end (aborted, cut,
+  cancelled, or passed on the declaration alone with no check configured), NOT verified.
   3: the agent asks a human to decide. 4: the loop never ran (COMMAND did not start, no session
-  claimed the loop, or VIGIL_DISABLE is set). 2: a usage error.
+  claimed the loop, the state would be within the agent's reach, or VIGIL_DISABLE is set).
+  2: a usage error.
 status:
   --json                   the loop's state as JSON (schemas/loop.schema.json)
   --prompt                 with a running loop, its task too (what /vigil-loop shows the model)
@@ -761,27 +764,47 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         return Ok(Exit::NotRun);
     }
     let project = Project::resolve(request.state_dir.as_deref(), None);
+    // The verdict is read from the protected state: where the agent can write it, it would
+    // be the agent's to give.
+    let place = project.protected();
+    if place.agent_writable() {
+        diagnostic(
+            NAME,
+            &format!(
+                "the loop was not run: its state would be in {}, where the agent can write, so its verdict would be the agent's; set VIGIL_STATE_HOME to a directory outside the project and the agent's sandbox",
+                place.dir.display()
+            ),
+        );
+        return Ok(Exit::NotRun);
+    }
     let pending = loops::Pending::new_run()?;
     let loops::Pending::Run(id) = &pending else {
         unreachable!("a new run is a run")
     };
-    loops::begin(
+    match loops::begin(
         &project,
         request,
         loops::For::Pending(pending.clone()),
         StartedBy::Terminal,
-    )?;
+    ) {
+        Ok(_) => {}
+        Err(e @ Error::Usage(_)) => return Err(e),
+        Err(e) => {
+            diagnostic(NAME, &format!("the loop never ran: {e}"));
+            return Ok(Exit::NotRun);
+        }
+    }
     let mut child = std::process::Command::new(program);
     child.args(&command[1..]).env(loops::RUN_ENV, id);
     // vigil bounds this loop, so Claude Code's own cap may go, unless you set it, or another
     // Stop hook could then block forever.
     let cap = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP";
-    let others = vigil::settings::other_stop_hooks_of(&project.dir);
+    let others = other_hooks(&project, &command);
     let lifted = std::env::var_os(cap).is_none() && others.is_empty();
     if lifted {
         child.env(cap, "0");
     }
-    let status = match run_child(&mut child) {
+    let status = match vigil::process::run_foreground(child) {
         Ok(status) => status,
         Err(e) => {
             loops::forget_run(&project, &pending);
@@ -809,24 +832,36 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     Ok(exit)
 }
 
-/// Runs the command with this terminal, waiting for it. While it runs, the terminal's
-/// interrupt (^C, ^\) goes to it alone: `loop run` stays to say how the loop ended.
-fn run_child(command: &mut std::process::Command) -> std::io::Result<std::process::ExitStatus> {
-    let mut child = command.spawn()?;
-    // SAFETY: setting a signal's disposition is sound; the old one is put back below.
-    let previous = unsafe {
-        [
-            libc::signal(libc::SIGINT, libc::SIG_IGN),
-            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
-        ]
-    };
-    let status = child.wait();
-    // SAFETY: as above.
-    unsafe {
-        libc::signal(libc::SIGINT, previous[0]);
-        libc::signal(libc::SIGQUIT, previous[1]);
+/// Hooks besides vigil's that may block a Stop of the session COMMAND starts, each with where
+/// it is: Stop hooks in the settings Claude Code merges for the project, hooks in agents',
+/// commands' and skills' frontmatter and in plugins (what the doctor finds), and settings or
+/// plugins the command line adds. With the block cap lifted, nothing would end a turn one of
+/// them keeps blocking.
+fn other_hooks(project: &Project, command: &[OsString]) -> Vec<(PathBuf, String)> {
+    let mut others = vigil::settings::other_stop_hooks_of(&project.dir);
+    for planted in vigil::planted::scan_here(&project.dir).found {
+        if !matches!(planted.what, vigil::planted::What::Mcp { .. }) {
+            others.push((planted.path.clone(), planted.what()));
+        }
     }
-    status
+    let adds = |arg: &OsString| {
+        let arg = arg.to_string_lossy();
+        ["--settings", "--plugin-dir"]
+            .iter()
+            .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
+    };
+    if let Some(flag) = command.iter().find(|arg| adds(arg)) {
+        others.push((
+            PathBuf::from("the command line"),
+            format!("what `{}` adds", flag.to_string_lossy()),
+        ));
+    }
+    others
+}
+
+/// Whether the session's loop is the one this `loop run` started.
+fn is_own(state: &loops::LoopState, pending: &loops::Pending) -> bool {
+    matches!(pending, loops::Pending::Run(id) if state.run_id.as_deref() == Some(id.as_str()))
 }
 
 /// How `loop run`'s loop ended, as its exit code and the one line on stderr.
@@ -850,12 +885,13 @@ fn run_verdict(
             );
         }
         Ok(None) => {
-            return (
-                Exit::NotRun,
-                format!(
-                    "{command}the loop never ran: no session claimed it; SessionStart must run session-start-loader (./install.sh wires it; `settings-merge check` says whether it is), and the command must start a Claude Code or Codex session in this project"
-                ),
-            );
+            let lapsed = loops::lapsed_run(project, pending).unwrap_or(false);
+            let why = if lapsed {
+                "no session claimed it before it lapsed (--claim-within)".to_string()
+            } else {
+                "no session claimed it; SessionStart must run session-start-loader (./install.sh wires it; `settings-merge check` says whether it is), and the command must start a Claude Code or Codex session in this project".to_string()
+            };
+            return (Exit::NotRun, format!("{command}the loop never ran: {why}"));
         }
         Err(e) => {
             return (
@@ -895,14 +931,31 @@ fn run_verdict(
     };
     let (k, max) = (state.iteration, state.max_iterations);
     let status = format!("`stop-gate loop status --session {session}`");
-    match state.status {
-        loops::LoopStatus::Passed => (
-            Exit::Success,
+    if !is_own(&state, pending) {
+        return (
+            Exit::Negative,
             format!(
-                "loop passed on pass {k}/{max} in session {session}: completion declared and every check passed{}",
-                failed.map_or(String::new(), |f| format!(" ({f} afterwards)"))
+                "{command}the loop of session {session} is not the one this run started (it was cancelled and another started?); the work is NOT verified: see {status}"
             ),
-        ),
+        );
+    }
+    match state.status {
+        loops::LoopStatus::Passed => match state.checks.as_deref() {
+            Some(checks) if !checks.is_empty() => (
+                Exit::Success,
+                format!(
+                    "loop passed on pass {k}/{max} in session {session}: completion declared and its checks passed ({}){}",
+                    checks.join(", "),
+                    failed.map_or(String::new(), |f| format!("; {f} afterwards"))
+                ),
+            ),
+            _ => (
+                Exit::Negative,
+                format!(
+                    "{command}loop passed on pass {k}/{max} in session {session} on the declaration alone: no check is configured on the Stop hook (--run, --require-marker), so the work is NOT verified"
+                ),
+            ),
+        },
         loops::LoopStatus::Blocked => (
             Exit::Decide,
             format!(
@@ -916,7 +969,7 @@ fn run_verdict(
             let hint = match state.end_reason {
                 Some(loops::EndReason::BlockCap) if !lifted => match others.first() {
                     Some((file, hook)) => format!(
-                        "; the cap stayed because Stop also runs {hook} ({}), which nothing would stop",
+                        "; the cap stayed because of {hook} in {}, which could block a stop forever without it",
                         file.display()
                     ),
                     None => "; the cap stayed because CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is set"

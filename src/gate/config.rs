@@ -79,6 +79,22 @@ pub struct RequiredMarker {
     pub command: Option<String>,
 }
 
+impl GateConfig {
+    /// The checks a declaration must pass, as a person names them: `` `make test` ``,
+    /// `marker tests`.
+    pub fn check_names(&self) -> Vec<String> {
+        let run = self
+            .run
+            .iter()
+            .map(|command| format!("`{}`", crate::handoff::field_max(command, 200)));
+        let markers = self
+            .markers
+            .iter()
+            .map(|marker| format!("marker {}", marker.check.as_str()));
+        run.chain(markers).collect()
+    }
+}
+
 impl RequiredMarker {
     pub fn parse(text: &str) -> crate::error::Result<RequiredMarker> {
         let (check, command) = match text.split_once('=') {

@@ -453,6 +453,9 @@ struct Seen {
     bounds: Bounds,
     /// For the human: why the token budget cannot count, when it cannot.
     warning: Option<String>,
+    /// The checks a declaration must pass (`--run`, `--require-marker`), as a person names
+    /// them; none: the declaration alone ends the loop, and verifies nothing.
+    checks: Vec<String>,
 }
 
 /// The token tally as a Stop found it, and as the transcripts have it now.
@@ -680,6 +683,7 @@ impl Gate {
                 note,
                 bounds,
                 warning,
+                checks: config.check_names(),
             };
             match assessment.verdict {
                 Verdict::Blocked => {
@@ -799,12 +803,17 @@ impl Gate {
                 budget_spent: budget.budget_spent,
                 ..crate::session::Budget::default()
             };
-            return Ok(Step::End(
-                EndReason::Declared,
+            state.checks = Some(pass.checks.clone());
+            let told = if pass.checks.is_empty() {
+                format!(
+                    "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"
+                )
+            } else {
                 format!(
                     "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
-                ),
-            ));
+                )
+            };
+            return Ok(Step::End(EndReason::Declared, told));
         }
         let problem = failing.or(pass.note.clone());
         let why = problem

@@ -627,7 +627,8 @@ fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
         (vec![], 1, "loop aborted at pass 3/5"),
     ] {
         let project = project();
-        install_claude(project.path(), None, "");
+        // A check on the Stop hook: a declaration alone verifies nothing, and exits 1.
+        install_claude(project.path(), Some("true"), "");
         let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
         let home = home();
         let args = [
@@ -2211,7 +2212,7 @@ fn codex_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
         let project = project();
         let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
         let home = codex_home(&server, project.path(), true);
-        install_codex(project.path(), home.path(), true);
+        install_codex_with(project.path(), home.path(), true, &["--run", "true"]);
         let args = [
             "exec",
             "--disable",

@@ -835,7 +835,7 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     let top = std::fs::canonicalize(project.path()).unwrap();
     assert!(
         said(&out).contains(&format!(
-            "is inside the git repository {}; wiring its top level",
+            "is inside the git repository {}; working on its top level",
             top.display()
         )),
         "{}",
@@ -863,6 +863,60 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
         said(&out)
     );
     assert!(!outside.path().join(".claude").exists());
+
+    // --check and --uninstall outside git work on the directory itself (SPEC §2).
+    let out = std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .arg("--check")
+        .current_dir(outside.path())
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .env("VIGIL_STATE_HOME", state_home())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(2), "{}", said(&out));
+}
+
+/// Review of issue 29: a subdirectory an earlier vigil wired (install.sh then wired the
+/// current directory) is uninstalled where it is, not redirected to the top.
+#[test]
+fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
+    let home = tempfile::tempdir().unwrap();
+    let project = git_repo();
+    let sub = project.path().join("pkg");
+    let install_sh_in = |args: &[&str], dir: &Path| {
+        std::process::Command::new("bash")
+            .arg(repo_path("install.sh"))
+            .args(args)
+            .current_dir(dir)
+            .env("HOME", home.path())
+            .env("PATH", "/usr/bin:/bin")
+            .env("VIGIL_BUILT_DIR", bin_dir())
+            .env("VIGIL_STATE_HOME", state_home())
+            .output()
+            .unwrap()
+    };
+    // Wired as an earlier install.sh did: the subdirectory named, as the current one was.
+    std::fs::create_dir_all(&sub).unwrap();
+    let out = install_sh_in(&["--project", sub.to_str().unwrap()], &sub);
+    assert!(out.status.success(), "{}", said(&out));
+    let settings = sub.join(".claude/settings.local.json");
+    assert!(
+        std::fs::read_to_string(&settings)
+            .unwrap()
+            .contains("stop-gate")
+    );
+    let out = install_sh_in(&["--uninstall"], &sub);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        !settings.exists()
+            || !std::fs::read_to_string(&settings)
+                .unwrap()
+                .contains("stop-gate"),
+        "the hooks stay: {}",
+        said(&out)
+    );
 }
 
 #[test]

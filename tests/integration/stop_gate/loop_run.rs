@@ -9,15 +9,17 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// A session as an engine runs it: SessionStart, then a Stop per message until the gate lets
-/// one through, then SessionEnd (unless `NO_SESSION_END` is set), exiting `$FAKE_EXIT`. The
+/// A session as an engine runs it: SessionStart, then what the agent does (`$AGENT`, as shell
+/// text), then a Stop per message until the gate lets one through (its check `$CHECK`, else
+/// `true`), then SessionEnd (unless `NO_SESSION_END` is set), exiting `$FAKE_EXIT`. The
 /// environment it saw is left in `seen-env` for the test to read.
 const ENGINE: &str = r#"#!/bin/sh
 sid=$1; shift
 env > seen-env
 printf '{"session_id":"%s","hook_event_name":"SessionStart","source":"startup","cwd":"%s"}' "$sid" "$PWD" | "$LOADER" > start-out
+if [ -n "$AGENT" ]; then eval "$AGENT"; fi
 for msg in "$@"; do
-  out=$(printf '{"session_id":"%s","hook_event_name":"Stop","cwd":"%s","stop_hook_active":false,"last_assistant_message":"%s"}' "$sid" "$PWD" "$msg" | "$GATE")
+  out=$(printf '{"session_id":"%s","hook_event_name":"Stop","cwd":"%s","stop_hook_active":false,"last_assistant_message":"%s"}' "$sid" "$PWD" "$msg" | "$GATE" --run "${CHECK:-true}")
   case "$out" in
     *'"decision":"block"'*) continue ;;
   esac
@@ -48,7 +50,9 @@ fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Ou
         .env("LOADER", bin.join("session-start-loader"))
         .env("HANDOFF", bin.join("session-end-handoff"))
         .env_remove("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-        .env_remove("VIGIL_LOOP_RUN");
+        .env_remove("VIGIL_LOOP_RUN")
+        // A home of the test's own: what the user's ~/.claude holds decides nothing here.
+        .env("HOME", dir.join(".home"));
     for (name, value) in env {
         cmd.env(name, value);
     }
@@ -106,7 +110,8 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(0), "{line}");
     assert!(
-        line.contains("loop passed on pass 2/5 in session s-run"),
+        line.contains("loop passed on pass 2/5 in session s-run")
+            && line.contains("its checks passed (`true`)"),
         "{line}"
     );
     let state = loop_of(dir.path(), "s-run");
@@ -362,6 +367,39 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
         !seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"),
         "another Stop hook could block forever: {seen}"
     );
+    // Nor for hooks in an agent's frontmatter, or settings the command line adds.
+    std::fs::remove_file(dir.path().join(".claude/settings.json")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".claude/agents")).unwrap();
+    std::fs::write(
+        dir.path().join(".claude/agents/linter.md"),
+        "---\nname: linter\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: ./lint.sh\n---\nLint.\n",
+    )
+    .unwrap();
+    let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
+    std::fs::remove_dir_all(dir.path().join(".claude/agents")).unwrap();
+    let engine = engine(dir.path());
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--",
+            engine.to_str().unwrap(),
+            "s-run",
+            "<promise>DONE</promise>",
+            "--settings",
+            "extra.json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
 }
 
 #[test]
@@ -408,7 +446,7 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
         said.contains("loop cut at pass 2/5 in session s-cap (block-cap")
-            && said.contains("the cap stayed because Stop also runs `./lint-on-stop.sh`"),
+            && said.contains("the cap stayed because of `./lint-on-stop.sh` in "),
         "{said}"
     );
     assert_eq!(loop_of(dir.path(), "s-cap")["end_reason"], "block-cap");
@@ -752,4 +790,205 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(1), "{line}");
     assert!(line.contains("NOT verified"), "{line}");
+}
+
+/// Review of issue 29: a loop that passed on the declaration alone (no check on the Stop
+/// hook) verified nothing, so `loop run` does not exit 0.
+#[test]
+fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
+    let dir = git_repo();
+    let engine = engine(dir.path());
+    let script = std::fs::read_to_string(&engine)
+        .unwrap()
+        .replace(r#""$GATE" --run "${CHECK:-true}""#, r#""$GATE""#);
+    std::fs::write(&engine, script).unwrap();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            engine.to_str().unwrap(),
+            "s-bare",
+            "<promise>DONE</promise>",
+        ],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(
+        line.contains("on the declaration alone") && line.contains("NOT verified"),
+        "{line}"
+    );
+    let state = loop_of(dir.path(), "s-bare");
+    assert_eq!(state["status"], "passed");
+    assert_eq!(state["checks"], serde_json::json!([]));
+}
+
+/// Review of issue 29: the agent cancels the run's loop and starts one of its own in the same
+/// session (or forges the claim to name another session): `loop run` reads only the loop it
+/// started, by its id.
+#[test]
+fn loop_run_reads_only_the_loop_it_started() {
+    let dir = git_repo();
+    let gate = bin_dir().join("stop-gate");
+    let agent = format!(
+        "{g} loop cancel --session $sid >/dev/null; {g} loop start --session $sid --max-iterations 1 --completion-promise DONE 'An easier task' >/dev/null",
+        g = gate.display()
+    );
+    let out = run_with(
+        dir.path(),
+        "5",
+        &["<promise>DONE</promise>"],
+        &[("AGENT", &agent)],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(line.contains("is not the one this run started"), "{line}");
+}
+
+/// Review of issue 29: where the protected state falls back into the project (the state home
+/// cannot be written), the agent could write the loop's verdict: `loop run` runs nothing.
+#[test]
+fn loop_run_refuses_when_the_state_would_be_within_the_agents_reach() {
+    let dir = git_repo();
+    let marker = dir.path().join("ran");
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+        &[("VIGIL_STATE_HOME", "/proc/no-state-home")],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(line.contains("where the agent can write"), "{line}");
+    assert!(!marker.exists());
+}
+
+/// Review of issue 29: a loop whose `--claim-within` passed before the command started its
+/// session says so, not that SessionStart is unwired.
+#[test]
+fn loop_run_says_its_loop_lapsed_when_it_did() {
+    let dir = git_repo();
+    let engine = engine(dir.path());
+    let script = std::fs::read_to_string(&engine).unwrap().replacen(
+        "sid=$1; shift\n",
+        "sid=$1; shift\nsleep 1.5\n",
+        1,
+    );
+    std::fs::write(&engine, script).unwrap();
+    let out = loop_run(
+        dir.path(),
+        &[
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--claim-within",
+            "1s",
+            "--",
+            engine.to_str().unwrap(),
+            "s-late",
+            "<promise>DONE</promise>",
+        ],
+        &[],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(line.contains("before it lapsed"), "{line}");
+    assert_run_forgotten(dir.path());
+}
+
+/// Review of issue 29: SIGTERM to `loop run` reaches its command, and `loop run` stays to say
+/// how the loop ended.
+#[test]
+fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
+    let dir = git_repo();
+    let engine = engine(dir.path());
+    let bin = bin_dir();
+    let child = std::process::Command::new(bin.join("stop-gate"))
+        .args([
+            "loop",
+            "run",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+        ])
+        .arg(&engine)
+        .args(["s-term", "working"])
+        .current_dir(dir.path())
+        .env("VIGIL_STATE_HOME", state_home())
+        .env("GATE", bin.join("stop-gate"))
+        .env("LOADER", bin.join("session-start-loader"))
+        .env("HANDOFF", bin.join("session-end-handoff"))
+        .env("AGENT", "touch started; sleep 30")
+        .env_remove("CLAUDE_PROJECT_DIR")
+        .env_remove("VIGIL_DISABLE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.path().join("started");
+    for _ in 0..100 {
+        if started.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(started.exists(), "the session never started");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(1), "{line}");
+    assert!(
+        line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
+        "{line}"
+    );
+}
+
+/// Review of issue 29: `--next-session` started eight times at once leaves exactly one loop
+/// waiting, and the other seven are refused, none lost without a word.
+#[test]
+fn next_session_loops_started_at_once_wait_one_at_a_time() {
+    let dir = git_repo();
+    let starts: Vec<_> = (0..8)
+        .map(|n| {
+            let promise = format!("P{n}");
+            std::process::Command::new(bin_dir().join("stop-gate"))
+                .env("VIGIL_STATE_HOME", state_home())
+                .env_remove("VIGIL_STATE_DIR")
+                .env_remove("CLAUDE_PROJECT_DIR")
+                .args(["loop", "start", "--next-session", "--max-iterations", "3"])
+                .args(["--completion-promise", &promise, "Task"])
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ok: Vec<String> = starts
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .filter(|o| o.status.success())
+        .map(|o| stdout_of(&o))
+        .collect();
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
+    assert!(
+        ok[0].contains(pending["completion_promise"].as_str().unwrap()),
+        "{ok:?} {pending}"
+    );
 }
