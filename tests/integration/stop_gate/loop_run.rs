@@ -992,3 +992,51 @@ fn next_session_loops_started_at_once_wait_one_at_a_time() {
         "{ok:?} {pending}"
     );
 }
+
+/// A loop that passes on the declaration alone tells the human that nothing verified it, and
+/// its record names no check; with a check, the record names it.
+#[test]
+fn a_loop_passed_with_no_check_says_nothing_verified_it() {
+    let dir = git_repo();
+    let start = |session: &str| {
+        let out = stop_gate()
+            .args([
+                "loop",
+                "start",
+                "--session",
+                session,
+                "--max-iterations",
+                "3",
+            ])
+            .args(["--completion-promise", "DONE", "Task"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+    };
+    let stop = |session: &str, args: &[&str]| {
+        let payload = serde_json::json!({"session_id": session, "hook_event_name": "Stop",
+            "cwd": dir.path(), "last_assistant_message": "<promise>DONE</promise>"});
+        let out = stop_gate()
+            .args(args)
+            .current_dir(dir.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    start("bare");
+    let said = stop("bare", &[]);
+    assert!(
+        said.contains("no check is configured") && said.contains("nothing verified the work"),
+        "{said}"
+    );
+    assert_eq!(loop_of(dir.path(), "bare")["checks"], serde_json::json!([]));
+    start("checked");
+    let said = stop("checked", &["--run", "true"]);
+    assert!(said.contains("every check passed"), "{said}");
+    assert_eq!(
+        loop_of(dir.path(), "checked")["checks"],
+        serde_json::json!(["`true`"])
+    );
+}
