@@ -508,6 +508,20 @@ fn install_sh(home: &Path, args: &[&str], path_env: &str) -> Output {
         .unwrap()
 }
 
+/// install.sh run in `dir` as a user runs it there, with the binaries already built.
+fn install_sh_in(home: &Path, dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new("bash")
+        .arg(repo_path("install.sh"))
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_BUILT_DIR", bin_dir())
+        .env("VIGIL_STATE_HOME", state_home())
+        .output()
+        .unwrap()
+}
+
 /// Runs a hook command exactly as written in a settings file, with a sample payload.
 fn fire(command: &str, project: &Path, payload: &Value) -> Output {
     let mut cmd = std::process::Command::new("sh");
@@ -821,16 +835,7 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     let project = git_repo();
     let sub = project.path().join("src/app");
     std::fs::create_dir_all(&sub).unwrap();
-    let out = std::process::Command::new("bash")
-        .arg(repo_path("install.sh"))
-        .args(["--run", "true"])
-        .current_dir(&sub)
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .env("VIGIL_BUILT_DIR", bin_dir())
-        .env("VIGIL_STATE_HOME", state_home())
-        .output()
-        .unwrap();
+    let out = install_sh_in(home.path(), &sub, &["--run", "true"]);
     assert!(out.status.success(), "{}", said(&out));
     let top = std::fs::canonicalize(project.path()).unwrap();
     assert!(
@@ -846,15 +851,7 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     assert!(install_record_of(project.path()).is_file());
 
     let outside = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new("bash")
-        .arg(repo_path("install.sh"))
-        .current_dir(outside.path())
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .env("VIGIL_BUILT_DIR", bin_dir())
-        .env("VIGIL_STATE_HOME", state_home())
-        .output()
-        .unwrap();
+    let out = install_sh_in(home.path(), outside.path(), &[]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(
         said(&out).contains("is not inside a git repository")
@@ -865,16 +862,7 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     assert!(!outside.path().join(".claude").exists());
 
     // --check and --uninstall outside git work on the directory itself (SPEC §2).
-    let out = std::process::Command::new("bash")
-        .arg(repo_path("install.sh"))
-        .arg("--check")
-        .current_dir(outside.path())
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .env("VIGIL_BUILT_DIR", bin_dir())
-        .env("VIGIL_STATE_HOME", state_home())
-        .output()
-        .unwrap();
+    let out = install_sh_in(home.path(), outside.path(), &["--check"]);
     assert_ne!(out.status.code(), Some(2), "{}", said(&out));
 }
 
@@ -885,21 +873,9 @@ fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
     let home = tempfile::tempdir().unwrap();
     let project = git_repo();
     let sub = project.path().join("pkg");
-    let install_sh_in = |args: &[&str], dir: &Path| {
-        std::process::Command::new("bash")
-            .arg(repo_path("install.sh"))
-            .args(args)
-            .current_dir(dir)
-            .env("HOME", home.path())
-            .env("PATH", "/usr/bin:/bin")
-            .env("VIGIL_BUILT_DIR", bin_dir())
-            .env("VIGIL_STATE_HOME", state_home())
-            .output()
-            .unwrap()
-    };
     // Wired as an earlier install.sh did: the subdirectory named, as the current one was.
     std::fs::create_dir_all(&sub).unwrap();
-    let out = install_sh_in(&["--project", sub.to_str().unwrap()], &sub);
+    let out = install_sh_in(home.path(), &sub, &["--project", sub.to_str().unwrap()]);
     assert!(out.status.success(), "{}", said(&out));
     let settings = sub.join(".claude/settings.local.json");
     assert!(
@@ -907,7 +883,7 @@ fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
             .unwrap()
             .contains("stop-gate")
     );
-    let out = install_sh_in(&["--uninstall"], &sub);
+    let out = install_sh_in(home.path(), &sub, &["--uninstall"]);
     assert!(out.status.success(), "{}", said(&out));
     assert!(
         !settings.exists()

@@ -59,6 +59,38 @@ fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Ou
     cmd.output().unwrap()
 }
 
+/// `loop run --max-iterations MAX --completion-promise DONE EXTRA... -- COMMAND...`.
+fn run_command(
+    dir: &Path,
+    max: &str,
+    extra: &[&str],
+    command: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut args = vec!["--max-iterations", max, "--completion-promise", "DONE"];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    loop_run(dir, &args, env)
+}
+
+/// A run refused before its command ran: exit 4, one line saying `why`, nothing touched.
+fn assert_runs_nothing(env: &[(&str, &str)], why: &str) {
+    let dir = git_repo();
+    let marker = dir.path().join("ran");
+    let out = run_command(
+        dir.path(),
+        "3",
+        &[],
+        &["touch", marker.to_str().unwrap()],
+        env,
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(4), "{line}");
+    assert!(line.contains(why), "{line}");
+    assert!(!marker.exists());
+}
+
 fn run_with(
     dir: &Path,
     max: &str,
@@ -197,18 +229,7 @@ fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
 #[test]
 fn loop_run_exits_4_when_no_session_claims_the_loop() {
     let dir = git_repo();
-    let out = loop_run(
-        dir.path(),
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--",
-            "true",
-        ],
-        &[],
-    );
+    let out = run_command(dir.path(), "3", &[], &["true"], &[]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(4), "{line}");
     assert!(
@@ -222,18 +243,11 @@ fn loop_run_exits_4_when_no_session_claims_the_loop() {
 #[test]
 fn loop_run_exits_4_when_the_command_cannot_start() {
     let dir = git_repo();
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--",
-            "/nonexistent/claude",
-            "-p",
-            "x",
-        ],
+        "3",
+        &[],
+        &["/nonexistent/claude", "-p", "x"],
         &[],
     );
     let line = assert_one_line_error(&out, "stop-gate");
@@ -247,25 +261,7 @@ fn loop_run_exits_4_when_the_command_cannot_start() {
 
 #[test]
 fn loop_run_under_vigil_disable_runs_nothing() {
-    let dir = git_repo();
-    let marker = dir.path().join("ran");
-    let out = loop_run(
-        dir.path(),
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--",
-            "touch",
-            marker.to_str().unwrap(),
-        ],
-        &[("VIGIL_DISABLE", "1")],
-    );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
-    assert!(line.contains("VIGIL_DISABLE"), "{line}");
-    assert!(!marker.exists());
+    assert_runs_nothing(&[("VIGIL_DISABLE", "1")], "VIGIL_DISABLE");
 }
 
 #[test]
@@ -381,14 +377,11 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
     assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
     std::fs::remove_dir_all(dir.path().join(".claude/agents")).unwrap();
     let engine = engine(dir.path());
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
+        "3",
+        &[],
         &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--",
             engine.to_str().unwrap(),
             "s-run",
             "<promise>DONE</promise>",
@@ -428,18 +421,11 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
         ),
     );
     std::fs::write(&engine, script).unwrap();
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
-        &[
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
-            engine.to_str().unwrap(),
-            "s-cap",
-            "working",
-        ],
+        "5",
+        &[],
+        &[engine.to_str().unwrap(), "s-cap", "working"],
         &[("NO_SESSION_END", "1")],
     );
     let said = assert_one_line_error(&out, "stop-gate");
@@ -479,18 +465,11 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
         1,
     );
     std::fs::write(&engine, script).unwrap();
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
-        &[
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
-            engine.to_str().unwrap(),
-            "s-run",
-            "<promise>DONE</promise>",
-        ],
+        "5",
+        &[],
+        &[engine.to_str().unwrap(), "s-run", "<promise>DONE</promise>"],
         &[],
     );
     let line = assert_one_line_error(&out, "stop-gate");
@@ -773,14 +752,11 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
     // its session claimed the loop.
     let protected =
         vigil::protected::dir_in(state_home(), &std::fs::canonicalize(dir.path()).unwrap());
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
+        "5",
+        &[],
         &[
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
             engine.to_str().unwrap(),
             "s-gone",
             "<promise>DONE</promise>",
@@ -802,14 +778,11 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
         .unwrap()
         .replace(r#""$GATE" --run "${CHECK:-true}""#, r#""$GATE""#);
     std::fs::write(&engine, script).unwrap();
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
+        "5",
+        &[],
         &[
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
             engine.to_str().unwrap(),
             "s-bare",
             "<promise>DONE</promise>",
@@ -853,25 +826,10 @@ fn loop_run_reads_only_the_loop_it_started() {
 /// cannot be written), the agent could write the loop's verdict: `loop run` runs nothing.
 #[test]
 fn loop_run_refuses_when_the_state_would_be_within_the_agents_reach() {
-    let dir = git_repo();
-    let marker = dir.path().join("ran");
-    let out = loop_run(
-        dir.path(),
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--",
-            "touch",
-            marker.to_str().unwrap(),
-        ],
+    assert_runs_nothing(
         &[("VIGIL_STATE_HOME", "/proc/no-state-home")],
+        "where the agent can write",
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
-    assert!(line.contains("where the agent can write"), "{line}");
-    assert!(!marker.exists());
 }
 
 /// Review of issue 29: a loop whose `--claim-within` passed before the command started its
@@ -886,16 +844,11 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
         1,
     );
     std::fs::write(&engine, script).unwrap();
-    let out = loop_run(
+    let out = run_command(
         dir.path(),
+        "5",
+        &["--claim-within", "1s"],
         &[
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--claim-within",
-            "1s",
-            "--",
             engine.to_str().unwrap(),
             "s-late",
             "<promise>DONE</promise>",

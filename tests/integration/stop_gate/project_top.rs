@@ -42,6 +42,21 @@ fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
 
 const CHECK: [&str; 2] = ["--run", "test ! -e FAILING"];
 
+/// `settings-merge install` into `dir`'s `.claude/settings.local.json`, as install.sh does,
+/// with `HOME` at `home` (the user's own, when `None`).
+fn install_at(dir: &Path, home: Option<&Path>) {
+    let settings = dir.join(".claude/settings.local.json");
+    let mut cmd = settings_merge();
+    cmd.args(["install", "--settings", settings.to_str().unwrap()])
+        .args(["--bin-dir", bin_dir().to_str().unwrap()])
+        .current_dir(dir);
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+}
+
 #[test]
 fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
@@ -59,14 +74,7 @@ fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory(
 #[test]
 fn a_git_planted_in_the_subdirectory_does_not_move_an_installed_project() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    let settings = dir.path().join(".claude/settings.local.json");
-    let out = settings_merge()
-        .args(["install", "--settings", settings.to_str().unwrap()])
-        .args(["--bin-dir", bin_dir().to_str().unwrap()])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    install_at(dir.path(), None);
     git(&sub, &["init", "-q"]);
     let decision = stop_from(&sub, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -195,14 +203,7 @@ fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
     assert_eq!(decision["decision"], "block", "{decision}");
     // Planted again, with the human's install at the top: the install decides.
     std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
-    let settings = dir.path().join(".claude/settings.local.json");
-    let out = settings_merge()
-        .args(["install", "--settings", settings.to_str().unwrap()])
-        .args(["--bin-dir", bin_dir().to_str().unwrap()])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    install_at(dir.path(), None);
     let decision = stop_from(&sub, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
 }
@@ -213,14 +214,7 @@ fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
 fn an_install_outside_git_does_not_swallow_a_repository_inside_it() {
     let outer = tempfile::tempdir().unwrap();
     std::fs::write(outer.path().join("FAILING"), "").unwrap();
-    let settings = outer.path().join(".claude/settings.local.json");
-    let out = settings_merge()
-        .args(["install", "--settings", settings.to_str().unwrap()])
-        .args(["--bin-dir", bin_dir().to_str().unwrap()])
-        .current_dir(outer.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    install_at(outer.path(), None);
     let inner = outer.path().join("newrepo");
     std::fs::create_dir_all(&inner).unwrap();
     git(&inner, &["init", "-q"]);
