@@ -117,7 +117,12 @@ settings_in() {
   else echo "$1/.claude/settings.local.json"; fi
 }
 if ! $project_given && ! $user; then
-  if top=$(git -C "$project" rev-parse --show-toplevel 2>/dev/null) && [ -n "$top" ]; then
+  top=$(git -C "$project" rev-parse --show-toplevel 2>/dev/null) || top=
+  if [ -n "$top" ] && [ "$top" = "$(cd "$HOME" 2>/dev/null && pwd -P)" ]; then
+    echo "install.sh: $project is inside your home directory's git repository ($top); name the project with --project DIR" >&2
+    exit 2
+  fi
+  if [ -n "$top" ]; then
     # An --uninstall or --check where an earlier install wired this very directory is about
     # that install.
     if [ "$top" != "$(cd "$project" && pwd -P)" ] \

@@ -244,18 +244,48 @@ pub struct PassedThrough {
     pub duration: Duration,
 }
 
-/// Runs `cmd` with our stdin, stdout and stderr, in its own process group that the terminal
-/// (if any) gives its foreground to, so the terminal's ^C and ^\ reach the command alone;
-/// SIGINT, SIGTERM and SIGHUP sent to vigil are passed on to it, and it dies with vigil. Waits
-/// for it, with no deadline: for `stop-gate loop run`, which must outlive its command to say
-/// how the loop ended.
+/// Runs `cmd` with our stdin, stdout and stderr, in our own process group, so the shell's job
+/// control (^Z, `fg`, `bg`) and the terminal's ^C reach it as they reach us: while it runs we
+/// ignore SIGINT and SIGQUIT (the command gets them from the terminal and decides), and pass
+/// SIGTERM and SIGHUP sent to us alone on to it. Waits for it, with no deadline: for
+/// `stop-gate loop run`, which must outlive its command to say how the loop ended.
 pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
-    isolate(&mut cmd);
     let mut child = cmd.spawn()?;
-    let group = child.id() as i32;
-    let _forwarding = Forwarding::to(group);
-    let _foreground = Foreground::give(group);
-    child.wait()
+    CHILD.store(child.id() as i32, Ordering::SeqCst);
+    // SAFETY: setting dispositions is sound; the handler only reads an atomic and calls kill(2).
+    let previous = unsafe {
+        [
+            libc::signal(libc::SIGINT, libc::SIG_IGN),
+            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
+            libc::signal(libc::SIGTERM, to_child as *const () as libc::sighandler_t),
+            libc::signal(libc::SIGHUP, to_child as *const () as libc::sighandler_t),
+        ]
+    };
+    let status = child.wait();
+    CHILD.store(0, Ordering::SeqCst);
+    // SAFETY: as above: the dispositions we found are put back.
+    unsafe {
+        for (signal, previous) in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP]
+            .into_iter()
+            .zip(previous)
+        {
+            libc::signal(signal, previous);
+        }
+    }
+    status
+}
+
+/// The command `run_foreground` waits for.
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn to_child(signal: libc::c_int) {
+    let child = CHILD.load(Ordering::SeqCst);
+    if child > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(child, signal);
+        }
+    }
 }
 
 /// Runs `cmd` in its own process group with its stdout and stderr copied through to ours as

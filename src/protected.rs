@@ -55,14 +55,14 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// The project a hook or command works on (SPEC §2), from the directory the engine started in
-/// (or the command runs in). The agent can plant a `.git` or delete one, and so move where the
-/// search for `.git` ends, but cannot write the state home; so what the state home knows
-/// decides first:
+/// (or the command runs in). The agent can plant a `.git` (`git init`) or delete one, and so
+/// move where the search for `.git` ends, but can write neither the state home nor, under
+/// `--protect`, the project's git directory; so what those hold decides first:
 /// 1. the nearest directory at or above the start that a human installed vigil into (its
-///    install record): any up to the git top, and above it only one that is itself a git top
-///    (a separate repository inside a directory installed outside git is its own project;
-///    outside git, any);
-///    your home directory's record is a `--user` install's, which names no project;
+///    install record; your home directory's is a `--user` install's, which names no project),
+///    unless a repository between it and the start is registered in the git directory of the
+///    installed one or one above it (a worktree, `claude --worktree`'s too, or a submodule):
+///    that repository is a project of its own. A `.git` nobody registered moves nothing;
 /// 2. else, up to the git top, the outermost directory vigil keeps protected state for (a
 ///    `.git` planted below it and removed again leaves state behind, which must not anchor);
 /// 3. else the git top (the nearest `.git` of any kind), else the directory itself.
@@ -73,17 +73,17 @@ pub fn project_top(start: &Path) -> PathBuf {
         return top;
     };
     let user = std::env::var_os("HOME").map(|h| crate::subject::canonical(Path::new(&h)));
-    let has_git = |dir: &Path| std::fs::symlink_metadata(dir.join(".git")).is_ok();
-    // Outside git, every directory above is as much the project's as the start.
-    let in_git = has_git(&top);
     let installed = canonical.ancestors().find(|dir| {
         Some(*dir) != user.as_deref()
-            && (!in_git || dir.starts_with(&top) || has_git(dir))
             && std::fs::symlink_metadata(dir_in(&home, dir).join(crate::settings::RECORD_FILE))
                 .is_ok_and(|meta| meta.is_file())
     });
-    if let Some(dir) = installed {
-        return dir.to_path_buf();
+    if let Some(installed) = installed {
+        let own = canonical
+            .ancestors()
+            .take_while(|dir| *dir != installed)
+            .find(|dir| registered(dir, installed));
+        return own.unwrap_or(installed).to_path_buf();
     }
     let kept = canonical
         .ancestors()
@@ -91,6 +91,46 @@ pub fn project_top(start: &Path) -> PathBuf {
         .filter(|dir| dir_in(&home, dir).is_dir())
         .last();
     kept.map_or(top, Path::to_path_buf)
+}
+
+/// Whether the repository at `dir` is registered in the git directory of `outer` or of a
+/// directory above it: its `.git` is a file naming `<that>/.git/worktrees/<name>` whose
+/// `gitdir` names it back (`git worktree add`), or a directory under `<that>/.git/modules/`
+/// (a submodule). What registers it is written in a git directory the agent cannot write
+/// under `--protect`; a bare `git init` registers nothing.
+fn registered(dir: &Path, outer: &Path) -> bool {
+    let dotgit = dir.join(".git");
+    let small_file =
+        std::fs::symlink_metadata(&dotgit).is_ok_and(|meta| meta.is_file() && meta.len() <= 4096);
+    if !small_file {
+        return false;
+    }
+    let Ok(text) = std::fs::read_to_string(&dotgit) else {
+        return false;
+    };
+    let Some(named) = text.trim().strip_prefix("gitdir:") else {
+        return false;
+    };
+    let target = crate::subject::canonical(&dir.join(named.trim()));
+    let Some(git_dir) = outer
+        .ancestors()
+        .map(|above| above.join(".git"))
+        .find(|git_dir| target.starts_with(git_dir))
+    else {
+        return false;
+    };
+    let Ok(inside) = target.strip_prefix(&git_dir) else {
+        return false;
+    };
+    let mut parts = inside.components().map(|c| c.as_os_str());
+    match parts.next().and_then(|first| first.to_str()) {
+        Some("modules") => parts.next().is_some(),
+        Some("worktrees") => {
+            let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
+            crate::subject::canonical(Path::new(back.trim())) == crate::subject::canonical(&dotgit)
+        }
+        _ => false,
+    }
 }
 
 /// The directory a project's protected state is named after: the nearest one at or above it

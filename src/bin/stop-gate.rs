@@ -827,7 +827,16 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     });
     let ended = run_verdict(&project, &pending, failed.as_deref(), lifted, &others);
     loops::forget_run(&project, &pending);
-    let (exit, line) = ended;
+    let (exit, mut line) = ended;
+    // A pass is only as strong as the sandbox that kept the agent off the state home.
+    let claude = std::path::Path::new(program)
+        .file_name()
+        .is_some_and(|name| name == "claude");
+    if exit == Exit::Success && claude && !vigil::protect::sandbox_on(&project.dir) {
+        line.push_str(
+            "; Claude Code's sandbox is off in this project (no install --protect), so the agent could have written this verdict itself",
+        );
+    }
     diagnostic(NAME, &line);
     Ok(exit)
 }

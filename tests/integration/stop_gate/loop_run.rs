@@ -885,7 +885,10 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
         .env("GATE", bin.join("stop-gate"))
         .env("LOADER", bin.join("session-start-loader"))
         .env("HANDOFF", bin.join("session-end-handoff"))
-        .env("AGENT", "touch started; sleep 30")
+        .env(
+            "AGENT",
+            "touch started; sleep 30 >/dev/null 2>&1 </dev/null & wait $!",
+        )
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("VIGIL_DISABLE")
         .stdin(std::process::Stdio::null())

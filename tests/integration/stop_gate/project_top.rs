@@ -208,23 +208,50 @@ fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
     assert_eq!(decision["decision"], "block", "{decision}");
 }
 
-/// An install in a directory outside git does not pull a repository inside it into its
-/// project: that repository is a project of its own (SPEC §2).
+/// Second review of issue 29: a repository the agent makes below an install (`git init` in
+/// the directory Claude Code started in: nothing registers it) does not move the check off
+/// the installed project, whether that was installed outside git, or as a part of a monorepo
+/// (`install.sh --project sub`).
 #[test]
-fn an_install_outside_git_does_not_swallow_a_repository_inside_it() {
+fn a_git_init_below_an_install_does_not_move_the_project() {
     let outer = tempfile::tempdir().unwrap();
     std::fs::write(outer.path().join("FAILING"), "").unwrap();
     install_at(outer.path(), None);
-    let inner = outer.path().join("newrepo");
-    std::fs::create_dir_all(&inner).unwrap();
-    git(&inner, &["init", "-q"]);
-    assert_ne!(
-        stop_from(&inner, &CHECK, "s1")["decision"],
-        "block",
-        "the check ran in the directory above the repository"
+    let notes = outer.path().join("notes");
+    std::fs::create_dir_all(&notes).unwrap();
+    assert_eq!(stop_from(&notes, &CHECK, "s1")["decision"], "block");
+    git(&notes, &["init", "-q"]);
+    let decision = stop_from(&notes, &CHECK, "s1");
+    assert_eq!(decision["decision"], "block", "{decision}");
+
+    let mono = git_repo();
+    let sub = mono.path().join("sub");
+    let pkg = sub.join("pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(sub.join("FAILING"), "").unwrap();
+    install_at(&sub, None);
+    git(&pkg, &["init", "-q"]);
+    let decision = stop_from(&pkg, &CHECK, "s2");
+    assert_eq!(decision["decision"], "block", "{decision}");
+}
+
+/// Second review of issue 29: a git worktree (as `claude --worktree` makes one, in
+/// `.claude/worktrees/NAME`) is registered in the installed repository's git directory, so
+/// it is a project of its own: its check runs there, not in the main checkout.
+#[test]
+fn a_registered_worktree_below_an_install_is_its_own_project() {
+    let (dir, _sub) = repo_with_a_failing_test_at_the_top();
+    install_at(dir.path(), None);
+    let worktree = dir.path().join(".claude/worktrees/feature");
+    git(
+        dir.path(),
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
     );
-    // The installed directory itself, and a plain subdirectory of it, are that project.
-    let plain = outer.path().join("notes");
-    std::fs::create_dir_all(&plain).unwrap();
-    assert_eq!(stop_from(&plain, &CHECK, "s2")["decision"], "block");
+    // FAILING is not committed: the worktree has none.
+    let decision = stop_from(&worktree, &CHECK, "s1");
+    assert_ne!(
+        decision["decision"], "block",
+        "the check ran in the main checkout: {decision}"
+    );
+    assert_eq!(stop_from(dir.path(), &CHECK, "s2")["decision"], "block");
 }
