@@ -212,6 +212,9 @@ pub struct Failure {
     pub agent_id: Option<String>,
 }
 
+/// How many checks a passed loop names (the first: `--run`, then the markers).
+pub const MAX_CHECKS: usize = 16;
+
 /// How many failures a loop or a session keeps: the most recent.
 pub const MAX_FAILURES: usize = 5;
 

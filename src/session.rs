@@ -45,7 +45,61 @@ pub struct SessionRecord {
     /// The session's Ralph loop, once one was started (kept when it ends, with its status).
     #[serde(default, rename = "loop", skip_serializing_if = "Option::is_none")]
     pub ralph: Option<LoopState>,
+    /// Settings changes the ConfigChange hook blocked in this session, the most recent last:
+    /// told at the next Stop, and by `loop run` (under `claude -p` a hook's message is shown
+    /// nowhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_changes: Vec<BlockedChange>,
     pub updated_at: String,
+}
+
+/// A settings change the ConfigChange hook blocked.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockedChange {
+    /// The hook's one useful line, shortened.
+    pub reason: String,
+    pub at: String,
+    /// Whether a Stop has told it.
+    #[serde(default)]
+    pub told: bool,
+}
+
+/// How many blocked changes a session keeps: the most recent.
+pub const MAX_BLOCKED_CHANGES: usize = 5;
+
+/// Records a settings change the ConfigChange hook blocked in `session`, for the next Stop and
+/// `loop run` to tell.
+pub fn note_blocked_change(project: &Project, session: &SessionId, reason: &str) -> Result<()> {
+    let mut record = Session::open(project, session)?;
+    let list = &mut record.record.blocked_changes;
+    list.push(BlockedChange {
+        reason: crate::handoff::field_max(reason, 500),
+        at: time::now_rfc3339(),
+        told: false,
+    });
+    if list.len() > MAX_BLOCKED_CHANGES {
+        list.drain(..list.len() - MAX_BLOCKED_CHANGES);
+    }
+    record.save()
+}
+
+/// The blocked changes of `session` no Stop has told yet, now marked told: what the Stop says.
+pub fn tell_blocked_changes(project: &Project, session: &SessionId) -> Result<Vec<String>> {
+    let mut record = Session::open(project, session)?;
+    let untold: Vec<String> = record
+        .record
+        .blocked_changes
+        .iter_mut()
+        .filter(|change| !change.told)
+        .map(|change| {
+            change.told = true;
+            change.reason.clone()
+        })
+        .collect();
+    if !untold.is_empty() {
+        record.save()?;
+    }
+    Ok(untold)
 }
 
 /// Consecutive blocks since the last pass.
@@ -77,6 +131,7 @@ impl SessionRecord {
             failures: Vec::new(),
             lost: None,
             ralph: None,
+            blocked_changes: Vec::new(),
             updated_at: String::new(),
         }
     }
@@ -386,7 +441,19 @@ mod tests {
                 .collect(),
             failures: vec![failure; MAX_FAILURES],
             lost: Some(wide(1000)),
-            ralph: Some(ralph),
+            ralph: Some(LoopState {
+                checks: Some(vec![wide(210); crate::loops::MAX_CHECKS]),
+                run_id: Some("f".repeat(32)),
+                ..ralph
+            }),
+            blocked_changes: vec![
+                BlockedChange {
+                    reason: wide(501),
+                    at: crate::time::now_rfc3339(),
+                    told: false,
+                };
+                MAX_BLOCKED_CHANGES
+            ],
             updated_at: crate::time::now_rfc3339(),
         };
         let size = serde_json::to_vec(&record).unwrap().len();

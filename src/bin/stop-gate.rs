@@ -356,15 +356,19 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
 fn config_change(bytes: &[u8]) -> Option<String> {
     let payload: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let text = |name: &str| payload.get(name).and_then(serde_json::Value::as_str);
+    let project = Project::resolve(None, text("cwd").map(std::path::Path::new));
     let verdict = match text("source") {
         Some(source) => {
-            let project = Project::resolve(None, text("cwd").map(std::path::Path::new));
             let shown = text("file_path").map(std::path::Path::new);
             vigil::settings::live::judge(source, shown, &project.dir)
         }
         None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
     };
     let reason = verdict.err()?;
+    // Kept for the next Stop and for `loop run`: under `claude -p` this message is shown nowhere.
+    if let Some(session) = text("session_id").and_then(|id| SessionId::parse(id).ok()) {
+        let _ = vigil::session::note_blocked_change(&project, &session, &reason);
+    }
     // The person sees it too: a change they made on disk does not reach this session.
     Some(
         serde_json::json!({"decision": "block", "reason": reason, "systemMessage": reason})
@@ -938,9 +942,39 @@ fn run_verdict(
         }
         Err(e) => return (Exit::Negative, format!("{command}{e}")),
     };
-    let (k, max) = (state.iteration, state.max_iterations);
     let status = format!("`stop-gate loop status --session {session}`");
-    if !is_own(&state, pending) {
+    // Settings changes vigil blocked during the session: said with the verdict, whatever it is.
+    let changes = match vigil::session::peek(project, &session) {
+        Ok(Some(record)) => record.blocked_changes,
+        _ => Vec::new(),
+    };
+    let (exit, line) = verdict_of(&state, pending, &session, failed, lifted, others, &status);
+    match changes.last() {
+        Some(last) => (
+            exit,
+            format!(
+                "{line}; vigil blocked {} settings change(s) during the session, the last: {}",
+                changes.len(),
+                last.reason
+            ),
+        ),
+        None => (exit, line),
+    }
+}
+
+/// The exit code and line for the loop `loop run` found at its end.
+fn verdict_of(
+    state: &loops::LoopState,
+    pending: &loops::Pending,
+    session: &SessionId,
+    failed: Option<&str>,
+    lifted: bool,
+    others: &[(PathBuf, String)],
+    status: &str,
+) -> (Exit, String) {
+    let command = failed.map_or(String::new(), |f| format!("{f}; "));
+    let (k, max) = (state.iteration, state.max_iterations);
+    if !is_own(state, pending) {
         return (
             Exit::Negative,
             format!(

@@ -335,8 +335,21 @@ fn decide_checked(
     }
     // Read once: a session with no record has no loop and no count to reset (one stat per
     // place at most).
-    let recorded = session.as_str() != loops::PENDING
-        && !matches!(crate::session::peek(&gate.project, &session), Ok(None));
+    let peeked =
+        (session.as_str() != loops::PENDING).then(|| crate::session::peek(&gate.project, &session));
+    let recorded = !matches!(peeked, None | Some(Ok(None)));
+    // Settings changes the ConfigChange hook blocked since the last Stop: told now (the
+    // person may not have seen the hook's own message: under `claude -p` nothing shows it).
+    if let Some(Ok(Some(record))) = &peeked
+        && record.blocked_changes.iter().any(|change| !change.told)
+        && let Ok(untold) = crate::session::tell_blocked_changes(&gate.project, &session)
+    {
+        for reason in untold {
+            notice(format!(
+                "vigil blocked a settings change during this session: {reason}"
+            ));
+        }
+    }
     // The subagent's report is an API: its shape first; the checks run there too only with
     // --subagents (a research subagent need not pass the project's test suite).
     if subagent && let Some(source) = &config.contract {
@@ -803,7 +816,13 @@ impl Gate {
                 budget_spent: budget.budget_spent,
                 ..crate::session::Budget::default()
             };
-            state.checks = Some(pass.checks.clone());
+            state.checks = Some(
+                pass.checks
+                    .iter()
+                    .take(loops::MAX_CHECKS)
+                    .cloned()
+                    .collect(),
+            );
             let told = if pass.checks.is_empty() {
                 format!(
                     "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"

@@ -2537,6 +2537,13 @@ fn claude_protect_keeps_a_settings_change_that_drops_vigil_out_of_the_running_se
                 "the gate still holds the loop: {after_mention}"
             );
             assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
+            // Issue 29: the block is kept in the session's record and told at the next Stop,
+            // which Claude Code keeps in the transcript (`-p` shows neither hook's message).
+            let transcript = std::fs::read_to_string(claude_transcript(&home, SESSION)).unwrap();
+            assert!(
+                transcript.contains("vigil blocked a settings change during this session"),
+                "the block is told at the next Stop: {what}"
+            );
         } else {
             assert_eq!(
                 main.len(),

@@ -381,3 +381,35 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
         .expect("deleting it");
     assert!(reason.contains("cannot be read"), "{reason}");
 }
+
+/// Issue 29: a blocked change is told where the person sees it. Under `claude -p` the hook's
+/// own systemMessage is shown nowhere, so the session's record keeps it: the next Stop tells it
+/// once, and `loop run` says it with its verdict.
+#[test]
+fn a_blocked_change_is_told_at_the_next_stop_once() {
+    let p = Installed::new(true);
+    let mut value = p.settings();
+    value["disableAllHooks"] = json!(true);
+    let reason = p.edit_local(&value).expect("blocked");
+    let record = session_record_of(&p.dir, "s1");
+    assert_eq!(record["blocked_changes"][0]["reason"], reason.as_str());
+    let stop = || {
+        let payload = json!({"session_id": "s1", "hook_event_name": "Stop",
+            "cwd": p.dir.as_path(), "last_assistant_message": "Done."});
+        let out = stop_gate()
+            .env("HOME", p.home.path())
+            .env("CLAUDE_PROJECT_DIR", p.dir.as_path())
+            .current_dir(p.dir.as_path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let first = stop();
+    assert!(
+        first.contains("vigil blocked a settings change during this session")
+            && first.contains("disableAllHooks"),
+        "{first}"
+    );
+    assert!(!stop().contains("blocked a settings change"), "told once");
+}

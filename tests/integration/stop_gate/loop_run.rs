@@ -996,3 +996,23 @@ fn a_loop_passed_with_no_check_says_nothing_verified_it() {
         serde_json::json!(["`true`"])
     );
 }
+
+/// Issue 29: a settings change vigil's ConfigChange hook blocked during the session is said
+/// with `loop run`'s verdict (under `claude -p` the hook's own message is shown nowhere).
+#[test]
+fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
+    let dir = git_repo();
+    let agent = r#"printf '{"session_id":"%s","hook_event_name":"ConfigChange","cwd":"%s"}' "$sid" "$PWD" | "$GATE" >/dev/null"#;
+    let out = run_with(
+        dir.path(),
+        "5",
+        &["<promise>DONE</promise>"],
+        &[("AGENT", agent)],
+    );
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert_eq!(out.status.code(), Some(0), "{line}");
+    assert!(
+        line.contains("vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"),
+        "{line}"
+    );
+}
