@@ -387,14 +387,19 @@ pub enum Pending {
 }
 
 impl Pending {
-    /// A new `loop run` id: 128 random bits, in hex.
+    /// A new `loop run` id: 128 random bits in hex, as a per-task token is made.
     pub fn new_run() -> Result<Pending> {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Io(format!("no randomness for a loop id: {e}")))?;
         Ok(Pending::Run(
-            bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            crate::token::Token::generate()?.as_str().to_string(),
         ))
+    }
+
+    /// `loop run`'s id, for a run's pending loop.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            Pending::Run(id) => Some(id),
+            Pending::Next => None,
+        }
     }
 
     /// The pending loop a session starting now may claim: `loop run`'s when its id is in this
@@ -417,16 +422,8 @@ impl Pending {
 
     /// Where the session that claimed a `loop run` loop is written for `loop run` to read.
     fn claim_path(&self, project: &Project) -> Option<PathBuf> {
-        match self {
-            Pending::Next => None,
-            Pending::Run(id) => Some(
-                project
-                    .protected()
-                    .dir
-                    .join("loops")
-                    .join(format!("run-{id}.claimed")),
-            ),
-        }
+        self.run_id()
+            .map(|_| self.path(project).with_extension("claimed"))
     }
 }
 
@@ -460,11 +457,6 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
         .map_err(|e| Error::input(format!("the claim {} is not valid: {e}", path.display())))?;
     SessionId::parse(&claim.session_id)?;
     Ok(Some(claim))
-}
-
-/// Whether `loop run`'s pending loop is still there, unclaimed and past its `claim_before`.
-pub fn lapsed_run(project: &Project, pending: &Pending) -> Result<bool> {
-    Ok(load_pending(&pending.path(project))?.is_some_and(|state| lapsed(&state)))
 }
 
 /// Removes what `loop run` left in the protected state: the loop if no session claimed it,
@@ -572,9 +564,9 @@ fn lapsed(state: &LoopState) -> bool {
     time::now_secs() > deadline
 }
 
-/// The pending loop of `--next-session`, if one is there, and whether it lapsed.
-pub fn pending(project: &Project) -> Result<Option<(LoopState, bool)>> {
-    Ok(load_pending(&Pending::Next.path(project))?.map(|state| {
+/// The pending loop `which`, if one is there, and whether it lapsed.
+pub fn waiting(project: &Project, which: &Pending) -> Result<Option<(LoopState, bool)>> {
+    Ok(load_pending(&which.path(project))?.map(|state| {
         let lapsed = lapsed(&state);
         (state, lapsed)
     }))
@@ -659,9 +651,7 @@ pub fn claim_pending(
     let result = taken.and_then(|mut state| {
         state.session_id = session.to_string();
         state.claim_before = None;
-        if let Pending::Run(id) = which {
-            state.run_id = Some(id.clone());
-        }
+        state.run_id = which.run_id().map(str::to_string);
         state.updated_at = time::now_rfc3339();
         record.record.ralph = Some(state.clone());
         record.save().map(|()| state)
@@ -730,12 +720,25 @@ pub fn note_engine_cut(
     session: &SessionId,
     transcript: &Path,
 ) -> Result<Option<String>> {
-    let Ok(Some(record)) = crate::session::peek(project, session) else {
+    match crate::session::peek(project, session) {
+        Ok(Some(record)) => match &record.ralph {
+            Some(state) => engine_cut_of(project, session, state, transcript),
+            None => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// [`note_engine_cut`] for a caller that has read the session's loop already (`state`).
+pub fn engine_cut_of(
+    project: &Project,
+    session: &SessionId,
+    state: &LoopState,
+    transcript: &Path,
+) -> Result<Option<String>> {
+    if !state.status.is_live() {
         return Ok(None);
-    };
-    let Some(state) = record.ralph.filter(|state| state.status.is_live()) else {
-        return Ok(None);
-    };
+    }
     // After the loop last moved, and after the last failure it recorded (a cut is recorded at
     // the client's own time, which may run ahead of this machine's).
     let after = std::iter::once(&state.updated_at)
@@ -776,14 +779,24 @@ pub fn told_end(state: &LoopState) -> String {
             "vigil loop was cut at pass {k}/{max}: {}; the work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`",
             reason.unwrap_or(EndReason::SessionEnded).told()
         ),
-        (LoopStatus::Passed, _) => format!(
-            "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
-        ),
+        (LoopStatus::Passed, _) => told_passed(state),
         (status, reason) => format!(
             "vigil loop ended {} at pass {k}/{max}{}: the work is NOT verified",
             status.as_str(),
             reason.map_or(String::new(), |r| format!(" ({})", r.told()))
         ),
+    }
+}
+
+/// How a loop that passed is told: whether checks verified the declaration, or it stood alone.
+pub fn told_passed(state: &LoopState) -> String {
+    let (k, max) = (state.iteration, state.max_iterations);
+    if state.checks.as_ref().is_none_or(Vec::is_empty) {
+        format!(
+            "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"
+        )
+    } else {
+        format!("vigil loop passed on pass {k}/{max}: completion declared and every check passed")
     }
 }
 
@@ -821,9 +834,19 @@ pub const BLOCK_CAP: &str = "block_cap";
 /// gone (the state home removed). The line to tell, once: a record with no loop is written, so
 /// no later hook of the session tells it again. A witness only ever makes a verdict worse.
 pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
-    if !matches!(crate::session::peek(project, session), Ok(None))
-        || !crate::transcript::vigil_loop_blocked(transcript)
-    {
+    if !matches!(crate::session::peek(project, session), Ok(None)) {
+        return None;
+    }
+    witness_unrecorded(project, session, transcript)
+}
+
+/// [`witness`] for a caller that found the session has no record already.
+pub fn witness_unrecorded(
+    project: &Project,
+    session: &SessionId,
+    transcript: &Path,
+) -> Option<String> {
+    if !crate::transcript::vigil_loop_blocked(transcript) {
         return None;
     }
     let _ = Session::open(project, session).and_then(|mut record| record.save());

@@ -404,14 +404,20 @@ fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> 
     let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
     // Looked up as a reader: a running loop's place is there already, and none is made.
     let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
-    match loops::note_engine_cut(&project, &session, transcript) {
-        Ok(Some(told)) => Some(told),
+    let cut = match vigil::session::peek(&project, &session) {
+        Ok(Some(record)) => match &record.ralph {
+            Some(state) => loops::engine_cut_of(&project, &session, state, transcript),
+            None => Ok(None),
+        },
         // No record at all, but the transcript holds the loop's blocks: the witness.
-        Ok(None) => loops::witness(&project, &session, transcript),
-        Err(e) => Some(format!(
+        Ok(None) => Ok(loops::witness_unrecorded(&project, &session, transcript)),
+        Err(_) => Ok(None),
+    };
+    cut.unwrap_or_else(|e| {
+        Some(format!(
             "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
-        )),
-    }
+        ))
+    })
 }
 
 /// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
@@ -526,13 +532,17 @@ fn session_of(flag: Option<String>) -> Result<SessionId> {
     Ok(session)
 }
 
-fn any_session_of(flag: Option<String>) -> Result<SessionId> {
+/// The session named by `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID;
+/// an empty value is none.
+fn named_session(flag: Option<String>) -> Option<String> {
     let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-    let raw = flag
-        .filter(|s| !s.is_empty())
+    flag.filter(|s| !s.is_empty())
         .or_else(|| from_env("VIGIL_SESSION_ID"))
         .or_else(|| from_env("CLAUDE_CODE_SESSION_ID"))
-        .ok_or_else(|| {
+}
+
+fn any_session_of(flag: Option<String>) -> Result<SessionId> {
+    let raw = named_session(flag).ok_or_else(|| {
             Error::usage(
                 "no session id: pass --session ID (or run inside Claude Code, which sets it), or --next-session for the next session to start here (claude -p, codex exec); a loop never starts without knowing its session, so it cannot leak into another",
             )
@@ -566,14 +576,9 @@ fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<SessionFlag
         }
     }
     let project = Project::resolve(state_dir.as_deref(), None);
-    let named = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
-    let in_env = |name| std::env::var(name).is_ok_and(|v| !v.is_empty());
-    let session =
-        if named(&session) || in_env("VIGIL_SESSION_ID") || in_env("CLAUDE_CODE_SESSION_ID") {
-            Some(session_of(session)?)
-        } else {
-            None
-        };
+    let session = named_session(session)
+        .map(|raw| session_of(Some(raw)))
+        .transpose()?;
     Ok(Some(SessionFlags {
         project,
         session,
@@ -618,7 +623,7 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
 /// `--next-session`, if any.
 fn project_status(project: &Project, json: bool) -> Result<Exit> {
     let latest = loops::latest(project);
-    let pending = loops::pending(project)?;
+    let pending = loops::waiting(project, &loops::Pending::Next)?;
     if latest.is_none() && pending.is_none() {
         diagnostic(
             NAME,
@@ -782,9 +787,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         return Ok(Exit::NotRun);
     }
     let pending = loops::Pending::new_run()?;
-    let loops::Pending::Run(id) = &pending else {
-        unreachable!("a new run is a run")
-    };
+    let id = pending.run_id().unwrap_or_default().to_string();
     match loops::begin(
         &project,
         request,
@@ -874,7 +877,7 @@ fn other_hooks(project: &Project, command: &[OsString]) -> Vec<(PathBuf, String)
 
 /// Whether the session's loop is the one this `loop run` started.
 fn is_own(state: &loops::LoopState, pending: &loops::Pending) -> bool {
-    matches!(pending, loops::Pending::Run(id) if state.run_id.as_deref() == Some(id.as_str()))
+    pending.run_id().is_some() && state.run_id.as_deref() == pending.run_id()
 }
 
 /// How `loop run`'s loop ended, as its exit code and the one line on stderr.
@@ -898,7 +901,7 @@ fn run_verdict(
             );
         }
         Ok(None) => {
-            let lapsed = loops::lapsed_run(project, pending).unwrap_or(false);
+            let lapsed = matches!(loops::waiting(project, pending), Ok(Some((_, true))));
             let why = if lapsed {
                 "no session claimed it before it lapsed (--claim-within)".to_string()
             } else {
@@ -932,22 +935,28 @@ fn run_verdict(
             format!("{command}{e}; the work is NOT verified"),
         );
     }
-    let state = match loops::load(project, &session) {
-        Ok(Some(state)) => state,
-        Ok(None) => {
+    // The loop, and the settings changes vigil blocked during the session (said with the
+    // verdict, whatever it is), from one read of the session's record.
+    let gone = || {
+        (
+            Exit::Negative,
+            format!("{command}the loop of session {session} is gone; the work is NOT verified"),
+        )
+    };
+    let (state, changes) = match vigil::session::peek(project, &session) {
+        Ok(Some(record)) => match record.ralph {
+            Some(state) => (state, record.blocked_changes),
+            None => return gone(),
+        },
+        Ok(None) => return gone(),
+        Err(lost) => {
             return (
                 Exit::Negative,
-                format!("{command}the loop of session {session} is gone; the work is NOT verified"),
+                format!("{command}{lost}; the loop is NOT verified"),
             );
         }
-        Err(e) => return (Exit::Negative, format!("{command}{e}")),
     };
     let status = format!("`stop-gate loop status --session {session}`");
-    // Settings changes vigil blocked during the session: said with the verdict, whatever it is.
-    let changes = match vigil::session::peek(project, &session) {
-        Ok(Some(record)) => record.blocked_changes,
-        _ => Vec::new(),
-    };
     let (exit, line) = verdict_of(&state, pending, &session, failed, lifted, others, &status);
     match changes.last() {
         Some(last) => (

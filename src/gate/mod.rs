@@ -367,11 +367,12 @@ fn decide_checked(
     // the gate's block since the loop last moved (Claude Code's cap) is recorded and told,
     // when no prompt's hook did (issue 29). Continuations never read the transcript for it.
     if !subagent
-        && recorded
         && !stop_hook_active
+        && let Some(Ok(Some(record))) = &peeked
+        && let Some(state) = &record.ralph
         && let Some(transcript) = input.transcript_path.as_deref()
     {
-        match loops::note_engine_cut(&gate.project, &session, transcript) {
+        match loops::engine_cut_of(&gate.project, &session, state, transcript) {
             Ok(Some(told)) => notice(told),
             Ok(None) => {}
             Err(e) => notice(format!(
@@ -391,7 +392,7 @@ fn decide_checked(
     if !subagent
         && !recorded
         && let Some(transcript) = input.transcript_path.as_deref()
-        && let Some(told) = loops::witness(&gate.project, &session, transcript)
+        && let Some(told) = loops::witness_unrecorded(&gate.project, &session, transcript)
     {
         notice(told);
     }
@@ -823,16 +824,7 @@ impl Gate {
                     .cloned()
                     .collect(),
             );
-            let told = if pass.checks.is_empty() {
-                format!(
-                    "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"
-                )
-            } else {
-                format!(
-                    "vigil loop passed on pass {k}/{max}: completion declared and every check passed"
-                )
-            };
-            return Ok(Step::End(EndReason::Declared, told));
+            return Ok(Step::End(EndReason::Declared, loops::told_passed(state)));
         }
         let problem = failing.or(pass.note.clone());
         let why = problem
