@@ -3,12 +3,8 @@
 # look in the transcript's last 256 KiB for a block of a vigil loop (the witness of a vanished
 # record), find none, allow. Usage: stop-witness.sh STATE_DIR < hook.json
 set -u
+# shellcheck source=bench/baseline/witness.sh
+. "$(dirname "$0")/witness.sh"
 input=$(cat)
-session=$(jq -r '.session_id // empty' <<<"$input")
-[ -f "$1/loops/$session.json" ] && exit 0
-transcript=$(jq -r '.transcript_path // empty' <<<"$input")
-[ -f "$transcript" ] || exit 0
-if tail -c 262144 "$transcript" | grep -F hook_blocking_error | jq -e 'select(.type == "attachment" and .attachment.type == "hook_blocking_error" and .attachment.hookEvent == "Stop" and (.attachment.blockingError.blockingError | contains("vigil loop ")))' >/dev/null 2>&1; then
-  echo '{"systemMessage":"vigil: the loop is NOT verified"}'
-fi
+witness "$1" "$input"
 exit 0
