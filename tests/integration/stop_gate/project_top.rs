@@ -255,3 +255,25 @@ fn a_registered_worktree_below_an_install_is_its_own_project() {
     );
     assert_eq!(stop_from(dir.path(), &CHECK, "s2")["decision"], "block");
 }
+
+/// The agent points a `.git` file of its own in the start directory at a worktree the
+/// repository did register (for another directory): the registration names that directory
+/// back, not this one, so the check stays on the installed project.
+#[test]
+fn a_git_file_naming_another_worktrees_registration_does_not_move_the_project() {
+    let (dir, sub) = repo_with_a_failing_test_at_the_top();
+    install_at(dir.path(), None);
+    let worktree = dir.path().join(".claude/worktrees/feature");
+    git(
+        dir.path(),
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    let registration = std::fs::canonicalize(dir.path().join(".git/worktrees/feature")).unwrap();
+    std::fs::write(
+        sub.join(".git"),
+        format!("gitdir: {}\n", registration.display()),
+    )
+    .unwrap();
+    let decision = stop_from(&sub, &CHECK, "s1");
+    assert_eq!(decision["decision"], "block", "{decision}");
+}
