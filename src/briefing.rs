@@ -170,7 +170,7 @@ fn compose(claimed: &str, records: &[Record], notes: &[String], message_max: usi
         let mut record = record.clone();
         record.last_message = record
             .last_message
-            .map(|m| handoff::keep_tail(&m, message_max))
+            .map(|m| crate::defang::keep_tail(&m, message_max))
             .filter(|m| !m.is_empty());
         rest.push('\n');
         render(&mut rest, &record);
@@ -181,7 +181,7 @@ fn compose(claimed: &str, records: &[Record], notes: &[String], message_max: usi
 
 /// One line of untrusted text, whatever it holds.
 fn line(text: &str) -> String {
-    handoff::field(text)
+    crate::defang::field(text)
 }
 
 fn render(text: &mut String, record: &Record) {
@@ -246,14 +246,14 @@ fn render(text: &mut String, record: &Record) {
     }
     if let Some(summary) = &record.loop_summary {
         // An interrupted loop waits for its own session: it goes on there, never in another.
-        let waits = if summary.status == crate::loops::LoopStatus::Interrupted {
+        let waits = if summary.status == crate::loop_state::LoopStatus::Interrupted {
             let id = line(&record.session_id);
             format!(
                 " (a turn ended without the gate's verdict: an API error, or the engine's cap on Stop blocks; no pass was spent, and it goes on at the next stop of session {id}: type on in that session, or cancel it with `stop-gate loop cancel --session {id}`)"
             )
         } else if let Some(reason) = summary
             .end_reason
-            .filter(|_| summary.status != crate::loops::LoopStatus::Passed)
+            .filter(|_| summary.status != crate::loop_state::LoopStatus::Passed)
         {
             format!(" ({}: {})", reason.as_str(), reason.told())
         } else {

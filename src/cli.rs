@@ -158,3 +158,6 @@ pub fn shell_quote(arg: &str) -> String {
         format!("'{}'", arg.replace('\'', r"'\''"))
     }
 }
+
+/// The binaries a vigil entry runs; a handler naming one of them is vigil's.
+pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];

@@ -73,13 +73,13 @@ pub fn canonical_identity(event: &str, matcher: Option<&str>, handler: &Value) -
     if let Some(matcher) = matcher.filter(|_| !matches!(event, "Stop" | "UserPromptSubmit")) {
         identity.insert("matcher".into(), json!(matcher));
     }
-    crate::canonical::to_string(&Value::Object(identity))
+    crate::digest::canonical_json(&Value::Object(identity))
 }
 
 /// `sha256:<hex>` of the canonical identity.
 pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
     let digest = Sha256::digest(canonical_identity(event, matcher, handler).as_bytes());
-    format!("sha256:{}", crate::subject::hex(&digest))
+    format!("sha256:{}", crate::digest::hex(&digest))
 }
 
 fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, toml_edit::DocumentMut)> {

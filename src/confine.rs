@@ -531,7 +531,7 @@ pub fn command(
 /// never a withheld variable (vigil's own, the user's session sockets).
 fn confined_env(cmd: &mut Command, plan: &Plan) {
     if let Some(keep) = &plan.clean_env {
-        crate::snapshot::clean_env(cmd, keep);
+        crate::process::clean_env(cmd, keep);
     }
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_none_or(reach::is_withheld_variable) {

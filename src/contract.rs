@@ -145,7 +145,7 @@ impl Contract {
             return Err(self.violation(format!(
                 "at {}: {}",
                 pointer(error.instance_path().as_str()),
-                crate::handoff::field_max(&error.to_string(), 300)
+                crate::defang::field_max(&error.to_string(), 300)
             )));
         }
         Ok(())

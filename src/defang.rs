@@ -112,6 +112,69 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(haystack, needle)
 }
 
+/// The longest one-line field ([`field`]), in characters.
+pub const MAX_FIELD: usize = 300;
+
+/// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
+pub fn clean(text: &str, max: usize) -> String {
+    let plain = terminal::plain_text(text.as_bytes());
+    keep_tail(&defang(plain.trim()), max)
+}
+
+/// A value for a one-line field: escapes and control characters gone, line breaks (and U+2028,
+/// U+2029) made spaces, defanged, at most `MAX_FIELD` characters. Nothing a branch name, a
+/// file name or a hook payload holds can then start a line of its own or carry a live tag.
+pub fn field(text: &str) -> String {
+    field_max(text, MAX_FIELD)
+}
+
+pub fn field_max(text: &str, max: usize) -> String {
+    let plain = terminal::plain_text(text.as_bytes());
+    let one_line: String = plain
+        .chars()
+        .filter(|c| !is_bidi_control(*c))
+        .map(|c| {
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    keep_head(&defang(one_line.trim()), max)
+}
+
+/// The characters that reorder text as a terminal shows it (embeddings, overrides, isolates,
+/// marks): in a one-line field they could make a command or a path read as another.
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// The first `max` characters, with `…` at the end when something was dropped.
+pub fn keep_head(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let head: String = text.chars().take(max - 1).collect();
+    format!("{head}…")
+}
+
+/// The last `max` characters, with `…` in front when something was dropped.
+pub fn keep_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let tail: String = text.chars().skip(count - (max - 1)).collect();
+    format!("…{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

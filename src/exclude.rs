@@ -16,7 +16,7 @@ const END: &str = "# end of vigil's lines";
 /// The `info/exclude` git reads for the repository holding `dir` (a linked worktree's is its
 /// common directory's), and the top it is relative to. `None` outside git.
 pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let repository = crate::subject::worktree::Repository::locate(dir).ok()?;
+    let repository = crate::git::Repository::locate(dir).ok()?;
     let common = match std::fs::read_to_string(repository.git_dir.join("commondir")) {
         Ok(text) => repository.git_dir.join(text.trim_end()),
         Err(_) => repository.git_dir.clone(),
@@ -26,8 +26,8 @@ pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
 
 /// The pattern that matches exactly `path` (inside `top`), from the top: `/a/b.json`.
 pub fn pattern(top: &Path, path: &Path) -> Option<String> {
-    let top = crate::subject::canonical(top);
-    let path = crate::subject::canonical(path);
+    let top = crate::paths::canonical(top);
+    let path = crate::paths::canonical(path);
     let relative = path.strip_prefix(&top).ok()?;
     let text = relative.to_str()?;
     // Only plain names: a pattern character would match more than the file.
@@ -44,7 +44,7 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
 /// user's home rather than a project.
 pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathBuf, Vec<String>)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    if home.is_some_and(|h| crate::subject::canonical(&h) == crate::subject::canonical(project)) {
+    if home.is_some_and(|h| crate::paths::canonical(&h) == crate::paths::canonical(project)) {
         return None;
     }
     let (exclude, top) = file_for(project)?;

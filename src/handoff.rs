@@ -7,15 +7,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::atomic::{Durability, write_atomic_as};
-use crate::defang::defang;
+use crate::defang::{self, clean, defang, field, field_max, keep_tail};
 use crate::error::{Error, Result};
 use crate::hook::HookInput;
+use crate::loop_state;
 use crate::loops;
 use crate::marker;
+use crate::payload;
 use crate::repo::{self, GitState};
 use crate::state::{Project, SessionId};
 use crate::subject;
-use crate::terminal;
 use crate::time::{self, Deadline};
 use crate::transcript;
 
@@ -57,10 +58,10 @@ impl HandoffKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LoopSummary {
-    pub status: loops::LoopStatus,
+    pub status: loop_state::LoopStatus,
     /// Why it ended, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub end_reason: Option<loops::EndReason>,
+    pub end_reason: Option<loop_state::EndReason>,
     pub iteration: u32,
     pub max_iterations: u32,
     pub completion_promise: String,
@@ -72,7 +73,7 @@ pub struct LoopSummary {
 #[serde(deny_unknown_fields)]
 pub struct MarkerState {
     pub check: String,
-    pub status: marker::Status,
+    pub status: payload::Status,
     pub subject: String,
     /// Whether the marker was for the working tree as it was when the record was written;
     /// `None` when that could not be computed in time.
@@ -153,7 +154,7 @@ pub fn dir(project: &Project) -> PathBuf {
 }
 
 /// The most any one-line field of a record holds.
-const MAX_FIELD: usize = 300;
+const MAX_FIELD: usize = defang::MAX_FIELD;
 
 /// Leaves the record of a session (SPEC §6). What is quick to know (the session, its loop, its
 /// last message, its markers) is written first; then the repository's state, found by
@@ -277,74 +278,14 @@ fn refine(project: &Project, record: &mut Record, deadline: Deadline) {
     });
 }
 
-/// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
-pub fn clean(text: &str, max: usize) -> String {
-    let plain = terminal::plain_text(text.as_bytes());
-    keep_tail(&defang(plain.trim()), max)
-}
-
-/// A value for a one-line field: escapes and control characters gone, line breaks (and U+2028,
-/// U+2029) made spaces, defanged, at most `MAX_FIELD` characters. Nothing a branch name, a
-/// file name or a hook payload holds can then start a line of its own or carry a live tag.
-pub fn field(text: &str) -> String {
-    field_max(text, MAX_FIELD)
-}
-
-pub fn field_max(text: &str, max: usize) -> String {
-    let plain = terminal::plain_text(text.as_bytes());
-    let one_line: String = plain
-        .chars()
-        .filter(|c| !is_bidi_control(*c))
-        .map(|c| {
-            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect();
-    keep_head(&defang(one_line.trim()), max)
-}
-
-/// The characters that reorder text as a terminal shows it (embeddings, overrides, isolates,
-/// marks): in a one-line field they could make a command or a path read as another.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
-/// The first `max` characters, with `…` at the end when something was dropped.
-pub fn keep_head(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    if max == 0 {
-        return String::new();
-    }
-    let head: String = text.chars().take(max - 1).collect();
-    format!("{head}…")
-}
-
-/// The last `max` characters, with `…` in front when something was dropped.
-pub fn keep_tail(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_string();
-    }
-    if max == 0 {
-        return String::new();
-    }
-    let tail: String = text.chars().skip(count - (max - 1)).collect();
-    format!("…{tail}")
-}
-
-fn marker_checks(project: &Project) -> Vec<marker::CheckName> {
+fn marker_checks(project: &Project) -> Vec<payload::CheckName> {
     let Ok(entries) = std::fs::read_dir(project.markers()) else {
         return Vec::new();
     };
-    let mut checks: Vec<marker::CheckName> = entries
+    let mut checks: Vec<payload::CheckName> = entries
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| marker::CheckName::parse(&e.file_name().to_string_lossy()).ok())
+        .filter_map(|e| payload::CheckName::parse(&e.file_name().to_string_lossy()).ok())
         .collect();
     checks.sort_by(|a, b| a.as_str().cmp(b.as_str()));
     checks.truncate(MAX_CHECKS);
@@ -533,7 +474,7 @@ impl Record {
         if let Some(summary) = &self.loop_summary {
             if summary.iteration == 0
                 || summary.max_iterations == 0
-                || summary.max_iterations > loops::MAX_ITERATIONS
+                || summary.max_iterations > loop_state::MAX_ITERATIONS
             {
                 return Err("the loop's passes are out of range".into());
             }
@@ -559,7 +500,7 @@ impl Record {
             time::parse_rfc3339(&failure.at).ok_or("`failure.at` is not an RFC 3339 time")?;
         }
         for marker in &self.markers {
-            marker::CheckName::parse(&marker.check).map_err(|e| e.to_string())?;
+            payload::CheckName::parse(&marker.check).map_err(|e| e.to_string())?;
             one_line("markers.subject", &marker.subject, MAX_FIELD)?;
         }
         Ok(())

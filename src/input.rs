@@ -1,7 +1,9 @@
 //! Reading what a command is given: standard input or a file named on the command line,
 //! always with a size cap so a runaway producer cannot exhaust memory.
 
+use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -210,4 +212,33 @@ pub fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
             e.utf8_error().valid_up_to()
         ))
     })
+}
+
+/// A regular file's bytes, at most `cap` of them (more is an error), opened never waiting on a
+/// FIFO and, unless `follow`, never through a symlink. `None` when there is no such file.
+pub fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
+    let flags = libc::O_NONBLOCK | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
+    let file = match File::options().read(true).custom_flags(flags).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    if meta.len() > cap {
+        return Err(std::io::Error::other(format!(
+            "it is {} bytes, over the {cap} read",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(std::io::Error::other(format!(
+            "it grew past the {cap} read"
+        )));
+    }
+    Ok(Some(bytes))
 }

@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::marker::{CheckName, Denial, Payload};
+use crate::payload::{CheckName, Denial, Payload};
 use crate::state::Project;
 use crate::time::Deadline;
 
@@ -244,7 +244,7 @@ fn run_git(
 /// The host name for the identity of the notes commits, as git takes it in an email (no `<`,
 /// `>` or line break, whatever the host name or `$HOSTNAME` says).
 fn ident_host() -> String {
-    let host: String = crate::marker::writer()
+    let host: String = crate::payload::writer()
         .host
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
@@ -826,7 +826,7 @@ fn remote_url_unchecked(
     if !is_name {
         return Ok((remote.to_string(), false));
     }
-    let repository = crate::subject::worktree::Repository::locate(&project.dir)?;
+    let repository = crate::git::Repository::locate(&project.dir)?;
     // A linked worktree keeps its config in the common directory.
     // Read as the config is: a FIFO or /dev/zero there is refused, not waited on or read on.
     let commondir = repository.git_dir.join("commondir");

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::settings::Finding;
-use crate::subject::sha256_hex;
+use crate::digest::sha256_hex;
+use crate::finding::Finding;
 
 /// The file in the project's protected state that holds the baseline.
 pub const BASELINE_FILE: &str = "planted-baseline.json";
@@ -201,8 +201,8 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     user_dirs.extend(home.map(|home| home.join(".claude")));
     user_dirs.extend(config_dir.map(Path::to_path_buf));
     claude_dirs.extend(user_dirs.iter().cloned());
-    crate::subject::dedup_canonical(&mut claude_dirs);
-    crate::subject::dedup_canonical(&mut user_dirs);
+    crate::paths::dedup_canonical(&mut claude_dirs);
+    crate::paths::dedup_canonical(&mut user_dirs);
     for dir in &claude_dirs {
         for (sub, kind) in [("agents", Kind::Agent), ("commands", Kind::Command)] {
             let root = dir.join(sub);
@@ -242,7 +242,7 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     let mut configs: Vec<PathBuf> = Vec::new();
     configs.extend(home.map(|home| home.join(".claude.json")));
     configs.extend(config_dir.map(|dir| dir.join(".claude.json")));
-    crate::subject::dedup_canonical(&mut configs);
+    crate::paths::dedup_canonical(&mut configs);
     let top = crate::protected::state_top(project);
     for config in configs {
         match read_prefix(&config, MAX_JSON) {
@@ -398,7 +398,7 @@ fn vigils_own(path: &Path, root: &Value) -> bool {
     if !named_vigil {
         return false;
     }
-    let is_binary = |word: &str| crate::settings::BINARIES.contains(&word);
+    let is_binary = |word: &str| crate::cli::BINARIES.contains(&word);
     let ours = |handler: &Value| {
         let args: Vec<&str> = match handler.get("args") {
             None => Vec::new(),
@@ -481,7 +481,7 @@ fn claude_json(path: &Path, bytes: &[u8], top: &Path) -> Vec<Planted> {
                 continue;
             };
             let dir_path = Path::new(dir);
-            if dir_path.is_absolute() && crate::subject::canonical(dir_path).starts_with(top) {
+            if dir_path.is_absolute() && crate::paths::canonical(dir_path).starts_with(top) {
                 let scope = format!("projects[{}].mcpServers", json!(dir));
                 found.extend(servers(
                     path,

@@ -372,7 +372,7 @@ pub fn run_passthrough(
         .unwrap_or_default();
     Ok(PassedThrough {
         outcome,
-        output_sha256: crate::subject::hex(&digest),
+        output_sha256: crate::digest::hex(&digest),
         duration,
     })
 }
@@ -438,6 +438,23 @@ fn collect(mut reader: impl Read + Send + 'static, tail: usize) -> Collected {
         let _ = tx.send(());
     });
     Collected { kept, done, tail }
+}
+
+/// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).
+pub const KEPT_ENV: [&str; 9] = [
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR",
+];
+
+/// Clears the command's environment but for `KEPT_ENV`, the `LC_*` locale variables and
+/// `keep`.
+pub fn clean_env(cmd: &mut Command, keep: &[String]) {
+    cmd.env_clear();
+    for (name, value) in std::env::vars_os() {
+        let Some(text) = name.to_str() else { continue };
+        if KEPT_ENV.contains(&text) || text.starts_with("LC_") || keep.iter().any(|k| k == text) {
+            cmd.env(&name, value);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::settings::Finding;
+use crate::finding::Finding;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
 pub const SANDBOX: [(&str, bool); 3] = [
@@ -154,7 +154,7 @@ impl Guarded {
             ..self.clone()
         };
         rules.push(absolute.rule(&self.state_home, true));
-        let canonical = crate::subject::canonical(&self.state_home);
+        let canonical = crate::paths::canonical(&self.state_home);
         rules.push(absolute.rule(&canonical, true));
         rules.push(self.rule(&canonical, true));
         rules.sort();
@@ -342,7 +342,7 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     paths.push(project.join(".claude/settings.json"));
     paths.push(project.join(".claude/settings.local.json"));
     paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
-    crate::subject::dedup_canonical(&mut paths);
+    crate::paths::dedup_canonical(&mut paths);
     paths
 }
 
@@ -369,7 +369,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     let why_not = "the agent can change vigil's loops and session records";
-    let home = crate::subject::canonical(&guarded.state_home);
+    let home = crate::paths::canonical(&guarded.state_home);
     let top = crate::protected::state_top(project_dir);
     if home.starts_with(&top) {
         findings.push(Finding::Fail(format!(
@@ -379,7 +379,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     if let Some(bin) = &guarded.bin_dir
-        && crate::subject::canonical(bin).starts_with(&top)
+        && crate::paths::canonical(bin).starts_with(&top)
     {
         findings.push(Finding::Fail(format!(
             "the hooks run vigil's binaries from {}, inside the project, where the agent can replace them and answer for the gate; install them outside it (./install.sh puts them in ~/.local/bin)",

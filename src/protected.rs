@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::subject::worktree::Repository;
+use crate::git::Repository;
+
+/// The install record's file name, in the project's protected state.
+pub const RECORD_FILE: &str = "installed.json";
 
 /// `$VIGIL_STATE_HOME`, else `$XDG_STATE_HOME/vigil`, else `~/.local/state/vigil`. A relative
 /// value is ignored, as the XDG rules say: it would name a place inside whatever directory a
@@ -33,7 +36,7 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
 /// agent can move the top (a `.git` planted in a monorepo project moves it down) but not the
 /// directory it works in.
 pub fn install_dir(project: &Path) -> Option<PathBuf> {
-    dir_for(&crate::subject::canonical(project))
+    dir_for(&crate::paths::canonical(project))
 }
 
 /// [`install_dir`], made when missing (owner only, the project it is named after written in
@@ -50,7 +53,7 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
         .recursive(true)
         .mode(0o700)
         .create(&dir)?;
-    mark_top(&dir, &crate::subject::canonical(project));
+    mark_top(&dir, &crate::paths::canonical(project));
     Ok(dir)
 }
 
@@ -67,15 +70,15 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
 ///    `.git` planted below it and removed again leaves state behind, which must not anchor);
 /// 3. else the git top (the nearest `.git` of any kind), else the directory itself.
 pub fn project_top(start: &Path) -> PathBuf {
-    let canonical = crate::subject::canonical(start);
+    let canonical = crate::paths::canonical(start);
     let top = top_of(&canonical);
     let Some(home) = home() else {
         return top;
     };
-    let user = std::env::var_os("HOME").map(|h| crate::subject::canonical(Path::new(&h)));
+    let user = std::env::var_os("HOME").map(|h| crate::paths::canonical(Path::new(&h)));
     let installed = canonical.ancestors().find(|dir| {
         Some(*dir) != user.as_deref()
-            && std::fs::symlink_metadata(dir_in(&home, dir).join(crate::settings::RECORD_FILE))
+            && std::fs::symlink_metadata(dir_in(&home, dir).join(RECORD_FILE))
                 .is_ok_and(|meta| meta.is_file())
     });
     if let Some(installed) = installed {
@@ -111,7 +114,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
     let Some(named) = text.trim().strip_prefix("gitdir:") else {
         return false;
     };
-    let target = crate::subject::canonical(&dir.join(named.trim()));
+    let target = crate::paths::canonical(&dir.join(named.trim()));
     let Some(git_dir) = outer
         .ancestors()
         .map(|above| above.join(".git"))
@@ -127,7 +130,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
         Some("modules") => parts.next().is_some(),
         Some("worktrees") => {
             let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
-            crate::subject::canonical(Path::new(back.trim())) == crate::subject::canonical(&dotgit)
+            crate::paths::canonical(Path::new(back.trim())) == crate::paths::canonical(&dotgit)
         }
         _ => false,
     }
@@ -137,7 +140,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.
 pub fn state_top(project_dir: &Path) -> PathBuf {
-    top_of(&crate::subject::canonical(project_dir))
+    top_of(&crate::paths::canonical(project_dir))
 }
 
 /// `state_top` of a path already canonical.
@@ -173,7 +176,7 @@ impl Place {
         use std::os::unix::fs::DirBuilderExt;
         let fallback = state_dir.join("state");
         // Canonical once: every name below is derived from it.
-        let project = crate::subject::canonical(project_dir);
+        let project = crate::paths::canonical(project_dir);
         let top = top_of(&project);
         let Some(dir) = dir_for(&top) else {
             return Place::fallback(fallback, None, project);
@@ -199,7 +202,7 @@ impl Place {
     /// there, else the fallback when that is, else the state home's (empty).
     pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
-        let project = crate::subject::canonical(project_dir);
+        let project = crate::paths::canonical(project_dir);
         let Some(dir) = dir_for(&top_of(&project)) else {
             return Place::fallback(fallback, None, project);
         };
@@ -231,7 +234,7 @@ impl Place {
     /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top), or where Claude
     /// Code's sandbox lets commands write besides (`$TMPDIR`, `/tmp/claude`).
     pub fn agent_writable(&self) -> bool {
-        let dir = crate::subject::canonical(&self.dir);
+        let dir = crate::paths::canonical(&self.dir);
         self.fallback
             || dir.starts_with(&self.project)
             || dir.starts_with(top_of(&self.project))
@@ -311,7 +314,7 @@ fn is_writable(dir: &Path) -> bool {
 /// down, a `.git` made a symlink or deleted moves it up to a parent repository), so a key
 /// trusted for the real top is found wherever the search for `.git` now ends.
 pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
-    let mut tops: Vec<PathBuf> = crate::subject::canonical(project_dir)
+    let mut tops: Vec<PathBuf> = crate::paths::canonical(project_dir)
         .ancestors()
         .map(Path::to_path_buf)
         .collect();
@@ -349,7 +352,7 @@ pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
         })
         .take(48)
         .collect();
-    let hash = crate::subject::sha256_hex(top.as_os_str().as_encoded_bytes());
+    let hash = crate::digest::sha256_hex(top.as_os_str().as_encoded_bytes());
     home.join("projects")
         .join(format!("{name}-{}", &hash[..16]))
 }
@@ -384,9 +387,9 @@ pub fn project_keys(project_dir: &Path) -> Option<PathBuf> {
 /// Whether Claude Code's sandbox lets the agent's commands write `path` besides the project
 /// (seen with 2.1.332): `$TMPDIR`, and `/tmp/claude`.
 pub fn sandbox_writable(path: &Path) -> bool {
-    let path = crate::subject::canonical(path);
+    let path = crate::paths::canonical(path);
     let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
     path.starts_with("/tmp/claude")
         || path.starts_with("/private/tmp/claude")
-        || tmpdir.is_some_and(|t| path.starts_with(crate::subject::canonical(Path::new(&t))))
+        || tmpdir.is_some_and(|t| path.starts_with(crate::paths::canonical(Path::new(&t))))
 }

@@ -108,8 +108,8 @@ fn within(path: &str, dir: &str) -> bool {
 
 /// Where `state_dir` lies inside the tree at `toplevel`, from its top.
 fn inside(toplevel: &Path, state_dir: &Path) -> Option<String> {
-    let state = crate::subject::canonical(state_dir);
-    let top = crate::subject::canonical(toplevel);
+    let state = crate::paths::canonical(state_dir);
+    let top = crate::paths::canonical(toplevel);
     let inside = state.strip_prefix(&top).ok()?;
     (!inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().into_owned())
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::lock::FileLock;
-use crate::loops::LoopState;
+use crate::loop_state::LoopState;
 use crate::record;
 use crate::state::{Project, SessionId};
 use crate::time;
@@ -36,7 +36,7 @@ pub struct SessionRecord {
     pub agent_budgets: Vec<AgentBudget>,
     /// The session's failed turns (StopFailure), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<crate::loops::Failure>,
+    pub failures: Vec<crate::loop_state::Failure>,
     /// A loss not yet told to the human (the record was damaged, or gone while its loop ran):
     /// kept here by whoever opened the record first, so that whichever hook saves next does not
     /// make it vanish; the next Stop tells it (SPEC §9).
@@ -73,7 +73,7 @@ pub fn note_blocked_change(project: &Project, session: &SessionId, reason: &str)
     let mut record = Session::open(project, session)?;
     let list = &mut record.record.blocked_changes;
     list.push(BlockedChange {
-        reason: crate::handoff::field_max(reason, 500),
+        reason: crate::defang::field_max(reason, 500),
         at: time::now_rfc3339(),
         told: false,
     });
@@ -375,7 +375,7 @@ fn owned_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loops::{Failure, LoopState, MAX_FAILURES, StartedBy};
+    use crate::loop_state::{Failure, LoopState, MAX_FAILURES, StartedBy};
     use crate::usage::{Mark, Seen, Tally};
 
     /// Everything a session record can hold, each part at its largest, still fits one slot of
@@ -386,7 +386,7 @@ mod tests {
             crate::promise::Promise::new(&"\u{1F600}".repeat(crate::promise::MAX_PROMISE_CHARS))
                 .unwrap();
         // Control characters are the longest in JSON (`\u0001`, six bytes each).
-        let prompt = "\u{1}".repeat(crate::loops::MAX_PROMPT_CHARS);
+        let prompt = "\u{1}".repeat(crate::loop_state::MAX_PROMPT_CHARS);
         let mut ralph = LoopState::new("s", prompt, &promise, 10_000, StartedBy::Terminal);
         let wide = |n: usize| "\u{1F600}".repeat(n);
         let failure = Failure {
@@ -442,7 +442,7 @@ mod tests {
             failures: vec![failure; MAX_FAILURES],
             lost: Some(wide(1000)),
             ralph: Some(LoopState {
-                checks: Some(vec![wide(210); crate::loops::MAX_CHECKS]),
+                checks: Some(vec![wide(210); crate::loop_state::MAX_CHECKS]),
                 run_id: Some("f".repeat(32)),
                 ..ralph
             }),

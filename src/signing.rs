@@ -5,27 +5,15 @@
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
-use serde::{Deserialize, Serialize};
 
+use crate::digest::{hex, sha256_hex};
 use crate::error::{Error, Result};
-use crate::marker::Payload;
+use crate::payload::{Payload, Signature};
 use crate::state::Project;
-use crate::subject::{hex, sha256_hex};
 
 const SECRET_TAG: &str = "vigil-ed25519-secret";
 const PUBLIC_TAG: &str = "vigil-ed25519-public";
 pub const ALG: &str = "ed25519";
-
-/// The `signature` field of a payload.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Signature {
-    pub alg: String,
-    /// The first 16 hex digits of the sha256 of the public key.
-    pub key_id: String,
-    /// The 64-byte signature, in hex.
-    pub sig: String,
-}
 
 pub struct SignKey {
     key: SigningKey,
@@ -279,7 +267,7 @@ fn signed_bytes(payload: &Payload) -> Vec<u8> {
     let mut unsigned = payload.clone();
     unsigned.signature = None;
     let value = serde_json::to_value(&unsigned).expect("a payload serializes");
-    crate::canonical::to_string(&value).into_bytes()
+    crate::digest::canonical_json(&value).into_bytes()
 }
 
 /// Signs `payload` in place.

@@ -5,7 +5,8 @@
 //! or anything the agent writes never does. The commands' own `!` blocks only show the result.
 
 use crate::hook::{Context, HookInput, Wire};
-use crate::loops::{self, StartedBy};
+use crate::loop_state::StartedBy;
+use crate::loops::{self};
 use crate::state::{Project, SessionId};
 
 /// What a prompt asks of vigil.

@@ -3,16 +3,10 @@
 //! while it runs (even a change undone before the end) reaches what it tests.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::error::{Error, Result};
 use crate::state::Project;
 use crate::subject::{self, Limits};
-
-/// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).
-pub const KEPT_ENV: [&str; 9] = [
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR",
-];
 
 /// A copy of the worktree, removed when dropped.
 pub struct Snapshot {
@@ -57,7 +51,7 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     links_stay_inside(dir.path())?;
     // The command runs where the gate's check runs: at the project (SPEC §2), whatever
     // directory the writer was started in.
-    let top = subject::worktree::Repository::locate(&project.dir)?.top;
+    let top = crate::git::Repository::locate(&project.dir)?.top;
     let here = std::fs::canonicalize(&project.dir)
         .ok()
         .and_then(|dir| dir.strip_prefix(&top).ok().map(Path::to_path_buf))
@@ -118,16 +112,4 @@ fn links_stay_inside(root: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Clears the command's environment but for `KEPT_ENV`, the `LC_*` locale variables and
-/// `keep`.
-pub fn clean_env(cmd: &mut Command, keep: &[String]) {
-    cmd.env_clear();
-    for (name, value) in std::env::vars_os() {
-        let Some(text) = name.to_str() else { continue };
-        if KEPT_ENV.contains(&text) || text.starts_with("LC_") || keep.iter().any(|k| k == text) {
-            cmd.env(&name, value);
-        }
-    }
 }

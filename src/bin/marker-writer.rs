@@ -9,11 +9,13 @@ use std::process::{Command, Stdio};
 
 use std::time::Duration;
 use vigil::exit::Code as ExitCode;
+use vigil::payload;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, number, print, shell_quote, string_value};
-use vigil::marker::{self, CheckName, Payload, Run, Status};
+use vigil::marker::{self};
 use vigil::output::diagnostic;
+use vigil::payload::{CheckName, Payload, Run, Status};
 use vigil::process::{self, Outcome};
 use vigil::state::Project;
 use vigil::subject::Subject;
@@ -236,11 +238,11 @@ fn run_main() -> Result<u8> {
         None => Subject::Worktree,
     };
     if let Some(note) = &options.note
-        && note.len() > marker::MAX_NOTE
+        && note.len() > payload::MAX_NOTE
     {
         return Err(Error::usage(format!(
             "--note is longer than {} bytes",
-            marker::MAX_NOTE
+            payload::MAX_NOTE
         )));
     }
     let limits = vigil::subject::Limits {
@@ -277,7 +279,7 @@ fn run_main() -> Result<u8> {
     let subject_id = match subject {
         // Hashed as it streams: standard input may be larger than memory.
         Subject::Stdin => {
-            let hex = vigil::subject::sha256_reader(std::io::stdin().lock()).map_err(|e| {
+            let hex = vigil::digest::sha256_reader(std::io::stdin().lock()).map_err(|e| {
                 Error::Io(format!(
                     "cannot read standard input: {}",
                     vigil::error::plain_io(&e)
@@ -321,7 +323,7 @@ fn run_main() -> Result<u8> {
             .map(Exit::code)
         }
         "verify" => {
-            let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
+            let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
             let trust = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
             let command = options.bound_to.as_deref();
             match marker::verify_from(&project, &check, &subject_id, max_age, &trust, command) {
@@ -332,8 +334,8 @@ fn run_main() -> Result<u8> {
                         payload.writer.user,
                         payload.writer.host,
                         match source {
-                            marker::Source::Local => "",
-                            marker::Source::Notes => " (published as a note)",
+                            payload::Source::Local => "",
+                            payload::Source::Notes => " (published as a note)",
                         }
                     )
                     .as_bytes(),
@@ -349,7 +351,7 @@ fn run_main() -> Result<u8> {
         _ => {
             let (payload_path, gate_path) = marker::paths(&project, &check, &subject_id);
             let payload = marker::read_payload(&payload_path).map_err(|denial| match denial {
-                marker::Denial::Malformed(detail) if !payload_path.exists() => {
+                payload::Denial::Malformed(detail) if !payload_path.exists() => {
                     Error::input(format!("{check}: no marker for {subject_id} ({detail})"))
                 }
                 other => Error::input(format!("{check}: {}", other.describe())),
@@ -493,10 +495,13 @@ fn run(
         .map(|a| shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ");
-    let shown = if shown.chars().count() > marker::MAX_NOTE {
+    let shown = if shown.chars().count() > payload::MAX_NOTE {
         format!(
             "{} …",
-            shown.chars().take(marker::MAX_NOTE - 2).collect::<String>()
+            shown
+                .chars()
+                .take(payload::MAX_NOTE - 2)
+                .collect::<String>()
         )
     } else {
         shown
@@ -563,7 +568,7 @@ fn run(
                 Err(vigil::confine::Unavailable::Machine(why)) => {
                     unconfined = Some(format!("unconfined, with your rights: {why}"));
                     let mut cmd = plain();
-                    vigil::snapshot::clean_env(&mut cmd, &options.keep_env);
+                    vigil::process::clean_env(&mut cmd, &options.keep_env);
                     cmd.current_dir(&snapshot.cwd);
                     cmd
                 }
@@ -601,14 +606,14 @@ fn run(
                 "`{shown}` was not run: bubblewrap could not confine it here; no marker written"
             )));
         }
-        Some(true) => marker::Confinement::Bubblewrap,
-        None => marker::Confinement::None,
+        Some(true) => payload::Confinement::Bubblewrap,
+        None => payload::Confinement::None,
     };
     drop(confined);
     let isolation = if snapshot.is_some() {
-        marker::Isolation::Snapshot
+        payload::Isolation::Snapshot
     } else {
-        marker::Isolation::InPlace
+        payload::Isolation::InPlace
     };
     drop(snapshot);
     let (mut status, code) = match ran.outcome {
@@ -620,7 +625,7 @@ fn run(
     // A pass in place vouches for the content it ran on; if that changed under it, nothing is
     // vouched. (A snapshot cannot change: the agent's edits land in the worktree.)
     let mut note = None;
-    if isolation == marker::Isolation::InPlace
+    if isolation == payload::Isolation::InPlace
         && matches!(subject, Subject::Worktree)
         && subject.id(project, None, limits.renewed()).ok().as_deref() != Some(subject_id.as_str())
     {
@@ -679,15 +684,15 @@ fn payload(
     note: Option<String>,
 ) -> Payload {
     Payload {
-        schema: marker::SCHEMA.to_string(),
+        schema: payload::SCHEMA.to_string(),
         check: check.to_string(),
         status,
         subject: subject_id.to_string(),
         created_at: time::now_rfc3339(),
-        writer: marker::writer(),
+        writer: payload::writer(),
         run,
         note,
-        origin: marker::origin(),
+        origin: payload::origin(),
         command: None,
         signature: None,
     }
@@ -738,7 +743,7 @@ fn show_all(
     options: &Options,
 ) -> Result<u8> {
     let trust = vigil::signing::trusted_keys(project, options.verify_key.as_deref())?;
-    let max_age = options.max_age.unwrap_or(marker::DEFAULT_MAX_AGE);
+    let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
     let mut found: Vec<(Payload, &str, String)> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
     let (payload_path, gate_path) = marker::paths(project, check, subject_id);

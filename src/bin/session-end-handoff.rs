@@ -105,7 +105,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     if input.event() == Some(vigil::hook::HookEvent::StopFailure)
         && let Some((error, error_details, message)) = handoff::failure_fields(&input, 200)
     {
-        let failure = vigil::loops::Failure {
+        let failure = vigil::loop_state::Failure {
             error,
             error_details,
             message,
@@ -114,7 +114,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             agent_id: input
                 .agent_id
                 .as_deref()
-                .map(|id| handoff::field_max(id, 128)),
+                .map(|id| vigil::defang::field_max(id, 128)),
         };
         if let Err(e) = vigil::loops::record_failure(&project, &session, failure) {
             diagnostic(

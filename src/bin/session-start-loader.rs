@@ -8,6 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 use vigil::exit::Code as ExitCode;
+use vigil::loop_state;
 
 use lexopt::prelude::*;
 use vigil::briefing::{self, Request};
@@ -137,8 +138,8 @@ fn run() -> Result<()> {
                 },
                 state.max_iterations,
                 state.completion_promise,
-                handoff::keep_head(
-                    &handoff::clean(&state.prompt, loops::MAX_PROMPT_CHARS),
+                vigil::defang::keep_head(
+                    &vigil::defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
                     2000
                 )
                 .lines()

@@ -9,8 +9,9 @@ use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
+use vigil::finding::Finding;
 use vigil::output::diagnostic;
-use vigil::settings::{self, Binaries, Engine, Finding, Plan, Target};
+use vigil::settings::{self, Binaries, Engine, Plan, Target};
 use vigil::{Error, Exit, Result};
 
 const NAME: &str = "settings-merge";

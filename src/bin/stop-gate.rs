@@ -6,13 +6,15 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use vigil::exit::Code as ExitCode;
+use vigil::loop_state;
 
 use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
 use vigil::gate::{self, GateConfig};
 use vigil::hook::HookInput;
 use vigil::input::read_capped;
-use vigil::loops::{self, StartRequest, StartedBy, Word};
+use vigil::loop_state::StartedBy;
+use vigil::loops::{self, StartRequest, Word};
 use vigil::output::{diagnostic, stdout};
 use vigil::state::{Project, SessionId};
 use vigil::{Error, Exit, Result};
@@ -876,7 +878,7 @@ fn other_hooks(project: &Project, command: &[OsString]) -> Vec<(PathBuf, String)
 }
 
 /// Whether the session's loop is the one this `loop run` started.
-fn is_own(state: &loops::LoopState, pending: &loops::Pending) -> bool {
+fn is_own(state: &loop_state::LoopState, pending: &loops::Pending) -> bool {
     pending.run_id().is_some() && state.run_id.as_deref() == pending.run_id()
 }
 
@@ -973,7 +975,7 @@ fn run_verdict(
 
 /// The exit code and line for the loop `loop run` found at its end.
 fn verdict_of(
-    state: &loops::LoopState,
+    state: &loop_state::LoopState,
     pending: &loops::Pending,
     session: &SessionId,
     failed: Option<&str>,
@@ -992,7 +994,7 @@ fn verdict_of(
         );
     }
     match state.status {
-        loops::LoopStatus::Passed => match state.checks.as_deref() {
+        loop_state::LoopStatus::Passed => match state.checks.as_deref() {
             Some(checks) if !checks.is_empty() => (
                 Exit::Success,
                 format!(
@@ -1008,7 +1010,7 @@ fn verdict_of(
                 ),
             ),
         },
-        loops::LoopStatus::Blocked => (
+        loop_state::LoopStatus::Blocked => (
             Exit::Decide,
             format!(
                 "{command}loop blocked at pass {k}/{max} in session {session}: the agent asks a human to decide; read its question (`claude --resume {session}`), then answer it and run the loop again"
@@ -1019,7 +1021,7 @@ fn verdict_of(
                 format!(" ({}: {})", r.as_str(), r.told())
             });
             let hint = match state.end_reason {
-                Some(loops::EndReason::BlockCap) if !lifted => match others.first() {
+                Some(loop_state::EndReason::BlockCap) if !lifted => match others.first() {
                     Some((file, hook)) => format!(
                         "; the cap stayed because of {hook} in {}, which could block a stop forever without it",
                         file.display()

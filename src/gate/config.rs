@@ -10,7 +10,8 @@ use lexopt::prelude::*;
 use crate::budget;
 use crate::cli::{number, string_value};
 use crate::error::{Error, Result};
-use crate::marker::{self, CheckName};
+use crate::payload;
+use crate::payload::CheckName;
 
 /// `--deadline` by default: under both engines' default hook timeout of 600 s, with room.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(570);
@@ -36,7 +37,7 @@ pub struct GateConfig {
     pub max_file_size: u64,
     /// `--stall-after`, `--max-duration`, `--max-tokens`: a loop's limits where `loop start`
     /// left them out.
-    pub loop_limits: crate::loops::Limits,
+    pub loop_limits: crate::loop_state::Limits,
     /// `--contract`: the shape a subagent's report must have (it gates SubagentStop).
     pub contract: Option<crate::contract::Source>,
     /// `--contract-max-tokens`.
@@ -53,7 +54,7 @@ impl Default for GateConfig {
             run: None,
             timeout: DEFAULT_DEADLINE - RESERVE,
             markers: Vec::new(),
-            marker_max_age: marker::DEFAULT_MAX_AGE,
+            marker_max_age: payload::DEFAULT_MAX_AGE,
             max_blocks: budget::DEFAULT_MAX_BLOCKS,
             subagents: false,
             state_dir: None,
@@ -61,7 +62,7 @@ impl Default for GateConfig {
             verify_key: None,
             deadline: DEFAULT_DEADLINE,
             max_file_size: crate::subject::worktree::DEFAULT_MAX_FILE_SIZE,
-            loop_limits: crate::loops::Limits::default(),
+            loop_limits: crate::loop_state::Limits::default(),
             contract: None,
             contract_max_tokens: crate::contract::DEFAULT_MAX_TOKENS,
             check_network: false,
@@ -86,7 +87,7 @@ impl GateConfig {
         let run = self
             .run
             .iter()
-            .map(|command| format!("`{}`", crate::handoff::field_max(command, 200)));
+            .map(|command| format!("`{}`", crate::defang::field_max(command, 200)));
         let markers = self
             .markers
             .iter()

@@ -10,8 +10,11 @@ use crate::check;
 use crate::defang::defang;
 use crate::error::Error;
 use crate::hook::{Context, HookEvent, HookInput, Wire};
-use crate::loops::{self, EndReason, LoopState, LoopStatus};
+use crate::loop_state;
+use crate::loop_state::{EndReason, LoopState, LoopStatus};
+use crate::loops::{self};
 use crate::marker;
+use crate::payload;
 use crate::promise::{Verdict, assess};
 use crate::state::{Project, SessionId};
 use crate::subject::Subject;
@@ -488,12 +491,12 @@ struct Bounds {
 }
 
 impl Bounds {
-    fn of(own: &crate::loops::Limits, hook: &crate::loops::Limits) -> Bounds {
+    fn of(own: &crate::loop_state::Limits, hook: &crate::loop_state::Limits) -> Bounds {
         Bounds {
             stall_after: own
                 .stall_after
                 .or(hook.stall_after)
-                .unwrap_or(crate::loops::DEFAULT_STALL_AFTER),
+                .unwrap_or(crate::loop_state::DEFAULT_STALL_AFTER),
             max_duration: own
                 .max_duration_secs
                 .or(hook.max_duration_secs)
@@ -507,12 +510,12 @@ impl Bounds {
 /// with it, when that reaches `after` (0: stalls are not looked for).
 fn stalled(state: &mut LoopState, message: &str, after: u32) -> Option<u32> {
     let normal = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    let sha256 = crate::subject::sha256_hex(normal.as_bytes());
+    let sha256 = crate::digest::sha256_hex(normal.as_bytes());
     let passes = match &state.progress.same_message {
         Some(last) if last.sha256 == sha256 => last.passes.saturating_add(1),
         _ => 1,
     };
-    state.progress.same_message = Some(crate::loops::Repeat { sha256, passes });
+    state.progress.same_message = Some(crate::loop_state::Repeat { sha256, passes });
     (after > 0 && passes >= after).then_some(passes)
 }
 
@@ -588,7 +591,7 @@ fn running_tasks(input: &HookInput) -> String {
         .iter()
         .take(5)
         .map(|task| {
-            let short = |text: &str| crate::handoff::field_max(text, 80);
+            let short = |text: &str| crate::defang::field_max(text, 80);
             match task.kind {
                 crate::hook::TaskKind::Shell => match &task.command {
                     Some(command) => format!("`{}` (shell {})", short(command), short(&task.id)),
@@ -820,7 +823,7 @@ impl Gate {
             state.checks = Some(
                 pass.checks
                     .iter()
-                    .take(loops::MAX_CHECKS)
+                    .take(loop_state::MAX_CHECKS)
                     .cloned()
                     .collect(),
             );
@@ -874,7 +877,7 @@ impl Gate {
             None => format!("{}\n\n{finish}", state.prompt),
         };
         let told = match &pass.warning {
-            Some(warning) => format!("{finish} (vigil: {})", crate::handoff::field(warning)),
+            Some(warning) => format!("{finish} (vigil: {})", crate::defang::field(warning)),
             None => finish,
         };
         Ok(Step::Output(StopOutput::Block {
@@ -1055,7 +1058,7 @@ impl Gate {
             ) {
                 // What to paste: a command with shell syntax runs (and is recorded) as sh -c.
                 let command = match required.command.as_deref() {
-                    Some(command) if marker::needs_shell(command) => {
+                    Some(command) if payload::needs_shell(command) => {
                         format!("sh -c {}", crate::cli::shell_quote(command))
                     }
                     Some(command) => command.to_string(),

@@ -157,12 +157,12 @@ fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String
         &target.project(),
         home.as_deref(),
     ));
-    crate::subject::dedup_canonical(&mut paths);
-    let here = crate::subject::canonical(&target.file);
+    crate::paths::dedup_canonical(&mut paths);
+    let here = crate::paths::canonical(&target.file);
     paths
         .into_iter()
         .filter_map(|path| {
-            if crate::subject::canonical(&path) == here {
+            if crate::paths::canonical(&path) == here {
                 return Some((path, own.clone(), true));
             }
             let root = crate::protect::read_layer(&path)?;
@@ -217,7 +217,7 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
             }
             Some(command.map_or_else(
                 || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
-                |c| format!("`{}`", crate::handoff::field_max(c, 80)),
+                |c| format!("`{}`", crate::defang::field_max(c, 80)),
             ))
         })
         .collect()
@@ -317,10 +317,10 @@ fn protection(
         .collect();
     // A settings file of another name (given with --settings, as `claude --settings` reads
     // it) is the strongest layer short of the managed one.
-    let here = crate::subject::canonical(&target.file);
+    let here = crate::paths::canonical(&target.file);
     let standard = files
         .iter()
-        .any(|path| crate::subject::canonical(path) == here);
+        .any(|path| crate::paths::canonical(path) == here);
     if !standard {
         layers.push(root.clone());
     }
@@ -393,7 +393,7 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             } else {
                 project.join(path)
             };
-            if crate::subject::canonical(&full).starts_with(crate::subject::canonical(&project)) {
+            if crate::paths::canonical(&full).starts_with(crate::paths::canonical(&project)) {
                 findings.push(Finding::Warn(format!(
                     "{event}: the contract {} is inside the project, where the agent can rewrite it (it shapes subagents' reports; it approves nothing)",
                     path.display()

@@ -6,8 +6,8 @@ use serde_json::{Map, Value, json};
 
 use super::*;
 use crate::atomic::write_atomic;
+use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
-use crate::subject::sha256_hex;
 
 /// Installs vigil's entries; with `trust` (Codex), also records Codex's trust for them in that
 /// config.toml. With `dry_run`, computes the change and writes nothing.

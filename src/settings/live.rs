@@ -60,7 +60,7 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
     // vigil's own protected file, when this is it: found by the install records in the state
     // home (the changed file's project's, the session's project's, the user's), never by one
     // the agent could have written.
-    let here = crate::subject::canonical(&file);
+    let here = crate::paths::canonical(&file);
     let ours = [
         Some(file.clone()),
         Some(project.join(".claude/settings.local.json")),
@@ -78,7 +78,7 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
         let files = record.get("files")?.as_object()?;
         let key = files
             .keys()
-            .find(|key| crate::subject::canonical(Path::new(key)) == here)?;
+            .find(|key| crate::paths::canonical(Path::new(key)) == here)?;
         installed_of(&record, key).filter(|installed| installed.protect.is_some())
     });
     let named = file.display();

@@ -23,13 +23,15 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::atomic::write_atomic;
+use crate::cli::BINARIES;
 pub use crate::cli::shell_quote;
 use crate::error::{Error, Result};
+use crate::finding::Finding;
 use crate::lock::FileLock;
+use crate::protected::RECORD_FILE;
 
 pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
-/// The binaries a vigil entry runs; a handler naming one of them is vigil's.
-pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];
+
 /// A check command gets this long; the Stop hook's own timeout is set above it.
 const HOOK_TIMEOUT_SECS: u64 = 600;
 
@@ -300,9 +302,6 @@ impl Target {
         }
     }
 }
-
-/// The install record's file name, in the project's protected state.
-pub const RECORD_FILE: &str = "installed.json";
 
 /// A project's install record. In the state home, in a directory named after the project
 /// directory itself (canonical): not after the git top, which an agent can move by planting or
@@ -744,24 +743,6 @@ pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(S
             ))
         })
         .collect()
-}
-
-/// One line of `check`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Finding {
-    Ok(String),
-    Warn(String),
-    Fail(String),
-}
-
-impl Finding {
-    pub fn line(&self) -> String {
-        match self {
-            Finding::Ok(text) => format!("[ok] {text}"),
-            Finding::Warn(text) => format!("[warn] {text}"),
-            Finding::Fail(text) => format!("[fail] {text}"),
-        }
-    }
 }
 
 /// The vigil binary a hook command runs, if it runs one: its first shell word is a path (or

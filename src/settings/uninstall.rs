@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::*;
 use crate::atomic::write_atomic;
+use crate::digest::sha256_hex;
 use crate::error::{Error, Result};
-use crate::subject::sha256_hex;
 
 /// Removes exactly what install added: when the file is as install left it, the original
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's

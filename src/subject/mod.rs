@@ -9,8 +9,7 @@ pub mod worktree;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
+use crate::digest;
 use crate::error::{Error, Result};
 use crate::state::Project;
 use crate::time::Deadline;
@@ -75,7 +74,7 @@ impl Subject {
                 let path = project.dir.join(path);
                 let file =
                     crate::input::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
-                let hex = sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
+                let hex = digest::sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
                 Ok(format!("sha256:{hex}"))
             }
             Subject::Stdin => Ok(sha256_id(stdin.unwrap_or_default())),
@@ -89,33 +88,7 @@ pub fn key(subject_id: &str) -> String {
 }
 
 pub fn sha256_id(bytes: &[u8]) -> String {
-    format!("sha256:{}", sha256_hex(bytes))
-}
-
-/// The sha256 of everything a reader yields, read in 1 MiB chunks (never all at once).
-pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
-    let mut hasher = Sha256::new();
-    let mut chunk = vec![0u8; 1 << 20];
-    loop {
-        match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(hex(&hasher.finalize()))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    format!("sha256:{}", digest::sha256_hex(bytes))
 }
 
 /// `git-tree:<id>` of the project's working tree, tracked and untracked non-ignored files
@@ -138,7 +111,7 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
 /// The project's worktree as its subject hashes it: each file's path from the top and blob id
 /// (hex), in byte order.
 pub fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
-    let repository = worktree::Repository::locate(&project.dir)?;
+    let repository = crate::git::Repository::locate(&project.dir)?;
     Ok(
         worktree::listing(&repository, &options(project, limits, None))?
             .into_iter()
@@ -171,7 +144,7 @@ pub struct StatView {
 }
 
 pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Result<StatView> {
-    let repository = worktree::Repository::locate(&project.dir)?;
+    let repository = crate::git::Repository::locate(&project.dir)?;
     let found = worktree::by_stat(&repository, &options(project, limits, None), subject)?;
     Ok(StatView {
         subject: found
@@ -183,40 +156,6 @@ pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Res
             .map(|path| String::from_utf8_lossy(path).into_owned())
             .collect(),
     })
-}
-
-/// Keeps the first of the paths that name one file, whatever their spelling ([`canonical`]).
-pub fn dedup_canonical(paths: &mut Vec<PathBuf>) {
-    let mut seen = Vec::new();
-    paths.retain(|path| {
-        let key = canonical(path);
-        let fresh = !seen.contains(&key);
-        seen.push(key);
-        fresh
-    });
-}
-
-/// The canonical form of a path that may not exist yet: its longest existing ancestor
-/// canonicalized, the rest appended (so the answer is the same before and after it is made).
-pub fn canonical(path: &Path) -> PathBuf {
-    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(found) = std::fs::canonicalize(existing) {
-            return rest
-                .iter()
-                .rev()
-                .fold(found, |acc: PathBuf, part| acc.join(part));
-        }
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                existing = parent;
-            }
-            _ => return absolute,
-        }
-    }
 }
 
 #[cfg(test)]

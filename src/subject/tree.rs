@@ -169,7 +169,7 @@ const EMPTY_TREE: ObjectId = [
 ];
 
 pub fn hex(id: &ObjectId) -> String {
-    crate::subject::hex(id)
+    crate::digest::hex(id)
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::git::Repository;
+use crate::input::read_regular;
 use crate::subject::tree::{self, BlobHasher, Mode, ObjectId};
 use crate::time::Deadline;
 
@@ -190,158 +192,116 @@ pub struct ByStat {
 /// budget can stat (an index is the agent's to write).
 const MAX_STAT_INDEX: u64 = 64 << 20;
 
-/// A working tree and its repository, found from the files alone: the nearest `.git` above
-/// the start (a directory, or a file naming one, as in a linked worktree).
-#[derive(Clone, Debug)]
-pub struct Repository {
-    /// The top of the working tree: the directory holding `.git`, whatever the configuration
-    /// says (`core.worktree` never moves it).
-    pub top: PathBuf,
-    pub git_dir: PathBuf,
-}
-
-impl Repository {
-    pub fn locate(start: &Path) -> Result<Repository> {
-        let start = std::fs::canonicalize(start).map_err(|e| Error::io("read", start, &e))?;
-        for dir in start.ancestors() {
-            let dot_git = dir.join(".git");
-            let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {
-                continue;
-            };
-            let git_dir = if meta.is_dir() {
-                dot_git
-            } else if meta.is_file() {
-                match gitdir_of(&dot_git) {
-                    Some(git_dir) => dir.join(git_dir),
-                    None => continue,
-                }
-            } else {
-                continue;
-            };
-            if git_dir.join("HEAD").is_file() {
-                return Ok(Repository {
-                    top: dir.to_path_buf(),
-                    git_dir,
-                });
-            }
-        }
-        Err(Error::input(format!(
-            "the worktree subject needs a git repository, and {} is not in one; use --subject file:PATH outside git",
-            start.display()
-        )))
-    }
-
-    /// The paths the index tracks, and with `cache` what it caches for each (only a `by_stat`
-    /// walk asks, and believes it; for a gate `cached` stays empty). A submodule or a sparse
-    /// checkout denies: the files the tree would name are not all on disk to be read.
-    fn tracked(&self, cache: bool) -> Result<Tracked> {
-        let path = self.git_dir.join("index");
-        // Taken before the read: an index written meanwhile only makes more entries racy.
-        let written = std::fs::symlink_metadata(&path).map_or(filetime::FileTime::zero(), |m| {
-            filetime::FileTime::from_last_modification_time(&m)
-        });
-        let unreadable = |why: String| {
-            Error::input(format!(
-                "cannot read the index {}: {why}; the worktree subject needs its path list",
-                path.display()
-            ))
-        };
-        // Read here, never waiting on a FIFO in its place, and never more than an index can be.
-        let bytes = match read_regular(&path, MAX_INDEX, true) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                return Ok(Tracked {
-                    paths: Vec::new(),
-                    cached: Vec::new(),
-                    cached_bytes: 0,
-                    written,
-                });
-            }
-            Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
-        };
-        // Its checksum is not verified: the agent can write the index and its checksum alike,
-        // and only the path list is used.
-        let (index, _) = gix_index::State::from_bytes(
-            &bytes,
-            filetime::FileTime::zero(),
-            gix_index::hash::Kind::Sha1,
-            Default::default(),
-        )
-        .map_err(|e| unreadable(e.to_string()))?;
-        if index.link().is_some() {
-            return Err(unreadable(
-                "it is a split index, whose paths lie in another file (run `git update-index --no-split-index`)".into(),
-            ));
-        }
-        let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
-        let mut cached: Vec<Option<Cached>> =
-            Vec::with_capacity(if cache { index.entries().len() } else { 0 });
-        let mut cached_bytes = 0u64;
-        for entry in index.entries() {
-            cached_bytes = cached_bytes.saturating_add(u64::from(entry.stat.size));
-            let name = entry.path(&index);
-            let shown = || String::from_utf8_lossy(name).into_owned();
-            if entry.mode.is_submodule() {
-                return Err(Error::input(format!(
-                    "{} is a submodule; the worktree subject cannot vouch for a submodule's content (use --subject file:PATH, or check it in CI)",
-                    shown()
-                )));
-            }
-            if index.is_sparse()
-                || entry.mode.is_sparse()
-                || entry.flags.contains(gix_index::entry::Flags::SKIP_WORKTREE)
-            {
-                return Err(Error::input(format!(
-                    "{} is outside a sparse checkout (skip-worktree); the worktree subject needs every tracked file on disk (run `git sparse-checkout disable`)",
-                    shown()
-                )));
-            }
-            // As git's own verify_path: no empty, `.`, `..` or `.git` (in any case) component,
-            // so no path leaves the tree or names one thing in two spellings.
-            for component in name.split(|b| *b == b'/') {
-                gix_index::validate::path::component(component.into(), None, PLAIN_COMPONENTS)
-                    .map_err(|e| {
-                        Error::input(format!(
-                            "the index names {:?}, which git never tracks ({e}); the worktree subject cannot vouch for it",
-                            shown()
-                        ))
-                    })?;
-            }
-            // An unmerged path has an entry per stage: it is one path of the tree, and it
-            // differs from what the index holds, whatever the stat data says.
-            if paths.last().is_some_and(|last| last.as_slice() == name) {
-                if let Some(last) = cached.last_mut() {
-                    *last = None;
-                }
-                continue;
-            }
-            paths.push(name.to_vec());
-            if !cache {
-                continue;
-            }
-            let mode = match entry.mode {
-                gix_index::entry::Mode::FILE => Some(Mode::File),
-                gix_index::entry::Mode::FILE_EXECUTABLE => Some(Mode::Executable),
-                gix_index::entry::Mode::SYMLINK => Some(Mode::Symlink),
-                _ => None,
-            };
-            let id = <ObjectId>::try_from(entry.id.as_bytes()).ok();
-            cached.push(match (mode, id) {
-                (Some(mode), Some(id)) if entry.stage_raw() == 0 => Some(Cached {
-                    stat: entry.stat,
-                    mode,
-                    id,
-                }),
-                _ => None,
+/// The paths the index tracks, and with `cache` what it caches for each (only a `by_stat`
+/// walk asks, and believes it; for a gate `cached` stays empty). A submodule or a sparse
+/// checkout denies: the files the tree would name are not all on disk to be read.
+fn tracked(repository: &Repository, cache: bool) -> Result<Tracked> {
+    let path = repository.git_dir.join("index");
+    // Taken before the read: an index written meanwhile only makes more entries racy.
+    let written = std::fs::symlink_metadata(&path).map_or(filetime::FileTime::zero(), |m| {
+        filetime::FileTime::from_last_modification_time(&m)
+    });
+    let unreadable = |why: String| {
+        Error::input(format!(
+            "cannot read the index {}: {why}; the worktree subject needs its path list",
+            path.display()
+        ))
+    };
+    // Read here, never waiting on a FIFO in its place, and never more than an index can be.
+    let bytes = match read_regular(&path, MAX_INDEX, true) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Ok(Tracked {
+                paths: Vec::new(),
+                cached: Vec::new(),
+                cached_bytes: 0,
+                written,
             });
         }
-        Ok(Tracked {
-            paths,
-            cached,
-            cached_bytes,
-            written,
-        })
+        Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
+    };
+    // Its checksum is not verified: the agent can write the index and its checksum alike,
+    // and only the path list is used.
+    let (index, _) = gix_index::State::from_bytes(
+        &bytes,
+        filetime::FileTime::zero(),
+        gix_index::hash::Kind::Sha1,
+        Default::default(),
+    )
+    .map_err(|e| unreadable(e.to_string()))?;
+    if index.link().is_some() {
+        return Err(unreadable(
+            "it is a split index, whose paths lie in another file (run `git update-index --no-split-index`)".into(),
+        ));
     }
+    let mut paths: Vec<Vec<u8>> = Vec::with_capacity(index.entries().len());
+    let mut cached: Vec<Option<Cached>> =
+        Vec::with_capacity(if cache { index.entries().len() } else { 0 });
+    let mut cached_bytes = 0u64;
+    for entry in index.entries() {
+        cached_bytes = cached_bytes.saturating_add(u64::from(entry.stat.size));
+        let name = entry.path(&index);
+        let shown = || String::from_utf8_lossy(name).into_owned();
+        if entry.mode.is_submodule() {
+            return Err(Error::input(format!(
+                "{} is a submodule; the worktree subject cannot vouch for a submodule's content (use --subject file:PATH, or check it in CI)",
+                shown()
+            )));
+        }
+        if index.is_sparse()
+            || entry.mode.is_sparse()
+            || entry.flags.contains(gix_index::entry::Flags::SKIP_WORKTREE)
+        {
+            return Err(Error::input(format!(
+                "{} is outside a sparse checkout (skip-worktree); the worktree subject needs every tracked file on disk (run `git sparse-checkout disable`)",
+                shown()
+            )));
+        }
+        // As git's own verify_path: no empty, `.`, `..` or `.git` (in any case) component,
+        // so no path leaves the tree or names one thing in two spellings.
+        for component in name.split(|b| *b == b'/') {
+            gix_index::validate::path::component(component.into(), None, PLAIN_COMPONENTS)
+                .map_err(|e| {
+                    Error::input(format!(
+                        "the index names {:?}, which git never tracks ({e}); the worktree subject cannot vouch for it",
+                        shown()
+                    ))
+                })?;
+        }
+        // An unmerged path has an entry per stage: it is one path of the tree, and it
+        // differs from what the index holds, whatever the stat data says.
+        if paths.last().is_some_and(|last| last.as_slice() == name) {
+            if let Some(last) = cached.last_mut() {
+                *last = None;
+            }
+            continue;
+        }
+        paths.push(name.to_vec());
+        if !cache {
+            continue;
+        }
+        let mode = match entry.mode {
+            gix_index::entry::Mode::FILE => Some(Mode::File),
+            gix_index::entry::Mode::FILE_EXECUTABLE => Some(Mode::Executable),
+            gix_index::entry::Mode::SYMLINK => Some(Mode::Symlink),
+            _ => None,
+        };
+        let id = <ObjectId>::try_from(entry.id.as_bytes()).ok();
+        cached.push(match (mode, id) {
+            (Some(mode), Some(id)) if entry.stage_raw() == 0 => Some(Cached {
+                stat: entry.stat,
+                mode,
+                id,
+            }),
+            _ => None,
+        });
+    }
+    Ok(Tracked {
+        paths,
+        cached,
+        cached_bytes,
+        written,
+    })
 }
 
 /// Git's own rules for a path component on Linux (no Windows, HFS+ or NTFS protections).
@@ -356,44 +316,6 @@ const MAX_INDEX: u64 = 2 << 30;
 /// The largest ignore file read, and all of them together: past this they deny.
 const MAX_IGNORE_FILE: u64 = 1 << 20;
 const MAX_IGNORE_TOTAL: u64 = 8 << 20;
-
-/// A regular file's bytes, at most `cap` of them (more is an error), opened never waiting on a
-/// FIFO and, unless `follow`, never through a symlink. `None` when there is no such file.
-fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
-    let flags = libc::O_NONBLOCK | libc::O_CLOEXEC | if follow { 0 } else { libc::O_NOFOLLOW };
-    let file = match File::options().read(true).custom_flags(flags).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("it is not a regular file"));
-    }
-    if meta.len() > cap {
-        return Err(std::io::Error::other(format!(
-            "it is {} bytes, over the {cap} read",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(cap + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > cap {
-        return Err(std::io::Error::other(format!(
-            "it grew past the {cap} read"
-        )));
-    }
-    Ok(Some(bytes))
-}
-
-/// The `gitdir:` a `.git` file names.
-fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
-    let text = read_regular(dot_git, 4096, false).ok()??;
-    let line = text.split(|b| *b == b'\n').next()?;
-    let dir = line.strip_prefix(b"gitdir: ")?;
-    let dir = dir.strip_suffix(b"\r").unwrap_or(dir);
-    Some(PathBuf::from(OsStr::from_bytes(dir)))
-}
 
 /// `git-tree:<id>` of the working tree that holds `start`.
 pub fn tree_id(start: &Path, options: &Options) -> Result<String> {
@@ -442,7 +364,7 @@ fn walk(
     let exclude = options
         .exclude
         .and_then(|dir| {
-            crate::subject::canonical(dir)
+            crate::paths::canonical(dir)
                 .strip_prefix(top)
                 .ok()
                 .map(Path::to_path_buf)
@@ -472,7 +394,7 @@ fn walk(
             )));
         }
         // The walk looks every file up in the index: it is read first.
-        let tracked = repository.tracked(true)?;
+        let tracked = tracked(repository, true)?;
         let known = Known {
             tracked: &tracked,
             subject,
@@ -488,13 +410,13 @@ fn walk(
     } else if large {
         // The index is read while the tree is walked.
         std::thread::scope(|scope| {
-            let tracked = scope.spawn(|| repository.tracked(false));
+            let tracked = scope.spawn(|| tracked(repository, false));
             let walked = Walk::new(top, &repository.git_dir, exclude, options, None).run(threads());
             let tracked = tracked.join().expect("reading the index does not panic");
             (tracked, walked)
         })
     } else {
-        let tracked = repository.tracked(false);
+        let tracked = tracked(repository, false);
         let much = tracked
             .as_ref()
             .is_ok_and(|tracked| tracked.cached_bytes >= PARALLEL_BYTES);

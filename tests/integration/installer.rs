@@ -44,7 +44,7 @@ fn user_groups(value: &Value) -> Vec<Value> {
     let mut groups = Vec::new();
     for (_, list) in value["hooks"].as_object().unwrap() {
         for group in list.as_array().unwrap() {
-            if !vigil::settings::BINARIES
+            if !vigil::cli::BINARIES
                 .iter()
                 .any(|b| group.to_string().contains(b))
             {
@@ -1025,10 +1025,7 @@ fn the_trust_hash_is_taken_over_codexs_normalized_identity() {
     );
     assert_eq!(
         vigil::codex::trust_hash("Stop", None, &handler),
-        format!(
-            "sha256:{}",
-            vigil::subject::sha256_hex(canonical.as_bytes())
-        )
+        format!("sha256:{}", vigil::digest::sha256_hex(canonical.as_bytes()))
     );
 }
 
@@ -1054,10 +1051,7 @@ fn vigil_commands(value: &Value) -> Vec<String> {
             for handler in group["hooks"].as_array().into_iter().flatten() {
                 // Independent of vigil's own recognition: any handler naming a vigil binary.
                 let command = handler["command"].as_str().unwrap_or_default();
-                if vigil::settings::BINARIES
-                    .iter()
-                    .any(|b| command.contains(b))
-                {
+                if vigil::cli::BINARIES.iter().any(|b| command.contains(b)) {
                     found.push(command.to_string());
                 }
             }

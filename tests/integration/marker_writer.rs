@@ -112,7 +112,7 @@ fn file_marker_round_trip() {
     let payload = only_payload(dir.path(), "review");
     assert_eq!(
         payload["subject"],
-        format!("sha256:{}", vigil::subject::sha256_hex(b"%PDF bytes"))
+        format!("sha256:{}", vigil::digest::sha256_hex(b"%PDF bytes"))
     );
     assert_eq!(payload["note"], "read by Ana");
     assert!(payload.get("run").is_none());
@@ -350,10 +350,10 @@ fn run_passes_output_through_unchanged_and_records_it() {
         .unwrap();
     assert_eq!(again.stdout, output.stdout, "{command}");
     assert!(run["duration_ms"].as_u64().is_some());
-    let expected = vigil::subject::sha256_hex(b"out\xff\x00bytes\nerr line\n");
+    let expected = vigil::digest::sha256_hex(b"out\xff\x00bytes\nerr line\n");
     let stdout_first = run["output_sha256"] == expected;
     let stderr_first =
-        run["output_sha256"] == vigil::subject::sha256_hex(b"err line\nout\xff\x00bytes\n");
+        run["output_sha256"] == vigil::digest::sha256_hex(b"err line\nout\xff\x00bytes\n");
     assert!(stdout_first || stderr_first, "{run}");
 }
 
@@ -468,7 +468,7 @@ fn hand_written(
 
 fn file_subject(dir: &Path) -> String {
     std::fs::write(dir.join("artifact"), "content").unwrap();
-    format!("sha256:{}", vigil::subject::sha256_hex(b"content"))
+    format!("sha256:{}", vigil::digest::sha256_hex(b"content"))
 }
 
 fn verify_file(dir: &Path) -> Output {
@@ -783,7 +783,7 @@ fn hostile_check_names_are_refused() {
         );
     }
     assert!(!dir.path().join(".vigil").exists());
-    assert!(vigil::marker::CheckName::parse("a\0b").is_err());
+    assert!(vigil::payload::CheckName::parse("a\0b").is_err());
 }
 
 #[test]
@@ -814,7 +814,7 @@ fn a_symlinked_markers_directory_is_refused() {
         "nothing written through the link"
     );
     // A marker placed behind the link by other means is not trusted either.
-    let subject = format!("sha256:{}", vigil::subject::sha256_hex(b"content"));
+    let subject = format!("sha256:{}", vigil::digest::sha256_hex(b"content"));
     let real = outside.path().join("tests");
     std::fs::create_dir_all(&real).unwrap();
     let key = subject.replace(':', "-");
@@ -830,7 +830,7 @@ fn a_symlinked_markers_directory_is_refused() {
 fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
-    let subject = format!("sha256:{}", vigil::subject::sha256_hex(b"content"));
+    let subject = format!("sha256:{}", vigil::digest::sha256_hex(b"content"));
     let old = dir.path().join(".vigil/markers/tests");
     std::fs::create_dir_all(&old).unwrap();
     let key = subject.replace(':', "-");
@@ -1252,7 +1252,7 @@ fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(
         payload["run"]["output_sha256"],
-        vigil::subject::sha256_hex(expected.as_bytes())
+        vigil::digest::sha256_hex(expected.as_bytes())
     );
 }
 

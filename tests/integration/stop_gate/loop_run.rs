@@ -685,7 +685,7 @@ fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpo
 /// status, the schema holds the same pairs, and a live loop has no reason.
 #[test]
 fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pairs() {
-    use vigil::loops::{EndReason, LoopState, LoopStatus, StartedBy};
+    use vigil::loop_state::{EndReason, LoopState, LoopStatus, StartedBy};
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(repo_path("schemas/loop.schema.json")).unwrap(),
     )

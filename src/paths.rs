@@ -1,0 +1,37 @@
+//! Paths compared by what they name, not how they are spelled.
+
+use std::path::{Path, PathBuf};
+
+/// Keeps the first of the paths that name one file, whatever their spelling ([`canonical`]).
+pub fn dedup_canonical(paths: &mut Vec<PathBuf>) {
+    let mut seen = Vec::new();
+    paths.retain(|path| {
+        let key = canonical(path);
+        let fresh = !seen.contains(&key);
+        seen.push(key);
+        fresh
+    });
+}
+
+/// The canonical form of a path that may not exist yet: its longest existing ancestor
+/// canonicalized, the rest appended (so the answer is the same before and after it is made).
+pub fn canonical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(found, |acc: PathBuf, part| acc.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
