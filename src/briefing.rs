@@ -328,7 +328,7 @@ fn progress_tail(request: &Request, records: &[Record]) -> Option<(String, Strin
     if !parent.starts_with(&project) {
         return None;
     }
-    let file = crate::input::open_state(&parent.join(path.file_name()?)).ok()?;
+    let file = crate::fs::open_state(&parent.join(path.file_name()?)).ok()?;
     let len = file.metadata().ok()?.len();
     let bytes = crate::terminal::tail_of_file(file, MAX_PROGRESS as u64).ok()?;
     let text = crate::terminal::plain_text(crate::terminal::cut_to_char_boundary(&bytes));

@@ -397,8 +397,8 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
 /// FIFO or a huge file in its place holds nothing up.
 fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
     let small = |path: &Path| {
-        let file = crate::input::open_regular(path).ok()?;
-        let bytes = crate::input::read_capped(file, 4096, "a git pointer", path).ok()?;
+        let file = crate::fs::open_regular(path).ok()?;
+        let bytes = crate::fs::read_capped(file, 4096, "a git pointer", path).ok()?;
         Some(String::from_utf8(bytes).ok()?.trim_end().to_string())
     };
     let mut dirs = Vec::new();

@@ -80,14 +80,14 @@ impl Contract {
                 };
                 // A plain file only, opened without waiting: a FIFO (or a link to one) planted
                 // where the contract should be would hold every SubagentStop to its deadline.
-                let file = crate::input::open_regular(&path).map_err(|e| {
+                let file = crate::fs::open_regular(&path).map_err(|e| {
                     Error::input(format!(
                         "cannot read the contract {}: {}",
                         path.display(),
                         crate::error::plain_io(&e)
                     ))
                 })?;
-                let bytes = crate::input::read_capped(file, MAX_SCHEMA, "the contract", &path)?;
+                let bytes = crate::fs::read_capped(file, MAX_SCHEMA, "the contract", &path)?;
                 serde_json::from_slice(&bytes).map_err(|e| {
                     Error::input(format!("the contract {} is not JSON: {e}", path.display()))
                 })?

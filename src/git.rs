@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::input::read_regular;
+use crate::fs::read_regular;
 
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).

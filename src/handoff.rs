@@ -399,12 +399,12 @@ impl Unusable {
 
 /// Reads a record with typed parsing (the schema, enforced at run time).
 pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
-    let file = match crate::input::open_state(path) {
+    let file = match crate::fs::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
         Err(e) => return Err(Unusable::Unreadable(crate::error::plain_io(&e))),
     };
-    let bytes = crate::input::read_capped(file, MAX_RECORD as u64, "the record", path)
+    let bytes = crate::fs::read_capped(file, MAX_RECORD as u64, "the record", path)
         .map_err(|_| Unusable::TooLarge)?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| Unusable::Invalid(e.to_string()))?;

@@ -102,12 +102,12 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
     let Some(path) = pending.claim_path(project) else {
         return Ok(None);
     };
-    let file = match crate::input::open_state(&path) {
+    let file = match crate::fs::open_state(&path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the loop's claim", &path, &e)),
     };
-    let bytes = crate::input::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
+    let bytes = crate::fs::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
     let claim: RunClaim = serde_json::from_slice(&bytes)
         .map_err(|e| Error::input(format!("the claim {} is not valid: {e}", path.display())))?;
     SessionId::parse(&claim.session_id)?;
@@ -134,12 +134,12 @@ pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>>
 
 /// Reads a pending loop; `Ok(None)` when there is none.
 fn load_pending(path: &Path) -> Result<Option<LoopState>> {
-    let file = match crate::input::open_state(path) {
+    let file = match crate::fs::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the pending loop", path, &e)),
     };
-    let bytes = crate::input::read_capped(file, MAX_STATE, "the pending loop", path)?;
+    let bytes = crate::fs::read_capped(file, MAX_STATE, "the pending loop", path)?;
     let state: LoopState = serde_json::from_slice(&bytes).map_err(|e| {
         Error::input(format!(
             "the pending loop {} is not valid: {e}",
@@ -550,11 +550,11 @@ pub fn legacy_loops(project: &Project) -> usize {
 
 /// A slash command's `--prompt-file`, which the hook reads outside the agent's sandbox from a
 /// path the agent can replace: only a plain file inside the project, reached without a symlink
-/// (`input::open_beneath`), and opened without blocking (a FIFO there would hold the prompt up).
+/// (`fs::open_beneath`), and opened without blocking (a FIFO there would hold the prompt up).
 fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
-    use crate::input::Beneath;
+    use crate::fs::Beneath;
     let shown = file.display();
-    let opened = crate::input::open_beneath(&project.dir, file).map_err(|why| match why {
+    let opened = crate::fs::open_beneath(&project.dir, file).map_err(|why| match why {
         Beneath::Outside => Error::input(format!(
             "--prompt-file {shown} is outside the project; a slash command reads a prompt file only from inside it"
         )),
@@ -567,8 +567,8 @@ fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
         Beneath::Io(e) => Error::io("read", &project.dir.join(file), &e),
     })?;
     let path = project.dir.join(file);
-    let bytes = crate::input::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
-    crate::input::utf8(bytes, "the prompt file")
+    let bytes = crate::fs::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
+    crate::fs::utf8(bytes, "the prompt file")
 }
 
 /// The largest prompt file or argument text `loop start` reads.
@@ -636,7 +636,7 @@ pub fn begin(
         (Some(file), None) => {
             let bytes = crate::input::Source::File(file.clone())
                 .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
-            crate::input::utf8(bytes, "the prompt file")?
+            crate::fs::utf8(bytes, "the prompt file")?
         }
         (None, Some(prompt)) => prompt,
         (None, None) => {

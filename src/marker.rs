@@ -282,8 +282,8 @@ pub fn judge(
 
 /// Reads and parses a payload; every failure is `malformed`.
 pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
-    let bytes = match crate::input::open_state(path) {
-        Ok(file) => crate::input::read_capped(file, MAX_PAYLOAD, "the payload", path)
+    let bytes = match crate::fs::open_state(path) {
+        Ok(file) => crate::fs::read_capped(file, MAX_PAYLOAD, "the payload", path)
             .map_err(|e| Denial::Malformed(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Denial::Malformed(

@@ -373,9 +373,9 @@ fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
         }
     }
     let config = repo.join("config");
-    let as_written = crate::input::open_state(&config)
+    let as_written = crate::fs::open_state(&config)
         .ok()
-        .and_then(|file| crate::input::read_capped(file, 4096, "the config", &config).ok())
+        .and_then(|file| crate::fs::read_capped(file, 4096, "the config", &config).ok())
         .is_some_and(|bytes| bytes == CONFIG.as_bytes());
     let redirected = ["commondir", "objects/info/alternates"]
         .iter()
@@ -730,8 +730,8 @@ pub fn read(
         )))];
     }
     let path = dir.join(format!("{}.jsonl", crate::subject::key(subject_id)));
-    let bytes = match crate::input::open_state(&path) {
-        Ok(file) => match crate::input::read_capped(file, MAX_NOTE + 4096, "the note", &path) {
+    let bytes = match crate::fs::open_state(&path) {
+        Ok(file) => match crate::fs::read_capped(file, MAX_NOTE + 4096, "the note", &path) {
             Ok(bytes) => bytes,
             Err(e) => return vec![Err(Denial::Malformed(e.to_string()))],
         },
@@ -830,9 +830,9 @@ fn remote_url_unchecked(
     // A linked worktree keeps its config in the common directory.
     // Read as the config is: a FIFO or /dev/zero there is refused, not waited on or read on.
     let commondir = repository.git_dir.join("commondir");
-    let common = match crate::input::open_regular(&commondir) {
+    let common = match crate::fs::open_regular(&commondir) {
         Ok(file) => {
-            let bytes = crate::input::read_capped(file, 4096, "the commondir file", &commondir)?;
+            let bytes = crate::fs::read_capped(file, 4096, "the commondir file", &commondir)?;
             repository
                 .git_dir
                 .join(String::from_utf8_lossy(&bytes).trim())
@@ -843,8 +843,8 @@ fn remote_url_unchecked(
     let config = common.join("config");
     // Opened here (a FIFO or a device in its place is refused, not waited on), handed to git
     // on stdin, and read as a plain file of settings: nothing in it is run or included.
-    let file = crate::input::open_regular(&config).map_err(|e| Error::io("read", &config, &e))?;
-    let bytes = crate::input::read_capped(file, MAX_CONFIG, "the repository's config", &config)?;
+    let file = crate::fs::open_regular(&config).map_err(|e| Error::io("read", &config, &e))?;
+    let bytes = crate::fs::read_capped(file, MAX_CONFIG, "the repository's config", &config)?;
     let ran = run_git(
         None,
         &[

@@ -325,7 +325,7 @@ fn skill_files(root: &Path) -> (Vec<PathBuf>, bool) {
 /// Up to `cap` bytes of a regular file (opened without blocking), and whether there was more;
 /// `None` when it cannot be read (Claude Code, with the same rights, cannot read it either).
 fn read_prefix(path: &Path, cap: u64) -> Option<(Vec<u8>, bool)> {
-    let file = crate::input::open_regular(path).ok()?;
+    let file = crate::fs::open_regular(path).ok()?;
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).ok()?;
     let more = bytes.len() as u64 > cap;
@@ -341,7 +341,7 @@ fn markdown(path: &Path, kind: Kind) -> Option<Planted> {
             kind,
             format!(
                 "larger than {}, not read",
-                crate::input::human_bytes(MAX_MARKDOWN)
+                crate::fs::human_bytes(MAX_MARKDOWN)
             ),
         )
     } else {
@@ -611,12 +611,12 @@ pub enum Baseline {
 
 /// Reads a baseline, never through a symlink (vigil's own state file).
 pub fn read_baseline(path: &Path) -> Baseline {
-    let file = match crate::input::open_state(path) {
+    let file = match crate::fs::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Baseline::Missing,
         Err(e) => return Baseline::Unreadable(crate::error::plain_io(&e)),
     };
-    let bytes = match crate::input::read_capped(file, 64 << 20, "the baseline", path) {
+    let bytes = match crate::fs::read_capped(file, 64 << 20, "the baseline", path) {
         Ok(bytes) => bytes,
         Err(e) => return Baseline::Unreadable(e.to_string()),
     };
@@ -684,7 +684,7 @@ pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
         findings.push(Finding::Warn(format!(
             "{} is larger than {}, so the MCP servers in it are not checked; check them with claude mcp list",
             path.display(),
-            crate::input::human_bytes(MAX_JSON)
+            crate::fs::human_bytes(MAX_JSON)
         )));
     }
     for dir in &scan.cut_short {

@@ -262,10 +262,10 @@ impl Place {
     /// Whether the state home's directory `dir` is named after a top at, above or below this
     /// project (what its top file says; one without it is not taken to be).
     pub fn is_related(&self, dir: &Path) -> bool {
-        let Ok(file) = crate::input::open_state(&dir.join(TOP_FILE)) else {
+        let Ok(file) = crate::fs::open_state(&dir.join(TOP_FILE)) else {
             return false;
         };
-        let Ok(bytes) = crate::input::read_capped(file, 4096, "a project's top", dir) else {
+        let Ok(bytes) = crate::fs::read_capped(file, 4096, "a project's top", dir) else {
             return false;
         };
         use std::os::unix::ffi::OsStrExt;

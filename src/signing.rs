@@ -91,8 +91,8 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
 }
 
 fn read_tagged(path: &Path, tag: &str) -> Result<String> {
-    let file = crate::input::open_regular(path).map_err(|e| Error::io("read", path, &e))?;
-    let bytes = crate::input::read_capped(file, 4096, "the key", path)?;
+    let file = crate::fs::open_regular(path).map_err(|e| Error::io("read", path, &e))?;
+    let bytes = crate::fs::read_capped(file, 4096, "the key", path)?;
     let text = String::from_utf8_lossy(&bytes);
     text.trim()
         .strip_prefix(tag)

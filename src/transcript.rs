@@ -49,7 +49,7 @@ pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
 /// which is its side chain.
 pub fn last_assistant_text_of(path: &Path, sidechain: bool) -> Result<Option<String>> {
     let io = |e: std::io::Error| Error::io("read transcript", path, &e);
-    let file = crate::input::open_regular(path).map_err(io)?;
+    let file = crate::fs::open_regular(path).map_err(io)?;
     let mut lines = BackwardLines::new(file, TAIL_BUDGET).map_err(io)?;
     // The message found so far: its id and its text blocks, last first.
     let mut found: Option<(Option<String>, Vec<String>)> = None;
@@ -164,7 +164,7 @@ const CUT_TAIL: u64 = 256 * 1024;
 /// The lines of the file's last `budget` bytes that hold `needle`, newest first: one read
 /// and one search of the tail, so a transcript without it costs no more than that.
 fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
-    let Ok(mut file) = crate::input::open_regular(path) else {
+    let Ok(mut file) = crate::fs::open_regular(path) else {
         return Vec::new();
     };
     let Ok(end) = file.seek(SeekFrom::End(0)) else {

@@ -180,7 +180,7 @@ fn read_file(
         // This Stop has read its fill: the file waits for the next one, untouched.
         return Ok(());
     }
-    let mut file = crate::input::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
+    let mut file = crate::fs::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
     let meta = file.metadata().map_err(|e| crate::error::plain_io(&e))?;
     let at = tally.files.iter().position(|m| m.path == key);
     let known = at.map(|i| tally.files[i].clone());

@@ -85,7 +85,7 @@ fn real_main() -> ExitCode {
             &format!("{err}; the session starts without a handoff"),
         );
         // Run by hand on a terminal: an error the shell shows (never 2, which would block).
-        if vigil::input::stdin_is_terminal() {
+        if vigil::fs::stdin_is_terminal() {
             return ExitCode::from(1);
         }
     }

@@ -12,7 +12,7 @@ use lexopt::prelude::*;
 use vigil::cli::{help, print, string_value};
 use vigil::gate::{self, GateConfig};
 use vigil::hook::HookInput;
-use vigil::input::read_capped;
+use vigil::fs::read_capped;
 use vigil::loop_state::StartedBy;
 use vigil::loops::{self, StartRequest, Word};
 use vigil::output::{diagnostic, stdout};
@@ -206,7 +206,7 @@ fn real_main() -> ExitCode {
         let _ = stdout(HELP.as_bytes());
         return ExitCode::SUCCESS;
     }
-    if vigil::input::stdin_is_terminal() {
+    if vigil::fs::stdin_is_terminal() {
         // Run by hand: say what it expects, and count nothing for a session `unknown`.
         diagnostic(
             NAME,
@@ -278,7 +278,7 @@ fn real_main() -> ExitCode {
 /// `systemMessage`; a Stop whose session has a loop running says that loop is NOT verified. A
 /// prompt that is not a vigil command passes silently, as always. Run by hand, nothing.
 fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
-    if vigil::input::stdin_is_terminal() {
+    if vigil::fs::stdin_is_terminal() {
         return ExitCode::SUCCESS;
     }
     let input = read_capped(
@@ -491,7 +491,7 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
             "the arguments",
             "-".as_ref(),
         )?;
-        let raw = vigil::input::utf8(bytes, "the arguments")?;
+        let raw = vigil::fs::utf8(bytes, "the arguments")?;
         let raw = raw.strip_suffix('\n').unwrap_or(&raw);
         let mut request = loops::parse_start(&loops::split_words(raw), Some(raw))?;
         request.merge_defaults(outer);
@@ -841,7 +841,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     let claude = std::path::Path::new(program)
         .file_name()
         .is_some_and(|name| name == "claude");
-    if exit == Exit::Success && claude && !vigil::protect::sandbox_on(&project.dir) {
+    if exit == Exit::Success && claude && !vigil::sandbox::sandbox_on(&project.dir) {
         line.push_str(
             "; Claude Code's sandbox is off in this project (no install --protect), so the agent could have written this verdict itself",
         );

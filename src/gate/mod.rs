@@ -1020,7 +1020,7 @@ impl Gate {
             let checked = check::run_check(
                 command,
                 &plan,
-                || crate::protect::sandbox_on(&self.project.dir),
+                || crate::sandbox::sandbox_on(&self.project.dir),
                 timeout,
             );
             if let Some(notice) = checked.unconfined {

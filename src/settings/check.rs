@@ -153,7 +153,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
 fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut paths = vec![target.file.clone()];
-    paths.extend(crate::protect::layer_files(
+    paths.extend(crate::sandbox::layer_files(
         &target.project(),
         home.as_deref(),
     ));
@@ -165,7 +165,7 @@ fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String
             if crate::paths::canonical(&path) == here {
                 return Some((path, own.clone(), true));
             }
-            let root = crate::protect::read_layer(&path)?;
+            let root = crate::sandbox::read_layer(&path)?;
             Some((path, root, false))
         })
         .collect()
@@ -227,9 +227,9 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
 /// `project` (yours, the project's, the local and the managed file), each with its file.
 pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    crate::protect::layer_files(project, home.as_deref())
+    crate::sandbox::layer_files(project, home.as_deref())
         .into_iter()
-        .filter_map(|path| Some((crate::protect::read_layer(&path)?, path)))
+        .filter_map(|path| Some((crate::sandbox::read_layer(&path)?, path)))
         .flat_map(|(root, path)| {
             other_stop_hooks(&root)
                 .into_iter()
@@ -310,10 +310,10 @@ fn protection(
     };
     guarded.on_path = on_path;
     let project = target.project();
-    let files = crate::protect::layer_files(&project, guarded.home.as_deref());
+    let files = crate::sandbox::layer_files(&project, guarded.home.as_deref());
     let mut layers: Vec<_> = files
         .iter()
-        .filter_map(|path| crate::protect::read_layer(path))
+        .filter_map(|path| crate::sandbox::read_layer(path))
         .collect();
     // A settings file of another name (given with --settings, as `claude --settings` reads
     // it) is the strongest layer short of the managed one.
@@ -324,7 +324,7 @@ fn protection(
     if !standard {
         layers.push(root.clone());
     }
-    let effective = crate::protect::Effective::of(&layers);
+    let effective = crate::sandbox::Effective::of(&layers);
     crate::protect::check(&effective, &project, &guarded)
 }
 
@@ -519,7 +519,7 @@ fn check_confinement(
         }
         Err(unavailable) => unavailable.message().to_string(),
     };
-    Some(if crate::protect::sandbox_on(project) {
+    Some(if crate::sandbox::sandbox_on(project) {
         Finding::Fail(format!(
             "{event}: stop-gate's check `{run}` cannot be confined ({why}), and with Claude Code's sandbox on it is never run unconfined: every stop is blocked until it can be"
         ))

@@ -105,13 +105,13 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
 
 /// The file's bytes; else whether it is missing, and why not.
 fn read(path: &Path) -> Result<Vec<u8>, (bool, String)> {
-    let file = crate::input::open_regular(path).map_err(|e| {
+    let file = crate::fs::open_regular(path).map_err(|e| {
         (
             e.kind() == std::io::ErrorKind::NotFound,
             crate::error::plain_io(&e),
         )
     })?;
-    crate::input::read_capped(file, MAX_SETTINGS, "settings", path)
+    crate::fs::read_capped(file, MAX_SETTINGS, "settings", path)
         .map_err(|e| (false, e.to_string()))
 }
 

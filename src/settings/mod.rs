@@ -278,7 +278,7 @@ impl Target {
     /// or device in its place is refused rather than waited on.
     fn read(&self) -> Result<Option<Vec<u8>>> {
         use std::io::Read;
-        let mut file = match crate::input::open_regular(&self.file) {
+        let mut file = match crate::fs::open_regular(&self.file) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("read", &self.file, &e)),
@@ -536,7 +536,7 @@ struct Installed {
 }
 
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
-    let read = crate::input::open_state(path).and_then(|file| {
+    let read = crate::fs::open_state(path).and_then(|file| {
         use std::io::Read;
         let mut bytes = Vec::new();
         file.take(64 << 20).read_to_end(&mut bytes).map(|_| bytes)

@@ -73,7 +73,7 @@ impl Subject {
             Subject::File(path) => {
                 let path = project.dir.join(path);
                 let file =
-                    crate::input::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
+                    crate::fs::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
                 let hex = digest::sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
                 Ok(format!("sha256:{hex}"))
             }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::git::Repository;
-use crate::input::read_regular;
+use crate::fs::read_regular;
 use crate::subject::tree::{self, BlobHasher, Mode, ObjectId};
 use crate::time::Deadline;
 
@@ -1095,7 +1095,7 @@ fn open_file(path: &Path) -> std::io::Result<File> {
 
 /// A file of an open directory, by name, without looking its path up again.
 fn open_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
-    crate::input::open_at(dir, name, OPEN_FLAGS)
+    crate::fs::open_at(dir, name, OPEN_FLAGS)
 }
 
 /// `readlinkat`: a symlink's target, by name in an open directory.
