@@ -1,60 +1,49 @@
 //! vigil: hooks for Claude Code and Codex that turn "the agent says it is done" into evidence.
 //!
-//! The binaries in `src/bin/` are thin doors; everything they do lives in these modules, one
-//! concern each. `../SPEC.md` of the project is the contract they implement.
+//! The binaries in `src/bin/` are thin doors; everything they do lives in this library, one
+//! concern per module. `SPEC.md` of the project is the contract they implement.
+//!
+//! # The map
+//!
+//! The library is in layers, lowest first. A module imports only from its own layer or the
+//! layers below it, never upward, so there is no import cycle (`DEVELOPMENT.md` shows how to
+//! check). `error` and `exit`, the vocabulary, are used by every layer.
+//!
+//! | layer | what it holds | SPEC |
+//! |---|---|---|
+//! | [`sys`] | the platform: atomic writes, safe reads, locks, records, processes, time, digests, paths, git discovery | P6 |
+//! | [`cli`] | a binary's door: flag values, input, hook JSON, output | §2 |
+//! | [`verdict`] | declaration versus mention, terminal output, tokens, defanging | §3 |
+//! | [`transcript`] | the last assistant message, token usage | §2 |
+//! | [`state`] | the project, the protected state, sessions, the Ralph loop | §4, §9 |
+//! | [`reach`] | what the agent's code can reach: confinement, the file-tool guard, the sandbox | §9 |
+//! | [`evidence`] | subjects, markers, signatures, git notes, snapshots | §5 |
+//! | [`handoff`] | what one session leaves for the next, and the briefing it reads | §6, §7 |
+//! | [`gate`] | the Stop hook's decision: the loop, the check command, the markers, the budget | §4 |
+//! | [`install`] | settings merge, `--protect`, planted code, Codex trust, the doctor | §8, §9 |
 
-pub mod atomic;
-pub mod briefing;
-pub mod budget;
-pub mod check;
-pub mod cli;
-pub mod codex;
-pub mod confine;
-pub mod contract;
-pub mod defang;
-pub mod digest;
 pub mod error;
-pub mod exclude;
 pub mod exit;
-pub mod finding;
-pub mod fs;
-pub mod gate;
-pub mod gateflags;
-pub mod git;
-pub mod guard;
-pub mod handoff;
-pub mod hook;
-pub mod input;
-pub mod lock;
-pub mod loop_state;
-pub mod loops;
-pub mod markdown;
-pub mod marker;
-pub mod notes;
-pub mod output;
-pub mod paths;
-pub mod payload;
-pub mod planted;
-pub mod process;
-pub mod promise;
-pub mod protect;
-pub mod protected;
-pub mod reach;
-pub mod record;
-pub mod repo;
-pub mod sandbox;
-pub mod session;
-pub mod settings;
-pub mod signing;
-pub mod slash;
-pub mod snapshot;
-pub mod state;
-pub mod subject;
-pub mod terminal;
-pub mod time;
-pub mod token;
+
+pub mod sys;
+
+pub mod cli;
+
+pub mod verdict;
+
 pub mod transcript;
-pub mod usage;
+
+pub mod state;
+
+pub mod reach;
+
+pub mod evidence;
+
+pub mod handoff;
+
+pub mod gate;
+
+pub mod install;
 
 pub use error::{Error, Result};
 pub use exit::Exit;

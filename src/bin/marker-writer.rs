@@ -9,17 +9,18 @@ use std::process::{Command, Stdio};
 
 use std::time::Duration;
 use vigil::exit::Code as ExitCode;
-use vigil::payload;
+use vigil::evidence::payload;
 
 use lexopt::prelude::*;
-use vigil::cli::{help, number, print, shell_quote, string_value};
-use vigil::marker::{self};
-use vigil::output::diagnostic;
-use vigil::payload::{CheckName, Payload, Run, Status};
-use vigil::process::{self, Outcome};
-use vigil::state::Project;
-use vigil::subject::Subject;
-use vigil::{Error, Exit, Result, time};
+use vigil::cli::flags::{help, number, print, shell_quote, string_value};
+use vigil::evidence::marker::{self};
+use vigil::cli::output::diagnostic;
+use vigil::evidence::payload::{CheckName, Payload, Run, Status};
+use vigil::sys::process::{self, Outcome};
+use vigil::state::project::Project;
+use vigil::evidence::subject::Subject;
+use vigil::sys::time;
+use vigil::{Error, Exit, Result};
 
 const NAME: &str = "marker-writer";
 
@@ -119,7 +120,7 @@ Options:
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::start(NAME) {
+    if vigil::cli::flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run_main() {
@@ -189,7 +190,7 @@ fn run_main() -> Result<u8> {
         let out = options
             .out
             .ok_or_else(|| Error::usage("`keygen` needs --out DIR"))?;
-        let (secret, public) = vigil::signing::keygen(&out)?;
+        let (secret, public) = vigil::evidence::signing::keygen(&out)?;
         return print(
             format!(
                 "marker-writer: secret key {} (keep it from the agent), public key {} (commit it, or trust it with `marker-writer trust`)\n",
@@ -205,7 +206,7 @@ fn run_main() -> Result<u8> {
         let file = options.key_file.ok_or_else(|| {
             Error::usage("`trust` needs the public key file, e.g. vigil-marker.pub")
         })?;
-        let (id, path) = vigil::signing::trust(&project, &file, options.global)?;
+        let (id, path) = vigil::evidence::signing::trust(&project, &file, options.global)?;
         let scope = if options.global {
             "every project"
         } else {
@@ -225,7 +226,7 @@ fn run_main() -> Result<u8> {
     }
     // A key that cannot be read stops a writer before it runs anything.
     let signer = if matches!(action, "run" | "write") {
-        vigil::signing::sign_key(options.sign_key.as_deref())?
+        vigil::evidence::signing::sign_key(options.sign_key.as_deref())?
     } else {
         None
     };
@@ -245,11 +246,11 @@ fn run_main() -> Result<u8> {
             payload::MAX_NOTE
         )));
     }
-    let limits = vigil::subject::Limits {
+    let limits = vigil::evidence::subject::Limits {
         max_file_size: options
             .max_file_size
-            .unwrap_or(vigil::subject::worktree::DEFAULT_MAX_FILE_SIZE),
-        ..vigil::subject::Limits::default()
+            .unwrap_or(vigil::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE),
+        ..vigil::evidence::subject::Limits::default()
     };
     if options.publish && subject != Subject::Worktree {
         return Err(Error::usage(
@@ -279,7 +280,7 @@ fn run_main() -> Result<u8> {
     let subject_id = match subject {
         // Hashed as it streams: standard input may be larger than memory.
         Subject::Stdin => {
-            let hex = vigil::digest::sha256_reader(std::io::stdin().lock()).map_err(|e| {
+            let hex = vigil::sys::digest::sha256_reader(std::io::stdin().lock()).map_err(|e| {
                 Error::Io(format!(
                     "cannot read standard input: {}",
                     vigil::error::plain_io(&e)
@@ -306,11 +307,11 @@ fn run_main() -> Result<u8> {
             let mut payload = payload(&check, status, &subject_id, None, options.note);
             payload.command = options.bound_to;
             if let Some(key) = &signer {
-                vigil::signing::sign(key, &mut payload);
+                vigil::evidence::signing::sign(key, &mut payload);
             }
             let (path, _) = marker::write(&project, &payload)?;
             if options.publish {
-                vigil::notes::publish(&project, &payload, publish_deadline())?;
+                vigil::evidence::notes::publish(&project, &payload, publish_deadline())?;
             }
             print(
                 format!(
@@ -324,7 +325,7 @@ fn run_main() -> Result<u8> {
         }
         "verify" => {
             let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
-            let trust = vigil::signing::trusted_keys(&project, options.verify_key.as_deref())?;
+            let trust = vigil::evidence::signing::trusted_keys(&project, options.verify_key.as_deref())?;
             let command = options.bound_to.as_deref();
             match marker::verify_from(&project, &check, &subject_id, max_age, &trust, command) {
                 Ok((payload, source)) => print(
@@ -401,7 +402,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             Long("check-network") if action == "run" => options.check_network = true,
             Long("check-write") if action == "run" => options
                 .check_write
-                .push(vigil::cli::absolute_dir(&mut parser, "--check-write")?),
+                .push(vigil::cli::flags::absolute_dir(&mut parser, "--check-write")?),
             Long("publish") if matches!(action, "run" | "write") => options.publish = true,
             Long("all") if action == "show" => options.all = true,
             Long("remote") if action == "sync" => {
@@ -409,7 +410,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("push") if action == "sync" => options.push = true,
             Long("max-fetch") if action == "sync" => {
-                options.max_fetch = Some(vigil::cli::size(&string_value(
+                options.max_fetch = Some(vigil::cli::flags::size(&string_value(
                     &mut parser,
                     "--max-fetch",
                 )?)?)
@@ -418,7 +419,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
                 .keep_env
                 .push(string_value(&mut parser, "--keep-env")?),
             Long("max-file-size") if !matches!(action, "keygen" | "trust" | "sync") => {
-                options.max_file_size = Some(vigil::cli::size(&string_value(
+                options.max_file_size = Some(vigil::cli::flags::size(&string_value(
                     &mut parser,
                     "--max-file-size",
                 )?)?)
@@ -485,9 +486,9 @@ fn run(
     check: &CheckName,
     subject: &Subject,
     subject_id: Option<&str>,
-    limits: vigil::subject::Limits,
+    limits: vigil::evidence::subject::Limits,
     options: Options,
-    signer: Option<&vigil::signing::SignKey>,
+    signer: Option<&vigil::evidence::signing::SignKey>,
 ) -> Result<u8> {
     let shown = options
         .command
@@ -509,7 +510,7 @@ fn run(
     let snapshot = match subject_id {
         Some(_) => None,
         None => {
-            let snapshot = vigil::snapshot::take(project, limits)?;
+            let snapshot = vigil::evidence::snapshot::take(project, limits)?;
             if !snapshot.protected {
                 diagnostic(
                     NAME,
@@ -539,12 +540,12 @@ fn run(
     };
     let mut cmd = match &snapshot {
         Some(snapshot) => {
-            let plan = vigil::confine::Plan {
+            let plan = vigil::reach::confine::Plan {
                 work: snapshot.path().to_path_buf(),
                 cwd: snapshot.cwd.clone(),
                 writable: options.check_write.clone(),
                 network: options.check_network,
-                hide: vigil::signing::sign_key_path(options.sign_key.as_deref())
+                hide: vigil::evidence::signing::sign_key_path(options.sign_key.as_deref())
                     .into_iter()
                     .collect(),
                 project_state: project.state.clone(),
@@ -552,23 +553,23 @@ fn run(
                 // The snapshot is removed whole; nothing of the project is made.
                 ledger: None,
             };
-            let made = vigil::confine::working_sandbox().and_then(|bwrap| {
-                vigil::confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
+            let made = vigil::reach::confine::working_sandbox().and_then(|bwrap| {
+                vigil::reach::confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
             });
             match made {
                 Ok((cmd, c)) => {
                     confined = Some(c);
                     cmd
                 }
-                Err(vigil::confine::Unavailable::Project(why)) => {
+                Err(vigil::reach::confine::Unavailable::Project(why)) => {
                     return Err(Error::Io(format!(
                         "`{shown}` cannot be confined ({why}); no marker written"
                     )));
                 }
-                Err(vigil::confine::Unavailable::Machine(why)) => {
+                Err(vigil::reach::confine::Unavailable::Machine(why)) => {
                     unconfined = Some(format!("unconfined, with your rights: {why}"));
                     let mut cmd = plain();
-                    vigil::process::clean_env(&mut cmd, &options.keep_env);
+                    vigil::sys::process::clean_env(&mut cmd, &options.keep_env);
                     cmd.current_dir(&snapshot.cwd);
                     cmd
                 }
@@ -648,11 +649,11 @@ fn run(
     };
     let mut payload = payload(check, status, &subject_id, Some(record), note);
     if let Some(key) = signer {
-        vigil::signing::sign(key, &mut payload);
+        vigil::evidence::signing::sign(key, &mut payload);
     }
     let written = marker::write(project, &payload).and_then(|_| {
         if options.publish {
-            vigil::notes::publish(project, &payload, publish_deadline())?;
+            vigil::evidence::notes::publish(project, &payload, publish_deadline())?;
         }
         Ok(())
     });
@@ -703,16 +704,16 @@ fn payload(
 fn sync(project: &Project, options: &Options) -> Result<u8> {
     let remote = options.remote.as_deref().unwrap_or("origin");
     let deadline = time::Deadline::after(options.timeout.unwrap_or(Duration::from_secs(30)));
-    let url = vigil::notes::remote_url(project, remote, deadline)?;
-    let max_fetch = options.max_fetch.unwrap_or(vigil::notes::MAX_FETCH);
+    let url = vigil::evidence::notes::remote_url(project, remote, deadline)?;
+    let max_fetch = options.max_fetch.unwrap_or(vigil::evidence::notes::MAX_FETCH);
     // A remote given as a URL may carry its token: it is never said.
-    let remote = vigil::notes::redact(remote);
-    let sync_options = vigil::notes::SyncOptions {
+    let remote = vigil::evidence::notes::redact(remote);
+    let sync_options = vigil::evidence::notes::SyncOptions {
         push: options.push,
         max_fetch,
         checks: options.checks.clone(),
     };
-    let synced = vigil::notes::sync(project, &url, &sync_options, deadline)
+    let synced = vigil::evidence::notes::sync(project, &url, &sync_options, deadline)
         .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
     for skipped in &synced.skipped {
         diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));
@@ -739,10 +740,10 @@ fn show_all(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
-    limits: vigil::subject::Limits,
+    limits: vigil::evidence::subject::Limits,
     options: &Options,
 ) -> Result<u8> {
-    let trust = vigil::signing::trusted_keys(project, options.verify_key.as_deref())?;
+    let trust = vigil::evidence::signing::trusted_keys(project, options.verify_key.as_deref())?;
     let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
     let mut found: Vec<(Payload, &str, String)> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
@@ -763,7 +764,7 @@ fn show_all(
             Err(denial) => unreadable.push(format!("  local  denied: {}\n", denial.describe())),
         }
     }
-    for note in vigil::notes::read(project, check, subject_id) {
+    for note in vigil::evidence::notes::read(project, check, subject_id) {
         match note {
             Ok(payload) => {
                 let verdict = verdict(&payload, check, subject_id, max_age, &trust, true);
@@ -803,7 +804,7 @@ fn verdict(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &vigil::signing::Trust,
+    trust: &vigil::evidence::signing::Trust,
     committed: bool,
 ) -> String {
     if !committed {
@@ -818,8 +819,8 @@ fn verdict(
 /// Which paths differ between this content and the nearest content a marker of `check` was
 /// published for (the newest 20 looked at; a published tree must be in this repository's
 /// objects to be compared).
-fn nearest(project: &Project, check: &CheckName, limits: vigil::subject::Limits) -> String {
-    let mut published = vigil::notes::published(project, check);
+fn nearest(project: &Project, check: &CheckName, limits: vigil::evidence::subject::Limits) -> String {
+    let mut published = vigil::evidence::notes::published(project, check);
     published.sort_by_key(|(_, payloads)| {
         std::cmp::Reverse(payloads.iter().map(|p| p.created_at.clone()).max())
     });
@@ -827,17 +828,17 @@ fn nearest(project: &Project, check: &CheckName, limits: vigil::subject::Limits)
     if published.is_empty() {
         return "  nothing is published for this check: run `marker-writer sync` to fetch what CI published\n".into();
     }
-    let here = match vigil::subject::worktree_listing(project, limits) {
+    let here = match vigil::evidence::subject::worktree_listing(project, limits) {
         Ok(here) => here,
         Err(e) => return format!("  cannot list this content: {e}\n"),
     };
     let here: std::collections::BTreeMap<String, String> = here.into_iter().collect();
     let mut best: Option<(String, Vec<String>)> = None;
     for (subject, _) in &published {
-        let Some(tree) = vigil::notes::object_id(subject) else {
+        let Some(tree) = vigil::evidence::notes::object_id(subject) else {
             continue;
         };
-        let Ok(listed) = vigil::repo::git(
+        let Ok(listed) = vigil::handoff::repo::git(
             &project.dir,
             // Informs only; and never fetches a missing tree from a promisor remote the
             // project's config names (that runs its upload-pack).

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
-use vigil::cli::{help, number, print, string_value};
-use vigil::defang::defang_bytes;
-use vigil::hook::HookInput;
-use vigil::input::Source;
-use vigil::output::{diagnostic, stdout};
-use vigil::promise::{Promise, Verdict, assess};
-use vigil::terminal::{self, DEFAULT_COLS, DEFAULT_TAIL};
-use vigil::token::{self, Prefix, Token};
+use vigil::cli::flags::{help, number, print, string_value};
+use vigil::verdict::defang::defang_bytes;
+use vigil::cli::hook::HookInput;
+use vigil::cli::input::Source;
+use vigil::cli::output::{diagnostic, stdout};
+use vigil::verdict::promise::{Promise, Verdict, assess};
+use vigil::verdict::terminal::{self, DEFAULT_COLS, DEFAULT_TAIL};
+use vigil::verdict::token::{self, Prefix, Token};
 use vigil::{Error, Exit, Result, transcript};
 
 const NAME: &str = "promise-matcher";
@@ -102,7 +102,7 @@ Options:
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::start(NAME) {
+    if vigil::cli::flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run() {

@@ -9,13 +9,13 @@ use std::time::Duration;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
-use vigil::cli::{help, string_value};
+use vigil::cli::flags::{help, string_value};
 use vigil::handoff::{self, HandoffKind};
-use vigil::hook::HookInput;
-use vigil::input::Source;
-use vigil::output::diagnostic;
-use vigil::state::{Project, SessionId};
-use vigil::time::Deadline;
+use vigil::cli::hook::HookInput;
+use vigil::cli::input::Source;
+use vigil::cli::output::diagnostic;
+use vigil::state::project::{Project, SessionId};
+use vigil::sys::time::Deadline;
 use vigil::{Error, Result};
 
 const NAME: &str = "session-end-handoff";
@@ -65,15 +65,15 @@ struct Options {
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::start(NAME) {
+    if vigil::cli::flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
-    if let Some(code) = vigil::cli::check_config(NAME, 1, || {
+    if let Some(code) = vigil::cli::flags::check_config(NAME, 1, || {
         parse(std::env::args_os().skip(1).collect()).map(drop)
     }) {
         return code;
     }
-    if vigil::cli::disabled() {
+    if vigil::cli::flags::disabled() {
         return ExitCode::SUCCESS;
     }
     let deadline = Deadline::after(BUDGET);
@@ -102,21 +102,21 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
     // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
     // interrupted, for the session's next stop; the checkpoint below tells it too.
-    if input.event() == Some(vigil::hook::HookEvent::StopFailure)
+    if input.event() == Some(vigil::cli::hook::HookEvent::StopFailure)
         && let Some((error, error_details, message)) = handoff::failure_fields(&input, 200)
     {
-        let failure = vigil::loop_state::Failure {
+        let failure = vigil::state::loop_state::Failure {
             error,
             error_details,
             message,
-            at: vigil::time::now_rfc3339(),
+            at: vigil::sys::time::now_rfc3339(),
             iteration: None,
             agent_id: input
                 .agent_id
                 .as_deref()
-                .map(|id| vigil::defang::field_max(id, 128)),
+                .map(|id| vigil::verdict::defang::field_max(id, 128)),
         };
-        if let Err(e) = vigil::loops::record_failure(&project, &session, failure) {
+        if let Err(e) = vigil::state::loops::record_failure(&project, &session, failure) {
             diagnostic(
                 NAME,
                 &format!("{e}; the failed turn was not recorded in the session"),
@@ -128,7 +128,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     // Looked up as a reader: a running loop's place is there already, and none is made.
     if let Some(transcript) = input.transcript_path.as_deref()
         && let Err(e) =
-            vigil::loops::note_engine_cut(&project.clone().for_reading(), &session, transcript)
+            vigil::state::loops::note_engine_cut(&project.clone().for_reading(), &session, transcript)
     {
         diagnostic(
             NAME,
@@ -137,8 +137,8 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     }
     // The session is over: a loop still live there is cut, since nothing will judge it again.
     if !options.checkpoint
-        && input.event() == Some(vigil::hook::HookEvent::SessionEnd)
-        && let Err(e) = vigil::loops::end_session(&project.clone().for_reading(), &session)
+        && input.event() == Some(vigil::cli::hook::HookEvent::SessionEnd)
+        && let Err(e) = vigil::state::loops::end_session(&project.clone().for_reading(), &session)
     {
         diagnostic(
             NAME,
@@ -187,7 +187,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                     Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
             }
             Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
-            // Handled before anything else (see `vigil::cli::check_config`).
+            // Handled before anything else (see `vigil::cli::flags::check_config`).
             Long("check-config") => {}
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

@@ -8,18 +8,19 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 use vigil::exit::Code as ExitCode;
-use vigil::loop_state;
+use vigil::state::loop_state;
 
 use lexopt::prelude::*;
-use vigil::briefing::{self, Request};
-use vigil::cli::{help, string_value};
+use vigil::handoff::briefing::{self, Request};
+use vigil::cli::flags::{help, string_value};
 use vigil::handoff;
-use vigil::hook::HookInput;
-use vigil::input::Source;
-use vigil::loops;
-use vigil::output::{diagnostic, stdout};
-use vigil::state::{Project, SessionId};
-use vigil::{Error, Result, time};
+use vigil::cli::hook::HookInput;
+use vigil::cli::input::Source;
+use vigil::state::loops;
+use vigil::cli::output::{diagnostic, stdout};
+use vigil::state::project::{Project, SessionId};
+use vigil::sys::time;
+use vigil::{Error, Result};
 
 const NAME: &str = "session-start-loader";
 
@@ -68,15 +69,15 @@ struct Options {
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::start(NAME) {
+    if vigil::cli::flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
-    if let Some(code) = vigil::cli::check_config(NAME, 1, || {
+    if let Some(code) = vigil::cli::flags::check_config(NAME, 1, || {
         parse(std::env::args_os().skip(1).collect()).map(drop)
     }) {
         return code;
     }
-    if vigil::cli::disabled() {
+    if vigil::cli::flags::disabled() {
         return ExitCode::SUCCESS;
     }
     if let Err(err) = run() {
@@ -85,7 +86,7 @@ fn real_main() -> ExitCode {
             &format!("{err}; the session starts without a handoff"),
         );
         // Run by hand on a terminal: an error the shell shows (never 2, which would block).
-        if vigil::fs::stdin_is_terminal() {
+        if vigil::sys::files::stdin_is_terminal() {
             return ExitCode::from(1);
         }
     }
@@ -138,8 +139,8 @@ fn run() -> Result<()> {
                 },
                 state.max_iterations,
                 state.completion_promise,
-                vigil::defang::keep_head(
-                    &vigil::defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
+                vigil::verdict::defang::keep_head(
+                    &vigil::verdict::defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
                     2000
                 )
                 .lines()
@@ -262,7 +263,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                 }
                 options.sync_notes = Some(remote);
             }
-            // Handled before anything else (see `vigil::cli::check_config`).
+            // Handled before anything else (see `vigil::cli::flags::check_config`).
             Long("check-config") => {}
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use crate::budget;
-use crate::cli::{number, string_value};
+use crate::gate::budget;
+use crate::cli::flags::{number, string_value};
 use crate::error::{Error, Result};
-use crate::payload;
-use crate::payload::CheckName;
+use crate::evidence::payload;
+use crate::evidence::payload::CheckName;
 
 /// `--deadline` by default: under both engines' default hook timeout of 600 s, with room.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(570);
@@ -37,9 +37,9 @@ pub struct GateConfig {
     pub max_file_size: u64,
     /// `--stall-after`, `--max-duration`, `--max-tokens`: a loop's limits where `loop start`
     /// left them out.
-    pub loop_limits: crate::loop_state::Limits,
+    pub loop_limits: crate::state::loop_state::Limits,
     /// `--contract`: the shape a subagent's report must have (it gates SubagentStop).
-    pub contract: Option<crate::contract::Source>,
+    pub contract: Option<crate::gate::contract::Source>,
     /// `--contract-max-tokens`.
     pub contract_max_tokens: u32,
     /// `--check-network`: the confined check may use the network.
@@ -61,10 +61,10 @@ impl Default for GateConfig {
             feedback: Feedback::Block,
             verify_key: None,
             deadline: DEFAULT_DEADLINE,
-            max_file_size: crate::subject::worktree::DEFAULT_MAX_FILE_SIZE,
-            loop_limits: crate::loop_state::Limits::default(),
+            max_file_size: crate::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE,
+            loop_limits: crate::state::loop_state::Limits::default(),
             contract: None,
-            contract_max_tokens: crate::contract::DEFAULT_MAX_TOKENS,
+            contract_max_tokens: crate::gate::contract::DEFAULT_MAX_TOKENS,
             check_network: false,
             check_write: Vec::new(),
         }
@@ -87,7 +87,7 @@ impl GateConfig {
         let run = self
             .run
             .iter()
-            .map(|command| format!("`{}`", crate::defang::field_max(command, 200)));
+            .map(|command| format!("`{}`", crate::verdict::defang::field_max(command, 200)));
         let markers = self
             .markers
             .iter()
@@ -157,14 +157,14 @@ impl GateConfig {
                     &string_value(&mut parser, "--require-marker")?,
                 )?),
                 Long("marker-max-age") => {
-                    config.marker_max_age = crate::time::parse_duration(&string_value(
+                    config.marker_max_age = crate::sys::time::parse_duration(&string_value(
                         &mut parser,
                         "--marker-max-age",
                     )?)?
                 }
                 Long("max-file-size") => {
                     config.max_file_size =
-                        crate::cli::size(&string_value(&mut parser, "--max-file-size")?)?
+                        crate::cli::flags::size(&string_value(&mut parser, "--max-file-size")?)?
                 }
                 Long("max-blocks") => {
                     config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
@@ -173,15 +173,15 @@ impl GateConfig {
                 Long("check-network") => config.check_network = true,
                 Long("check-write") => config
                     .check_write
-                    .push(crate::cli::absolute_dir(&mut parser, "--check-write")?),
+                    .push(crate::cli::flags::absolute_dir(&mut parser, "--check-write")?),
                 Long("stall-after") => {
-                    config.loop_limits.stall_after = Some(crate::loops::parse_stall_after(
+                    config.loop_limits.stall_after = Some(crate::state::loops::parse_stall_after(
                         &string_value(&mut parser, "--stall-after")?,
                     )?)
                 }
                 Long("max-duration") => {
                     config.loop_limits.max_duration_secs = Some(
-                        crate::loops::parse_max_duration(&string_value(
+                        crate::state::loops::parse_max_duration(&string_value(
                             &mut parser,
                             "--max-duration",
                         )?)?
@@ -189,12 +189,12 @@ impl GateConfig {
                     )
                 }
                 Long("max-tokens") => {
-                    config.loop_limits.max_tokens = Some(crate::loops::parse_max_tokens(
+                    config.loop_limits.max_tokens = Some(crate::state::loops::parse_max_tokens(
                         &string_value(&mut parser, "--max-tokens")?,
                     )?)
                 }
                 Long("contract") => {
-                    config.contract = Some(crate::contract::Source::parse(&string_value(
+                    config.contract = Some(crate::gate::contract::Source::parse(&string_value(
                         &mut parser,
                         "--contract",
                     )?)?)
@@ -238,8 +238,8 @@ impl GateConfig {
     }
 
     /// What bounds hashing the worktree for the markers: the gate's deadline.
-    pub fn limits(&self, deadline: crate::time::Deadline) -> crate::subject::Limits {
-        crate::subject::Limits {
+    pub fn limits(&self, deadline: crate::sys::time::Deadline) -> crate::evidence::subject::Limits {
+        crate::evidence::subject::Limits {
             max_file_size: self.max_file_size,
             deadline,
         }

@@ -1364,11 +1364,11 @@ fn add_codex_hook(project: &Path, home: &Path, event: &str, command: &str) {
     groups.push(json!({"hooks": [handler.clone()]}));
     let group = groups.len() - 1;
     std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    vigil::codex::trust(
+    vigil::install::codex::trust(
         &home.join("codex-home/config.toml"),
         &[(
-            vigil::codex::trust_key(&settings, event, group, 0),
-            vigil::codex::trust_hash(event, None, &handler),
+            vigil::install::codex::trust_key(&settings, event, group, 0),
+            vigil::install::codex::trust_hash(event, None, &handler),
         )],
     )
     .unwrap();
@@ -1413,7 +1413,7 @@ fn only_loop(project: &Path) -> Value {
             .flatten()
             .flatten()
         {
-            if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&record.path())
+            if let vigil::sys::record::Read::Found { payload, .. } = vigil::sys::record::read(&record.path())
             {
                 let record: Value = serde_json::from_slice(&payload).unwrap();
                 if !record["loop"].is_null() {
@@ -2279,7 +2279,7 @@ fn session_record(project: &Path, session: &str) -> Option<Value> {
     let projects = state_home(project).join("projects");
     for dir in std::fs::read_dir(&projects).ok()?.flatten() {
         let path = dir.path().join(format!("sessions/{session}.rec"));
-        if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&path) {
+        if let vigil::sys::record::Read::Found { payload, .. } = vigil::sys::record::read(&path) {
             return serde_json::from_slice(&payload).ok();
         }
     }

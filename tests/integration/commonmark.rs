@@ -23,7 +23,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 
 use proptest::prelude::*;
-use vigil::markdown::{Lines, masked_lines};
+use vigil::verdict::markdown::{Lines, masked_lines};
 
 const PACKAGE_JSON: &str = include_str!("../commonmark/package.json");
 

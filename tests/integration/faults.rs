@@ -200,7 +200,7 @@ fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
 /// copy or the new one, and a torn copy is never taken for either.
 #[test]
 fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
-    use vigil::record::{Read, SLOT, read, write};
+    use vigil::sys::record::{Read, SLOT, read, write};
     let dir = tempfile::tempdir().unwrap();
     let old_path = dir.path().join("old.rec");
     let new_path = dir.path().join("new.rec");

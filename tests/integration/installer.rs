@@ -44,7 +44,7 @@ fn user_groups(value: &Value) -> Vec<Value> {
     let mut groups = Vec::new();
     for (_, list) in value["hooks"].as_object().unwrap() {
         for group in list.as_array().unwrap() {
-            if !vigil::cli::BINARIES
+            if !vigil::cli::flags::BINARIES
                 .iter()
                 .any(|b| group.to_string().contains(b))
             {
@@ -1018,14 +1018,14 @@ fn the_trust_hash_is_taken_over_codexs_normalized_identity() {
     // The handler as settings-merge writes it for Codex's Stop, hashed the way Codex does:
     // sorted keys, no whitespace, the timeout explicit, async present.
     let handler = json!({"type": "command", "command": "/opt/vigil/bin/stop-gate"});
-    let canonical = vigil::codex::canonical_identity("Stop", None, &handler);
+    let canonical = vigil::install::codex::canonical_identity("Stop", None, &handler);
     assert_eq!(
         canonical,
         r#"{"event_name":"stop","hooks":[{"async":false,"command":"/opt/vigil/bin/stop-gate","timeout":600,"type":"command"}]}"#
     );
     assert_eq!(
-        vigil::codex::trust_hash("Stop", None, &handler),
-        format!("sha256:{}", vigil::digest::sha256_hex(canonical.as_bytes()))
+        vigil::install::codex::trust_hash("Stop", None, &handler),
+        format!("sha256:{}", vigil::sys::digest::sha256_hex(canonical.as_bytes()))
     );
 }
 
@@ -1051,7 +1051,7 @@ fn vigil_commands(value: &Value) -> Vec<String> {
             for handler in group["hooks"].as_array().into_iter().flatten() {
                 // Independent of vigil's own recognition: any handler naming a vigil binary.
                 let command = handler["command"].as_str().unwrap_or_default();
-                if vigil::cli::BINARIES.iter().any(|b| command.contains(b)) {
+                if vigil::cli::flags::BINARIES.iter().any(|b| command.contains(b)) {
                     found.push(command.to_string());
                 }
             }

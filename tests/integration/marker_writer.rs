@@ -112,7 +112,7 @@ fn file_marker_round_trip() {
     let payload = only_payload(dir.path(), "review");
     assert_eq!(
         payload["subject"],
-        format!("sha256:{}", vigil::digest::sha256_hex(b"%PDF bytes"))
+        format!("sha256:{}", vigil::sys::digest::sha256_hex(b"%PDF bytes"))
     );
     assert_eq!(payload["note"], "read by Ana");
     assert!(payload.get("run").is_none());
@@ -350,10 +350,10 @@ fn run_passes_output_through_unchanged_and_records_it() {
         .unwrap();
     assert_eq!(again.stdout, output.stdout, "{command}");
     assert!(run["duration_ms"].as_u64().is_some());
-    let expected = vigil::digest::sha256_hex(b"out\xff\x00bytes\nerr line\n");
+    let expected = vigil::sys::digest::sha256_hex(b"out\xff\x00bytes\nerr line\n");
     let stdout_first = run["output_sha256"] == expected;
     let stderr_first =
-        run["output_sha256"] == vigil::digest::sha256_hex(b"err line\nout\xff\x00bytes\n");
+        run["output_sha256"] == vigil::sys::digest::sha256_hex(b"err line\nout\xff\x00bytes\n");
     assert!(stdout_first || stderr_first, "{run}");
 }
 
@@ -450,7 +450,7 @@ fn hand_written(
 ) -> (PathBuf, PathBuf) {
     let mut payload = json!({
         "schema": "vigil.marker/v1", "check": check, "status": "passed", "subject": subject,
-        "created_at": vigil::time::now_rfc3339(),
+        "created_at": vigil::sys::time::now_rfc3339(),
         "writer": {"name": "ci", "version": "1", "host": "runner", "user": "ci"},
     });
     edit(&mut payload);
@@ -468,7 +468,7 @@ fn hand_written(
 
 fn file_subject(dir: &Path) -> String {
     std::fs::write(dir.join("artifact"), "content").unwrap();
-    format!("sha256:{}", vigil::digest::sha256_hex(b"content"))
+    format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"))
 }
 
 fn verify_file(dir: &Path) -> Output {
@@ -569,7 +569,7 @@ fn verify_denies_failed_blocked_and_aborted() {
 #[test]
 fn verify_denies_a_marker_older_than_max_age() {
     let dir = tempfile::tempdir().unwrap();
-    let hour_ago = vigil::time::format_rfc3339(
+    let hour_ago = vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() - std::time::Duration::from_secs(3600),
     );
     hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
@@ -598,14 +598,14 @@ fn verify_denies_a_marker_older_than_max_age() {
 #[test]
 fn verify_denies_a_marker_from_the_future() {
     let dir = tempfile::tempdir().unwrap();
-    let later = vigil::time::format_rfc3339(
+    let later = vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
     );
     hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
         p["created_at"] = json!(later)
     });
     assert!(denial(&verify_file(dir.path())).contains("in the future"));
-    let soon = vigil::time::format_rfc3339(
+    let soon = vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() + std::time::Duration::from_secs(30),
     );
     hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
@@ -783,7 +783,7 @@ fn hostile_check_names_are_refused() {
         );
     }
     assert!(!dir.path().join(".vigil").exists());
-    assert!(vigil::payload::CheckName::parse("a\0b").is_err());
+    assert!(vigil::evidence::payload::CheckName::parse("a\0b").is_err());
 }
 
 #[test]
@@ -814,11 +814,11 @@ fn a_symlinked_markers_directory_is_refused() {
         "nothing written through the link"
     );
     // A marker placed behind the link by other means is not trusted either.
-    let subject = format!("sha256:{}", vigil::digest::sha256_hex(b"content"));
+    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
     let real = outside.path().join("tests");
     std::fs::create_dir_all(&real).unwrap();
     let key = subject.replace(':', "-");
-    std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
     std::fs::write(real.join(format!("{key}.ok")), "").unwrap();
     assert!(denial(&verify_file(dir.path())).contains("symlink"));
 }
@@ -830,11 +830,11 @@ fn a_symlinked_markers_directory_is_refused() {
 fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
-    let subject = format!("sha256:{}", vigil::digest::sha256_hex(b"content"));
+    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
     let old = dir.path().join(".vigil/markers/tests");
     std::fs::create_dir_all(&old).unwrap();
     let key = subject.replace(':', "-");
-    std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
     std::fs::write(old.join(format!("{key}.ok")), "").unwrap();
     let line = denial(&verify_file(dir.path()));
     assert!(
@@ -1252,7 +1252,7 @@ fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(
         payload["run"]["output_sha256"],
-        vigil::digest::sha256_hex(expected.as_bytes())
+        vigil::sys::digest::sha256_hex(expected.as_bytes())
     );
 }
 

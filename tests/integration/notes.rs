@@ -209,7 +209,7 @@ fn subject_of(dir: &Path) -> String {
 
 fn unsigned_payload(check: &str, subject: &str) -> String {
     json!({"schema": "vigil.marker/v2", "check": check, "status": "passed", "subject": subject,
-        "created_at": vigil::time::now_rfc3339(),
+        "created_at": vigil::sys::time::now_rfc3339(),
         "writer": {"name": "marker-writer", "version": "0.1.0", "host": "laptop", "user": "agent"}})
     .to_string()
 }

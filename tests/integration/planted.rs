@@ -488,7 +488,7 @@ fn the_frontmatter_reader_agrees_with_a_yaml_parser_on_ordinary_files() {
             matches!(&docs[0], Yaml::Hash(map) if map.contains_key(&Yaml::String("hooks".into())));
         assert_eq!(parsed, hooks, "{text:?}");
         assert_eq!(
-            vigil::planted::frontmatter_has_hooks(text),
+            vigil::install::planted::frontmatter_has_hooks(text),
             Ok(hooks),
             "{text:?}"
         );

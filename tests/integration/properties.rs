@@ -2,11 +2,11 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use vigil::defang::{defang, defang_bytes};
-use vigil::hook::HookInput;
-use vigil::promise::{Promise, Verdict, assess};
-use vigil::terminal;
-use vigil::token::{self, Prefix, Token};
+use vigil::verdict::defang::{defang, defang_bytes};
+use vigil::cli::hook::HookInput;
+use vigil::verdict::promise::{Promise, Verdict, assess};
+use vigil::verdict::terminal;
+use vigil::verdict::token::{self, Prefix, Token};
 
 use crate::support::promise_matcher;
 

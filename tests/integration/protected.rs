@@ -478,8 +478,8 @@ fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
     let record = dir.path().join(".vigil/state/sessions/s1.rec");
     assert!(
         matches!(
-            vigil::record::read(&record),
-            vigil::record::Read::Found { .. }
+            vigil::sys::record::read(&record),
+            vigil::sys::record::Read::Found { .. }
         ),
         "the loop is kept in the fallback"
     );
@@ -939,7 +939,7 @@ fn loop_anywhere(session: &str) -> Value {
     let projects = state_home().join("projects");
     for entry in std::fs::read_dir(projects).unwrap().flatten() {
         let path = entry.path().join(format!("sessions/{session}.rec"));
-        if let vigil::record::Read::Found { payload, .. } = vigil::record::read(&path) {
+        if let vigil::sys::record::Read::Found { payload, .. } = vigil::sys::record::read(&path) {
             let record: Value = serde_json::from_slice(&payload).unwrap();
             return record["loop"].clone();
         }
@@ -957,7 +957,7 @@ fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
     std::fs::write(sub.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let session = "nested-s1";
     // The directory is there already, without a top file (an older `marker-writer trust`).
-    let sub_dir = vigil::protected::dir_in(state_home(), &std::fs::canonicalize(&sub).unwrap());
+    let sub_dir = vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&sub).unwrap());
     std::fs::create_dir_all(sub_dir.join("trusted-keys")).unwrap();
     start(&sub, session, 10);
     let decision = stop(dir.path(), session, "Not yet.");
@@ -979,7 +979,7 @@ fn nested_project_with_a_full_state_home(session: &str) -> (tempfile::TempDir, s
     let decision = stop(&proj, session, "Not yet.");
     assert_eq!(decision["decision"], "block");
     let outer_top = std::fs::canonicalize(outer.path()).unwrap();
-    let blocked = vigil::protected::dir_in(state_home(), &outer_top);
+    let blocked = vigil::state::protected::dir_in(state_home(), &outer_top);
     std::fs::create_dir_all(blocked.parent().unwrap()).unwrap();
     std::fs::write(&blocked, "").unwrap();
     (outer, proj)
@@ -995,7 +995,7 @@ fn a_moved_git_top_with_a_state_home_that_takes_nothing_new_does_not_lose_the_lo
     let (_outer, proj) = nested_project_with_a_full_state_home(session);
     // Without its top file too (as directories an older `marker-writer trust` made are): the
     // fallback still looks under the project's own name and each one above it.
-    let own = vigil::protected::dir_in(state_home(), &std::fs::canonicalize(&proj).unwrap());
+    let own = vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&proj).unwrap());
     std::fs::remove_file(own.join("top")).unwrap();
     std::fs::remove_dir_all(proj.join(".git")).unwrap();
     let decision = stop(&proj, session, "Not yet.");
@@ -1020,7 +1020,7 @@ fn a_record_planted_in_the_fallback_does_not_hide_the_state_homes() {
         "updated_at": "2026-01-01T00:00:00Z"});
     let path = proj.join(format!(".vigil/state/sessions/{session}.rec"));
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    vigil::record::write(&path, 1, fake.to_string().as_bytes()).unwrap();
+    vigil::sys::record::write(&path, 1, fake.to_string().as_bytes()).unwrap();
     let decision = stop(&proj, session, "Not yet.");
     assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
 }

@@ -1072,7 +1072,7 @@ fn write_marker(
 }
 
 fn now() -> String {
-    vigil::time::now_rfc3339()
+    vigil::sys::time::now_rfc3339()
 }
 
 #[test]
@@ -1220,10 +1220,10 @@ type Setup = Box<dyn Fn(&Project, &str)>;
 
 #[test]
 fn marker_denials_each_name_their_reason() {
-    let two_days_ago = vigil::time::format_rfc3339(
+    let two_days_ago = vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 86_400),
     );
-    let tomorrow = vigil::time::format_rfc3339(
+    let tomorrow = vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() + std::time::Duration::from_secs(86_400),
     );
     let cases: Vec<(&str, Setup)> = vec![

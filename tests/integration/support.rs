@@ -60,7 +60,7 @@ pub fn protected_dir(dir: &Path) -> PathBuf {
 /// directory named after `dir` itself (there or not yet).
 pub fn install_record_of(dir: &Path) -> PathBuf {
     let dir = std::fs::canonicalize(dir).unwrap();
-    vigil::protected::dir_in(state_home(), &dir).join("installed.json")
+    vigil::state::protected::dir_in(state_home(), &dir).join("installed.json")
 }
 
 /// Where the local markers of `check` live for the project in `dir` (SPEC §5): the project's
@@ -78,8 +78,8 @@ pub fn markers_of(dir: &Path, check: &str) -> PathBuf {
 /// The session record the binaries keep for `session` of the project in `dir`, validated.
 pub fn session_record_of(dir: &Path, session: &str) -> Value {
     let path = protected_dir(dir).join(format!("sessions/{session}.rec"));
-    match vigil::record::read(&path) {
-        vigil::record::Read::Found { payload, .. } => {
+    match vigil::sys::record::read(&path) {
+        vigil::sys::record::Read::Found { payload, .. } => {
             let record: Value = serde_json::from_slice(&payload).unwrap();
             assert_valid("session.schema.json", &record);
             if let Some(ralph) = record.get("loop") {

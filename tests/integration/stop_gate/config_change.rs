@@ -247,7 +247,7 @@ fn a_record_the_agent_can_write_decides_nothing() {
         .unwrap()
         .display()
         .to_string();
-    let sha = vigil::digest::sha256_hex(&std::fs::read(p.local()).unwrap());
+    let sha = vigil::sys::digest::sha256_hex(&std::fs::read(p.local()).unwrap());
     let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
         "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
         "written_sha256": sha}}});

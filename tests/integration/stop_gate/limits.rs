@@ -344,7 +344,7 @@ fn now_plus(secs: i64) -> String {
         .unwrap()
         .checked_sub(std::time::Duration::from_secs((-secs).max(0) as u64))
         .unwrap();
-    vigil::time::format_rfc3339(t)
+    vigil::sys::time::format_rfc3339(t)
 }
 
 fn stop_with_transcript(
@@ -684,7 +684,7 @@ fn transcript_with(p: &Project, cut_at: Option<std::time::SystemTime>) -> std::p
             "samples/claude-transcript-block-cap-line.json",
         ))
         .unwrap();
-        line["timestamp"] = json!(vigil::time::format_rfc3339(at));
+        line["timestamp"] = json!(vigil::sys::time::format_rfc3339(at));
         text.push_str(&format!("{line}\n"));
     }
     std::fs::write(&path, text).unwrap();
@@ -1428,7 +1428,7 @@ fn subagent_transcripts_from_before_the_loop_are_not_followed_and_past_the_cap_t
         )
         .unwrap();
         let hour_ago =
-            filetime::FileTime::from_unix_time((vigil::time::now_secs() as i64) - 3600, 0);
+            filetime::FileTime::from_unix_time((vigil::sys::time::now_secs() as i64) - 3600, 0);
         filetime::set_file_mtime(&file, hour_ago).unwrap();
     }
     start_with(&p, "s1", 10, &["--max-tokens", "1000000"]);
@@ -1579,7 +1579,7 @@ fn a_damaged_records_notice_survives_a_subagent_stop_that_opens_it_first() {
     assert!(cancel.status.success());
     std::fs::write(
         p.protected().join("sessions/s5.rec"),
-        vec![b'x'; 2 * vigil::record::SLOT],
+        vec![b'x'; 2 * vigil::sys::record::SLOT],
     )
     .unwrap();
     let report = sample_payload(

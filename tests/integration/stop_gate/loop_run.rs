@@ -408,7 +408,7 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
     let transcript = dir.path().join("t.jsonl");
     let cut = read_fixture("samples/claude-transcript-block-cap-line.json");
     let mut line: Value = serde_json::from_str(&cut).unwrap();
-    line["timestamp"] = Value::from(vigil::time::format_rfc3339(
+    line["timestamp"] = Value::from(vigil::sys::time::format_rfc3339(
         std::time::SystemTime::now() + std::time::Duration::from_secs(60),
     ));
     std::fs::write(&transcript, format!("{line}\n")).unwrap();
@@ -685,13 +685,13 @@ fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpo
 /// status, the schema holds the same pairs, and a live loop has no reason.
 #[test]
 fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pairs() {
-    use vigil::loop_state::{EndReason, LoopState, LoopStatus, StartedBy};
+    use vigil::state::loop_state::{EndReason, LoopState, LoopStatus, StartedBy};
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(repo_path("schemas/loop.schema.json")).unwrap(),
     )
     .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let promise = vigil::promise::Promise::new("DONE").unwrap();
+    let promise = vigil::verdict::promise::Promise::new("DONE").unwrap();
     let fresh = || LoopState::new("s1", "Task".into(), &promise, 5, StartedBy::Terminal);
     let reasons = [
         EndReason::Declared,
@@ -751,7 +751,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
     // The protected directory exists once the loop is pending; the engine removes it after
     // its session claimed the loop.
     let protected =
-        vigil::protected::dir_in(state_home(), &std::fs::canonicalize(dir.path()).unwrap());
+        vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(dir.path()).unwrap());
     let out = run_command(
         dir.path(),
         "5",

@@ -1,0 +1,156 @@
+//! The check command of `stop-gate --run` (SPEC §4, check 2): `sh -c CMD` at the project's top,
+//! confined (SPEC §9), with a timeout that kills its whole process group, reported as one
+//! useful line and the last 20 lines of its output.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::reach::confine::{self, Plan, Unavailable};
+use crate::sys::process::{self, Outcome};
+use crate::verdict::terminal;
+
+/// Output kept from a check: enough for its last 20 lines.
+const OUTPUT_TAIL: usize = 64 * 1024;
+pub const TAIL_LINES: usize = 20;
+
+/// A failed check: the one useful line, then the tail of its output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckFailure {
+    pub line: String,
+    pub tail: String,
+}
+
+/// A check's result, and the note for the human when it ran unconfined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    pub result: Result<(), CheckFailure>,
+    /// Said to the human (`systemMessage`) every time the check ran with the user's rights.
+    pub unconfined: Option<String>,
+}
+
+/// Runs the check confined as `plan` says (SPEC §9); `Ok(())` when it exits 0 within the
+/// timeout. Where this machine has no confinement the check runs unconfined and says so, unless
+/// `required` says it must be (the engine's sandbox is on: `--protect`; asked only then), where
+/// it blocks instead.
+pub fn run_check(
+    command: &str,
+    plan: &Plan,
+    required: impl FnOnce() -> bool,
+    timeout: Duration,
+) -> Checked {
+    let shown = shown(command);
+    let args = ["-c".into(), command.into()];
+    let unavailable = match confine::sandbox() {
+        Ok(bwrap) => match confine::command(&bwrap, plan, "sh".as_ref(), &args) {
+            Ok((cmd, mut confined)) => {
+                let done = process::run(cmd, timeout, true, OUTPUT_TAIL);
+                if confined.started() {
+                    return Checked {
+                        result: judge(&shown, done, timeout),
+                        unconfined: None,
+                    };
+                }
+                // The agent's code never ran: the sandbox could not be made. Whether that is
+                // this machine's doing or the project's decides what happens next.
+                if confine::works(&bwrap) {
+                    let why = done
+                        .map(|d| first_line(&terminal::plain_text(&d.output)))
+                        .unwrap_or_default();
+                    Unavailable::Project(format!("bubblewrap refused this project ({why})"))
+                } else {
+                    confine::not_here()
+                }
+            }
+            Err(unavailable) => unavailable,
+        },
+        Err(unavailable) => unavailable,
+    };
+    let why = unavailable.message();
+    let refused = match unavailable {
+        // The project's doing, whatever the machine: the fix is in the project.
+        Unavailable::Project(_) => {
+            Some("fix that in the project: a check that cannot be confined is never run")
+        }
+        Unavailable::Machine(_) if required() => {
+            Some("a check never runs with your rights under --protect")
+        }
+        Unavailable::Machine(_) => None,
+    };
+    if let Some(then) = refused {
+        return Checked {
+            result: Err(CheckFailure {
+                line: format!(
+                    "stop-gate: `{shown}` was not run: it cannot be confined ({why}); {then}"
+                ),
+                tail: String::new(),
+            }),
+            unconfined: None,
+        };
+    }
+    let mut cmd = Command::new("sh");
+    cmd.args(&args).current_dir(&plan.cwd);
+    Checked {
+        result: judge(
+            &shown,
+            process::run(cmd, timeout, true, OUTPUT_TAIL),
+            timeout,
+        ),
+        unconfined: Some(format!(
+            "stop-gate: the check `{shown}` ran unconfined, with your rights: {why}"
+        )),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// What a run's end means for the check.
+fn judge(
+    shown: &str,
+    done: std::io::Result<process::Finished>,
+    timeout: Duration,
+) -> Result<(), CheckFailure> {
+    let done = match done {
+        Ok(done) => done,
+        Err(e) => {
+            return Err(CheckFailure {
+                line: format!(
+                    "stop-gate: `{shown}` could not start ({}); fix the --run command in the Stop hook",
+                    crate::error::plain_io(&e)
+                ),
+                tail: String::new(),
+            });
+        }
+    };
+    let line = match done.outcome {
+        Outcome::Exited(0) => return Ok(()),
+        Outcome::TimedOut => format!(
+            "stop-gate: `{shown}` timed out after {}s and was killed; make it faster or raise --timeout, then run it again before stopping",
+            timeout.as_secs()
+        ),
+        other => format!(
+            "stop-gate: `{shown}` failed (exit {}); fix it and run it again before stopping",
+            other.code()
+        ),
+    };
+    Err(CheckFailure {
+        line,
+        tail: last_lines(&terminal::plain_text(&done.output), TAIL_LINES),
+    })
+}
+
+/// The command as one line: line breaks written as `\n`, so the useful line stays one line.
+fn shown(command: &str) -> String {
+    command.trim().replace('\r', "").replace('\n', "\\n")
+}
+
+/// The last `n` non-empty-at-the-end lines of text.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}

@@ -1,0 +1,210 @@
+//! The human's slash commands (SPEC §4): `/vigil-loop …` and `/vigil-cancel` (and the plugin's
+//! `/vigil:vigil-loop`, `/vigil:vigil-cancel`), read by `stop-gate` on UserPromptSubmit from the
+//! prompt as typed, before the command expands. Only a prompt that begins with one starts or
+//! cancels a loop: a mention, a quote, a `<task-notification>` turn (background work ending),
+//! or anything the agent writes never does. The commands' own `!` blocks only show the result.
+
+use crate::cli::hook::{Context, HookInput, Wire};
+use crate::state::loop_state::StartedBy;
+use crate::state::loops::{self};
+use crate::state::project::{Project, SessionId};
+
+/// What a prompt asks of vigil.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command<'a> {
+    /// `/vigil-loop ARGS`: the arguments as typed.
+    Loop(&'a str),
+    Cancel,
+    /// Anything else: vigil does nothing.
+    None,
+}
+
+/// The command a prompt begins with. The name must stand at the very start and end at
+/// whitespace or the end of the prompt.
+pub fn command_of(prompt: &str) -> Command<'_> {
+    let Some(rest) = prompt.strip_prefix('/') else {
+        return Command::None;
+    };
+    let rest = rest.strip_prefix("vigil:").unwrap_or(rest);
+    let after = |name: &str| {
+        rest.strip_prefix(name)
+            .filter(|tail| tail.is_empty() || tail.starts_with(char::is_whitespace))
+    };
+    if let Some(args) = after("vigil-loop") {
+        return Command::Loop(args.trim_start());
+    }
+    if after("vigil-cancel").is_some() {
+        return Command::Cancel;
+    }
+    Command::None
+}
+
+/// What the hook prints for a UserPromptSubmit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromptOutput {
+    /// Not vigil's business: nothing is printed.
+    Nothing,
+    /// Done: `context` goes to the model with the prompt, `message` to the human.
+    Done { context: String, message: String },
+    /// The command could not be done: the prompt is blocked, and the human reads why.
+    Refused(String),
+    /// Not a command, but the human must hear this (the engine cut the session's loop).
+    Told(String),
+}
+
+impl PromptOutput {
+    pub fn to_json(&self) -> Option<String> {
+        let wire = match self {
+            PromptOutput::Nothing => return None,
+            PromptOutput::Done { context, message } => Wire {
+                decision: None,
+                reason: None,
+                system_message: Some(message),
+                hook_specific_output: Some(Context {
+                    hook_event_name: "UserPromptSubmit",
+                    additional_context: context,
+                }),
+            },
+            PromptOutput::Told(message) => Wire {
+                decision: None,
+                reason: None,
+                system_message: Some(message),
+                hook_specific_output: None,
+            },
+            PromptOutput::Refused(reason) => Wire {
+                decision: Some("block"),
+                reason: Some(reason),
+                system_message: None,
+                hook_specific_output: None,
+            },
+        };
+        Some(serde_json::to_string(&wire).expect("prompt output serializes"))
+    }
+}
+
+/// Handles a UserPromptSubmit: starts or cancels the session's loop when the human's prompt
+/// begins with a vigil command. Bad input blocks the prompt with the reason (only when the
+/// prompt could be a command: a hook that cannot read its input otherwise lets it through, as
+/// a prompt that is not vigil's must never be held up).
+pub fn handle(project: &Project, input: &HookInput) -> PromptOutput {
+    let prompt = input.prompt.as_deref().unwrap_or("");
+    let command = command_of(prompt);
+    if command == Command::None {
+        return PromptOutput::Nothing;
+    }
+    let refused = |e: &dyn std::fmt::Display| PromptOutput::Refused(format!("vigil: {e}"));
+    let session = match input.session_id.as_deref().map(SessionId::parse) {
+        Some(Ok(session)) => session,
+        Some(Err(e)) => return refused(&e),
+        None => {
+            return refused(
+                &"the prompt hook got no session_id, so no loop can be tied to this session",
+            );
+        }
+    };
+    match command {
+        Command::Loop(raw) => {
+            let words = loops::split_words(raw);
+            let mut request = match loops::parse_start(&words, Some(raw)) {
+                Ok(request) => request,
+                Err(e) => return refused(&e),
+            };
+            if request.help {
+                return refused(
+                    &"usage: /vigil-loop PROMPT --max-iterations N --completion-promise TEXT",
+                );
+            }
+            if request.next_session {
+                return refused(
+                    &"--next-session is for a terminal: a slash command's loop belongs to this session",
+                );
+            }
+            match request.session.take() {
+                Some(given) if given != session.as_str() => {
+                    return refused(&format!(
+                        "--session {given} is not this session ({session}); a slash command starts the loop of its own session"
+                    ));
+                }
+                _ => {}
+            }
+            if request.state_dir.is_some() {
+                return refused(
+                    &"--state-dir belongs in the hook's settings, not in a slash command",
+                );
+            }
+            match loops::begin(
+                project,
+                request,
+                loops::For::Session(session),
+                StartedBy::SlashCommand,
+            ) {
+                Ok(started) => {
+                    let promise = started.state.completion_promise.clone();
+                    PromptOutput::Done {
+                        context: format!(
+                            "{}\n\nFinish only by ending your reply with <promise>{promise}</promise> on its own last line, when it is completely true; if you need a human decision, end with a line `needs-decision: QUESTION` instead.",
+                            started.told
+                        ),
+                        message: format!(
+                            "vigil loop started: up to {} passes, ending on <promise>{promise}</promise> with every check passing",
+                            started.state.max_iterations
+                        ),
+                    }
+                }
+                Err(e) => refused(&e),
+            }
+        }
+        Command::Cancel => match loops::cancel(project, &session) {
+            Ok(Some(loops::Cancelled::Lost(lost))) => PromptOutput::Done {
+                context: "The vigil loop of this session is over: its record could not be read."
+                    .into(),
+                message: format!("vigil: {lost}; the loop is over, NOT verified"),
+            },
+            Ok(Some(loops::Cancelled::Loop(state))) => PromptOutput::Done {
+                context: format!(
+                    "The human cancelled the vigil loop of this session at pass {}/{}; it no longer feeds the task back.",
+                    state.iteration, state.max_iterations
+                ),
+                message: format!(
+                    "vigil loop cancelled at pass {}/{}: the work is NOT verified",
+                    state.iteration, state.max_iterations
+                ),
+            },
+            Ok(None) => PromptOutput::Done {
+                context: "There is no running vigil loop in this session.".into(),
+                message: "vigil: no running loop in this session".into(),
+            },
+            Err(e) => refused(&e),
+        },
+        Command::None => PromptOutput::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_prompt_that_begins_with_the_command_is_one() {
+        assert_eq!(
+            command_of("/vigil-loop Fix it --max-iterations 3"),
+            Command::Loop("Fix it --max-iterations 3")
+        );
+        assert_eq!(command_of("/vigil:vigil-loop  x"), Command::Loop("x"));
+        assert_eq!(command_of("/vigil-loop"), Command::Loop(""));
+        assert_eq!(command_of("/vigil-cancel"), Command::Cancel);
+        assert_eq!(command_of("/vigil:vigil-cancel please"), Command::Cancel);
+        for not in [
+            "please run /vigil-loop x",
+            " /vigil-loop x",
+            "/vigil-loops x",
+            "/vigil-cancelled",
+            "<task-notification>/vigil-cancel</task-notification>",
+            "`/vigil-loop x`",
+            "/other:vigil-loop x",
+            "",
+        ] {
+            assert_eq!(command_of(not), Command::None, "{not:?}");
+        }
+    }
+}

@@ -1,0 +1,518 @@
+//! `settings-merge install --protect` (SPEC §9): Claude Code settings that keep the agent off
+//! vigil's protected state and off the machinery that decides whether the gate runs.
+//!
+//! - The Bash tool and slash-command `!` blocks run in the sandbox (bubblewrap on Linux), which
+//!   writes only the project and `$TMPDIR` and keeps `$HOME` and `.claude/settings*.json`
+//!   read-only; unsandboxed retries are off, and a sandbox that cannot start stops Claude Code
+//!   rather than letting commands run bare (`failIfUnavailable`).
+//! - The Edit and Write tools are not covered by the sandbox: `Edit(...)` deny rules (which
+//!   Claude Code applies to every built-in tool that writes files; it warns about `Write(path)`
+//!   rules) keep them off the state home, the binaries the hooks run, and the settings files.
+//!
+//! What is changed is recorded so that uninstall takes back exactly that, and `check` says
+//! whether the state is out of the agent's reach, and why not.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::install::finding::Finding;
+use crate::reach::sandbox::Effective;
+
+/// The sandbox settings `--protect` wants, in the order it writes them.
+pub const SANDBOX: [(&str, bool); 3] = [
+    ("enabled", true),
+    ("allowUnsandboxedCommands", false),
+    ("failIfUnavailable", true),
+];
+
+/// What `--protect` changed in one settings file, to be taken back by uninstall.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Protection {
+    /// `sandbox` did not exist, and was made.
+    pub created_sandbox: bool,
+    /// Each sandbox key set, with its value before (`Null`: it was absent).
+    pub sandbox_before: Vec<(String, Value)>,
+    /// `permissions` and `permissions.deny` did not exist, and were made.
+    pub created_permissions: bool,
+    pub created_deny: bool,
+    /// The deny rules added (those already there were the user's).
+    pub deny_added: Vec<String>,
+}
+
+impl Protection {
+    pub fn is_empty(&self) -> bool {
+        *self == Protection::default()
+    }
+
+    /// One record of two applies, `self` the earlier: what was there before the first stays
+    /// what uninstall puts back.
+    pub fn merge(&mut self, later: Protection) {
+        self.created_sandbox |= later.created_sandbox;
+        self.created_permissions |= later.created_permissions;
+        self.created_deny |= later.created_deny;
+        for (key, before) in later.sandbox_before {
+            if !self.sandbox_before.iter().any(|(k, _)| *k == key) {
+                self.sandbox_before.push((key, before));
+            }
+        }
+        for rule in later.deny_added {
+            if !self.deny_added.contains(&rule) {
+                self.deny_added.push(rule);
+            }
+        }
+    }
+}
+
+/// What the deny rules keep the Edit and Write tools off.
+#[derive(Clone, Debug)]
+pub struct Guarded {
+    /// The state home (loops, session records, trusted keys).
+    pub state_home: PathBuf,
+    /// The directory of the binaries the hooks run, when they are named by path.
+    pub bin_dir: Option<PathBuf>,
+    /// The user's home, for `~/` rules and `~/.claude/settings.json`.
+    pub home: Option<PathBuf>,
+    /// vigil's hooks are installed and name their binaries without a path (found on PATH).
+    pub on_path: bool,
+}
+
+impl Guarded {
+    /// The rules of this machine: `$HOME` and the state home as vigil finds them.
+    pub fn here(bin_dir: Option<PathBuf>) -> Option<Guarded> {
+        Some(Guarded {
+            state_home: crate::state::protected::home()?,
+            bin_dir,
+            home: std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|home| home.is_absolute()),
+            on_path: false,
+        })
+    }
+
+    /// The deny rules, each in the form Claude Code reads: `~/…` under the home (so a
+    /// committed file works on every machine), `//…` for another absolute path, `/…` for a
+    /// path from the project root.
+    pub fn rules(&self) -> Vec<String> {
+        let mut rules = vec![self.rule(&self.state_home, true)];
+        if let Some(bin) = &self.bin_dir {
+            rules.push(self.rule(bin, true));
+        }
+        rules.push("Edit(/.claude/settings.json)".to_string());
+        rules.push("Edit(/.claude/settings.local.json)".to_string());
+        if self.home.is_some() {
+            rules.push("Edit(~/.claude/settings.json)".to_string());
+        }
+        // The second layer under the file tools' guard: the same read-only set (SPEC §9).
+        for (entry, kind) in crate::reach::READ_ONLY {
+            rules.push(match kind {
+                crate::reach::Entry::Dir => format!("Edit(/{entry}/**)"),
+                crate::reach::Entry::File => format!("Edit(/{entry})"),
+            });
+        }
+        if self.home.is_some() {
+            // Where the engines find code they run (Claude Code's own plans and memory, also
+            // under ~/.claude, stay writable), and the shell's start-up files.
+            for dir in [
+                ".claude/agents",
+                ".claude/commands",
+                ".claude/skills",
+                ".claude/hooks",
+                ".claude/plugins",
+                ".codex",
+            ] {
+                rules.push(format!("Edit(~/{dir}/**)"));
+            }
+            rules.push("Edit(~/.claude.json)".to_string());
+            for file in crate::reach::START_UP_FILES {
+                rules.push(format!("Edit(~/{file})"));
+            }
+        }
+        rules.dedup();
+        rules
+    }
+
+    /// The rule for `path` (all below it for a directory).
+    fn rule(&self, path: &Path, dir: bool) -> String {
+        let tail = if dir { "/**" } else { "" };
+        let path = path.to_string_lossy();
+        let path = path.trim_end_matches('/');
+        if let Some(home) = &self.home {
+            let home = home.to_string_lossy();
+            let home = home.trim_end_matches('/');
+            if let Some(rest) = path.strip_prefix(home).and_then(|r| r.strip_prefix('/')) {
+                return format!("Edit(~/{rest}{tail})");
+            }
+        }
+        format!("Edit(//{}{tail})", path.trim_start_matches('/'))
+    }
+
+    /// Every spelling of the state home's rule that keeps the tools off it.
+    fn state_rules(&self) -> Vec<String> {
+        let mut rules = vec![self.rule(&self.state_home, true)];
+        let absolute = Guarded {
+            home: None,
+            ..self.clone()
+        };
+        rules.push(absolute.rule(&self.state_home, true));
+        let canonical = crate::sys::paths::canonical(&self.state_home);
+        rules.push(absolute.rule(&canonical, true));
+        rules.push(self.rule(&canonical, true));
+        rules.sort();
+        rules.dedup();
+        rules
+    }
+}
+
+/// Turns the protection on in `root`; what was changed, to record. A file already protected
+/// changes nothing (and yields an empty record).
+pub fn apply(root: &mut Map<String, Value>, guarded: &Guarded) -> Protection {
+    let mut done = Protection::default();
+    if !matches!(root.get("sandbox"), Some(Value::Object(_))) {
+        // A sandbox that is not an object is not one Claude Code reads: vigil's takes its
+        // place, and uninstall puts the old value back.
+        if let Some(old) = root.get("sandbox") {
+            done.sandbox_before.push((String::new(), old.clone()));
+        }
+        done.created_sandbox = true;
+        root.insert("sandbox".into(), json!({}));
+    }
+    let sandbox = root
+        .get_mut("sandbox")
+        .and_then(Value::as_object_mut)
+        .expect("an object now");
+    for (key, wanted) in SANDBOX {
+        if sandbox.get(key) != Some(&json!(wanted)) {
+            let before = sandbox.insert(key.into(), json!(wanted));
+            done.sandbox_before
+                .push((key.to_string(), before.unwrap_or(Value::Null)));
+        }
+    }
+    if !matches!(root.get("permissions"), Some(Value::Object(_))) {
+        done.created_permissions = true;
+        root.insert("permissions".into(), json!({}));
+    }
+    let permissions = root
+        .get_mut("permissions")
+        .and_then(Value::as_object_mut)
+        .expect("an object now");
+    if !matches!(permissions.get("deny"), Some(Value::Array(_))) {
+        done.created_deny = true;
+        permissions.insert("deny".into(), json!([]));
+    }
+    let deny = permissions
+        .get_mut("deny")
+        .and_then(Value::as_array_mut)
+        .expect("a list now");
+    for rule in guarded.rules() {
+        if !deny.iter().any(|r| r.as_str() == Some(rule.as_str())) {
+            deny.push(json!(rule));
+            done.deny_added.push(rule);
+        }
+    }
+    done
+}
+
+/// Takes back what `apply` did, where it still stands as `apply` left it: a value the user has
+/// changed since is theirs, and stays.
+pub fn revert(root: &mut Map<String, Value>, done: &Protection) {
+    if let Some(Value::Object(sandbox)) = root.get_mut("sandbox") {
+        for (key, wanted) in SANDBOX {
+            let Some((_, before)) = done.sandbox_before.iter().find(|(k, _)| k == key) else {
+                continue;
+            };
+            if sandbox.get(key) == Some(&json!(wanted)) {
+                match before {
+                    Value::Null => {
+                        sandbox.remove(key);
+                    }
+                    value => {
+                        sandbox.insert(key.into(), value.clone());
+                    }
+                }
+            }
+        }
+        if done.created_sandbox && sandbox.is_empty() {
+            match done.sandbox_before.iter().find(|(k, _)| k.is_empty()) {
+                Some((_, old)) => root.insert("sandbox".into(), old.clone()),
+                None => root.remove("sandbox"),
+            };
+        }
+    }
+    if let Some(Value::Object(permissions)) = root.get_mut("permissions") {
+        if let Some(Value::Array(deny)) = permissions.get_mut("deny") {
+            deny.retain(|rule| {
+                !rule
+                    .as_str()
+                    .is_some_and(|r| done.deny_added.iter().any(|a| a == r))
+            });
+            if done.created_deny && deny.is_empty() {
+                permissions.remove("deny");
+            }
+        }
+        if done.created_permissions && permissions.is_empty() {
+            root.remove("permissions");
+        }
+    }
+}
+
+pub fn to_value(done: &Protection) -> Value {
+    json!({
+        "created_sandbox": done.created_sandbox,
+        "sandbox_before": done.sandbox_before.iter().map(|(key, before)| json!({"key": key, "before": before})).collect::<Vec<_>>(),
+        "created_permissions": done.created_permissions,
+        "created_deny": done.created_deny,
+        "deny_added": done.deny_added,
+    })
+}
+
+pub fn from_value(value: &Value) -> Option<Protection> {
+    Some(Protection {
+        created_sandbox: value.get("created_sandbox")?.as_bool()?,
+        sandbox_before: value
+            .get("sandbox_before")?
+            .as_array()?
+            .iter()
+            .filter_map(|entry| {
+                Some((
+                    entry.get("key")?.as_str()?.to_string(),
+                    entry.get("before")?.clone(),
+                ))
+            })
+            .collect(),
+        created_permissions: value.get("created_permissions")?.as_bool()?,
+        created_deny: value.get("created_deny")?.as_bool()?,
+        deny_added: value
+            .get("deny_added")?
+            .as_array()?
+            .iter()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect(),
+    })
+}
+
+/// The doctor's lines: whether Claude Code, with these settings, keeps the agent off the
+/// protected state of the project at `project_dir`, and why not.
+pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if !crate::state::protected::home_is_writable() {
+        findings.push(Finding::Fail(format!(
+            "the state home {} cannot be written, so loops and session records are in {}, inside the project, where the agent can change them; set $VIGIL_STATE_HOME to a writable directory outside the project",
+            guarded.state_home.display(),
+            project_dir.join(".vigil/state").display()
+        )));
+        return findings;
+    }
+    let why_not = "the agent can change vigil's loops and session records";
+    let home = crate::sys::paths::canonical(&guarded.state_home);
+    let top = crate::state::protected::state_top(project_dir);
+    if home.starts_with(&top) {
+        findings.push(Finding::Fail(format!(
+            "the state home {} is inside the project, which the sandbox lets the agent write: {why_not}; set $VIGIL_STATE_HOME outside it",
+            guarded.state_home.display()
+        )));
+        return findings;
+    }
+    if let Some(bin) = &guarded.bin_dir
+        && crate::sys::paths::canonical(bin).starts_with(&top)
+    {
+        findings.push(Finding::Fail(format!(
+            "the hooks run vigil's binaries from {}, inside the project, where the agent can replace them and answer for the gate; install them outside it (./install.sh puts them in ~/.local/bin)",
+            bin.display()
+        )));
+        return findings;
+    }
+    // What the sandbox lets commands write besides the project (seen with 2.1.332).
+    let writable = crate::state::protected::sandbox_writable;
+    if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
+        findings.push(Finding::Warn(format!(
+            "the hooks run vigil's binaries from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write: the agent can replace them; install them elsewhere",
+            bin.display()
+        )));
+    }
+    if writable(&home) {
+        findings.push(Finding::Warn(format!(
+            "the state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}; keep it under ~/.local/state (the default)",
+            guarded.state_home.display()
+        )));
+    }
+    let sandbox = &effective.sandbox;
+    if sandbox.get("enabled") != Some(&json!(true)) {
+        findings.push(Finding::Warn(format!(
+            "the sandbox is off, so the Bash tool can write {}: {why_not}; run settings-merge install --protect (or set sandbox.enabled in your settings)",
+            guarded.state_home.display()
+        )));
+    } else {
+        if sandbox.get("allowUnsandboxedCommands") != Some(&json!(false)) {
+            findings.push(Finding::Warn(format!(
+                "the sandbox is on, but a command may be retried outside it: {why_not}; set sandbox.allowUnsandboxedCommands to false (--protect does)"
+            )));
+        }
+        if sandbox.get("failIfUnavailable") != Some(&json!(true)) {
+            findings.push(Finding::Warn(format!(
+                "the sandbox is on, but where it cannot start Claude Code runs commands without it: {why_not}; set sandbox.failIfUnavailable to true (--protect does)"
+            )));
+        }
+        let excluded: Vec<&str> = sandbox
+            .get("excludedCommands")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !excluded.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "sandbox.excludedCommands runs {} outside the sandbox, where it can write {}: {why_not}; keep the list empty, or to commands that run no code of the project's",
+                excluded.join(", "),
+                guarded.state_home.display()
+            )));
+        }
+        if cfg!(target_os = "linux") {
+            let missing: Vec<&str> = ["bwrap", "socat"]
+                .into_iter()
+                .filter(|tool| !on_path(tool))
+                .collect();
+            if !missing.is_empty() {
+                findings.push(Finding::Warn(format!(
+                    "the sandbox needs {} on PATH, which is not there: install bubblewrap and socat (apt-get install bubblewrap socat)",
+                    missing.join(" and ")
+                )));
+            }
+        }
+    }
+    let deny = &effective.deny;
+    if !guarded.state_rules().iter().any(|rule| deny.contains(rule)) {
+        findings.push(Finding::Warn(format!(
+            "the Edit and Write tools, which the sandbox does not cover, are not denied the state home (no {} rule): {why_not}; --protect adds it",
+            guarded.rule(&guarded.state_home, true)
+        )));
+    }
+    let missing: Vec<String> = guarded
+        .rules()
+        .into_iter()
+        .skip(1)
+        .filter(|rule| !deny.contains(rule))
+        .collect();
+    if !missing.is_empty() {
+        findings.push(Finding::Warn(format!(
+            "the Edit and Write tools may change what decides whether vigil's gate runs (not denied: {}); --protect adds those rules",
+            missing.join(", ")
+        )));
+    }
+    if guarded.on_path {
+        findings.push(Finding::Warn(
+            "the hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
+        ));
+    }
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        findings.push(Finding::Warn(format!(
+            "CLAUDE_CONFIG_DIR is set ({}): Claude Code reads your user settings there, which this check does not read and no rule keeps Edit off; check its sandbox and deny rules yourself",
+            Path::new(&dir).display()
+        )));
+    }
+    if findings.is_empty() {
+        findings.push(Finding::Ok(format!(
+            "vigil's protected state ({}) is out of the agent's reach: the sandbox is on, without unsandboxed retries, and Edit and Write are denied there",
+            guarded.state_home.display()
+        )));
+    }
+    findings
+}
+
+/// Whether an executable named `tool` is in a directory of `$PATH`.
+fn on_path(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(tool))
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guarded() -> Guarded {
+        Guarded {
+            state_home: PathBuf::from("/home/u/.local/state/vigil"),
+            bin_dir: Some(PathBuf::from("/opt/vigil/bin")),
+            home: Some(PathBuf::from("/home/u")),
+            on_path: false,
+        }
+    }
+
+    #[test]
+    fn rules_use_home_relative_and_absolute_forms() {
+        assert_eq!(
+            guarded().rules(),
+            [
+                "Edit(~/.local/state/vigil/**)",
+                "Edit(//opt/vigil/bin/**)",
+                "Edit(/.claude/settings.json)",
+                "Edit(/.claude/settings.local.json)",
+                "Edit(~/.claude/settings.json)",
+                "Edit(/.claude/**)",
+                "Edit(/.codex/**)",
+                "Edit(/.mcp.json)",
+                "Edit(/.vscode/**)",
+                "Edit(/.idea/**)",
+                "Edit(/.git/**)",
+                "Edit(~/.claude/agents/**)",
+                "Edit(~/.claude/commands/**)",
+                "Edit(~/.claude/skills/**)",
+                "Edit(~/.claude/hooks/**)",
+                "Edit(~/.claude/plugins/**)",
+                "Edit(~/.codex/**)",
+                "Edit(~/.claude.json)",
+                "Edit(~/.bashrc)",
+                "Edit(~/.bash_profile)",
+                "Edit(~/.bash_login)",
+                "Edit(~/.profile)",
+                "Edit(~/.zshrc)",
+                "Edit(~/.zprofile)",
+                "Edit(~/.zshenv)",
+                "Edit(~/.config/fish/config.fish)",
+            ]
+        );
+    }
+
+    #[test]
+    fn apply_then_revert_gives_the_settings_back() {
+        for original in [
+            json!({}),
+            json!({"sandbox": {"enabled": false, "network": {"allowLocalBinding": true}}}),
+            json!({"sandbox": true}),
+            json!({"permissions": {"allow": ["Bash(ls)"], "deny": ["Read(./.env)"]}, "model": "x"}),
+            json!({"sandbox": {"enabled": true, "allowUnsandboxedCommands": false}}),
+            json!({"permissions": {"deny": ["Edit(~/.local/state/vigil/**)"]}}),
+        ] {
+            let mut root = original.as_object().unwrap().clone();
+            let done = apply(&mut root, &guarded());
+            assert_eq!(root["sandbox"]["enabled"], json!(true));
+            assert_eq!(root["sandbox"]["allowUnsandboxedCommands"], json!(false));
+            assert_eq!(root["sandbox"]["failIfUnavailable"], json!(true));
+            let deny = root["permissions"]["deny"].as_array().unwrap();
+            assert!(deny.contains(&json!("Edit(~/.local/state/vigil/**)")));
+            let again = apply(&mut root, &guarded());
+            assert!(again.is_empty(), "a second apply changes nothing");
+            let mut record = from_value(&to_value(&done)).unwrap();
+            record.merge(again);
+            assert_eq!(record, done);
+            revert(&mut root, &record);
+            assert_eq!(Value::Object(root), original);
+        }
+    }
+
+    #[test]
+    fn the_strongest_layer_decides_the_sandbox_and_every_layer_adds_deny_rules() {
+        let user = json!({"sandbox": {"enabled": true}, "permissions": {"deny": ["Edit(~/a/**)"]}});
+        let local =
+            json!({"sandbox": {"enabled": false}, "permissions": {"deny": ["Edit(//b/**)"]}});
+        let effective = Effective::of(&[
+            user.as_object().unwrap().clone(),
+            local.as_object().unwrap().clone(),
+        ]);
+        assert_eq!(effective.sandbox["enabled"], json!(false));
+        assert_eq!(effective.deny, ["Edit(~/a/**)", "Edit(//b/**)"]);
+    }
+}

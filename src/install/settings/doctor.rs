@@ -1,0 +1,717 @@
+//! `settings-merge check`, the doctor: a line per finding, `[ok]`, `[warn]` or `[fail]`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+
+/// The doctor: does the file parse, is each vigil entry there, does each command run from a
+/// bare environment, are there duplicates or stale binaries, will Codex run the hooks.
+pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let shown = target.given.display();
+    let root = match target.read() {
+        Ok(Some(bytes)) => match parse(&bytes, &target.given) {
+            Ok(root) => {
+                findings.push(Finding::Ok(format!("{shown} parses")));
+                root
+            }
+            Err(e) => return vec![Finding::Fail(e.to_string())],
+        },
+        Ok(None) => {
+            return vec![Finding::Fail(format!(
+                "{shown} does not exist; run ./install.sh"
+            ))];
+        }
+        Err(e) => return vec![Finding::Fail(e.to_string())],
+    };
+    let handlers = vigil_handlers(&root);
+    let expected: &[(&str, &str)] = match engine {
+        Engine::Claude => &[
+            ("Stop", "stop-gate"),
+            ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
+        ],
+        Engine::Codex => &[
+            ("Stop", "stop-gate"),
+            ("Stop", "session-end-handoff"),
+            ("SessionStart", "session-start-loader"),
+            ("SessionEnd", "session-end-handoff"),
+            ("PreCompact", "session-end-handoff"),
+            ("UserPromptSubmit", "stop-gate"),
+        ],
+    };
+    for (event, binary) in expected {
+        let count = handlers
+            .iter()
+            .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary))
+            .count();
+        match count {
+            0 => findings.push(Finding::Fail(format!(
+                "{event} does not run {binary}; run ./install.sh"
+            ))),
+            1 => findings.push(Finding::Ok(format!("{event} runs {binary}"))),
+            n => findings.push(Finding::Warn(format!(
+                "{event} runs {binary} {n} times; remove the extra entries"
+            ))),
+        }
+    }
+    if root.get("disableAllHooks") == Some(&Value::Bool(true)) {
+        findings.push(Finding::Fail(format!(
+            "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
+        )));
+    }
+    if engine == Engine::Claude {
+        findings.extend(twice_across_files(target, &root, &handlers));
+        findings.extend(block_cap(target, &root, &handlers));
+        findings.extend(protection(target, &root, &handlers));
+        findings.extend(planted(target));
+    }
+    // Wired by install when it applies: StopFailure (Claude Code) records a turn that ended on
+    // an API error; SubagentStop runs the gate when it checks subagents' reports.
+    let optional: &[&str] = match engine {
+        // PreToolUse and ConfigChange: the guard and the settings hook of --protect.
+        Engine::Claude => &["StopFailure", "SubagentStop", "PreToolUse", "ConfigChange"],
+        Engine::Codex => &["SubagentStop"],
+    };
+    if engine == Engine::Claude
+        && !handlers.iter().any(|(e, _, _, c)| {
+            e == "StopFailure" && vigil_binary(c) == Some("session-end-handoff")
+        })
+    {
+        findings.push(Finding::Warn(
+            "StopFailure does not run session-end-handoff, so a turn that ends on an API error (a rate limit, a 529) is not recorded and the next session is not told; run ./install.sh again".into(),
+        ));
+    }
+    findings.extend(contracts(target, &handlers));
+    let mut events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();
+    events.extend(optional.iter().copied());
+    for (event, g, h, command) in &handlers {
+        if !events.contains(event.as_str()) {
+            findings.push(Finding::Warn(format!(
+                "{event} runs `{command}`, but vigil's hooks belong to {}",
+                events.iter().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let kind = root["hooks"][event][g]["hooks"][h].get("type");
+        if kind != Some(&json!("command")) {
+            findings.push(Finding::Fail(format!(
+                "{event}: `{command}` has type {}, not \"command\", so it never runs",
+                kind.map(Value::to_string)
+                    .unwrap_or_else(|| "missing".into())
+            )));
+        }
+    }
+    for (event, g, h, command) in &handlers {
+        if vigil_binary(command) == Some("stop-gate") {
+            let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
+            findings.push(gate_deadline(event, command, timeout));
+            if let Some(config) = gate_config(command) {
+                findings.extend(check_confinement(event, &config, &target.project()));
+                findings.extend(unbound_markers(event, &config));
+            }
+        }
+    }
+    let home = std::env::var_os("HOME").unwrap_or_default();
+    for (event, _, _, command) in &handlers {
+        // The gate's own command was read for these above, with its deadline.
+        if vigil_binary(command) != Some("stop-gate") {
+            if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
+                findings.push(Finding::Fail(format!(
+                    "{event}: `{command}` has `{c}` outside single quotes, so the shell runs or expands something around vigil's command that the doctor cannot check; write it as plain or single-quoted words (settings-merge install does)"
+                )));
+                continue;
+            }
+            if handler_args(command).is_some_and(|args| args.iter().any(|a| a == "--check-config"))
+            {
+                findings.push(Finding::Fail(format!(
+                    "{event}: `{command}` has --check-config, which makes it check its flags and exit without doing its work; remove it"
+                )));
+                continue;
+            }
+        }
+        findings.push(run_bare(event, command, &home));
+        if let Some(stale) = stale_binary(command) {
+            findings.push(stale);
+        }
+    }
+    if engine == Engine::Codex {
+        findings.extend(codex_trust(target, &root, codex_config));
+    }
+    findings
+}
+
+/// vigil wired in two places Claude Code merges (this file and another settings file of the
+/// project or the user, or the vigil plugin enabled): both run, so a loop would advance twice
+/// per Stop and a check would run twice.
+/// The settings Claude Code merges for the target's project, each file once: the target
+/// first (as read already), then the others that read as settings; `true` marks the target.
+fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut paths = vec![target.file.clone()];
+    paths.extend(crate::reach::sandbox::layer_files(
+        &target.project(),
+        home.as_deref(),
+    ));
+    crate::sys::paths::dedup_canonical(&mut paths);
+    let here = crate::sys::paths::canonical(&target.file);
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            if crate::sys::paths::canonical(&path) == here {
+                return Some((path, own.clone(), true));
+            }
+            let root = crate::reach::sandbox::read_layer(&path)?;
+            Some((path, root, false))
+        })
+        .collect()
+}
+
+/// Claude Code's own cap on Stop blocks (issue 29): it ends a turn over a Stop hook that
+/// blocked 8 times in a row while the model answered with text alone. Said once where vigil's
+/// gate is on Stop, with every other Stop hook in the merged settings, whose blocks count
+/// together with vigil's, and which the cap lifted would let block forever.
+fn block_cap(
+    target: &Target,
+    own: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    if !handlers
+        .iter()
+        .any(|(e, _, _, c)| e == "Stop" && vigil_binary(c) == Some("stop-gate"))
+    {
+        return Vec::new();
+    }
+    let mut findings = vec![Finding::Ok(
+        "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and the loop is cut if the session ends there (claude -p); `stop-gate loop run … -- claude …` lifts the cap for the client it starts (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0), so vigil alone bounds the loop".into(),
+    )];
+    for (path, root, _) in layers(target, own) {
+        for shown in other_stop_hooks(&root) {
+            findings.push(Finding::Warn(format!(
+                "Stop also runs {shown} ({}): its blocks count with vigil's towards Claude Code's cap of 8 in a row, and with the cap lifted (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0) nothing would end a turn it keeps blocking",
+                path.display()
+            )));
+        }
+    }
+    findings
+}
+
+/// The Stop hooks of one settings layer that are not vigil's, as a person reads them: the
+/// command (`` `./lint.sh` ``), or the handler's type (`a "prompt" hook`).
+pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
+    root.get("hooks")
+        .and_then(|hooks| hooks.get("Stop"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|group| group.get("hooks")?.as_array())
+        .flatten()
+        .filter_map(|handler| {
+            let command = handler.get("command").and_then(Value::as_str);
+            if command.is_some_and(|c| vigil_binary(c).is_some()) {
+                return None;
+            }
+            Some(command.map_or_else(
+                || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
+                |c| format!("`{}`", crate::verdict::defang::field_max(c, 80)),
+            ))
+        })
+        .collect()
+}
+
+/// The Stop hooks that are not vigil's in the settings Claude Code merges for the project at
+/// `project` (yours, the project's, the local and the managed file), each with its file.
+pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    crate::reach::sandbox::layer_files(project, home.as_deref())
+        .into_iter()
+        .filter_map(|path| Some((crate::reach::sandbox::read_layer(&path)?, path)))
+        .flat_map(|(root, path)| {
+            other_stop_hooks(&root)
+                .into_iter()
+                .map(move |shown| (path.clone(), shown))
+        })
+        .collect()
+}
+
+fn twice_across_files(
+    target: &Target,
+    own: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let ours: std::collections::BTreeSet<(String, &str)> = handlers
+        .iter()
+        .filter_map(|(e, _, _, c)| Some((e.clone(), vigil_binary(c)?)))
+        .collect();
+    for (path, root, this) in layers(target, own) {
+        let mut both: Vec<String> = if this {
+            Vec::new()
+        } else {
+            vigil_handlers(&root)
+                .iter()
+                .filter_map(|(e, _, _, c)| {
+                    let binary = vigil_binary(c)?;
+                    ours.contains(&(e.clone(), binary))
+                        .then(|| format!("{e} ({binary})"))
+                })
+                .collect()
+        };
+        both.dedup();
+        if !both.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "{} wires vigil too, and Claude Code runs both: {} run twice, so a loop advances twice per stop; keep vigil in one file (./install.sh --uninstall for the other)",
+                path.display(),
+                both.join(", ")
+            )));
+        }
+        let plugin = root
+            .get("enabledPlugins")
+            .and_then(Value::as_object)
+            .is_some_and(|plugins| {
+                plugins
+                    .iter()
+                    .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
+            });
+        if plugin && !ours.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "the vigil plugin is enabled in {} and this file wires vigil's hooks as well: both run, so a loop advances twice per stop; use the plugin or the install, not both",
+                path.display()
+            )));
+        }
+    }
+    findings
+}
+
+/// Whether Claude Code, with every settings file it reads for this project, keeps the agent off
+/// vigil's protected state (SPEC §9).
+fn protection(
+    target: &Target,
+    root: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+) -> Vec<Finding> {
+    let bin_dir = handlers
+        .iter()
+        .filter_map(|(_, _, _, command)| first_word(command))
+        .map(PathBuf::from)
+        .find(|path| path.is_absolute())
+        .and_then(|path| path.parent().map(Path::to_path_buf));
+    let on_path = handlers.iter().any(|(_, _, _, command)| {
+        first_word(command).is_none_or(|word| !Path::new(&word).is_absolute())
+    });
+    let Some(mut guarded) = crate::install::protect::Guarded::here(bin_dir) else {
+        return vec![Finding::Fail(
+            "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),
+        )];
+    };
+    guarded.on_path = on_path;
+    let project = target.project();
+    let files = crate::reach::sandbox::layer_files(&project, guarded.home.as_deref());
+    let mut layers: Vec<_> = files
+        .iter()
+        .filter_map(|path| crate::reach::sandbox::read_layer(path))
+        .collect();
+    // A settings file of another name (given with --settings, as `claude --settings` reads
+    // it) is the strongest layer short of the managed one.
+    let here = crate::sys::paths::canonical(&target.file);
+    let standard = files
+        .iter()
+        .any(|path| crate::sys::paths::canonical(path) == here);
+    if !standard {
+        layers.push(root.clone());
+    }
+    let effective = crate::reach::sandbox::Effective::of(&layers);
+    crate::install::protect::check(&effective, &project, &guarded)
+}
+
+/// Files the agent can plant that Claude Code runs with the user's rights (SPEC §9), each named;
+/// under `--protect`, one that was not there at install fails.
+fn planted(target: &Target) -> Vec<Finding> {
+    let protected = target
+        .record()
+        .load()
+        .is_ok_and(|record| any_protected(&record));
+    crate::install::planted::findings(&target.project(), protected)
+}
+
+/// What a handler's timeout is when it names none: both engines give a hook 600 s.
+const ENGINE_HOOK_TIMEOUT_SECS: u64 = 600;
+
+/// How far under the handler's timeout the gate's deadline must be (SPEC §9).
+const HANDLER_MARGIN_SECS: u64 = 5;
+
+/// Each `--contract FILE` of a stop-gate handler: read and compiled as the gate would, and
+/// named when it is inside the project, where the agent can rewrite it. A gate that checks
+/// subagents' reports on Stop alone never sees one: SubagentStop must run it.
+fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Vec<Finding> {
+    let project = target.project();
+    let mut findings = Vec::new();
+    let mut subagent_gate = false;
+    let mut wanted = false;
+    for (event, _, _, command) in handlers {
+        if vigil_binary(command) != Some("stop-gate") {
+            continue;
+        }
+        let Some(Ok(Some(config))) = handler_args(command)
+            .map(|args| crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()))
+        else {
+            continue;
+        };
+        if event == "SubagentStop" {
+            subagent_gate = true;
+        }
+        let Some(source) = &config.contract else {
+            continue;
+        };
+        wanted = true;
+        if let crate::gate::contract::Source::File(path) = source
+            && path.is_relative()
+            && std::env::var_os("HOME").is_some_and(|home| project == Path::new(&home))
+        {
+            findings.push(Finding::Fail(format!(
+                "{event}: --contract {} is relative in your user settings, so each project's own file of that name is read (one the agent can write); give an absolute path",
+                path.display()
+            )));
+            continue;
+        }
+        match crate::gate::contract::Contract::load(source, &project) {
+            Ok(_) => findings.push(Finding::Ok(format!(
+                "{event}: {} is a valid JSON Schema (self-contained, nothing fetched)",
+                source.describe()
+            ))),
+            Err(e) => findings.push(Finding::Fail(format!(
+                "{event}: {e}; every subagent's stop would be blocked"
+            ))),
+        }
+        if let crate::gate::contract::Source::File(path) = source {
+            let full = if path.is_absolute() {
+                path.clone()
+            } else {
+                project.join(path)
+            };
+            if crate::sys::paths::canonical(&full).starts_with(crate::sys::paths::canonical(&project)) {
+                findings.push(Finding::Warn(format!(
+                    "{event}: the contract {} is inside the project, where the agent can rewrite it (it shapes subagents' reports; it approves nothing)",
+                    path.display()
+                )));
+            }
+        }
+    }
+    if wanted && !subagent_gate {
+        findings.push(Finding::Warn(
+            "stop-gate has --contract, but SubagentStop does not run it, so no report is checked; run ./install.sh with --contract".into(),
+        ));
+    }
+    findings
+}
+
+/// The deadline rule of SPEC §9 for one stop-gate handler, its flags read by stop-gate's own
+/// parser: check timeout + reserve <= deadline <= the handler's timeout - 5 s. A flag the gate
+/// would refuse (a typo blocks every stop with a config error) fails here first.
+fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding {
+    if let Some(c) = handler_args_text(command).and_then(active_shell_syntax) {
+        return Finding::Fail(format!(
+            "{event}: the stop-gate command has `{c}` outside single quotes, so the shell runs or expands something before or around the gate that the doctor cannot check; write its arguments as plain or single-quoted words (settings-merge install does)"
+        ));
+    }
+    let Some(args) = handler_args(command) else {
+        return Finding::Warn(format!(
+            "{event}: cannot read the flags of `{command}`; its deadline is not checked"
+        ));
+    };
+    if args.iter().any(|a| a == "--check-config") {
+        return Finding::Fail(format!(
+            "{event}: `{command}` has --check-config, which makes stop-gate check its flags and exit 0: it allows every stop without checking; remove it"
+        ));
+    }
+    let config = match crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return Finding::Fail(format!(
+                "{event}: `{command}` asks stop-gate for its help text, so it never gates"
+            ));
+        }
+        Err(e) => {
+            return Finding::Fail(format!(
+                "{event}: stop-gate would refuse its flags and block every stop: {e}"
+            ));
+        }
+    };
+    let handler = match timeout {
+        None => ENGINE_HOOK_TIMEOUT_SECS,
+        Some(value) => match value.as_u64() {
+            Some(secs) => secs,
+            None => {
+                return Finding::Fail(format!(
+                    "{event}: the handler's timeout {value} is not a whole number of seconds"
+                ));
+            }
+        },
+    };
+    let deadline = config.deadline.as_secs();
+    if deadline + HANDLER_MARGIN_SECS > handler {
+        return Finding::Fail(format!(
+            "{event}: stop-gate's --deadline {deadline} s is not {HANDLER_MARGIN_SECS} s under the handler's timeout of {handler} s, so the engine can kill it first and let the stop through unchecked; set \"timeout\": {} or lower --deadline to {}",
+            deadline + HANDLER_MARGIN_SECS,
+            handler.saturating_sub(HANDLER_MARGIN_SECS)
+        ));
+    }
+    Finding::Ok(format!(
+        "{event}: stop-gate's check gets {} s and the gate answers within {deadline} s, under the handler's timeout of {handler} s",
+        config.timeout.as_secs()
+    ))
+}
+
+/// A `--require-marker CHECK` with no `=CMD` binds no command (SPEC §5): any passed marker of
+/// CHECK for this content counts, whatever wrote it.
+fn unbound_markers(event: &str, config: &crate::gate::GateConfig) -> Vec<Finding> {
+    config
+        .markers
+        .iter()
+        .filter(|required| required.command.is_none())
+        .map(|required| {
+            let check = &required.check;
+            Finding::Warn(format!(
+                "{event}: --require-marker {check} names no command, so a passed marker of `{check}` for this content counts whatever command wrote it (`true` included); give it as {check}=CMD, the command your protected writer runs"
+            ))
+        })
+        .collect()
+}
+
+/// The gate's flags in a stop-gate handler's command, when they are words the gate takes.
+fn gate_config(command: &str) -> Option<crate::gate::GateConfig> {
+    let args = handler_args(command)?;
+    crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()?
+}
+
+/// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
+/// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
+fn check_confinement(
+    event: &str,
+    config: &crate::gate::GateConfig,
+    project: &Path,
+) -> Option<Finding> {
+    let run = config.run.as_deref()?;
+    let reach = match (config.check_network, config.check_write.is_empty()) {
+        (false, true) => String::new(),
+        (network, _) => {
+            let mut more: Vec<String> = config
+                .check_write
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            if network {
+                more.push("the network".to_string());
+            }
+            format!(", and {}", more.join(", "))
+        }
+    };
+    let why = match crate::reach::confine::working_sandbox() {
+        Ok(bwrap) => {
+            return Some(Finding::Ok(format!(
+                "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
+                bwrap.display()
+            )));
+        }
+        Err(unavailable) => unavailable.message().to_string(),
+    };
+    Some(if crate::reach::sandbox::sandbox_on(project) {
+        Finding::Fail(format!(
+            "{event}: stop-gate's check `{run}` cannot be confined ({why}), and with Claude Code's sandbox on it is never run unconfined: every stop is blocked until it can be"
+        ))
+    } else {
+        Finding::Warn(format!(
+            "{event}: stop-gate's check `{run}` runs unconfined, with your rights ({why}): the agent's code in it can write anything you can; every stop says so"
+        ))
+    })
+}
+
+/// The first character a POSIX shell would act on rather than pass on as part of a word:
+/// expansions (`$`, a backtick, also inside double quotes), operators and globs outside
+/// quotes. `None` for text that is plain and quoted words only, as `shell_quote` writes them.
+fn active_shell_syntax(text: &str) -> Option<char> {
+    let mut chars = text.chars();
+    let mut quote = None;
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('\''), '\'') | (Some('"'), '"') => quote = None,
+            (Some('\''), _) => {}
+            (Some('"'), '\\') | (None, '\\') => {
+                chars.next();
+            }
+            (Some('"'), '$' | '`') => return Some(c),
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (
+                None,
+                '$' | '`' | ';' | '|' | '&' | '<' | '>' | '(' | ')' | '\n' | '*' | '?' | '[' | '~'
+                | '#',
+            ) => return Some(c),
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+/// Finds and starts a hook's binary the way the hook would, but from a bare environment: a
+/// command that works only with the user's shell PATH is reported.
+fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
+    // Never the handler's own text (a committed file could append anything to it): the binary
+    // it names, found the way the handler finds it, asked for its version.
+    let Some(binary) = vigil_binary(command) else {
+        return Finding::Fail(format!("{event}: `{command}` is not a vigil command"));
+    };
+    // Its flags, each quoted as a word of its own, go to the binary's own parser
+    // (`--check-config` parses and exits, reading nothing): what would refuse them at every
+    // event fails here first.
+    let flags: String = handler_args(command)
+        .unwrap_or_default()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    let asked = format!("{flags} --check-config");
+    let script = if command.trim_start().starts_with("for b in") {
+        self::command(&Binaries::Search, binary, &asked)
+    } else {
+        match first_word(command.trim_start()) {
+            Some(path) => format!("{}{asked}", shell_quote(&path)),
+            None => return Finding::Fail(format!("{event}: `{command}` cannot be read")),
+        }
+    };
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("VIGIL_DISABLE", "1");
+    match crate::sys::process::run(cmd, Duration::from_secs(10), true, 4096) {
+        Ok(done)
+            if done.outcome.success()
+                && !String::from_utf8_lossy(&done.output).contains("not installed") =>
+        {
+            Finding::Ok(format!("{event}: `{command}` runs from a bare environment"))
+        }
+        Ok(done) => {
+            let said = String::from_utf8_lossy(&done.output);
+            let first = said
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            if let Some(why) = first.strip_prefix(&format!("{binary}: ")) {
+                // The gate's flags were read with its parser already (`gate_deadline`), and
+                // one line is enough for one typo.
+                let told = binary == "stop-gate"
+                    && handler_args(command).is_some_and(|args| {
+                        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
+                            .is_err()
+                    });
+                if told {
+                    return Finding::Ok(format!(
+                        "{event}: `{command}` runs from a bare environment"
+                    ));
+                }
+                return Finding::Fail(format!(
+                    "{event}: {binary} refuses the flags of `{command}`, so it fails at every event: {why}"
+                ));
+            }
+            Finding::Fail(format!(
+                "{event}: `{command}` does not run from a bare environment (PATH=/usr/bin:/bin): {first}; run ./install.sh, which writes absolute paths"
+            ))
+        }
+        Err(e) => Finding::Fail(format!("{event}: cannot run sh: {e}")),
+    }
+}
+
+/// A binary named by absolute path that reports another version than this settings-merge:
+/// installed from an older (or newer) build.
+fn stale_binary(command: &str) -> Option<Finding> {
+    let path = if let Some(rest) = command.strip_prefix('\'') {
+        rest.split('\'').next()?.to_string()
+    } else {
+        command.split_whitespace().next()?.to_string()
+    };
+    if !path.starts_with('/') {
+        return None;
+    }
+    let mut cmd = std::process::Command::new(&path);
+    cmd.arg("--version");
+    let done = crate::sys::process::run(cmd, Duration::from_secs(5), true, 1024).ok()?;
+    let said = String::from_utf8_lossy(&done.output);
+    let version = said.split_whitespace().nth(1)?;
+    (version != env!("CARGO_PKG_VERSION")).then(|| {
+        Finding::Warn(format!(
+            "{path} is version {version}, this settings-merge is {}: a stale binary; run ./install.sh again",
+            env!("CARGO_PKG_VERSION")
+        ))
+    })
+}
+
+/// What the agent's commands can reach under Codex (SPEC §9): its `sandbox_mode` (the trusted
+/// project's `.codex/config.toml` over the user's config) and approval policy.
+fn codex_sandbox(config: &Path, project: &Path) -> Finding {
+    let approval = crate::install::codex::approval_policy(config)
+        .map(|policy| format!(", approval_policy = \"{policy}\""))
+        .unwrap_or_default();
+    match crate::install::codex::sandbox_mode(config, project) {
+        Some((mode, file)) if mode == "workspace-write" || mode == "read-only" => {
+            Finding::Ok(format!(
+                "Codex runs the agent's commands in its {mode} sandbox ({}{approval}): they write only the project (not .git or .codex) and /tmp, so vigil's state home is out of their reach (a `codex` started with --dangerously-bypass-approvals-and-sandbox or -s danger-full-access overrides it)",
+                file.display()
+            ))
+        }
+        Some((mode, file)) => Finding::Warn(format!(
+            "Codex runs the agent's commands with your rights (sandbox_mode = \"{mode}\" in {}{approval}): they can write vigil's state home, its loops, markers and trusted keys; run ./install.sh --codex --protect, which sets workspace-write for this project",
+            file.display()
+        )),
+        None => Finding::Warn(format!(
+            "no config sets Codex's sandbox_mode{approval}: what the agent's commands can reach depends on how codex is started; run ./install.sh --codex --protect, which sets workspace-write for this project"
+        )),
+    }
+}
+
+/// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
+/// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
+fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
+    let trusted = config.map(crate::install::codex::trusted_hashes).unwrap_or_default();
+    let mut findings = Vec::new();
+    // A project's .codex/ (not ~/.codex/) is read only for a project the user trusts.
+    let project = target.project();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if target.given_dir().file_name().and_then(|n| n.to_str()) == Some(".codex")
+        && home.as_deref() != Some(project.as_path())
+    {
+        let canonical = std::fs::canonicalize(&project).unwrap_or(project);
+        if config.is_some_and(|c| crate::install::codex::project_trusted(c, &canonical)) {
+            findings.push(Finding::Ok(format!(
+                "Codex trusts the project {}",
+                canonical.display()
+            )));
+        } else {
+            findings.push(Finding::Warn(format!(
+                "Codex reads {}/.codex/ only for a trusted project: trust it when codex asks, or set [projects.\"{}\"] trust_level = \"trusted\" in config.toml",
+                canonical.display(),
+                canonical.display()
+            )));
+        }
+    }
+    if let Some(config) = config {
+        findings.push(codex_sandbox(config, &target.project()));
+    }
+    findings.extend(codex_trust_entries(target, root)
+        .into_iter()
+        .map(|(key, hash)| match trusted.get(&key) {
+            Some(stored) if *stored == hash => Finding::Ok(format!("Codex trusts {key}")),
+            Some(_) => Finding::Warn(format!(
+                "Codex will skip {key}: it changed since it was trusted; run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
+            None => Finding::Warn(format!(
+                "Codex will skip {key} until you trust it: run ./install.sh --codex --trust, or approve it in codex's /hooks"
+            )),
+        }));
+    findings
+}

@@ -1,0 +1,947 @@
+//! Merging vigil's hooks into Claude Code settings and Codex `hooks.json` (SPEC §8) without
+//! ever losing what the user has: every other key, hook and entry is kept, in order; a file
+//! that does not parse is refused and left as it is; the original is backed up before the
+//! first change; what was added is recorded, so uninstall removes exactly that, or restores
+//! the original byte for byte when nothing else changed.
+//!
+//! One module per verb, each read top to bottom on its own: `install`, `uninstall`, and
+//! `doctor` (`check`); what they share (the file, its parsing and rendering, the install
+//! record, telling vigil's handlers from others) is here.
+
+mod doctor;
+mod install;
+pub mod live;
+mod uninstall;
+
+pub use doctor::{check, other_stop_hooks_of};
+pub use install::install;
+pub use uninstall::uninstall;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::sys::atomic::write_atomic;
+use crate::cli::flags::BINARIES;
+pub use crate::cli::flags::shell_quote;
+use crate::error::{Error, Result};
+use crate::install::finding::Finding;
+use crate::sys::lock::FileLock;
+use crate::state::protected::RECORD_FILE;
+
+pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
+
+/// A check command gets this long; the Stop hook's own timeout is set above it.
+const HOOK_TIMEOUT_SECS: u64 = 600;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Claude,
+    Codex,
+}
+
+/// Where the commands find vigil's binaries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binaries {
+    /// Absolute paths in this directory: for files only this machine reads.
+    Dir(PathBuf),
+    /// Found through PATH and the usual install places when the hook runs: for settings that
+    /// are committed and shared, where every machine installs vigil somewhere else.
+    Search,
+}
+
+/// What to install.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub engine: Engine,
+    pub binaries: Binaries,
+    /// What to change in the Stop handler's stop-gate flags (`--run`, `--require-marker`…);
+    /// what it does not name stays as the settings file has it.
+    pub gate: crate::install::gateflags::Changes,
+    /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
+    /// state, binaries and settings (what `protect::Guarded` lists).
+    pub protect: Option<crate::install::protect::Guarded>,
+    /// The remote the loader syncs notes from in the background: set, taken out, or (`None`)
+    /// kept as the file has it.
+    pub sync_notes: Option<Option<String>>,
+}
+
+/// One hook group vigil adds to one event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub event: &'static str,
+    pub group: Value,
+}
+
+/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`,
+/// the loader syncing notes from `sync_notes` when it names a remote.
+pub fn entries(
+    plan: &Plan,
+    gate: &crate::install::gateflags::GateFlags,
+    sync_notes: Option<&str>,
+) -> Vec<Entry> {
+    let stop_args: String = gate
+        .words()
+        .iter()
+        .map(|word| format!(" {}", shell_quote(word)))
+        .collect();
+    // The handler's timeout stays above the gate's deadline (SPEC §9): 600 s, the engines'
+    // default, written out once the gate has a check to run; more for a later deadline.
+    let handler_timeout = gate
+        .deadline()
+        .map(|d| (d + 30).max(HOOK_TIMEOUT_SECS))
+        .or(gate.has_run().then_some(HOOK_TIMEOUT_SECS));
+    let handler = |binary: &str, args: &str| {
+        let mut handler =
+            json!({"type": "command", "command": command(&plan.binaries, binary, args)});
+        if binary == "stop-gate"
+            && !args.is_empty()
+            && let Some(timeout) = handler_timeout
+        {
+            handler["timeout"] = json!(timeout);
+        }
+        handler
+    };
+    let group = |handlers: Vec<Value>| json!({ "hooks": handlers });
+    // Codex's Stop also leaves the handoff checkpoint, so a session cut short still leaves a
+    // record (SPEC §8); Codex sends SessionEnd at the end of `codex exec` too (0.171.0).
+    let mut stop = vec![handler("stop-gate", &stop_args)];
+    if plan.engine == Engine::Codex {
+        stop.push(handler("session-end-handoff", " --checkpoint"));
+    }
+    let mut entries = vec![
+        Entry {
+            event: "Stop",
+            group: group(stop),
+        },
+        Entry {
+            event: "SessionStart",
+            group: group(vec![handler(
+                "session-start-loader",
+                &sync_notes
+                    .map(|remote| format!(" --sync-notes {}", shell_quote(remote)))
+                    .unwrap_or_default(),
+            )]),
+        },
+        Entry {
+            event: "SessionEnd",
+            group: group(vec![handler("session-end-handoff", "")]),
+        },
+        Entry {
+            event: "PreCompact",
+            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+        },
+        // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
+        Entry {
+            event: "UserPromptSubmit",
+            group: group(vec![handler("stop-gate", "")]),
+        },
+    ];
+    // A turn that ends on an API error is recorded, and the next session told (Claude Code;
+    // Codex 0.171.0 has no StopFailure).
+    if plan.engine == Engine::Claude {
+        entries.push(Entry {
+            event: "StopFailure",
+            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
+        });
+    }
+    // A gate for subagents' reports runs on SubagentStop too, with the Stop handler's flags.
+    if gate.gates_subagents() {
+        entries.push(Entry {
+            event: "SubagentStop",
+            group: group(vec![handler("stop-gate", &stop_args)]),
+        });
+    }
+    entries
+}
+
+/// `--protect`'s PreToolUse group: stop-gate holds the file-writing tools to the agent's
+/// reach (SPEC §9), named by the matcher Claude Code tests tool names against.
+pub fn guard_entry(binaries: &Binaries) -> Entry {
+    Entry {
+        event: "PreToolUse",
+        group: json!({
+            "matcher": crate::reach::guard::MATCHER,
+            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+        }),
+    }
+}
+
+/// The ConfigChange handler `--protect` adds (Claude Code): stop-gate blocks a settings change
+/// that would take the protection away from the running session (`live`).
+pub fn config_change_entry(binaries: &Binaries) -> Entry {
+    Entry {
+        event: "ConfigChange",
+        group: json!({
+            "matcher": "local_settings|project_settings|user_settings",
+            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+        }),
+    }
+}
+
+/// The command string of a handler.
+fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
+    match binaries {
+        Binaries::Dir(dir) => format!(
+            "{}{args}",
+            shell_quote(&dir.join(binary).display().to_string())
+        ),
+        Binaries::Search => format!(
+            "for b in \"$(command -v {binary})\" \"$HOME/.local/bin/{binary}\" /usr/local/bin/{binary} /opt/homebrew/bin/{binary}; do \
+             [ -x \"$b\" ] && exec \"$b\"{args}; done; \
+             echo '{{\"systemMessage\":\"vigil: {binary} is not installed on this machine; run ./install.sh from a vigil clone\"}}'"
+        ),
+    }
+}
+
+/// The settings file as it is on disk, resolved through a symlink to the file it names.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The path the user gave.
+    pub given: PathBuf,
+    /// The file actually read and written.
+    pub file: PathBuf,
+}
+
+impl Target {
+    pub fn resolve(given: &Path) -> Result<Target> {
+        let file = match std::fs::symlink_metadata(given) {
+            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(given)
+                .map_err(|e| Error::io("follow the symlink", given, &e))?,
+            _ => std::path::absolute(given).map_err(|e| Error::io("resolve", given, &e))?,
+        };
+        Ok(Target {
+            given: given.to_path_buf(),
+            file,
+        })
+    }
+
+    fn sidecar(&self, suffix: &str) -> PathBuf {
+        let mut name = self.file.file_name().unwrap_or_default().to_os_string();
+        name.push(suffix);
+        self.file.with_file_name(name)
+    }
+
+    pub fn backup(&self) -> PathBuf {
+        self.sidecar(".vigil-backup")
+    }
+
+    fn lock(&self) -> Result<FileLock> {
+        // Gone again once released: nothing is left beside the settings file.
+        FileLock::transient_at(&self.sidecar(".vigil-lock"), Duration::from_secs(30))
+    }
+
+    /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
+    /// own directory. `~/.claude/settings.json` gives `~`, so the record is `~/.vigil/`.
+    pub fn project(&self) -> PathBuf {
+        let dir = self.given_dir();
+        match dir.file_name().and_then(|n| n.to_str()) {
+            Some(".claude" | ".codex") => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
+            _ => dir,
+        }
+    }
+
+    fn given_dir(&self) -> PathBuf {
+        let absolute = std::path::absolute(&self.given).unwrap_or_else(|_| self.given.clone());
+        absolute.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// The project's install record (SPEC §2): in its protected state.
+    fn record(&self) -> Record {
+        let project = self.project();
+        Record {
+            legacy: project.join(".vigil").join(RECORD_FILE),
+            project,
+        }
+    }
+
+    /// Whether the project still has an install record (another settings file's, after an
+    /// uninstall).
+    pub fn has_record(&self) -> bool {
+        self.record().exists()
+    }
+
+    /// The settings files the project's install record holds (every install of vigil in it).
+    pub fn installed_files(&self) -> Vec<String> {
+        self.record()
+            .load()
+            .ok()
+            .and_then(|record| {
+                let files = record.get("files")?.as_object()?;
+                Some(files.keys().cloned().collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
+    /// or device in its place is refused rather than waited on.
+    fn read(&self) -> Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        let mut file = match crate::sys::files::open_regular(&self.file) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("read", &self.file, &e)),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::io("read", &self.file, &e))?;
+        Ok(Some(bytes))
+    }
+
+    /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
+    /// allows) would undo a choice the user made. Nothing is changed.
+    fn writable(&self) -> Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::metadata(&self.file) {
+            Ok(meta) if meta.permissions().mode() & 0o222 == 0 => Err(Error::input(format!(
+                "{} is read-only; make it writable (chmod u+w) and run again; nothing was changed",
+                self.given.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A project's install record. In the state home, in a directory named after the project
+/// directory itself (canonical): not after the git top, which an agent can move by planting or
+/// removing a `.git`, and not shared with the other projects of one repository. Where the state
+/// home cannot be written, in the project's fallback state (`.vigil/state/`), as for loops.
+/// `legacy` is where earlier builds kept it (`.vigil/installed.json`).
+///
+/// A record found only where the agent can write (the fallback, or the legacy place) is read
+/// as a list of vigil's entries and nothing more: uninstall takes those out of the file, but
+/// never deletes the file or puts a backup back on its word.
+#[derive(Clone, Debug)]
+struct Record {
+    project: PathBuf,
+    legacy: PathBuf,
+}
+
+impl Record {
+    /// The record in the state home, when there is one to name.
+    fn protected(&self) -> Option<PathBuf> {
+        Some(crate::state::protected::install_dir(&self.project)?.join(RECORD_FILE))
+    }
+
+    fn fallback(&self) -> PathBuf {
+        self.project.join(".vigil/state").join(RECORD_FILE)
+    }
+
+    /// The record where it is now, making nothing, and whether that place is out of the
+    /// agent's reach.
+    fn path(&self) -> (PathBuf, bool) {
+        match self.protected() {
+            Some(path) if std::fs::symlink_metadata(&path).is_ok() => (path, true),
+            Some(_) | None if std::fs::symlink_metadata(self.fallback()).is_ok() => {
+                (self.fallback(), false)
+            }
+            Some(path) => (path, true),
+            None => (self.legacy.clone(), false),
+        }
+    }
+
+    /// The record's place, made when missing: the state home's, else the fallback.
+    fn made(&self) -> Result<PathBuf> {
+        if let Ok(dir) = crate::state::protected::made_install_dir(&self.project) {
+            return Ok(dir.join(RECORD_FILE));
+        }
+        let path = self.fallback();
+        let dir = path.parent().expect("the fallback state");
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        Ok(path)
+    }
+
+    /// The lock on the record, which settings files of one project share.
+    fn lock(&self) -> Result<FileLock> {
+        let mut name = self.made()?.into_os_string();
+        name.push(".lock");
+        FileLock::transient_at(Path::new(&name), Duration::from_secs(30))
+    }
+
+    /// Whether a record exists, in any place.
+    fn exists(&self) -> bool {
+        std::fs::symlink_metadata(self.path().0).is_ok()
+            || std::fs::symlink_metadata(&self.legacy).is_ok()
+    }
+
+    /// The record, and whether it was read from the state home.
+    fn load_where(&self) -> Result<(Map<String, Value>, bool)> {
+        let (path, protected) = self.path();
+        // Not there (or a state home that is not a directory): the legacy place.
+        let (mut record, protected) = match std::fs::symlink_metadata(&path) {
+            Err(_) => (load_record(&self.legacy)?, false),
+            Ok(_) => (load_record(&path)?, protected),
+        };
+        if !protected {
+            only_entries(&mut record);
+        }
+        Ok((record, protected))
+    }
+
+    fn load(&self) -> Result<Map<String, Value>> {
+        Ok(self.load_where()?.0)
+    }
+
+    /// Writes the record in the protected state (owner only); the one in the project goes.
+    fn save(&self, record: &Map<String, Value>) -> Result<()> {
+        let path = self.made()?;
+        write_atomic(&path, &render(record), 0o600).map_err(|e| Error::io("write", &path, &e))?;
+        self.remove_legacy();
+        Ok(())
+    }
+
+    /// Removes the record, in both places.
+    fn remove(&self) -> Result<()> {
+        let (path, _) = self.path();
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", &path, &e));
+            }
+            _ => {}
+        }
+        self.remove_legacy();
+        Ok(())
+    }
+
+    /// The record of an older vigil in the project, and its `.vigil/` when that held nothing
+    /// else.
+    fn remove_legacy(&self) {
+        if std::fs::remove_file(&self.legacy).is_ok()
+            && let Some(dir) = self.legacy.parent()
+        {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// A record read from where the agent can write keeps only its list of vigil's entries (and
+/// what `--protect` and Codex's trust added): no file is deleted, and no backup restored, on
+/// its word.
+fn only_entries(record: &mut Map<String, Value>) {
+    let Some(Value::Object(files)) = record.get_mut("files") else {
+        return;
+    };
+    for file in files.values_mut() {
+        if let Value::Object(file) = file {
+            file.insert("created_file".into(), json!(false));
+            file.insert("written_sha256".into(), json!(""));
+            file.remove("original_sha256");
+        }
+    }
+}
+
+/// Parses a settings file, refusing (with line and column) anything vigil could not rewrite
+/// without loss: not JSON, a byte order mark, a root that is not an object, `hooks` that is
+/// not an object, an event whose value is not a list.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
+    let shown = path.display();
+    if bytes.starts_with(&[0xef, 0xbb, 0xbf]) {
+        return Err(Error::input(format!(
+            "{shown}: the file starts with a byte order mark, which Claude Code and Codex do not read as JSON; remove it and run again; nothing was changed"
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::input(format!(
+            "{shown}: not UTF-8 (bad byte at offset {}); nothing was changed",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        // A comment is the usual reason, and serde's words for it ("key must be a string")
+        // do not say so.
+        let at = text
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .and_then(|line| line.get(e.column().saturating_sub(1)..))
+            .unwrap_or("");
+        let why = if at.starts_with("//") || at.starts_with("/*") {
+            "a comment: JSON has none, and Claude Code and Codex read this file as JSON; remove it"
+                .to_string()
+        } else {
+            strip_position(&e.to_string())
+        };
+        Error::input(format!(
+            "{shown}:{}:{}: not valid JSON ({why}); fix it and run again; nothing was changed",
+            e.line(),
+            e.column(),
+        ))
+    })?;
+    let Value::Object(root) = value else {
+        return Err(Error::input(format!(
+            "{shown}: the top level is {}, not an object; nothing was changed",
+            crate::cli::hook::json_type(&value)
+        )));
+    };
+    if let Some(hooks) = root.get("hooks") {
+        let Value::Object(events) = hooks else {
+            return Err(Error::input(format!(
+                "{shown}:{}: `hooks` is {}, not an object; nothing was changed",
+                line_of(text, "\"hooks\""),
+                crate::cli::hook::json_type(hooks)
+            )));
+        };
+        for (event, groups) in events {
+            if !groups.is_array() {
+                return Err(Error::input(format!(
+                    "{shown}:{}: `hooks.{event}` is {}, not a list; nothing was changed",
+                    line_of(text, &format!("\"{event}\"")),
+                    crate::cli::hook::json_type(groups)
+                )));
+            }
+        }
+    }
+    Ok(root)
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(cut) => message[..cut].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The 1-based line on which `needle` first appears.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.find(needle)
+        .map_or(1, |at| text[..at].matches('\n').count() + 1)
+}
+
+/// A settings file as vigil writes it: 2-space indentation and a final newline.
+pub fn render(root: &Map<String, Value>) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(root).expect("settings serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// What `installed.json` keeps about one settings file.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Installed {
+    entries: Vec<(String, Value)>,
+    created_file: bool,
+    created_hooks: bool,
+    created_events: Vec<String>,
+    /// sha256 of the file as vigil left it: if it still reads so, uninstall restores the backup.
+    written_sha256: String,
+    /// sha256 of the file before vigil's first change: the backup is restored only if it is this.
+    original_sha256: Option<String>,
+    /// Codex: the config.toml that trusts vigil's hooks, and the keys it wrote there.
+    codex_config: Option<String>,
+    trusted_keys: Vec<String>,
+    /// `--protect`: what it changed, for uninstall to take back.
+    protect: Option<crate::install::protect::Protection>,
+}
+
+fn load_record(path: &Path) -> Result<Map<String, Value>> {
+    let read = crate::sys::files::open_state(path).and_then(|file| {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        file.take(64 << 20).read_to_end(&mut bytes).map(|_| bytes)
+    });
+    match read {
+        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) if map.get("schema") == Some(&json!(INSTALLED_SCHEMA)) => {
+                Ok(map)
+            }
+            _ => Err(Error::input(format!(
+                "{} is not a vigil install record; move it away and run again",
+                path.display()
+            ))),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::from_iter([
+            ("schema".to_string(), json!(INSTALLED_SCHEMA)),
+            ("files".to_string(), json!({})),
+        ])),
+        Err(e) => Err(Error::io("read", path, &e)),
+    }
+}
+
+/// Whether any settings file of a project's install record was installed with `--protect`
+/// (the planted-code baseline is the project's, not one file's).
+fn any_protected(record: &Map<String, Value>) -> bool {
+    record
+        .get("files")
+        .and_then(Value::as_object)
+        .is_some_and(|files| {
+            files
+                .keys()
+                .any(|key| installed_of(record, key).is_some_and(|i| i.protect.is_some()))
+        })
+}
+
+fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
+    let file = record.get("files")?.get(key)?;
+    Some(Installed {
+        entries: file
+            .get("entries")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| {
+                Some((
+                    e.get("event")?.as_str()?.to_string(),
+                    e.get("group")?.clone(),
+                ))
+            })
+            .collect(),
+        created_file: file.get("created_file")?.as_bool()?,
+        created_hooks: file.get("created_hooks")?.as_bool()?,
+        created_events: file
+            .get("created_events")?
+            .as_array()?
+            .iter()
+            .filter_map(|e| e.as_str().map(str::to_string))
+            .collect(),
+        written_sha256: file.get("written_sha256")?.as_str()?.to_string(),
+        original_sha256: file
+            .get("original_sha256")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        codex_config: file
+            .get("codex_config")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        trusted_keys: file
+            .get("trusted_keys")
+            .and_then(Value::as_array)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| k.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        protect: file.get("protect").and_then(crate::install::protect::from_value),
+    })
+}
+
+fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option<&Installed>) {
+    let files = record.entry("files").or_insert_with(|| json!({}));
+    let Some(files) = files.as_object_mut() else {
+        return;
+    };
+    match installed {
+        None => {
+            files.remove(key);
+        }
+        Some(i) => {
+            files.insert(
+                key.to_string(),
+                json!({
+                    "entries": i.entries.iter().map(|(event, group)| json!({"event": event, "group": group})).collect::<Vec<_>>(),
+                    "created_file": i.created_file,
+                    "created_hooks": i.created_hooks,
+                    "created_events": i.created_events,
+                    "written_sha256": i.written_sha256,
+                    "original_sha256": i.original_sha256,
+                    "codex_config": i.codex_config,
+                    "trusted_keys": i.trusted_keys,
+                    "protect": i.protect.as_ref().map(crate::install::protect::to_value),
+                }),
+            );
+        }
+    }
+}
+
+/// What an install or uninstall did, or would do.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub before: Option<Vec<u8>>,
+    pub after: Option<Vec<u8>>,
+    pub summary: String,
+}
+
+impl Change {
+    pub fn changed(&self) -> bool {
+        self.before != self.after
+    }
+}
+
+fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bool {
+    let Some(list) = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    match list.iter().position(|g| g == group) {
+        Some(at) => {
+            list.remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The commands of a group's handlers, if every one of them runs vigil.
+fn vigil_group(group: &Value) -> Option<Vec<&str>> {
+    let handlers = group.get("hooks")?.as_array()?;
+    let commands: Option<Vec<_>> = handlers
+        .iter()
+        .map(|h| {
+            h.get("command")
+                .and_then(Value::as_str)
+                .filter(|c| vigil_binary(c).is_some())
+        })
+        .collect();
+    commands.filter(|c| !c.is_empty())
+}
+
+/// Removes the group in `event` that runs exactly the commands of `group` (its other fields,
+/// a timeout say, may have been edited) and nothing else. When there is no such group, or more
+/// than one (so one may be the user's own), nothing is removed and the entry is named in
+/// `missing`.
+fn remove_like(
+    root: &mut Map<String, Value>,
+    event: &str,
+    group: &Value,
+    missing: &mut Vec<String>,
+) {
+    let wanted = vigil_group(group);
+    let list = root
+        .get_mut("hooks")
+        .and_then(|h| h.get_mut(event))
+        .and_then(Value::as_array_mut);
+    let at = list.as_ref().and_then(|list| {
+        let found: Vec<usize> = list
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| wanted.is_some() && vigil_group(g) == wanted)
+            .map(|(at, _)| at)
+            .collect();
+        (found.len() == 1).then(|| found[0])
+    });
+    match (list, at) {
+        (Some(list), Some(at)) => {
+            list.remove(at);
+        }
+        _ => {
+            let binaries: Vec<&str> = wanted
+                .iter()
+                .flatten()
+                .filter_map(|c| vigil_binary(c))
+                .collect();
+            missing.push(format!("{event} {}", binaries.join("+")));
+        }
+    }
+}
+
+/// Codex's trust entries for vigil's handlers as they stand in `root`: (key, hash).
+pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(String, String)> {
+    let key_path = std::path::absolute(&target.given).unwrap_or_else(|_| target.given.clone());
+    vigil_handlers(root)
+        .into_iter()
+        .filter_map(|(event, g, h, _)| {
+            let group = root.get("hooks")?.get(&event)?.get(g)?;
+            let handler = group.get("hooks")?.get(h)?;
+            let matcher = group.get("matcher").and_then(Value::as_str);
+            Some((
+                crate::install::codex::trust_key(&key_path, &event, g, h),
+                crate::install::codex::trust_hash(&event, matcher, handler),
+            ))
+        })
+        .collect()
+}
+
+/// The vigil binary a hook command runs, if it runs one: its first shell word is a path (or
+/// name) whose file name is a vigil binary, or it is the PATH search `install` writes for
+/// shared settings. A command that only mentions a binary (`echo stop-gate`) is not vigil's.
+pub fn vigil_binary(command: &str) -> Option<&'static str> {
+    let command = command.trim_start();
+    let first = first_word(command)?;
+    let name = first.rsplit('/').next()?;
+    if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
+        return Some(binary);
+    }
+    BINARIES
+        .iter()
+        .copied()
+        .find(|binary| command.starts_with(&format!("for b in \"$(command -v {binary})\"")))
+}
+
+/// The first word of a shell command with its quoting undone (`'…'`, `"…"`, backslashes), as
+/// `shell_quote` writes it; `None` when it uses expansions vigil does not write (`$`, a backtick).
+fn first_word(command: &str) -> Option<String> {
+    let mut word = String::new();
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => word.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => word.push(chars.next()?),
+                    '$' | '`' => return None,
+                    c => word.push(c),
+                }
+            },
+            '\\' => word.push(chars.next()?),
+            '$' | '`' => return None,
+            c if c.is_whitespace() || ";|&<>()".contains(c) => break,
+            c => word.push(c),
+        }
+    }
+    (!word.is_empty()).then_some(word)
+}
+
+/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
+/// The remote the file's vigil loader syncs notes from (`--sync-notes`), if it does.
+pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
+    vigil_handlers(root)
+        .into_iter()
+        .filter(|(event, _, _, command)| {
+            event == "SessionStart" && vigil_binary(command) == Some("session-start-loader")
+        })
+        .find_map(|(_, _, _, command)| {
+            let words = handler_args(&command)?;
+            let at = words.iter().position(|w| w == "--sync-notes")?;
+            words.get(at + 1).cloned()
+        })
+}
+
+fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
+    let mut found = Vec::new();
+    let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {
+        return found;
+    };
+    for (event, groups) in hooks {
+        for (g, group) in groups.as_array().into_iter().flatten().enumerate() {
+            for (h, handler) in group
+                .get("hooks")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if let Some(command) = handler.get("command").and_then(Value::as_str)
+                    && vigil_binary(command).is_some()
+                {
+                    found.push((event.clone(), g, h, command.to_string()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The arguments a vigil handler passes its binary: the words after it, as a shell would
+/// split them (in the PATH search `install` writes, the words after `exec "$b"`).
+fn handler_args(command: &str) -> Option<Vec<String>> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        return shlex::split(handler_args_text(command)?);
+    }
+    let mut words = shlex::split(command)?;
+    if words.is_empty() {
+        return None;
+    }
+    words.remove(0);
+    Some(words)
+}
+
+/// The text a shell reads for a handler's binary and arguments: all of a plain command, or
+/// the arguments of the PATH search `install` writes (whose own `$`s are vigil's).
+fn handler_args_text(command: &str) -> Option<&str> {
+    let command = command.trim_start();
+    if command.starts_with("for b in") {
+        let (_, rest) = command.split_once("exec \"$b\"")?;
+        let (args, _) = rest.split_once("; done;")?;
+        return Some(args);
+    }
+    Some(command)
+}
+
+/// A unified diff of two texts, line by line (for `--dry-run`).
+pub fn diff(label: &str, before: &str, after: &str) -> String {
+    let a: Vec<&str> = before.lines().collect();
+    let b: Vec<&str> = after.lines().collect();
+    // Longest common subsequence table, from the end.
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = format!("--- {label}\n+++ {label} (after)\n");
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!(" {}\n", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_marks_added_and_removed_lines() {
+        assert_eq!(
+            diff("f", "a\nb\nc\n", "a\nx\nc\n"),
+            "--- f\n+++ f (after)\n a\n-b\n+x\n c\n"
+        );
+    }
+
+    #[test]
+    fn a_handler_is_vigils_by_what_its_first_word_runs() {
+        for dir in [
+            "/opt/vigil/bin",
+            "/home/o'neil/a b/bin",
+            "/x/$HOME/`id`",
+            "/tmp/é\"q",
+        ] {
+            let command = format!(
+                "{} --run 'make test'",
+                shell_quote(&format!("{dir}/stop-gate"))
+            );
+            assert_eq!(vigil_binary(&command), Some("stop-gate"), "{command}");
+        }
+        for not_vigil in [
+            "echo stop-gate",
+            "/usr/bin/env stop-gate",
+            "stop-gate-wrapper --x",
+            "\"$CLAUDE_PROJECT_DIR\"/bin/stop-gate",
+            "",
+        ] {
+            assert_eq!(vigil_binary(not_vigil), None, "{not_vigil}");
+        }
+        let shared = command(&Binaries::Search, "session-end-handoff", " --checkpoint");
+        assert_eq!(vigil_binary(&shared), Some("session-end-handoff"));
+    }
+
+    #[test]
+    fn refusals_name_line_and_column() {
+        let err = parse(b"{\n  \"a\": 1,\n}\n", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("s.json:3:1: not valid JSON"), "{err}");
+        let err = parse(b"{\"hooks\": {\"Stop\": {}}}", Path::new("s.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`hooks.Stop` is an object, not a list"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! Claude Code's sandbox as its settings layers set it for one project (SPEC §9): read by the
+//! gate (whether a check that cannot be confined may run) and by `--protect`'s doctor.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// Claude Code's settings as it merges them for one project: each layer's `sandbox` key set
+/// by the strongest layer that sets it, deny rules from every layer.
+#[derive(Debug, Default)]
+pub struct Effective {
+    pub sandbox: Map<String, Value>,
+    pub deny: Vec<String>,
+}
+
+impl Effective {
+    /// `layers` from the weakest (user) to the strongest (managed).
+    pub fn of(layers: &[Map<String, Value>]) -> Effective {
+        let mut effective = Effective::default();
+        for layer in layers {
+            if let Some(Value::Object(sandbox)) = layer.get("sandbox") {
+                for (key, value) in sandbox {
+                    effective.sandbox.insert(key.clone(), value.clone());
+                }
+            }
+            if let Some(Value::Array(rules)) = layer.get("permissions").and_then(|p| p.get("deny"))
+            {
+                effective
+                    .deny
+                    .extend(rules.iter().filter_map(Value::as_str).map(str::to_string));
+            }
+        }
+        effective
+    }
+}
+
+/// Whether Claude Code's sandbox is on for the project at `project` (what `--protect` sets):
+/// then a check that cannot be confined is never run with the user's rights. Read only when
+/// confinement cannot be had, so a Stop with a check pays nothing for it.
+pub fn sandbox_on(project: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let layers: Vec<Map<String, Value>> = layer_files(project, home.as_deref())
+        .iter()
+        .filter_map(|path| read_layer(path))
+        .collect();
+    Effective::of(&layers).sandbox.get("enabled") == Some(&Value::Bool(true))
+}
+
+/// The settings files Claude Code reads for the project at `project`, weakest first, each
+/// once (whatever its spelling): `~/.claude/settings.json`, the project's
+/// `.claude/settings.json` and `.claude/settings.local.json`, then the managed settings.
+pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    if let Some(home) = home {
+        paths.push(home.join(".claude/settings.json"));
+    }
+    paths.push(project.join(".claude/settings.json"));
+    paths.push(project.join(".claude/settings.local.json"));
+    paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
+    crate::sys::paths::dedup_canonical(&mut paths);
+    paths
+}
+
+/// One settings layer, when it is a regular file of at most 8 MiB holding a JSON object.
+pub fn read_layer(path: &Path) -> Option<Map<String, Value>> {
+    let file = crate::sys::files::open_regular(path).ok()?;
+    let bytes = crate::sys::files::read_capped(file, 8 << 20, "settings", path).ok()?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(map)) => Some(map),
+        _ => None,
+    }
+}

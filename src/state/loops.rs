@@ -1,0 +1,1162 @@
+//! The Ralph loop (SPEC §4): one loop per session, kept in the session's record in the
+//! protected state (`session`), where the agent cannot start, change or end it. Loops are
+//! started by a human: from a terminal (`stop-gate loop start`), or with the slash command that
+//! vigil's UserPromptSubmit hook reads from the human's own prompt.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sys::atomic::write_atomic;
+use crate::error::{Error, Result};
+use crate::state::loop_state::{
+    EndReason, Failure, Limits, LoopState, LoopStatus, MAX_FAILURES, MAX_ITERATIONS,
+    MAX_PROMPT_CHARS, StartedBy,
+};
+use crate::verdict::promise::Promise;
+use crate::state::session::Session;
+use crate::state::project::{Project, SessionId};
+use crate::sys::time;
+
+pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
+/// How long `loop run`'s loop may wait for its session by default: a day.
+pub const RUN_CLAIM_WITHIN: Duration = Duration::from_secs(24 * 3600);
+/// A pending loop file larger than this is not vigil's.
+const MAX_STATE: u64 = 1024 * 1024;
+
+/// The file name stem of a pending loop, so no session may be called this.
+pub const PENDING: &str = "pending";
+
+/// The variable `loop run` gives its command: the id of the loop that the session the command
+/// starts claims (and no other session does).
+pub const RUN_ENV: &str = "VIGIL_LOOP_RUN";
+
+/// A loop waiting for its session: the one `--next-session` leaves for the next session that
+/// starts in the project, or the one `loop run` leaves for the session its command starts,
+/// named by an id only that command's environment holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pending {
+    Next,
+    Run(String),
+}
+
+impl Pending {
+    /// A new `loop run` id: 128 random bits in hex, as a per-task token is made.
+    pub fn new_run() -> Result<Pending> {
+        Ok(Pending::Run(
+            crate::verdict::token::Token::generate()?.as_str().to_string(),
+        ))
+    }
+
+    /// `loop run`'s id, for a run's pending loop.
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            Pending::Run(id) => Some(id),
+            Pending::Next => None,
+        }
+    }
+
+    /// The pending loop a session starting now may claim: `loop run`'s when its id is in this
+    /// process's environment (a hook inherits it from the engine `loop run` started), else
+    /// `--next-session`'s.
+    pub fn for_this_session() -> Pending {
+        match std::env::var(RUN_ENV) {
+            Ok(id) if is_run_id(&id) => Pending::Run(id),
+            _ => Pending::Next,
+        }
+    }
+
+    pub fn path(&self, project: &Project) -> PathBuf {
+        let dir = project.protected().dir.join("loops");
+        match self {
+            Pending::Next => dir.join("pending.json"),
+            Pending::Run(id) => dir.join(format!("run-{id}.json")),
+        }
+    }
+
+    /// Where the session that claimed a `loop run` loop is written for `loop run` to read.
+    fn claim_path(&self, project: &Project) -> Option<PathBuf> {
+        self.run_id()
+            .map(|_| self.path(project).with_extension("claimed"))
+    }
+}
+
+/// 32 lowercase hex digits.
+fn is_run_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Who claimed a `loop run` loop (`<protected>/loops/run-<id>.claimed`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunClaim {
+    pub session_id: String,
+    /// The session's transcript, where the engine's cut of a turn is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<PathBuf>,
+}
+
+/// The session that claimed the `loop run` loop `pending`, once one did.
+pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim>> {
+    let Some(path) = pending.claim_path(project) else {
+        return Ok(None);
+    };
+    let file = match crate::sys::files::open_state(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read the loop's claim", &path, &e)),
+    };
+    let bytes = crate::sys::files::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
+    let claim: RunClaim = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::input(format!("the claim {} is not valid: {e}", path.display())))?;
+    SessionId::parse(&claim.session_id)?;
+    Ok(Some(claim))
+}
+
+/// Removes what `loop run` left in the protected state: the loop if no session claimed it,
+/// and the claim.
+pub fn forget_run(project: &Project, pending: &Pending) {
+    let _ = std::fs::remove_file(pending.path(project));
+    if let Some(claim) = pending.claim_path(project) {
+        let _ = std::fs::remove_file(claim);
+    }
+}
+
+/// The session's loop as its record holds it now; `Ok(None)` when it never had one. A damaged
+/// or vanished record is an error here: only a Stop, which tells the human, begins a new one.
+pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    match crate::state::session::peek(project, session) {
+        Ok(record) => Ok(record.and_then(|r| r.ralph)),
+        Err(lost) => Err(Error::input(format!("{lost}; the loop is NOT verified"))),
+    }
+}
+
+/// Reads a pending loop; `Ok(None)` when there is none.
+fn load_pending(path: &Path) -> Result<Option<LoopState>> {
+    let file = match crate::sys::files::open_state(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read the pending loop", path, &e)),
+    };
+    let bytes = crate::sys::files::read_capped(file, MAX_STATE, "the pending loop", path)?;
+    let state: LoopState = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::input(format!(
+            "the pending loop {} is not valid: {e}",
+            path.display()
+        ))
+    })?;
+    state
+        .check()
+        .map_err(|e| Error::input(format!("the pending loop {}: {e}", path.display())))?;
+    Ok(Some(state))
+}
+
+/// Starts a loop for a session, refusing when one is already running there. With the state,
+/// what the human must hear of the record it replaces, if that was damaged or gone.
+pub fn start(
+    project: &Project,
+    session: &SessionId,
+    mut state: LoopState,
+) -> Result<(LoopState, Option<String>)> {
+    let mut record = Session::open(project, session)?;
+    let lost = record.take_lost();
+    if let Some(existing) = &record.record.ralph
+        && existing.status.is_live()
+    {
+        return Err(Error::usage(format!(
+            "a loop is already running in session {session} ({}); cancel it first with `stop-gate loop cancel --session {session}` or /vigil-cancel",
+            existing.summary()
+        )));
+    }
+    state.updated_at = time::now_rfc3339();
+    record.record.ralph = Some(state.clone());
+    record.save()?;
+    Ok((state, lost))
+}
+
+/// Writes the loop that the next session starting in the project (or the session `loop
+/// run`'s command starts) will claim within `within`. A pending loop still waiting is not
+/// replaced: like a loop running in a session, it is cancelled first.
+pub fn start_pending(
+    project: &Project,
+    pending: &Pending,
+    mut state: LoopState,
+    within: Duration,
+) -> Result<LoopState> {
+    let path = pending.path(project);
+    // Two starts at once: the second sees the first's loop waiting.
+    let _lock =
+        crate::sys::lock::FileLock::transient_at(&path.with_extension("lock"), Duration::from_secs(5))?;
+    if let Some(waiting) = load_pending(&path)?
+        && !lapsed(&waiting)
+    {
+        return Err(Error::usage(format!(
+            "a loop is already pending for the next session to start in this project ({}, claimable until {}); cancel it first with `stop-gate loop cancel`",
+            waiting.summary(),
+            waiting.claim_before.as_deref().unwrap_or("?")
+        )));
+    }
+    let deadline = std::time::SystemTime::now() + within;
+    state.claim_before = Some(time::format_rfc3339(deadline));
+    state.updated_at = time::now_rfc3339();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    let mut json = serde_json::to_vec_pretty(&state).expect("loop state serializes");
+    json.push(b'\n');
+    write_atomic(&path, &json, 0o600)
+        .map_err(|e| Error::io("write the pending loop", &path, &e))?;
+    Ok(state)
+}
+
+/// Whether a pending loop is past its `claim_before`, so no session may claim it.
+fn lapsed(state: &LoopState) -> bool {
+    let deadline = state
+        .claim_before
+        .as_deref()
+        .and_then(time::parse_rfc3339)
+        .unwrap_or(0.0);
+    time::now_secs() > deadline
+}
+
+/// The pending loop `which`, if one is there, and whether it lapsed.
+pub fn waiting(project: &Project, which: &Pending) -> Result<Option<(LoopState, bool)>> {
+    Ok(load_pending(&which.path(project))?.map(|state| {
+        let lapsed = lapsed(&state);
+        (state, lapsed)
+    }))
+}
+
+/// Removes the pending loop of `--next-session`; whether there was one.
+pub fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
+    let path = Pending::Next.path(project);
+    let Some(state) = load_pending(&path)? else {
+        return Ok(None);
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(Some(state)),
+        // Claimed meanwhile: it is a session's loop now.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("remove the pending loop", &path, &e)),
+    }
+}
+
+/// The project's most recently started loop, in any session whose record is in its
+/// protected state: for `loop status` and `loop cancel` given no session.
+pub fn latest(project: &Project) -> Option<(SessionId, LoopState)> {
+    let dir = project.protected().dir.join("sessions");
+    let mut latest: Option<(SessionId, LoopState)> = None;
+    for entry in std::fs::read_dir(dir).ok()?.flatten().take(100_000) {
+        let name = entry.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".rec")) else {
+            continue;
+        };
+        let Ok(session) = SessionId::parse(stem) else {
+            continue;
+        };
+        let Ok(Some(state)) = load(project, &session) else {
+            continue;
+        };
+        let newer = latest.as_ref().is_none_or(|(_, best)| {
+            state.started_secs() > best.started_secs()
+                || (state.started_secs() == best.started_secs()
+                    && state.updated_at > best.updated_at)
+        });
+        if newer {
+            latest = Some((session, state));
+        }
+    }
+    latest
+}
+
+/// Claims a pending loop for `session` by an atomic rename, so exactly one session owns it.
+/// A pending loop past its `claim_before` is never claimed. `loop run`'s claim also says which
+/// session took it, and where its transcript is. `Ok(None)` when there is nothing to claim.
+pub fn claim_pending(
+    project: &Project,
+    session: &SessionId,
+    which: &Pending,
+    transcript: Option<&Path>,
+) -> Result<Option<LoopState>> {
+    let pending = which.path(project);
+    let Some(state) = load_pending(&pending)? else {
+        return Ok(None);
+    };
+    if lapsed(&state) {
+        return Ok(None);
+    }
+    let mut record = Session::open(project, session)?;
+    if record
+        .record
+        .ralph
+        .as_ref()
+        .is_some_and(|existing| existing.status.is_live())
+    {
+        return Ok(None);
+    }
+    // Whoever renames first owns it; the others find nothing to rename.
+    let claimed = pending.with_file_name(format!(".{session}.claimed"));
+    match std::fs::rename(&pending, &claimed) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("claim", &pending, &e)),
+    }
+    let taken = load_pending(&claimed)
+        .and_then(|state| state.ok_or_else(|| Error::input("the claimed loop vanished")));
+    let result = taken.and_then(|mut state| {
+        state.session_id = session.to_string();
+        state.claim_before = None;
+        state.run_id = which.run_id().map(str::to_string);
+        state.updated_at = time::now_rfc3339();
+        record.record.ralph = Some(state.clone());
+        record.save().map(|()| state)
+    });
+    match result {
+        Ok(state) => {
+            let _ = std::fs::remove_file(&claimed);
+            if let Some(path) = which.claim_path(project) {
+                let claim = RunClaim {
+                    session_id: session.to_string(),
+                    transcript_path: transcript.map(Path::to_path_buf),
+                };
+                let mut json = serde_json::to_vec(&claim).expect("a claim serializes");
+                json.push(b'\n');
+                write_atomic(&path, &json, 0o600)
+                    .map_err(|e| Error::io("write the loop's claim", &path, &e))?;
+            }
+            Ok(Some(state))
+        }
+        Err(e) => {
+            // Not ours after all: put it back for the next session to claim.
+            let _ = std::fs::rename(&claimed, &pending);
+            Err(e)
+        }
+    }
+}
+
+/// Records a failed turn (StopFailure) in the session's record and, when a loop runs there, in
+/// the loop, which becomes `interrupted`: no pass is spent, and the session's next stop goes on
+/// with the pass that failed. A subagent's failed turn (it has an `agent_id`) is recorded in
+/// the session only: Claude Code goes on with the main agent, which hears of it in a
+/// `<task-notification>`.
+pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) -> Result<()> {
+    let mut record = Session::open(project, session)?;
+    let keep = |list: &mut Vec<Failure>, failure: Failure| {
+        list.push(failure);
+        if list.len() > MAX_FAILURES {
+            list.drain(..list.len() - MAX_FAILURES);
+        }
+    };
+    keep(&mut record.record.failures, failure.clone());
+    if let Some(state) = record.record.ralph.as_mut()
+        && state.status.is_live()
+        && failure.agent_id.is_none()
+    {
+        state.status = LoopStatus::Interrupted;
+        state.updated_at = time::now_rfc3339();
+        keep(
+            &mut state.failures,
+            Failure {
+                iteration: Some(state.iteration),
+                ..failure
+            },
+        );
+    }
+    record.save()
+}
+
+/// Claude Code's own cap on consecutive Stop blocks (issue 29): when the transcript at
+/// `transcript` shows the client ended a turn of this session's running loop over vigil's
+/// block, after the loop last moved, the loop is recorded `interrupted` with the failure
+/// `block_cap` (it goes on at the session's next stop, no pass spent), and the line to tell the
+/// human comes back. `None` when there is no loop running, or no new cut.
+pub fn note_engine_cut(
+    project: &Project,
+    session: &SessionId,
+    transcript: &Path,
+) -> Result<Option<String>> {
+    match crate::state::session::peek(project, session) {
+        Ok(Some(record)) => match &record.ralph {
+            Some(state) => engine_cut_of(project, session, state, transcript),
+            None => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// [`note_engine_cut`] for a caller that has read the session's loop already (`state`).
+pub fn engine_cut_of(
+    project: &Project,
+    session: &SessionId,
+    state: &LoopState,
+    transcript: &Path,
+) -> Result<Option<String>> {
+    if !state.status.is_live() {
+        return Ok(None);
+    }
+    // After the loop last moved, and after the last failure it recorded (a cut is recorded at
+    // the client's own time, which may run ahead of this machine's).
+    let after = std::iter::once(&state.updated_at)
+        .chain(state.failures.iter().map(|failure| &failure.at))
+        .filter_map(|at| time::parse_rfc3339(at))
+        .fold(0.0, f64::max);
+    let Some((at, content)) = crate::transcript::engine_cut_after(transcript, after) else {
+        return Ok(None);
+    };
+    record_failure(
+        project,
+        session,
+        Failure {
+            error: BLOCK_CAP.into(),
+            error_details: None,
+            message: Some(crate::verdict::defang::field_max(&content, 200)),
+            at,
+            iteration: None,
+            agent_id: None,
+        },
+    )?;
+    Ok(Some(format!(
+        "vigil: Claude Code ended a turn of this session's loop over its Stop hook (it overrides a hook that blocks too many times in a row): the loop is interrupted at pass {}/{}, NOT verified, and goes on at the session's next stop; start Claude Code with CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in its environment to lift the cap for a loop vigil bounds",
+        state.iteration, state.max_iterations
+    )))
+}
+
+/// How a loop that ended outside a Stop is told, once, at the session's next Stop or by a
+/// terminal: `vigil loop was cut at pass 4/20: the session ended while it ran; the work is NOT
+/// verified …`.
+pub fn told_end(state: &LoopState) -> String {
+    let (k, max) = (state.iteration, state.max_iterations);
+    match (state.status, state.end_reason) {
+        (LoopStatus::Cancelled, _) => {
+            format!("vigil loop was cancelled at pass {k}/{max}: the work is NOT verified")
+        }
+        (LoopStatus::Cut, reason) => format!(
+            "vigil loop was cut at pass {k}/{max}: {}; the work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`",
+            reason.unwrap_or(EndReason::SessionEnded).told()
+        ),
+        (LoopStatus::Passed, _) => told_passed(state),
+        (status, reason) => format!(
+            "vigil loop ended {} at pass {k}/{max}{}: the work is NOT verified",
+            status.as_str(),
+            reason.map_or(String::new(), |r| format!(" ({})", r.told()))
+        ),
+    }
+}
+
+/// How a loop that passed is told: whether checks verified the declaration, or it stood alone.
+pub fn told_passed(state: &LoopState) -> String {
+    let (k, max) = (state.iteration, state.max_iterations);
+    if state.checks.as_ref().is_none_or(Vec::is_empty) {
+        format!(
+            "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"
+        )
+    } else {
+        format!("vigil loop passed on pass {k}/{max}: completion declared and every check passed")
+    }
+}
+
+/// The session has ended (SessionEnd, or the command of `loop run` returned): a loop still live
+/// there is `cut`, since nothing will judge it again, with the reason its last turn gives
+/// (the engine's cap, an API error, else the end itself). The loop as it now stands, when one
+/// was cut.
+pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    let mut record = Session::open(project, session)?;
+    let Some(state) = record.record.ralph.as_mut() else {
+        return Ok(None);
+    };
+    if !state.status.is_live() {
+        return Ok(None);
+    }
+    let reason = match (state.status, state.failures.last()) {
+        (LoopStatus::Interrupted, Some(failure)) if failure.error == BLOCK_CAP => {
+            EndReason::BlockCap
+        }
+        (LoopStatus::Interrupted, _) => EndReason::TurnFailed,
+        _ => EndReason::SessionEnded,
+    };
+    state.end(reason);
+    state.reported = false;
+    let state = state.clone();
+    record.save()?;
+    Ok(Some(state))
+}
+
+/// The failure a turn that the engine ended over the gate's block is recorded as.
+pub const BLOCK_CAP: &str = "block_cap";
+
+/// The witness (SPEC §9, issue 29): the session has no record, yet the last 256 KiB of its
+/// transcript hold vigil's loop blocks as Claude Code writes them, so its loop's record is
+/// gone (the state home removed). The line to tell, once: a record with no loop is written, so
+/// no later hook of the session tells it again. A witness only ever makes a verdict worse.
+pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
+    if !matches!(crate::state::session::peek(project, session), Ok(None)) {
+        return None;
+    }
+    witness_unrecorded(project, session, transcript)
+}
+
+/// [`witness`] for a caller that found the session has no record already.
+pub fn witness_unrecorded(
+    project: &Project,
+    session: &SessionId,
+    transcript: &Path,
+) -> Option<String> {
+    if !crate::transcript::vigil_loop_blocked(transcript) {
+        return None;
+    }
+    let _ = Session::open(project, session).and_then(|mut record| record.save());
+    Some("vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string())
+}
+
+/// What `cancel` did.
+pub enum Cancelled {
+    /// The running loop now says `cancelled`.
+    Loop(Box<LoopState>),
+    /// The record could not be read (damaged, or gone while its loop ran): the loop is over,
+    /// NOT verified, and this says why.
+    Lost(String),
+}
+
+/// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
+pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
+    let mut record = Session::open(project, session)?;
+    if let Some(lost) = record.take_lost() {
+        record.save()?;
+        return Ok(Some(Cancelled::Lost(lost)));
+    }
+    let Some(state) = record.record.ralph.as_mut() else {
+        return Ok(None);
+    };
+    if !state.status.is_live() {
+        return Ok(None);
+    }
+    state.end(EndReason::Cancelled);
+    state.reported = false;
+    let state = state.clone();
+    record.save()?;
+    Ok(Some(Cancelled::Loop(Box::new(state))))
+}
+
+/// The loops left in `<state>/loops/` by a vigil that kept them in the project: they are not
+/// taken over (their origin is unknown), only counted, so the human is told once.
+pub fn legacy_loops(project: &Project) -> usize {
+    std::fs::read_dir(project.legacy_loops()).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .count()
+    })
+}
+
+/// A slash command's `--prompt-file`, which the hook reads outside the agent's sandbox from a
+/// path the agent can replace: only a plain file inside the project, reached without a symlink
+/// (`fs::open_beneath`), and opened without blocking (a FIFO there would hold the prompt up).
+fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
+    use crate::sys::files::Beneath;
+    let shown = file.display();
+    let opened = crate::sys::files::open_beneath(&project.dir, file).map_err(|why| match why {
+        Beneath::Outside => Error::input(format!(
+            "--prompt-file {shown} is outside the project; a slash command reads a prompt file only from inside it"
+        )),
+        Beneath::Symlink => Error::input(format!(
+            "--prompt-file {shown} goes through a symlink; a slash command reads only a plain file in the project"
+        )),
+        Beneath::NotPlain => Error::input(format!(
+            "--prompt-file {shown} is not a regular file (or has other hard links)"
+        )),
+        Beneath::Io(e) => Error::io("read", &project.dir.join(file), &e),
+    })?;
+    let path = project.dir.join(file);
+    let bytes = crate::sys::files::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
+    crate::sys::files::utf8(bytes, "the prompt file")
+}
+
+/// The largest prompt file or argument text `loop start` reads.
+pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
+
+/// Whose loop `begin` starts: a session's, or one pending for a session still to start.
+pub enum For {
+    Session(SessionId),
+    Pending(Pending),
+}
+
+/// A loop just started: what to tell, to a terminal or as the prompt hook's context.
+pub struct Started {
+    pub state: LoopState,
+    /// One paragraph: who, how many passes, how it ends, and the task.
+    pub told: String,
+}
+
+/// Starts the loop a request asks for, in `session` (or, with none, for the next session to
+/// start in the project), checking every flag: the one door for a terminal and for the
+/// human's slash command.
+pub fn begin(
+    project: &Project,
+    request: StartRequest,
+    session: For,
+    started_by: StartedBy,
+) -> Result<Started> {
+    let max = request.max_iterations.as_deref().ok_or_else(|| {
+        Error::usage(
+            "`loop start` needs --max-iterations N (1 to 10000): a loop must never run forever",
+        )
+    })?;
+    let max = parse_max_iterations(max)?;
+    let promise = request.completion_promise.as_deref().ok_or_else(|| {
+        Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
+    })?;
+    let promise = Promise::new(promise)?;
+    let limits = Limits {
+        stall_after: request
+            .stall_after
+            .as_deref()
+            .map(parse_stall_after)
+            .transpose()?,
+        max_duration_secs: request
+            .max_duration
+            .as_deref()
+            .map(|d| parse_max_duration(d).map(|d| d.as_secs()))
+            .transpose()?,
+        max_tokens: request
+            .max_tokens
+            .as_deref()
+            .map(parse_max_tokens)
+            .transpose()?,
+    };
+    let told_limits = limits_told(&limits);
+    let prompt = match (&request.prompt_file, request.prompt) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the prompt as text or with --prompt-file, not both",
+            ));
+        }
+        (Some(file), None) if started_by == StartedBy::SlashCommand => {
+            read_prompt_in_project(project, file)?
+        }
+        (Some(file), None) => {
+            let bytes = crate::cli::input::Source::File(file.clone())
+                .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
+            crate::sys::files::utf8(bytes, "the prompt file")?
+        }
+        (None, Some(prompt)) => prompt,
+        (None, None) => {
+            return Err(Error::usage(
+                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
+            ));
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::usage("the prompt is empty"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(Error::usage(format!(
+            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
+        )));
+    }
+    let session = match session {
+        For::Session(session) => session,
+        For::Pending(pending) => {
+            // `loop run`'s loop waits for the command it starts, however long that takes to
+            // start its session: it is removed when the command ends.
+            let within = match (&request.claim_within, &pending) {
+                (Some(text), _) => time::parse_duration(text)?,
+                (None, Pending::Run(_)) => RUN_CLAIM_WITHIN,
+                (None, Pending::Next) => DEFAULT_CLAIM_WITHIN,
+            };
+            let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
+            state.limits = limits;
+            let state = start_pending(project, &pending, state, within)?;
+            if let Pending::Run(_) = pending {
+                let told = format!(
+                    "vigil loop pending for the session this command starts: up to {max} passes{told_limits}, ending on {} with every check passing",
+                    promise.tagged()
+                );
+                return Ok(Started { state, told });
+            }
+            // Named, because a session started above a nested `.git` is another project's.
+            let top = crate::state::protected::state_top(&project.dir);
+            let told = format!(
+                "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes{told_limits}, ending on {} with every check passing",
+                top.display(),
+                within.as_secs(),
+                promise.tagged()
+            );
+            return Ok(Started { state, told });
+        }
+    };
+    if request.claim_within.is_some() {
+        return Err(Error::usage("--claim-within goes with --next-session"));
+    }
+    let mut state = LoopState::new(session.as_str(), prompt.clone(), &promise, max, started_by);
+    state.limits = limits;
+    let (state, lost) = start(project, &session, state)?;
+    let before = lost.map_or(String::new(), |lost| {
+        format!("vigil: {lost}; the loop it held is over, NOT verified.\n")
+    });
+    let told = format!(
+        "{before}vigil loop started in session {session}: up to {max} passes{told_limits}; it ends only when your reply's last line is {} and every check passes. The task:\n\n{prompt}",
+        promise.tagged()
+    );
+    Ok(Started { state, told })
+}
+
+/// `, at most 2h, at most 500000 tokens, stalled after 5 same messages`: the limits a loop
+/// was started with, as told when it starts.
+fn limits_told(limits: &Limits) -> String {
+    let mut told = String::new();
+    if let Some(secs) = limits.max_duration_secs {
+        told.push_str(&format!(
+            ", at most {}",
+            time::format_duration(Duration::from_secs(secs))
+        ));
+    }
+    if let Some(tokens) = limits.max_tokens {
+        told.push_str(&format!(", at most {tokens} tokens"));
+    }
+    match limits.stall_after {
+        Some(0) => told.push_str(", never ended as stalled"),
+        Some(n) => told.push_str(&format!(
+            ", ended as stalled after {n} passes with the same message"
+        )),
+        None => {}
+    }
+    told
+}
+
+/// What `loop start` was asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StartRequest {
+    pub max_iterations: Option<String>,
+    pub completion_promise: Option<String>,
+    pub session: Option<String>,
+    pub next_session: bool,
+    pub claim_within: Option<String>,
+    pub prompt_file: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub prompt: Option<String>,
+    pub help: bool,
+    pub stall_after: Option<String>,
+    pub max_duration: Option<String>,
+    pub max_tokens: Option<String>,
+}
+
+impl StartRequest {
+    /// Fills what this request leaves unsaid from `defaults` (the command-line flags that came
+    /// with `--args-stdin`); an empty `--session` counts as unsaid.
+    pub fn merge_defaults(&mut self, defaults: StartRequest) {
+        let present = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+        if !present(&self.session) && present(&defaults.session) {
+            self.session = defaults.session;
+        }
+        self.max_iterations = self.max_iterations.take().or(defaults.max_iterations);
+        self.completion_promise = self
+            .completion_promise
+            .take()
+            .or(defaults.completion_promise);
+        self.claim_within = self.claim_within.take().or(defaults.claim_within);
+        self.stall_after = self.stall_after.take().or(defaults.stall_after);
+        self.max_duration = self.max_duration.take().or(defaults.max_duration);
+        self.max_tokens = self.max_tokens.take().or(defaults.max_tokens);
+        self.prompt_file = self.prompt_file.take().or(defaults.prompt_file);
+        self.state_dir = self.state_dir.take().or(defaults.state_dir);
+        self.next_session |= defaults.next_session;
+        self.help |= defaults.help;
+    }
+}
+
+/// A word of the arguments: its text (outer quotes removed) and where it stood in raw text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Word {
+    pub text: String,
+    pub span: Option<(usize, usize)>,
+    quoted: bool,
+}
+
+impl Word {
+    pub fn plain(text: &str) -> Word {
+        Word {
+            text: text.to_string(),
+            span: None,
+            quoted: false,
+        }
+    }
+}
+
+/// Splits raw argument text into words without a shell: whitespace separates words; a word
+/// that opens with `"` or `'` runs to the matching quote (an apostrophe inside a word, as in
+/// `don't`, is just a letter); nothing is expanded.
+pub fn split_words(raw: &str) -> Vec<Word> {
+    let bytes = raw.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if let Some(end) = quoted_end(raw, i) {
+            words.push(Word {
+                text: raw[i + 1..end - 1].to_string(),
+                span: Some((start, end)),
+                quoted: true,
+            });
+            i = end;
+            continue;
+        }
+        let mut text = String::new();
+        while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+            // `--flag="a b"`: a quoted value after `=` runs to its closing quote.
+            if bytes[i] == b'='
+                && raw[start..].starts_with("--")
+                && let Some(end) = quoted_end(raw, i + 1)
+            {
+                text.push('=');
+                text.push_str(&raw[i + 2..end - 1]);
+                i = end;
+                break;
+            }
+            let c = raw[i..].chars().next().unwrap_or(' ');
+            text.push(c);
+            i += c.len_utf8();
+        }
+        words.push(Word {
+            text,
+            span: Some((start, i)),
+            quoted: false,
+        });
+    }
+    words
+}
+
+/// When a quote opens at `at` and closes before whitespace or the end: the index after it.
+fn quoted_end(raw: &str, at: usize) -> Option<usize> {
+    let quote = *raw.as_bytes().get(at)?;
+    if !matches!(quote, b'"' | b'\'') {
+        return None;
+    }
+    let end = at + 1 + raw[at + 1..].find(char::from(quote))? + 1;
+    (end == raw.len() || raw.as_bytes()[end].is_ascii_whitespace()).then_some(end)
+}
+
+const VALUE_FLAGS: [&str; 9] = [
+    "--max-iterations",
+    "--completion-promise",
+    "--session",
+    "--claim-within",
+    "--prompt-file",
+    "--state-dir",
+    "--stall-after",
+    "--max-duration",
+    "--max-tokens",
+];
+
+/// How many of `args` are leading flags with their values (up to `--` or the first word
+/// of the prompt).
+pub fn leading_flags(args: &[String]) -> usize {
+    let mut i = 0;
+    while i < args.len() && is_flag_word(&args[i]) {
+        let takes_value = !args[i].contains('=') && VALUE_FLAGS.contains(&args[i].as_str());
+        i += if takes_value { 2 } else { 1 };
+    }
+    i.min(args.len())
+}
+
+/// `--name` or `--name=value`: two dashes and a letter (`---` and `--` are not flags).
+fn is_flag_word(text: &str) -> bool {
+    text.len() > 2 && text.starts_with("--") && text.as_bytes()[2].is_ascii_alphabetic()
+}
+
+/// Parses `loop start` words: flags before the prompt and after it, in `--flag value` or
+/// `--flag=value` form; `--` ends the flags and everything after it is prompt. An unknown flag,
+/// or one of ours inside the prompt, is an error: a flag is never swallowed into the prompt.
+/// With `raw`, the prompt is cut from it verbatim; otherwise its words are joined by spaces.
+pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
+    let mut request = StartRequest::default();
+    let mut i = 0;
+    let mut end = words.len();
+    // Leading flags.
+    while i < end {
+        let text = words[i].text.as_str();
+        if text == "--" && !words[i].quoted {
+            i += 1;
+            break;
+        }
+        if words[i].quoted || !(is_flag_word(text) || (i == 0 && text == "-h")) {
+            // A short flag where the flags are (`-n 3`): loop start has none but -h, and one
+            // taken for the start of the prompt would be blamed on a flag after it.
+            if !words[i].quoted && is_short_flag(text, words.get(i + 1).map(|w| w.text.as_str())) {
+                return Err(Error::usage(format!(
+                    "unknown flag {text} for `loop start`; its flags are long ones ({}, --next-session); to start the prompt with {text}, put -- before it",
+                    VALUE_FLAGS.join(", ")
+                )));
+            }
+            break;
+        }
+        i += take_flag(&mut request, &words[i..end])?;
+    }
+    // Trailing flags, unless `--` ended them.
+    let ended = i > 0 && words[i - 1].text == "--";
+    if !ended {
+        loop {
+            if end > i && !words[end - 1].quoted && is_flag_word(&words[end - 1].text) {
+                take_flag(&mut request, &words[end - 1..end])?;
+                end -= 1;
+            } else if end >= i + 2
+                && !words[end - 2].quoted
+                && VALUE_FLAGS.contains(&words[end - 2].text.as_str())
+            {
+                take_flag(&mut request, &words[end - 2..end])?;
+                end -= 2;
+            } else {
+                break;
+            }
+        }
+        if let Some(word) = words[i..end]
+            .iter()
+            .find(|w| !w.quoted && flag_name(&w.text).is_some())
+        {
+            return Err(Error::usage(format!(
+                "{} stands inside the prompt: flags go before or after it; to keep it as text, quote it, put -- before the prompt, or use --prompt-file",
+                word.text
+            )));
+        }
+    }
+    if i < end {
+        let prompt = match (raw, words[i].span, words[end - 1].span) {
+            (Some(raw), Some((start, _)), Some((_, stop))) => {
+                if end - i == 1 && words[i].quoted {
+                    words[i].text.clone()
+                } else {
+                    raw[start..stop].to_string()
+                }
+            }
+            _ => words[i..end]
+                .iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        request.prompt = Some(prompt);
+    }
+    Ok(request)
+}
+
+/// `-n 3`, `-m --completion-promise`: a dash and one letter, followed by a number or by a
+/// flag, which reads as a short flag meant as one (`-fix the parser` or `-v output is wrong`
+/// read as the prompt's own words, as they always did).
+fn is_short_flag(text: &str, next: Option<&str>) -> bool {
+    let bytes = text.as_bytes();
+    let short = bytes.len() == 2 && bytes[0] == b'-' && bytes[1].is_ascii_alphabetic();
+    let flag_like = |next: &str| {
+        next.starts_with("--") || (!next.is_empty() && next.bytes().all(|b| b.is_ascii_digit()))
+    };
+    short && next.is_some_and(flag_like)
+}
+
+fn flag_name(text: &str) -> Option<&str> {
+    let name = text.split_once('=').map_or(text, |(name, _)| name);
+    is_flag_word(name).then_some(name)
+}
+
+/// Applies the flag at `words[0]`, returning how many words it used.
+fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
+    let text = words[0].text.as_str();
+    let (name, inline) = match text.split_once('=') {
+        Some((name, value)) => (name, Some(value.to_string())),
+        None => (text, None),
+    };
+    if name == "-h" || name == "--help" {
+        request.help = true;
+        return Ok(1);
+    }
+    if name == "--next-session" {
+        if inline.is_some() {
+            return Err(Error::usage("--next-session takes no value"));
+        }
+        request.next_session = true;
+        return Ok(1);
+    }
+    if !VALUE_FLAGS.contains(&name) {
+        let meant = match name {
+            "--promise" | "--completion" | "--done" => Some("--completion-promise"),
+            "--max" | "--iterations" | "--max-iteration" | "--max-passes" => {
+                Some("--max-iterations")
+            }
+            "--prompt" | "--file" => Some("--prompt-file"),
+            _ => None,
+        };
+        let hint = meant.map_or(String::new(), |m| format!(" (did you mean {m}?)"));
+        return Err(Error::usage(format!(
+            "unknown flag {name} for `loop start`{hint}; the flags are {} and --next-session",
+            VALUE_FLAGS.join(", ")
+        )));
+    }
+    let (value, used) = match inline {
+        Some(value) => (value, 1),
+        None => match words.get(1) {
+            Some(word) => (word.text.clone(), 2),
+            None => return Err(Error::usage(format!("{name} needs a value"))),
+        },
+    };
+    let given_twice = || Error::usage(format!("{name} is given twice; give each flag once"));
+    match name {
+        "--prompt-file" | "--state-dir" => {
+            let slot = if name == "--prompt-file" {
+                &mut request.prompt_file
+            } else {
+                &mut request.state_dir
+            };
+            if slot.replace(PathBuf::from(value)).is_some() {
+                return Err(given_twice());
+            }
+        }
+        _ => {
+            let slot = match name {
+                "--max-iterations" => &mut request.max_iterations,
+                "--completion-promise" => &mut request.completion_promise,
+                "--session" => &mut request.session,
+                "--stall-after" => &mut request.stall_after,
+                "--max-duration" => &mut request.max_duration,
+                "--max-tokens" => &mut request.max_tokens,
+                _ => &mut request.claim_within,
+            };
+            if slot.replace(value).is_some() {
+                return Err(given_twice());
+            }
+        }
+    }
+    Ok(used)
+}
+
+/// Parses `--max-duration`: a duration (`45s`, `30m`, `2h`, `7d`) of at least a second.
+pub fn parse_max_duration(text: &str) -> Result<Duration> {
+    let duration = time::parse_duration(text)?;
+    if duration < Duration::from_secs(1) {
+        return Err(Error::usage(format!(
+            "--max-duration takes a duration of a second or more (45s, 30m, 2h, 7d), not {text:?}"
+        )));
+    }
+    Ok(duration)
+}
+
+/// Parses `--max-tokens`: a whole number of tokens, 1 or more (`500000`, or `500k`, `2m`).
+pub fn parse_max_tokens(text: &str) -> Result<u64> {
+    let (digits, scale) = match text.as_bytes().last() {
+        Some(b'k' | b'K') => (&text[..text.len() - 1], 1_000),
+        Some(b'm' | b'M') => (&text[..text.len() - 1], 1_000_000),
+        _ => (text, 1),
+    };
+    match digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+    {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--max-tokens takes a whole number of tokens (500000, 500k, 2m), not {text:?}"
+        ))),
+    }
+}
+
+/// Parses `--stall-after`: 0 (never), or 2 to 10000 passes (one pass is no repeat).
+pub fn parse_stall_after(text: &str) -> Result<u32> {
+    match text.parse::<u32>() {
+        Ok(n) if n == 0 || (2..=MAX_ITERATIONS).contains(&n) => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--stall-after takes 0 (never) or a whole number of passes from 2 to {MAX_ITERATIONS}, not {text:?}: it counts the same message on that many passes in a row"
+        ))),
+    }
+}
+
+/// Parses `--max-iterations`: 1 to 10000.
+pub fn parse_max_iterations(text: &str) -> Result<u32> {
+    match text.parse::<u32>() {
+        Ok(n) if (1..=MAX_ITERATIONS).contains(&n) => Ok(n),
+        _ => Err(Error::usage(format!(
+            "--max-iterations takes a whole number from 1 to {MAX_ITERATIONS}, not {text:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> StartRequest {
+        parse_start(&split_words(text), Some(text)).unwrap()
+    }
+
+    #[test]
+    fn leading_flags_in_both_forms_then_the_prompt_verbatim() {
+        let r =
+            raw("--max-iterations=5 --completion-promise 'ALL DONE' Fix it; don't stop $(x) \"q\"");
+        assert_eq!(r.max_iterations.as_deref(), Some("5"));
+        assert_eq!(r.completion_promise.as_deref(), Some("ALL DONE"));
+        assert_eq!(r.prompt.as_deref(), Some("Fix it; don't stop $(x) \"q\""));
+    }
+
+    #[test]
+    fn trailing_flags_as_ralph_users_write_them() {
+        let r = raw("Fix the tests --max-iterations 5 --completion-promise=\"ALL TESTS PASS\"");
+        assert_eq!(r.prompt.as_deref(), Some("Fix the tests"));
+        assert_eq!(r.max_iterations.as_deref(), Some("5"));
+        assert_eq!(r.completion_promise.as_deref(), Some("ALL TESTS PASS"));
+    }
+
+    #[test]
+    fn a_single_quoted_prompt_loses_its_quotes() {
+        assert_eq!(
+            raw("--max-iterations 2 \"Fix it\"").prompt.as_deref(),
+            Some("Fix it")
+        );
+    }
+
+    #[test]
+    fn multi_line_prompt_with_dashes_is_kept() {
+        let text =
+            "--max-iterations 3 --completion-promise DONE ---\ntitle: x\n---\nBody  with  spaces\n";
+        assert_eq!(
+            raw(text).prompt.as_deref(),
+            Some("---\ntitle: x\n---\nBody  with  spaces")
+        );
+    }
+
+    #[test]
+    fn unknown_flags_and_our_flags_inside_the_prompt_are_refused() {
+        let words = split_words("--max-iterations 3 --verbose Fix");
+        assert!(
+            parse_start(&words, None)
+                .unwrap_err()
+                .to_string()
+                .contains("--verbose")
+        );
+        let text = "--max-iterations 3 Fix --completion-promise DONE it";
+        assert!(
+            parse_start(&split_words(text), Some(text))
+                .unwrap_err()
+                .to_string()
+                .contains("inside the prompt")
+        );
+    }
+
+    #[test]
+    fn a_prompt_ending_in_dash_h_keeps_it() {
+        assert_eq!(
+            raw("--max-iterations 2 list files with ls -h")
+                .prompt
+                .as_deref(),
+            Some("list files with ls -h")
+        );
+        assert!(raw("-h").help);
+    }
+
+    #[test]
+    fn double_dash_ends_the_flags() {
+        let text = "--max-iterations 3 -- --max-iterations is a flag";
+        assert_eq!(
+            raw(text).prompt.as_deref(),
+            Some("--max-iterations is a flag")
+        );
+    }
+}

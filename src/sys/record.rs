@@ -1,0 +1,185 @@
+//! A record that is rewritten on every Stop with one sync (SPEC P6, issue 14): two checksummed
+//! slots in one file, each holding a sequence number and a whole copy of the record. A write
+//! goes into the slot the current copy is not in, with `pwrite` and one `fdatasync`, never a
+//! rename: a crash at any instant leaves the old copy or the new one, and a torn slot is told
+//! by its checksum. Creating the file is the one atomic write (temp file, rename, directory
+//! sync), done once.
+//!
+//! Slot layout: `VIGILR02`, the sequence number (u64 LE), the payload's length (u32 LE), four
+//! zero bytes, the sha256 of sequence number, length and payload, then the payload.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8; 8] = b"VIGILR02";
+const HEADER: usize = 8 + 8 + 4 + 4 + 32;
+/// Each slot's size: room for the longest loop prompt (16,000 characters, escaped in JSON)
+/// and everything else a session records.
+pub const SLOT: usize = 256 * 1024;
+/// The largest payload a slot holds.
+pub const MAX_PAYLOAD: usize = SLOT - HEADER;
+
+/// What reading a record found.
+#[derive(Debug)]
+pub enum Read {
+    /// No such file.
+    Missing,
+    /// The newest whole copy, and its sequence number.
+    Found { payload: Vec<u8>, seq: u64 },
+    /// A file is there, but no slot holds a whole copy (or it is not a regular file).
+    Corrupt(String),
+}
+
+/// Reads the newest whole copy. The file is opened never through a symlink and never waiting
+/// on a FIFO.
+pub fn read(path: &Path) -> Read {
+    let file = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
+        Err(e) => return Read::Corrupt(crate::error::plain_io(&e)),
+    };
+    match file.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() == 2 * SLOT as u64 => {}
+        Ok(meta) if meta.is_file() => {
+            return Read::Corrupt(format!(
+                "it is {} bytes, not the {} of a record",
+                meta.len(),
+                2 * SLOT
+            ));
+        }
+        Ok(_) => return Read::Corrupt("it is not a regular file".into()),
+        Err(e) => return Read::Corrupt(crate::error::plain_io(&e)),
+    }
+    let newest = (0..2)
+        .filter_map(|slot| read_slot(&file, slot))
+        .max_by_key(|(seq, _)| *seq);
+    match newest {
+        Some((seq, payload)) => Read::Found { payload, seq },
+        None => Read::Corrupt("neither of its two copies is whole".into()),
+    }
+}
+
+fn read_slot(file: &File, slot: usize) -> Option<(u64, Vec<u8>)> {
+    let offset = (slot * SLOT) as u64;
+    let mut header = [0u8; HEADER];
+    file.read_exact_at(&mut header, offset).ok()?;
+    if &header[..8] != MAGIC || header[20..24] != [0; 4] {
+        return None;
+    }
+    let seq = u64::from_le_bytes(header[8..16].try_into().ok()?);
+    let len = u32::from_le_bytes(header[16..20].try_into().ok()?) as usize;
+    if len > MAX_PAYLOAD {
+        return None;
+    }
+    let mut payload = vec![0u8; len];
+    file.read_exact_at(&mut payload, offset + HEADER as u64)
+        .ok()?;
+    (digest(seq, &payload) == header[24..56]).then_some((seq, payload))
+}
+
+fn digest(seq: u64, payload: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(seq.to_le_bytes());
+    hasher.update((payload.len() as u32).to_le_bytes());
+    hasher.update(payload);
+    hasher.finalize().into()
+}
+
+fn slot_bytes(seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(HEADER + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&seq.to_le_bytes());
+    bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&[0; 4]);
+    bytes.extend_from_slice(&digest(seq, payload));
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// Writes `payload` as copy number `seq` (one more than the copy read, or 1 for a new record).
+/// An existing record takes it in the other slot with one `pwrite` and one `fdatasync`; a new
+/// one is made whole and renamed into place.
+pub fn write(path: &Path, seq: u64, payload: &[u8]) -> std::io::Result<()> {
+    if payload.len() > MAX_PAYLOAD {
+        return Err(std::io::Error::other(format!(
+            "the record would be {} bytes, over the {MAX_PAYLOAD} a slot holds",
+            payload.len()
+        )));
+    }
+    let slot = (seq % 2) as usize;
+    let bytes = slot_bytes(seq, payload);
+    if seq == 1 || std::fs::symlink_metadata(path).is_err() {
+        let mut image = vec![0u8; 2 * SLOT];
+        image[slot * SLOT..slot * SLOT + bytes.len()].copy_from_slice(&bytes);
+        return crate::sys::atomic::write_atomic(path, &image, 0o600);
+    }
+    let file = File::options()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() != 2 * SLOT as u64 {
+        return Err(std::io::Error::other("it is not a record"));
+    }
+    file.write_all_at(&bytes, (slot * SLOT) as u64)?;
+    file.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(path: &Path) -> (u64, Vec<u8>) {
+        match read(path) {
+            Read::Found { payload, seq } => (seq, payload),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_newest_whole_copy_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.rec");
+        assert!(matches!(read(&path), Read::Missing));
+        write(&path, 1, b"one").unwrap();
+        assert_eq!(found(&path), (1, b"one".to_vec()));
+        write(&path, 2, b"two").unwrap();
+        write(&path, 3, b"three").unwrap();
+        assert_eq!(found(&path), (3, b"three".to_vec()));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * SLOT as u64);
+    }
+
+    #[test]
+    fn a_torn_copy_leaves_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.rec");
+        write(&path, 1, b"old").unwrap();
+        write(&path, 2, b"new").unwrap();
+        // Tear copy 2 (slot 0): any changed byte of it fails its checksum.
+        let file = File::options().write(true).open(&path).unwrap();
+        file.write_all_at(b"X", HEADER as u64 + 1).unwrap();
+        assert_eq!(found(&path), (1, b"old".to_vec()));
+        file.write_all_at(b"Y", SLOT as u64 + 20).unwrap();
+        assert!(matches!(read(&path), Read::Corrupt(_)));
+    }
+
+    #[test]
+    fn a_file_of_another_size_or_kind_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.rec");
+        std::fs::write(&path, b"{\"status\":\"passed\"}").unwrap();
+        assert!(matches!(read(&path), Read::Corrupt(_)));
+        assert!(write(&path, 5, b"x").is_err());
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        assert!(matches!(read(&path), Read::Corrupt(_)));
+        assert!(write(&path, 1, &vec![0; MAX_PAYLOAD + 1]).is_err());
+    }
+}
