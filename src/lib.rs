@@ -22,8 +22,10 @@
 //! | [`gate`] | the Stop hook's decision: the loop, the check command, the markers, the budget | §4 |
 //! | [`install`] | settings merge, `--protect`, planted code, Codex trust, the doctor | §8, §9 |
 
-pub mod error;
+// One layer per group, lowest first (rustfmt keeps the order of groups).
 pub mod exit;
+
+pub mod error;
 
 pub mod sys;
 
@@ -44,6 +46,9 @@ pub mod handoff;
 pub mod gate;
 
 pub mod install;
+
+#[cfg(test)]
+mod layers;
 
 pub use error::{Error, Result};
 pub use exit::Exit;

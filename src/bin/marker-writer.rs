@@ -8,17 +8,34 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use std::time::Duration;
-use vigil::exit::Code as ExitCode;
 use vigil::evidence::payload;
+use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::flags;
 use vigil::cli::flags::{help, number, print, shell_quote, string_value};
-use vigil::evidence::marker::{self};
 use vigil::cli::output::diagnostic;
+use vigil::error;
+use vigil::evidence::marker::{self};
+use vigil::evidence::notes;
+use vigil::evidence::notes::MAX_FETCH;
+use vigil::evidence::notes::SyncOptions;
 use vigil::evidence::payload::{CheckName, Payload, Run, Status};
-use vigil::sys::process::{self, Outcome};
-use vigil::state::project::Project;
+use vigil::evidence::signing;
+use vigil::evidence::signing::SignKey;
+use vigil::evidence::signing::Trust;
+use vigil::evidence::snapshot;
+use vigil::evidence::subject;
+use vigil::evidence::subject::Limits;
 use vigil::evidence::subject::Subject;
+use vigil::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE;
+use vigil::handoff::repo;
+use vigil::reach::confine;
+use vigil::reach::confine::Plan;
+use vigil::reach::confine::Unavailable;
+use vigil::state::project::Project;
+use vigil::sys::digest;
+use vigil::sys::process::{self, Outcome};
 use vigil::sys::time;
 use vigil::{Error, Exit, Result};
 
@@ -120,7 +137,7 @@ Options:
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run_main() {
@@ -190,7 +207,7 @@ fn run_main() -> Result<u8> {
         let out = options
             .out
             .ok_or_else(|| Error::usage("`keygen` needs --out DIR"))?;
-        let (secret, public) = vigil::evidence::signing::keygen(&out)?;
+        let (secret, public) = signing::keygen(&out)?;
         return print(
             format!(
                 "marker-writer: secret key {} (keep it from the agent), public key {} (commit it, or trust it with `marker-writer trust`)\n",
@@ -206,7 +223,7 @@ fn run_main() -> Result<u8> {
         let file = options.key_file.ok_or_else(|| {
             Error::usage("`trust` needs the public key file, e.g. vigil-marker.pub")
         })?;
-        let (id, path) = vigil::evidence::signing::trust(&project, &file, options.global)?;
+        let (id, path) = signing::trust(&project, &file, options.global)?;
         let scope = if options.global {
             "every project"
         } else {
@@ -226,7 +243,7 @@ fn run_main() -> Result<u8> {
     }
     // A key that cannot be read stops a writer before it runs anything.
     let signer = if matches!(action, "run" | "write") {
-        vigil::evidence::signing::sign_key(options.sign_key.as_deref())?
+        signing::sign_key(options.sign_key.as_deref())?
     } else {
         None
     };
@@ -246,11 +263,9 @@ fn run_main() -> Result<u8> {
             payload::MAX_NOTE
         )));
     }
-    let limits = vigil::evidence::subject::Limits {
-        max_file_size: options
-            .max_file_size
-            .unwrap_or(vigil::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE),
-        ..vigil::evidence::subject::Limits::default()
+    let limits = Limits {
+        max_file_size: options.max_file_size.unwrap_or(DEFAULT_MAX_FILE_SIZE),
+        ..Limits::default()
     };
     if options.publish && subject != Subject::Worktree {
         return Err(Error::usage(
@@ -280,10 +295,10 @@ fn run_main() -> Result<u8> {
     let subject_id = match subject {
         // Hashed as it streams: standard input may be larger than memory.
         Subject::Stdin => {
-            let hex = vigil::sys::digest::sha256_reader(std::io::stdin().lock()).map_err(|e| {
+            let hex = digest::sha256_reader(std::io::stdin().lock()).map_err(|e| {
                 Error::Io(format!(
                     "cannot read standard input: {}",
-                    vigil::error::plain_io(&e)
+                    error::plain_io(&e)
                 ))
             })?;
             format!("sha256:{hex}")
@@ -307,11 +322,11 @@ fn run_main() -> Result<u8> {
             let mut payload = payload(&check, status, &subject_id, None, options.note);
             payload.command = options.bound_to;
             if let Some(key) = &signer {
-                vigil::evidence::signing::sign(key, &mut payload);
+                signing::sign(key, &mut payload);
             }
             let (path, _) = marker::write(&project, &payload)?;
             if options.publish {
-                vigil::evidence::notes::publish(&project, &payload, publish_deadline())?;
+                notes::publish(&project, &payload, publish_deadline())?;
             }
             print(
                 format!(
@@ -325,7 +340,7 @@ fn run_main() -> Result<u8> {
         }
         "verify" => {
             let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
-            let trust = vigil::evidence::signing::trusted_keys(&project, options.verify_key.as_deref())?;
+            let trust = signing::trusted_keys(&project, options.verify_key.as_deref())?;
             let command = options.bound_to.as_deref();
             match marker::verify_from(&project, &check, &subject_id, max_age, &trust, command) {
                 Ok((payload, source)) => print(
@@ -402,7 +417,7 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             Long("check-network") if action == "run" => options.check_network = true,
             Long("check-write") if action == "run" => options
                 .check_write
-                .push(vigil::cli::flags::absolute_dir(&mut parser, "--check-write")?),
+                .push(flags::absolute_dir(&mut parser, "--check-write")?),
             Long("publish") if matches!(action, "run" | "write") => options.publish = true,
             Long("all") if action == "show" => options.all = true,
             Long("remote") if action == "sync" => {
@@ -410,19 +425,14 @@ fn parse(action: &str, args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("push") if action == "sync" => options.push = true,
             Long("max-fetch") if action == "sync" => {
-                options.max_fetch = Some(vigil::cli::flags::size(&string_value(
-                    &mut parser,
-                    "--max-fetch",
-                )?)?)
+                options.max_fetch = Some(flags::size(&string_value(&mut parser, "--max-fetch")?)?)
             }
             Long("keep-env") if action == "run" => options
                 .keep_env
                 .push(string_value(&mut parser, "--keep-env")?),
             Long("max-file-size") if !matches!(action, "keygen" | "trust" | "sync") => {
-                options.max_file_size = Some(vigil::cli::flags::size(&string_value(
-                    &mut parser,
-                    "--max-file-size",
-                )?)?)
+                options.max_file_size =
+                    Some(flags::size(&string_value(&mut parser, "--max-file-size")?)?)
             }
             Long("status") if action == "write" => {
                 options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
@@ -486,9 +496,9 @@ fn run(
     check: &CheckName,
     subject: &Subject,
     subject_id: Option<&str>,
-    limits: vigil::evidence::subject::Limits,
+    limits: Limits,
     options: Options,
-    signer: Option<&vigil::evidence::signing::SignKey>,
+    signer: Option<&SignKey>,
 ) -> Result<u8> {
     let shown = options
         .command
@@ -510,7 +520,7 @@ fn run(
     let snapshot = match subject_id {
         Some(_) => None,
         None => {
-            let snapshot = vigil::evidence::snapshot::take(project, limits)?;
+            let snapshot = snapshot::take(project, limits)?;
             if !snapshot.protected {
                 diagnostic(
                     NAME,
@@ -540,12 +550,12 @@ fn run(
     };
     let mut cmd = match &snapshot {
         Some(snapshot) => {
-            let plan = vigil::reach::confine::Plan {
+            let plan = Plan {
                 work: snapshot.path().to_path_buf(),
                 cwd: snapshot.cwd.clone(),
                 writable: options.check_write.clone(),
                 network: options.check_network,
-                hide: vigil::evidence::signing::sign_key_path(options.sign_key.as_deref())
+                hide: signing::sign_key_path(options.sign_key.as_deref())
                     .into_iter()
                     .collect(),
                 project_state: project.state.clone(),
@@ -553,23 +563,23 @@ fn run(
                 // The snapshot is removed whole; nothing of the project is made.
                 ledger: None,
             };
-            let made = vigil::reach::confine::working_sandbox().and_then(|bwrap| {
-                vigil::reach::confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
+            let made = confine::working_sandbox().and_then(|bwrap| {
+                confine::command(&bwrap, &plan, &options.command[0], &options.command[1..])
             });
             match made {
                 Ok((cmd, c)) => {
                     confined = Some(c);
                     cmd
                 }
-                Err(vigil::reach::confine::Unavailable::Project(why)) => {
+                Err(Unavailable::Project(why)) => {
                     return Err(Error::Io(format!(
                         "`{shown}` cannot be confined ({why}); no marker written"
                     )));
                 }
-                Err(vigil::reach::confine::Unavailable::Machine(why)) => {
+                Err(Unavailable::Machine(why)) => {
                     unconfined = Some(format!("unconfined, with your rights: {why}"));
                     let mut cmd = plain();
-                    vigil::sys::process::clean_env(&mut cmd, &options.keep_env);
+                    process::clean_env(&mut cmd, &options.keep_env);
                     cmd.current_dir(&snapshot.cwd);
                     cmd
                 }
@@ -596,7 +606,7 @@ fn run(
         Err(e) => {
             diagnostic(
                 NAME,
-                &format!("cannot run `{shown}`: {}", vigil::error::plain_io(&e)),
+                &format!("cannot run `{shown}`: {}", error::plain_io(&e)),
             );
             return Ok(127);
         }
@@ -649,11 +659,11 @@ fn run(
     };
     let mut payload = payload(check, status, &subject_id, Some(record), note);
     if let Some(key) = signer {
-        vigil::evidence::signing::sign(key, &mut payload);
+        signing::sign(key, &mut payload);
     }
     let written = marker::write(project, &payload).and_then(|_| {
         if options.publish {
-            vigil::evidence::notes::publish(project, &payload, publish_deadline())?;
+            notes::publish(project, &payload, publish_deadline())?;
         }
         Ok(())
     });
@@ -704,16 +714,16 @@ fn payload(
 fn sync(project: &Project, options: &Options) -> Result<u8> {
     let remote = options.remote.as_deref().unwrap_or("origin");
     let deadline = time::Deadline::after(options.timeout.unwrap_or(Duration::from_secs(30)));
-    let url = vigil::evidence::notes::remote_url(project, remote, deadline)?;
-    let max_fetch = options.max_fetch.unwrap_or(vigil::evidence::notes::MAX_FETCH);
+    let url = notes::remote_url(project, remote, deadline)?;
+    let max_fetch = options.max_fetch.unwrap_or(MAX_FETCH);
     // A remote given as a URL may carry its token: it is never said.
-    let remote = vigil::evidence::notes::redact(remote);
-    let sync_options = vigil::evidence::notes::SyncOptions {
+    let remote = notes::redact(remote);
+    let sync_options = SyncOptions {
         push: options.push,
         max_fetch,
         checks: options.checks.clone(),
     };
-    let synced = vigil::evidence::notes::sync(project, &url, &sync_options, deadline)
+    let synced = notes::sync(project, &url, &sync_options, deadline)
         .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
     for skipped in &synced.skipped {
         diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));
@@ -740,10 +750,10 @@ fn show_all(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
-    limits: vigil::evidence::subject::Limits,
+    limits: Limits,
     options: &Options,
 ) -> Result<u8> {
-    let trust = vigil::evidence::signing::trusted_keys(project, options.verify_key.as_deref())?;
+    let trust = signing::trusted_keys(project, options.verify_key.as_deref())?;
     let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
     let mut found: Vec<(Payload, &str, String)> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
@@ -764,7 +774,7 @@ fn show_all(
             Err(denial) => unreadable.push(format!("  local  denied: {}\n", denial.describe())),
         }
     }
-    for note in vigil::evidence::notes::read(project, check, subject_id) {
+    for note in notes::read(project, check, subject_id) {
         match note {
             Ok(payload) => {
                 let verdict = verdict(&payload, check, subject_id, max_age, &trust, true);
@@ -804,7 +814,7 @@ fn verdict(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &vigil::evidence::signing::Trust,
+    trust: &Trust,
     committed: bool,
 ) -> String {
     if !committed {
@@ -819,8 +829,8 @@ fn verdict(
 /// Which paths differ between this content and the nearest content a marker of `check` was
 /// published for (the newest 20 looked at; a published tree must be in this repository's
 /// objects to be compared).
-fn nearest(project: &Project, check: &CheckName, limits: vigil::evidence::subject::Limits) -> String {
-    let mut published = vigil::evidence::notes::published(project, check);
+fn nearest(project: &Project, check: &CheckName, limits: Limits) -> String {
+    let mut published = notes::published(project, check);
     published.sort_by_key(|(_, payloads)| {
         std::cmp::Reverse(payloads.iter().map(|p| p.created_at.clone()).max())
     });
@@ -828,17 +838,17 @@ fn nearest(project: &Project, check: &CheckName, limits: vigil::evidence::subjec
     if published.is_empty() {
         return "  nothing is published for this check: run `marker-writer sync` to fetch what CI published\n".into();
     }
-    let here = match vigil::evidence::subject::worktree_listing(project, limits) {
+    let here = match subject::worktree_listing(project, limits) {
         Ok(here) => here,
         Err(e) => return format!("  cannot list this content: {e}\n"),
     };
     let here: std::collections::BTreeMap<String, String> = here.into_iter().collect();
     let mut best: Option<(String, Vec<String>)> = None;
     for (subject, _) in &published {
-        let Some(tree) = vigil::evidence::notes::object_id(subject) else {
+        let Some(tree) = notes::object_id(subject) else {
             continue;
         };
-        let Ok(listed) = vigil::handoff::repo::git(
+        let Ok(listed) = repo::git(
             &project.dir,
             // Informs only; and never fetches a missing tree from a promisor remote the
             // project's config names (that runs its upload-pack).

@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::flags;
 use vigil::cli::flags::{help, number, print, string_value};
-use vigil::verdict::defang::defang_bytes;
 use vigil::cli::hook::HookInput;
 use vigil::cli::input::Source;
 use vigil::cli::output::{diagnostic, stdout};
+use vigil::verdict::defang::defang_bytes;
 use vigil::verdict::promise::{Promise, Verdict, assess};
 use vigil::verdict::terminal::{self, DEFAULT_COLS, DEFAULT_TAIL};
 use vigil::verdict::token::{self, Prefix, Token};
@@ -102,7 +103,7 @@ Options:
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run() {

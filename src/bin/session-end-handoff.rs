@@ -9,13 +9,19 @@ use std::time::Duration;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::flags;
 use vigil::cli::flags::{help, string_value};
-use vigil::handoff::{self, HandoffKind};
+use vigil::cli::hook::HookEvent;
 use vigil::cli::hook::HookInput;
 use vigil::cli::input::Source;
 use vigil::cli::output::diagnostic;
+use vigil::handoff::{self, HandoffKind};
+use vigil::state::loop_state::Failure;
+use vigil::state::loops;
 use vigil::state::project::{Project, SessionId};
+use vigil::sys::time;
 use vigil::sys::time::Deadline;
+use vigil::verdict::defang;
 use vigil::{Error, Result};
 
 const NAME: &str = "session-end-handoff";
@@ -65,15 +71,15 @@ struct Options {
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
-    if let Some(code) = vigil::cli::flags::check_config(NAME, 1, || {
+    if let Some(code) = flags::check_config(NAME, 1, || {
         parse(std::env::args_os().skip(1).collect()).map(drop)
     }) {
         return code;
     }
-    if vigil::cli::flags::disabled() {
+    if flags::disabled() {
         return ExitCode::SUCCESS;
     }
     let deadline = Deadline::after(BUDGET);
@@ -102,21 +108,21 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
     // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
     // interrupted, for the session's next stop; the checkpoint below tells it too.
-    if input.event() == Some(vigil::cli::hook::HookEvent::StopFailure)
+    if input.event() == Some(HookEvent::StopFailure)
         && let Some((error, error_details, message)) = handoff::failure_fields(&input, 200)
     {
-        let failure = vigil::state::loop_state::Failure {
+        let failure = Failure {
             error,
             error_details,
             message,
-            at: vigil::sys::time::now_rfc3339(),
+            at: time::now_rfc3339(),
             iteration: None,
             agent_id: input
                 .agent_id
                 .as_deref()
-                .map(|id| vigil::verdict::defang::field_max(id, 128)),
+                .map(|id| defang::field_max(id, 128)),
         };
-        if let Err(e) = vigil::state::loops::record_failure(&project, &session, failure) {
+        if let Err(e) = loops::record_failure(&project, &session, failure) {
             diagnostic(
                 NAME,
                 &format!("{e}; the failed turn was not recorded in the session"),
@@ -127,8 +133,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     // on consecutive blocks) is recorded: the loop is interrupted, and the handoff says so.
     // Looked up as a reader: a running loop's place is there already, and none is made.
     if let Some(transcript) = input.transcript_path.as_deref()
-        && let Err(e) =
-            vigil::state::loops::note_engine_cut(&project.clone().for_reading(), &session, transcript)
+        && let Err(e) = loops::note_engine_cut(&project.clone().for_reading(), &session, transcript)
     {
         diagnostic(
             NAME,
@@ -137,8 +142,8 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     }
     // The session is over: a loop still live there is cut, since nothing will judge it again.
     if !options.checkpoint
-        && input.event() == Some(vigil::cli::hook::HookEvent::SessionEnd)
-        && let Err(e) = vigil::state::loops::end_session(&project.clone().for_reading(), &session)
+        && input.event() == Some(HookEvent::SessionEnd)
+        && let Err(e) = loops::end_session(&project.clone().for_reading(), &session)
     {
         diagnostic(
             NAME,

@@ -11,15 +11,19 @@ use vigil::exit::Code as ExitCode;
 use vigil::state::loop_state;
 
 use lexopt::prelude::*;
-use vigil::handoff::briefing::{self, Request};
+use vigil::cli::flags;
 use vigil::cli::flags::{help, string_value};
-use vigil::handoff;
 use vigil::cli::hook::HookInput;
 use vigil::cli::input::Source;
-use vigil::state::loops;
 use vigil::cli::output::{diagnostic, stdout};
+use vigil::error;
+use vigil::handoff;
+use vigil::handoff::briefing::{self, Request};
+use vigil::state::loops;
 use vigil::state::project::{Project, SessionId};
+use vigil::sys::files;
 use vigil::sys::time;
+use vigil::verdict::defang;
 use vigil::{Error, Result};
 
 const NAME: &str = "session-start-loader";
@@ -69,15 +73,15 @@ struct Options {
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
-    if let Some(code) = vigil::cli::flags::check_config(NAME, 1, || {
+    if let Some(code) = flags::check_config(NAME, 1, || {
         parse(std::env::args_os().skip(1).collect()).map(drop)
     }) {
         return code;
     }
-    if vigil::cli::flags::disabled() {
+    if flags::disabled() {
         return ExitCode::SUCCESS;
     }
     if let Err(err) = run() {
@@ -86,7 +90,7 @@ fn real_main() -> ExitCode {
             &format!("{err}; the session starts without a handoff"),
         );
         // Run by hand on a terminal: an error the shell shows (never 2, which would block).
-        if vigil::sys::files::stdin_is_terminal() {
+        if files::stdin_is_terminal() {
             return ExitCode::from(1);
         }
     }
@@ -139,8 +143,8 @@ fn run() -> Result<()> {
                 },
                 state.max_iterations,
                 state.completion_promise,
-                vigil::verdict::defang::keep_head(
-                    &vigil::verdict::defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
+                defang::keep_head(
+                    &defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
                     2000
                 )
                 .lines()
@@ -200,10 +204,7 @@ fn sync_in_background(project: &Project, state_dir: Option<&std::path::Path>, re
         Ok(child) => drop(child),
         Err(e) => diagnostic(
             NAME,
-            &format!(
-                "cannot start marker-writer sync: {}",
-                vigil::error::plain_io(&e)
-            ),
+            &format!("cannot start marker-writer sync: {}", error::plain_io(&e)),
         ),
     }
 }
@@ -228,10 +229,7 @@ fn export_session(session: &SessionId) {
     if let Err(e) = written {
         diagnostic(
             NAME,
-            &format!(
-                "cannot append to $CLAUDE_ENV_FILE: {}",
-                vigil::error::plain_io(&e)
-            ),
+            &format!("cannot append to $CLAUDE_ENV_FILE: {}", error::plain_io(&e)),
         );
     }
 }

@@ -8,9 +8,15 @@ use std::path::PathBuf;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::flags;
 use vigil::cli::flags::{help, print, string_value};
-use vigil::install::finding::Finding;
 use vigil::cli::output::diagnostic;
+use vigil::gate::RequiredMarker;
+use vigil::install::codex;
+use vigil::install::exclude;
+use vigil::install::finding::Finding;
+use vigil::install::gateflags::Changes;
+use vigil::install::protect::Guarded;
 use vigil::install::settings::{self, Binaries, Engine, Plan, Target};
 use vigil::{Error, Exit, Result};
 
@@ -99,7 +105,7 @@ struct Options {
     bin_dir: Option<PathBuf>,
     shared: bool,
     /// The gate flags this install is told to change.
-    gate: vigil::install::gateflags::Changes,
+    gate: Changes,
     codex: bool,
     codex_config: Option<PathBuf>,
     trust: bool,
@@ -112,7 +118,7 @@ struct Options {
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     match run() {
@@ -202,7 +208,7 @@ fn run() -> Result<Exit> {
                     Binaries::Dir(dir) => Some(dir.clone()),
                     Binaries::Search => None,
                 };
-                Some(vigil::install::protect::Guarded::here(bin_dir).ok_or_else(|| {
+                Some(Guarded::here(bin_dir).ok_or_else(|| {
                     Error::usage(
                         "--protect cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
                     )
@@ -226,7 +232,7 @@ fn run() -> Result<Exit> {
             // Codex's own sandbox for the project, where it keeps the agent's commands.
             if engine == Engine::Codex && options.protect && !options.dry_run {
                 let config = target.project().join(".codex/config.toml");
-                let line = if vigil::install::codex::protect(&config)? {
+                let line = if codex::protect(&config)? {
                     format!(
                         "{}: sandbox_mode = \"workspace-write\" (--protect): Codex runs the agent's commands where they write only the project (not .git or .codex) and /tmp, never vigil's state home; Codex reads it once the project is trusted",
                         config.display()
@@ -257,7 +263,7 @@ fn run() -> Result<Exit> {
         "uninstall" => {
             let change = settings::uninstall(&target, options.dry_run)?;
             if engine == Engine::Codex && !options.dry_run {
-                vigil::install::codex::unprotect(&target.project().join(".codex/config.toml"))?;
+                codex::unprotect(&target.project().join(".codex/config.toml"))?;
             }
             if !options.dry_run {
                 keep_out_of_git(&target, true, false);
@@ -286,23 +292,22 @@ fn run() -> Result<Exit> {
 /// files this install wrote for this machine out of git and out of every marker's subject
 /// (`vigil::install::exclude`). A failure is told, and the install stands.
 fn keep_out_of_git(target: &Target, personal: bool, installing: bool) {
-    let Some((file, mut lines)) =
-        vigil::install::exclude::for_install(&target.file, &target.project(), personal)
+    let Some((file, mut lines)) = exclude::for_install(&target.file, &target.project(), personal)
     else {
         return;
     };
-    let legacy: Vec<String> = vigil::install::exclude::legacy_record_line(&target.project())
+    let legacy: Vec<String> = exclude::legacy_record_line(&target.project())
         .into_iter()
         .collect();
     let result = if installing {
-        vigil::install::exclude::update(&file, &lines, &legacy)
+        exclude::update(&file, &lines, &legacy)
     } else {
         // The fallback state's line goes with the last install the record holds.
         if target.has_record() {
             lines.retain(|line| !line.ends_with("/.vigil/state/"));
         }
         lines.extend(legacy);
-        vigil::install::exclude::update(&file, &[], &lines)
+        exclude::update(&file, &[], &lines)
     };
     if let Err(e) = result {
         diagnostic(
@@ -362,7 +367,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("require-marker") => {
                 let value = string_value(&mut parser, "--require-marker")?;
-                vigil::gate::RequiredMarker::parse(&value)?;
+                RequiredMarker::parse(&value)?;
                 options.gate.markers.push(value);
             }
             Long("no-require-marker") => {

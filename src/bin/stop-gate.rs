@@ -9,14 +9,30 @@ use vigil::exit::Code as ExitCode;
 use vigil::state::loop_state;
 
 use lexopt::prelude::*;
+use vigil::cli::flags;
 use vigil::cli::flags::{help, print, string_value};
-use vigil::gate::{self, GateConfig};
+use vigil::cli::hook;
+use vigil::cli::hook::HookEvent;
 use vigil::cli::hook::HookInput;
-use vigil::sys::files::read_capped;
+use vigil::cli::hook::MAX_HOOK_INPUT;
+use vigil::cli::output::{diagnostic, stdout};
+use vigil::gate::slash;
+use vigil::gate::slash::Command;
+use vigil::gate::slash::PromptOutput;
+use vigil::gate::{self, GateConfig};
+use vigil::install::planted;
+use vigil::install::planted::What;
+use vigil::install::settings;
+use vigil::install::settings::live;
+use vigil::reach::guard;
+use vigil::reach::sandbox;
 use vigil::state::loop_state::StartedBy;
 use vigil::state::loops::{self, StartRequest, Word};
-use vigil::cli::output::{diagnostic, stdout};
 use vigil::state::project::{Project, SessionId};
+use vigil::state::session;
+use vigil::sys::files;
+use vigil::sys::files::read_capped;
+use vigil::sys::process;
 use vigil::{Error, Exit, Result};
 
 const NAME: &str = "stop-gate";
@@ -178,7 +194,7 @@ Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 vigil::entry!(real_main);
 
 fn real_main() -> ExitCode {
-    if vigil::cli::flags::start(NAME) {
+    if flags::start(NAME) {
         return ExitCode::SUCCESS;
     }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -195,18 +211,18 @@ fn real_main() -> ExitCode {
         let flags = args.iter().filter(|a| *a != "--check-config").cloned();
         parse_gate(flags.collect()).map(drop)
     };
-    if let Some(code) = vigil::cli::flags::check_config(NAME, 2, check) {
+    if let Some(code) = flags::check_config(NAME, 2, check) {
         return code;
     }
     let config = parse_gate(args);
-    if vigil::cli::flags::disabled() {
+    if flags::disabled() {
         return disabled(config);
     }
     if matches!(config, Ok(None)) {
         let _ = stdout(HELP.as_bytes());
         return ExitCode::SUCCESS;
     }
-    if vigil::sys::files::stdin_is_terminal() {
+    if files::stdin_is_terminal() {
         // Run by hand: say what it expects, and count nothing for a session `unknown`.
         diagnostic(
             NAME,
@@ -223,7 +239,7 @@ fn real_main() -> ExitCode {
     // Stdin is known not to be a terminal (checked above): read it as it is.
     let raw = read_capped(
         std::io::stdin().lock(),
-        vigil::cli::hook::MAX_HOOK_INPUT,
+        MAX_HOOK_INPUT,
         "hook input",
         "-".as_ref(),
     );
@@ -235,7 +251,7 @@ fn real_main() -> ExitCode {
     // as its fields but that is a JSON object naming one.
     let event = match (&input, &raw) {
         (Ok(input), _) => input.hook_event_name.clone(),
-        (Err(_), Ok(bytes)) => vigil::cli::hook::event_name(bytes),
+        (Err(_), Ok(bytes)) => hook::event_name(bytes),
         (Err(_), Err(_)) => None,
     };
     // PreToolUse (under --protect): the file tools write only within the agent's reach. Input
@@ -261,14 +277,14 @@ fn real_main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Ok(prompt) = &input
-        && prompt.event() == Some(vigil::cli::hook::HookEvent::UserPromptSubmit)
+        && prompt.event() == Some(HookEvent::UserPromptSubmit)
     {
         watchdog.answer(prompt_hook(&config, prompt).to_json());
         return ExitCode::SUCCESS;
     }
     let subagent = input
         .as_ref()
-        .is_ok_and(|i| i.event() == Some(vigil::cli::hook::HookEvent::SubagentStop));
+        .is_ok_and(|i| i.event() == Some(HookEvent::SubagentStop));
     watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
@@ -278,12 +294,12 @@ fn real_main() -> ExitCode {
 /// `systemMessage`; a Stop whose session has a loop running says that loop is NOT verified. A
 /// prompt that is not a vigil command passes silently, as always. Run by hand, nothing.
 fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
-    if vigil::sys::files::stdin_is_terminal() {
+    if files::stdin_is_terminal() {
         return ExitCode::SUCCESS;
     }
     let input = read_capped(
         std::io::stdin().lock(),
-        vigil::cli::hook::MAX_HOOK_INPUT,
+        MAX_HOOK_INPUT,
         "hook input",
         "-".as_ref(),
     )
@@ -291,14 +307,14 @@ fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
     .and_then(|bytes| HookInput::parse(&bytes).ok());
     let mut message = "vigil is disabled by VIGIL_DISABLE".to_string();
     match input.as_ref().and_then(HookInput::event) {
-        Some(vigil::cli::hook::HookEvent::UserPromptSubmit) => {
+        Some(HookEvent::UserPromptSubmit) => {
             let prompt = input.as_ref().and_then(|i| i.prompt.as_deref());
-            if vigil::gate::slash::command_of(prompt.unwrap_or("")) == vigil::gate::slash::Command::None {
+            if slash::command_of(prompt.unwrap_or("")) == Command::None {
                 return ExitCode::SUCCESS;
             }
             message.push_str(": no loop was started or cancelled");
         }
-        Some(vigil::cli::hook::HookEvent::Stop) => {
+        Some(HookEvent::Stop) => {
             let input = input.as_ref().expect("an event was read");
             let state_dir = config.ok().flatten().and_then(|c| c.state_dir);
             let project =
@@ -334,7 +350,7 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
             // The project as Claude Code's sandbox has it: the directory it runs in.
             let start = Project::start_dir(input.cwd.as_deref());
             let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
-            vigil::reach::guard::judge(
+            guard::judge(
                 input.tool_name.as_deref().unwrap_or(""),
                 input.tool_input.as_ref(),
                 &cwd,
@@ -362,14 +378,14 @@ fn config_change(bytes: &[u8]) -> Option<String> {
     let verdict = match text("source") {
         Some(source) => {
             let shown = text("file_path").map(std::path::Path::new);
-            vigil::install::settings::live::judge(source, shown, &project.dir)
+            live::judge(source, shown, &project.dir)
         }
         None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
     };
     let reason = verdict.err()?;
     // Kept for the next Stop and for `loop run`: under `claude -p` this message is shown nowhere.
     if let Some(session) = text("session_id").and_then(|id| SessionId::parse(id).ok()) {
-        let _ = vigil::state::session::note_blocked_change(&project, &session, &reason);
+        let _ = session::note_blocked_change(&project, &session, &reason);
     }
     // The person sees it too: a change they made on disk does not reach this session.
     Some(
@@ -381,8 +397,7 @@ fn config_change(bytes: &[u8]) -> Option<String> {
 /// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`; and for any prompt, a turn
 /// of the session's loop that the engine ended over the gate's block since the loop last moved
 /// (read from the transcript's tail) is recorded and told.
-fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> vigil::gate::slash::PromptOutput {
-    use vigil::gate::slash::PromptOutput;
+fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
     let told = engine_cut(config, input);
     let output = prompt_command(config, input);
     match (output, told) {
@@ -406,7 +421,7 @@ fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> 
     let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
     // Looked up as a reader: a running loop's place is there already, and none is made.
     let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
-    let cut = match vigil::state::session::peek(&project, &session) {
+    let cut = match session::peek(&project, &session) {
         Ok(Some(record)) => match &record.ralph {
             Some(state) => loops::engine_cut_of(&project, &session, state, transcript),
             None => Ok(None),
@@ -423,17 +438,17 @@ fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> 
 }
 
 /// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
-fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> vigil::gate::slash::PromptOutput {
-    let command = vigil::gate::slash::command_of(input.prompt.as_deref().unwrap_or(""));
-    if command == vigil::gate::slash::Command::None {
-        return vigil::gate::slash::PromptOutput::Nothing;
+fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
+    let command = slash::command_of(input.prompt.as_deref().unwrap_or(""));
+    if command == Command::None {
+        return PromptOutput::Nothing;
     }
     match config {
         Ok(config) => {
             let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref());
-            vigil::gate::slash::handle(&project, input)
+            slash::handle(&project, input)
         }
-        Err(e) => vigil::gate::slash::PromptOutput::Refused(format!(
+        Err(e) => PromptOutput::Refused(format!(
             "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
         )),
     }
@@ -491,7 +506,7 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
             "the arguments",
             "-".as_ref(),
         )?;
-        let raw = vigil::sys::files::utf8(bytes, "the arguments")?;
+        let raw = files::utf8(bytes, "the arguments")?;
         let raw = raw.strip_suffix('\n').unwrap_or(&raw);
         let mut request = loops::parse_start(&loops::split_words(raw), Some(raw))?;
         request.merge_defaults(outer);
@@ -765,7 +780,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         request.prompt = Some(RUN_PROMPT.to_string());
     }
     let shown = program.to_string_lossy().into_owned();
-    if vigil::cli::flags::disabled() {
+    if flags::disabled() {
         diagnostic(
             NAME,
             &format!(
@@ -813,7 +828,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     if lifted {
         child.env(cap, "0");
     }
-    let status = match vigil::sys::process::run_foreground(child) {
+    let status = match process::run_foreground(child) {
         Ok(status) => status,
         Err(e) => {
             loops::forget_run(&project, &pending);
@@ -841,7 +856,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     let claude = std::path::Path::new(program)
         .file_name()
         .is_some_and(|name| name == "claude");
-    if exit == Exit::Success && claude && !vigil::reach::sandbox::sandbox_on(&project.dir) {
+    if exit == Exit::Success && claude && !sandbox::sandbox_on(&project.dir) {
         line.push_str(
             "; Claude Code's sandbox is off in this project (no install --protect), so the agent could have written this verdict itself",
         );
@@ -856,9 +871,9 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
 /// plugins the command line adds. With the block cap lifted, nothing would end a turn one of
 /// them keeps blocking.
 fn other_hooks(project: &Project, command: &[OsString]) -> Vec<(PathBuf, String)> {
-    let mut others = vigil::install::settings::other_stop_hooks_of(&project.dir);
-    for planted in vigil::install::planted::scan_here(&project.dir).found {
-        if !matches!(planted.what, vigil::install::planted::What::Mcp { .. }) {
+    let mut others = settings::other_stop_hooks_of(&project.dir);
+    for planted in planted::scan_here(&project.dir).found {
+        if !matches!(planted.what, What::Mcp { .. }) {
             others.push((planted.path.clone(), planted.what()));
         }
     }
@@ -945,7 +960,7 @@ fn run_verdict(
             format!("{command}the loop of session {session} is gone; the work is NOT verified"),
         )
     };
-    let (state, changes) = match vigil::state::session::peek(project, &session) {
+    let (state, changes) = match session::peek(project, &session) {
         Ok(Some(record)) => match record.ralph {
             Some(state) => (state, record.blocked_changes),
             None => return gone(),

@@ -1,8 +1,11 @@
 //! What every binary's flag parsing shares: typed flag values with errors that name the flag.
 
-use crate::error::{Error, Result};
-use crate::exit::Exit;
+use crate::cli::output;
 use crate::cli::output::stdout;
+use crate::error::{Error, Result};
+use crate::exit::Code;
+use crate::exit::Exit;
+use crate::sys::atomic;
 
 /// The value of `flag` as UTF-8.
 pub fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
@@ -60,19 +63,15 @@ pub fn size(text: &str) -> Result<u64> {
 /// reading no input and touching nothing, before the off switch is looked at (the doctor
 /// runs it with `VIGIL_DISABLE=1`). `None` when the flag is not given. Exit 0, or `refused`
 /// with the error on one line (2 for a gate; 1 for a fail-open hook, which never exits 2).
-pub fn check_config(
-    binary: &str,
-    refused: u8,
-    parse: impl FnOnce() -> Result<()>,
-) -> Option<crate::exit::Code> {
+pub fn check_config(binary: &str, refused: u8, parse: impl FnOnce() -> Result<()>) -> Option<Code> {
     if !std::env::args_os().skip(1).any(|a| a == "--check-config") {
         return None;
     }
     Some(match parse() {
-        Ok(()) => crate::exit::Code::SUCCESS,
+        Ok(()) => Code::SUCCESS,
         Err(e) => {
-            crate::cli::output::diagnostic(binary, &e.to_string());
-            crate::exit::Code::from(refused)
+            output::diagnostic(binary, &e.to_string());
+            Code::from(refused)
         }
     })
 }
@@ -92,7 +91,7 @@ pub fn print(bytes: &[u8]) -> Result<Exit> {
 /// Every binary's first step: file size signals ignored (`atomic::ignore_file_size_signal`),
 /// and `BINARY --version` answered. True when that was all there was to do.
 pub fn start(binary: &str) -> bool {
-    crate::sys::atomic::ignore_file_size_signal();
+    atomic::ignore_file_size_signal();
     version_requested(binary)
 }
 
@@ -102,7 +101,7 @@ pub fn start(binary: &str) -> bool {
 /// (a third of a millisecond on a process that lives one). What of it a hook needs is done
 /// here: a closed pipe is an error to handle rather than a signal that kills, and a panic
 /// exits 101 as under std's start.
-pub fn enter(main: fn() -> crate::exit::Code) -> std::ffi::c_int {
+pub fn enter(main: fn() -> Code) -> std::ffi::c_int {
     // SAFETY: sets one signal's disposition before any thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
@@ -112,7 +111,7 @@ pub fn enter(main: fn() -> crate::exit::Code) -> std::ffi::c_int {
         Err(_) => 101,
     };
     // What the process's writes replaced is freed by a child nothing waits for.
-    crate::sys::atomic::release_replaced();
+    atomic::release_replaced();
     code
 }
 

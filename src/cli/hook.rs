@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
 use crate::cli::input::Source;
+use crate::error::{Error, Result};
 
 /// What a hook prints (SPEC §2), for every event: each field left out when absent. Built by
 /// the Stop and UserPromptSubmit answers (`gate::StopOutput`, `slash::PromptOutput`).

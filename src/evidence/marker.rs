@@ -5,13 +5,19 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::error;
 use crate::error::{Error, Result};
+use crate::evidence::notes;
 use crate::evidence::payload::{
     CLOCK_SKEW, CheckName, Denial, MAX_PAYLOAD, Payload, SCHEMAS, Source, Status, same_command,
 };
-use crate::state::project::Project;
+use crate::evidence::signing::Trust;
 use crate::evidence::subject;
+use crate::state::project::Project;
+use crate::sys::atomic;
+use crate::sys::files;
 use crate::sys::time;
+use crate::verdict::defang;
 
 /// The payload records `command`, when one is required.
 fn bound(payload: &Payload, command: Option<&str>) -> std::result::Result<(), Denial> {
@@ -22,7 +28,7 @@ fn bound(payload: &Payload, command: Option<&str>) -> std::result::Result<(), De
         Some(recorded) if same_command(recorded, wanted) => Ok(()),
         Some(recorded) => Err(Denial::CommandMismatch(format!(
             "the marker was written by `{}`, not `{wanted}`",
-            crate::verdict::defang::field_max(recorded, 200)
+            defang::field_max(recorded, 200)
         ))),
         None => Err(Denial::CommandMismatch(format!(
             "the marker records no command, and `{wanted}` is required"
@@ -63,10 +69,9 @@ pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)>
     let (payload_path, gate_path) = paths(project, &check, &payload.subject);
     let mut json = serde_json::to_vec_pretty(payload).expect("a payload serializes");
     json.push(b'\n');
-    crate::sys::atomic::write_atomic(&payload_path, &json, 0o644)
+    atomic::write_atomic(&payload_path, &json, 0o644)
         .map_err(|e| Error::io("write", &payload_path, &e))?;
-    crate::sys::atomic::write_atomic(&gate_path, b"", 0o644)
-        .map_err(|e| Error::io("write", &gate_path, &e))?;
+    atomic::write_atomic(&gate_path, b"", 0o644).map_err(|e| Error::io("write", &gate_path, &e))?;
     Ok((payload_path, gate_path))
 }
 
@@ -95,7 +100,7 @@ pub fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
         return Err(Error::Io(format!(
             "the protected state {} cannot be written here ({}): a protected writer runs outside the agent's sandbox (your own terminal, a git hook you run, CI); nothing was run",
             dir.display(),
-            crate::error::plain_io(&e)
+            error::plain_io(&e)
         )));
     }
     refuse_symlinks(project, check)?;
@@ -119,7 +124,7 @@ pub fn verify(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &crate::evidence::signing::Trust,
+    trust: &Trust,
     command: Option<&str>,
 ) -> std::result::Result<Payload, Denial> {
     verify_from(project, check, subject_id, max_age, trust, command).map(|(payload, _)| payload)
@@ -136,7 +141,7 @@ pub fn verify_from(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &crate::evidence::signing::Trust,
+    trust: &Trust,
     command: Option<&str>,
 ) -> std::result::Result<(Payload, Source), Denial> {
     let local = verify_local(project, check, subject_id, max_age, trust)
@@ -146,7 +151,7 @@ pub fn verify_from(
         Err(denial) => denial,
     };
     let mut first_note = None;
-    for note in crate::evidence::notes::read(project, check, subject_id) {
+    for note in notes::read(project, check, subject_id) {
         // A note is what anyone with push access wrote (SPEC §5): it counts only signed by a
         // pinned or trusted key, even where an unsigned local marker would.
         match note.and_then(|payload| {
@@ -175,7 +180,7 @@ pub fn verify_from(
                 project.legacy_markers().join(check.as_str()).display()
             )))
         }
-        (Denial::Missing, None) if crate::evidence::notes::has_any(project, check) => {
+        (Denial::Missing, None) if notes::has_any(project, check) => {
             Err(Denial::SubjectMismatch(format!(
                 "the markers of `{check}` published as notes are for other content; this content is {subject_id}"
             )))
@@ -190,7 +195,7 @@ fn verify_local(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &crate::evidence::signing::Trust,
+    trust: &Trust,
 ) -> std::result::Result<Payload, Denial> {
     if let Err(e) = refuse_symlinks(project, check) {
         return Err(Denial::Malformed(e.to_string()));
@@ -228,7 +233,7 @@ pub fn judge(
     check: &CheckName,
     subject_id: &str,
     max_age: Duration,
-    trust: &crate::evidence::signing::Trust,
+    trust: &Trust,
 ) -> std::result::Result<(), Denial> {
     trust.check(payload).map_err(Denial::BadSignature)?;
     if !SCHEMAS.contains(&payload.schema.as_str()) {
@@ -282,8 +287,8 @@ pub fn judge(
 
 /// Reads and parses a payload; every failure is `malformed`.
 pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
-    let bytes = match crate::sys::files::open_state(path) {
-        Ok(file) => crate::sys::files::read_capped(file, MAX_PAYLOAD, "the payload", path)
+    let bytes = match files::open_state(path) {
+        Ok(file) => files::read_capped(file, MAX_PAYLOAD, "the payload", path)
             .map_err(|e| Denial::Malformed(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Denial::Malformed(
@@ -293,7 +298,7 @@ pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
         Err(e) => {
             return Err(Denial::Malformed(format!(
                 "cannot read the payload: {}",
-                crate::error::plain_io(&e)
+                error::plain_io(&e)
             )));
         }
     };

@@ -18,8 +18,17 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::evidence::payload;
 use crate::evidence::payload::{CheckName, Denial, Payload};
+use crate::evidence::subject;
 use crate::state::project::Project;
+use crate::sys::atomic;
+use crate::sys::atomic::Durability;
+use crate::sys::files;
+use crate::sys::git::Repository;
+use crate::sys::lock::FileLock;
+use crate::sys::process;
+use crate::sys::process::Outcome;
 use crate::sys::time::Deadline;
 
 /// Where vigil's notes refs live, locally and on a remote.
@@ -149,7 +158,7 @@ const OUTPUT: usize = 64 << 20;
 
 /// A git command that ran to its end, whatever its status.
 struct Ran {
-    status: crate::sys::process::Outcome,
+    status: Outcome,
     stdout: Vec<u8>,
     /// Standard error's first line that says something.
     first: String,
@@ -220,9 +229,9 @@ fn run_git(
         )));
     }
     let left = deadline.remaining();
-    let done = crate::sys::process::run_with_input(cmd, input, left, false, output)
+    let done = process::run_with_input(cmd, input, left, false, output)
         .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
-    if done.outcome == crate::sys::process::Outcome::TimedOut {
+    if done.outcome == Outcome::TimedOut {
         return Err(Error::Io(format!(
             "`{shown}` was cut off at the deadline ({}s)",
             left.as_secs_f64().ceil()
@@ -244,7 +253,7 @@ fn run_git(
 /// The host name for the identity of the notes commits, as git takes it in an email (no `<`,
 /// `>` or line break, whatever the host name or `$HOSTNAME` says).
 fn ident_host() -> String {
-    let host: String = crate::evidence::payload::writer()
+    let host: String = payload::writer()
         .host
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
@@ -333,10 +342,9 @@ fn refuse_agent_writable(project: &Project) -> Result<()> {
 
 /// The lock every change of the notes repository and of what is written out from it is made
 /// under: two publishes at once would each append to the same note and one line would be lost.
-fn lock(project: &Project, deadline: Deadline) -> Result<crate::sys::lock::FileLock> {
+fn lock(project: &Project, deadline: Deadline) -> Result<FileLock> {
     let path = project.protected().dir.join("notes.lock");
-    crate::sys::lock::FileLock::acquire(&path, deadline.remaining())
-        .map_err(|e| Error::io("lock", &path, &e))
+    FileLock::acquire(&path, deadline.remaining()).map_err(|e| Error::io("lock", &path, &e))
 }
 
 /// The config of the notes repository, as vigil writes it. git obeys whatever is there
@@ -365,7 +373,7 @@ fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
                 deadline,
             )?;
             let config = staging.join("config");
-            crate::sys::atomic::write_atomic(&config, CONFIG.as_bytes(), 0o600)
+            atomic::write_atomic(&config, CONFIG.as_bytes(), 0o600)
                 .map_err(|e| Error::io("write", &config, &e))?;
             // What is there has no HEAD: the rest of an init that was cut off.
             let _ = std::fs::remove_dir_all(&repo);
@@ -373,9 +381,9 @@ fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
         }
     }
     let config = repo.join("config");
-    let as_written = crate::sys::files::open_state(&config)
+    let as_written = files::open_state(&config)
         .ok()
-        .and_then(|file| crate::sys::files::read_capped(file, 4096, "the config", &config).ok())
+        .and_then(|file| files::read_capped(file, 4096, "the config", &config).ok())
         .is_some_and(|bytes| bytes == CONFIG.as_bytes());
     let redirected = ["commondir", "objects/info/alternates"]
         .iter()
@@ -458,7 +466,7 @@ fn materialize(
         let mut keep = std::collections::HashSet::new();
         for (object, note) in &notes {
             deadline.check("writing the notes out")?;
-            let key = crate::evidence::subject::key(&format!("git-tree:{object}"));
+            let key = subject::key(&format!("git-tree:{object}"));
             let name = format!("{key}.jsonl");
             let path = dir.join(&name);
             let text = match note {
@@ -469,13 +477,8 @@ fn materialize(
             if std::fs::read(&path).ok().as_deref() != Some(text.as_slice()) {
                 // What is written here can be made again from the notes repository by the
                 // next sync: no wait for the disk.
-                crate::sys::atomic::write_atomic_as(
-                    &path,
-                    &text,
-                    0o600,
-                    crate::sys::atomic::Durability::Skip,
-                )
-                .map_err(|e| Error::io("write", &path, &e))?;
+                atomic::write_atomic_as(&path, &text, 0o600, Durability::Skip)
+                    .map_err(|e| Error::io("write", &path, &e))?;
             }
             keep.insert(name);
         }
@@ -497,7 +500,7 @@ fn materialize(
             Ok(written)
         }
         Err(e) => {
-            let _ = crate::sys::atomic::write_atomic(&broken, e.to_string().as_bytes(), 0o600);
+            let _ = atomic::write_atomic(&broken, e.to_string().as_bytes(), 0o600);
             Err(e)
         }
     }
@@ -729,9 +732,9 @@ pub fn read(
             why.trim()
         )))];
     }
-    let path = dir.join(format!("{}.jsonl", crate::evidence::subject::key(subject_id)));
-    let bytes = match crate::sys::files::open_state(&path) {
-        Ok(file) => match crate::sys::files::read_capped(file, MAX_NOTE + 4096, "the note", &path) {
+    let path = dir.join(format!("{}.jsonl", subject::key(subject_id)));
+    let bytes = match files::open_state(&path) {
+        Ok(file) => match files::read_capped(file, MAX_NOTE + 4096, "the note", &path) {
             Ok(bytes) => bytes,
             Err(e) => return vec![Err(Denial::Malformed(e.to_string()))],
         },
@@ -826,13 +829,13 @@ fn remote_url_unchecked(
     if !is_name {
         return Ok((remote.to_string(), false));
     }
-    let repository = crate::sys::git::Repository::locate(&project.dir)?;
+    let repository = Repository::locate(&project.dir)?;
     // A linked worktree keeps its config in the common directory.
     // Read as the config is: a FIFO or /dev/zero there is refused, not waited on or read on.
     let commondir = repository.git_dir.join("commondir");
-    let common = match crate::sys::files::open_regular(&commondir) {
+    let common = match files::open_regular(&commondir) {
         Ok(file) => {
-            let bytes = crate::sys::files::read_capped(file, 4096, "the commondir file", &commondir)?;
+            let bytes = files::read_capped(file, 4096, "the commondir file", &commondir)?;
             repository
                 .git_dir
                 .join(String::from_utf8_lossy(&bytes).trim())
@@ -843,8 +846,8 @@ fn remote_url_unchecked(
     let config = common.join("config");
     // Opened here (a FIFO or a device in its place is refused, not waited on), handed to git
     // on stdin, and read as a plain file of settings: nothing in it is run or included.
-    let file = crate::sys::files::open_regular(&config).map_err(|e| Error::io("read", &config, &e))?;
-    let bytes = crate::sys::files::read_capped(file, MAX_CONFIG, "the repository's config", &config)?;
+    let file = files::open_regular(&config).map_err(|e| Error::io("read", &config, &e))?;
+    let bytes = files::read_capped(file, MAX_CONFIG, "the repository's config", &config)?;
     let ran = run_git(
         None,
         &[
@@ -1152,7 +1155,7 @@ fn fetch_and_merge(
     if !ran.status.success() {
         // A pack cut at the limit (index-pack got SIGXFSZ, fetch says its output was invalid).
         let cut = remove_partial_packs(repo, max_fetch);
-        if cut || ran.status == crate::sys::process::Outcome::Signaled(libc::SIGXFSZ) {
+        if cut || ran.status == Outcome::Signaled(libc::SIGXFSZ) {
             return Err(Error::Io(format!(
                 "the remote's notes are over {} MiB (--max-fetch); nothing of them was kept",
                 max_fetch >> 20

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::state::project;
 
 /// The payload schema vigil writes: v2 adds `origin`. v1 payloads stay readable.
 pub const SCHEMA: &str = "vigil.marker/v2";
@@ -28,7 +29,7 @@ pub struct CheckName(String);
 
 impl CheckName {
     pub fn parse(raw: &str) -> Result<CheckName> {
-        if !crate::state::project::is_file_name(raw, 64) {
+        if !project::is_file_name(raw, 64) {
             return Err(Error::usage(format!(
                 "check name {raw:?} is not 1 to 64 of A-Z a-z 0-9 . _ - (and not . or ..)"
             )));

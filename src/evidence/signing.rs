@@ -6,10 +6,14 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 
-use crate::sys::digest::{hex, sha256_hex};
 use crate::error::{Error, Result};
 use crate::evidence::payload::{Payload, Signature};
 use crate::state::project::Project;
+use crate::state::protected;
+use crate::sys::atomic;
+use crate::sys::digest;
+use crate::sys::digest::{hex, sha256_hex};
+use crate::sys::files;
 
 const SECRET_TAG: &str = "vigil-ed25519-secret";
 const PUBLIC_TAG: &str = "vigil-ed25519-public";
@@ -91,8 +95,8 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
 }
 
 fn read_tagged(path: &Path, tag: &str) -> Result<String> {
-    let file = crate::sys::files::open_regular(path).map_err(|e| Error::io("read", path, &e))?;
-    let bytes = crate::sys::files::read_capped(file, 4096, "the key", path)?;
+    let file = files::open_regular(path).map_err(|e| Error::io("read", path, &e))?;
+    let bytes = files::read_capped(file, 4096, "the key", path)?;
     let text = String::from_utf8_lossy(&bytes);
     text.trim()
         .strip_prefix(tag)
@@ -200,9 +204,9 @@ pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
         });
     }
     let mut keys: Vec<VerifyKey> = Vec::new();
-    let dirs = crate::state::protected::key_dirs(&project.dir)
+    let dirs = protected::key_dirs(&project.dir)
         .into_iter()
-        .chain(crate::state::protected::global_keys());
+        .chain(protected::global_keys());
     for dir in dirs {
         for path in key_files(&dir)? {
             let key = load_verify_key(&path)?;
@@ -240,9 +244,9 @@ pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, Pa
     use std::os::unix::fs::DirBuilderExt;
     let key = load_verify_key(file)?;
     let dir = if global {
-        crate::state::protected::global_keys()
+        protected::global_keys()
     } else {
-        crate::state::protected::project_keys(&project.dir)
+        protected::project_keys(&project.dir)
     }
     .ok_or_else(|| {
         Error::input("no state home: set $VIGIL_STATE_HOME, $XDG_STATE_HOME or $HOME")
@@ -253,11 +257,11 @@ pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, Pa
         .create(&dir)
         .map_err(|e| Error::io("create", &dir, &e))?;
     if !global && let Some(project_dir) = dir.parent() {
-        crate::state::protected::mark_top(project_dir, &crate::state::protected::state_top(&project.dir));
+        protected::mark_top(project_dir, &protected::state_top(&project.dir));
     }
     let path = dir.join(format!("{}.pub", key.id));
     let text = format!("{PUBLIC_TAG} {}\n", hex(key.key.as_bytes()));
-    crate::sys::atomic::write_atomic(&path, text.as_bytes(), 0o644)
+    atomic::write_atomic(&path, text.as_bytes(), 0o644)
         .map_err(|e| Error::io("write", &path, &e))?;
     Ok((key.id, path))
 }
@@ -267,7 +271,7 @@ fn signed_bytes(payload: &Payload) -> Vec<u8> {
     let mut unsigned = payload.clone();
     unsigned.signature = None;
     let value = serde_json::to_value(&unsigned).expect("a payload serializes");
-    crate::sys::digest::canonical_json(&value).into_bytes()
+    digest::canonical_json(&value).into_bytes()
 }
 
 /// Signs `payload` in place.

@@ -5,8 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::state::project::Project;
 use crate::evidence::subject::{self, Limits};
+use crate::reach;
+use crate::state::project::Project;
+use crate::state::protected;
+use crate::sys::git::Repository;
 
 /// A copy of the worktree, removed when dropped.
 pub struct Snapshot {
@@ -30,7 +33,7 @@ impl Snapshot {
 /// temp directory when that cannot be made), hashing what it copies.
 pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     use std::os::unix::fs::DirBuilderExt;
-    let protected = crate::state::protected::project_dir(&project.dir).map(|dir| dir.join("snapshots"));
+    let protected = protected::project_dir(&project.dir).map(|dir| dir.join("snapshots"));
     let made = protected.as_ref().and_then(|dir| {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -51,7 +54,7 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     links_stay_inside(dir.path())?;
     // The command runs where the gate's check runs: at the project (SPEC §2), whatever
     // directory the writer was started in.
-    let top = crate::sys::git::Repository::locate(&project.dir)?.top;
+    let top = Repository::locate(&project.dir)?.top;
     let here = std::fs::canonicalize(&project.dir)
         .ok()
         .and_then(|dir| dir.strip_prefix(&top).ok().map(Path::to_path_buf))
@@ -94,7 +97,7 @@ fn links_stay_inside(root: &Path) -> Result<()> {
                     .unwrap_or(&path)
                     .display()
                     .to_string();
-                match crate::reach::resolve(&path) {
+                match reach::resolve(&path) {
                     Some(place) if place.starts_with(&root) => {}
                     Some(place) => {
                         return Err(Error::input(format!(

@@ -4,8 +4,8 @@
 //! `aborted`.
 
 use crate::error::Result;
-use crate::state::session::{AgentBudget, Budget, Session};
 use crate::state::project::{Project, SessionId};
+use crate::state::session::{AgentBudget, Budget, Session};
 
 pub const DEFAULT_MAX_BLOCKS: u32 = 3;
 

@@ -5,6 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use crate::error;
 use crate::reach::confine::{self, Plan, Unavailable};
 use crate::sys::process::{self, Outcome};
 use crate::verdict::terminal;
@@ -121,7 +122,7 @@ fn judge(
             return Err(CheckFailure {
                 line: format!(
                     "stop-gate: `{shown}` could not start ({}); fix the --run command in the Stop hook",
-                    crate::error::plain_io(&e)
+                    error::plain_io(&e)
                 ),
                 tail: String::new(),
             });

@@ -7,11 +7,21 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
-use crate::gate::budget;
+use crate::cli::flags;
 use crate::cli::flags::{number, string_value};
 use crate::error::{Error, Result};
 use crate::evidence::payload;
 use crate::evidence::payload::CheckName;
+use crate::evidence::subject;
+use crate::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE;
+use crate::gate::budget;
+use crate::gate::contract::DEFAULT_MAX_TOKENS;
+use crate::gate::contract::Source;
+use crate::state::loop_state::Limits;
+use crate::state::loops;
+use crate::sys::time;
+use crate::sys::time::Deadline;
+use crate::verdict::defang;
 
 /// `--deadline` by default: under both engines' default hook timeout of 600 s, with room.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(570);
@@ -37,9 +47,9 @@ pub struct GateConfig {
     pub max_file_size: u64,
     /// `--stall-after`, `--max-duration`, `--max-tokens`: a loop's limits where `loop start`
     /// left them out.
-    pub loop_limits: crate::state::loop_state::Limits,
+    pub loop_limits: Limits,
     /// `--contract`: the shape a subagent's report must have (it gates SubagentStop).
-    pub contract: Option<crate::gate::contract::Source>,
+    pub contract: Option<Source>,
     /// `--contract-max-tokens`.
     pub contract_max_tokens: u32,
     /// `--check-network`: the confined check may use the network.
@@ -61,10 +71,10 @@ impl Default for GateConfig {
             feedback: Feedback::Block,
             verify_key: None,
             deadline: DEFAULT_DEADLINE,
-            max_file_size: crate::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE,
-            loop_limits: crate::state::loop_state::Limits::default(),
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            loop_limits: Limits::default(),
             contract: None,
-            contract_max_tokens: crate::gate::contract::DEFAULT_MAX_TOKENS,
+            contract_max_tokens: DEFAULT_MAX_TOKENS,
             check_network: false,
             check_write: Vec::new(),
         }
@@ -87,7 +97,7 @@ impl GateConfig {
         let run = self
             .run
             .iter()
-            .map(|command| format!("`{}`", crate::verdict::defang::field_max(command, 200)));
+            .map(|command| format!("`{}`", defang::field_max(command, 200)));
         let markers = self
             .markers
             .iter()
@@ -97,7 +107,7 @@ impl GateConfig {
 }
 
 impl RequiredMarker {
-    pub fn parse(text: &str) -> crate::error::Result<RequiredMarker> {
+    pub fn parse(text: &str) -> Result<RequiredMarker> {
         let (check, command) = match text.split_once('=') {
             Some((check, command)) if !command.trim().is_empty() => {
                 (check, Some(command.trim().to_string()))
@@ -157,14 +167,12 @@ impl GateConfig {
                     &string_value(&mut parser, "--require-marker")?,
                 )?),
                 Long("marker-max-age") => {
-                    config.marker_max_age = crate::sys::time::parse_duration(&string_value(
-                        &mut parser,
-                        "--marker-max-age",
-                    )?)?
+                    config.marker_max_age =
+                        time::parse_duration(&string_value(&mut parser, "--marker-max-age")?)?
                 }
                 Long("max-file-size") => {
                     config.max_file_size =
-                        crate::cli::flags::size(&string_value(&mut parser, "--max-file-size")?)?
+                        flags::size(&string_value(&mut parser, "--max-file-size")?)?
                 }
                 Long("max-blocks") => {
                     config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
@@ -173,31 +181,28 @@ impl GateConfig {
                 Long("check-network") => config.check_network = true,
                 Long("check-write") => config
                     .check_write
-                    .push(crate::cli::flags::absolute_dir(&mut parser, "--check-write")?),
+                    .push(flags::absolute_dir(&mut parser, "--check-write")?),
                 Long("stall-after") => {
-                    config.loop_limits.stall_after = Some(crate::state::loops::parse_stall_after(
-                        &string_value(&mut parser, "--stall-after")?,
-                    )?)
+                    config.loop_limits.stall_after = Some(loops::parse_stall_after(&string_value(
+                        &mut parser,
+                        "--stall-after",
+                    )?)?)
                 }
                 Long("max-duration") => {
                     config.loop_limits.max_duration_secs = Some(
-                        crate::state::loops::parse_max_duration(&string_value(
-                            &mut parser,
-                            "--max-duration",
-                        )?)?
-                        .as_secs(),
+                        loops::parse_max_duration(&string_value(&mut parser, "--max-duration")?)?
+                            .as_secs(),
                     )
                 }
                 Long("max-tokens") => {
-                    config.loop_limits.max_tokens = Some(crate::state::loops::parse_max_tokens(
-                        &string_value(&mut parser, "--max-tokens")?,
-                    )?)
+                    config.loop_limits.max_tokens = Some(loops::parse_max_tokens(&string_value(
+                        &mut parser,
+                        "--max-tokens",
+                    )?)?)
                 }
                 Long("contract") => {
-                    config.contract = Some(crate::gate::contract::Source::parse(&string_value(
-                        &mut parser,
-                        "--contract",
-                    )?)?)
+                    config.contract =
+                        Some(Source::parse(&string_value(&mut parser, "--contract")?)?)
                 }
                 Long("contract-max-tokens") => {
                     config.contract_max_tokens =
@@ -238,8 +243,8 @@ impl GateConfig {
     }
 
     /// What bounds hashing the worktree for the markers: the gate's deadline.
-    pub fn limits(&self, deadline: crate::sys::time::Deadline) -> crate::evidence::subject::Limits {
-        crate::evidence::subject::Limits {
+    pub fn limits(&self, deadline: Deadline) -> subject::Limits {
+        subject::Limits {
             max_file_size: self.max_file_size,
             deadline,
         }

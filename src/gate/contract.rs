@@ -9,7 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::cli::hook;
+use crate::error;
 use crate::error::{Error, Result};
+use crate::sys::files;
+use crate::verdict::defang;
 
 /// The default contract: the shape of the founding document.
 pub const DEFAULT_SCHEMA: &str = include_str!("../../schemas/subagent-report.schema.json");
@@ -80,14 +84,14 @@ impl Contract {
                 };
                 // A plain file only, opened without waiting: a FIFO (or a link to one) planted
                 // where the contract should be would hold every SubagentStop to its deadline.
-                let file = crate::sys::files::open_regular(&path).map_err(|e| {
+                let file = files::open_regular(&path).map_err(|e| {
                     Error::input(format!(
                         "cannot read the contract {}: {}",
                         path.display(),
-                        crate::error::plain_io(&e)
+                        error::plain_io(&e)
                     ))
                 })?;
-                let bytes = crate::sys::files::read_capped(file, MAX_SCHEMA, "the contract", &path)?;
+                let bytes = files::read_capped(file, MAX_SCHEMA, "the contract", &path)?;
                 serde_json::from_slice(&bytes).map_err(|e| {
                     Error::input(format!("the contract {} is not JSON: {e}", path.display()))
                 })?
@@ -101,7 +105,7 @@ impl Contract {
         if !schema.is_object() {
             return Err(Error::input(format!(
                 "{named} is not a JSON Schema: its root is {}, not an object",
-                crate::cli::hook::json_type(&schema)
+                hook::json_type(&schema)
             )));
         }
         if let Some(reference) = outside_reference(&schema) {
@@ -145,7 +149,7 @@ impl Contract {
             return Err(self.violation(format!(
                 "at {}: {}",
                 pointer(error.instance_path().as_str()),
-                crate::verdict::defang::field_max(&error.to_string(), 300)
+                defang::field_max(&error.to_string(), 300)
             )));
         }
         Ok(())
@@ -232,7 +236,7 @@ fn extract(message: &str) -> std::result::Result<Value, String> {
     if !value.is_object() {
         return Err(format!(
             "the report is {}, not a JSON object",
-            crate::cli::hook::json_type(&value)
+            hook::json_type(&value)
         ));
     }
     Ok(value)

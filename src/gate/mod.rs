@@ -10,19 +10,41 @@ mod config;
 
 pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
 
-use crate::gate::budget::{Charge, Scope};
-use crate::verdict::defang::defang;
-use crate::error::Error;
+use crate::cli::flags;
+use crate::cli::hook::BackgroundTask;
+use crate::cli::hook::TaskKind;
 use crate::cli::hook::{Context, HookEvent, HookInput, Wire};
-use crate::state::loop_state;
-use crate::state::loop_state::{EndReason, LoopState, LoopStatus};
-use crate::state::loops::{self};
+use crate::cli::output;
+use crate::error::Error;
+use crate::error::Result;
 use crate::evidence::marker;
 use crate::evidence::payload;
-use crate::verdict::promise::{Verdict, assess};
-use crate::state::project::{Project, SessionId};
+use crate::evidence::signing;
 use crate::evidence::subject::Subject;
+use crate::gate::budget::{Charge, Scope};
+use crate::gate::contract::Contract;
+use crate::gate::contract::Source;
+use crate::reach::confine::Plan;
+use crate::reach::sandbox;
+use crate::state::loop_state;
+use crate::state::loop_state::DEFAULT_STALL_AFTER;
+use crate::state::loop_state::Limits;
+use crate::state::loop_state::Repeat;
+use crate::state::loop_state::{EndReason, LoopState, LoopStatus};
+use crate::state::loops::{self};
+use crate::state::project::{Project, SessionId};
+use crate::state::session;
+use crate::state::session::Budget;
+use crate::state::session::Session;
+use crate::sys::digest;
+use crate::sys::time;
+use crate::sys::time::Deadline;
 use crate::transcript;
+use crate::transcript::usage;
+use crate::transcript::usage::Tally;
+use crate::verdict::defang::{self, defang};
+use crate::verdict::promise::{Verdict, assess};
+use crate::verdict::terminal;
 
 /// The longest `reason` a block carries.
 pub const MAX_REASON: usize = 4000;
@@ -163,10 +185,8 @@ impl Watchdog {
                 ),
                 system_message: None,
             };
-            let _ = crate::cli::output::stdout(
-                format!("{}\n", block.to_json().unwrap_or_default()).as_bytes(),
-            );
-            crate::cli::output::diagnostic("stop-gate", &format!("internal error{where_}: {info}"));
+            let _ = output::stdout(format!("{}\n", block.to_json().unwrap_or_default()).as_bytes());
+            output::diagnostic("stop-gate", &format!("internal error{where_}: {info}"));
             // SAFETY: ends the process at once, with the block written.
             unsafe { libc::_exit(0) }
         }));
@@ -205,7 +225,7 @@ impl Watchdog {
             }
         }
         if let Some(json) = json {
-            let _ = crate::cli::output::stdout(format!("{json}\n").as_bytes());
+            let _ = output::stdout(format!("{json}\n").as_bytes());
         }
     }
 }
@@ -262,8 +282,7 @@ fn decide_checked(
     if std::env::var_os("VIGIL_TEST_PANIC").is_some() {
         panic!("VIGIL_TEST_PANIC is set");
     }
-    let deadline =
-        crate::sys::time::Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
+    let deadline = Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
     let state_dir = config.as_ref().ok().and_then(|c| c.state_dir.clone());
     let cwd = input.as_ref().ok().and_then(|i| i.cwd.clone());
     let project = Project::resolve(state_dir.as_deref(), cwd.as_deref());
@@ -343,13 +362,13 @@ fn decide_checked(
     // Read once: a session with no record has no loop and no count to reset (one stat per
     // place at most).
     let peeked =
-        (session.as_str() != loops::PENDING).then(|| crate::state::session::peek(&gate.project, &session));
+        (session.as_str() != loops::PENDING).then(|| session::peek(&gate.project, &session));
     let recorded = !matches!(peeked, None | Some(Ok(None)));
     // Settings changes the ConfigChange hook blocked since the last Stop: told now (the
     // person may not have seen the hook's own message: under `claude -p` nothing shows it).
     if let Some(Ok(Some(record))) = &peeked
         && record.blocked_changes.iter().any(|change| !change.told)
-        && let Ok(untold) = crate::state::session::tell_blocked_changes(&gate.project, &session)
+        && let Ok(untold) = session::tell_blocked_changes(&gate.project, &session)
     {
         for reason in untold {
             notice(format!(
@@ -421,7 +440,7 @@ struct Gate {
     scope: Scope,
     /// `--deadline` from the start: an engine that kills a slow hook lets the stop through
     /// unchecked, so the gate answers by then, and a check it could not finish denies.
-    deadline: crate::sys::time::Deadline,
+    deadline: Deadline,
 }
 
 /// A failing check: the one useful line, and detail the model can use.
@@ -481,8 +500,8 @@ struct Seen {
 
 /// The token tally as a Stop found it, and as the transcripts have it now.
 struct Counted {
-    before: crate::transcript::usage::Tally,
-    after: crate::transcript::usage::Tally,
+    before: Tally,
+    after: Tally,
     warning: Option<String>,
 }
 
@@ -495,12 +514,12 @@ struct Bounds {
 }
 
 impl Bounds {
-    fn of(own: &crate::state::loop_state::Limits, hook: &crate::state::loop_state::Limits) -> Bounds {
+    fn of(own: &Limits, hook: &Limits) -> Bounds {
         Bounds {
             stall_after: own
                 .stall_after
                 .or(hook.stall_after)
-                .unwrap_or(crate::state::loop_state::DEFAULT_STALL_AFTER),
+                .unwrap_or(DEFAULT_STALL_AFTER),
             max_duration: own
                 .max_duration_secs
                 .or(hook.max_duration_secs)
@@ -514,25 +533,21 @@ impl Bounds {
 /// with it, when that reaches `after` (0: stalls are not looked for).
 fn stalled(state: &mut LoopState, message: &str, after: u32) -> Option<u32> {
     let normal = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    let sha256 = crate::sys::digest::sha256_hex(normal.as_bytes());
+    let sha256 = digest::sha256_hex(normal.as_bytes());
     let passes = match &state.progress.same_message {
         Some(last) if last.sha256 == sha256 => last.passes.saturating_add(1),
         _ => 1,
     };
-    state.progress.same_message = Some(crate::state::loop_state::Repeat { sha256, passes });
+    state.progress.same_message = Some(Repeat { sha256, passes });
     (after > 0 && passes >= after).then_some(passes)
 }
 
 /// `tally` with what the Stop's transcripts gained since it was counted, and why they could not
 /// be read, when they could not.
-fn recount(
-    state: &LoopState,
-    input: &HookInput,
-    mut tally: crate::transcript::usage::Tally,
-) -> (crate::transcript::usage::Tally, Option<String>) {
+fn recount(state: &LoopState, input: &HookInput, mut tally: Tally) -> (Tally, Option<String>) {
     let warning = match &input.transcript_path {
         None => Some("--max-tokens counts nothing: this Stop names no transcript".to_string()),
-        Some(transcript) => crate::transcript::usage::update(&mut tally, transcript, state.started_secs())
+        Some(transcript) => usage::update(&mut tally, transcript, state.started_secs())
             .err()
             .map(|why| {
                 format!(
@@ -547,14 +562,14 @@ fn recount(
 /// The time or token budget that is spent, if one is: its end reason and what to tell.
 fn spent(state: &LoopState, bounds: &Bounds) -> Option<(EndReason, String)> {
     if let Some(max) = bounds.max_duration {
-        let ran = (crate::sys::time::now_secs() - state.started_secs()).max(0.0);
+        let ran = (time::now_secs() - state.started_secs()).max(0.0);
         if ran >= max.as_secs_f64() {
             return Some((
                 EndReason::MaxDuration,
                 format!(
                     "its time budget of {} is spent (it started {} ago)",
-                    crate::sys::time::format_duration(max),
-                    crate::sys::time::format_duration(std::time::Duration::from_secs(ran as u64))
+                    time::format_duration(max),
+                    time::format_duration(std::time::Duration::from_secs(ran as u64))
                 ),
             ));
         }
@@ -585,7 +600,7 @@ fn spent(state: &LoopState, bounds: &Bounds) -> Option<(EndReason, String)> {
 /// The background tasks of a Stop still running, named for the model: a shell by its command,
 /// a subagent by its description; at most five, each at most 80 characters of plain text.
 fn running_tasks(input: &HookInput) -> String {
-    let running: Vec<&crate::cli::hook::BackgroundTask> = input
+    let running: Vec<&BackgroundTask> = input
         .background_tasks
         .iter()
         .flatten()
@@ -595,9 +610,9 @@ fn running_tasks(input: &HookInput) -> String {
         .iter()
         .take(5)
         .map(|task| {
-            let short = |text: &str| crate::verdict::defang::field_max(text, 80);
+            let short = |text: &str| defang::field_max(text, 80);
             match task.kind {
-                crate::cli::hook::TaskKind::Shell => match &task.command {
+                TaskKind::Shell => match &task.command {
                     Some(command) => format!("`{}` (shell {})", short(command), short(&task.id)),
                     None => format!(
                         "{} (shell {})",
@@ -605,7 +620,7 @@ fn running_tasks(input: &HookInput) -> String {
                         short(&task.id)
                     ),
                 },
-                crate::cli::hook::TaskKind::Subagent => format!(
+                TaskKind::Subagent => format!(
                     "{} (subagent {})",
                     short(
                         task.description
@@ -784,7 +799,7 @@ impl Gate {
     /// Holds a declared stop once in a pass while background work runs: a block within the
     /// main agent's budget, no pass spent. When the budget is spent the stop is allowed, NOT
     /// verified, and the loop goes on at the next stop.
-    fn wait(&self, state: &LoopState, budget: &mut crate::state::session::Budget, running: &str) -> Step {
+    fn wait(&self, state: &LoopState, budget: &mut Budget, running: &str) -> Step {
         let work = format!("background work is still running: {running}");
         let promise = state.promise().map(|p| p.tagged()).unwrap_or_default();
         match budget::charge_budget(budget, self.max_blocks) {
@@ -813,16 +828,16 @@ impl Gate {
     fn advance(
         &self,
         state: &mut LoopState,
-        budget: &mut crate::state::session::Budget,
+        budget: &mut Budget,
         verdict: Verdict,
         failing: Option<String>,
         pass: &Seen,
-    ) -> crate::error::Result<Step> {
+    ) -> Result<Step> {
         let (k, max) = (state.iteration, state.max_iterations);
         if verdict == Verdict::Declared && failing.is_none() {
-            *budget = crate::state::session::Budget {
+            *budget = Budget {
                 budget_spent: budget.budget_spent,
-                ..crate::state::session::Budget::default()
+                ..Budget::default()
             };
             state.checks = Some(
                 pass.checks
@@ -881,7 +896,7 @@ impl Gate {
             None => format!("{}\n\n{finish}", state.prompt),
         };
         let told = match &pass.warning {
-            Some(warning) => format!("{finish} (vigil: {})", crate::verdict::defang::field(warning)),
+            Some(warning) => format!("{finish} (vigil: {})", defang::field(warning)),
             None => finish,
         };
         Ok(Step::Output(StopOutput::Block {
@@ -899,7 +914,7 @@ impl Gate {
     fn with_loop(
         &self,
         session: &SessionId,
-        step: impl FnOnce(&mut LoopState, &mut crate::state::session::Budget) -> crate::error::Result<Step>,
+        step: impl FnOnce(&mut LoopState, &mut Budget) -> Result<Step>,
     ) -> Result<Option<Step>, StopOutput> {
         // The record's lock is let go before a denial charges the budget, which takes it again.
         self.locked(session, step)
@@ -910,9 +925,9 @@ impl Gate {
     fn locked(
         &self,
         session: &SessionId,
-        step: impl FnOnce(&mut LoopState, &mut crate::state::session::Budget) -> crate::error::Result<Step>,
-    ) -> crate::error::Result<Option<Step>> {
-        let mut record = crate::state::session::Session::open(&self.project, session)?;
+        step: impl FnOnce(&mut LoopState, &mut Budget) -> Result<Step>,
+    ) -> Result<Option<Step>> {
+        let mut record = Session::open(&self.project, session)?;
         if let Some(lost) = record.take_lost() {
             // Told now: the record is saved without it (and without the running marker).
             record.save()?;
@@ -950,7 +965,7 @@ impl Gate {
         }
         if record.record != before {
             if let Some(state) = record.record.ralph.as_mut() {
-                state.updated_at = crate::sys::time::now_rfc3339();
+                state.updated_at = time::now_rfc3339();
             }
             record.save()?;
         }
@@ -960,11 +975,11 @@ impl Gate {
     /// The subagent contract: the report is one JSON object the schema accepts.
     fn contract(
         &self,
-        source: &crate::gate::contract::Source,
+        source: &Source,
         config: &GateConfig,
         input: &HookInput,
     ) -> Result<(), Failure> {
-        let contract = crate::gate::contract::Contract::load(source, &self.project.dir).map_err(|e| {
+        let contract = Contract::load(source, &self.project.dir).map_err(|e| {
             Failure::line(format!(
                 "stop-gate: config error: {e}; fix --contract in the hook settings (`settings-merge check` validates it)"
             ))
@@ -1010,13 +1025,13 @@ impl Gate {
                 .timeout
                 .min(left)
                 .max(std::time::Duration::from_secs(1));
-            let plan = crate::reach::confine::Plan {
+            let plan = Plan {
                 work: self.project.dir.clone(),
                 cwd: self.project.dir.clone(),
                 writable: config.check_write.clone(),
                 network: config.check_network,
                 // A signing key the gate's environment names is the check's to never see.
-                hide: crate::evidence::signing::sign_key_path(None).into_iter().collect(),
+                hide: signing::sign_key_path(None).into_iter().collect(),
                 project_state: self.project.state.clone(),
                 clean_env: None,
                 ledger: Some(self.project.protected().dir.join("stand-ins")),
@@ -1024,7 +1039,7 @@ impl Gate {
             let checked = command::run_check(
                 command,
                 &plan,
-                || crate::reach::sandbox::sandbox_on(&self.project.dir),
+                || sandbox::sandbox_on(&self.project.dir),
                 timeout,
             );
             if let Some(notice) = checked.unconfined {
@@ -1048,7 +1063,7 @@ impl Gate {
             })?;
         // The same trusted keys as `marker-writer verify`: the flag, $VIGIL_VERIFY_KEY, or the
         // keys of the protected state. A key that cannot be read denies.
-        let trust = crate::evidence::signing::trusted_keys(&self.project, config.verify_key.as_deref())
+        let trust = signing::trusted_keys(&self.project, config.verify_key.as_deref())
             .map_err(|e| Failure::line(format!("stop-gate: {e}")))?;
         for required in &config.markers {
             let check = &required.check;
@@ -1063,7 +1078,7 @@ impl Gate {
                 // What to paste: a command with shell syntax runs (and is recorded) as sh -c.
                 let command = match required.command.as_deref() {
                     Some(command) if payload::needs_shell(command) => {
-                        format!("sh -c {}", crate::cli::flags::shell_quote(command))
+                        format!("sh -c {}", flags::shell_quote(command))
                     }
                     Some(command) => command.to_string(),
                     None => "<the command that checks it>".to_string(),
@@ -1094,7 +1109,7 @@ const MAX_QUESTION: usize = 500;
 /// An escalated question as the human reads it: plain text (escape sequences would run in the
 /// human's terminal), at most `MAX_QUESTION` characters, defanged.
 fn shown_question(question: &str) -> String {
-    let plain = crate::verdict::terminal::plain_text(question.as_bytes());
+    let plain = terminal::plain_text(question.as_bytes());
     let mut shown: String = plain.chars().take(MAX_QUESTION).collect();
     if shown.len() < plain.len() {
         shown.push('…');

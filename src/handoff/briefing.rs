@@ -9,9 +9,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::verdict::defang::defang;
 use crate::handoff::{self, HandoffKind, Record, Unusable};
+use crate::state::loop_state::LoopStatus;
+use crate::state::loops;
 use crate::state::project::{Project, SessionId};
+use crate::sys::atomic;
+use crate::sys::files;
+use crate::sys::time;
+use crate::verdict::defang::{self, defang};
+use crate::verdict::terminal;
 
 /// The most SessionStart JSON the loader prints.
 pub const MAX_OUTPUT: usize = 10_000;
@@ -78,7 +84,7 @@ pub fn context(request: &Request) -> Option<String> {
                 record.kind.as_str(),
                 record.session_id,
                 record.written_at,
-                crate::sys::time::format_duration(request.max_age)
+                time::format_duration(request.max_age)
             ));
             false
         }
@@ -91,7 +97,7 @@ pub fn context(request: &Request) -> Option<String> {
         }
     });
     records.sort_by(|a, b| {
-        let time = |r: &Record| crate::sys::time::parse_rfc3339(&r.written_at).unwrap_or(0.0);
+        let time = |r: &Record| time::parse_rfc3339(&r.written_at).unwrap_or(0.0);
         time(b).total_cmp(&time(a))
     });
     // The loop file is the truth, the record a snapshot: Codex runs its Stop hooks at once, so
@@ -101,7 +107,7 @@ pub fn context(request: &Request) -> Option<String> {
         if let (Some(summary), Ok(session)) = (
             record.loop_summary.as_mut(),
             SessionId::parse(&record.session_id),
-        ) && let Ok(Some(state)) = crate::state::loops::load(request.project, &session)
+        ) && let Ok(Some(state)) = loops::load(request.project, &session)
         {
             summary.status = state.status;
             summary.end_reason = state.end_reason;
@@ -142,7 +148,7 @@ fn protection_notes(project: &Project) -> Vec<String> {
             place.dir.display()
         ));
     }
-    let legacy = crate::state::loops::legacy_loops(project);
+    let legacy = loops::legacy_loops(project);
     let told = place.dir.join("legacy-loops-told");
     if legacy > 0 && std::fs::symlink_metadata(&told).is_err() {
         notes.push(format!(
@@ -150,7 +156,7 @@ fn protection_notes(project: &Project) -> Vec<String> {
             project.legacy_loops().display()
         ));
         let _ = std::fs::create_dir_all(&place.dir)
-            .and_then(|()| crate::sys::atomic::write_atomic(&told, b"", 0o600));
+            .and_then(|()| atomic::write_atomic(&told, b"", 0o600));
     }
     notes
 }
@@ -170,7 +176,7 @@ fn compose(claimed: &str, records: &[Record], notes: &[String], message_max: usi
         let mut record = record.clone();
         record.last_message = record
             .last_message
-            .map(|m| crate::verdict::defang::keep_tail(&m, message_max))
+            .map(|m| defang::keep_tail(&m, message_max))
             .filter(|m| !m.is_empty());
         rest.push('\n');
         render(&mut rest, &record);
@@ -181,7 +187,7 @@ fn compose(claimed: &str, records: &[Record], notes: &[String], message_max: usi
 
 /// One line of untrusted text, whatever it holds.
 fn line(text: &str) -> String {
-    crate::verdict::defang::field(text)
+    defang::field(text)
 }
 
 fn render(text: &mut String, record: &Record) {
@@ -246,14 +252,14 @@ fn render(text: &mut String, record: &Record) {
     }
     if let Some(summary) = &record.loop_summary {
         // An interrupted loop waits for its own session: it goes on there, never in another.
-        let waits = if summary.status == crate::state::loop_state::LoopStatus::Interrupted {
+        let waits = if summary.status == LoopStatus::Interrupted {
             let id = line(&record.session_id);
             format!(
                 " (a turn ended without the gate's verdict: an API error, or the engine's cap on Stop blocks; no pass was spent, and it goes on at the next stop of session {id}: type on in that session, or cancel it with `stop-gate loop cancel --session {id}`)"
             )
         } else if let Some(reason) = summary
             .end_reason
-            .filter(|_| summary.status != crate::state::loop_state::LoopStatus::Passed)
+            .filter(|_| summary.status != LoopStatus::Passed)
         {
             format!(" ({}: {})", reason.as_str(), reason.told())
         } else {
@@ -328,10 +334,10 @@ fn progress_tail(request: &Request, records: &[Record]) -> Option<(String, Strin
     if !parent.starts_with(&project) {
         return None;
     }
-    let file = crate::sys::files::open_state(&parent.join(path.file_name()?)).ok()?;
+    let file = files::open_state(&parent.join(path.file_name()?)).ok()?;
     let len = file.metadata().ok()?.len();
-    let bytes = crate::verdict::terminal::tail_of_file(file, MAX_PROGRESS as u64).ok()?;
-    let text = crate::verdict::terminal::plain_text(crate::verdict::terminal::cut_to_char_boundary(&bytes));
+    let bytes = terminal::tail_of_file(file, MAX_PROGRESS as u64).ok()?;
+    let text = terminal::plain_text(terminal::cut_to_char_boundary(&bytes));
     let tail = if len > MAX_PROGRESS as u64 {
         format!("[…]\n{text}")
     } else {

@@ -9,19 +9,22 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::atomic::{Durability, write_atomic_as};
-use crate::verdict::defang::{self, clean, defang, field, field_max, keep_tail};
-use crate::error::{Error, Result};
+use crate::cli::hook::HookEvent;
 use crate::cli::hook::HookInput;
-use crate::state::loop_state;
-use crate::state::loops;
+use crate::error;
+use crate::error::{Error, Result};
 use crate::evidence::marker;
 use crate::evidence::payload;
-use crate::handoff::repo::GitState;
-use crate::state::project::{Project, SessionId};
 use crate::evidence::subject;
+use crate::handoff::repo::GitState;
+use crate::state::loop_state;
+use crate::state::loops;
+use crate::state::project::{Project, SessionId};
+use crate::sys::atomic::{Durability, write_atomic_as};
+use crate::sys::files;
 use crate::sys::time::{self, Deadline};
 use crate::transcript;
+use crate::verdict::defang::{self, clean, defang, field, field_max, keep_tail};
 
 pub const SCHEMA: &str = "vigil.handoff/v1";
 /// A record larger than this is not written, and not read.
@@ -222,7 +225,7 @@ fn first(
         loop_summary,
         markers,
         progress_file: progress_file(&project.dir, progress_flag).map(|p| field(&p)),
-        failure: (input.event() == Some(crate::cli::hook::HookEvent::StopFailure))
+        failure: (input.event() == Some(HookEvent::StopFailure))
             .then(|| FailureNote::of(input))
             .flatten(),
     }
@@ -402,12 +405,12 @@ impl Unusable {
 
 /// Reads a record with typed parsing (the schema, enforced at run time).
 pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
-    let file = match crate::sys::files::open_state(path) {
+    let file = match files::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
-        Err(e) => return Err(Unusable::Unreadable(crate::error::plain_io(&e))),
+        Err(e) => return Err(Unusable::Unreadable(error::plain_io(&e))),
     };
-    let bytes = crate::sys::files::read_capped(file, MAX_RECORD as u64, "the record", path)
+    let bytes = files::read_capped(file, MAX_RECORD as u64, "the record", path)
         .map_err(|_| Unusable::TooLarge)?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| Unusable::Invalid(e.to_string()))?;

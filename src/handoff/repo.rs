@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::sys::paths;
 use crate::sys::process;
 use crate::sys::time::Deadline;
 
@@ -108,8 +109,8 @@ fn within(path: &str, dir: &str) -> bool {
 
 /// Where `state_dir` lies inside the tree at `toplevel`, from its top.
 fn inside(toplevel: &Path, state_dir: &Path) -> Option<String> {
-    let state = crate::sys::paths::canonical(state_dir);
-    let top = crate::sys::paths::canonical(toplevel);
+    let state = paths::canonical(state_dir);
+    let top = paths::canonical(toplevel);
     let inside = state.strip_prefix(&top).ok()?;
     (!inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().into_owned())
 }

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::sys::atomic::write_atomic;
 use crate::error::{Error, Result};
+use crate::sys::atomic::write_atomic;
+use crate::sys::digest;
+use crate::sys::lock::FileLock;
 
 /// Codex's label of an event in trust keys: `SessionStart` → `session_start`.
 pub fn event_label(event: &str) -> String {
@@ -73,13 +75,13 @@ pub fn canonical_identity(event: &str, matcher: Option<&str>, handler: &Value) -
     if let Some(matcher) = matcher.filter(|_| !matches!(event, "Stop" | "UserPromptSubmit")) {
         identity.insert("matcher".into(), json!(matcher));
     }
-    crate::sys::digest::canonical_json(&Value::Object(identity))
+    digest::canonical_json(&Value::Object(identity))
 }
 
 /// `sha256:<hex>` of the canonical identity.
 pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String {
     let digest = Sha256::digest(canonical_identity(event, matcher, handler).as_bytes());
-    format!("sha256:{}", crate::sys::digest::hex(&digest))
+    format!("sha256:{}", digest::hex(&digest))
 }
 
 fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, toml_edit::DocumentMut)> {
@@ -300,10 +302,10 @@ pub fn approval_policy(user_config: &Path) -> Option<String> {
 
 /// Two installs trusting hooks of two projects at once edit one config.toml: each read, change
 /// and write happens under a lock beside it (gone once released).
-fn lock(config: &Path) -> Result<crate::sys::lock::FileLock> {
+fn lock(config: &Path) -> Result<FileLock> {
     let mut name = config.file_name().unwrap_or_default().to_os_string();
     name.push(".vigil-lock");
-    crate::sys::lock::FileLock::transient_at(
+    FileLock::transient_at(
         &config.with_file_name(name),
         std::time::Duration::from_secs(30),
     )

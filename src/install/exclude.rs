@@ -8,6 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::sys::atomic;
+use crate::sys::git::Repository;
+use crate::sys::paths;
 
 const BEGIN: &str =
     "# vigil: personal files (settings-merge install adds these lines, uninstall takes them back)";
@@ -16,7 +19,7 @@ const END: &str = "# end of vigil's lines";
 /// The `info/exclude` git reads for the repository holding `dir` (a linked worktree's is its
 /// common directory's), and the top it is relative to. `None` outside git.
 pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
-    let repository = crate::sys::git::Repository::locate(dir).ok()?;
+    let repository = Repository::locate(dir).ok()?;
     let common = match std::fs::read_to_string(repository.git_dir.join("commondir")) {
         Ok(text) => repository.git_dir.join(text.trim_end()),
         Err(_) => repository.git_dir.clone(),
@@ -26,8 +29,8 @@ pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
 
 /// The pattern that matches exactly `path` (inside `top`), from the top: `/a/b.json`.
 pub fn pattern(top: &Path, path: &Path) -> Option<String> {
-    let top = crate::sys::paths::canonical(top);
-    let path = crate::sys::paths::canonical(path);
+    let top = paths::canonical(top);
+    let path = paths::canonical(path);
     let relative = path.strip_prefix(&top).ok()?;
     let text = relative.to_str()?;
     // Only plain names: a pattern character would match more than the file.
@@ -44,7 +47,7 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
 /// user's home rather than a project.
 pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathBuf, Vec<String>)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    if home.is_some_and(|h| crate::sys::paths::canonical(&h) == crate::sys::paths::canonical(project)) {
+    if home.is_some_and(|h| paths::canonical(&h) == paths::canonical(project)) {
         return None;
     }
     let (exclude, top) = file_for(project)?;
@@ -125,8 +128,7 @@ pub fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
     }
-    crate::sys::atomic::write_atomic(file, new.as_bytes(), 0o644)
-        .map_err(|e| Error::io("write", file, &e))?;
+    atomic::write_atomic(file, new.as_bytes(), 0o644).map_err(|e| Error::io("write", file, &e))?;
     Ok(true)
 }
 

@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 
+use crate::cli::flags;
 use crate::error::{Error, Result};
 use crate::gate::GateConfig;
 
@@ -220,10 +221,7 @@ impl GateFlags {
                 Some(now) if now != flag => lines.push(format!(
                     "~ {} -> {}",
                     shown(flag),
-                    now.1
-                        .as_deref()
-                        .map(crate::cli::flags::shell_quote)
-                        .unwrap_or_default()
+                    now.1.as_deref().map(flags::shell_quote).unwrap_or_default()
                 )),
                 Some(_) => {}
             }
@@ -252,7 +250,7 @@ fn required_check(flag: &(String, Option<String>)) -> Option<&str> {
 /// A flag as written: `--run 'cargo test'`, `--subagents`.
 fn shown((name, value): &(String, Option<String>)) -> String {
     match value {
-        Some(value) => format!("{name} {}", crate::cli::flags::shell_quote(value)),
+        Some(value) => format!("{name} {}", flags::shell_quote(value)),
         None => name.clone(),
     }
 }

@@ -23,8 +23,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::sys::digest::sha256_hex;
+use crate::cli::flags::BINARIES;
+use crate::error;
 use crate::install::finding::Finding;
+use crate::state::protected;
+use crate::sys::atomic;
+use crate::sys::digest::sha256_hex;
+use crate::sys::files;
+use crate::sys::paths;
 
 /// The file in the project's protected state that holds the baseline.
 pub const BASELINE_FILE: &str = "planted-baseline.json";
@@ -201,8 +207,8 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     user_dirs.extend(home.map(|home| home.join(".claude")));
     user_dirs.extend(config_dir.map(Path::to_path_buf));
     claude_dirs.extend(user_dirs.iter().cloned());
-    crate::sys::paths::dedup_canonical(&mut claude_dirs);
-    crate::sys::paths::dedup_canonical(&mut user_dirs);
+    paths::dedup_canonical(&mut claude_dirs);
+    paths::dedup_canonical(&mut user_dirs);
     for dir in &claude_dirs {
         for (sub, kind) in [("agents", Kind::Agent), ("commands", Kind::Command)] {
             let root = dir.join(sub);
@@ -242,8 +248,8 @@ pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> S
     let mut configs: Vec<PathBuf> = Vec::new();
     configs.extend(home.map(|home| home.join(".claude.json")));
     configs.extend(config_dir.map(|dir| dir.join(".claude.json")));
-    crate::sys::paths::dedup_canonical(&mut configs);
-    let top = crate::state::protected::state_top(project);
+    paths::dedup_canonical(&mut configs);
+    let top = protected::state_top(project);
     for config in configs {
         match read_prefix(&config, MAX_JSON) {
             Some((_, true)) => scan.too_large.push(config),
@@ -325,7 +331,7 @@ fn skill_files(root: &Path) -> (Vec<PathBuf>, bool) {
 /// Up to `cap` bytes of a regular file (opened without blocking), and whether there was more;
 /// `None` when it cannot be read (Claude Code, with the same rights, cannot read it either).
 fn read_prefix(path: &Path, cap: u64) -> Option<(Vec<u8>, bool)> {
-    let file = crate::sys::files::open_regular(path).ok()?;
+    let file = files::open_regular(path).ok()?;
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).ok()?;
     let more = bytes.len() as u64 > cap;
@@ -339,10 +345,7 @@ fn markdown(path: &Path, kind: Kind) -> Option<Planted> {
     let what = if more {
         What::Unparsed(
             kind,
-            format!(
-                "larger than {}, not read",
-                crate::sys::files::human_bytes(MAX_MARKDOWN)
-            ),
+            format!("larger than {}, not read", files::human_bytes(MAX_MARKDOWN)),
         )
     } else {
         match std::str::from_utf8(&bytes) {
@@ -398,7 +401,7 @@ fn vigils_own(path: &Path, root: &Value) -> bool {
     if !named_vigil {
         return false;
     }
-    let is_binary = |word: &str| crate::cli::flags::BINARIES.contains(&word);
+    let is_binary = |word: &str| BINARIES.contains(&word);
     let ours = |handler: &Value| {
         let args: Vec<&str> = match handler.get("args") {
             None => Vec::new(),
@@ -481,7 +484,7 @@ fn claude_json(path: &Path, bytes: &[u8], top: &Path) -> Vec<Planted> {
                 continue;
             };
             let dir_path = Path::new(dir);
-            if dir_path.is_absolute() && crate::sys::paths::canonical(dir_path).starts_with(top) {
+            if dir_path.is_absolute() && paths::canonical(dir_path).starts_with(top) {
                 let scope = format!("projects[{}].mcpServers", json!(dir));
                 found.extend(servers(
                     path,
@@ -573,16 +576,16 @@ fn clip(line: &str) -> String {
 
 /// Where the project's baseline is kept: its directory in the state home.
 pub fn baseline_path(project: &Path) -> Option<PathBuf> {
-    Some(crate::state::protected::install_dir(project)?.join(BASELINE_FILE))
+    Some(protected::install_dir(project)?.join(BASELINE_FILE))
 }
 
 /// Records what is planted now for the project at `project` (`install --protect`): the
 /// human vouches for it by installing, and the doctor fails on what comes after.
 pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
-    let dir = crate::state::protected::made_install_dir(project).map_err(|e| {
+    let dir = protected::made_install_dir(project).map_err(|e| {
         crate::Error::input(format!(
             "--protect cannot keep what is planted in the project in the state home: {}",
-            crate::error::plain_io(&e)
+            error::plain_io(&e)
         ))
     })?;
     let path = dir.join(BASELINE_FILE);
@@ -596,8 +599,7 @@ pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathB
     }))
     .expect("JSON values serialize");
     bytes.push(b'\n');
-    crate::sys::atomic::write_atomic(&path, &bytes, 0o600)
-        .map_err(|e| crate::Error::io("write", &path, &e))?;
+    atomic::write_atomic(&path, &bytes, 0o600).map_err(|e| crate::Error::io("write", &path, &e))?;
     Ok(path)
 }
 
@@ -611,12 +613,12 @@ pub enum Baseline {
 
 /// Reads a baseline, never through a symlink (vigil's own state file).
 pub fn read_baseline(path: &Path) -> Baseline {
-    let file = match crate::sys::files::open_state(path) {
+    let file = match files::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Baseline::Missing,
-        Err(e) => return Baseline::Unreadable(crate::error::plain_io(&e)),
+        Err(e) => return Baseline::Unreadable(error::plain_io(&e)),
     };
-    let bytes = match crate::sys::files::read_capped(file, 64 << 20, "the baseline", path) {
+    let bytes = match files::read_capped(file, 64 << 20, "the baseline", path) {
         Ok(bytes) => bytes,
         Err(e) => return Baseline::Unreadable(e.to_string()),
     };
@@ -684,7 +686,7 @@ pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
         findings.push(Finding::Warn(format!(
             "{} is larger than {}, so the MCP servers in it are not checked; check them with claude mcp list",
             path.display(),
-            crate::sys::files::human_bytes(MAX_JSON)
+            files::human_bytes(MAX_JSON)
         )));
     }
     for dir in &scan.cut_short {

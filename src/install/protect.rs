@@ -17,7 +17,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::install::finding::Finding;
+use crate::reach::Entry;
+use crate::reach::READ_ONLY;
+use crate::reach::START_UP_FILES;
 use crate::reach::sandbox::Effective;
+use crate::state::protected;
+use crate::sys::paths;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
 pub const SANDBOX: [(&str, bool); 3] = [
@@ -81,7 +86,7 @@ impl Guarded {
     /// The rules of this machine: `$HOME` and the state home as vigil finds them.
     pub fn here(bin_dir: Option<PathBuf>) -> Option<Guarded> {
         Some(Guarded {
-            state_home: crate::state::protected::home()?,
+            state_home: protected::home()?,
             bin_dir,
             home: std::env::var_os("HOME")
                 .map(PathBuf::from)
@@ -104,10 +109,10 @@ impl Guarded {
             rules.push("Edit(~/.claude/settings.json)".to_string());
         }
         // The second layer under the file tools' guard: the same read-only set (SPEC §9).
-        for (entry, kind) in crate::reach::READ_ONLY {
+        for (entry, kind) in READ_ONLY {
             rules.push(match kind {
-                crate::reach::Entry::Dir => format!("Edit(/{entry}/**)"),
-                crate::reach::Entry::File => format!("Edit(/{entry})"),
+                Entry::Dir => format!("Edit(/{entry}/**)"),
+                Entry::File => format!("Edit(/{entry})"),
             });
         }
         if self.home.is_some() {
@@ -124,7 +129,7 @@ impl Guarded {
                 rules.push(format!("Edit(~/{dir}/**)"));
             }
             rules.push("Edit(~/.claude.json)".to_string());
-            for file in crate::reach::START_UP_FILES {
+            for file in START_UP_FILES {
                 rules.push(format!("Edit(~/{file})"));
             }
         }
@@ -155,7 +160,7 @@ impl Guarded {
             ..self.clone()
         };
         rules.push(absolute.rule(&self.state_home, true));
-        let canonical = crate::sys::paths::canonical(&self.state_home);
+        let canonical = paths::canonical(&self.state_home);
         rules.push(absolute.rule(&canonical, true));
         rules.push(self.rule(&canonical, true));
         rules.sort();
@@ -295,7 +300,7 @@ pub fn from_value(value: &Value) -> Option<Protection> {
 /// protected state of the project at `project_dir`, and why not.
 pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Vec<Finding> {
     let mut findings = Vec::new();
-    if !crate::state::protected::home_is_writable() {
+    if !protected::home_is_writable() {
         findings.push(Finding::Fail(format!(
             "the state home {} cannot be written, so loops and session records are in {}, inside the project, where the agent can change them; set $VIGIL_STATE_HOME to a writable directory outside the project",
             guarded.state_home.display(),
@@ -304,8 +309,8 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     let why_not = "the agent can change vigil's loops and session records";
-    let home = crate::sys::paths::canonical(&guarded.state_home);
-    let top = crate::state::protected::state_top(project_dir);
+    let home = paths::canonical(&guarded.state_home);
+    let top = protected::state_top(project_dir);
     if home.starts_with(&top) {
         findings.push(Finding::Fail(format!(
             "the state home {} is inside the project, which the sandbox lets the agent write: {why_not}; set $VIGIL_STATE_HOME outside it",
@@ -314,7 +319,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     if let Some(bin) = &guarded.bin_dir
-        && crate::sys::paths::canonical(bin).starts_with(&top)
+        && paths::canonical(bin).starts_with(&top)
     {
         findings.push(Finding::Fail(format!(
             "the hooks run vigil's binaries from {}, inside the project, where the agent can replace them and answer for the gate; install them outside it (./install.sh puts them in ~/.local/bin)",
@@ -323,7 +328,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     // What the sandbox lets commands write besides the project (seen with 2.1.332).
-    let writable = crate::state::protected::sandbox_writable;
+    let writable = protected::sandbox_writable;
     if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
         findings.push(Finding::Warn(format!(
             "the hooks run vigil's binaries from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write: the agent can replace them; install them elsewhere",

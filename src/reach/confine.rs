@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::reach::{self, Entry};
+use crate::sys::atomic;
+use crate::sys::atomic::Durability;
+use crate::sys::files;
+use crate::sys::process;
 
 /// Where bubblewrap may be; a copy anywhere else (the project, a directory the agent put on
 /// `PATH`) is never run.
@@ -208,12 +212,7 @@ fn write_ledger(ledger: &Path, made: &Made) {
             Some(format!("{kind} {}\n", path.to_str()?))
         })
         .collect();
-    let _ = crate::sys::atomic::write_atomic_as(
-        ledger,
-        text.as_bytes(),
-        0o600,
-        crate::sys::atomic::Durability::Skip,
-    );
+    let _ = atomic::write_atomic_as(ledger, text.as_bytes(), 0o600, Durability::Skip);
 }
 
 fn set_nonblocking(fd: RawFd) {
@@ -397,8 +396,8 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
 /// FIFO or a huge file in its place holds nothing up.
 fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
     let small = |path: &Path| {
-        let file = crate::sys::files::open_regular(path).ok()?;
-        let bytes = crate::sys::files::read_capped(file, 4096, "a git pointer", path).ok()?;
+        let file = files::open_regular(path).ok()?;
+        let bytes = files::read_capped(file, 4096, "a git pointer", path).ok()?;
         Some(String::from_utf8(bytes).ok()?.trim_end().to_string())
     };
     let mut dirs = Vec::new();
@@ -531,7 +530,7 @@ pub fn command(
 /// never a withheld variable (vigil's own, the user's session sockets).
 fn confined_env(cmd: &mut Command, plan: &Plan) {
     if let Some(keep) = &plan.clean_env {
-        crate::sys::process::clean_env(cmd, keep);
+        process::clean_env(cmd, keep);
     }
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_none_or(reach::is_withheld_variable) {

@@ -18,6 +18,7 @@ pub mod confine;
 pub mod guard;
 pub mod sandbox;
 
+use crate::state::protected;
 use std::path::{Component, Path, PathBuf};
 
 /// What kind of entry a read-only or hidden path is when it exists.
@@ -88,7 +89,7 @@ pub fn read_only_in(top: &Path) -> Vec<(PathBuf, Entry)> {
 /// runtime directory, and `extra` (a signing key file).
 pub fn hidden(project_state: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, Entry)> {
     let mut paths: Vec<PathBuf> = Vec::new();
-    if let Some(home) = crate::state::protected::home() {
+    if let Some(home) = protected::home() {
         paths.push(home);
     }
     // The fallback state, when the state home could not be written.

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::sys::files;
+use crate::sys::paths;
 use serde_json::{Map, Value};
 
 /// Claude Code's settings as it merges them for one project: each layer's `sandbox` key set
@@ -57,14 +59,14 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     paths.push(project.join(".claude/settings.json"));
     paths.push(project.join(".claude/settings.local.json"));
     paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
-    crate::sys::paths::dedup_canonical(&mut paths);
+    paths::dedup_canonical(&mut paths);
     paths
 }
 
 /// One settings layer, when it is a regular file of at most 8 MiB holding a JSON object.
 pub fn read_layer(path: &Path) -> Option<Map<String, Value>> {
-    let file = crate::sys::files::open_regular(path).ok()?;
-    let bytes = crate::sys::files::read_capped(file, 8 << 20, "settings", path).ok()?;
+    let file = files::open_regular(path).ok()?;
+    let bytes = files::read_capped(file, 8 << 20, "settings", path).ok()?;
     match serde_json::from_slice(&bytes) {
         Ok(Value::Object(map)) => Some(map),
         _ => None,

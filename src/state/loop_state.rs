@@ -5,8 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::verdict::promise::Promise;
 use crate::sys::time;
+use crate::transcript::usage::Tally;
+use crate::verdict::promise::Promise;
 
 pub const SCHEMA: &str = "vigil.loop/v2";
 pub const MAX_ITERATIONS: u32 = 10_000;
@@ -166,7 +167,7 @@ pub struct Progress {
     pub waited_in_pass: Option<u32>,
     /// The tokens counted since the loop started, and how far each transcript was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<crate::transcript::usage::Tally>,
+    pub tokens: Option<Tally>,
 }
 
 impl Progress {

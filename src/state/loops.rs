@@ -8,16 +8,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::atomic::write_atomic;
+use crate::cli::input::Source;
 use crate::error::{Error, Result};
 use crate::state::loop_state::{
     EndReason, Failure, Limits, LoopState, LoopStatus, MAX_FAILURES, MAX_ITERATIONS,
     MAX_PROMPT_CHARS, StartedBy,
 };
-use crate::verdict::promise::Promise;
-use crate::state::session::Session;
 use crate::state::project::{Project, SessionId};
+use crate::state::protected;
+use crate::state::session;
+use crate::state::session::Session;
+use crate::sys::atomic::write_atomic;
+use crate::sys::files;
+use crate::sys::lock::FileLock;
 use crate::sys::time;
+use crate::transcript;
+use crate::verdict::defang;
+use crate::verdict::promise::Promise;
+use crate::verdict::token::Token;
 
 pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
 /// How long `loop run`'s loop may wait for its session by default: a day.
@@ -44,9 +52,7 @@ pub enum Pending {
 impl Pending {
     /// A new `loop run` id: 128 random bits in hex, as a per-task token is made.
     pub fn new_run() -> Result<Pending> {
-        Ok(Pending::Run(
-            crate::verdict::token::Token::generate()?.as_str().to_string(),
-        ))
+        Ok(Pending::Run(Token::generate()?.as_str().to_string()))
     }
 
     /// `loop run`'s id, for a run's pending loop.
@@ -102,12 +108,12 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
     let Some(path) = pending.claim_path(project) else {
         return Ok(None);
     };
-    let file = match crate::sys::files::open_state(&path) {
+    let file = match files::open_state(&path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the loop's claim", &path, &e)),
     };
-    let bytes = crate::sys::files::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
+    let bytes = files::read_capped(file, MAX_STATE, "the loop's claim", &path)?;
     let claim: RunClaim = serde_json::from_slice(&bytes)
         .map_err(|e| Error::input(format!("the claim {} is not valid: {e}", path.display())))?;
     SessionId::parse(&claim.session_id)?;
@@ -126,7 +132,7 @@ pub fn forget_run(project: &Project, pending: &Pending) {
 /// The session's loop as its record holds it now; `Ok(None)` when it never had one. A damaged
 /// or vanished record is an error here: only a Stop, which tells the human, begins a new one.
 pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
-    match crate::state::session::peek(project, session) {
+    match session::peek(project, session) {
         Ok(record) => Ok(record.and_then(|r| r.ralph)),
         Err(lost) => Err(Error::input(format!("{lost}; the loop is NOT verified"))),
     }
@@ -134,12 +140,12 @@ pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>>
 
 /// Reads a pending loop; `Ok(None)` when there is none.
 fn load_pending(path: &Path) -> Result<Option<LoopState>> {
-    let file = match crate::sys::files::open_state(path) {
+    let file = match files::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read the pending loop", path, &e)),
     };
-    let bytes = crate::sys::files::read_capped(file, MAX_STATE, "the pending loop", path)?;
+    let bytes = files::read_capped(file, MAX_STATE, "the pending loop", path)?;
     let state: LoopState = serde_json::from_slice(&bytes).map_err(|e| {
         Error::input(format!(
             "the pending loop {} is not valid: {e}",
@@ -186,8 +192,7 @@ pub fn start_pending(
 ) -> Result<LoopState> {
     let path = pending.path(project);
     // Two starts at once: the second sees the first's loop waiting.
-    let _lock =
-        crate::sys::lock::FileLock::transient_at(&path.with_extension("lock"), Duration::from_secs(5))?;
+    let _lock = FileLock::transient_at(&path.with_extension("lock"), Duration::from_secs(5))?;
     if let Some(waiting) = load_pending(&path)?
         && !lapsed(&waiting)
     {
@@ -375,7 +380,7 @@ pub fn note_engine_cut(
     session: &SessionId,
     transcript: &Path,
 ) -> Result<Option<String>> {
-    match crate::state::session::peek(project, session) {
+    match session::peek(project, session) {
         Ok(Some(record)) => match &record.ralph {
             Some(state) => engine_cut_of(project, session, state, transcript),
             None => Ok(None),
@@ -400,7 +405,7 @@ pub fn engine_cut_of(
         .chain(state.failures.iter().map(|failure| &failure.at))
         .filter_map(|at| time::parse_rfc3339(at))
         .fold(0.0, f64::max);
-    let Some((at, content)) = crate::transcript::engine_cut_after(transcript, after) else {
+    let Some((at, content)) = transcript::engine_cut_after(transcript, after) else {
         return Ok(None);
     };
     record_failure(
@@ -409,7 +414,7 @@ pub fn engine_cut_of(
         Failure {
             error: BLOCK_CAP.into(),
             error_details: None,
-            message: Some(crate::verdict::defang::field_max(&content, 200)),
+            message: Some(defang::field_max(&content, 200)),
             at,
             iteration: None,
             agent_id: None,
@@ -489,7 +494,7 @@ pub const BLOCK_CAP: &str = "block_cap";
 /// gone (the state home removed). The line to tell, once: a record with no loop is written, so
 /// no later hook of the session tells it again. A witness only ever makes a verdict worse.
 pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
-    if !matches!(crate::state::session::peek(project, session), Ok(None)) {
+    if !matches!(session::peek(project, session), Ok(None)) {
         return None;
     }
     witness_unrecorded(project, session, transcript)
@@ -501,7 +506,7 @@ pub fn witness_unrecorded(
     session: &SessionId,
     transcript: &Path,
 ) -> Option<String> {
-    if !crate::transcript::vigil_loop_blocked(transcript) {
+    if !transcript::vigil_loop_blocked(transcript) {
         return None;
     }
     let _ = Session::open(project, session).and_then(|mut record| record.save());
@@ -554,7 +559,7 @@ pub fn legacy_loops(project: &Project) -> usize {
 fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
     use crate::sys::files::Beneath;
     let shown = file.display();
-    let opened = crate::sys::files::open_beneath(&project.dir, file).map_err(|why| match why {
+    let opened = files::open_beneath(&project.dir, file).map_err(|why| match why {
         Beneath::Outside => Error::input(format!(
             "--prompt-file {shown} is outside the project; a slash command reads a prompt file only from inside it"
         )),
@@ -567,8 +572,8 @@ fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
         Beneath::Io(e) => Error::io("read", &project.dir.join(file), &e),
     })?;
     let path = project.dir.join(file);
-    let bytes = crate::sys::files::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
-    crate::sys::files::utf8(bytes, "the prompt file")
+    let bytes = files::read_capped(opened, MAX_PROMPT_BYTES, "the prompt file", &path)?;
+    files::utf8(bytes, "the prompt file")
 }
 
 /// The largest prompt file or argument text `loop start` reads.
@@ -634,9 +639,9 @@ pub fn begin(
             read_prompt_in_project(project, file)?
         }
         (Some(file), None) => {
-            let bytes = crate::cli::input::Source::File(file.clone())
-                .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
-            crate::sys::files::utf8(bytes, "the prompt file")?
+            let bytes =
+                Source::File(file.clone()).read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
+            files::utf8(bytes, "the prompt file")?
         }
         (None, Some(prompt)) => prompt,
         (None, None) => {
@@ -674,7 +679,7 @@ pub fn begin(
                 return Ok(Started { state, told });
             }
             // Named, because a session started above a nested `.git` is another project's.
-            let top = crate::state::protected::state_top(&project.dir);
+            let top = protected::state_top(&project.dir);
             let told = format!(
                 "vigil loop pending: the next session to start in this project ({}) within {}s claims it; up to {max} passes{told_limits}, ending on {} with every check passing",
                 top.display(),

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::state::protected;
+use crate::state::protected::Place;
 
 /// The project a hook works on and the state directory inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,13 +20,13 @@ pub struct Project {
     /// Whether `state` is the default `<dir>/.vigil` (rather than one the user chose).
     pub default_state: bool,
     /// Where the protected state is, found when first asked for.
-    protected: std::sync::OnceLock<crate::state::protected::Place>,
+    protected: std::sync::OnceLock<Place>,
 }
 
 impl Project {
     pub fn resolve(state_dir_flag: Option<&Path>, input_cwd: Option<&Path>) -> Project {
         let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
-        let dir = crate::state::protected::project_top(&Project::start_dir(input_cwd));
+        let dir = protected::project_top(&Project::start_dir(input_cwd));
         let chosen = state_dir_flag
             .map(Path::to_path_buf)
             .or_else(|| std::env::var_os("VIGIL_STATE_DIR").and_then(nonempty));
@@ -54,17 +56,15 @@ impl Project {
     /// sandbox, where the state home is read-only): the protected state is looked up where it
     /// is, and nothing is made.
     pub fn for_reading(self) -> Project {
-        let _ = self
-            .protected
-            .set(crate::state::protected::Place::find(&self.dir, &self.state));
+        let _ = self.protected.set(Place::find(&self.dir, &self.state));
         self
     }
 
     /// The protected state (SPEC §9): loops, session records and trusted keys, in the state
     /// home, else in `<state>/state/` (said by the doctor and at session start).
-    pub fn protected(&self) -> &crate::state::protected::Place {
+    pub fn protected(&self) -> &Place {
         self.protected
-            .get_or_init(|| crate::state::protected::Place::of(&self.dir, &self.state))
+            .get_or_init(|| Place::of(&self.dir, &self.state))
     }
 
     /// A directory vigil owns under the state directory (`loops`, `sessions/subagents`…),

@@ -4,7 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::sys::atomic;
+use crate::sys::digest;
+use crate::sys::files;
 use crate::sys::git::Repository;
+use crate::sys::paths;
 
 /// The install record's file name, in the project's protected state.
 pub const RECORD_FILE: &str = "installed.json";
@@ -36,7 +40,7 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
 /// agent can move the top (a `.git` planted in a monorepo project moves it down) but not the
 /// directory it works in.
 pub fn install_dir(project: &Path) -> Option<PathBuf> {
-    dir_for(&crate::sys::paths::canonical(project))
+    dir_for(&paths::canonical(project))
 }
 
 /// [`install_dir`], made when missing (owner only, the project it is named after written in
@@ -53,7 +57,7 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
         .recursive(true)
         .mode(0o700)
         .create(&dir)?;
-    mark_top(&dir, &crate::sys::paths::canonical(project));
+    mark_top(&dir, &paths::canonical(project));
     Ok(dir)
 }
 
@@ -70,12 +74,12 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
 ///    `.git` planted below it and removed again leaves state behind, which must not anchor);
 /// 3. else the git top (the nearest `.git` of any kind), else the directory itself.
 pub fn project_top(start: &Path) -> PathBuf {
-    let canonical = crate::sys::paths::canonical(start);
+    let canonical = paths::canonical(start);
     let top = top_of(&canonical);
     let Some(home) = home() else {
         return top;
     };
-    let user = std::env::var_os("HOME").map(|h| crate::sys::paths::canonical(Path::new(&h)));
+    let user = std::env::var_os("HOME").map(|h| paths::canonical(Path::new(&h)));
     let installed = canonical.ancestors().find(|dir| {
         Some(*dir) != user.as_deref()
             && std::fs::symlink_metadata(dir_in(&home, dir).join(RECORD_FILE))
@@ -114,7 +118,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
     let Some(named) = text.trim().strip_prefix("gitdir:") else {
         return false;
     };
-    let target = crate::sys::paths::canonical(&dir.join(named.trim()));
+    let target = paths::canonical(&dir.join(named.trim()));
     let Some(git_dir) = outer
         .ancestors()
         .map(|above| above.join(".git"))
@@ -130,7 +134,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
         Some("modules") => parts.next().is_some(),
         Some("worktrees") => {
             let back = std::fs::read_to_string(target.join("gitdir")).unwrap_or_default();
-            crate::sys::paths::canonical(Path::new(back.trim())) == crate::sys::paths::canonical(&dotgit)
+            paths::canonical(Path::new(back.trim())) == paths::canonical(&dotgit)
         }
         _ => false,
     }
@@ -140,7 +144,7 @@ fn registered(dir: &Path, outer: &Path) -> bool {
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.
 pub fn state_top(project_dir: &Path) -> PathBuf {
-    top_of(&crate::sys::paths::canonical(project_dir))
+    top_of(&paths::canonical(project_dir))
 }
 
 /// `state_top` of a path already canonical.
@@ -176,7 +180,7 @@ impl Place {
         use std::os::unix::fs::DirBuilderExt;
         let fallback = state_dir.join("state");
         // Canonical once: every name below is derived from it.
-        let project = crate::sys::paths::canonical(project_dir);
+        let project = paths::canonical(project_dir);
         let top = top_of(&project);
         let Some(dir) = dir_for(&top) else {
             return Place::fallback(fallback, None, project);
@@ -202,7 +206,7 @@ impl Place {
     /// there, else the fallback when that is, else the state home's (empty).
     pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
-        let project = crate::sys::paths::canonical(project_dir);
+        let project = paths::canonical(project_dir);
         let Some(dir) = dir_for(&top_of(&project)) else {
             return Place::fallback(fallback, None, project);
         };
@@ -234,7 +238,7 @@ impl Place {
     /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top), or where Claude
     /// Code's sandbox lets commands write besides (`$TMPDIR`, `/tmp/claude`).
     pub fn agent_writable(&self) -> bool {
-        let dir = crate::sys::paths::canonical(&self.dir);
+        let dir = paths::canonical(&self.dir);
         self.fallback
             || dir.starts_with(&self.project)
             || dir.starts_with(top_of(&self.project))
@@ -262,10 +266,10 @@ impl Place {
     /// Whether the state home's directory `dir` is named after a top at, above or below this
     /// project (what its top file says; one without it is not taken to be).
     pub fn is_related(&self, dir: &Path) -> bool {
-        let Ok(file) = crate::sys::files::open_state(&dir.join(TOP_FILE)) else {
+        let Ok(file) = files::open_state(&dir.join(TOP_FILE)) else {
             return false;
         };
-        let Ok(bytes) = crate::sys::files::read_capped(file, 4096, "a project's top", dir) else {
+        let Ok(bytes) = files::read_capped(file, 4096, "a project's top", dir) else {
             return false;
         };
         use std::os::unix::ffi::OsStrExt;
@@ -284,7 +288,7 @@ const TOP_FILE: &str = "top";
 pub fn mark_top(dir: &Path, top: &Path) {
     let file = dir.join(TOP_FILE);
     if std::fs::symlink_metadata(&file).is_err() {
-        let _ = crate::sys::atomic::write_atomic(&file, top.as_os_str().as_encoded_bytes(), 0o600);
+        let _ = atomic::write_atomic(&file, top.as_os_str().as_encoded_bytes(), 0o600);
     }
 }
 
@@ -314,7 +318,7 @@ fn is_writable(dir: &Path) -> bool {
 /// down, a `.git` made a symlink or deleted moves it up to a parent repository), so a key
 /// trusted for the real top is found wherever the search for `.git` now ends.
 pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
-    let mut tops: Vec<PathBuf> = crate::sys::paths::canonical(project_dir)
+    let mut tops: Vec<PathBuf> = paths::canonical(project_dir)
         .ancestors()
         .map(Path::to_path_buf)
         .collect();
@@ -352,7 +356,7 @@ pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
         })
         .take(48)
         .collect();
-    let hash = crate::sys::digest::sha256_hex(top.as_os_str().as_encoded_bytes());
+    let hash = digest::sha256_hex(top.as_os_str().as_encoded_bytes());
     home.join("projects")
         .join(format!("{name}-{}", &hash[..16]))
 }
@@ -387,9 +391,9 @@ pub fn project_keys(project_dir: &Path) -> Option<PathBuf> {
 /// Whether Claude Code's sandbox lets the agent's commands write `path` besides the project
 /// (seen with 2.1.332): `$TMPDIR`, and `/tmp/claude`.
 pub fn sandbox_writable(path: &Path) -> bool {
-    let path = crate::sys::paths::canonical(path);
+    let path = paths::canonical(path);
     let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
     path.starts_with("/tmp/claude")
         || path.starts_with("/private/tmp/claude")
-        || tmpdir.is_some_and(|t| path.starts_with(crate::sys::paths::canonical(Path::new(&t))))
+        || tmpdir.is_some_and(|t| path.starts_with(paths::canonical(Path::new(&t))))
 }

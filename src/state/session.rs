@@ -10,11 +10,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::sys::lock::FileLock;
+use crate::state::loop_state::Failure;
 use crate::state::loop_state::LoopState;
-use crate::sys::record;
+use crate::state::project;
 use crate::state::project::{Project, SessionId};
+use crate::state::protected;
+use crate::sys::atomic;
+use crate::sys::lock::FileLock;
+use crate::sys::record;
 use crate::sys::time;
+use crate::verdict::defang;
 
 pub const SCHEMA: &str = "vigil.session/v2";
 const LOCK_WAIT: Duration = Duration::from_secs(5);
@@ -36,7 +41,7 @@ pub struct SessionRecord {
     pub agent_budgets: Vec<AgentBudget>,
     /// The session's failed turns (StopFailure), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<crate::state::loop_state::Failure>,
+    pub failures: Vec<Failure>,
     /// A loss not yet told to the human (the record was damaged, or gone while its loop ran):
     /// kept here by whoever opened the record first, so that whichever hook saves next does not
     /// make it vanish; the next Stop tells it (SPEC §9).
@@ -73,7 +78,7 @@ pub fn note_blocked_change(project: &Project, session: &SessionId, reason: &str)
     let mut record = Session::open(project, session)?;
     let list = &mut record.record.blocked_changes;
     list.push(BlockedChange {
-        reason: crate::verdict::defang::field_max(reason, 500),
+        reason: defang::field_max(reason, 500),
         at: time::now_rfc3339(),
         told: false,
     });
@@ -171,7 +176,7 @@ pub fn path(project: &Project, session: &SessionId) -> PathBuf {
     {
         return dir.join(&file);
     }
-    if let Some(dir) = crate::state::protected::project_dirs()
+    if let Some(dir) = protected::project_dirs()
         .into_iter()
         .filter(|dir| !place.candidates.contains(dir))
         .find(|dir| holds(dir) && place.is_related(dir))
@@ -337,7 +342,7 @@ impl Session {
         if running && !marked {
             let dir = marker.parent().unwrap_or(Path::new("."));
             std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-            crate::sys::atomic::write_atomic(&marker, b"", 0o600)
+            atomic::write_atomic(&marker, b"", 0o600)
                 .map_err(|e| Error::io("write", &marker, &e))?;
         } else if !running && marked {
             let _ = std::fs::remove_file(&marker);
@@ -362,14 +367,14 @@ fn owned_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     let root = dir.parent().unwrap_or(dir);
     for path in [root, dir] {
-        crate::state::project::refuse_symlink(path)?;
+        project::refuse_symlink(path)?;
     }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io("create", dir, &e))?;
-    crate::state::project::refuse_symlink(dir)
+    project::refuse_symlink(dir)
 }
 
 #[cfg(test)]
@@ -382,9 +387,10 @@ mod tests {
     /// the record: a record that did not would make every Stop of the session deny.
     #[test]
     fn the_largest_session_record_fits_its_slot() {
-        let promise =
-            crate::verdict::promise::Promise::new(&"\u{1F600}".repeat(crate::verdict::promise::MAX_PROMISE_CHARS))
-                .unwrap();
+        let promise = crate::verdict::promise::Promise::new(
+            &"\u{1F600}".repeat(crate::verdict::promise::MAX_PROMISE_CHARS),
+        )
+        .unwrap();
         // Control characters are the longest in JSON (`\u0001`, six bytes each).
         let prompt = "\u{1}".repeat(crate::state::loop_state::MAX_PROMPT_CHARS);
         let mut ralph = LoopState::new("s", prompt, &promise, 10_000, StartedBy::Terminal);

@@ -1,6 +1,8 @@
 //! An exclusive lock on a sidecar file, so that read-modify-write of a state file by hooks
 //! running at the same moment never loses an update.
 
+use crate::error::Error;
+use crate::error::Result;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -70,15 +72,15 @@ impl FileLock {
     /// A lock that leaves nothing behind: its directory is made when missing (again, if another
     /// process removed it in between), and the lock file goes when released. An error names
     /// the path.
-    pub fn transient_at(path: &Path, wait: Duration) -> crate::error::Result<FileLock> {
+    pub fn transient_at(path: &Path, wait: Duration) -> Result<FileLock> {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tries = 0;
         loop {
-            std::fs::create_dir_all(dir).map_err(|e| crate::error::Error::io("create", dir, &e))?;
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
             match FileLock::acquire(path, wait) {
                 Ok(lock) => return Ok(lock.transient()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,
-                Err(e) => return Err(crate::error::Error::io("lock", path, &e)),
+                Err(e) => return Err(Error::io("lock", path, &e)),
             }
         }
     }

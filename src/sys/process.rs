@@ -3,6 +3,7 @@
 //! stray grandchild keeps open. Ctrl-C, SIGTERM and SIGHUP that reach vigil are passed on to
 //! the groups it runs, so a killed hook does not leave its check running.
 
+use crate::sys::digest;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
@@ -372,7 +373,7 @@ pub fn run_passthrough(
         .unwrap_or_default();
     Ok(PassedThrough {
         outcome,
-        output_sha256: crate::sys::digest::hex(&digest),
+        output_sha256: digest::hex(&digest),
         duration,
     })
 }

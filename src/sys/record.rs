@@ -12,6 +12,8 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use crate::error;
+use crate::sys::atomic;
 use sha2::{Digest, Sha256};
 
 const MAGIC: &[u8; 8] = b"VIGILR02";
@@ -43,7 +45,7 @@ pub fn read(path: &Path) -> Read {
     {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
-        Err(e) => return Read::Corrupt(crate::error::plain_io(&e)),
+        Err(e) => return Read::Corrupt(error::plain_io(&e)),
     };
     match file.metadata() {
         Ok(meta) if meta.is_file() && meta.len() == 2 * SLOT as u64 => {}
@@ -55,7 +57,7 @@ pub fn read(path: &Path) -> Read {
             ));
         }
         Ok(_) => return Read::Corrupt("it is not a regular file".into()),
-        Err(e) => return Read::Corrupt(crate::error::plain_io(&e)),
+        Err(e) => return Read::Corrupt(error::plain_io(&e)),
     }
     let newest = (0..2)
         .filter_map(|slot| read_slot(&file, slot))
@@ -118,7 +120,7 @@ pub fn write(path: &Path, seq: u64, payload: &[u8]) -> std::io::Result<()> {
     if seq == 1 || std::fs::symlink_metadata(path).is_err() {
         let mut image = vec![0u8; 2 * SLOT];
         image[slot * SLOT..slot * SLOT + bytes.len()].copy_from_slice(&bytes);
-        return crate::sys::atomic::write_atomic(path, &image, 0o600);
+        return atomic::write_atomic(path, &image, 0o600);
     }
     let file = File::options()
         .write(true)

@@ -114,7 +114,7 @@ impl Deadline {
     }
 
     /// An error naming `what` once the deadline has passed.
-    pub fn check(self, what: &str) -> crate::error::Result<()> {
+    pub fn check(self, what: &str) -> Result<()> {
         if self.passed() {
             return Err(Error::Io(format!("{what} ran out of time")));
         }

@@ -10,8 +10,10 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
 use crate::cli::hook::HookInput;
+use crate::error::{Error, Result};
+use crate::sys::files;
+use crate::sys::time;
 
 /// The most a backwards read will cover before giving up (the answer is then "no message").
 pub const TAIL_BUDGET: u64 = 32 * 1024 * 1024;
@@ -51,7 +53,7 @@ pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
 /// which is its side chain.
 pub fn last_assistant_text_of(path: &Path, sidechain: bool) -> Result<Option<String>> {
     let io = |e: std::io::Error| Error::io("read transcript", path, &e);
-    let file = crate::sys::files::open_regular(path).map_err(io)?;
+    let file = files::open_regular(path).map_err(io)?;
     let mut lines = BackwardLines::new(file, TAIL_BUDGET).map_err(io)?;
     // The message found so far: its id and its text blocks, last first.
     let mut found: Option<(Option<String>, Vec<String>)> = None;
@@ -166,7 +168,7 @@ const CUT_TAIL: u64 = 256 * 1024;
 /// The lines of the file's last `budget` bytes that hold `needle`, newest first: one read
 /// and one search of the tail, so a transcript without it costs no more than that.
 fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
-    let Ok(mut file) = crate::sys::files::open_regular(path) else {
+    let Ok(mut file) = files::open_regular(path) else {
         return Vec::new();
     };
     let Ok(end) = file.seek(SeekFrom::End(0)) else {
@@ -217,8 +219,7 @@ pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
             continue;
         }
         // The newest cut decides: one from before `after` was seen already.
-        return (crate::sys::time::parse_rfc3339(at)? > after)
-            .then(|| (at.to_string(), content.to_string()));
+        return (time::parse_rfc3339(at)? > after).then(|| (at.to_string(), content.to_string()));
     }
     None
 }

@@ -19,6 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error;
+use crate::sys::files;
+use crate::sys::time;
 use crate::transcript::BackwardLines;
 
 /// The most one Stop reads of one transcript: the rest is read at the next Stop.
@@ -180,8 +183,8 @@ fn read_file(
         // This Stop has read its fill: the file waits for the next one, untouched.
         return Ok(());
     }
-    let mut file = crate::sys::files::open_regular(path).map_err(|e| crate::error::plain_io(&e))?;
-    let meta = file.metadata().map_err(|e| crate::error::plain_io(&e))?;
+    let mut file = files::open_regular(path).map_err(|e| error::plain_io(&e))?;
+    let meta = file.metadata().map_err(|e| error::plain_io(&e))?;
     let at = tally.files.iter().position(|m| m.path == key);
     let known = at.map(|i| tally.files[i].clone());
     let mark = known.clone().filter(|m| {
@@ -500,7 +503,7 @@ fn usage_of(line: &[u8]) -> Option<Usage> {
         .timestamp
         .as_ref()
         .and_then(Value::as_str)
-        .and_then(crate::sys::time::parse_rfc3339);
+        .and_then(time::parse_rfc3339);
     Some((id, figures, time))
 }
 
@@ -511,7 +514,7 @@ fn timestamp(line: &[u8]) -> Option<f64> {
         timestamp: Option<Value>,
     }
     let stamp: Stamp = serde_json::from_slice(line).ok()?;
-    crate::sys::time::parse_rfc3339(stamp.timestamp?.as_str()?)
+    time::parse_rfc3339(stamp.timestamp?.as_str()?)
 }
 
 /// The subagent transcripts of a session transcript live beside it, in a directory named

@@ -11,8 +11,8 @@ use std::num::NonZeroU16;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use crate::error::{Error, Result};
 use crate::cli::input::Source;
+use crate::error::{Error, Result};
 
 pub const DEFAULT_TAIL: u64 = 64 * 1024;
 pub const DEFAULT_COLS: u16 = 200;

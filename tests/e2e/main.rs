@@ -1413,7 +1413,8 @@ fn only_loop(project: &Path) -> Value {
             .flatten()
             .flatten()
         {
-            if let vigil::sys::record::Read::Found { payload, .. } = vigil::sys::record::read(&record.path())
+            if let vigil::sys::record::Read::Found { payload, .. } =
+                vigil::sys::record::read(&record.path())
             {
                 let record: Value = serde_json::from_slice(&payload).unwrap();
                 if !record["loop"].is_null() {

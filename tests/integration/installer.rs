@@ -1025,7 +1025,10 @@ fn the_trust_hash_is_taken_over_codexs_normalized_identity() {
     );
     assert_eq!(
         vigil::install::codex::trust_hash("Stop", None, &handler),
-        format!("sha256:{}", vigil::sys::digest::sha256_hex(canonical.as_bytes()))
+        format!(
+            "sha256:{}",
+            vigil::sys::digest::sha256_hex(canonical.as_bytes())
+        )
     );
 }
 
@@ -1051,7 +1054,10 @@ fn vigil_commands(value: &Value) -> Vec<String> {
             for handler in group["hooks"].as_array().into_iter().flatten() {
                 // Independent of vigil's own recognition: any handler naming a vigil binary.
                 let command = handler["command"].as_str().unwrap_or_default();
-                if vigil::cli::flags::BINARIES.iter().any(|b| command.contains(b)) {
+                if vigil::cli::flags::BINARIES
+                    .iter()
+                    .any(|b| command.contains(b))
+                {
                     found.push(command.to_string());
                 }
             }

@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use serde_json::Value;
-use vigil::verdict::defang::{defang, defang_bytes};
 use vigil::cli::hook::HookInput;
+use vigil::verdict::defang::{defang, defang_bytes};
 use vigil::verdict::promise::{Promise, Verdict, assess};
 use vigil::verdict::terminal;
 use vigil::verdict::token::{self, Prefix, Token};

@@ -957,7 +957,8 @@ fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
     std::fs::write(sub.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let session = "nested-s1";
     // The directory is there already, without a top file (an older `marker-writer trust`).
-    let sub_dir = vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&sub).unwrap());
+    let sub_dir =
+        vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&sub).unwrap());
     std::fs::create_dir_all(sub_dir.join("trusted-keys")).unwrap();
     start(&sub, session, 10);
     let decision = stop(dir.path(), session, "Not yet.");

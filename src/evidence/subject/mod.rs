@@ -9,9 +9,11 @@ pub mod worktree;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::sys::digest;
 use crate::error::{Error, Result};
 use crate::state::project::Project;
+use crate::sys::digest;
+use crate::sys::files;
+use crate::sys::git::Repository;
 use crate::sys::time::Deadline;
 
 /// How long computing a subject may take by default before it counts as unknown.
@@ -72,8 +74,7 @@ impl Subject {
             Subject::Worktree => worktree_tree(project, limits),
             Subject::File(path) => {
                 let path = project.dir.join(path);
-                let file =
-                    crate::sys::files::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
+                let file = files::open_regular(&path).map_err(|e| Error::io("read", &path, &e))?;
                 let hex = digest::sha256_reader(file).map_err(|e| Error::io("read", &path, &e))?;
                 Ok(format!("sha256:{hex}"))
             }
@@ -111,7 +112,7 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
 /// The project's worktree as its subject hashes it: each file's path from the top and blob id
 /// (hex), in byte order.
 pub fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
-    let repository = crate::sys::git::Repository::locate(&project.dir)?;
+    let repository = Repository::locate(&project.dir)?;
     Ok(
         worktree::listing(&repository, &options(project, limits, None))?
             .into_iter()
@@ -144,7 +145,7 @@ pub struct StatView {
 }
 
 pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Result<StatView> {
-    let repository = crate::sys::git::Repository::locate(&project.dir)?;
+    let repository = Repository::locate(&project.dir)?;
     let found = worktree::by_stat(&repository, &options(project, limits, None), subject)?;
     Ok(StatView {
         subject: found

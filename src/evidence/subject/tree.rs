@@ -6,6 +6,7 @@
 //! the id of the content it imitates. It costs about 11% of plain SHA-1's speed (SECURITY.md).
 
 use crate::error::{Error, Result};
+use crate::sys::digest;
 
 pub type ObjectId = [u8; 20];
 
@@ -169,7 +170,7 @@ const EMPTY_TREE: ObjectId = [
 ];
 
 pub fn hex(id: &ObjectId) -> String {
-    crate::sys::digest::hex(id)
+    digest::hex(id)
 }
 
 #[cfg(test)]

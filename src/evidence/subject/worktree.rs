@@ -14,10 +14,13 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::error;
 use crate::error::{Error, Result};
-use crate::sys::git::Repository;
-use crate::sys::files::read_regular;
 use crate::evidence::subject::tree::{self, BlobHasher, Mode, ObjectId};
+use crate::sys::files;
+use crate::sys::files::read_regular;
+use crate::sys::git::Repository;
+use crate::sys::paths;
 use crate::sys::time::Deadline;
 
 /// The largest file hashed by default: a larger one denies at once (`--max-file-size`).
@@ -218,7 +221,7 @@ fn tracked(repository: &Repository, cache: bool) -> Result<Tracked> {
                 written,
             });
         }
-        Err(e) => return Err(unreadable(crate::error::plain_io(&e))),
+        Err(e) => return Err(unreadable(error::plain_io(&e))),
     };
     // Its checksum is not verified: the agent can write the index and its checksum alike,
     // and only the path list is used.
@@ -364,7 +367,7 @@ fn walk(
     let exclude = options
         .exclude
         .and_then(|dir| {
-            crate::sys::paths::canonical(dir)
+            paths::canonical(dir)
                 .strip_prefix(top)
                 .ok()
                 .map(Path::to_path_buf)
@@ -672,7 +675,7 @@ impl<'a> Walk<'a> {
             Error::input(format!(
                 "cannot read the directory {}: {}; the worktree subject reads every directory that is not ignored",
                 shown(),
-                crate::error::plain_io(&e)
+                error::plain_io(&e)
             ))
         };
         let handle = File::options()
@@ -845,7 +848,7 @@ fn ignore_rules(
     let bytes = match read_regular(file, MAX_IGNORE_FILE, follow) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(denied(crate::error::plain_io(&e))),
+        Err(e) => return Err(denied(error::plain_io(&e))),
     };
     let before = total.fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
     if before + bytes.len() as u64 > MAX_IGNORE_TOTAL {
@@ -1095,7 +1098,7 @@ fn open_file(path: &Path) -> std::io::Result<File> {
 
 /// A file of an open directory, by name, without looking its path up again.
 fn open_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
-    crate::sys::files::open_at(dir, name, OPEN_FLAGS)
+    files::open_at(dir, name, OPEN_FLAGS)
 }
 
 /// `readlinkat`: a symlink's target, by name in an open directory.
@@ -1122,7 +1125,7 @@ fn readlink_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
 fn unreadable(shown: &str, e: &std::io::Error) -> Error {
     Error::input(format!(
         "cannot read {shown}: {}; the worktree subject hashes every file that is not ignored",
-        crate::error::plain_io(e)
+        error::plain_io(e)
     ))
 }
 

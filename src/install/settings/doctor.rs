@@ -6,6 +6,19 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::gate::GateConfig;
+use crate::gate::contract::Contract;
+use crate::gate::contract::Source;
+use crate::install::codex;
+use crate::install::planted;
+use crate::install::protect;
+use crate::install::protect::Guarded;
+use crate::reach::confine;
+use crate::reach::sandbox;
+use crate::reach::sandbox::Effective;
+use crate::sys::paths;
+use crate::sys::process;
+use crate::verdict::defang;
 
 /// The doctor: does the file parse, is each vigil entry there, does each command run from a
 /// bare environment, are there duplicates or stale binaries, will Codex run the hooks.
@@ -153,19 +166,16 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
 fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let mut paths = vec![target.file.clone()];
-    paths.extend(crate::reach::sandbox::layer_files(
-        &target.project(),
-        home.as_deref(),
-    ));
-    crate::sys::paths::dedup_canonical(&mut paths);
-    let here = crate::sys::paths::canonical(&target.file);
+    paths.extend(sandbox::layer_files(&target.project(), home.as_deref()));
+    paths::dedup_canonical(&mut paths);
+    let here = paths::canonical(&target.file);
     paths
         .into_iter()
         .filter_map(|path| {
-            if crate::sys::paths::canonical(&path) == here {
+            if paths::canonical(&path) == here {
                 return Some((path, own.clone(), true));
             }
-            let root = crate::reach::sandbox::read_layer(&path)?;
+            let root = sandbox::read_layer(&path)?;
             Some((path, root, false))
         })
         .collect()
@@ -217,7 +227,7 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
             }
             Some(command.map_or_else(
                 || format!("a {} hook", handler.get("type").unwrap_or(&Value::Null)),
-                |c| format!("`{}`", crate::verdict::defang::field_max(c, 80)),
+                |c| format!("`{}`", defang::field_max(c, 80)),
             ))
         })
         .collect()
@@ -227,9 +237,9 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
 /// `project` (yours, the project's, the local and the managed file), each with its file.
 pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    crate::reach::sandbox::layer_files(project, home.as_deref())
+    sandbox::layer_files(project, home.as_deref())
         .into_iter()
-        .filter_map(|path| Some((crate::reach::sandbox::read_layer(&path)?, path)))
+        .filter_map(|path| Some((sandbox::read_layer(&path)?, path)))
         .flat_map(|(root, path)| {
             other_stop_hooks(&root)
                 .into_iter()
@@ -303,29 +313,27 @@ fn protection(
     let on_path = handlers.iter().any(|(_, _, _, command)| {
         first_word(command).is_none_or(|word| !Path::new(&word).is_absolute())
     });
-    let Some(mut guarded) = crate::install::protect::Guarded::here(bin_dir) else {
+    let Some(mut guarded) = Guarded::here(bin_dir) else {
         return vec![Finding::Fail(
             "no state home: set $VIGIL_STATE_HOME (or $HOME) to an absolute path".into(),
         )];
     };
     guarded.on_path = on_path;
     let project = target.project();
-    let files = crate::reach::sandbox::layer_files(&project, guarded.home.as_deref());
+    let files = sandbox::layer_files(&project, guarded.home.as_deref());
     let mut layers: Vec<_> = files
         .iter()
-        .filter_map(|path| crate::reach::sandbox::read_layer(path))
+        .filter_map(|path| sandbox::read_layer(path))
         .collect();
     // A settings file of another name (given with --settings, as `claude --settings` reads
     // it) is the strongest layer short of the managed one.
-    let here = crate::sys::paths::canonical(&target.file);
-    let standard = files
-        .iter()
-        .any(|path| crate::sys::paths::canonical(path) == here);
+    let here = paths::canonical(&target.file);
+    let standard = files.iter().any(|path| paths::canonical(path) == here);
     if !standard {
         layers.push(root.clone());
     }
-    let effective = crate::reach::sandbox::Effective::of(&layers);
-    crate::install::protect::check(&effective, &project, &guarded)
+    let effective = Effective::of(&layers);
+    protect::check(&effective, &project, &guarded)
 }
 
 /// Files the agent can plant that Claude Code runs with the user's rights (SPEC §9), each named;
@@ -335,7 +343,7 @@ fn planted(target: &Target) -> Vec<Finding> {
         .record()
         .load()
         .is_ok_and(|record| any_protected(&record));
-    crate::install::planted::findings(&target.project(), protected)
+    planted::findings(&target.project(), protected)
 }
 
 /// What a handler's timeout is when it names none: both engines give a hook 600 s.
@@ -357,7 +365,7 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             continue;
         }
         let Some(Ok(Some(config))) = handler_args(command)
-            .map(|args| crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()))
+            .map(|args| GateConfig::parse(args.into_iter().map(Into::into).collect()))
         else {
             continue;
         };
@@ -368,7 +376,7 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             continue;
         };
         wanted = true;
-        if let crate::gate::contract::Source::File(path) = source
+        if let Source::File(path) = source
             && path.is_relative()
             && std::env::var_os("HOME").is_some_and(|home| project == Path::new(&home))
         {
@@ -378,7 +386,7 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             )));
             continue;
         }
-        match crate::gate::contract::Contract::load(source, &project) {
+        match Contract::load(source, &project) {
             Ok(_) => findings.push(Finding::Ok(format!(
                 "{event}: {} is a valid JSON Schema (self-contained, nothing fetched)",
                 source.describe()
@@ -387,13 +395,13 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
                 "{event}: {e}; every subagent's stop would be blocked"
             ))),
         }
-        if let crate::gate::contract::Source::File(path) = source {
+        if let Source::File(path) = source {
             let full = if path.is_absolute() {
                 path.clone()
             } else {
                 project.join(path)
             };
-            if crate::sys::paths::canonical(&full).starts_with(crate::sys::paths::canonical(&project)) {
+            if paths::canonical(&full).starts_with(paths::canonical(&project)) {
                 findings.push(Finding::Warn(format!(
                     "{event}: the contract {} is inside the project, where the agent can rewrite it (it shapes subagents' reports; it approves nothing)",
                     path.display()
@@ -428,7 +436,7 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
             "{event}: `{command}` has --check-config, which makes stop-gate check its flags and exit 0: it allows every stop without checking; remove it"
         ));
     }
-    let config = match crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()) {
+    let config = match GateConfig::parse(args.into_iter().map(Into::into).collect()) {
         Ok(Some(config)) => config,
         Ok(None) => {
             return Finding::Fail(format!(
@@ -468,7 +476,7 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
 
 /// A `--require-marker CHECK` with no `=CMD` binds no command (SPEC §5): any passed marker of
 /// CHECK for this content counts, whatever wrote it.
-fn unbound_markers(event: &str, config: &crate::gate::GateConfig) -> Vec<Finding> {
+fn unbound_markers(event: &str, config: &GateConfig) -> Vec<Finding> {
     config
         .markers
         .iter()
@@ -483,18 +491,14 @@ fn unbound_markers(event: &str, config: &crate::gate::GateConfig) -> Vec<Finding
 }
 
 /// The gate's flags in a stop-gate handler's command, when they are words the gate takes.
-fn gate_config(command: &str) -> Option<crate::gate::GateConfig> {
+fn gate_config(command: &str) -> Option<GateConfig> {
     let args = handler_args(command)?;
-    crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()?
+    GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()?
 }
 
 /// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
 /// what that means: said every stop, or (with Claude Code's sandbox on) every stop blocked.
-fn check_confinement(
-    event: &str,
-    config: &crate::gate::GateConfig,
-    project: &Path,
-) -> Option<Finding> {
+fn check_confinement(event: &str, config: &GateConfig, project: &Path) -> Option<Finding> {
     let run = config.run.as_deref()?;
     let reach = match (config.check_network, config.check_write.is_empty()) {
         (false, true) => String::new(),
@@ -510,7 +514,7 @@ fn check_confinement(
             format!(", and {}", more.join(", "))
         }
     };
-    let why = match crate::reach::confine::working_sandbox() {
+    let why = match confine::working_sandbox() {
         Ok(bwrap) => {
             return Some(Finding::Ok(format!(
                 "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
@@ -519,7 +523,7 @@ fn check_confinement(
         }
         Err(unavailable) => unavailable.message().to_string(),
     };
-    Some(if crate::reach::sandbox::sandbox_on(project) {
+    Some(if sandbox::sandbox_on(project) {
         Finding::Fail(format!(
             "{event}: stop-gate's check `{run}` cannot be confined ({why}), and with Claude Code's sandbox on it is never run unconfined: every stop is blocked until it can be"
         ))
@@ -589,7 +593,7 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
         .env("HOME", home)
         .env("PATH", "/usr/bin:/bin")
         .env("VIGIL_DISABLE", "1");
-    match crate::sys::process::run(cmd, Duration::from_secs(10), true, 4096) {
+    match process::run(cmd, Duration::from_secs(10), true, 4096) {
         Ok(done)
             if done.outcome.success()
                 && !String::from_utf8_lossy(&done.output).contains("not installed") =>
@@ -607,8 +611,7 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
                 // one line is enough for one typo.
                 let told = binary == "stop-gate"
                     && handler_args(command).is_some_and(|args| {
-                        crate::gate::GateConfig::parse(args.into_iter().map(Into::into).collect())
-                            .is_err()
+                        GateConfig::parse(args.into_iter().map(Into::into).collect()).is_err()
                     });
                 if told {
                     return Finding::Ok(format!(
@@ -640,7 +643,7 @@ fn stale_binary(command: &str) -> Option<Finding> {
     }
     let mut cmd = std::process::Command::new(&path);
     cmd.arg("--version");
-    let done = crate::sys::process::run(cmd, Duration::from_secs(5), true, 1024).ok()?;
+    let done = process::run(cmd, Duration::from_secs(5), true, 1024).ok()?;
     let said = String::from_utf8_lossy(&done.output);
     let version = said.split_whitespace().nth(1)?;
     (version != env!("CARGO_PKG_VERSION")).then(|| {
@@ -654,10 +657,10 @@ fn stale_binary(command: &str) -> Option<Finding> {
 /// What the agent's commands can reach under Codex (SPEC §9): its `sandbox_mode` (the trusted
 /// project's `.codex/config.toml` over the user's config) and approval policy.
 fn codex_sandbox(config: &Path, project: &Path) -> Finding {
-    let approval = crate::install::codex::approval_policy(config)
+    let approval = codex::approval_policy(config)
         .map(|policy| format!(", approval_policy = \"{policy}\""))
         .unwrap_or_default();
-    match crate::install::codex::sandbox_mode(config, project) {
+    match codex::sandbox_mode(config, project) {
         Some((mode, file)) if mode == "workspace-write" || mode == "read-only" => {
             Finding::Ok(format!(
                 "Codex runs the agent's commands in its {mode} sandbox ({}{approval}): they write only the project (not .git or .codex) and /tmp, so vigil's state home is out of their reach (a `codex` started with --dangerously-bypass-approvals-and-sandbox or -s danger-full-access overrides it)",
@@ -677,7 +680,7 @@ fn codex_sandbox(config: &Path, project: &Path) -> Finding {
 /// Codex runs a hook from hooks.json only once the user trusts it: a `[hooks.state."<key>"]`
 /// entry in its config.toml whose `trusted_hash` is the hash of the hook as it is now.
 fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>) -> Vec<Finding> {
-    let trusted = config.map(crate::install::codex::trusted_hashes).unwrap_or_default();
+    let trusted = config.map(codex::trusted_hashes).unwrap_or_default();
     let mut findings = Vec::new();
     // A project's .codex/ (not ~/.codex/) is read only for a project the user trusts.
     let project = target.project();
@@ -686,7 +689,7 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
         && home.as_deref() != Some(project.as_path())
     {
         let canonical = std::fs::canonicalize(&project).unwrap_or(project);
-        if config.is_some_and(|c| crate::install::codex::project_trusted(c, &canonical)) {
+        if config.is_some_and(|c| codex::project_trusted(c, &canonical)) {
             findings.push(Finding::Ok(format!(
                 "Codex trusts the project {}",
                 canonical.display()

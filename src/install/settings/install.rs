@@ -5,9 +5,13 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::error::{Error, Result};
+use crate::install::codex;
+use crate::install::gateflags::GateFlags;
+use crate::install::planted;
+use crate::install::protect;
 use crate::sys::atomic::write_atomic;
 use crate::sys::digest::sha256_hex;
-use crate::error::{Error, Result};
 
 /// Installs vigil's entries; with `trust` (Codex), also records Codex's trust for them in that
 /// config.toml. With `dry_run`, computes the change and writes nothing.
@@ -185,7 +189,7 @@ pub fn install(
     // uninstall takes it back.
     let protected = match &plan.protect {
         Some(guarded) => {
-            let done = crate::install::protect::apply(&mut root, guarded);
+            let done = protect::apply(&mut root, guarded);
             let changed = !done.is_empty();
             match &mut installed.protect {
                 Some(earlier) => earlier.merge(done),
@@ -248,7 +252,7 @@ pub fn install(
     // that a state home that cannot be written changes nothing.
     if plan.engine == super::Engine::Claude && plan.protect.is_some() {
         let project = target.project();
-        crate::install::planted::record_baseline(&project, &crate::install::planted::scan_here(&project).found)?;
+        planted::record_baseline(&project, &planted::scan_here(&project).found)?;
     }
     if let Some(config) = trust {
         // The trust follows the file as written: hashes of vigil's handlers where they stand.
@@ -258,16 +262,16 @@ pub fn install(
             .as_deref()
             .filter(|old| Path::new(old) != config)
         {
-            crate::install::codex::untrust(Path::new(old), &installed.trusted_keys)?;
+            codex::untrust(Path::new(old), &installed.trusted_keys)?;
         }
-        crate::install::codex::trust(config, &entries)?;
+        codex::trust(config, &entries)?;
         let stale: Vec<String> = installed
             .trusted_keys
             .iter()
             .filter(|k| !entries.iter().any(|(e, _)| e == *k))
             .cloned()
             .collect();
-        crate::install::codex::untrust(config, &stale)?;
+        codex::untrust(config, &stale)?;
         installed.codex_config = Some(config.display().to_string());
         installed.trusted_keys = entries.into_iter().map(|(key, _)| key).collect();
     }
@@ -307,7 +311,7 @@ pub fn install(
 fn stop_gate_flags(
     root: &Map<String, Value>,
     binaries: &Binaries,
-) -> Result<(crate::install::gateflags::GateFlags, Option<Value>)> {
+) -> Result<(GateFlags, Option<Value>)> {
     let ours = command(binaries, "stop-gate", "");
     let written_here = |text: &str| match binaries {
         Binaries::Dir(_) => {
@@ -326,7 +330,7 @@ fn stop_gate_flags(
                 && written_here(command.trim_start())
         });
     let Some((_, g, _, command)) = handler else {
-        return Ok((crate::install::gateflags::GateFlags::default(), None));
+        return Ok((GateFlags::default(), None));
     };
     let words = handler_args(&command).ok_or_else(|| {
         Error::input(format!(
@@ -338,5 +342,5 @@ fn stop_gate_flags(
         .and_then(|h| h.get("Stop"))
         .and_then(|list| list.get(g))
         .cloned();
-    Ok((crate::install::gateflags::GateFlags::read(&words)?, group))
+    Ok((GateFlags::read(&words)?, group))
 }

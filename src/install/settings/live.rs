@@ -18,13 +18,18 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{Installed, Target, installed_of, parse};
+use crate::error;
+use crate::install::protect::SANDBOX;
+use crate::reach;
+use crate::sys::files;
+use crate::sys::paths;
 
 /// The most of a proposed settings file read; a larger one is blocked.
 const MAX_SETTINGS: u64 = 8 << 20;
 
 /// The user's settings file: in `$CLAUDE_CONFIG_DIR` where that is set, else `~/.claude`.
 fn user_settings() -> Option<PathBuf> {
-    Some(crate::reach::claude_home()?.join("settings.json"))
+    Some(reach::claude_home()?.join("settings.json"))
 }
 
 /// The settings file a ConfigChange of `source` is about: beside the file Claude Code shows
@@ -60,7 +65,7 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
     // vigil's own protected file, when this is it: found by the install records in the state
     // home (the changed file's project's, the session's project's, the user's), never by one
     // the agent could have written.
-    let here = crate::sys::paths::canonical(&file);
+    let here = paths::canonical(&file);
     let ours = [
         Some(file.clone()),
         Some(project.join(".claude/settings.local.json")),
@@ -78,7 +83,7 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
         let files = record.get("files")?.as_object()?;
         let key = files
             .keys()
-            .find(|key| crate::sys::paths::canonical(Path::new(key)) == here)?;
+            .find(|key| paths::canonical(Path::new(key)) == here)?;
         installed_of(&record, key).filter(|installed| installed.protect.is_some())
     });
     let named = file.display();
@@ -105,14 +110,13 @@ pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), S
 
 /// The file's bytes; else whether it is missing, and why not.
 fn read(path: &Path) -> Result<Vec<u8>, (bool, String)> {
-    let file = crate::sys::files::open_regular(path).map_err(|e| {
+    let file = files::open_regular(path).map_err(|e| {
         (
             e.kind() == std::io::ErrorKind::NotFound,
-            crate::error::plain_io(&e),
+            error::plain_io(&e),
         )
     })?;
-    crate::sys::files::read_capped(file, MAX_SETTINGS, "settings", path)
-        .map_err(|e| (false, e.to_string()))
+    files::read_capped(file, MAX_SETTINGS, "settings", path).map_err(|e| (false, e.to_string()))
 }
 
 /// Why `root`, the new content of a settings file, takes protection away, if it does; `ours`
@@ -129,7 +133,7 @@ fn weakens(root: &Map<String, Value>, ours: Option<&Installed>) -> Option<String
         return Some(format!("sets env.{name}, which vigil reads"));
     }
     let sandbox = root.get("sandbox").and_then(Value::as_object);
-    for (key, wanted) in crate::install::protect::SANDBOX {
+    for (key, wanted) in SANDBOX {
         if let Some(value) = sandbox.and_then(|s| s.get(key))
             && value != &Value::Bool(wanted)
         {
@@ -138,7 +142,7 @@ fn weakens(root: &Map<String, Value>, ours: Option<&Installed>) -> Option<String
     }
     let installed = ours?;
     let protection = installed.protect.as_ref()?;
-    for (key, _) in crate::install::protect::SANDBOX {
+    for (key, _) in SANDBOX {
         if sandbox.and_then(|s| s.get(key)).is_none() {
             return Some(format!("takes sandbox.{key} out"));
         }

@@ -22,13 +22,23 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::sys::atomic::write_atomic;
 use crate::cli::flags::BINARIES;
 pub use crate::cli::flags::shell_quote;
+use crate::cli::hook;
 use crate::error::{Error, Result};
+use crate::install::codex;
 use crate::install::finding::Finding;
-use crate::sys::lock::FileLock;
+use crate::install::gateflags::Changes;
+use crate::install::gateflags::GateFlags;
+use crate::install::protect;
+use crate::install::protect::Guarded;
+use crate::install::protect::Protection;
+use crate::reach::guard::MATCHER;
+use crate::state::protected;
 use crate::state::protected::RECORD_FILE;
+use crate::sys::atomic::write_atomic;
+use crate::sys::files;
+use crate::sys::lock::FileLock;
 
 pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
 
@@ -58,10 +68,10 @@ pub struct Plan {
     pub binaries: Binaries,
     /// What to change in the Stop handler's stop-gate flags (`--run`, `--require-marker`…);
     /// what it does not name stays as the settings file has it.
-    pub gate: crate::install::gateflags::Changes,
+    pub gate: Changes,
     /// `--protect` (Claude Code): the sandbox on, and the Edit and Write tools denied vigil's
     /// state, binaries and settings (what `protect::Guarded` lists).
-    pub protect: Option<crate::install::protect::Guarded>,
+    pub protect: Option<Guarded>,
     /// The remote the loader syncs notes from in the background: set, taken out, or (`None`)
     /// kept as the file has it.
     pub sync_notes: Option<Option<String>>,
@@ -76,11 +86,7 @@ pub struct Entry {
 
 /// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`,
 /// the loader syncing notes from `sync_notes` when it names a remote.
-pub fn entries(
-    plan: &Plan,
-    gate: &crate::install::gateflags::GateFlags,
-    sync_notes: Option<&str>,
-) -> Vec<Entry> {
+pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<Entry> {
     let stop_args: String = gate
         .words()
         .iter()
@@ -162,7 +168,7 @@ pub fn guard_entry(binaries: &Binaries) -> Entry {
     Entry {
         event: "PreToolUse",
         group: json!({
-            "matcher": crate::reach::guard::MATCHER,
+            "matcher": MATCHER,
             "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
         }),
     }
@@ -278,7 +284,7 @@ impl Target {
     /// or device in its place is refused rather than waited on.
     fn read(&self) -> Result<Option<Vec<u8>>> {
         use std::io::Read;
-        let mut file = match crate::sys::files::open_regular(&self.file) {
+        let mut file = match files::open_regular(&self.file) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("read", &self.file, &e)),
@@ -321,7 +327,7 @@ struct Record {
 impl Record {
     /// The record in the state home, when there is one to name.
     fn protected(&self) -> Option<PathBuf> {
-        Some(crate::state::protected::install_dir(&self.project)?.join(RECORD_FILE))
+        Some(protected::install_dir(&self.project)?.join(RECORD_FILE))
     }
 
     fn fallback(&self) -> PathBuf {
@@ -343,7 +349,7 @@ impl Record {
 
     /// The record's place, made when missing: the state home's, else the fallback.
     fn made(&self) -> Result<PathBuf> {
-        if let Ok(dir) = crate::state::protected::made_install_dir(&self.project) {
+        if let Ok(dir) = protected::made_install_dir(&self.project) {
             return Ok(dir.join(RECORD_FILE));
         }
         let path = self.fallback();
@@ -473,7 +479,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
     let Value::Object(root) = value else {
         return Err(Error::input(format!(
             "{shown}: the top level is {}, not an object; nothing was changed",
-            crate::cli::hook::json_type(&value)
+            hook::json_type(&value)
         )));
     };
     if let Some(hooks) = root.get("hooks") {
@@ -481,7 +487,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
             return Err(Error::input(format!(
                 "{shown}:{}: `hooks` is {}, not an object; nothing was changed",
                 line_of(text, "\"hooks\""),
-                crate::cli::hook::json_type(hooks)
+                hook::json_type(hooks)
             )));
         };
         for (event, groups) in events {
@@ -489,7 +495,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Map<String, Value>> {
                 return Err(Error::input(format!(
                     "{shown}:{}: `hooks.{event}` is {}, not a list; nothing was changed",
                     line_of(text, &format!("\"{event}\"")),
-                    crate::cli::hook::json_type(groups)
+                    hook::json_type(groups)
                 )));
             }
         }
@@ -532,11 +538,11 @@ struct Installed {
     codex_config: Option<String>,
     trusted_keys: Vec<String>,
     /// `--protect`: what it changed, for uninstall to take back.
-    protect: Option<crate::install::protect::Protection>,
+    protect: Option<Protection>,
 }
 
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
-    let read = crate::sys::files::open_state(path).and_then(|file| {
+    let read = files::open_state(path).and_then(|file| {
         use std::io::Read;
         let mut bytes = Vec::new();
         file.take(64 << 20).read_to_end(&mut bytes).map(|_| bytes)
@@ -612,7 +618,7 @@ fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
                     .collect()
             })
             .unwrap_or_default(),
-        protect: file.get("protect").and_then(crate::install::protect::from_value),
+        protect: file.get("protect").and_then(protect::from_value),
     })
 }
 
@@ -637,7 +643,7 @@ fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option
                     "original_sha256": i.original_sha256,
                     "codex_config": i.codex_config,
                     "trusted_keys": i.trusted_keys,
-                    "protect": i.protect.as_ref().map(crate::install::protect::to_value),
+                    "protect": i.protect.as_ref().map(protect::to_value),
                 }),
             );
         }
@@ -738,8 +744,8 @@ pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(S
             let handler = group.get("hooks")?.get(h)?;
             let matcher = group.get("matcher").and_then(Value::as_str);
             Some((
-                crate::install::codex::trust_key(&key_path, &event, g, h),
-                crate::install::codex::trust_hash(&event, matcher, handler),
+                codex::trust_key(&key_path, &event, g, h),
+                codex::trust_hash(&event, matcher, handler),
             ))
         })
         .collect()

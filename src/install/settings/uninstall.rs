@@ -5,9 +5,12 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::*;
+use crate::error::{Error, Result};
+use crate::install::codex;
+use crate::install::planted;
+use crate::install::protect;
 use crate::sys::atomic::write_atomic;
 use crate::sys::digest::sha256_hex;
-use crate::error::{Error, Result};
 
 /// Removes exactly what install added: when the file is as install left it, the original
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
@@ -70,7 +73,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         let mut root = parse(bytes, &target.given)?;
         let unchanged = root.clone();
         if let Some(done) = &installed.protect {
-            crate::install::protect::revert(&mut root, done);
+            protect::revert(&mut root, done);
         }
         for (event, group) in &installed.entries {
             if !remove_group(&mut root, event, group) {
@@ -146,7 +149,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
             .map_err(|e| Error::io("write", &target.file, &e))?,
     }
     if let Some(config) = &installed.codex_config {
-        crate::install::codex::untrust(Path::new(config), &installed.trusted_keys)?;
+        codex::untrust(Path::new(config), &installed.trusted_keys)?;
     }
     store_installed(&mut record, &key, None);
     if record
@@ -164,7 +167,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     // project is protected, it goes, and the doctor's lines about planted code are warnings.
     if installed.protect.is_some()
         && !any_protected(&record)
-        && let Some(baseline) = crate::install::planted::baseline_path(&target.project())
+        && let Some(baseline) = planted::baseline_path(&target.project())
     {
         let _ = std::fs::remove_file(baseline);
     }
