@@ -191,3 +191,28 @@ fn the_check_sees_inline_paths_and_use_groups() {
     );
     assert!(!named.iter().any(|p| p.starts_with("install")), "{named:?}");
 }
+
+#[test]
+fn only_the_platform_layer_touches_the_operating_system() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut texts: Vec<(String, String)> = modules(&src).into_iter().collect();
+    for entry in std::fs::read_dir(src.join("bin")).expect("src/bin") {
+        let path = entry.expect("an entry").path();
+        let text = std::fs::read_to_string(&path).expect("a binary's source");
+        texts.push((path.display().to_string(), code_of(&text)));
+    }
+    let outside: Vec<String> = texts
+        .iter()
+        .filter(|(module, _)| layer(module) != "sys")
+        .flat_map(|(module, code)| {
+            code.lines()
+                .filter(|l| l.contains("libc::") || l.contains("std::os::"))
+                .map(move |l| format!("{module}: {}", l.trim()))
+        })
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "system calls outside sys:\n{}",
+        outside.join("\n")
+    );
+}

@@ -22,6 +22,7 @@ use vigil::handoff::briefing::{self, Request};
 use vigil::state::loops;
 use vigil::state::project::{Project, SessionId};
 use vigil::sys::files;
+use vigil::sys::process;
 use vigil::sys::time;
 use vigil::verdict::defang;
 use vigil::{Error, Result};
@@ -185,7 +186,6 @@ fn run() -> Result<()> {
 /// Starts `marker-writer sync` for the project (the marker-writer beside this binary), bounded
 /// by its own deadline, with nothing of the hook's stdio: the session does not wait for it.
 fn sync_in_background(project: &Project, state_dir: Option<&std::path::Path>, remote: &str) {
-    use std::os::unix::process::CommandExt;
     let Ok(me) = std::env::current_exe() else {
         return;
     };
@@ -197,8 +197,8 @@ fn sync_in_background(project: &Project, state_dir: Option<&std::path::Path>, re
     cmd.current_dir(&project.dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0);
+        .stderr(std::process::Stdio::null());
+    process::own_group(&mut cmd);
     match cmd.spawn() {
         // Not waited for: once this hook exits, init reaps it.
         Ok(child) => drop(child),

@@ -841,13 +841,10 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     };
     let failed = (!status.success()).then(|| match status.code() {
         Some(code) => format!("`{shown}` exited {code}"),
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            format!(
-                "`{shown}` was killed by signal {}",
-                status.signal().unwrap_or(0)
-            )
-        }
+        None => format!(
+            "`{shown}` was killed by signal {}",
+            process::signal_of(&status).unwrap_or(0)
+        ),
     });
     let ended = run_verdict(&project, &pending, failed.as_deref(), lifted, &others);
     loops::forget_run(&project, &pending);

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::exit::Code;
 use crate::exit::Exit;
 use crate::sys::atomic;
+use crate::sys::process;
 
 /// The value of `flag` as UTF-8.
 pub fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
@@ -102,10 +103,7 @@ pub fn start(binary: &str) -> bool {
 /// here: a closed pipe is an error to handle rather than a signal that kills, and a panic
 /// exits 101 as under std's start.
 pub fn enter(main: fn() -> Code) -> std::ffi::c_int {
-    // SAFETY: sets one signal's disposition before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
+    process::ignore_pipe_signal();
     let code = match std::panic::catch_unwind(main) {
         Ok(code) => std::ffi::c_int::from(code.0),
         Err(_) => 101,

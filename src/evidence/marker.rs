@@ -79,23 +79,10 @@ pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)>
 /// inside the agent's sandbox the state home is read-only, and a protected writer refuses at
 /// once, before it runs anything.
 pub fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     let dir = check_dir(project, check);
     refuse_symlinks(project, check)?;
-    let made = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir);
-    let writable = made.and_then(|()| {
-        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
-        // SAFETY: access(2) reads the NUL-terminated path and nothing else.
-        if unsafe { libc::access(path.as_ptr(), libc::W_OK) } == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    });
+    let made = files::make_private_dir(&dir);
+    let writable = made.and_then(|()| files::can_write(&dir, false));
     if let Err(e) = writable {
         return Err(Error::Io(format!(
             "the protected state {} cannot be written here ({}): a protected writer runs outside the agent's sandbox (your own terminal, a git hook you run, CI); nothing was run",

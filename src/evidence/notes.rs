@@ -30,6 +30,7 @@ use crate::sys::lock::FileLock;
 use crate::sys::process;
 use crate::sys::process::Outcome;
 use crate::sys::time::Deadline;
+use crate::sys::user;
 
 /// Where vigil's notes refs live, locally and on a remote.
 pub const REF_PREFIX: &str = "refs/notes/vigil/";
@@ -122,35 +123,10 @@ fn git_command() -> Command {
         }
     }
     cmd.env("PATH", SYSTEM_PATH);
-    if let Some(home) = passwd_home() {
+    if let Some(home) = user::passwd_home() {
         cmd.env("HOME", home);
     }
     cmd
-}
-
-/// The user's home directory as the password database has it.
-fn passwd_home() -> Option<PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
-    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: getpwuid_r writes only into `entry` and `buffer`, whose sizes it is given, and
-    // sets `found` to `&entry` or null.
-    let status = unsafe {
-        libc::getpwuid_r(
-            libc::getuid(),
-            &mut entry,
-            buffer.as_mut_ptr(),
-            buffer.len(),
-            &mut found,
-        )
-    };
-    if status != 0 || found.is_null() || entry.pw_dir.is_null() {
-        return None;
-    }
-    // SAFETY: pw_dir points into `buffer`, NUL-terminated by getpwuid_r.
-    let dir = unsafe { std::ffi::CStr::from_ptr(entry.pw_dir) };
-    Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
 }
 
 /// How much of a git command's standard output is kept, unless a call says otherwise.
@@ -205,21 +181,7 @@ fn run_git(
         .env("GIT_COMMITTER_NAME", "marker-writer")
         .env("GIT_COMMITTER_EMAIL", format!("marker-writer@{host}"));
     if let Some(limit) = file_limit {
-        use std::os::unix::process::CommandExt;
-        let limit = limit as libc::rlim_t;
-        // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(move || {
-                let cap = libc::rlimit {
-                    rlim_cur: limit,
-                    rlim_max: limit,
-                };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &cap) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        process::limit_file_size(&mut cmd, limit);
     }
     // The subcommand is what a line needs; the rest (URLs, refspecs) is said around it.
     let shown = format!("git {}", args.first().unwrap_or(&""));
@@ -1155,7 +1117,7 @@ fn fetch_and_merge(
     if !ran.status.success() {
         // A pack cut at the limit (index-pack got SIGXFSZ, fetch says its output was invalid).
         let cut = remove_partial_packs(repo, max_fetch);
-        if cut || ran.status == Outcome::Signaled(libc::SIGXFSZ) {
+        if cut || ran.status == Outcome::Signaled(process::FILE_SIZE_SIGNAL) {
             return Err(Error::Io(format!(
                 "the remote's notes are over {} MiB (--max-fetch); nothing of them was kept",
                 max_fetch >> 20

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::state::project;
+use crate::sys::user;
 
 /// The payload schema vigil writes: v2 adds `origin`. v1 payloads stay readable.
 pub const SCHEMA: &str = "vigil.marker/v2";
@@ -329,15 +330,8 @@ pub struct Signature {
 
 /// Who wrote a marker: this program, this host, this user.
 pub fn writer() -> Writer {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .unwrap_or_default();
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        // SAFETY: getuid cannot fail and touches no memory.
-        .unwrap_or_else(|_| format!("uid {}", unsafe { libc::getuid() }));
+    let host = user::host_name();
+    let user = user::user_name();
     Writer {
         name: "marker-writer".to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),

@@ -50,7 +50,6 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// `DIR/vigil-marker.pub`. Returns both paths.
 pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
     let secret_path = dir.join("vigil-marker.key");
     let public_path = dir.join("vigil-marker.pub");
@@ -70,7 +69,7 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let place = |path: &Path, text: String, mode: u32| -> Result<()> {
         let mut temp = tempfile::Builder::new()
             .prefix(".vigil-key.")
-            .permissions(std::fs::Permissions::from_mode(mode))
+            .permissions(files::permissions(mode))
             .tempfile_in(dir)
             .map_err(|e| Error::io("create a key in", dir, &e))?;
         temp.write_all(text.as_bytes())
@@ -241,7 +240,6 @@ fn key_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// `marker-writer trust KEYFILE [--global]`: copies a public key into the protected state, for
 /// this project or for all. Returns the key's id and where it went.
 pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, PathBuf)> {
-    use std::os::unix::fs::DirBuilderExt;
     let key = load_verify_key(file)?;
     let dir = if global {
         protected::global_keys()
@@ -251,11 +249,7 @@ pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, Pa
     .ok_or_else(|| {
         Error::input("no state home: set $VIGIL_STATE_HOME, $XDG_STATE_HOME or $HOME")
     })?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| Error::io("create", &dir, &e))?;
+    files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
     if !global && let Some(project_dir) = dir.parent() {
         protected::mark_top(project_dir, &protected::state_top(&project.dir));
     }

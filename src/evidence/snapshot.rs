@@ -9,6 +9,7 @@ use crate::evidence::subject::{self, Limits};
 use crate::reach;
 use crate::state::project::Project;
 use crate::state::protected;
+use crate::sys::files;
 use crate::sys::git::Repository;
 
 /// A copy of the worktree, removed when dropped.
@@ -32,14 +33,9 @@ impl Snapshot {
 /// Copies the worktree into a fresh private directory of the protected state (the system's
 /// temp directory when that cannot be made), hashing what it copies.
 pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
-    use std::os::unix::fs::DirBuilderExt;
     let protected = protected::project_dir(&project.dir).map(|dir| dir.join("snapshots"));
     let made = protected.as_ref().and_then(|dir| {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .ok()?;
+        files::make_private_dir(dir).ok()?;
         tempfile::Builder::new().prefix("run-").tempdir_in(dir).ok()
     });
     let in_protected = made.is_some();

@@ -39,6 +39,7 @@ use crate::state::session::Session;
 use crate::sys::digest;
 use crate::sys::time;
 use crate::sys::time::Deadline;
+use crate::sys::watchdog;
 use crate::transcript;
 use crate::transcript::usage;
 use crate::transcript::usage::Tally;
@@ -114,46 +115,10 @@ const WATCHDOG_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 /// unchecked. Its block is not counted against the budget (that would take the state it could
 /// be stuck on); the engine's own cap on consecutive blocks bounds it.
 ///
-/// An alarm, not a thread: `SIGALRM` runs a handler that writes the block, prepared before the
-/// alarm is set, and `_exit`s (both async-signal-safe). Starting a thread cost more than the
-/// rest of a Stop without a loop. A child process does not inherit the alarm.
+/// An alarm, not a thread (`sys::watchdog`): starting a thread cost more than the rest of a
+/// Stop without a loop.
 pub struct Watchdog {
-    _private: (),
-}
-
-/// The block the alarm writes: set once, before the alarm, and never freed.
-static ALARM_ANSWER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-
-/// Set by whichever answers first, the gate or the alarm; the other then writes nothing. The
-/// alarm may arrive on any thread (a check's reader threads do not block it), so blocking it
-/// on the main thread alone could not keep two answers from being written.
-static ANSWERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-extern "C" fn on_alarm(_: libc::c_int) {
-    if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-        // The gate is writing its own answer, and exits when it has.
-        return;
-    }
-    if let Some(bytes) = ALARM_ANSWER.get() {
-        let mut written = 0;
-        while written < bytes.len() {
-            // SAFETY: the bytes live for the whole process; write and _exit are
-            // async-signal-safe.
-            let n = unsafe {
-                libc::write(
-                    libc::STDOUT_FILENO,
-                    bytes[written..].as_ptr().cast(),
-                    bytes.len() - written,
-                )
-            };
-            if n <= 0 {
-                break;
-            }
-            written += n as usize;
-        }
-    }
-    // SAFETY: ends the process at once, as the handler must.
-    unsafe { libc::_exit(0) }
+    alarm: watchdog::Alarm,
 }
 
 impl Watchdog {
@@ -167,14 +132,10 @@ impl Watchdog {
             system_message: None,
         };
         let json = block.to_json().unwrap_or_default();
-        let _ = ALARM_ANSWER.set(format!("{json}\n").into_bytes());
         // A panic must not let the stop through: exiting 101 is a non-blocking error to both
         // engines, which then go on as if the gate had allowed. The gate's last act is a
         // block, unless its own answer is already being written.
-        std::panic::set_hook(Box::new(|info| {
-            if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                return;
-            }
+        let on_panic = |info: &std::panic::PanicHookInfo| {
             let where_ = info
                 .location()
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
@@ -185,48 +146,23 @@ impl Watchdog {
                 ),
                 system_message: None,
             };
-            let _ = output::stdout(format!("{}\n", block.to_json().unwrap_or_default()).as_bytes());
             output::diagnostic("stop-gate", &format!("internal error{where_}: {info}"));
-            // SAFETY: ends the process at once, with the block written.
-            unsafe { libc::_exit(0) }
-        }));
-        let secs = (deadline + WATCHDOG_GRACE)
-            .as_secs()
-            .clamp(1, libc::c_uint::MAX as u64);
-        // SAFETY: installs a handler that only calls async-signal-safe functions, then arms
-        // the process's one alarm (stop-gate sets no other).
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_alarm as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
-            libc::alarm(secs as libc::c_uint);
+            format!("{}\n", block.to_json().unwrap_or_default()).into_bytes()
+        };
+        Watchdog {
+            alarm: watchdog::Alarm::start(
+                deadline + WATCHDOG_GRACE,
+                format!("{json}\n").into_bytes(),
+                on_panic,
+            ),
         }
-        Watchdog { _private: () }
     }
 
     /// Prints the gate's own answer, unless the alarm has answered already (then the process
-    /// is gone): the alarm is blocked and cancelled first, so only one answer is ever written.
+    /// is gone): only one answer is ever written.
     pub fn answer(&self, json: Option<String>) {
-        // SAFETY: blocks SIGALRM for this thread and cancels the alarm; plain syscalls.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGALRM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            libc::alarm(0);
-        }
-        if ANSWERED.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            // The alarm went off on another thread and is writing its block; it ends the
-            // process when done, and this thread must not end it first.
-            loop {
-                // SAFETY: waits for a signal; the handler exits the process.
-                unsafe { libc::pause() };
-            }
-        }
-        if let Some(json) = json {
-            let _ = output::stdout(format!("{json}\n").as_bytes());
-        }
+        self.alarm
+            .answer(json.map(|json| format!("{json}\n").into_bytes()).as_deref());
     }
 }
 

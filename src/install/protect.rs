@@ -22,6 +22,7 @@ use crate::reach::READ_ONLY;
 use crate::reach::START_UP_FILES;
 use crate::reach::sandbox::Effective;
 use crate::state::protected;
+use crate::sys::files;
 use crate::sys::paths;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
@@ -424,11 +425,10 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
 
 /// Whether an executable named `tool` is in a directory of `$PATH`.
 fn on_path(tool: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| {
             std::fs::metadata(dir.join(tool))
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+                .is_ok_and(|meta| meta.is_file() && files::is_executable(&meta))
         })
     })
 }

@@ -13,8 +13,6 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -128,8 +126,7 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
 }
 
 fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && files::is_executable(&m))
 }
 
 /// What a confined command leaves to look at once it has run: `started` says whether the
@@ -151,7 +148,7 @@ impl Confined {
         let Some(status) = self.status.as_mut() else {
             return true;
         };
-        set_nonblocking(status.as_raw_fd());
+        process::set_nonblocking(status);
         let mut text = String::new();
         let _ = status.read_to_string(&mut text);
         text.contains("\"child-pid\"")
@@ -213,14 +210,6 @@ fn write_ledger(ledger: &Path, made: &Made) {
         })
         .collect();
     let _ = atomic::write_atomic_as(ledger, text.as_bytes(), 0o600, Durability::Skip);
-}
-
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
 }
 
 /// Mount points made in the project for entries that were not there, removed after the run.
@@ -435,7 +424,7 @@ pub fn command(
     let (mounts, made) = mounts(plan)?;
     let (status, status_writer) =
         std::io::pipe().map_err(|e| Unavailable::Machine(format!("cannot make a pipe: {e}")))?;
-    let fd = status_writer.as_raw_fd();
+    let fd = process::descriptor_number(&status_writer);
     let mut words: Vec<OsString> = vec![
         "--ro-bind".into(),
         "/".into(),
@@ -495,26 +484,9 @@ pub fn command(
     cmd.args(&words);
     confined_env(&mut cmd, plan);
     cmd.env("TMPDIR", "/tmp");
-    // The writing end lives in the closure: the child gets it (its close-on-exec flag cleared
-    // between fork and exec), and the parent's copy closes when the command is dropped after
-    // the spawn, so the reader sees the end.
-    // SAFETY: fcntl(2) is async-signal-safe and touches no memory.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Nothing the gate's own parent left open reaches the check (a pipe of the
-            // engine's): every descriptor above stderr closes on exec, but the status pipe.
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
-            );
-            if libc::fcntl(status_writer.as_raw_fd(), libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The child gets the writing end, and the parent's copy closes when the command is dropped
+    // after the spawn, so the reader sees the end.
+    process::pass_only(&mut cmd, status_writer);
     Ok((
         cmd,
         Confined {

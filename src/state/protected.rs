@@ -46,17 +46,13 @@ pub fn install_dir(project: &Path) -> Option<PathBuf> {
 /// [`install_dir`], made when missing (owner only, the project it is named after written in
 /// it).
 pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt;
     let Some(dir) = install_dir(project) else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             "no state home: $VIGIL_STATE_HOME and $HOME are not absolute paths",
         ));
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)?;
+    files::make_private_dir(&dir)?;
     mark_top(&dir, &paths::canonical(project));
     Ok(dir)
 }
@@ -177,7 +173,6 @@ impl Place {
     /// The place for the project at `project_dir` whose shared state is in `state_dir`, made
     /// when missing (0700): the state home's, else the fallback in the project.
     pub fn of(project_dir: &Path, state_dir: &Path) -> Place {
-        use std::os::unix::fs::DirBuilderExt;
         let fallback = state_dir.join("state");
         // Canonical once: every name below is derived from it.
         let project = paths::canonical(project_dir);
@@ -189,11 +184,7 @@ impl Place {
         // that exists would lose what is in it without a word, and a write that fails is
         // told (and a gate denies).
         if !dir.is_dir() {
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .is_ok();
+            let made = files::make_private_dir(&dir).is_ok();
             if !made {
                 return Place::fallback(fallback, Some(dir), project);
             }
@@ -272,8 +263,7 @@ impl Place {
         let Ok(bytes) = files::read_capped(file, 4096, "a project's top", dir) else {
             return false;
         };
-        use std::os::unix::ffi::OsStrExt;
-        let top = Path::new(std::ffi::OsStr::from_bytes(&bytes));
+        let top = &paths::from_bytes(&bytes);
         top.is_absolute()
             && dir_for(top).as_deref() == Some(dir)
             && (top.starts_with(&self.project) || self.project.starts_with(top))
@@ -295,21 +285,13 @@ pub fn mark_top(dir: &Path, top: &Path) {
 /// Whether the state home can be made and written (else the state falls back into the
 /// project). Makes the state home when missing, as the hooks would.
 pub fn home_is_writable() -> bool {
-    use std::os::unix::fs::DirBuilderExt;
     let Some(home) = home() else { return false };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&home)
-        .is_ok()
-        && is_writable(&home)
+    files::make_private_dir(&home).is_ok() && is_writable(&home)
 }
 
 /// Whether the process can create files in `dir` (a read-only home is the usual reason not).
 fn is_writable(dir: &Path) -> bool {
-    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap_or_default();
-    // SAFETY: a NUL-terminated path; access only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+    files::can_write(dir, true).is_ok()
 }
 
 /// Every directory of the state home that may hold this project's trusted keys: the state

@@ -16,6 +16,7 @@ use crate::state::project;
 use crate::state::project::{Project, SessionId};
 use crate::state::protected;
 use crate::sys::atomic;
+use crate::sys::files;
 use crate::sys::lock::FileLock;
 use crate::sys::record;
 use crate::sys::time;
@@ -364,16 +365,11 @@ fn set_aside(path: &Path) -> String {
 /// place or in place of the protected directory above it (a link could send writes outside);
 /// private (0700) in the state home.
 fn owned_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
     let root = dir.parent().unwrap_or(dir);
     for path in [root, dir] {
         project::refuse_symlink(path)?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io("create", dir, &e))?;
+    files::make_private_dir(dir).map_err(|e| Error::io("create", dir, &e))?;
     project::refuse_symlink(dir)
 }
 

@@ -203,3 +203,168 @@ pub fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Opti
     }
     Ok(Some(bytes))
 }
+
+/// Makes `dir` and its missing parents, owner only (0700).
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Whether this process may write `path` (with `search`, also enter it: create files in a
+/// directory), as the system would decide for it.
+pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let mode = if search {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
+    // SAFETY: access(2) reads the NUL-terminated path and nothing else.
+    if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Permissions of `mode` (`0o600`), for a file about to be made.
+pub fn permissions(mode: u32) -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(mode)
+}
+
+/// Whether a file's mode lets anyone run it.
+pub fn is_executable(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o111 != 0
+}
+
+/// A file's identity, whatever its name: its device and inode.
+pub fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// Standard input as a file of its own (a duplicate of the descriptor).
+pub fn stdin_file() -> std::io::Result<File> {
+    use std::os::fd::AsFd;
+    Ok(File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
+}
+
+/// What [`stat_at`] sees of a name in a directory.
+pub struct StatAt {
+    pub regular: bool,
+    pub owner_may_execute: bool,
+    /// Seconds and nanoseconds.
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+    pub dev: u64,
+    pub ino: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+}
+
+/// `fstatat` of a name in an open directory, not following a symlink.
+pub fn stat_at(dir: &File, name: &std::ffi::CStr) -> Option<StatAt> {
+    use std::os::fd::AsRawFd;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid directory descriptor, a NUL-terminated name, and room for the answer,
+    // which is read only when the call succeeded.
+    let done = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if done != 0 {
+        return None;
+    }
+    // SAFETY: fstatat filled it.
+    let stat = unsafe { stat.assume_init() };
+    Some(StatAt {
+        regular: stat.st_mode & libc::S_IFMT == libc::S_IFREG,
+        owner_may_execute: stat.st_mode & 0o100 != 0,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec),
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        size: stat.st_size as u64,
+    })
+}
+
+/// Whether a file's owner may execute it (git's `core.fileMode`).
+pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o100 != 0
+}
+
+/// Files read for a subject are opened never following a link, and never waiting on a FIFO
+/// put in their place.
+const NO_FOLLOW: libc::c_int =
+    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+
+/// Opens a file to read, never through a symlink and never waiting on a FIFO.
+pub fn open_no_follow(path: &Path) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(NO_FOLLOW)
+        .open(path)
+}
+
+/// A file of an open directory, by name, without looking its path up again: never through a
+/// symlink, never waiting on a FIFO.
+pub fn open_at_no_follow(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
+    open_at(dir, name, NO_FOLLOW)
+}
+
+/// Opens a directory, never through a symlink.
+pub fn open_dir_no_follow(path: &Path) -> std::io::Result<File> {
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// `readlinkat`: a symlink's target, by name in an open directory.
+pub fn readlink_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the length
+    // given.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buffer.truncate(n as usize);
+    Ok(buffer)
+}
+
+/// Creates a file that must not exist yet, with `mode`, to write.
+pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+}
+
+/// Makes `link` a symlink to `target`.
+pub fn symlink(target: &std::ffi::OsStr, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}

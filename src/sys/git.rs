@@ -1,12 +1,11 @@
 //! Git discovery from the files alone: the nearest `.git` above a directory (a directory, or a
 //! file naming one, as in a linked worktree), never running git.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::sys::files::read_regular;
+use crate::sys::paths;
 
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).
@@ -56,5 +55,5 @@ pub fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
     let line = text.split(|b| *b == b'\n').next()?;
     let dir = line.strip_prefix(b"gitdir: ")?;
     let dir = dir.strip_suffix(b"\r").unwrap_or(dir);
-    Some(PathBuf::from(OsStr::from_bytes(dir)))
+    Some(paths::from_bytes(dir))
 }

@@ -1,17 +1,20 @@
-//! The bottom layer: what touches the operating system, and the small tools every layer above
-//! shares. Nothing here imports from another layer of vigil; a second platform is added here
-//! and nowhere else.
+//! The bottom layer: the platform, and the small tools every layer above shares. Every system
+//! call vigil makes, every `libc` item and every `std::os` extension is here, behind the small
+//! interfaces below, so a second platform is added here and nowhere else (`layers` checks it).
+//! Nothing here imports from another layer of vigil.
 //!
 //! - `atomic`: the one atomic write (temp file, sync, rename) every writer uses (SPEC P6).
-//! - `files`: opening files the agent may have planted: no FIFO waits, no unexpected links,
-//!   always a size cap.
+//! - `files`: opening files the agent may have planted (no FIFO waits, no unexpected links,
+//!   always a size cap), private directories, permissions, a name's stat in a directory.
 //! - `lock`: an exclusive lock on a sidecar file.
 //! - `record`: a record rewritten on every Stop with one sync.
 //! - `process`: a child with a deadline, its process group killed on timeout; a clean
-//!   environment.
+//!   environment; what a child inherits; signals.
+//! - `watchdog`: a process's last word, at a deadline or on a panic.
+//! - `user`: the host's and the user's names, the user's home.
 //! - `time`: RFC 3339 timestamps, durations, deadlines.
 //! - `digest`: sha256 in hex, canonical JSON.
-//! - `paths`: paths compared by what they name.
+//! - `paths`: paths compared by what they name; names as the system spells them in bytes.
 //! - `git`: the repository that holds a directory, found from the files alone.
 
 pub mod atomic;
@@ -23,3 +26,5 @@ pub mod paths;
 pub mod process;
 pub mod record;
 pub mod time;
+pub mod user;
+pub mod watchdog;

@@ -35,3 +35,26 @@ pub fn canonical(path: &Path) -> PathBuf {
         }
     }
 }
+
+/// A path from the bytes a file holds (a `gitdir:` line, a recorded top).
+pub fn from_bytes(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(os_str(bytes))
+}
+
+/// The name or path in `bytes`, as the system spells it.
+pub fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(bytes)
+}
+
+/// The bytes of a name or path, as the system spells it.
+pub fn bytes(name: &std::ffi::OsStr) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    name.as_bytes()
+}
+
+/// The bytes of an owned name or path.
+pub fn into_bytes(name: std::ffi::OsString) -> Vec<u8> {
+    use std::os::unix::ffi::OsStringExt;
+    name.into_vec()
+}

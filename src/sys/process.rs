@@ -458,6 +458,88 @@ pub fn clean_env(cmd: &mut Command, keep: &[String]) {
     }
 }
 
+/// The signal a child gets when it writes past its file size limit.
+pub const FILE_SIZE_SIGNAL: i32 = libc::SIGXFSZ;
+
+/// Caps the size of every file the child writes at `limit` bytes (a larger write gets
+/// [`FILE_SIZE_SIGNAL`]).
+pub fn limit_file_size(cmd: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = limit as libc::rlim_t;
+    // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            let cap = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &cap) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes reads of a pipe return at once when it holds nothing more.
+pub fn set_nonblocking(pipe: &std::io::PipeReader) {
+    use std::os::fd::AsRawFd;
+    let fd = pipe.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// The number a child knows a pipe's writing end by, once [`pass_only`] gave it.
+pub fn descriptor_number(pipe: &std::io::PipeWriter) -> i32 {
+    use std::os::fd::AsRawFd;
+    pipe.as_raw_fd()
+}
+
+/// The child inherits its standard streams and `pipe`, and nothing else its parent had open
+/// (a pipe of the engine's). The writing end lives in the closure: the child gets it, its
+/// close-on-exec flag cleared between fork and exec.
+pub fn pass_only(cmd: &mut Command, pipe: std::io::PipeWriter) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: close_range(2) and fcntl(2) are async-signal-safe and touch no memory.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Every descriptor above stderr closes on exec, but the pipe.
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+            );
+            if libc::fcntl(pipe.as_raw_fd(), libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Starts the child in a process group of its own, so that nothing of the parent's group
+/// (a terminal's interrupt, the hook's end) reaches it.
+pub fn own_group(cmd: &mut Command) -> &mut Command {
+    cmd.process_group(0)
+}
+
+/// The signal that ended a process, when one did.
+pub fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    status.signal()
+}
+
+/// A write to a closed pipe is an error to handle, not a signal that ends the process.
+pub fn ignore_pipe_signal() {
+    // SAFETY: sets one signal's disposition; called before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

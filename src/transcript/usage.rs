@@ -13,7 +13,6 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -189,7 +188,7 @@ fn read_file(
     let known = at.map(|i| tally.files[i].clone());
     let mark = known.clone().filter(|m| {
         // Another file in its place, or one cut shorter: begin it again.
-        m.dev == meta.dev() && m.ino == meta.ino() && m.offset <= meta.len()
+        (m.dev, m.ino) == files::identity(&meta) && m.offset <= meta.len()
     });
     if mark.is_none() && meta.len() > *left && *left < MAX_BACK {
         // A first look needs its full reach back: it waits for the next Stop's budget.
@@ -246,10 +245,11 @@ fn read_file(
         }
     };
     tally.add(counter.total);
+    let (dev, ino) = files::identity(&meta);
     let fresh = Mark {
         path: key.to_string(),
-        dev: meta.dev(),
-        ino: meta.ino(),
+        dev,
+        ino,
         offset,
         recent: counter.recent(),
         last_ms: counter.newest_ms,

@@ -8,11 +8,11 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::num::NonZeroU16;
-use std::os::fd::AsFd;
 use std::path::Path;
 
 use crate::cli::input::Source;
 use crate::error::{Error, Result};
+use crate::sys::files;
 
 pub const DEFAULT_TAIL: u64 = 64 * 1024;
 pub const DEFAULT_COLS: u16 = 200;
@@ -32,11 +32,8 @@ pub fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
         ),
         Source::Stdin => {
             let path = Path::new("standard input");
-            let fd = std::io::stdin()
-                .as_fd()
-                .try_clone_to_owned()
-                .map_err(|e| Error::io("read", path, &e))?;
-            (File::from(fd), path)
+            let file = files::stdin_file().map_err(|e| Error::io("read", path, &e))?;
+            (file, path)
         }
     };
     let bytes = tail_of(file, tail).map_err(|e| Error::io("read", path, &e))?;

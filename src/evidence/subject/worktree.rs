@@ -6,11 +6,8 @@
 //! `core.excludesFile` can only leave untracked files out (read by the `ignore` crate, ripgrep's),
 //! and every file named is read and hashed, in parallel.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -125,8 +122,8 @@ impl Known<'_> {
         if cached.mode == Mode::Symlink || cached.stat.is_racy(self.tracked.written, STAT_MATCH) {
             return None;
         }
-        let stat = stat_at(dir, name)?;
-        if stat.st_mode & libc::S_IFMT != libc::S_IFREG || file_mode(stat.st_mode) != cached.mode {
+        let stat = files::stat_at(dir, name)?;
+        if !stat.regular || file_mode(stat.owner_may_execute) != cached.mode {
             return None;
         }
         // As the index keeps them: seconds and sizes cut to 32 bits.
@@ -135,13 +132,13 @@ impl Known<'_> {
             nsecs: nsecs as u32,
         };
         let now = gix_index::entry::Stat {
-            mtime: time(stat.st_mtime, stat.st_mtime_nsec),
-            ctime: time(stat.st_ctime, stat.st_ctime_nsec),
-            dev: stat.st_dev as u32,
-            ino: stat.st_ino as u32,
-            uid: stat.st_uid,
-            gid: stat.st_gid,
-            size: stat.st_size as u32,
+            mtime: time(stat.mtime.0, stat.mtime.1),
+            ctime: time(stat.ctime.0, stat.ctime.1),
+            dev: stat.dev as u32,
+            ino: stat.ino as u32,
+            uid: stat.uid,
+            gid: stat.gid,
+            size: stat.size as u32,
         };
         cached.stat.matches(&now, STAT_MATCH).then_some(cached)
     }
@@ -153,27 +150,9 @@ impl Known<'_> {
     }
 }
 
-/// `fstatat` of a name in an open directory, not following a symlink.
-fn stat_at(dir: &File, name: &std::ffi::CStr) -> Option<libc::stat> {
-    use std::os::fd::AsRawFd;
-    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: a valid directory descriptor, a NUL-terminated name, and room for the answer,
-    // which is read only when the call succeeded.
-    let done = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            stat.as_mut_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    // SAFETY: fstatat filled it.
-    (done == 0).then(|| unsafe { stat.assume_init() })
-}
-
 /// A regular file's mode in a tree: executable when its owner may execute it (core.fileMode).
-fn file_mode(st_mode: u32) -> Mode {
-    if st_mode & 0o100 != 0 {
+fn file_mode(owner_may_execute: bool) -> Mode {
+    if owner_may_execute {
         Mode::Executable
     } else {
         Mode::File
@@ -373,7 +352,7 @@ fn walk(
                 .map(Path::to_path_buf)
         })
         .filter(|inside| !inside.as_os_str().is_empty());
-    let exclude = exclude.as_ref().map(|dir| dir.as_os_str().as_bytes());
+    let exclude = exclude.as_ref().map(|dir| paths::bytes(dir.as_os_str()));
     let excluded = |relative: &[u8]| {
         exclude.is_some_and(|dir| {
             relative.starts_with(dir)
@@ -648,7 +627,7 @@ impl<'a> Walk<'a> {
     ) -> Result<Vec<Job>> {
         self.options.deadline.check("hashing the worktree")?;
         let shown = String::from_utf8_lossy(&relative).into_owned();
-        let file = open_file(&self.top.join(OsStr::from_bytes(&relative)))
+        let file = files::open_no_follow(&self.top.join(paths::os_str(&relative)))
             .map_err(|e| unreadable(&shown, &e))?;
         found.extend(self.compared(reader.hash(Source::File(file), relative)?));
         Ok(Vec::new())
@@ -663,7 +642,7 @@ impl<'a> Walk<'a> {
         found: &mut Vec<Hashed>,
     ) -> Result<Vec<Job>> {
         self.options.deadline.check("hashing the worktree")?;
-        let path = self.top.join(OsStr::from_bytes(dir));
+        let path = self.top.join(paths::os_str(dir));
         let shown = || {
             if dir.is_empty() {
                 ".".to_string()
@@ -678,11 +657,7 @@ impl<'a> Walk<'a> {
                 error::plain_io(&e)
             ))
         };
-        let handle = File::options()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-            .open(&path)
-            .map_err(walk_error)?;
+        let handle = files::open_dir_no_follow(&path).map_err(walk_error)?;
         let mut entries = Vec::new();
         for entry in std::fs::read_dir(&path).map_err(walk_error)? {
             let entry = entry.map_err(walk_error)?;
@@ -708,7 +683,7 @@ impl<'a> Walk<'a> {
         let mut jobs = Vec::new();
         let range = self.known.map(|known| known.range(dir));
         for (name, kind) in entries {
-            let name = name.as_bytes();
+            let name = paths::bytes(&name);
             if name == b".git" {
                 if dir.is_empty() {
                     continue;
@@ -753,7 +728,9 @@ impl<'a> Walk<'a> {
             let cname = std::ffi::CString::new(name)
                 .map_err(|_| Error::input(format!("{} has a NUL in its name", shown())))?;
             let source = if kind.is_symlink() {
-                Source::Link(readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?)
+                Source::Link(
+                    files::readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?,
+                )
             } else {
                 if let Some((known, range)) = self.known.zip(range.clone()) {
                     if name == b".gitattributes" {
@@ -782,7 +759,8 @@ impl<'a> Walk<'a> {
                         continue;
                     }
                 }
-                let file = open_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?;
+                let file = files::open_at_no_follow(&handle, &cname)
+                    .map_err(|e| unreadable(&shown(), &e))?;
                 let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;
                 if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
                     jobs.push(Job::File { relative });
@@ -806,7 +784,7 @@ impl<'a> Walk<'a> {
     /// Whether git ignores `relative`: the deepest `.gitignore` that has a say decides, then
     /// `info/exclude`, then `core.excludesFile` (in each, the last matching pattern).
     fn ignored(&self, rules: &Rules, relative: &[u8], dir: bool) -> bool {
-        let path = Path::new(OsStr::from_bytes(relative));
+        let path = Path::new(paths::os_str(relative));
         let mut level = Some(rules);
         while let Some(rules) = level {
             if let Some(here) = &rules.here {
@@ -858,7 +836,7 @@ fn ignore_rules(
     }
     let text = std::str::from_utf8(&bytes)
         .map_err(|e| denied(format!("it is not UTF-8 at byte {}", e.valid_up_to())))?;
-    let mut builder = ignore::gitignore::GitignoreBuilder::new(OsStr::from_bytes(base));
+    let mut builder = ignore::gitignore::GitignoreBuilder::new(paths::os_str(base));
     for line in text.lines() {
         if unplain_brackets(line) {
             return Err(denied(format!(
@@ -929,7 +907,7 @@ impl<'a> Reader<'a> {
         let mut at = top.to_path_buf();
         let mut parts = relative.split(|b| *b == b'/').peekable();
         while let Some(part) = parts.next() {
-            at.push(OsStr::from_bytes(part));
+            at.push(paths::os_str(part));
             let Ok(meta) = std::fs::symlink_metadata(&at) else {
                 return Ok(None);
             };
@@ -951,9 +929,9 @@ impl<'a> Reader<'a> {
             let shown = || String::from_utf8_lossy(relative).into_owned();
             let source = if meta.file_type().is_symlink() {
                 let target = std::fs::read_link(&at).map_err(|e| unreadable(&shown(), &e))?;
-                Source::Link(target.into_os_string().into_vec())
+                Source::Link(paths::into_bytes(target.into_os_string()))
             } else {
-                Source::File(open_file(&at).map_err(|e| unreadable(&shown(), &e))?)
+                Source::File(files::open_no_follow(&at).map_err(|e| unreadable(&shown(), &e))?)
             };
             return self.hash(source, relative.to_vec());
         }
@@ -974,7 +952,7 @@ impl<'a> Reader<'a> {
                         )));
                     }
                     let copy = copy_path(snapshot, &relative)?;
-                    std::os::unix::fs::symlink(OsStr::from_bytes(&target), &copy)
+                    files::symlink(paths::os_str(&target), &copy)
                         .map_err(|e| Error::io("write", &copy, &e))?;
                 }
                 (Mode::Symlink, tree::blob_id(&target)?)
@@ -1014,7 +992,7 @@ impl<'a> Reader<'a> {
                 self.options.max_file_size
             )));
         }
-        let mode = file_mode(meta.mode());
+        let mode = file_mode(files::owner_may_execute(&meta));
         let mut copy = match self.options.snapshot {
             Some(snapshot) => {
                 let path = copy_path(snapshot, relative)?;
@@ -1023,14 +1001,7 @@ impl<'a> Reader<'a> {
                 } else {
                     0o644
                 };
-                Some(
-                    File::options()
-                        .write(true)
-                        .create_new(true)
-                        .mode(perms)
-                        .open(&path)
-                        .map_err(|e| Error::io("write", &path, &e))?,
-                )
+                Some(files::create_new(&path, perms).map_err(|e| Error::io("write", &path, &e))?)
             }
             None => None,
         };
@@ -1085,43 +1056,6 @@ enum Source {
     Link(Vec<u8>),
 }
 
-/// Files are opened never following a link, and never waiting on a FIFO put in their place.
-const OPEN_FLAGS: libc::c_int =
-    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-
-fn open_file(path: &Path) -> std::io::Result<File> {
-    File::options()
-        .read(true)
-        .custom_flags(OPEN_FLAGS)
-        .open(path)
-}
-
-/// A file of an open directory, by name, without looking its path up again.
-fn open_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<File> {
-    files::open_at(dir, name, OPEN_FLAGS)
-}
-
-/// `readlinkat`: a symlink's target, by name in an open directory.
-fn readlink_at(dir: &File, name: &std::ffi::CStr) -> std::io::Result<Vec<u8>> {
-    use std::os::fd::AsRawFd;
-    let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
-    // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the length
-    // given.
-    let n = unsafe {
-        libc::readlinkat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            buffer.as_mut_ptr().cast(),
-            buffer.len(),
-        )
-    };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    buffer.truncate(n as usize);
-    Ok(buffer)
-}
-
 fn unreadable(shown: &str, e: &std::io::Error) -> Error {
     Error::input(format!(
         "cannot read {shown}: {}; the worktree subject hashes every file that is not ignored",
@@ -1131,7 +1065,7 @@ fn unreadable(shown: &str, e: &std::io::Error) -> Error {
 
 /// Where a file goes in the snapshot; its directories are made on the way.
 fn copy_path(snapshot: &Path, relative: &[u8]) -> Result<PathBuf> {
-    let path = snapshot.join(OsStr::from_bytes(relative));
+    let path = snapshot.join(paths::os_str(relative));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
     }

@@ -298,9 +298,8 @@ impl Target {
     /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
     /// allows) would undo a choice the user made. Nothing is changed.
     fn writable(&self) -> Result<()> {
-        use std::os::unix::fs::PermissionsExt;
         match std::fs::metadata(&self.file) {
-            Ok(meta) if meta.permissions().mode() & 0o222 == 0 => Err(Error::input(format!(
+            Ok(meta) if meta.permissions().readonly() => Err(Error::input(format!(
                 "{} is read-only; make it writable (chmod u+w) and run again; nothing was changed",
                 self.given.display()
             ))),
