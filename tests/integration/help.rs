@@ -1,4 +1,4 @@
-//! Help texts (issue 15): every flag the README shows a binary with is in that binary's help,
+//! Help texts (issue 15): every flag the docs show a binary with is in that binary's help,
 //! and no help line is wider than 100 columns.
 
 use crate::support::*;
@@ -45,10 +45,12 @@ fn help_of(binary: &str, subcommands: &[&[&str]]) -> String {
     text
 }
 
-/// The `--flags` written after `name` on each README line that runs it, outside quotes (a
+/// The `--flags` written after `name` on each line of the docs that runs it, outside quotes (a
 /// quoted `--run 'cargo test --locked'` holds the check's flags, not the binary's).
 fn readme_flags(name: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(repo_path("README.md")).unwrap();
+    let readme = ["README.md", "GUIDE.md", "DEVELOPMENT.md"]
+        .map(|doc| std::fs::read_to_string(repo_path(doc)).unwrap())
+        .join("\n");
     let mut flags = Vec::new();
     for line in readme.lines() {
         let mut rest = line;
@@ -94,7 +96,7 @@ fn every_flag_the_readme_uses_is_in_the_binarys_help() {
         for flag in readme_flags(binary) {
             assert!(
                 help.contains(&flag),
-                "{binary} --help lacks {flag}, which the README uses"
+                "{binary} --help lacks {flag}, which the docs use"
             );
         }
     }
