@@ -58,7 +58,7 @@ pub const HIDDEN_IN_HOME: &[(&str, Entry)] = &[
     (".aws", Entry::Dir),
     (".docker", Entry::Dir),
     (".config/gh", Entry::Dir),
-    // Where vigil's README keeps a signing key.
+    // Where vigil's GUIDE.md keeps a signing key.
     (".config/vigil", Entry::Dir),
     (".netrc", Entry::File),
     (".git-credentials", Entry::File),

@@ -267,7 +267,7 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
 
 #[test]
 fn worktree_subject_works_when_vigil_is_gitignored() {
-    // The README tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
+    // The guide tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
     let repo = git_repo();
     std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
     let before = subject_of(repo.path());
