@@ -52,6 +52,77 @@ VIGIL_BUILT_DIR=DIR uses binaries already built in DIR instead of building.
 USAGE
 }
 
+
+# stop-gate's flags, each defined once (src/cli/stop-gate.flags, tab-separated): which of them
+# an install takes, and the rule a value must meet. stop-gate's own parser implements the same
+# rules; a test holds the two to the same answers.
+flag_table=$(cd "$(dirname "$0")" && pwd)/src/cli/stop-gate.flags
+if [ ! -f "$flag_table" ]; then
+  echo "install.sh: $flag_table is missing; run install.sh from vigil's source" >&2
+  exit 2
+fi
+
+# The rule of an install flag ("-" for one that takes no value), or nothing.
+install_rule() {
+  awk -F'\t' -v flag="$1" '!/^#/ && $1 == flag && ("," $4 ",") ~ /,install,/ { print $3; exit }' "$flag_table"
+}
+
+refuse_value() {
+  echo "install.sh: $1; nothing was built or changed" >&2
+  exit 2
+}
+
+check_name() {
+  if ! [[ $2 =~ ^[A-Za-z0-9._-]{1,64}$ ]] || [ "$2" = . ] || [ "$2" = .. ]; then
+    refuse_value "$1: check name \"$2\" is not 1 to 64 of A-Z a-z 0-9 . _ - (and not . or ..)"
+  fi
+}
+
+# Refuses VALUE for FLAG unless it meets RULE (the table's rules; numbers past 18 digits are
+# refused here though stop-gate would take some).
+check_value() {
+  local flag=$1 value=$2 rule=$3 min max digits
+  case $rule in
+    command)
+      [[ $value =~ [^[:space:]] ]] || refuse_value "$flag needs a command" ;;
+    int:*)
+      IFS=: read -r _ min max <<<"$rule"
+      if ! [[ $value =~ ^\+?[0-9]{1,18}$ ]] || (( 10#${value#+} < min || 10#${value#+} > max )); then
+        refuse_value "$flag takes a whole number from $min to $max, not \"$value\""
+      fi ;;
+    stall:*)
+      IFS=: read -r _ min max <<<"$rule"
+      if ! [[ $value =~ ^\+?[0-9]{1,9}$ ]] \
+        || { (( 10#${value#+} != 0 )) && (( 10#${value#+} < min || 10#${value#+} > max )); }; then
+        refuse_value "$flag takes 0 (never) or a whole number of passes from $min to $max, not \"$value\""
+      fi ;;
+    enum:*)
+      min=${rule#enum:}
+      [[ :$min: == *":$value:"* ]] || refuse_value "$flag is ${min//:/ or }, not \"$value\"" ;;
+    duration|duration:1)
+      if ! [[ $value =~ ^[0-9]{1,15}[smhd]$ ]]; then
+        refuse_value "$flag: \"$value\" is not a duration; write a whole number and a unit, e.g. 45s, 30m, 24h or 7d"
+      fi
+      digits=${value%?}
+      if [ "$rule" = duration:1 ] && (( 10#$digits == 0 )); then
+        refuse_value "$flag takes a duration of a second or more (45s, 30m, 2h, 7d), not \"$value\""
+      fi ;;
+    tokens)
+      digits=${value%[kKmM]}
+      if ! [[ $digits =~ ^\+?[0-9]{1,15}$ ]] || (( 10#${digits#+} == 0 )); then
+        refuse_value "$flag takes a whole number of tokens (500000, 500k, 2m), not \"$value\""
+      fi ;;
+    marker) check_name "$flag" "${value%%=*}" ;;
+    contract) [ -n "$value" ] || refuse_value "$flag needs a JSON Schema file, or \`default\`" ;;
+    remote)
+      if [ -z "$value" ] || [[ $value == -* ]]; then
+        refuse_value "$flag needs a remote: a name (origin) or a URL"
+      fi ;;
+    text|path) ;;
+    *) refuse_value "the flag table gives $flag a rule install.sh does not know: $rule" ;;
+  esac
+}
+
 project=$PWD
 project_given=false
 user=false
@@ -75,16 +146,32 @@ while [ $# -gt 0 ]; do
     --protect) protect=true; shift ;;
     --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
-    --run|--require-marker|--no-require-marker|--timeout|--deadline|--max-blocks|--feedback|--verify-key|--stall-after|--max-duration|--max-tokens|--contract|--contract-max-tokens|--sync-notes)
-      gate_flags+=("$1" "${2:?$1 needs a value}"); shift 2 ;;
-    --run=*|--require-marker=*|--no-require-marker=*|--timeout=*|--deadline=*|--max-blocks=*|--feedback=*|--verify-key=*|--stall-after=*|--max-duration=*|--max-tokens=*|--contract=*|--contract-max-tokens=*|--sync-notes=*)
-      gate_flags+=("${1%%=*}" "${1#*=}"); shift ;;
-    --no-run) gate_flags+=(--no-run); shift ;;
-    --no-sync-notes) gate_flags+=(--no-sync-notes); shift ;;
     --dry-run) dry_run=true; shift ;;
     --uninstall) action=uninstall; shift ;;
     --check) action=check; shift ;;
     -h|--help) usage; exit 0 ;;
+    --*)
+      # stop-gate's flags an install writes into the Stop handler, as the table defines them;
+      # a value is checked here, before anything is built.
+      name=${1%%=*}
+      rule=$(install_rule "$name")
+      if [ -z "$rule" ]; then
+        echo "install.sh: unknown option $1; see ./install.sh --help" >&2
+        exit 2
+      elif [ "$rule" = - ]; then
+        [ "$name" = "$1" ] || refuse_value "$name takes no value"
+        gate_flags+=("$name"); shift
+      else
+        if [ "$name" != "$1" ]; then
+          value=${1#*=}; shift
+        elif [ $# -ge 2 ]; then
+          value=$2; shift 2
+        else
+          refuse_value "$name needs a value"
+        fi
+        check_value "$name" "$value" "$rule"
+        gate_flags+=("$name" "$value")
+      fi ;;
     *) echo "install.sh: unknown option $1; see ./install.sh --help" >&2; exit 2 ;;
   esac
 done

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use vigil::exit::Code as ExitCode;
 
 use lexopt::prelude::*;
+use vigil::cli::defs;
+use vigil::cli::defs::Scope;
 use vigil::cli::flags;
 use vigil::cli::flags::{help, print, string_value};
 use vigil::cli::output::diagnostic;
@@ -349,22 +351,6 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
                 }
                 options.gate.set.push(("--run".into(), run));
             }
-            Long(
-                flag @ ("timeout"
-                | "deadline"
-                | "max-blocks"
-                | "feedback"
-                | "verify-key"
-                | "stall-after"
-                | "max-duration"
-                | "max-tokens"
-                | "contract"
-                | "contract-max-tokens"),
-            ) => {
-                let name = format!("--{flag}");
-                let value = string_value(&mut parser, &name)?;
-                options.gate.set.push((name, value));
-            }
             Long("require-marker") => {
                 let value = string_value(&mut parser, "--require-marker")?;
                 RequiredMarker::parse(&value)?;
@@ -390,6 +376,19 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("no-sync-notes") => options.sync_notes = Some(None),
             Long("dry-run") => options.dry_run = true,
+            // The rest of stop-gate's flags an install writes into the Stop handler, as the
+            // table defines them.
+            Long(flag)
+                if defs::find_long(Scope::Install, flag).is_some_and(|f| {
+                    f.in_scope(Scope::Hook)
+                        && f.takes_value()
+                        && !matches!(f.name, "--run" | "--require-marker")
+                }) =>
+            {
+                let name = format!("--{flag}");
+                let value = string_value(&mut parser, &name)?;
+                options.gate.set.push((name, value));
+            }
             Short('h') | Long("help") => return Ok(None),
             _ => return Err(arg.unexpected().into()),
         }

@@ -9,6 +9,8 @@ use vigil::exit::Code as ExitCode;
 use vigil::state::loop_state;
 
 use lexopt::prelude::*;
+use vigil::cli::defs;
+use vigil::cli::defs::Scope;
 use vigil::cli::flags;
 use vigil::cli::flags::{help, print, string_value};
 use vigil::cli::hook;
@@ -39,7 +41,7 @@ const NAME: &str = "stop-gate";
 /// A prompt (or the raw arguments of `loop start`) larger than this is refused.
 const MAX_PROMPT: u64 = 1024 * 1024;
 
-const HELP: &str = "\
+const HELP_HEAD: &str = "\
 stop-gate: the Stop hook that turns \"looks done\" into evidence.
 
 Usage:
@@ -74,58 +76,13 @@ Loops and session records live in the protected state, outside the project: $VIG
 else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge install --protect).
 
 Options:
-  --run CMD                 the check command (blocks with its last 20 lines when it fails).
-                            It is the agent's code, so it runs confined (bubblewrap): it
-                            writes only the project (not .claude .codex .git .mcp.json
-                            .vscode .idea) and a private /tmp, sees no state home,
-                            ~/.claude, ~/.codex, ~/.ssh or session socket, no VIGIL_*
-                            variable, its own processes only, and no network. Without
-                            bubblewrap it runs unconfined and every stop says so; with
-                            Claude Code's sandbox on (--protect) it is not run at all
-  --check-network           the confined check may use the network
-  --check-write DIR         repeatable: the confined check may also write DIR (absolute; a
-                            cache such as ~/.cache/go-build)
-  --timeout SECS            how long the check may run (default: --deadline less 15 s); then
-                            its process group is killed and the stop is blocked
-  --deadline SECS           all of the gate's work ends by then (default 570, under the
-                            engines' 600 s hook timeout); a gate at its deadline blocks. Keep
-                            --timeout + 15 <= --deadline <= the handler's timeout - 5
-  --require-marker CHECK[=CMD]
-                            repeatable: require `marker-writer verify --check CHECK` to pass;
-                            CMD is what the protected writer runs, named when a stop is blocked
-  --marker-max-age DURATION how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
-  --max-file-size SIZE      a larger file in the worktree blocks at once (default 1G)
-  --max-blocks N            consecutive blocks per session before a stop is let through,
-                            marked NOT verified (default 3; a pass resets the count)
-  --subagents               also gate SubagentStop (by default it is allowed untouched)
-  --contract FILE|default   a subagent's report must be one JSON object (bare, or alone in a
-                            ```json fence) that this JSON Schema accepts (`default`: status
-                            done|partial|blocked, answer, evidence, changed, open_questions,
-                            tokens_used); else its SubagentStop is blocked with the first
-                            violation; blocks counted per agent_id. Alone it checks only the
-                            report: add --subagents to run the checks on SubagentStop too
-  --contract-max-tokens N   the report's cap, estimated high (one token per 3 bytes; default 2000)
-  --stall-after K           for loops that do not set it: end a loop `stalled` when K passes in
-                            a row end with the same message (default 3; 0: never; K >= 2)
-  --max-duration D          for loops that do not set it: end a loop when D has passed since
-                            it started (30m, 2h, 1d)
-  --max-tokens N            for loops that do not set it: end a loop when the transcripts count
-                            N input, cache-creation and output tokens since it started
-  --feedback block|context  how a block reaches the model: `block` (default; both engines)
-                            prints decision:block; `context` prints Stop additionalContext,
-                            which Claude Code (2.1.332 checked) shows as feedback, not an error
-  --verify-key FILE         markers must be signed by this key, and only it (also
-                            $VIGIL_VERIFY_KEY); else by a key of `marker-writer trust`; with
-                            none trusted, unsigned markers count
-  --check-config            check these flags and exit (0, or 2 with the error), reading nothing;
-                            settings-merge check runs each handler's flags through it
-  --state-dir DIR           where shared state lives (default <project>/.vigil, or
-                            $VIGIL_STATE_DIR); the protected state stays in the state home
-  -h, --help                this text
+";
+
+const HELP_TAIL: &str = "\
 VIGIL_DISABLE=1 makes the hook allow at once, and say so (with a loop running: NOT verified).
 ";
 
-const HELP_LOOP: &str = "\
+const HELP_LOOP_HEAD: &str = "\
 Usage:
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
@@ -149,23 +106,9 @@ one here, or with /vigil-loop in Claude Code (read by the UserPromptSubmit hook)
 agent writes into the project starts, changes or ends one.
 
 start:
-  --max-iterations N       required, 1 to 10000
-  --completion-promise P   required: the phrase the agent ends with, inside <promise> tags
-  --session ID             the session the loop belongs to; default $VIGIL_SESSION_ID, then
-                           $CLAUDE_CODE_SESSION_ID; without one, start refuses
-  --next-session           instead, the next session that starts in this project claims it
-                           (for `claude -p` and `codex exec`, whose id is not known yet)
-  --claim-within DURATION  with --next-session: unclaimed after this, it lapses (default 10m)
-  --stall-after K          end the loop `stalled` when K passes in a row end with the same last
-                           message, whitespace aside (default 3, or the hook's; 0: never)
-  --max-duration D         end the loop when D has passed since it started (45s, 30m, 2h, 7d)
-  --max-tokens N           end the loop when the usage records of the session's transcript and
-                           its subagents' count N tokens since it started (500000, 500k, 2m):
-                           input, cache creation and output; cache reads are shown, not counted
-                           (each request rereads the whole context)
-  --prompt-file F          read the prompt from a file, byte for byte
-  --args-stdin             read all the arguments as raw text from stdin, without a shell
-                           (quotes, $() and apostrophes stay as typed)
+";
+
+const HELP_LOOP_TAIL: &str = "\
 run (for `claude -p` and `codex exec`): start's flags but --session and --next-session,
 then `--` and the command. It starts a loop for the session COMMAND starts (claimed by
 session-start-loader through $VIGIL_LOOP_RUN, which only COMMAND's environment holds), runs
@@ -190,6 +133,27 @@ Flags come before or after the prompt, as `--flag value` or `--flag=value`; `--`
 An unknown flag, or one of these inside the prompt, is an error, never part of the prompt.
 Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 ";
+
+/// `stop-gate --help`: the hook's flags from the table.
+fn hook_help() -> String {
+    format!(
+        "{HELP_HEAD}{}{}{HELP_TAIL}",
+        defs::options(Scope::Hook, false),
+        defs::entry("-h, --help", "this text")
+    )
+}
+
+/// `stop-gate loop --help`: loop start's flags from the table.
+fn loop_help() -> String {
+    format!(
+        "{HELP_LOOP_HEAD}{}{}{HELP_LOOP_TAIL}",
+        defs::options(Scope::Start, true),
+        defs::entry(
+            "--args-stdin",
+            "read all the arguments as raw text from stdin, without a shell (quotes, $() and apostrophes stay as typed)"
+        )
+    )
+}
 
 vigil::entry!(real_main);
 
@@ -219,7 +183,7 @@ fn real_main() -> ExitCode {
         return disabled(config);
     }
     if matches!(config, Ok(None)) {
-        let _ = stdout(HELP.as_bytes());
+        let _ = stdout(hook_help().as_bytes());
         return ExitCode::SUCCESS;
     }
     if files::stdin_is_terminal() {
@@ -471,7 +435,7 @@ fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
         Some("run") => loop_run(args),
         Some("status") => loop_status(args),
         Some("cancel") => loop_cancel(args),
-        Some("-h" | "--help") => help(HELP_LOOP),
+        Some("-h" | "--help") => help(&loop_help()),
         _ => Err(Error::usage(format!(
             "unknown loop command {:?}; use start, run, status or cancel",
             action.to_string_lossy()
@@ -516,7 +480,7 @@ fn loop_start(args: Vec<OsString>) -> Result<Exit> {
         loops::parse_start(&words, None)?
     };
     if request.help {
-        return help(HELP_LOOP);
+        return help(&loop_help());
     }
     start_from(request)
 }
@@ -612,7 +576,7 @@ fn loop_status(args: Vec<OsString>) -> Result<Exit> {
         prompt,
     }) = session_flags(args, true)?
     else {
-        return help(HELP_LOOP);
+        return help(&loop_help());
     };
     let project = project.for_reading();
     let Some(session) = session else {
@@ -685,7 +649,7 @@ fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
         project, session, ..
     }) = session_flags(args, false)?
     else {
-        return help(HELP_LOOP);
+        return help(&loop_help());
     };
     let Some(session) = session else {
         return cancel_in_project(&project);
@@ -764,7 +728,7 @@ fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     let words: Vec<Word> = flags.iter().map(|a| Word::plain(a)).collect();
     let mut request = loops::parse_start(&words, None)?;
     if request.help {
-        return help(HELP_LOOP);
+        return help(&loop_help());
     }
     if request.session.is_some() || request.next_session {
         return Err(Error::usage(

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use lexopt::prelude::*;
 
+use crate::cli::defs;
+use crate::cli::defs::Scope;
 use crate::cli::flags;
 use crate::cli::flags::{number, string_value};
 use crate::error::{Error, Result};
@@ -143,6 +145,13 @@ impl GateConfig {
         let mut timeout = None;
         let mut parser = lexopt::Parser::from_args(args);
         while let Some(arg) = parser.next()? {
+            // Only what the table defines for the hook is a flag of the hook.
+            if let Long(name) = arg
+                && name != "help"
+                && defs::find_long(Scope::Hook, name).is_none()
+            {
+                return Err(arg.unexpected().into());
+            }
             match arg {
                 Long("run") => {
                     let command = string_value(&mut parser, "--run")?;

@@ -5,29 +5,11 @@
 
 use std::ffi::OsString;
 
+use crate::cli::defs;
+use crate::cli::defs::{Flag, Scope};
 use crate::cli::flags;
 use crate::error::{Error, Result};
 use crate::gate::GateConfig;
-
-/// The flags that take a value; every other stop-gate flag stands alone.
-const VALUED: &[&str] = &[
-    "--run",
-    "--timeout",
-    "--deadline",
-    "--require-marker",
-    "--marker-max-age",
-    "--max-file-size",
-    "--max-blocks",
-    "--feedback",
-    "--state-dir",
-    "--verify-key",
-    "--stall-after",
-    "--max-duration",
-    "--max-tokens",
-    "--contract",
-    "--contract-max-tokens",
-    "--check-write",
-];
 
 /// The flags of one stop-gate handler, in order: `(flag, value)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -61,10 +43,10 @@ impl GateFlags {
         let mut words = words.iter();
         while let Some(word) = words.next() {
             if let Some((name, value)) = word.split_once('=')
-                && VALUED.contains(&name)
+                && defs::find(Scope::Hook, name).is_some_and(Flag::takes_value)
             {
                 flags.push((name.to_string(), Some(value.to_string())));
-            } else if VALUED.contains(&word.as_str()) {
+            } else if defs::find(Scope::Hook, word).is_some_and(Flag::takes_value) {
                 let value = words.next().ok_or_else(|| {
                     Error::usage(format!("the Stop handler's {word} has no value"))
                 })?;

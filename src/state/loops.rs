@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cli::defs;
+use crate::cli::defs::{Flag, Scope};
 use crate::cli::input::Source;
 use crate::error::{Error, Result};
 use crate::state::loop_state::{
@@ -844,24 +846,13 @@ fn quoted_end(raw: &str, at: usize) -> Option<usize> {
     (end == raw.len() || raw.as_bytes()[end].is_ascii_whitespace()).then_some(end)
 }
 
-const VALUE_FLAGS: [&str; 9] = [
-    "--max-iterations",
-    "--completion-promise",
-    "--session",
-    "--claim-within",
-    "--prompt-file",
-    "--state-dir",
-    "--stall-after",
-    "--max-duration",
-    "--max-tokens",
-];
-
 /// How many of `args` are leading flags with their values (up to `--` or the first word
 /// of the prompt).
 pub fn leading_flags(args: &[String]) -> usize {
     let mut i = 0;
     while i < args.len() && is_flag_word(&args[i]) {
-        let takes_value = !args[i].contains('=') && VALUE_FLAGS.contains(&args[i].as_str());
+        let takes_value = !args[i].contains('=')
+            && defs::find(Scope::Start, &args[i]).is_some_and(Flag::takes_value);
         i += if takes_value { 2 } else { 1 };
     }
     i.min(args.len())
@@ -893,7 +884,7 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
             if !words[i].quoted && is_short_flag(text, words.get(i + 1).map(|w| w.text.as_str())) {
                 return Err(Error::usage(format!(
                     "unknown flag {text} for `loop start`; its flags are long ones ({}, --next-session); to start the prompt with {text}, put -- before it",
-                    VALUE_FLAGS.join(", ")
+                    defs::valued(Scope::Start).join(", ")
                 )));
             }
             break;
@@ -909,7 +900,7 @@ pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
                 end -= 1;
             } else if end >= i + 2
                 && !words[end - 2].quoted
-                && VALUE_FLAGS.contains(&words[end - 2].text.as_str())
+                && defs::find(Scope::Start, &words[end - 2].text).is_some_and(Flag::takes_value)
             {
                 take_flag(&mut request, &words[end - 2..end])?;
                 end -= 2;
@@ -982,7 +973,7 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
         request.next_session = true;
         return Ok(1);
     }
-    if !VALUE_FLAGS.contains(&name) {
+    if !defs::find(Scope::Start, name).is_some_and(Flag::takes_value) {
         let meant = match name {
             "--promise" | "--completion" | "--done" => Some("--completion-promise"),
             "--max" | "--iterations" | "--max-iteration" | "--max-passes" => {
@@ -994,7 +985,7 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
         let hint = meant.map_or(String::new(), |m| format!(" (did you mean {m}?)"));
         return Err(Error::usage(format!(
             "unknown flag {name} for `loop start`{hint}; the flags are {} and --next-session",
-            VALUE_FLAGS.join(", ")
+            defs::valued(Scope::Start).join(", ")
         )));
     }
     let (value, used) = match inline {

@@ -3,6 +3,7 @@
 mod by_stat;
 mod commonmark;
 mod faults;
+mod flags;
 mod handoff;
 mod help;
 mod hostile;
