@@ -1,6 +1,7 @@
 //! Evidence (SPEC §5): what a marker vouches for (`subject`), what it says (`payload`), where
 //! it lives and how a gate verifies it (`marker`), who signed it (`signing`), how it travels
-//! in git notes (`notes`), and the private copy a command runs in (`snapshot`). Above `reach`.
+//! in git notes (`notes`), the private copy a command runs in (`snapshot`), and marker-writer's
+//! commands (`writer`). Above `reach`.
 
 pub mod marker;
 pub mod notes;
@@ -8,3 +9,4 @@ pub mod payload;
 pub mod signing;
 pub mod snapshot;
 pub mod subject;
+pub mod writer;

@@ -3,16 +3,13 @@
 //! stat data, `subject::worktree_by_stat`). A git that is slow or hangs costs the handoff its
 //! detail, never its budget.
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::sys::git::{git, git_untrimmed};
 use crate::sys::paths;
-use crate::sys::process;
 use crate::sys::time::Deadline;
 
 /// At most this many changed paths are named.
@@ -113,85 +110,4 @@ fn inside(toplevel: &Path, state_dir: &Path) -> Option<String> {
     let top = paths::canonical(toplevel);
     let inside = state.strip_prefix(&top).ok()?;
     (!inside.as_os_str().is_empty()).then(|| inside.to_string_lossy().into_owned())
-}
-
-/// Settings that override the repository's own for every git call vigil makes. Only what informs
-/// (a handoff's HEAD and dirty state) runs git; no gate does (SPEC §9).
-const TRUSTED_SETTINGS: [&str; 8] = [
-    "core.trustctime=true",
-    "core.fileMode=true",
-    "core.checkStat=default",
-    "core.ignoreStat=false",
-    "core.fsmonitor=false",
-    "core.untrackedCache=false",
-    "core.splitIndex=false",
-    "core.sparseCheckout=false",
-];
-
-/// How a git call ended.
-struct GitOutput {
-    outcome: process::Outcome,
-    stdout: String,
-    /// What a failure says: the command and the first line of its stderr.
-    failure: String,
-}
-
-/// Runs git in `dir`, with `env` added to its environment, within `timeout`.
-fn git_run(
-    dir: &Path,
-    args: &[&str],
-    env: &[(&str, &OsStr)],
-    timeout: Duration,
-) -> Result<GitOutput> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir);
-    // The repository's configuration is the agent's to edit: nothing in it may make git
-    // trust stale stat data, skip files, or ask a hook what changed.
-    for setting in TRUSTED_SETTINGS {
-        cmd.arg("-c").arg(setting);
-    }
-    cmd.args(args)
-        .env("GIT_OPTIONAL_LOCKS", "0")
-        .envs(env.iter().copied());
-    let shown = format!("git {}", args.join(" "));
-    // The whole output is needed (ls-files of a large repository is megabytes).
-    let done = process::run(cmd, timeout, false, 64 << 20)
-        .map_err(|e| Error::Io(format!("cannot run `{shown}`: {e}")))?;
-    let failure = match done.outcome {
-        process::Outcome::TimedOut => {
-            format!("`{shown}` timed out after {}ms", timeout.as_millis())
-        }
-        other => {
-            let stderr = String::from_utf8_lossy(&done.errors);
-            let first = stderr
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no message");
-            format!("`{shown}` failed (exit {}): {first}", other.code())
-        }
-    };
-    Ok(GitOutput {
-        outcome: done.outcome,
-        stdout: String::from_utf8_lossy(&done.output).into_owned(),
-        failure,
-    })
-}
-
-/// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
-pub fn git(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], timeout: Duration) -> Result<String> {
-    git_untrimmed(dir, args, env, timeout).map(|out| out.trim().to_string())
-}
-
-/// Runs git, returning its stdout exactly (porcelain formats begin with meaningful spaces).
-pub fn git_untrimmed(
-    dir: &Path,
-    args: &[&str],
-    env: &[(&str, &OsStr)],
-    timeout: Duration,
-) -> Result<String> {
-    let output = git_run(dir, args, env, timeout)?;
-    match output.outcome {
-        process::Outcome::Exited(0) => Ok(output.stdout),
-        _ => Err(Error::Io(output.failure)),
-    }
 }
