@@ -1,7 +1,8 @@
 //! vigil: hooks for Claude Code and Codex that turn "the agent says it is done" into evidence.
 //!
-//! The binaries in `src/bin/` are thin doors; everything they do lives in this library, one
-//! concern per module. `SPEC.md` of the project is the contract they implement.
+//! The binaries in `src/bin/` are thin doors, one call each into [`cmd`]; everything they do
+//! lives in this library, one concern per module. `SPEC.md` of the project is the contract they
+//! implement.
 //!
 //! # The map
 //!
@@ -21,6 +22,7 @@
 //! | [`handoff`] | what one session leaves for the next, and the briefing it reads | §6, §7 |
 //! | [`gate`] | the Stop hook's decision: the loop, the check command, the markers, the budget | §4 |
 //! | [`install`] | settings merge, `--protect`, planted code, Codex trust, the doctor | §8, §9 |
+//! | [`cmd`] | each binary's work: its flags, its help, its commands | §2 |
 
 // One layer per group, lowest first (rustfmt keeps the order of groups).
 pub mod exit;
@@ -46,6 +48,8 @@ pub mod handoff;
 pub mod gate;
 
 pub mod install;
+
+pub mod cmd;
 
 #[cfg(test)]
 mod layers;

@@ -3,10 +3,9 @@
 
 pub mod budget;
 pub mod command;
+mod config;
 pub mod contract;
 pub mod slash;
-
-mod config;
 
 pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
 

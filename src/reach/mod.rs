@@ -18,8 +18,9 @@ pub mod confine;
 pub mod guard;
 pub mod sandbox;
 
-use crate::state::protected;
 use std::path::{Component, Path, PathBuf};
+
+use crate::state::protected;
 
 /// What kind of entry a read-only or hidden path is when it exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::{Map, Value};
+
 use crate::sys::files;
 use crate::sys::paths;
-use serde_json::{Map, Value};
 
 /// Claude Code's settings as it merges them for one project: each layer's `sandbox` key set
 /// by the strongest layer that sets it, deny rules from every layer.

@@ -1,12 +1,13 @@
 //! An exclusive lock on a sidecar file, so that read-modify-write of a state file by hooks
 //! running at the same moment never loses an update.
 
-use crate::error::Error;
-use crate::error::Result;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::error::Result;
 
 /// Held until dropped (closing the file releases the lock).
 pub struct FileLock {

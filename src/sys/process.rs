@@ -3,7 +3,6 @@
 //! stray grandchild keeps open. Ctrl-C, SIGTERM and SIGHUP that reach vigil are passed on to
 //! the groups it runs, so a killed hook does not leave its check running.
 
-use crate::sys::digest;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
@@ -11,6 +10,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, Once, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::sys::digest;
 
 /// How a child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,9 +12,10 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
+use sha2::{Digest, Sha256};
+
 use crate::error;
 use crate::sys::atomic;
-use sha2::{Digest, Sha256};
 
 const MAGIC: &[u8; 8] = b"VIGILR02";
 const HEADER: usize = 8 + 8 + 4 + 4 + 32;

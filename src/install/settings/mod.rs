@@ -13,6 +13,7 @@ mod install;
 pub mod live;
 mod uninstall;
 
+pub use crate::cli::flags::shell_quote;
 pub use doctor::{check, other_stop_hooks_of};
 pub use install::install;
 pub use uninstall::uninstall;
@@ -23,7 +24,6 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::cli::flags::BINARIES;
-pub use crate::cli::flags::shell_quote;
 use crate::cli::hook;
 use crate::error::{Error, Result};
 use crate::install::codex;

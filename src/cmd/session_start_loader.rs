@@ -1,0 +1,269 @@
+//! session-start-loader: tell a new session what the last ones left (SPEC §7). Fails open:
+//! on any problem it prints nothing, exits 0, and says why in one line on stderr.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+use crate::cli::flags;
+use crate::cli::flags::{help, string_value};
+use crate::cli::hook::HookInput;
+use crate::cli::input::Source;
+use crate::cli::output::{diagnostic, stdout};
+use crate::error;
+use crate::exit::Code as ExitCode;
+use crate::handoff;
+use crate::handoff::briefing::{self, Request};
+use crate::state::loop_state;
+use crate::state::loops;
+use crate::state::project::{Project, SessionId};
+use crate::sys::files;
+use crate::sys::process;
+use crate::sys::time;
+use crate::verdict::defang;
+use crate::{Error, Result};
+
+const NAME: &str = "session-start-loader";
+
+const HELP: &str = "\
+session-start-loader: tell a new session what the last ones left.
+
+Usage:
+  session-start-loader [--max-age DURATION] [--progress-file PATH] [--sync-notes REMOTE]
+                       [--state-dir DIR]  < hook JSON
+
+As a SessionStart hook (every source: startup, resume, clear, compact, fork) it reads
+.vigil/handoff/final.json and checkpoint.json, newest first, each labelled final or
+intermediate (an intermediate record is never presented as a finished task), and prints them
+as the session's additional context, with the end of the progress file: SessionStart JSON of
+at most 10,000 characters, everything defanged. A record older than --max-age is named as
+stale and not loaded; an invalid one is skipped with a one-line note. On compact it gives back
+this session's own checkpoint, so the state survives compaction.
+
+On startup it also claims a loop started with `stop-gate loop start --next-session`. When
+$CLAUDE_ENV_FILE is set it appends `export VIGIL_SESSION_ID=<id>` to it, so commands the agent
+runs later know their session. It fails open: on any problem, no output, exit 0, one line on
+stderr.
+
+Options:
+  --max-age DURATION    records older than this are stale (default 7d; 45s, 30m, 24h, 7d)
+  --progress-file PATH  the progress file whose end is shown (default: the one a record
+                        names, else PROGRESS.md, progress.md or progress.txt)
+  --sync-notes REMOTE   at startup, resume and clear, start `marker-writer sync --remote
+                        REMOTE --timeout 20` in the background (a remote name or a URL), so the
+                        markers CI published as git notes are here for the session's gates; it
+                        does not wait for it, and no gate touches the network
+  --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
+  --check-config        check these flags and exit (0, or 1 with the error), reading nothing;
+                        settings-merge check runs each handler's flags through it
+  -h, --help            this text
+VIGIL_DISABLE=1 makes it do nothing.
+";
+
+struct Options {
+    max_age: Duration,
+    progress_file: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
+    sync_notes: Option<String>,
+}
+
+/// The binary's work, from its command line to its exit code.
+pub fn main() -> ExitCode {
+    if flags::start(NAME) {
+        return ExitCode::SUCCESS;
+    }
+    if let Some(code) = flags::check_config(NAME, 1, || {
+        parse(std::env::args_os().skip(1).collect()).map(drop)
+    }) {
+        return code;
+    }
+    if flags::disabled() {
+        return ExitCode::SUCCESS;
+    }
+    if let Err(err) = run() {
+        diagnostic(
+            NAME,
+            &format!("{err}; the session starts without a handoff"),
+        );
+        // Run by hand on a terminal: an error the shell shows (never 2, which would block).
+        if files::stdin_is_terminal() {
+            return ExitCode::from(1);
+        }
+    }
+    // Fails open: whatever happened, the session starts.
+    ExitCode::SUCCESS
+}
+
+fn run() -> Result<()> {
+    let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
+        help(HELP)?;
+        return Ok(());
+    };
+    let input = HookInput::read(&Source::Stdin)?;
+    let session = SessionId::parse(
+        input
+            .session_id
+            .as_deref()
+            .ok_or_else(|| Error::input("the hook input has no session_id"))?,
+    )?;
+    let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
+    let source = input
+        .source
+        .clone()
+        .unwrap_or_else(|| "startup".to_string());
+    export_session(&session);
+    if let Some(remote) = &options.sync_notes
+        && matches!(source.as_str(), "startup" | "resume" | "clear")
+    {
+        sync_in_background(&project, options.state_dir.as_deref(), remote);
+    }
+    // `loop run`'s loop is claimed by the session its command starts (named by the id in the
+    // environment), on a resume too; `--next-session`'s by the next session that starts.
+    let pending = loops::Pending::for_this_session();
+    let claims = match pending {
+        loops::Pending::Run(_) => matches!(source.as_str(), "startup" | "resume"),
+        loops::Pending::Next => source == "startup",
+    };
+    let claimed = if claims && session.as_str() != loops::PENDING {
+        match loops::claim_pending(
+            &project,
+            &session,
+            &pending,
+            input.transcript_path.as_deref(),
+        ) {
+            Ok(Some(state)) => Some(format!(
+                "vigil: this session claimed a loop started with {}: up to {} passes; it ends only when your reply's last line is <promise>{}</promise> and every check passes. The task:\n{}",
+                match pending {
+                    loops::Pending::Run(_) => "`stop-gate loop run`",
+                    loops::Pending::Next => "--next-session",
+                },
+                state.max_iterations,
+                state.completion_promise,
+                defang::keep_head(
+                    &defang::clean(&state.prompt, loop_state::MAX_PROMPT_CHARS),
+                    2000
+                )
+                .lines()
+                .map(|l| format!("    {l}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+            )),
+            Ok(None) => None,
+            Err(e) => {
+                diagnostic(NAME, &format!("cannot claim the pending loop: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // A session that goes on (resumed, compacted) whose loop's record is gone, while its
+    // transcript holds the loop's blocks: told, NOT verified.
+    let told = match (source.as_str(), input.transcript_path.as_deref()) {
+        ("resume" | "compact", Some(transcript)) => loops::witness(&project, &session, transcript),
+        _ => None,
+    };
+    let request = Request {
+        project: &project,
+        session: &session,
+        source: &source,
+        max_age: options.max_age,
+        progress_flag: options.progress_file.as_deref(),
+        claimed,
+        told,
+    };
+    if let Some(json) = briefing::context(&request) {
+        stdout(format!("{json}\n").as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Starts `marker-writer sync` for the project (the marker-writer beside this binary), bounded
+/// by its own deadline, with nothing of the hook's stdio: the session does not wait for it.
+fn sync_in_background(project: &Project, state_dir: Option<&std::path::Path>, remote: &str) {
+    let Ok(me) = std::env::current_exe() else {
+        return;
+    };
+    let mut cmd = std::process::Command::new(me.with_file_name("marker-writer"));
+    cmd.args(["sync", "--remote", remote, "--timeout", "20"]);
+    if let Some(dir) = state_dir {
+        cmd.arg("--state-dir").arg(dir);
+    }
+    cmd.current_dir(&project.dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    process::own_group(&mut cmd);
+    match cmd.spawn() {
+        // Not waited for: once this hook exits, init reaps it.
+        Ok(child) => drop(child),
+        Err(e) => diagnostic(
+            NAME,
+            &format!("cannot start marker-writer sync: {}", error::plain_io(&e)),
+        ),
+    }
+}
+
+/// Appends `export VIGIL_SESSION_ID=<id>` to `$CLAUDE_ENV_FILE`, in one write.
+fn export_session(session: &SessionId) {
+    let Some(path) = std::env::var_os("CLAUDE_ENV_FILE").filter(|p| !p.is_empty()) else {
+        return;
+    };
+    // A file that does not end its last line would run ours into it.
+    let unterminated =
+        std::fs::read(&path).is_ok_and(|bytes| bytes.last().is_some_and(|b| *b != b'\n'));
+    let line = format!(
+        "{}export VIGIL_SESSION_ID={session}\n",
+        if unterminated { "\n" } else { "" }
+    );
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        diagnostic(
+            NAME,
+            &format!("cannot append to $CLAUDE_ENV_FILE: {}", error::plain_io(&e)),
+        );
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options {
+        max_age: handoff::DEFAULT_MAX_AGE,
+        progress_file: None,
+        state_dir: None,
+        sync_notes: None,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("max-age") => {
+                options.max_age = time::parse_duration(&string_value(&mut parser, "--max-age")?)?
+            }
+            Long("progress-file") => {
+                options.progress_file =
+                    Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
+            }
+            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("sync-notes") => {
+                let remote = string_value(&mut parser, "--sync-notes")?;
+                if remote.is_empty() || remote.starts_with('-') {
+                    return Err(Error::usage(
+                        "--sync-notes needs a remote: a name (origin) or a URL",
+                    ));
+                }
+                options.sync_notes = Some(remote);
+            }
+            // Handled before anything else (see `crate::cli::flags::check_config`).
+            Long("check-config") => {}
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(options))
+}

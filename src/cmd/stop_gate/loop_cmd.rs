@@ -1,0 +1,598 @@
+//! `stop-gate loop`: start, status, cancel and run (SPEC §4).
+
+use super::*;
+
+pub(super) fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
+    if args.is_empty() {
+        return Err(Error::usage(
+            "`stop-gate loop` needs start, run, status or cancel; see `stop-gate loop --help`",
+        ));
+    }
+    let action = args.remove(0);
+    match action.to_str() {
+        Some("start") => loop_start(args),
+        Some("run") => loop_run(args),
+        Some("status") => loop_status(args),
+        Some("cancel") => loop_cancel(args),
+        Some("-h" | "--help") => help(&loop_help()),
+        _ => Err(Error::usage(format!(
+            "unknown loop command {:?}; use start, run, status or cancel",
+            action.to_string_lossy()
+        ))),
+    }
+}
+
+pub(super) fn loop_start(args: Vec<OsString>) -> Result<Exit> {
+    let mut args: Vec<String> = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|_| Error::usage("an argument is not valid UTF-8"))
+        })
+        .collect::<Result<_>>()?;
+    // --args-stdin counts only among the leading flags: later it is text of the prompt.
+    let leading = loops::leading_flags(&args);
+    let request = if let Some(at) = args[..leading].iter().position(|a| a == "--args-stdin") {
+        args.remove(at);
+        // Flags on the command line (the slash command passes --session there, where the shell
+        // can expand it) are defaults for what the raw text does not say.
+        let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
+        let outer = loops::parse_start(&words, None)?;
+        if outer.prompt.is_some() {
+            return Err(Error::usage(
+                "with --args-stdin the prompt comes from stdin; give only flags on the command line",
+            ));
+        }
+        let bytes = read_capped(
+            std::io::stdin().lock(),
+            MAX_PROMPT,
+            "the arguments",
+            "-".as_ref(),
+        )?;
+        let raw = files::utf8(bytes, "the arguments")?;
+        let raw = raw.strip_suffix('\n').unwrap_or(&raw);
+        let mut request = loops::parse_start(&loops::split_words(raw), Some(raw))?;
+        request.merge_defaults(outer);
+        request
+    } else {
+        let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
+        loops::parse_start(&words, None)?
+    };
+    if request.help {
+        return help(&loop_help());
+    }
+    start_from(request)
+}
+
+pub(super) fn start_from(request: StartRequest) -> Result<Exit> {
+    if request.next_session && request.session.as_deref().is_some_and(|s| !s.is_empty()) {
+        return Err(Error::usage(
+            "--next-session and --session exclude each other",
+        ));
+    }
+    let session = if request.next_session {
+        loops::For::Pending(loops::Pending::Next)
+    } else {
+        loops::For::Session(session_of(request.session.clone())?)
+    };
+    let project = Project::resolve(request.state_dir.as_deref(), None);
+    let started = loops::begin(&project, request, session, StartedBy::Terminal)?;
+    print(format!("{}\n", started.told).as_bytes())
+}
+
+/// `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID; an empty value is none.
+pub(super) fn session_of(flag: Option<String>) -> Result<SessionId> {
+    let session = any_session_of(flag)?;
+    if session.as_str() == loops::PENDING {
+        return Err(Error::usage(format!(
+            "session id `{}` is reserved for --next-session",
+            loops::PENDING
+        )));
+    }
+    Ok(session)
+}
+
+/// The session named by `--session`, else $VIGIL_SESSION_ID, else $CLAUDE_CODE_SESSION_ID;
+/// an empty value is none.
+pub(super) fn named_session(flag: Option<String>) -> Option<String> {
+    let from_env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    flag.filter(|s| !s.is_empty())
+        .or_else(|| from_env("VIGIL_SESSION_ID"))
+        .or_else(|| from_env("CLAUDE_CODE_SESSION_ID"))
+}
+
+pub(super) fn any_session_of(flag: Option<String>) -> Result<SessionId> {
+    let raw = named_session(flag).ok_or_else(|| {
+            Error::usage(
+                "no session id: pass --session ID (or run inside Claude Code, which sets it), or --next-session for the next session to start here (claude -p, codex exec); a loop never starts without knowing its session, so it cannot leak into another",
+            )
+        })?;
+    SessionId::parse(&raw).map_err(|e| Error::Usage(e.to_string()))
+}
+
+/// The flags of `loop status` and `loop cancel`.
+pub(super) struct SessionFlags {
+    project: Project,
+    /// `None`: no session was named, and none is in the environment.
+    session: Option<SessionId>,
+    json: bool,
+    prompt: bool,
+}
+
+pub(super) fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<SessionFlags>> {
+    let mut session = None;
+    let mut state_dir = None;
+    let mut json = false;
+    let mut prompt = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("session") => session = Some(string_value(&mut parser, "--session")?),
+            Long("state-dir") => state_dir = Some(PathBuf::from(parser.value()?)),
+            Long("json") if status => json = true,
+            Long("prompt") if status => prompt = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    let project = Project::resolve(state_dir.as_deref(), None);
+    let session = named_session(session)
+        .map(|raw| session_of(Some(raw)))
+        .transpose()?;
+    Ok(Some(SessionFlags {
+        project,
+        session,
+        json,
+        prompt,
+    }))
+}
+
+pub(super) fn loop_status(args: Vec<OsString>) -> Result<Exit> {
+    let Some(SessionFlags {
+        project,
+        session,
+        json,
+        prompt,
+    }) = session_flags(args, true)?
+    else {
+        return help(&loop_help());
+    };
+    let project = project.for_reading();
+    let Some(session) = session else {
+        return project_status(&project, json);
+    };
+    let Some(state) = loops::load(&project, &session)? else {
+        diagnostic(NAME, &format!("no loop in session {session}"));
+        return Ok(Exit::Negative);
+    };
+    let mut text = if json {
+        serde_json::to_string(&state).expect("loop state serializes")
+    } else {
+        format!("session {session}: {}", state.summary())
+    };
+    if prompt && !json && state.status.is_live() {
+        text.push_str(&format!(
+            "\n\nThe task:\n\n{}\n\nIt ends only when your reply's last line is <promise>{}</promise> and every check of the Stop hook passes.",
+            state.prompt, state.completion_promise
+        ));
+    }
+    print(format!("{text}\n").as_bytes())
+}
+
+/// `loop status` with no session: the project's latest loop, and the one pending for
+/// `--next-session`, if any.
+pub(super) fn project_status(project: &Project, json: bool) -> Result<Exit> {
+    let latest = loops::latest(project);
+    let pending = loops::waiting(project, &loops::Pending::Next)?;
+    if latest.is_none() && pending.is_none() {
+        diagnostic(
+            NAME,
+            "no loop in this project (name one with --session ID to look elsewhere)",
+        );
+        return Ok(Exit::Negative);
+    }
+    let mut text = String::new();
+    if json {
+        // One object: the latest loop, else the pending one (it has `claim_before`).
+        let shown = latest
+            .as_ref()
+            .map(|(_, state)| state)
+            .or(pending.as_ref().map(|(state, _)| state));
+        text = serde_json::to_string(&shown).expect("loop state serializes");
+    } else {
+        if let Some((session, state)) = &latest {
+            text.push_str(&format!(
+                "latest loop: session {session}: {}\n",
+                state.summary()
+            ));
+        }
+        if let Some((state, lapsed)) = &pending {
+            let until = state.claim_before.as_deref().unwrap_or("?");
+            let when = if *lapsed {
+                format!("lapsed at {until}: no session claimed it")
+            } else {
+                format!("claimable until {until}")
+            };
+            text.push_str(&format!(
+                "pending loop for the next session: {}, {when}\n",
+                state.summary()
+            ));
+        }
+        text.pop();
+    }
+    print(format!("{text}\n").as_bytes())
+}
+
+pub(super) fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
+    let Some(SessionFlags {
+        project, session, ..
+    }) = session_flags(args, false)?
+    else {
+        return help(&loop_help());
+    };
+    let Some(session) = session else {
+        return cancel_in_project(&project);
+    };
+    match cancel_session(&project, &session)? {
+        Some(line) => print(format!("{line}\n").as_bytes()),
+        None => {
+            diagnostic(NAME, &format!("no running loop in session {session}"));
+            Ok(Exit::Negative)
+        }
+    }
+}
+
+/// Cancels the loop running in `session`: what to print, or `None` when none runs.
+pub(super) fn cancel_session(project: &Project, session: &SessionId) -> Result<Option<String>> {
+    Ok(match loops::cancel(project, session)? {
+        Some(loops::Cancelled::Lost(lost)) => {
+            Some(format!("vigil: {lost}; the loop is over, NOT verified"))
+        }
+        Some(loops::Cancelled::Loop(state)) => Some(format!(
+            "vigil loop cancelled in session {session} at pass {}/{}",
+            state.iteration, state.max_iterations
+        )),
+        None => None,
+    })
+}
+
+/// `loop cancel` with no session: the loop pending for `--next-session`, and the project's
+/// latest loop when it still runs.
+pub(super) fn cancel_in_project(project: &Project) -> Result<Exit> {
+    let mut lines = Vec::new();
+    if let Some(state) = loops::cancel_pending(project)? {
+        lines.push(format!(
+            "vigil: the pending loop ({}) is cancelled; no session will claim it",
+            state.summary()
+        ));
+    }
+    if let Some((session, state)) = loops::latest(project)
+        && state.status.is_live()
+        && let Some(line) = cancel_session(project, &session)?
+    {
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        diagnostic(
+            NAME,
+            "no running or pending loop in this project (name one with --session ID)",
+        );
+        return Ok(Exit::Negative);
+    }
+    print(format!("{}\n", lines.join("\n")).as_bytes())
+}
+
+/// What `loop run`'s loop feeds back when it was given no prompt: the session already holds
+/// the task COMMAND gave it.
+pub(super) const RUN_PROMPT: &str = "Go on with the task you were given: it is not finished yet.";
+
+/// `loop run [loop flags] -- COMMAND…`: a loop for the session COMMAND starts, its verdict as
+/// the exit code (SPEC §4).
+pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
+    let command = match args.iter().position(|a| a == "--") {
+        Some(at) => {
+            let command = args.split_off(at + 1);
+            args.pop();
+            command
+        }
+        None => Vec::new(),
+    };
+    let flags: Vec<String> = args
+        .into_iter()
+        .map(|a| {
+            a.into_string()
+                .map_err(|_| Error::usage("an argument is not valid UTF-8"))
+        })
+        .collect::<Result<_>>()?;
+    let words: Vec<Word> = flags.iter().map(|a| Word::plain(a)).collect();
+    let mut request = loops::parse_start(&words, None)?;
+    if request.help {
+        return help(&loop_help());
+    }
+    if request.session.is_some() || request.next_session {
+        return Err(Error::usage(
+            "`loop run` starts the loop for the session its command starts; --session and --next-session go with `loop start`",
+        ));
+    }
+    let Some(program) = command.first() else {
+        return Err(Error::usage(
+            "`loop run` needs the command after --, e.g. `stop-gate loop run --max-iterations 20 --completion-promise DONE -- claude -p 'Make every test pass'`",
+        ));
+    };
+    if request.prompt.is_none() && request.prompt_file.is_none() {
+        request.prompt = Some(RUN_PROMPT.to_string());
+    }
+    let shown = program.to_string_lossy().into_owned();
+    if flags::disabled() {
+        diagnostic(
+            NAME,
+            &format!(
+                "vigil is disabled by VIGIL_DISABLE: `{shown}` was not run, since no loop would gate it; unset VIGIL_DISABLE"
+            ),
+        );
+        return Ok(Exit::NotRun);
+    }
+    let project = Project::resolve(request.state_dir.as_deref(), None);
+    // The verdict is read from the protected state: where the agent can write it, it would
+    // be the agent's to give.
+    let place = project.protected();
+    if place.agent_writable() {
+        diagnostic(
+            NAME,
+            &format!(
+                "the loop was not run: its state would be in {}, where the agent can write, so its verdict would be the agent's; set VIGIL_STATE_HOME to a directory outside the project and the agent's sandbox",
+                place.dir.display()
+            ),
+        );
+        return Ok(Exit::NotRun);
+    }
+    let pending = loops::Pending::new_run()?;
+    let id = pending.run_id().unwrap_or_default().to_string();
+    match loops::begin(
+        &project,
+        request,
+        loops::For::Pending(pending.clone()),
+        StartedBy::Terminal,
+    ) {
+        Ok(_) => {}
+        Err(e @ Error::Usage(_)) => return Err(e),
+        Err(e) => {
+            diagnostic(NAME, &format!("the loop never ran: {e}"));
+            return Ok(Exit::NotRun);
+        }
+    }
+    let mut child = std::process::Command::new(program);
+    child.args(&command[1..]).env(loops::RUN_ENV, id);
+    // vigil bounds this loop, so Claude Code's own cap may go, unless you set it, or another
+    // Stop hook could then block forever.
+    let cap = "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP";
+    let others = other_hooks(&project, &command);
+    let lifted = std::env::var_os(cap).is_none() && others.is_empty();
+    if lifted {
+        child.env(cap, "0");
+    }
+    let status = match process::run_foreground(child) {
+        Ok(status) => status,
+        Err(e) => {
+            loops::forget_run(&project, &pending);
+            diagnostic(
+                NAME,
+                &format!("the loop never ran: cannot start `{shown}`: {e}"),
+            );
+            return Ok(Exit::NotRun);
+        }
+    };
+    let failed = (!status.success()).then(|| match status.code() {
+        Some(code) => format!("`{shown}` exited {code}"),
+        None => format!(
+            "`{shown}` was killed by signal {}",
+            process::signal_of(&status).unwrap_or(0)
+        ),
+    });
+    let ended = run_verdict(&project, &pending, failed.as_deref(), lifted, &others);
+    loops::forget_run(&project, &pending);
+    let (exit, mut line) = ended;
+    // A pass is only as strong as the sandbox that kept the agent off the state home.
+    let claude = std::path::Path::new(program)
+        .file_name()
+        .is_some_and(|name| name == "claude");
+    if exit == Exit::Success && claude && !sandbox::sandbox_on(&project.dir) {
+        line.push_str(
+            "; Claude Code's sandbox is off in this project (no install --protect), so the agent could have written this verdict itself",
+        );
+    }
+    diagnostic(NAME, &line);
+    Ok(exit)
+}
+
+/// Hooks besides vigil's that may block a Stop of the session COMMAND starts, each with where
+/// it is: Stop hooks in the settings Claude Code merges for the project, hooks in agents',
+/// commands' and skills' frontmatter and in plugins (what the doctor finds), and settings or
+/// plugins the command line adds. With the block cap lifted, nothing would end a turn one of
+/// them keeps blocking.
+pub(super) fn other_hooks(project: &Project, command: &[OsString]) -> Vec<(PathBuf, String)> {
+    let mut others = settings::other_stop_hooks_of(&project.dir);
+    for planted in planted::scan_here(&project.dir).found {
+        if !matches!(planted.what, What::Mcp { .. }) {
+            others.push((planted.path.clone(), planted.what()));
+        }
+    }
+    let adds = |arg: &OsString| {
+        let arg = arg.to_string_lossy();
+        ["--settings", "--plugin-dir"]
+            .iter()
+            .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
+    };
+    if let Some(flag) = command.iter().find(|arg| adds(arg)) {
+        others.push((
+            PathBuf::from("the command line"),
+            format!("what `{}` adds", flag.to_string_lossy()),
+        ));
+    }
+    others
+}
+
+/// Whether the session's loop is the one this `loop run` started.
+pub(super) fn is_own(state: &loop_state::LoopState, pending: &loops::Pending) -> bool {
+    pending.run_id().is_some() && state.run_id.as_deref() == pending.run_id()
+}
+
+/// How `loop run`'s loop ended, as its exit code and the one line on stderr.
+pub(super) fn run_verdict(
+    project: &Project,
+    pending: &loops::Pending,
+    failed: Option<&str>,
+    lifted: bool,
+    others: &[(PathBuf, String)],
+) -> (Exit, String) {
+    let command = failed.map_or(String::new(), |f| format!("{f}; "));
+    let claim = match loops::run_claim(project, pending) {
+        Ok(Some(claim)) => claim,
+        // Neither the pending loop nor its claim: the state home lost both while it ran.
+        Ok(None) if !pending.path(project).exists() => {
+            return (
+                Exit::Negative,
+                format!(
+                    "{command}the loop's state is gone from the state home (removed while it ran); the work is NOT verified"
+                ),
+            );
+        }
+        Ok(None) => {
+            let lapsed = matches!(loops::waiting(project, pending), Ok(Some((_, true))));
+            let why = if lapsed {
+                "no session claimed it before it lapsed (--claim-within)".to_string()
+            } else {
+                "no session claimed it; SessionStart must run session-start-loader (./install.sh wires it; `settings-merge check` says whether it is), and the command must start a Claude Code or Codex session in this project".to_string()
+            };
+            return (Exit::NotRun, format!("{command}the loop never ran: {why}"));
+        }
+        Err(e) => {
+            return (
+                Exit::Negative,
+                format!(
+                    "{command}{e}; the loop's end cannot be told, and the work is NOT verified"
+                ),
+            );
+        }
+    };
+    let Ok(session) = SessionId::parse(&claim.session_id) else {
+        return (
+            Exit::Negative,
+            format!("{command}the loop's claim names no valid session; the work is NOT verified"),
+        );
+    };
+    // What the session's hooks did not record: the engine's cut (without a SessionEnd hook),
+    // and the end of the session itself.
+    if let Some(transcript) = &claim.transcript_path {
+        let _ = loops::note_engine_cut(project, &session, transcript);
+    }
+    if let Err(e) = loops::end_session(project, &session) {
+        return (
+            Exit::Negative,
+            format!("{command}{e}; the work is NOT verified"),
+        );
+    }
+    // The loop, and the settings changes vigil blocked during the session (said with the
+    // verdict, whatever it is), from one read of the session's record.
+    let gone = || {
+        (
+            Exit::Negative,
+            format!("{command}the loop of session {session} is gone; the work is NOT verified"),
+        )
+    };
+    let (state, changes) = match session::peek(project, &session) {
+        Ok(Some(record)) => match record.ralph {
+            Some(state) => (state, record.blocked_changes),
+            None => return gone(),
+        },
+        Ok(None) => return gone(),
+        Err(lost) => {
+            return (
+                Exit::Negative,
+                format!("{command}{lost}; the loop is NOT verified"),
+            );
+        }
+    };
+    let status = format!("`stop-gate loop status --session {session}`");
+    let (exit, line) = verdict_of(&state, pending, &session, failed, lifted, others, &status);
+    match changes.last() {
+        Some(last) => (
+            exit,
+            format!(
+                "{line}; vigil blocked {} settings change(s) during the session, the last: {}",
+                changes.len(),
+                last.reason
+            ),
+        ),
+        None => (exit, line),
+    }
+}
+
+/// The exit code and line for the loop `loop run` found at its end.
+pub(super) fn verdict_of(
+    state: &loop_state::LoopState,
+    pending: &loops::Pending,
+    session: &SessionId,
+    failed: Option<&str>,
+    lifted: bool,
+    others: &[(PathBuf, String)],
+    status: &str,
+) -> (Exit, String) {
+    let command = failed.map_or(String::new(), |f| format!("{f}; "));
+    let (k, max) = (state.iteration, state.max_iterations);
+    if !is_own(state, pending) {
+        return (
+            Exit::Negative,
+            format!(
+                "{command}the loop of session {session} is not the one this run started (it was cancelled and another started?); the work is NOT verified: see {status}"
+            ),
+        );
+    }
+    match state.status {
+        loop_state::LoopStatus::Passed => match state.checks.as_deref() {
+            Some(checks) if !checks.is_empty() => (
+                Exit::Success,
+                format!(
+                    "loop passed on pass {k}/{max} in session {session}: completion declared and its checks passed ({}){}",
+                    checks.join(", "),
+                    failed.map_or(String::new(), |f| format!("; {f} afterwards"))
+                ),
+            ),
+            _ => (
+                Exit::Negative,
+                format!(
+                    "{command}loop passed on pass {k}/{max} in session {session} on the declaration alone: no check is configured on the Stop hook (--run, --require-marker), so the work is NOT verified"
+                ),
+            ),
+        },
+        loop_state::LoopStatus::Blocked => (
+            Exit::Decide,
+            format!(
+                "{command}loop blocked at pass {k}/{max} in session {session}: the agent asks a human to decide; read its question (`claude --resume {session}`), then answer it and run the loop again"
+            ),
+        ),
+        _ => {
+            let why = state.end_reason.map_or(String::new(), |r| {
+                format!(" ({}: {})", r.as_str(), r.told())
+            });
+            let hint = match state.end_reason {
+                Some(loop_state::EndReason::BlockCap) if !lifted => match others.first() {
+                    Some((file, hook)) => format!(
+                        "; the cap stayed because of {hook} in {}, which could block a stop forever without it",
+                        file.display()
+                    ),
+                    None => "; the cap stayed because CLAUDE_CODE_STOP_HOOK_BLOCK_CAP is set"
+                        .to_string(),
+                },
+                _ => String::new(),
+            };
+            (
+                Exit::Negative,
+                format!(
+                    "{command}loop {} at pass {k}/{max} in session {session}{why}{hint}; the work is NOT verified: see {status}",
+                    state.status.as_str()
+                ),
+            )
+        }
+    }
+}

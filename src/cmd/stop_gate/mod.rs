@@ -1,0 +1,424 @@
+//! stop-gate: the Stop hook (SPEC §4), and `stop-gate loop` to start, inspect and cancel a
+//! Ralph loop.
+
+mod loop_cmd;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use lexopt::prelude::*;
+
+use crate::cli::defs;
+use crate::cli::defs::Scope;
+use crate::cli::flags;
+use crate::cli::flags::{help, print, string_value};
+use crate::cli::hook;
+use crate::cli::hook::HookEvent;
+use crate::cli::hook::HookInput;
+use crate::cli::hook::MAX_HOOK_INPUT;
+use crate::cli::output::{diagnostic, stdout};
+use crate::exit::Code as ExitCode;
+use crate::gate::slash;
+use crate::gate::slash::Command;
+use crate::gate::slash::PromptOutput;
+use crate::gate::{self, GateConfig};
+use crate::install::planted;
+use crate::install::planted::What;
+use crate::install::settings;
+use crate::install::settings::live;
+use crate::reach::guard;
+use crate::reach::sandbox;
+use crate::state::loop_state;
+use crate::state::loop_state::StartedBy;
+use crate::state::loops::{self, StartRequest, Word};
+use crate::state::project::{Project, SessionId};
+use crate::state::session;
+use crate::sys::files;
+use crate::sys::files::read_capped;
+use crate::sys::process;
+use crate::{Error, Exit, Result};
+
+const NAME: &str = "stop-gate";
+/// A prompt (or the raw arguments of `loop start`) larger than this is refused.
+const MAX_PROMPT: u64 = 1024 * 1024;
+
+const HELP_HEAD: &str = "\
+stop-gate: the Stop hook that turns \"looks done\" into evidence.
+
+Usage:
+  stop-gate [--run CMD [--check-network] [--check-write DIR]...] [--timeout SECS]
+            [--deadline SECS] [--require-marker CHECK[=CMD]]...
+            [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
+            [--feedback block|context] [--verify-key FILE] [--state-dir DIR]
+            [--stall-after K] [--max-duration D] [--max-tokens N]
+            [--contract FILE|default] [--contract-max-tokens N]               < hook JSON
+  stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--stall-after K] [--max-duration D] [--max-tokens N]
+                       [--claim-within DURATION] [--prompt-file F | PROMPT...]
+  stop-gate loop run --max-iterations N --completion-promise P [loop start's limits]
+                     [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
+  stop-gate loop status [--session ID] [--json | --prompt]
+  stop-gate loop cancel [--session ID]
+
+As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
+checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
+denies; otherwise it allows (no output, or {\"systemMessage\":...} when the human should know).
+  1. the Ralph loop of this session, when one is running (see `stop-gate loop --help`)
+  2. --run CMD: `sh -c CMD` in the project must exit 0 within --timeout, confined
+  3. --require-marker CHECK: a passed marker for exactly this worktree (see marker-writer)
+It always exits 0: a gate that cannot read its input or config blocks, and says why.
+On UserPromptSubmit it starts or cancels this session's loop when the human's prompt begins
+with /vigil-loop or /vigil-cancel (or /vigil:vigil-loop, /vigil:vigil-cancel), and prints
+nothing for any other prompt. Under settings-merge install --protect it is two more hooks:
+PreToolUse on the file tools, where it denies a write outside the agent's reach, and
+ConfigChange, where it blocks a settings change that would take vigil's hooks, deny rules or
+sandbox away from the running session.
+Loops and session records live in the protected state, outside the project: $VIGIL_STATE_HOME,
+else $XDG_STATE_HOME/vigil, else ~/.local/state/vigil (see settings-merge install --protect).
+
+Options:
+";
+
+const HELP_TAIL: &str = "\
+VIGIL_DISABLE=1 makes the hook allow at once, and say so (with a loop running: NOT verified).
+";
+
+const HELP_LOOP_HEAD: &str = "\
+Usage:
+  stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
+  stop-gate loop start --args-stdin          < the same arguments as raw text
+  stop-gate loop run --max-iterations N --completion-promise P [--stall-after K]
+                     [--max-duration D] [--max-tokens N] [--claim-within DURATION]
+                     [--state-dir DIR] [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
+  stop-gate loop status [--session ID] [--json | --prompt] [--state-dir DIR]
+  stop-gate loop cancel [--session ID] [--state-dir DIR]
+
+A loop makes the Stop hook feed the same prompt back until the agent's last line is
+<promise>P</promise> (a declaration, not a mention) and every check of the hook passes, for at
+most N passes. A `needs-decision: QUESTION` line ends it for a human to answer. A declaration
+while background work runs (a shell or subagent Claude Code lists as running) is held once per
+pass, then does not count. A spent limit (stalled, --max-duration, --max-tokens) ends it
+`aborted`, NOT verified. A turn that ends on an API error (StopFailure) or that the engine
+ends over the hook (Claude Code's cap on Stop blocks) leaves it `interrupted`, no pass spent:
+it goes on at the session's next stop. A session that ends while its loop is live leaves it
+`cut` (block-cap, turn-failed or session-ended), NOT verified. A human starts
+one here, or with /vigil-loop in Claude Code (read by the UserPromptSubmit hook); nothing the
+agent writes into the project starts, changes or ends one.
+
+start:
+";
+
+const HELP_LOOP_TAIL: &str = "\
+run (for `claude -p` and `codex exec`): start's flags but --session and --next-session,
+then `--` and the command. It starts a loop for the session COMMAND starts (claimed by
+session-start-loader through $VIGIL_LOOP_RUN, which only COMMAND's environment holds), runs
+COMMAND with its own terminal, and prints one line on stderr: how the loop ended, its passes,
+and what to do. Without a prompt, the loop feeds back \"Go on with the task you were given\".
+It lifts Claude Code's cap on Stop blocks for COMMAND (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0),
+since vigil bounds the loop, unless the variable is set already or another hook could block a
+stop (a Stop hook in the project's settings, frontmatter or plugin hooks, --settings or
+--plugin-dir on COMMAND's line): nothing would end a turn that hook keeps blocking.
+  Exit 0: the loop passed and the Stop hook's checks passed. 1: any other end (aborted, cut,
+  cancelled, or passed on the declaration alone with no check configured), NOT verified.
+  3: the agent asks a human to decide. 4: the loop never ran (COMMAND did not start, no session
+  claimed the loop, the state would be within the agent's reach, or VIGIL_DISABLE is set).
+  2: a usage error.
+status:
+  --json                   the loop's state as JSON (schemas/loop.schema.json)
+  --prompt                 with a running loop, its task too (what /vigil-loop shows the model)
+status and cancel take the session from --session, $VIGIL_SESSION_ID or
+$CLAUDE_CODE_SESSION_ID; with none, they show (or cancel) this project's latest loop and any
+loop pending for --next-session.
+Flags come before or after the prompt, as `--flag value` or `--flag=value`; `--` ends them.
+An unknown flag, or one of these inside the prompt, is an error, never part of the prompt.
+Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
+";
+
+/// `stop-gate --help`: the hook's flags from the table.
+fn hook_help() -> String {
+    format!(
+        "{HELP_HEAD}{}{}{HELP_TAIL}",
+        defs::options(Scope::Hook, false),
+        defs::entry("-h, --help", "this text")
+    )
+}
+
+/// `stop-gate loop --help`: loop start's flags from the table.
+fn loop_help() -> String {
+    format!(
+        "{HELP_LOOP_HEAD}{}{}{HELP_LOOP_TAIL}",
+        defs::options(Scope::Start, true),
+        defs::entry(
+            "--args-stdin",
+            "read all the arguments as raw text from stdin, without a shell (quotes, $() and apostrophes stay as typed)"
+        )
+    )
+}
+
+/// The binary's work, from its command line to its exit code.
+pub fn main() -> ExitCode {
+    if flags::start(NAME) {
+        return ExitCode::SUCCESS;
+    }
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "loop") {
+        return match loop_cmd::loop_command(args[1..].to_vec()) {
+            Ok(exit) => exit.into(),
+            Err(err) => {
+                diagnostic(NAME, &err.to_string());
+                err.exit().into()
+            }
+        };
+    }
+    let check = || {
+        let flags = args.iter().filter(|a| *a != "--check-config").cloned();
+        parse_gate(flags.collect()).map(drop)
+    };
+    if let Some(code) = flags::check_config(NAME, 2, check) {
+        return code;
+    }
+    let config = parse_gate(args);
+    if flags::disabled() {
+        return disabled(config);
+    }
+    if matches!(config, Ok(None)) {
+        let _ = stdout(hook_help().as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    if files::stdin_is_terminal() {
+        // Run by hand: say what it expects, and count nothing for a session `unknown`.
+        diagnostic(
+            NAME,
+            "reads a hook's JSON (Stop, SubagentStop or UserPromptSubmit) on standard input, which is a terminal; it runs from a hook, or test it with `stop-gate < payload.json`; see --help",
+        );
+        return ExitCode::from(2);
+    }
+    let config = config.map(|c| c.unwrap_or_default());
+    let feedback = config.as_ref().map(|c| c.feedback).unwrap_or_default();
+    let deadline = config
+        .as_ref()
+        .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
+    let watchdog = gate::Watchdog::start(deadline);
+    // Stdin is known not to be a terminal (checked above): read it as it is.
+    let raw = read_capped(
+        std::io::stdin().lock(),
+        MAX_HOOK_INPUT,
+        "hook input",
+        "-".as_ref(),
+    );
+    let input = raw
+        .as_ref()
+        .map_err(|e| Error::Input(e.to_string()))
+        .and_then(|bytes| HookInput::parse(bytes));
+    // The event, read once: from the input as parsed, else from input vigil could not read
+    // as its fields but that is a JSON object naming one.
+    let event = match (&input, &raw) {
+        (Ok(input), _) => input.hook_event_name.clone(),
+        (Err(_), Ok(bytes)) => hook::event_name(bytes),
+        (Err(_), Err(_)) => None,
+    };
+    // PreToolUse (under --protect): the file tools write only within the agent's reach. Input
+    // it cannot read denies the write, as a gate does.
+    if event.as_deref() == Some("PreToolUse") {
+        watchdog.answer(pre_tool_use(&config, &input));
+        return ExitCode::SUCCESS;
+    }
+    // ConfigChange (under --protect): a settings change that takes the protection away does
+    // not reach the running session. Input it cannot read blocks the change.
+    if let (Some("ConfigChange"), Ok(bytes)) = (event.as_deref(), &raw) {
+        watchdog.answer(config_change(bytes));
+        return ExitCode::SUCCESS;
+    }
+    // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
+    // plainly a vigil command is ever held up.
+    if let (Err(e), Some("UserPromptSubmit")) = (&input, event.as_deref()) {
+        watchdog.answer(None);
+        diagnostic(
+            NAME,
+            &format!("{e}; the prompt goes on, and no loop was started or cancelled"),
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Ok(prompt) = &input
+        && prompt.event() == Some(HookEvent::UserPromptSubmit)
+    {
+        watchdog.answer(prompt_hook(&config, prompt).to_json());
+        return ExitCode::SUCCESS;
+    }
+    let subagent = input
+        .as_ref()
+        .is_ok_and(|i| i.event() == Some(HookEvent::SubagentStop));
+    watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
+    // A hook exits 0 whatever it decided: the decision is in the JSON.
+    ExitCode::SUCCESS
+}
+
+/// `VIGIL_DISABLE=1` (SPEC §2): the hook allows at once, writes nothing, and says so in one
+/// `systemMessage`; a Stop whose session has a loop running says that loop is NOT verified. A
+/// prompt that is not a vigil command passes silently, as always. Run by hand, nothing.
+fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
+    if files::stdin_is_terminal() {
+        return ExitCode::SUCCESS;
+    }
+    let input = read_capped(
+        std::io::stdin().lock(),
+        MAX_HOOK_INPUT,
+        "hook input",
+        "-".as_ref(),
+    )
+    .ok()
+    .and_then(|bytes| HookInput::parse(&bytes).ok());
+    let mut message = "vigil is disabled by VIGIL_DISABLE".to_string();
+    match input.as_ref().and_then(HookInput::event) {
+        Some(HookEvent::UserPromptSubmit) => {
+            let prompt = input.as_ref().and_then(|i| i.prompt.as_deref());
+            if slash::command_of(prompt.unwrap_or("")) == Command::None {
+                return ExitCode::SUCCESS;
+            }
+            message.push_str(": no loop was started or cancelled");
+        }
+        Some(HookEvent::Stop) => {
+            let input = input.as_ref().expect("an event was read");
+            let state_dir = config.ok().flatten().and_then(|c| c.state_dir);
+            let project =
+                Project::resolve(state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+            let running = input
+                .session_id
+                .as_deref()
+                .and_then(|id| SessionId::parse(id).ok())
+                .and_then(|session| loops::load(&project, &session).ok().flatten())
+                .filter(|state| state.status.is_live());
+            if let Some(state) = running {
+                message.push_str(&format!(
+                    ": this stop was let through unchecked, and the loop of this session ({}) is NOT verified",
+                    state.summary()
+                ));
+            }
+        }
+        _ => {}
+    }
+    let _ = stdout(format!("{}\n", serde_json::json!({ "systemMessage": message })).as_bytes());
+    ExitCode::SUCCESS
+}
+
+/// PreToolUse: a file tool's write within the agent's reach passes silently; any other is
+/// denied with its one useful line.
+fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Option<String> {
+    let verdict = match (config, input) {
+        (Err(e), _) => Err(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the PreToolUse hook"
+        )),
+        (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
+        (Ok(_), Ok(input)) => {
+            // The project as Claude Code's sandbox has it: the directory it runs in.
+            let start = Project::start_dir(input.cwd.as_deref());
+            let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
+            guard::judge(
+                input.tool_name.as_deref().unwrap_or(""),
+                input.tool_input.as_ref(),
+                &cwd,
+                &start,
+            )
+        }
+    };
+    let reason = verdict.err()?;
+    Some(
+        serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }})
+        .to_string(),
+    )
+}
+
+/// ConfigChange: a change that keeps vigil's protection loads silently; one that takes it away
+/// is blocked with its one useful line, shown to the person as well.
+fn config_change(bytes: &[u8]) -> Option<String> {
+    let payload: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let text = |name: &str| payload.get(name).and_then(serde_json::Value::as_str);
+    let project = Project::resolve(None, text("cwd").map(std::path::Path::new));
+    let verdict = match text("source") {
+        Some(source) => {
+            let shown = text("file_path").map(std::path::Path::new);
+            live::judge(source, shown, &project.dir)
+        }
+        None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
+    };
+    let reason = verdict.err()?;
+    // Kept for the next Stop and for `loop run`: under `claude -p` this message is shown nowhere.
+    if let Some(session) = text("session_id").and_then(|id| SessionId::parse(id).ok()) {
+        let _ = session::note_blocked_change(&project, &session, &reason);
+    }
+    // The person sees it too: a change they made on disk does not reach this session.
+    Some(
+        serde_json::json!({"decision": "block", "reason": reason, "systemMessage": reason})
+            .to_string(),
+    )
+}
+
+/// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`; and for any prompt, a turn
+/// of the session's loop that the engine ended over the gate's block since the loop last moved
+/// (read from the transcript's tail) is recorded and told.
+fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
+    let told = engine_cut(config, input);
+    let output = prompt_command(config, input);
+    match (output, told) {
+        (PromptOutput::Nothing, Some(told)) => PromptOutput::Told(told),
+        (PromptOutput::Done { context, message }, Some(told)) => PromptOutput::Done {
+            context,
+            message: format!("{message}\n{told}"),
+        },
+        // Recorded already: said with the refusal, or it would never be said.
+        (PromptOutput::Refused(reason), Some(told)) => {
+            PromptOutput::Refused(format!("{reason}\n{told}"))
+        }
+        (output, _) => output,
+    }
+}
+
+/// What the engine's cut of this session's loop, if there was a new one, has the human hear.
+fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> {
+    let config = config.as_ref().ok()?;
+    let transcript = input.transcript_path.as_deref()?;
+    let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
+    // Looked up as a reader: a running loop's place is there already, and none is made.
+    let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+    let cut = match session::peek(&project, &session) {
+        Ok(Some(record)) => match &record.ralph {
+            Some(state) => loops::engine_cut_of(&project, &session, state, transcript),
+            None => Ok(None),
+        },
+        // No record at all, but the transcript holds the loop's blocks: the witness.
+        Ok(None) => Ok(loops::witness_unrecorded(&project, &session, transcript)),
+        Err(_) => Ok(None),
+    };
+    cut.unwrap_or_else(|e| {
+        Some(format!(
+            "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
+        ))
+    })
+}
+
+/// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
+fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
+    let command = slash::command_of(input.prompt.as_deref().unwrap_or(""));
+    if command == Command::None {
+        return PromptOutput::Nothing;
+    }
+    match config {
+        Ok(config) => {
+            let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref());
+            slash::handle(&project, input)
+        }
+        Err(e) => PromptOutput::Refused(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
+        )),
+    }
+}
+
+/// The hook's flags; `Ok(None)` for --help.
+fn parse_gate(args: Vec<OsString>) -> Result<Option<GateConfig>> {
+    GateConfig::parse(args)
+}
