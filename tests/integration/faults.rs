@@ -105,7 +105,7 @@ fn stop_gate_cmd(dir: &Path) -> Command {
 
 #[test]
 fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points() {
-    let dir = git_repo();
+    let dir = Project::git();
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
@@ -154,7 +154,7 @@ fn iteration_of(dir: &Path, session: &str) -> u64 {
 
 #[test]
 fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
-    let dir = git_repo();
+    let dir = Project::git();
     stop_gate()
         .args([
             "loop",
@@ -250,7 +250,7 @@ fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
 /// loaded whole: never loaded with parts missing or wrong.
 #[test]
 fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = session_end_handoff()
         .current_dir(dir.path())
         .write_stdin(
@@ -316,7 +316,7 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
 
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
-    let dir = git_repo();
+    let dir = Project::git();
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
@@ -437,7 +437,7 @@ fn no_temp_files(dir: &Path) {
 
 #[test]
 fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
-    let dir = git_repo();
+    let dir = Project::git();
     stop_gate()
         .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
         .args(["--completion-promise", "DONE", "Fix it."])
@@ -476,7 +476,7 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
 
 #[test]
 fn a_full_disk_makes_the_handoff_skip_with_one_line_and_writes_nothing() {
-    let dir = git_repo();
+    let dir = Project::git();
     let payload = json!({
         "session_id": "s1", "hook_event_name": "SessionEnd", "cwd": dir.path(),
         "transcript_path": null, "reason": "exit",
@@ -493,7 +493,7 @@ fn a_full_disk_makes_the_handoff_skip_with_one_line_and_writes_nothing() {
 
 #[test]
 fn a_full_disk_leaves_the_settings_and_markers_as_they_were() {
-    let dir = git_repo();
+    let dir = Project::git();
     let path = dir.path().join(".claude/settings.local.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let original = std::fs::read(fixture("settings/claude-user-hooks.json")).unwrap();

@@ -536,7 +536,7 @@ fn fire(command: &str, project: &Path, payload: &Value) -> Output {
 #[test]
 fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
     let home = tempfile::tempdir().unwrap();
-    let project = git_repo();
+    let project = Project::git();
     let path_env = "/usr/bin:/bin";
     let prefix = home.path().join(".local");
     let out = install_sh(
@@ -832,7 +832,7 @@ fn install_sh_dry_run_changes_nothing() {
 #[test]
 fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     let home = tempfile::tempdir().unwrap();
-    let project = git_repo();
+    let project = Project::git();
     let sub = project.path().join("src/app");
     std::fs::create_dir_all(&sub).unwrap();
     let out = install_sh_in(home.path(), &sub, &["--run", "true"]);
@@ -871,7 +871,7 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
 #[test]
 fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
     let home = tempfile::tempdir().unwrap();
-    let project = git_repo();
+    let project = Project::git();
     let sub = project.path().join("pkg");
     // Wired as an earlier install.sh did: the subdirectory named, as the current one was.
     std::fs::create_dir_all(&sub).unwrap();
@@ -898,7 +898,7 @@ fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
 #[test]
 fn install_sh_stops_clearly_without_cargo() {
     let home = tempfile::tempdir().unwrap();
-    let project = git_repo();
+    let project = Project::git();
     let out = std::process::Command::new("bash")
         .arg(repo_path("install.sh"))
         .current_dir(project.path())
@@ -1737,7 +1737,7 @@ fn check_config_parses_the_flags_and_reads_nothing() {
 /// Uninstall takes the block back and leaves the user's own lines.
 #[test]
 fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
-    let dir = git_repo();
+    let dir = Project::git();
     let exclude = dir.path().join(".git/info/exclude");
     std::fs::create_dir_all(exclude.parent().unwrap()).unwrap();
     std::fs::write(&exclude, "# mine\n*.swp\n").unwrap();

@@ -15,8 +15,8 @@ mod promise_matcher;
 mod properties;
 mod protected;
 mod release;
-mod serve;
 mod signing;
 mod stop_gate;
+#[path = "../support/mod.rs"]
 mod support;
 mod worktree;

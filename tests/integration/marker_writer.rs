@@ -58,7 +58,7 @@ fn denial(output: &Output) -> String {
 
 #[test]
 fn worktree_marker_round_trip() {
-    let repo = git_repo();
+    let repo = Project::git();
     let output = mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
@@ -181,7 +181,7 @@ fn stdin_marker_round_trip() {
 
 #[test]
 fn show_prints_the_payload() {
-    let repo = git_repo();
+    let repo = Project::git();
     mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
     let output = mw(repo.path(), &["show", "--check", "tests"]);
     assert!(output.status.success());
@@ -210,7 +210,7 @@ fn subject_of(dir: &Path) -> String {
 
 #[test]
 fn worktree_subject_changes_with_an_edit() {
-    let repo = git_repo();
+    let repo = Project::git();
     let before = subject_of(repo.path());
     std::fs::write(repo.path().join("lib.rs"), "fn main() { edited() }\n").unwrap();
     assert_ne!(subject_of(repo.path()), before);
@@ -224,7 +224,7 @@ fn worktree_subject_changes_with_an_edit() {
 
 #[test]
 fn worktree_subject_changes_with_a_new_untracked_file() {
-    let repo = git_repo();
+    let repo = Project::git();
     let before = subject_of(repo.path());
     std::fs::write(repo.path().join("new.rs"), "x").unwrap();
     assert_ne!(subject_of(repo.path()), before);
@@ -232,7 +232,7 @@ fn worktree_subject_changes_with_a_new_untracked_file() {
 
 #[test]
 fn worktree_subject_changes_with_a_deletion() {
-    let repo = git_repo();
+    let repo = Project::git();
     let before = subject_of(repo.path());
     std::fs::remove_file(repo.path().join("lib.rs")).unwrap();
     assert_ne!(subject_of(repo.path()), before);
@@ -241,7 +241,7 @@ fn worktree_subject_changes_with_a_deletion() {
 #[test]
 fn worktree_subject_changes_with_a_mode_change() {
     use std::os::unix::fs::PermissionsExt;
-    let repo = git_repo();
+    let repo = Project::git();
     let before = subject_of(repo.path());
     std::fs::set_permissions(
         repo.path().join("lib.rs"),
@@ -253,7 +253,7 @@ fn worktree_subject_changes_with_a_mode_change() {
 
 #[test]
 fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
-    let repo = git_repo();
+    let repo = Project::git();
     std::fs::write(repo.path().join(".gitignore"), "*.log\n").unwrap();
     git(repo.path(), &["add", ".gitignore"]);
     git(repo.path(), &["commit", "-qm", "ignore logs"]);
@@ -268,7 +268,7 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
 #[test]
 fn worktree_subject_works_when_vigil_is_gitignored() {
     // The README tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
-    let repo = git_repo();
+    let repo = Project::git();
     std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
     let before = subject_of(repo.path());
     assert_eq!(
@@ -286,7 +286,7 @@ fn worktree_subject_works_when_vigil_is_gitignored() {
 
 #[test]
 fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
-    let repo = git_repo();
+    let repo = Project::git();
     std::fs::write(repo.path().join("lib.rs"), "fn main() { staged() }\n").unwrap();
     git(repo.path(), &["add", "lib.rs"]);
     std::fs::write(repo.path().join("lib.rs"), "fn main() { unstaged() }\n").unwrap();
@@ -330,7 +330,7 @@ fn worktree_subject_outside_a_repository_is_an_error() {
 
 #[test]
 fn run_passes_output_through_unchanged_and_records_it() {
-    let repo = git_repo();
+    let repo = Project::git();
     let script = "printf 'out\\377\\000bytes\\n'; printf 'err line\\n' >&2; exit 0";
     let output = mw(
         repo.path(),
@@ -359,7 +359,7 @@ fn run_passes_output_through_unchanged_and_records_it() {
 
 #[test]
 fn run_exits_with_the_commands_code_and_records_failed() {
-    let repo = git_repo();
+    let repo = Project::git();
     let output = mw(
         repo.path(),
         &["run", "--check", "tests", "--", "sh", "-c", "exit 7"],
@@ -378,7 +378,7 @@ fn run_exits_with_the_commands_code_and_records_failed() {
 
 #[test]
 fn run_records_aborted_when_the_command_dies_by_a_signal() {
-    let repo = git_repo();
+    let repo = Project::git();
     let output = mw(
         repo.path(),
         &["run", "--check", "tests", "--", "sh", "-c", "kill -TERM $$"],
@@ -389,7 +389,7 @@ fn run_records_aborted_when_the_command_dies_by_a_signal() {
 
 #[test]
 fn run_records_aborted_on_timeout_and_kills_the_group() {
-    let repo = git_repo();
+    let repo = Project::git();
     let pidfile = repo.path().join("..").join(format!(
         "{}.pid",
         repo.path().file_name().unwrap().to_string_lossy()
@@ -424,7 +424,7 @@ fn run_records_aborted_on_timeout_and_kills_the_group() {
 
 #[test]
 fn run_forwards_sigterm_to_the_command_and_records_aborted() {
-    let repo = git_repo();
+    let repo = Project::git();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("marker-writer"))
         .args(["run", "--check", "tests", "--", "sleep", "30"])
         .current_dir(repo.path())
@@ -869,7 +869,7 @@ fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
 /// with one line, and runs nothing.
 #[test]
 fn a_writer_that_cannot_write_the_protected_state_refuses_before_running() {
-    let dir = git_repo();
+    let dir = Project::git();
     let markers = markers_of(dir.path(), "tests");
     let project_state = markers.parent().unwrap().parent().unwrap().to_path_buf();
     // The sandbox's view: the state home mounted read-only (bubblewrap, as Claude Code does).
@@ -910,7 +910,7 @@ fn a_writer_that_cannot_write_the_protected_state_refuses_before_running() {
 
 #[test]
 fn usage_errors_are_one_line_and_exit_2() {
-    let repo = git_repo();
+    let repo = Project::git();
     for args in [
         vec![],
         vec!["frobnicate"],
@@ -933,7 +933,7 @@ fn usage_errors_are_one_line_and_exit_2() {
 
 #[test]
 fn stop_gate_trusts_what_marker_writer_writes() {
-    let repo = git_repo();
+    let repo = Project::git();
     // The writer vouches for the command the gate names (a marker of another command does
     // not count: stop_gate::a_required_marker_counts_only_when_written_by_its_command).
     assert!(
@@ -990,7 +990,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
 
 #[test]
 fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
-    let repo = git_repo();
+    let repo = Project::git();
     let remote = tempfile::tempdir().unwrap();
     git(remote.path(), &["init", "-q", "--bare"]);
     git(
@@ -1044,7 +1044,7 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
 // --- The subject cannot be fooled through the index or the repository's config ------------
 
 fn marked_then_edited(setup: impl FnOnce(&Path)) -> Output {
-    let repo = git_repo();
+    let repo = Project::git();
     assert!(
         mw(repo.path(), &["run", "--check", "tests", "--", "true"])
             .status
@@ -1103,7 +1103,7 @@ fn a_same_size_edit_with_its_old_mtime_is_still_seen() {
 fn an_edit_in_the_same_second_as_git_add_is_seen() {
     // "Racy git": an index copy stamped now would make git trust stat data from the same
     // second as the edit, and vouch for the staged content instead of what is on disk.
-    let repo = git_repo();
+    let repo = Project::git();
     std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
     std::fs::write(repo.path().join("f"), "x111\n").unwrap();
     git(repo.path(), &["add", "-A"]);
@@ -1121,7 +1121,7 @@ fn an_edit_in_the_same_second_as_git_add_is_seen() {
 
 #[test]
 fn computing_the_subject_writes_nothing_into_the_repository() {
-    let repo = git_repo();
+    let repo = Project::git();
     std::fs::write(repo.path().join("big-untracked.bin"), vec![7u8; 4 << 20]).unwrap();
     let objects = || tree(&repo.path().join(".git/objects"));
     let before = objects();
@@ -1234,7 +1234,7 @@ fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
 
 #[test]
 fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
-    let repo = git_repo();
+    let repo = Project::git();
     let mw_bin = assert_cmd::cargo::cargo_bin!("marker-writer");
     let script = format!(
         "'{}' run --check tests -- seq 1 20000 | (sleep 2; wc -l)",
@@ -1260,7 +1260,7 @@ fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
 fn run_lets_a_command_read_from_the_terminal() {
     // `script` gives the run a terminal; the command (in its own process group) must still
     // be able to read it, not stop on SIGTTIN.
-    let repo = git_repo();
+    let repo = Project::git();
     let mw_bin = assert_cmd::cargo::cargo_bin!("marker-writer");
     let inner = format!(
         "'{}' run --check human -- sh -c 'read answer; test \"$answer\" = yes'",
@@ -1295,7 +1295,7 @@ fn run_lets_a_command_read_from_the_terminal() {
 
 #[test]
 fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
-    let repo = git_repo();
+    let repo = Project::git();
     let out = mw(
         repo.path(),
         &[
@@ -1320,7 +1320,7 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
 
 #[test]
 fn a_command_that_cannot_start_exits_127_and_writes_no_marker() {
-    let repo = git_repo();
+    let repo = Project::git();
     let out = mw(
         repo.path(),
         &["run", "--check", "tests", "--", "/nonexistent/binary"],
@@ -1337,7 +1337,7 @@ fn a_command_that_cannot_start_exits_127_and_writes_no_marker() {
 /// payload says the command was confined.
 #[test]
 fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
-    let dir = git_repo();
+    let dir = Project::git();
     let keys = tempfile::tempdir().unwrap();
     let made = marker_writer_in(
         dir.path(),
@@ -1378,7 +1378,7 @@ fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
 
 #[test]
 fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
-    let dir = git_repo();
+    let dir = Project::git();
     let output = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
     assert!(output.status.success());
     let line = assert_one_line_error(&output, "marker-writer");
@@ -1394,7 +1394,7 @@ fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
 
 #[test]
 fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
-    let dir = git_repo();
+    let dir = Project::git();
     let output = marker_writer()
         .args(["run", "--check", "tests", "--snapshot", "--", "true"])
         .current_dir(dir.path())
@@ -1415,7 +1415,7 @@ fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
 
 #[test]
 fn check_network_and_check_write_are_for_a_confined_snapshot_only() {
-    let dir = git_repo();
+    let dir = Project::git();
     for flags in [&["--check-network"][..], &["--check-write", "/tmp"][..]] {
         let mut args = vec!["run", "--check", "tests"];
         args.extend(flags);

@@ -354,7 +354,7 @@ fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
 
 #[test]
 fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
-    let project = git_repo();
+    let project = Project::git();
     // Accepts connections and never answers.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
@@ -457,7 +457,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
 
 #[test]
 fn publish_needs_a_worktree_subject() {
-    let project = git_repo();
+    let project = Project::git();
     std::fs::write(project.path().join("artifact"), "x").unwrap();
     let out = mw(
         project.path(),
@@ -483,7 +483,7 @@ fn publish_needs_a_worktree_subject() {
 
 #[test]
 fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
-    let project = git_repo();
+    let project = Project::git();
     let out = marker_writer()
         .args(["write", "--check", "tests", "--status", "passed"])
         .current_dir(project.path())
@@ -674,7 +674,7 @@ fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
 
 #[test]
 fn install_sync_notes_wires_the_loader_keeps_it_on_reinstall_and_takes_it_out() {
-    let project = git_repo();
+    let project = Project::git();
     let settings = project.path().join(".claude/settings.local.json");
     let install = |extra: &[&str]| {
         let out = settings_merge()

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-use crate::serve::{Reply, as_is, serve, unreachable};
+use crate::support::serve::{Reply, as_is, serve, unreachable};
 use crate::support::*;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -10,8 +10,8 @@ use crate::support::*;
 
 const DECLARED: &str = "All green.\n\n<promise>DONE</promise>";
 
-fn project() -> tempfile::TempDir {
-    let dir = git_repo();
+fn project() -> Project {
+    let dir = Project::git();
     std::fs::write(dir.path().join(".gitignore"), ".vigil/\n").unwrap();
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-qm", "ignore"]);
@@ -970,8 +970,8 @@ fn a_loop_kept_under_a_nested_git_is_found_by_a_stop_at_the_top() {
 
 /// A repository `proj` inside another repository, with a loop running in `session`; the
 /// state home then refuses a directory for the outer top (a full disk; here a file in the way).
-fn nested_project_with_a_full_state_home(session: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let outer = git_repo();
+fn nested_project_with_a_full_state_home(session: &str) -> (Project, std::path::PathBuf) {
+    let outer = Project::git();
     let proj = outer.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
     git(&proj, &["init", "-q", "-b", "main"]);

@@ -28,8 +28,8 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 
 /// A project (a file subject, so editing the worktree cannot interfere) whose `command` ran
 /// through `marker-writer run`, signed: the project and what marker-writer said.
-fn run_signed(secret: &Path, command: &str) -> (tempfile::TempDir, Output) {
-    let dir = git_repo();
+fn run_signed(secret: &Path, command: &str) -> (Project, Output) {
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
     let out = mw(
         dir.path(),
@@ -49,7 +49,7 @@ fn run_signed(secret: &Path, command: &str) -> (tempfile::TempDir, Output) {
 }
 
 /// A project with a signed `passed` marker.
-fn signed(secret: &Path) -> tempfile::TempDir {
+fn signed(secret: &Path) -> Project {
     let (dir, out) = run_signed(secret, "true");
     assert!(
         out.status.success(),
@@ -61,8 +61,8 @@ fn signed(secret: &Path) -> tempfile::TempDir {
 
 /// A project with an unsigned `passed` marker for `file:artifact`, as anyone who can write
 /// `.vigil/` can make.
-fn unsigned() -> tempfile::TempDir {
-    let dir = git_repo();
+fn unsigned() -> Project {
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
     let out = mw(
         dir.path(),
@@ -238,7 +238,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
     let keys = tempfile::tempdir().unwrap();
     let (old_secret, old_public) = keygen(keys.path(), "old");
     let (_, new_public) = keygen(keys.path(), "new");
-    let dir = git_repo();
+    let dir = Project::git();
     trust(dir.path(), &new_public, &[]);
     trust(dir.path(), &old_public, &[]);
     // The worktree subject, as the gate requires: CI signs for this tree with the old key.
@@ -355,7 +355,7 @@ fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
 fn a_key_planted_in_the_project_vouches_for_nothing() {
     let keys = tempfile::tempdir().unwrap();
     let (agent_secret, agent_public) = keygen(keys.path(), "agent");
-    let dir = git_repo();
+    let dir = Project::git();
     let planted = dir.path().join(".vigil/trusted-keys");
     std::fs::create_dir_all(&planted).unwrap();
     std::fs::copy(&agent_public, planted.join("ci.pub")).unwrap();
@@ -420,7 +420,7 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
             .unwrap()
     };
     let signed_in_home = || {
-        let dir = git_repo();
+        let dir = Project::git();
         std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
         let out = in_home(
             dir.path(),
@@ -508,7 +508,7 @@ fn a_respelled_signature_is_a_bad_signature() {
 
 #[test]
 fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = mw(
         dir.path(),
         &[
@@ -536,7 +536,7 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
 fn the_command_under_test_is_not_told_where_the_sign_key_is() {
     let keys = tempfile::tempdir().unwrap();
     let (secret, public) = keygen(keys.path(), "ci");
-    let dir = git_repo();
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
     let out = marker_writer()
         .args([

@@ -15,7 +15,7 @@
 #[allow(dead_code)]
 #[path = "../e2e/clients.rs"]
 mod clients;
-#[path = "../integration/serve.rs"]
+#[path = "../support/serve.rs"]
 mod serve;
 #[path = "../e2e/server.rs"]
 mod server;

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{DECLARED, Project};
+use super::DECLARED;
 use crate::support::*;
 
 /// A check that runs `attack`, then fails, so the gate shows what it printed.

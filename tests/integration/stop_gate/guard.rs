@@ -7,7 +7,6 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::Project;
 use crate::support::*;
 
 /// What the PreToolUse hook said of `tool` writing `path` (its input field `field`), from

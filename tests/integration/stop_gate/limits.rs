@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 
-use super::{DECLARED, Project};
+use super::DECLARED;
 use crate::support::*;
 
 fn start_with(p: &Project, session: &str, max: u32, extra: &[&str]) {
@@ -352,7 +352,7 @@ fn stop_with_transcript(
     args: &[&str],
     session: &str,
     transcript: &std::path::Path,
-) -> super::Stop {
+) -> Stop {
     let mut payload = p.payload(session, Some(&format!("Working {}.", now_plus(0))));
     payload["transcript_path"] = json!(transcript);
     p.stop_with(args, payload.to_string())

@@ -76,7 +76,7 @@ fn run_command(
 
 /// A run refused before its command ran: exit 4, one line saying `why`, nothing touched.
 fn assert_runs_nothing(env: &[(&str, &str)], why: &str) {
-    let dir = git_repo();
+    let dir = Project::git();
     let marker = dir.path().join("ran");
     let out = run_command(
         dir.path(),
@@ -132,7 +132,7 @@ fn assert_run_forgotten(dir: &Path) {
 
 #[test]
 fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "5",
@@ -161,7 +161,7 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
 
 #[test]
 fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_cut() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(1), "{line}");
@@ -178,7 +178,7 @@ fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_
 
 #[test]
 fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("NO_SESSION_END", "1")]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(1), "{line}");
@@ -188,7 +188,7 @@ fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
 
 #[test]
 fn loop_run_tells_a_failing_command_apart() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("FAKE_EXIT", "7")]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(1), "{line}");
@@ -200,7 +200,7 @@ fn loop_run_tells_a_failing_command_apart() {
 
 #[test]
 fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(1), "{line}");
@@ -213,7 +213,7 @@ fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
 
 #[test]
 fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "5",
@@ -228,7 +228,7 @@ fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
 
 #[test]
 fn loop_run_exits_4_when_no_session_claims_the_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_command(dir.path(), "3", &[], &["true"], &[]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert_eq!(out.status.code(), Some(4), "{line}");
@@ -242,7 +242,7 @@ fn loop_run_exits_4_when_no_session_claims_the_loop() {
 
 #[test]
 fn loop_run_exits_4_when_the_command_cannot_start() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_command(
         dir.path(),
         "3",
@@ -266,7 +266,7 @@ fn loop_run_under_vigil_disable_runs_nothing() {
 
 #[test]
 fn loop_run_refuses_bad_usage_before_running_anything() {
-    let dir = git_repo();
+    let dir = Project::git();
     let marker = dir.path().join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
     for args in [
@@ -322,7 +322,7 @@ fn loop_run_refuses_bad_usage_before_running_anything() {
 
 #[test]
 fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
     let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
@@ -336,7 +336,7 @@ fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
 
 #[test]
 fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "3",
@@ -397,7 +397,7 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
 
 #[test]
 fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
     std::fs::write(
         dir.path().join(".claude/settings.json"),
@@ -440,7 +440,7 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
 
 #[test]
 fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     // Before its own session starts, another one starts in the project (no run id in its
     // environment), and a --next-session loop waits there too.
@@ -486,7 +486,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
 
 #[test]
 fn a_second_next_session_loop_is_refused_while_one_waits() {
-    let dir = git_repo();
+    let dir = Project::git();
     let start = |promise: &str| {
         stop_gate()
             .args([
@@ -530,7 +530,7 @@ fn a_second_next_session_loop_is_refused_while_one_waits() {
 
 #[test]
 fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_one() {
-    let dir = git_repo();
+    let dir = Project::git();
     let status = || {
         stop_gate()
             .args(["loop", "status"])
@@ -587,7 +587,7 @@ fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_o
 
 #[test]
 fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
     assert_eq!(out.status.code(), Some(1));
     let stop = |message: &str| {
@@ -614,7 +614,7 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
 /// its loop `turn-failed`; a checkpoint (Stop, StopFailure) never cuts one.
 #[test]
 fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpoint_never_does() {
-    let dir = git_repo();
+    let dir = Project::git();
     let started = stop_gate()
         .args([
             "loop",
@@ -740,7 +740,7 @@ fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pair
 /// loop whose record vanished mid-run (issue 29, item 6): exit 1, NOT verified.
 #[test]
 fn loop_run_says_not_verified_when_its_loops_record_vanished() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "for msg in",
@@ -772,7 +772,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
 /// hook) verified nothing, so `loop run` does not exit 0.
 #[test]
 fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine)
         .unwrap()
@@ -805,7 +805,7 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
 /// started, by its id.
 #[test]
 fn loop_run_reads_only_the_loop_it_started() {
-    let dir = git_repo();
+    let dir = Project::git();
     let gate = bin_dir().join("stop-gate");
     let agent = format!(
         "{g} loop cancel --session $sid >/dev/null; {g} loop start --session $sid --max-iterations 1 --completion-promise DONE 'An easier task' >/dev/null",
@@ -836,7 +836,7 @@ fn loop_run_refuses_when_the_state_would_be_within_the_agents_reach() {
 /// session says so, not that SessionStart is unwired.
 #[test]
 fn loop_run_says_its_loop_lapsed_when_it_did() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "sid=$1; shift\n",
@@ -865,7 +865,7 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
 /// how the loop ended.
 #[test]
 fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let bin = bin_dir();
     let child = std::process::Command::new(bin.join("stop-gate"))
@@ -918,7 +918,7 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
 /// waiting, and the other seven are refused, none lost without a word.
 #[test]
 fn next_session_loops_started_at_once_wait_one_at_a_time() {
-    let dir = git_repo();
+    let dir = Project::git();
     let starts: Vec<_> = (0..8)
         .map(|n| {
             let promise = format!("P{n}");
@@ -953,7 +953,7 @@ fn next_session_loops_started_at_once_wait_one_at_a_time() {
 /// its record names no check; with a check, the record names it.
 #[test]
 fn a_loop_passed_with_no_check_says_nothing_verified_it() {
-    let dir = git_repo();
+    let dir = Project::git();
     let start = |session: &str| {
         let out = stop_gate()
             .args([
@@ -1001,7 +1001,7 @@ fn a_loop_passed_with_no_check_says_nothing_verified_it() {
 /// with `loop run`'s verdict (under `claude -p` the hook's own message is shown nowhere).
 #[test]
 fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
-    let dir = git_repo();
+    let dir = Project::git();
     let agent = r#"printf '{"session_id":"%s","hook_event_name":"ConfigChange","cwd":"%s"}' "$sid" "$PWD" | "$GATE" >/dev/null"#;
     let out = run_with(
         dir.path(),

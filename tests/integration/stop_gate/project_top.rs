@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A repository whose top level holds a failing test, and a subdirectory the engine starts in.
-fn repo_with_a_failing_test_at_the_top() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = git_repo();
+fn repo_with_a_failing_test_at_the_top() -> (Project, std::path::PathBuf) {
+    let dir = Project::git();
     std::fs::write(dir.path().join("FAILING"), "a test that fails\n").unwrap();
     let sub = dir.path().join("app");
     std::fs::create_dir_all(&sub).unwrap();
@@ -224,7 +224,7 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
     let decision = stop_from(&notes, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
 
-    let mono = git_repo();
+    let mono = Project::git();
     let sub = mono.path().join("sub");
     let pkg = sub.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
