@@ -7,16 +7,8 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn mw(dir: &Path, args: &[&str]) -> Output {
-    marker_writer()
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
 fn verify(dir: &Path, check: &str) -> Output {
-    mw(dir, &["verify", "--check", check])
+    marker_writer_in(dir, &["verify", "--check", check])
 }
 
 fn markers(dir: &Path, check: &str) -> PathBuf {
@@ -59,7 +51,7 @@ fn denial(output: &Output) -> String {
 #[test]
 fn worktree_marker_round_trip() {
     let repo = Project::git();
-    let output = mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    let output = marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"]);
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
     let payload = only_payload(repo.path(), "tests");
@@ -89,7 +81,7 @@ fn worktree_marker_round_trip() {
 fn file_marker_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("report.pdf"), b"%PDF bytes").unwrap();
-    let output = mw(
+    let output = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -117,7 +109,7 @@ fn file_marker_round_trip() {
     assert_eq!(payload["note"], "read by Ana");
     assert!(payload.get("run").is_none());
     assert_eq!(
-        mw(
+        marker_writer_in(
             dir.path(),
             &[
                 "verify",
@@ -132,7 +124,7 @@ fn file_marker_round_trip() {
         Some(0)
     );
     std::fs::write(dir.path().join("report.pdf"), b"%PDF other bytes").unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "verify",
@@ -182,12 +174,12 @@ fn stdin_marker_round_trip() {
 #[test]
 fn show_prints_the_payload() {
     let repo = Project::git();
-    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
-    let output = mw(repo.path(), &["show", "--check", "tests"]);
+    marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    let output = marker_writer_in(repo.path(), &["show", "--check", "tests"]);
     assert!(output.status.success());
     let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(shown, only_payload(repo.path(), "tests"));
-    let none = mw(repo.path(), &["show", "--check", "lint"]);
+    let none = marker_writer_in(repo.path(), &["show", "--check", "lint"]);
     assert_eq!(none.status.code(), Some(2));
     assert_one_line_error(&none, "marker-writer");
 }
@@ -195,7 +187,7 @@ fn show_prints_the_payload() {
 // --- The worktree subject ------------------------------------------------------------------
 
 fn subject_of(dir: &Path) -> String {
-    let out = mw(dir, &["write", "--check", "probe", "--status", "passed"]);
+    let out = marker_writer_in(dir, &["write", "--check", "probe", "--status", "passed"]);
     assert!(
         out.status.success(),
         "{}",
@@ -277,7 +269,7 @@ fn worktree_subject_works_when_vigil_is_gitignored() {
         "stable while markers are written"
     );
     assert!(
-        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
+        marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"])
             .status
             .success()
     );
@@ -297,7 +289,7 @@ fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
         repo.path(),
         &["status", "--porcelain", "--", ".", ":(exclude).vigil"],
     );
-    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"]);
     verify(repo.path(), "tests");
     assert_eq!(
         std::fs::read(repo.path().join(".git/index")).unwrap(),
@@ -321,7 +313,7 @@ fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
 #[test]
 fn worktree_subject_outside_a_repository_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let output = mw(dir.path(), &["verify", "--check", "tests"]);
+    let output = marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(assert_one_line_error(&output, "marker-writer").contains("git repository"));
 }
@@ -332,7 +324,7 @@ fn worktree_subject_outside_a_repository_is_an_error() {
 fn run_passes_output_through_unchanged_and_records_it() {
     let repo = Project::git();
     let script = "printf 'out\\377\\000bytes\\n'; printf 'err line\\n' >&2; exit 0";
-    let output = mw(
+    let output = marker_writer_in(
         repo.path(),
         &["run", "--check", "tests", "--", "sh", "-c", script],
     );
@@ -360,7 +352,7 @@ fn run_passes_output_through_unchanged_and_records_it() {
 #[test]
 fn run_exits_with_the_commands_code_and_records_failed() {
     let repo = Project::git();
-    let output = mw(
+    let output = marker_writer_in(
         repo.path(),
         &["run", "--check", "tests", "--", "sh", "-c", "exit 7"],
     );
@@ -379,7 +371,7 @@ fn run_exits_with_the_commands_code_and_records_failed() {
 #[test]
 fn run_records_aborted_when_the_command_dies_by_a_signal() {
     let repo = Project::git();
-    let output = mw(
+    let output = marker_writer_in(
         repo.path(),
         &["run", "--check", "tests", "--", "sh", "-c", "kill -TERM $$"],
     );
@@ -395,7 +387,7 @@ fn run_records_aborted_on_timeout_and_kills_the_group() {
         repo.path().file_name().unwrap().to_string_lossy()
     ));
     let script = format!("sleep 60 & echo $! > '{}'; wait", pidfile.display());
-    let output = mw(
+    let output = marker_writer_in(
         repo.path(),
         &[
             "run",
@@ -472,7 +464,7 @@ fn file_subject(dir: &Path) -> String {
 }
 
 fn verify_file(dir: &Path) -> Output {
-    mw(
+    marker_writer_in(
         dir,
         &["verify", "--check", "tests", "--subject", "file:artifact"],
     )
@@ -580,7 +572,7 @@ fn verify_denies_a_marker_older_than_max_age() {
         Some(0),
         "within the default 24h"
     );
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "verify",
@@ -764,7 +756,7 @@ fn hostile_check_names_are_refused() {
         long.as_str(),
         "with space",
     ] {
-        let out = mw(
+        let out = marker_writer_in(
             dir.path(),
             &[
                 "write",
@@ -795,7 +787,7 @@ fn a_symlinked_markers_directory_is_refused() {
     let markers = markers.parent().unwrap();
     let _ = std::fs::remove_dir_all(markers);
     std::os::unix::fs::symlink(outside.path(), markers).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -844,7 +836,7 @@ fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
         "{line}"
     );
     // The writer writes into the protected state, and that one counts.
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -923,11 +915,11 @@ fn usage_errors_are_one_line_and_exit_2() {
         vec!["verify", "--check", "tests", "--status", "passed"],
         vec!["run", "--check", "tests", "--timeout", "0", "--", "true"],
     ] {
-        let out = mw(repo.path(), &args);
+        let out = marker_writer_in(repo.path(), &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert_one_line_error(&out, "marker-writer");
     }
-    let out = mw(repo.path(), &["--help"]);
+    let out = marker_writer_in(repo.path(), &["--help"]);
     assert!(out.status.success() && stdout_of(&out).contains("Usage"));
 }
 
@@ -937,7 +929,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     // The writer vouches for the command the gate names (a marker of another command does
     // not count: stop_gate::a_required_marker_counts_only_when_written_by_its_command).
     assert!(
-        mw(
+        marker_writer_in(
             repo.path(),
             &[
                 "write",
@@ -1046,7 +1038,7 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
 fn marked_then_edited(setup: impl FnOnce(&Path)) -> Output {
     let repo = Project::git();
     assert!(
-        mw(repo.path(), &["run", "--check", "tests", "--", "true"])
+        marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"])
             .status
             .success()
     );
@@ -1125,7 +1117,7 @@ fn computing_the_subject_writes_nothing_into_the_repository() {
     std::fs::write(repo.path().join("big-untracked.bin"), vec![7u8; 4 << 20]).unwrap();
     let objects = || tree(&repo.path().join(".git/objects"));
     let before = objects();
-    mw(repo.path(), &["run", "--check", "tests", "--", "true"]);
+    marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"]);
     verify(repo.path(), "tests");
     assert_eq!(objects(), before, ".git/objects changed");
 }
@@ -1172,7 +1164,7 @@ fn a_symlinked_state_directory_is_refused_for_writing_and_verifying() {
     let outside = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil")).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -1194,7 +1186,7 @@ fn a_note_too_long_for_a_valid_payload_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     let note = "n".repeat(5000);
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -1223,7 +1215,7 @@ fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
             .success()
     );
     let started = std::time::Instant::now();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["verify", "--check", "tests", "--subject", "file:pipe"],
     );
@@ -1296,7 +1288,7 @@ fn run_lets_a_command_read_from_the_terminal() {
 #[test]
 fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
     let repo = Project::git();
-    let out = mw(
+    let out = marker_writer_in(
         repo.path(),
         &[
             "run",
@@ -1321,7 +1313,7 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
 #[test]
 fn a_command_that_cannot_start_exits_127_and_writes_no_marker() {
     let repo = Project::git();
-    let out = mw(
+    let out = marker_writer_in(
         repo.path(),
         &["run", "--check", "tests", "--", "/nonexistent/binary"],
     );

@@ -92,15 +92,6 @@ fn world_has_main(world: &World) -> bool {
     has
 }
 
-fn mw(dir: &Path, args: &[&str]) -> Output {
-    marker_writer_in(dir, args)
-}
-
-fn ok(out: Output) -> Output {
-    assert!(out.status.success(), "{}", said(&out));
-    out
-}
-
 /// CI's job: the check run through marker-writer, signed with `key`, published and pushed.
 fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
     let mut args = vec!["run", "--publish", "--check", check];
@@ -108,7 +99,7 @@ fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
         args.extend(["--sign-key", key.to_str().unwrap()]);
     }
     args.extend(["--", "true"]);
-    ok(mw(clone, &args));
+    ok(marker_writer_in(clone, &args));
     ok(push(clone));
 }
 
@@ -116,7 +107,7 @@ fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
 /// project's config is refused: the agent could name a repository whose hooks run).
 fn push(clone: &Path) -> Output {
     let url = git(clone, &["config", "remote.origin.url"]);
-    mw(clone, &["sync", "--push", "--remote", &url])
+    marker_writer_in(clone, &["sync", "--push", "--remote", &url])
 }
 
 /// The laptop's Stop with `--require-marker CHECK --verify-key KEY`: `None` when it allows, the
@@ -154,14 +145,14 @@ fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_ch
     // Not synced yet: nothing on the laptop vouches.
     let before = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(before.contains("marker `tests` missing"), "{before}");
-    let synced = ok(mw(&laptop, &["sync"]));
+    let synced = ok(marker_writer_in(&laptop, &["sync"]));
     assert!(
         String::from_utf8_lossy(&synced.stdout).contains("synced with origin: tests (1 content)"),
         "{}",
         said(&synced)
     );
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let verified = ok(mw(
+    let verified = ok(marker_writer_in(
         &laptop,
         &[
             "verify",
@@ -197,7 +188,7 @@ fn agent_pushes_a_note(laptop: &Path, check: &str, line: &str) {
 }
 
 fn subject_of(dir: &Path) -> String {
-    let out = ok(mw(dir, &["show", "--all", "--check", "any"]));
+    let out = ok(marker_writer_in(dir, &["show", "--all", "--check", "any"]));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.lines()
         .next()
@@ -220,7 +211,7 @@ fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
     let laptop = world.clone("laptop");
     let subject = subject_of(&laptop);
     agent_pushes_a_note(&laptop, "tests", &unsigned_payload("tests", &subject));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("bad signature"), "{reason}");
     // A key pair the agent made itself signs nothing the pinned key accepts.
@@ -233,7 +224,7 @@ fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
         ],
     );
     assert!(own.status.success());
-    let signed = ok(mw(
+    let signed = ok(marker_writer_in(
         &laptop,
         &[
             "write",
@@ -276,7 +267,7 @@ fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
     // Pushed and synced, it still does not count: anyone with push access wrote it, so a note
     // needs a trusted key's signature even where an unsigned local marker would do.
     git(&laptop, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let reason = laptop_stop(&laptop, "tests", None).unwrap();
     assert!(
         reason.contains("bad signature") && reason.contains("none is trusted"),
@@ -307,7 +298,7 @@ fn two_checks_published_at_once_by_two_clones_both_arrive() {
         refs,
         vec!["refs/notes/vigil/lint", "refs/notes/vigil/tests"]
     );
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     for check in ["tests", "lint"] {
         assert_eq!(
             laptop_stop(&laptop, check, Some(&world.public())),
@@ -324,11 +315,11 @@ fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
     let second = world.clone("ci-2");
     // Both publish for the same content before either pushes: the second push loses the race,
     // merges the first's note into its own, and pushes again.
-    ok(mw(
+    ok(marker_writer_in(
         &first,
         &["run", "--publish", "--check", "tests", "--", "true"],
     ));
-    ok(mw(
+    ok(marker_writer_in(
         &second,
         &["run", "--publish", "--check", "tests", "--", "true"],
     ));
@@ -366,7 +357,7 @@ fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
         std::thread::sleep(Duration::from_secs(30));
     });
     let start = Instant::now();
-    let out = mw(
+    let out = marker_writer_in(
         project.path(),
         &["sync", "--remote", &url, "--timeout", "2"],
     );
@@ -413,11 +404,11 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
         let laptop = world.clone("laptop");
         let subject = subject_of(&laptop);
         agent_pushes_a_note(&laptop, "tests", &line(&subject));
-        let out = mw(&laptop, &["sync"]);
+        let out = marker_writer_in(&laptop, &["sync"]);
         assert!(out.status.success(), "{what}: {}", said(&out));
         let reason = laptop_stop(&laptop, "tests", None).unwrap();
         assert!(reason.contains(expected), "{what}: {reason}");
-        let verify = mw(&laptop, &["verify", "--check", "tests"]);
+        let verify = marker_writer_in(&laptop, &["verify", "--check", "tests"]);
         assert_eq!(verify.status.code(), Some(1), "{what}: {}", said(&verify));
         assert_one_line_error(&verify, "marker-writer");
     }
@@ -428,14 +419,14 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
     let laptop = world.clone("laptop");
     let good = world.clone("ci");
     ci_publishes(&good, "tests", Some(&world.secret()));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
     git(
         &world.remote,
         &["update-ref", "refs/notes/vigil/tests", &blob],
     );
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("names a blob, not a history of notes"),
@@ -449,7 +440,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
     );
     // A laptop that never had notes: the same ref denies as missing, and says nothing else.
     let fresh = world.clone("fresh");
-    let out = ok(mw(&fresh, &["sync"]));
+    let out = ok(marker_writer_in(&fresh, &["sync"]));
     assert!(String::from_utf8_lossy(&out.stderr).contains("names a blob"));
     let reason = laptop_stop(&fresh, "tests", None).unwrap();
     assert!(reason.contains("missing"), "{reason}");
@@ -459,7 +450,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
 fn publish_needs_a_worktree_subject() {
     let project = Project::git();
     std::fs::write(project.path().join("artifact"), "x").unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         project.path(),
         &[
             "write",
@@ -505,7 +496,10 @@ fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
-    let shown = ok(mw(project.path(), &["show", "--check", "tests"]));
+    let shown = ok(marker_writer_in(
+        project.path(),
+        &["show", "--check", "tests"],
+    ));
     let payload: Value = serde_json::from_slice(&shown.stdout).unwrap();
     assert_eq!(payload["schema"], "vigil.marker/v2");
     assert_eq!(
@@ -528,11 +522,14 @@ fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
     v1.as_object_mut().unwrap().remove("origin");
     assert_valid("marker.schema.json", &v1);
     std::fs::write(&path, v1.to_string()).unwrap();
-    ok(mw(project.path(), &["verify", "--check", "tests"]));
+    ok(marker_writer_in(
+        project.path(),
+        &["verify", "--check", "tests"],
+    ));
     let mut bad = v1.clone();
     bad["origin"] = json!({"runner": "x"});
     std::fs::write(&path, bad.to_string()).unwrap();
-    let denied = mw(project.path(), &["verify", "--check", "tests"]);
+    let denied = marker_writer_in(project.path(), &["verify", "--check", "tests"]);
     assert_eq!(denied.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&denied.stderr).contains("malformed"));
 }
@@ -543,14 +540,14 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     // A local unsigned marker for the same content, written later.
     std::thread::sleep(Duration::from_millis(20));
-    ok(mw(
+    ok(marker_writer_in(
         &laptop,
         &["write", "--check", "tests", "--status", "failed"],
     ));
-    let out = ok(mw(
+    let out = ok(marker_writer_in(
         &laptop,
         &[
             "show",
@@ -579,7 +576,10 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
 
     // An untracked file on the laptop: no marker is for this content, and show says why.
     std::fs::write(laptop.join("scratch.txt"), "notes to self\n").unwrap();
-    let out = ok(mw(&laptop, &["show", "--all", "--check", "tests"]));
+    let out = ok(marker_writer_in(
+        &laptop,
+        &["show", "--all", "--check", "tests"],
+    ));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         text.contains("where 1 path differs: scratch.txt (only here)"),
@@ -593,7 +593,7 @@ fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": laptop, "last_assistant_message": "Done."});
     let key = world.public();
     let Some((out, calls)) = traced_with(
@@ -945,9 +945,12 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
     // The laptop, on the pull request's head: after a sync its Stop accepts CI's signature.
     let laptop = world.clone("laptop");
     git(&laptop, &["checkout", "-q", "feature"]);
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let shown = ok(mw(&laptop, &["show", "--all", "--check", "tests"]));
+    let shown = ok(marker_writer_in(
+        &laptop,
+        &["show", "--all", "--check", "tests"],
+    ));
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(
         text.contains("https://github.com/acme/app/actions/runs/4242")
@@ -984,7 +987,7 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
         vec![("test".to_string(), false), ("vouch".to_string(), false)]
     );
     git(&laptop, &["pull", "-q", "--ff-only", "origin", "feature"]);
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("subject mismatch"), "{reason}");
 }
@@ -1129,7 +1132,7 @@ fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
             &format!("--upload-pack=touch {};false", canary.display()),
         ],
     );
-    let out = mw(&laptop, &["sync"]);
+    let out = marker_writer_in(&laptop, &["sync"]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(!canary.exists(), "the agent's command ran");
 }
@@ -1157,7 +1160,7 @@ fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_aga
     let first = world.clone("ci-1");
     let second = world.clone("ci-2");
     for clone in [&first, &second] {
-        ok(mw(
+        ok(marker_writer_in(
             clone,
             &["run", "--publish", "--check", "tests", "--", "true"],
         ));
@@ -1197,7 +1200,7 @@ fn publishes_at_once_in_one_clone_keep_every_payload() {
             let ci = ci.clone();
             std::thread::spawn(move || {
                 let note = format!("job {i}");
-                ok(mw(
+                ok(marker_writer_in(
                     &ci,
                     &[
                         "write",
@@ -1396,7 +1399,7 @@ fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
     bytes.extend_from_slice(b"\n");
     agent_adds_note_bytes(&laptop, "tests", &before, &bytes);
     agent_pushes_notes(&laptop, "tests");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -1426,7 +1429,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
         }
     }
     agent_pushes_notes(&laptop, "tests");
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("tests (13 contents)"),
         "{}",
@@ -1444,7 +1447,7 @@ fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
         let ci = world.clone("ci");
         let laptop = world.clone("laptop");
         ci_publishes(&ci, "tests", Some(&world.secret()));
-        ok(mw(&laptop, &["sync"]));
+        ok(marker_writer_in(&laptop, &["sync"]));
         assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
         let agent = world.clone("agent");
         agent_takes_remote_notes(&agent, "tests");
@@ -1461,7 +1464,7 @@ fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
             );
         }
         agent_pushes_notes(&agent, "tests");
-        ok(mw(&laptop, &["sync"]));
+        ok(marker_writer_in(&laptop, &["sync"]));
         assert_eq!(
             laptop_stop(&laptop, "tests", Some(&world.public())),
             None,
@@ -1496,7 +1499,7 @@ fn past_the_most_notes_kept_the_newest_are_kept_and_the_sync_says_so() {
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("905 older contents") && stderr.contains("newest 4096"),
@@ -1647,7 +1650,7 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
     std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 41 + 1 }\n").unwrap();
     git(&ci, &["commit", "-qam", "ci only"]);
     ci_publishes(&ci, "tests", None);
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let canary = world.dir.path().join("fetched");
     let upload = world.dir.path().join("upload-pack");
     std::fs::write(
@@ -1671,7 +1674,10 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
     ] {
         git(&laptop, &["config", key, value]);
     }
-    let out = ok(mw(&laptop, &["show", "--all", "--check", "tests"]));
+    let out = ok(marker_writer_in(
+        &laptop,
+        &["show", "--all", "--check", "tests"],
+    ));
     assert!(!canary.exists(), "the agent's upload-pack ran");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("none of the 1 published contents"),
@@ -1702,7 +1708,7 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
         "{}",
@@ -1752,7 +1758,7 @@ fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
         format!("file://{}", evil.display()),
     ] {
         git(&laptop, &["remote", "set-url", "origin", &url]);
-        ok(mw(
+        ok(marker_writer_in(
             &laptop,
             &[
                 "write",
@@ -1763,7 +1769,7 @@ fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
                 "--publish",
             ],
         ));
-        let out = mw(&laptop, &["sync", "--push"]);
+        let out = marker_writer_in(&laptop, &["sync", "--push"]);
         assert_eq!(out.status.code(), Some(2), "{url}: {}", said(&out));
         assert_one_line_error(&out, "marker-writer");
         assert!(
@@ -1835,7 +1841,7 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let agent = world.clone("agent");
     agent_takes_remote_notes(&agent, "tests");
@@ -1850,7 +1856,7 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     agent_adds_note_bytes(&agent, "tests", &object, &bytes);
     agent_pushes_notes(&agent, "tests");
 
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(
         laptop_stop(&laptop, "tests", Some(&world.public())),
         None,
@@ -1858,7 +1864,7 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     );
     ok(push(&laptop));
     let fresh = world.clone("fresh");
-    ok(mw(&fresh, &["sync"]));
+    ok(marker_writer_in(&fresh, &["sync"]));
     assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
 
     // The junk again; this time CI publishes over it before any laptop mends it.
@@ -1869,7 +1875,7 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     agent_takes_remote_notes(&ci2, "tests");
     ci_publishes(&ci2, "tests", Some(&world.secret()));
     let again = world.clone("again");
-    ok(mw(&again, &["sync"]));
+    ok(marker_writer_in(&again, &["sync"]));
     assert_eq!(laptop_stop(&again, "tests", Some(&world.public())), None);
 }
 
@@ -1882,7 +1888,7 @@ fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times(
     let ci = world.clone("ci");
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let blob = git_with_stdin(
         &world.remote,
         &["hash-object", "-w", "--stdin"],
@@ -1903,7 +1909,7 @@ fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times(
         &world.remote,
         &["update-ref", "refs/notes/vigil/tests", &commit],
     );
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("over 16 MiB in all"),
         "{}",
@@ -1936,7 +1942,7 @@ fn sizes_under(dir: &Path) -> u64 {
 fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
     let world = World::new();
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     let notes = protected_dir(&laptop).join("notes.git");
     let canary = world.dir.path().join("pwned");
     let remote = world.remote.to_str().unwrap();
@@ -1953,7 +1959,7 @@ fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
         let mut bytes = std::fs::read(&path).unwrap_or_default();
         bytes.extend_from_slice(text.as_bytes());
         std::fs::write(&path, bytes).unwrap();
-        let out = mw(&laptop, &["sync"]);
+        let out = marker_writer_in(&laptop, &["sync"]);
         assert_eq!(out.status.code(), Some(2), "{file}: {}", said(&out));
         assert_one_line_error(&out, "marker-writer");
         assert!(
@@ -1967,7 +1973,7 @@ fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
     }
     // Removed, it is made again.
     std::fs::remove_dir_all(&notes).unwrap();
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
 }
 
 /// The agent makes the remote's notes ref of a check name a blob: every push of CI's would be
@@ -1986,7 +1992,7 @@ fn a_remote_notes_ref_made_a_blob_does_not_stop_ci_publishing() {
     let kind = git(&world.remote, &["cat-file", "-t", "refs/notes/vigil/tests"]);
     assert_eq!(kind, "commit");
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -2012,7 +2018,7 @@ fn ci_vouched_and_the_agent_holds_the_notes(world: &World) -> Attack {
     let ci = world.clone("ci");
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let agent = world.clone("agent");
     agent_takes_remote_notes(&agent, "tests");
@@ -2044,12 +2050,12 @@ fn the_agent_pushes_and_cis_payload_stays(
     git(agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
     git(agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
     for _ in 0..2 {
-        ok(mw(laptop, &["sync"]));
+        ok(marker_writer_in(laptop, &["sync"]));
         assert_eq!(laptop_stop(laptop, "tests", Some(&world.public())), None);
     }
     ok(push(laptop));
     let fresh = world.clone("fresh");
-    ok(mw(&fresh, &["sync"]));
+    ok(marker_writer_in(&fresh, &["sync"]));
     assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
 }
 
@@ -2158,7 +2164,7 @@ fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
         ],
     );
     let laptop = world.clone("laptop");
-    let out = ok(mw(&laptop, &["sync", "--timeout", "120"]));
+    let out = ok(marker_writer_in(&laptop, &["sync", "--timeout", "120"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("over 16 MiB in all"), "{}", said(&out));
     assert!(
@@ -2186,7 +2192,7 @@ fn a_remote_ref_below_a_checks_name_does_not_stop_ci_publishing() {
     ci_publishes(&ci, "tests", Some(&world.secret()));
     assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -2200,7 +2206,7 @@ fn a_ref_where_the_checks_directory_is_does_not_stop_ci_publishing() {
     let head = git(&world.remote, &["rev-parse", "main"]);
     git(&world.remote, &["update-ref", "refs/notes/vigil", &head]);
     let ci = world.clone("ci");
-    ok(mw(
+    ok(marker_writer_in(
         &ci,
         &[
             "run",
@@ -2216,7 +2222,7 @@ fn a_ref_where_the_checks_directory_is_does_not_stop_ci_publishing() {
     ok(push(&ci));
     assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -2244,7 +2250,7 @@ fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
     // CI tests new content and cannot publish it.
     std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 43 }\n").unwrap();
     git(&ci, &["commit", "-qam", "next"]);
-    ok(mw(
+    ok(marker_writer_in(
         &ci,
         &[
             "run",
@@ -2268,7 +2274,7 @@ fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
         commit
     );
     let laptop = world.clone("laptop");
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -2322,7 +2328,7 @@ fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
         ],
     );
     let laptop = world.clone("laptop");
-    let out = ok(mw(&laptop, &["sync"]));
+    let out = ok(marker_writer_in(&laptop, &["sync"]));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("1 more checks on the remote (tests)")
             && String::from_utf8_lossy(&out.stderr).contains("sync --check NAME"),
@@ -2330,8 +2336,8 @@ fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
         said(&out)
     );
     assert!(laptop_stop(&laptop, "tests", Some(&world.public())).is_some());
-    ok(mw(&laptop, &["sync", "--check", "tests"]));
+    ok(marker_writer_in(&laptop, &["sync", "--check", "tests"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    ok(mw(&laptop, &["sync"]));
+    ok(marker_writer_in(&laptop, &["sync"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }

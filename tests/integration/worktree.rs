@@ -17,10 +17,6 @@ const GOOD: &str = "fn add(a: i32, b: i32) -> i32 { a + b }\n";
 /// The same size as `GOOD`, so nothing in the stat data but the times can tell them apart.
 const BROKEN: &str = "fn add(a: i32, b: i32) -> i32 { a - b }\n";
 
-fn mw(dir: &Path, args: &[&str]) -> Output {
-    marker_writer_in(dir, args)
-}
-
 fn write_executable(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -34,7 +30,7 @@ fn marked() -> tempfile::TempDir {
     std::fs::write(dir.path().join(".gitignore"), ".vigil/\n.cache/\n").unwrap();
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-qm", "good"]);
-    let out = mw(dir.path(), &["run", "--check", "tests", "--", "true"]);
+    let out = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
     assert!(
         out.status.success(),
         "{}",
@@ -45,7 +41,7 @@ fn marked() -> tempfile::TempDir {
 }
 
 fn verify(dir: &Path) -> Output {
-    mw(dir, &["verify", "--check", "tests"])
+    marker_writer_in(dir, &["verify", "--check", "tests"])
 }
 
 /// What `stop-gate --require-marker tests` answers for a Stop in `dir`.
@@ -221,7 +217,7 @@ fn autocrlf_changes_nothing_hashed() {
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-qm", "script"]);
     assert!(
-        mw(dir.path(), &["run", "--check", "tests", "--", "./run.sh"])
+        marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "./run.sh"])
             .status
             .success()
     );
@@ -311,9 +307,10 @@ fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
         if snapshot {
             assert_eq!(status.code(), Some(1), "the tests ran on the broken copy");
             assert!(!passed_for_broken);
-            let payload: Value =
-                serde_json::from_slice(&mw(dir.path(), &["show", "--check", "tests"]).stdout)
-                    .unwrap();
+            let payload: Value = serde_json::from_slice(
+                &marker_writer_in(dir.path(), &["show", "--check", "tests"]).stdout,
+            )
+            .unwrap();
             assert_eq!(payload["status"], "failed");
             assert_eq!(payload["run"]["isolation"], "snapshot");
             assert_eq!(payload["run"]["confinement"], "bubblewrap");
@@ -401,7 +398,7 @@ fn a_snapshot_copy_keeps_modes_and_links_and_leaves_nothing_behind() {
     let dir = marked();
     write_executable(&dir.path().join("tool.sh"), "#!/bin/sh\necho tool\n");
     std::os::unix::fs::symlink("tool.sh", dir.path().join("tool")).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "tests", "--snapshot", "--", "./tool"],
     );
@@ -449,7 +446,7 @@ fn snapshot_needs_the_worktree_subject_and_keep_env_needs_snapshot() {
         ][..],
         &["run", "--check", "t", "--keep-env", "X", "--", "true"][..],
     ] {
-        let out = mw(dir.path(), args);
+        let out = marker_writer_in(dir.path(), args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert_one_line_error(&out, "marker-writer");
     }
@@ -460,7 +457,7 @@ fn snapshot_needs_the_worktree_subject_and_keep_env_needs_snapshot() {
 /// The subject vigil computes for `dir`, via `marker-writer write` with its state outside.
 fn subject(dir: &Path) -> Result<String, String> {
     let state = tempfile::tempdir().unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir,
         &[
             "write",
@@ -602,7 +599,7 @@ fn a_file_over_the_size_limit_denies_at_once() {
     std::fs::write(dir.path().join("small.bin"), vec![7u8; 2048]).unwrap();
     let write = |size: &str| {
         let args = ["write", "--check", "t", "--status", "passed"];
-        mw(
+        marker_writer_in(
             dir.path(),
             &[&args[..], &["--max-file-size", size]].concat(),
         )
@@ -949,7 +946,7 @@ fn an_index_path_git_would_never_track_denies() {
             &["verify", "--check", "tests"][..],
             &["run", "--check", "x", "--snapshot", "--", "true"][..],
         ] {
-            let out = mw(dir.path(), args);
+            let out = marker_writer_in(dir.path(), args);
             assert_eq!(out.status.code(), Some(2), "{bad:?} {args:?}");
             let line = assert_one_line_error(&out, "marker-writer");
             assert!(line.contains("which git never tracks"), "{line}");
@@ -1041,7 +1038,7 @@ fn a_snapshot_refuses_a_link_out_of_the_tree() {
         let link = dir.path().join("linked.rs");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(target, &link).unwrap();
-        let out = mw(
+        let out = marker_writer_in(
             dir.path(),
             &["run", "--check", "x", "--snapshot", "--", "true"],
         );
@@ -1062,7 +1059,7 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
     std::fs::create_dir_all(dir.path().join("a")).unwrap();
     std::os::unix::fs::symlink("..", dir.path().join("a/top")).unwrap();
     std::os::unix::fs::symlink("a/top/..", dir.path().join("z")).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
@@ -1074,13 +1071,13 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
     );
     std::fs::remove_file(dir.path().join("z")).unwrap();
     std::os::unix::fs::symlink("a/top/lib.rs", dir.path().join("z")).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
     assert!(out.status.success(), "{}", said(&out));
     std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
@@ -1094,7 +1091,7 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
 #[test]
 fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     let keys = tempfile::tempdir().unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         keys.path(),
         &["keygen", "--out", keys.path().join("ci").to_str().unwrap()],
     );
@@ -1113,12 +1110,12 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-qm", "app"]);
     assert!(
-        mw(&dir, &["trust", public.to_str().unwrap()])
+        marker_writer_in(&dir, &["trust", public.to_str().unwrap()])
             .status
             .success()
     );
     let sign = secret.to_str().unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         &dir,
         &["run", "--check", "tests", "--sign-key", sign, "--", "true"],
     );
@@ -1155,7 +1152,7 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
 fn a_relative_state_home_is_ignored_never_put_inside_the_project() {
     let dir = marked();
     let keys = tempfile::tempdir().unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         keys.path(),
         &["keygen", "--out", keys.path().to_str().unwrap()],
     );

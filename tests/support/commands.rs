@@ -28,9 +28,14 @@ pub fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
 
 /// The binary `name` of this build, as a command with the clean environment.
 pub fn vigil(name: &str) -> Command {
+    Command::from_std(vigil_process(name))
+}
+
+/// `vigil(name)` as a plain process, for a test that spawns it, signals it or kills it.
+pub fn vigil_process(name: &str) -> std::process::Command {
     let mut cmd = std::process::Command::new(bin_dir().join(name));
     isolated(&mut cmd);
-    Command::from_std(cmd)
+    cmd
 }
 
 /// The directory the test binaries were built into.

@@ -122,6 +122,27 @@ impl Project {
             .unwrap()
     }
 
+    /// `stop-gate loop start --args-stdin` in this project, `raw` on its standard input as the
+    /// slash command passes its arguments, whatever it answers.
+    pub fn start_from_stdin(&self, raw: &str) -> std::process::Output {
+        stop_gate()
+            .args(["loop", "start", "--args-stdin"])
+            .current_dir(self.path())
+            .write_stdin(raw)
+            .output()
+            .unwrap()
+    }
+
+    /// `stop-gate loop ARGS` (`status`, `cancel`…) in this project, whatever it answers.
+    pub fn loop_command(&self, args: &[&str]) -> std::process::Output {
+        stop_gate()
+            .arg("loop")
+            .args(args)
+            .current_dir(self.path())
+            .output()
+            .unwrap()
+    }
+
     /// A loop for `session` with `max` passes and the promise `DONE`, which must start.
     pub fn start_ok(&self, session: &str, max: u32, prompt: &str) {
         Loop::for_session(self.path(), session)

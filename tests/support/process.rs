@@ -33,6 +33,12 @@ pub fn said(out: &std::process::Output) -> String {
     )
 }
 
+/// A finished command that must have succeeded (else the test fails with what it said).
+pub fn ok(out: std::process::Output) -> std::process::Output {
+    assert!(out.status.success(), "{}", said(&out));
+    out
+}
+
 /// Whether a process is alive and not a zombie (an orphan here may wait a while for a reaper).
 pub fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

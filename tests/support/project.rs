@@ -176,20 +176,26 @@ impl Project {
     /// `settings-merge install` into [`Project::settings`] with `flags`, as install.sh runs
     /// it in the project (with the project's HOME when it has one).
     pub fn install(&self, flags: &[&str]) {
-        let mut cmd = settings_merge();
-        if let Some(home) = &self.home {
-            cmd.env("HOME", home.path());
-        }
-        let out = cmd
-            .arg("install")
-            .arg("--settings")
-            .arg(self.settings())
-            .arg("--bin-dir")
-            .arg(bin_dir())
-            .args(flags)
-            .current_dir(self.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+        install_at(self.path(), self.home.as_ref().map(|h| h.path()), flags);
     }
+}
+
+/// `settings-merge install` into `dir`'s `.claude/settings.local.json` with `flags`, run in
+/// `dir` as install.sh runs it, with `HOME` at `home` (the test's own when `None`).
+pub fn install_at(dir: &Path, home: Option<&Path>, flags: &[&str]) {
+    let mut cmd = settings_merge();
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
+    let out = cmd
+        .arg("install")
+        .arg("--settings")
+        .arg(dir.join(".claude/settings.local.json"))
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .args(flags)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
 }

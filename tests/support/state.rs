@@ -83,3 +83,8 @@ pub fn session_record_of(dir: &Path, session: &str) -> Value {
         other => panic!("no record at {}: {other:?}", path.display()),
     }
 }
+
+/// The loop in the session record of `session` (`Null` when it has none).
+pub fn loop_of(dir: &Path, session: &str) -> Value {
+    session_record_of(dir, session)["loop"].clone()
+}

@@ -120,6 +120,16 @@ impl Project {
         self.stop_with_env(args, env, self.payload("s1", Some("x")).to_string())
     }
 
+    /// stop-gate run in this project as the hook of whatever event `payload` is, with no
+    /// flags, whatever it answers.
+    pub fn run_gate(&self, payload: &Value) -> std::process::Output {
+        stop_gate()
+            .current_dir(self.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap()
+    }
+
     pub fn stop(&self, args: &[&str], session: &str, message: Option<&str>) -> Stop {
         self.stop_with(args, self.payload(session, message).to_string())
     }
@@ -128,11 +138,7 @@ impl Project {
     pub fn prompt(&self, session: &str, prompt: &str) -> Value {
         let payload = json!({"session_id": session, "hook_event_name": "UserPromptSubmit",
             "cwd": self.path(), "prompt": prompt});
-        let output = stop_gate()
-            .current_dir(self.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
+        let output = self.run_gate(&payload);
         assert_eq!(output.status.code(), Some(0));
         if output.stdout.is_empty() {
             return Value::Null;

@@ -1,7 +1,7 @@
-//! `stop-gate loop run` (SPEC §4, issue 29): a loop for the session its command starts, whose
-//! verdict reaches the terminal as the exit code and one line, and the statuses and end
-//! reasons every loop ends with. The command here is a small engine in sh that does what
-//! Claude Code and Codex do with vigil's hooks (the end-to-end suite runs the real ones).
+//! SPEC §4, `stop-gate loop run` (issue 29): a loop for the session its command starts, whose
+//! verdict reaches the terminal as the exit code and one line. The command here is a small
+//! engine in sh that does what Claude Code and Codex do with vigil's hooks (the end-to-end
+//! suite runs the real ones).
 
 use std::path::Path;
 
@@ -39,10 +39,11 @@ fn engine(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-/// `stop-gate loop run ARGS`, in `dir`, with the hooks' binaries named for the engine.
-fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+/// `stop-gate loop run ARGS` in `dir`, not yet run, with the hooks' binaries named for the
+/// engine.
+fn loop_run_process(dir: &Path, args: &[&str]) -> std::process::Command {
     let bin = bin_dir();
-    let mut cmd = stop_gate();
+    let mut cmd = vigil_process("stop-gate");
     cmd.args(["loop", "run"])
         .args(args)
         .current_dir(dir)
@@ -53,6 +54,12 @@ fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Ou
         .env_remove("VIGIL_LOOP_RUN")
         // A home of the test's own: what the user's ~/.claude holds decides nothing here.
         .env("HOME", dir.join(".home"));
+    cmd
+}
+
+/// `stop-gate loop run ARGS` in `dir`, with `env` added, run to its end.
+fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = loop_run_process(dir, args);
     for (name, value) in env {
         cmd.env(name, value);
     }
@@ -109,10 +116,6 @@ fn run_with(
     ];
     args.extend_from_slice(messages);
     loop_run(dir, &args, env)
-}
-
-fn loop_of(dir: &Path, session: &str) -> Value {
-    session_record_of(dir, session)["loop"].clone()
 }
 
 /// Nothing of the run is left in the protected state: no pending loop, no claim.
@@ -444,21 +447,11 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
     let engine = engine(dir.path());
     // Before its own session starts, another one starts in the project (no run id in its
     // environment), and a --next-session loop waits there too.
-    let pending = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--next-session",
-            "--max-iterations",
-            "4",
-            "--completion-promise",
-            "LATER",
-            "A later task",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(pending.status.success());
+    Loop::for_next_session(dir.path())
+        .max_iterations(4)
+        .promise("LATER")
+        .prompt("A later task")
+        .start();
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "env > seen-env\n",
         "env > seen-env\nprintf '{\"session_id\":\"intruder\",\"hook_event_name\":\"SessionStart\",\"source\":\"startup\",\"cwd\":\"%s\"}' \"$PWD\" | env -u VIGIL_LOOP_RUN \"$LOADER\" > intruder-out\n",
@@ -485,107 +478,6 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
 }
 
 #[test]
-fn a_second_next_session_loop_is_refused_while_one_waits() {
-    let dir = Project::git();
-    let start = |promise: &str| {
-        stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--next-session",
-                "--max-iterations",
-                "4",
-                "--completion-promise",
-                promise,
-                "Task",
-            ])
-            .current_dir(dir.path())
-            .output()
-            .unwrap()
-    };
-    assert!(start("FIRST").status.success());
-    let second = start("SECOND");
-    let line = assert_one_line_error(&second, "stop-gate");
-    assert_eq!(second.status.code(), Some(2), "{line}");
-    assert!(
-        line.contains("a loop is already pending") && line.contains("stop-gate loop cancel"),
-        "{line}"
-    );
-    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
-    assert_eq!(pending["completion_promise"], "FIRST");
-    // Cancelled with no session named, the next one may wait.
-    let cancel = stop_gate()
-        .args(["loop", "cancel"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(cancel.status.success());
-    assert!(
-        stdout_of(&cancel).contains("pending loop"),
-        "{}",
-        stdout_of(&cancel)
-    );
-    assert!(start("SECOND").status.success());
-}
-
-#[test]
-fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_one() {
-    let dir = Project::git();
-    let status = || {
-        stop_gate()
-            .args(["loop", "status"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap()
-    };
-    let none = status();
-    assert_eq!(none.status.code(), Some(1));
-    assert_one_line_error(&none, "stop-gate");
-    for (session, promise) in [("s-old", "OLD"), ("s-new", "NEW")] {
-        let out = stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--session",
-                session,
-                "--max-iterations",
-                "4",
-                "--completion-promise",
-                promise,
-                "Task",
-            ])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        std::thread::sleep(std::time::Duration::from_millis(1100));
-    }
-    let shown = stdout_of(&status());
-    assert!(
-        shown.contains("latest loop: session s-new: running, pass 1/4, promise NEW"),
-        "{shown}"
-    );
-    let json: Value = serde_json::from_str(&stdout_of(
-        &stop_gate()
-            .args(["loop", "status", "--json"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap(),
-    ))
-    .unwrap();
-    assert_eq!(json["session_id"], "s-new");
-    assert_valid("loop.schema.json", &json);
-    let cancel = stop_gate()
-        .args(["loop", "cancel"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(stdout_of(&cancel).contains("cancelled in session s-new"));
-    assert_eq!(loop_of(dir.path(), "s-new")["status"], "cancelled");
-    assert_eq!(loop_of(dir.path(), "s-old")["status"], "running");
-}
-
-#[test]
 fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
     let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
@@ -608,132 +500,6 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
     );
     assert!(!first.contains("\"decision\""), "{first}");
     assert_eq!(stop("and again"), "", "told once");
-}
-
-/// Every end has its reason (issue 29, item 1): a session that ends after a failed turn cuts
-/// its loop `turn-failed`; a checkpoint (Stop, StopFailure) never cuts one.
-#[test]
-fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpoint_never_does() {
-    let dir = Project::git();
-    let started = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--session",
-            "s1",
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "Task",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(started.status.success());
-    let hook = |args: &[&str], payload: Value| {
-        let out = session_end_handoff()
-            .args(args)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-    };
-    let cwd = dir.path();
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "running");
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "StopFailure", "cwd": cwd,
-            "error": "rate_limit", "last_assistant_message": "API Error: rate limited"}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
-    // SessionEnd wired as a checkpoint by mistake, or a Stop given to the final writer: no cut.
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd}),
-    );
-    hook(
-        &[],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
-    hook(
-        &[],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd, "reason": "prompt_input_exit"}),
-    );
-    let state = loop_of(cwd, "s1");
-    assert_eq!(state["status"], "cut", "{state}");
-    assert_eq!(state["end_reason"], "turn-failed", "{state}");
-    let status = stop_gate()
-        .args(["loop", "status", "--session", "s1"])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(
-        stdout_of(&status).contains("cut, pass 1/5, promise DONE, ended: turn-failed"),
-        "{}",
-        stdout_of(&status)
-    );
-}
-
-/// Statuses and end reasons, decided once (issue 29, item 1): each reason belongs to one end
-/// status, the schema holds the same pairs, and a live loop has no reason.
-#[test]
-fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pairs() {
-    use vigil::loops::{EndReason, LoopState, LoopStatus, StartedBy};
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("schemas/loop.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let promise = vigil::promise::Promise::new("DONE").unwrap();
-    let fresh = || LoopState::new("s1", "Task".into(), &promise, 5, StartedBy::Terminal);
-    let reasons = [
-        EndReason::Declared,
-        EndReason::NeedsDecision,
-        EndReason::MaxIterations,
-        EndReason::Stalled,
-        EndReason::MaxDuration,
-        EndReason::MaxTokens,
-        EndReason::Cancelled,
-        EndReason::BlockCap,
-        EndReason::TurnFailed,
-        EndReason::SessionEnded,
-    ];
-    let ends = [
-        LoopStatus::Passed,
-        LoopStatus::Blocked,
-        LoopStatus::Aborted,
-        LoopStatus::Cancelled,
-        LoopStatus::Cut,
-    ];
-    for reason in reasons {
-        let mut state = fresh();
-        state.end(reason);
-        assert!(!state.status.is_live(), "{reason:?}");
-        let json = serde_json::to_value(&state).unwrap();
-        assert_eq!(json["end_reason"], reason.as_str());
-        assert_valid("loop.schema.json", &json);
-        for other in ends.iter().filter(|s| **s != reason.status()) {
-            let mut wrong = json.clone();
-            wrong["status"] = Value::from(other.as_str());
-            assert!(
-                !validator.is_valid(&wrong),
-                "{reason:?} passed the schema under {other:?}"
-            );
-        }
-        let mut live = json.clone();
-        live["status"] = Value::from("running");
-        assert!(!validator.is_valid(&live), "a running loop with {reason:?}");
-    }
-    let mut unexplained = serde_json::to_value(fresh()).unwrap();
-    unexplained["status"] = Value::from("cut");
-    assert!(!validator.is_valid(&unexplained), "an end with no reason");
 }
 
 /// Where there is no transcript to witness (Codex, or none named), `loop run` still tells a
@@ -867,35 +633,28 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
 fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     let dir = Project::git();
     let engine = engine(dir.path());
-    let bin = bin_dir();
-    let child = std::process::Command::new(bin.join("stop-gate"))
-        .args([
-            "loop",
-            "run",
+    let child = loop_run_process(
+        dir.path(),
+        &[
             "--max-iterations",
             "5",
             "--completion-promise",
             "DONE",
             "--",
-        ])
-        .arg(&engine)
-        .args(["s-term", "working"])
-        .current_dir(dir.path())
-        .env("VIGIL_STATE_HOME", state_home())
-        .env("GATE", bin.join("stop-gate"))
-        .env("LOADER", bin.join("session-start-loader"))
-        .env("HANDOFF", bin.join("session-end-handoff"))
-        .env(
-            "AGENT",
-            "touch started; sleep 30 >/dev/null 2>&1 </dev/null & wait $!",
-        )
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_DISABLE")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+            engine.to_str().unwrap(),
+            "s-term",
+            "working",
+        ],
+    )
+    .env(
+        "AGENT",
+        "touch started; sleep 30 >/dev/null 2>&1 </dev/null & wait $!",
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let started = dir.path().join("started");
     for _ in 0..100 {
         if started.exists() {
@@ -911,89 +670,6 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     assert!(
         line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
         "{line}"
-    );
-}
-
-/// Review of issue 29: `--next-session` started eight times at once leaves exactly one loop
-/// waiting, and the other seven are refused, none lost without a word.
-#[test]
-fn next_session_loops_started_at_once_wait_one_at_a_time() {
-    let dir = Project::git();
-    let starts: Vec<_> = (0..8)
-        .map(|n| {
-            let promise = format!("P{n}");
-            std::process::Command::new(bin_dir().join("stop-gate"))
-                .env("VIGIL_STATE_HOME", state_home())
-                .env_remove("VIGIL_STATE_DIR")
-                .env_remove("CLAUDE_PROJECT_DIR")
-                .args(["loop", "start", "--next-session", "--max-iterations", "3"])
-                .args(["--completion-promise", &promise, "Task"])
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let ok: Vec<String> = starts
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .filter(|o| o.status.success())
-        .map(|o| stdout_of(&o))
-        .collect();
-    assert_eq!(ok.len(), 1, "{ok:?}");
-    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
-    assert!(
-        ok[0].contains(pending["completion_promise"].as_str().unwrap()),
-        "{ok:?} {pending}"
-    );
-}
-
-/// A loop that passes on the declaration alone tells the human that nothing verified it, and
-/// its record names no check; with a check, the record names it.
-#[test]
-fn a_loop_passed_with_no_check_says_nothing_verified_it() {
-    let dir = Project::git();
-    let start = |session: &str| {
-        let out = stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--session",
-                session,
-                "--max-iterations",
-                "3",
-            ])
-            .args(["--completion-promise", "DONE", "Task"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-    };
-    let stop = |session: &str, args: &[&str]| {
-        let payload = serde_json::json!({"session_id": session, "hook_event_name": "Stop",
-            "cwd": dir.path(), "last_assistant_message": "<promise>DONE</promise>"});
-        let out = stop_gate()
-            .args(args)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
-        stdout_of(&out)
-    };
-    start("bare");
-    let said = stop("bare", &[]);
-    assert!(
-        said.contains("no check is configured") && said.contains("nothing verified the work"),
-        "{said}"
-    );
-    assert_eq!(loop_of(dir.path(), "bare")["checks"], serde_json::json!([]));
-    start("checked");
-    let said = stop("checked", &["--run", "true"]);
-    assert!(said.contains("every check passed"), "{said}");
-    assert_eq!(
-        loop_of(dir.path(), "checked")["checks"],
-        serde_json::json!(["`true`"])
     );
 }
 
