@@ -1,6 +1,8 @@
 //! The Stop hook (SPEC §4), run through the real stop-gate on a hook payload for a session,
 //! and the UserPromptSubmit hook beside it.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use super::{Project, assert_valid, read_fixture, stop_gate};
@@ -50,69 +52,84 @@ impl Stop {
     }
 }
 
-impl Project {
-    /// The Claude Code Stop sample for `session` in this project, saying `message` (none: the
-    /// field is absent), with no transcript.
-
-    pub fn payload(&self, session: &str, message: Option<&str>) -> Value {
-        let mut payload: Value =
-            serde_json::from_str(&read_fixture("samples/claude-stop.json")).unwrap();
-        payload["session_id"] = json!(session);
-        payload["cwd"] = json!(self.path());
-        payload["transcript_path"] = Value::Null;
-        match message {
-            Some(text) => payload["last_assistant_message"] = json!(text),
-            None => {
-                payload
-                    .as_object_mut()
-                    .unwrap()
-                    .remove("last_assistant_message");
-            }
+/// The Claude Code Stop sample for `session` in the project in `dir`, saying `message` (none:
+/// the field is absent), with no transcript.
+pub fn stop_payload(dir: &Path, session: &str, message: Option<&str>) -> Value {
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-stop.json")).unwrap();
+    payload["session_id"] = json!(session);
+    payload["cwd"] = json!(dir);
+    payload["transcript_path"] = Value::Null;
+    match message {
+        Some(text) => payload["last_assistant_message"] = json!(text),
+        None => {
+            payload
+                .as_object_mut()
+                .unwrap()
+                .remove("last_assistant_message");
         }
-        payload
+    }
+    payload
+}
+
+/// Runs the Stop hook in `dir` with `args` on `stdin`, its environment changed by `env` (a
+/// name and its value each), checking the rules every output obeys: exit 0, stdout empty or
+/// one JSON object of the Stop output schema, never plain text.
+pub fn run_stop(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    stdin: impl Into<Vec<u8>>,
+) -> Stop {
+    let mut cmd = stop_gate();
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let output = cmd
+        .args(args)
+        .current_dir(dir)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a hook exits 0; stderr {:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    if stdout.is_empty() {
+        return Stop { json: None };
+    }
+    assert!(
+        stdout.ends_with('\n') && stdout.trim_end().lines().count() == 1,
+        "one JSON line: {stdout:?}"
+    );
+    let json: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("plain text on stdout ({e}): {stdout:?}"));
+    assert_valid("stop-output.schema.json", &json);
+    Stop { json: Some(json) }
+}
+
+impl Project {
+    /// [`stop_payload`] for this project.
+    pub fn payload(&self, session: &str, message: Option<&str>) -> Value {
+        stop_payload(self.path(), session, message)
     }
 
-    /// Runs the Stop hook with `args` on `payload`, checking the rules every output obeys:
-    /// exit 0, stdout empty or one JSON object of the Stop output schema, never plain text.
+    /// [`run_stop`] in this project.
     pub fn stop_with(&self, args: &[&str], stdin: impl Into<Vec<u8>>) -> Stop {
-        self.stop_with_env(args, &[], stdin)
+        run_stop(self.path(), args, &[], stdin)
     }
 
-    /// `stop_with`, the hook's environment changed by `env` (a name and its value each).
+    /// [`run_stop`] in this project, the hook's environment changed by `env`.
     pub fn stop_with_env(
         &self,
         args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
         stdin: impl Into<Vec<u8>>,
     ) -> Stop {
-        let mut cmd = stop_gate();
-        for (name, value) in env {
-            cmd.env(name, value);
-        }
-        let output = cmd
-            .args(args)
-            .current_dir(self.path())
-            .write_stdin(stdin)
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "a hook exits 0; stderr {:?}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
-        if stdout.is_empty() {
-            return Stop { json: None };
-        }
-        assert!(
-            stdout.ends_with('\n') && stdout.trim_end().lines().count() == 1,
-            "one JSON line: {stdout:?}"
-        );
-        let json: Value = serde_json::from_str(&stdout)
-            .unwrap_or_else(|e| panic!("plain text on stdout ({e}): {stdout:?}"));
-        assert_valid("stop-output.schema.json", &json);
-        Stop { json: Some(json) }
+        run_stop(self.path(), args, env, stdin)
     }
 
     /// The Stop of session s1, not declared, with the hook's environment changed by `env`.
