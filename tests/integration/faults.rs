@@ -33,15 +33,6 @@ fn random() -> impl FnMut(u64) -> u64 {
     }
 }
 
-fn stop_payload(dir: &Path, session: &str, message: &str) -> String {
-    json!({
-        "session_id": session, "hook_event_name": "Stop", "cwd": dir,
-        "transcript_path": null, "stop_hook_active": false,
-        "last_assistant_message": message,
-    })
-    .to_string()
-}
-
 /// Spawns `cmd` with `stdin`, kills it after a random few milliseconds; true if it was killed.
 fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
     let mut child = cmd
@@ -94,12 +85,8 @@ fn assert_state_is_whole(dir: &Path) {
 }
 
 fn stop_gate_cmd(dir: &Path) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"));
-    cmd.current_dir(dir)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_STATE_DIR")
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_DISABLE");
+    let mut cmd = vigil_process("stop-gate");
+    cmd.current_dir(dir);
     cmd
 }
 
@@ -111,22 +98,17 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     for round in 0..100 {
         if round % 10 == 0 {
             // A fresh loop now and then, so the writes go on (a loop ends at its cap).
-            let _ = stop_gate()
-                .args(["loop", "cancel", "--session", "s1"])
-                .current_dir(dir.path())
-                .output();
-            stop_gate()
-                .args(["loop", "start", "--session", "s1", "--max-iterations", "50"])
-                .args(["--completion-promise", "DONE", "Fix it."])
-                .current_dir(dir.path())
-                .assert()
-                .success();
+            let _ = dir.loop_command(&["cancel", "--session", "s1"]);
+            Loop::for_session(dir.path(), "s1")
+                .max_iterations(50)
+                .prompt("Fix it.")
+                .start();
         }
         let mut cmd = stop_gate_cmd(dir.path());
         cmd.args(["--run", "true"]);
         // Each pass its own words: the same message three passes in a row is a stall.
         let said = format!("Not yet ({round}).");
-        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], &said);
+        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], Some(&said)).to_string();
         if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
             killed += 1;
         }
@@ -135,7 +117,9 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     // The state still works: a Stop right now is answered in full.
     let out = output_with_stdin(
         stop_gate_cmd(dir.path()),
-        stop_payload(dir.path(), "s1", "Not yet, at the end.").as_bytes(),
+        stop_payload(dir.path(), "s1", Some("Not yet, at the end."))
+            .to_string()
+            .as_bytes(),
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -155,25 +139,17 @@ fn iteration_of(dir: &Path, session: &str) -> u64 {
 #[test]
 fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
     let dir = Project::git();
-    stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--session",
-            "s1",
-            "--max-iterations",
-            "10000",
-        ])
-        .args(["--completion-promise", "DONE", "Fix it."])
-        .current_dir(dir.path())
-        .assert()
-        .success();
+    Loop::for_session(dir.path(), "s1")
+        .max_iterations(10000)
+        .prompt("Fix it.")
+        .start();
     let mut random = random();
     let (mut killed, mut advanced) = (0, 0);
     for round in 0..80 {
         let before = iteration_of(dir.path(), "s1");
         // Each pass its own words, so that no stall ends the loop and stops its writes.
-        let payload = stop_payload(dir.path(), "s1", &format!("Not yet ({round})."));
+        let payload =
+            stop_payload(dir.path(), "s1", Some(&format!("Not yet ({round})."))).to_string();
         if kill_midway(
             stop_gate_cmd(dir.path()),
             payload.as_bytes(),
@@ -251,16 +227,9 @@ fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
 #[test]
 fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
     let dir = Project::git();
-    let out = session_end_handoff()
-        .current_dir(dir.path())
-        .write_stdin(
-            json!({"session_id": "whole", "cwd": dir.path(), "hook_event_name": "SessionEnd",
-                "reason": "exit", "last_assistant_message": "All parts done."})
-            .to_string(),
-        )
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let payload = json!({"session_id": "whole", "cwd": dir.path(), "hook_event_name": "SessionEnd",
+        "reason": "exit", "last_assistant_message": "All parts done."});
+    ok(session_end(dir.path(), &[], payload.to_string()));
     let path = dir.path().join(".vigil/handoff/final.json");
     let whole = std::fs::read(&path).unwrap();
     let mut random = random();
@@ -320,11 +289,8 @@ fn handoff_records_survive_a_writer_killed_at_random_points() {
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
-        cmd.current_dir(dir.path())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("VIGIL_STATE_DIR")
-            .env_remove("VIGIL_DISABLE");
+        let mut cmd = vigil_process("session-end-handoff");
+        cmd.current_dir(dir.path());
         if round % 2 == 0 {
             cmd.arg("--checkpoint");
         }
@@ -368,16 +334,14 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+        let mut cmd = vigil_process("settings-merge");
         cmd.arg(if round % 2 == 0 {
             "install"
         } else {
             "uninstall"
         })
         .arg("--settings")
-        .arg(&path)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env("VIGIL_STATE_HOME", state_home());
+        .arg(&path);
         if round % 2 == 0 {
             cmd.arg("--bin-dir").arg(bin_dir());
         }
@@ -415,15 +379,12 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
 fn on_a_full_disk(dir: &Path, binary: &str, args: &[&str], stdin: &str) -> std::process::Output {
     let bin = bin_dir().join(binary);
     let mut cmd = Command::new("sh");
-    cmd.arg("-c")
+    isolated(&mut cmd)
+        .arg("-c")
         .arg("ulimit -f 0; exec \"$0\" \"$@\"")
         .arg(bin)
         .args(args)
-        .current_dir(dir)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_STATE_DIR")
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_DISABLE");
+        .current_dir(dir);
     output_with_stdin(cmd, stdin.as_bytes())
 }
 
@@ -438,18 +399,16 @@ fn no_temp_files(dir: &Path) {
 #[test]
 fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
     let dir = Project::git();
-    stop_gate()
-        .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
-        .args(["--completion-promise", "DONE", "Fix it."])
-        .current_dir(dir.path())
-        .assert()
-        .success();
+    Loop::for_session(dir.path(), "s1")
+        .max_iterations(5)
+        .prompt("Fix it.")
+        .start();
     let before = session_record_of(dir.path(), "s1");
     let out = on_a_full_disk(
         dir.path(),
         "stop-gate",
         &[],
-        &stop_payload(dir.path(), "s1", "Not yet."),
+        &stop_payload(dir.path(), "s1", Some("Not yet.")).to_string(),
     );
     assert_eq!(
         out.status.code(),

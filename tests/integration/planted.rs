@@ -42,11 +42,6 @@ fn naming(world: &Project, path: &Path) -> Vec<String> {
         .collect()
 }
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
-}
-
 /// The one line naming `path`, which must start with `tag`.
 fn one_line(world: &Project, path: &Path, tag: &str) -> String {
     let lines = naming(&world, path);
@@ -59,7 +54,7 @@ fn one_line(world: &Project, path: &Path, tag: &str) -> String {
 fn an_agent_whose_frontmatter_has_hooks_is_named() {
     let world = world();
     let agent = world.path().join(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
+    write_file(&agent, WITH_HOOKS);
     let line = one_line(&world, &agent, "[warn] ");
     assert!(
         line.contains(": an agent whose frontmatter has hooks:")
@@ -69,10 +64,10 @@ fn an_agent_whose_frontmatter_has_hooks_is_named() {
     );
     // Nested, and in the user's own directory, too.
     let nested = world.path().join(".claude/agents/team/deep.md");
-    write(&nested, WITH_HOOKS);
+    write_file(&nested, WITH_HOOKS);
     one_line(&world, &nested, "[warn] ");
     let user = world.home().join(".claude/agents/mine.md");
-    write(&user, WITH_HOOKS);
+    write_file(&user, WITH_HOOKS);
     one_line(&world, &user, "[warn] ");
     let (code, _) = check(&world);
     assert_eq!(code, Some(0), "a warning, not a failure, without --protect");
@@ -82,10 +77,10 @@ fn an_agent_whose_frontmatter_has_hooks_is_named() {
 fn an_agent_without_hooks_is_not_named() {
     let world = world();
     let agent = world.path().join(".claude/agents/plain.md");
-    write(&agent, WITHOUT_HOOKS);
+    write_file(&agent, WITHOUT_HOOKS);
     // `hooks:` that is not a top-level key of the frontmatter is no hook either.
     let nested = world.path().join(".claude/agents/nested.md");
-    write(
+    write_file(
         &nested,
         "---\nname: n\nmeta:\n  hooks: 1\ndescription: |\n  hooks: none\n---\nhooks: in the body\n",
     );
@@ -103,14 +98,14 @@ fn an_agent_without_hooks_is_not_named() {
 fn a_command_with_hooks_is_named() {
     let world = world();
     let command = world.path().join(".claude/commands/x.md");
-    write(&command, &WITH_HOOKS.replace("name: helper\n", ""));
+    write_file(&command, &WITH_HOOKS.replace("name: helper\n", ""));
     let line = one_line(&world, &command, "[warn] ");
     assert!(
         line.contains("a command whose frontmatter has hooks:"),
         "{line}"
     );
     let plain = world.path().join(".claude/commands/y.md");
-    write(&plain, WITHOUT_HOOKS);
+    write_file(&plain, WITHOUT_HOOKS);
     assert!(naming(&world, &plain).is_empty());
 }
 
@@ -118,18 +113,18 @@ fn a_command_with_hooks_is_named() {
 fn a_skill_with_hooks_is_named() {
     let world = world();
     let skill = world.path().join(".claude/skills/deploy/SKILL.md");
-    write(&skill, WITH_HOOKS);
+    write_file(&skill, WITH_HOOKS);
     let line = one_line(&world, &skill, "[warn] ");
     assert!(
         line.contains("a skill whose frontmatter has hooks:"),
         "{line}"
     );
     let user = world.home().join(".claude/skills/mine/SKILL.md");
-    write(&user, WITH_HOOKS);
+    write_file(&user, WITH_HOOKS);
     one_line(&world, &user, "[warn] ");
     // Only SKILL.md is a skill.
     let other = world.path().join(".claude/skills/deploy/notes.md");
-    write(&other, WITH_HOOKS);
+    write_file(&other, WITH_HOOKS);
     assert!(naming(&world, &other).is_empty());
 }
 
@@ -137,7 +132,7 @@ fn a_skill_with_hooks_is_named() {
 fn mcp_servers_in_the_projects_mcp_json_are_named() {
     let world = world();
     let mcp = world.path().join(".mcp.json");
-    write(
+    write_file(
         &mcp,
         &json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
     );
@@ -147,7 +142,7 @@ fn mcp_servers_in_the_projects_mcp_json_are_named() {
             && line.contains("starts each with your rights"),
         "{line}"
     );
-    write(&mcp, r#"{"mcpServers": {}}"#);
+    write_file(&mcp, r#"{"mcpServers": {}}"#);
     assert!(
         naming(&world, &mcp).is_empty(),
         "no servers, nothing to name"
@@ -159,7 +154,7 @@ fn mcp_servers_in_the_users_claude_json_are_named() {
     let world = world();
     let config = world.home().join(".claude.json");
     let project = std::fs::canonicalize(world.top()).unwrap();
-    write(
+    write_file(
         &config,
         &json!({
             "numStartups": 3,
@@ -194,12 +189,12 @@ fn mcp_servers_in_the_users_claude_json_are_named() {
 /// vigil's own plugin as Claude Code keeps it under `~/.claude/plugins/cache/`.
 fn vigil_plugin(world: &Project, at: &str) -> PathBuf {
     let root = world.home().join(at);
-    write(
+    write_file(
         &root.join(".claude-plugin/plugin.json"),
         &std::fs::read_to_string(repo_path(".claude-plugin/plugin.json")).unwrap(),
     );
     let hooks = root.join("hooks/hooks.json");
-    write(
+    write_file(
         &hooks,
         &std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap(),
     );
@@ -212,7 +207,7 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
     let hooks = world
         .home()
         .join(".claude/plugins/cache/market/helper/1.0.0/hooks/hooks.json");
-    write(
+    write_file(
         &hooks,
         &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
     );
@@ -225,7 +220,7 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
     let loose = world
         .home()
         .join(".claude/plugins/marketplaces/market/other/hooks.json");
-    write(&loose, r#"{"hooks": {}}"#);
+    write_file(&loose, r#"{"hooks": {}}"#);
     one_line(&world, &loose, "[warn] ");
     let ours = vigil_plugin(&world, ".claude/plugins/cache/vigil-hooks/vigil/0.1.0");
     assert!(naming(&world, &ours).is_empty(), "vigil's own plugin");
@@ -251,10 +246,10 @@ fn the_plugin_walk_is_bounded_and_follows_no_symlink() {
     let world = world();
     // Seven levels down is past the walk's depth.
     let deep = world.home().join(".claude/plugins/a/b/c/d/e/f/hooks.json");
-    write(&deep, r#"{"hooks": {}}"#);
+    write_file(&deep, r#"{"hooks": {}}"#);
     // A symlinked directory is not walked into.
     let elsewhere = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         &elsewhere.path().join("hooks/hooks.json"),
         r#"{"hooks": {}}"#,
     );
@@ -293,7 +288,7 @@ fn the_plugin_walk_is_bounded_and_follows_no_symlink() {
 fn a_frontmatter_that_does_not_parse_is_named() {
     let world = world();
     let agent = world.path().join(".claude/agents/broken.md");
-    write(
+    write_file(
         &agent,
         "---\nname: broken\ntools: [Read, Grep\n---\n\nYou help.\n",
     );
@@ -304,7 +299,7 @@ fn a_frontmatter_that_does_not_parse_is_named() {
     );
     // A flow mapping could carry the key where a line-by-line look would not see it.
     let flow = world.path().join(".claude/commands/flow.md");
-    write(&flow, "---\n{name: f, hooks: {Stop: []}}\n---\n");
+    write_file(&flow, "---\n{name: f, hooks: {Stop: []}}\n---\n");
     one_line(&world, &flow, "[warn] ");
 }
 
@@ -312,7 +307,7 @@ fn a_frontmatter_that_does_not_parse_is_named() {
 fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_warns() {
     let world = world();
     let old = world.path().join(".claude/agents/old.md");
-    write(&old, WITH_HOOKS);
+    write_file(&old, WITH_HOOKS);
     world.install(&["--protect"]);
     let baseline = protected_dir(world.top()).join("planted-baseline.json");
     let recorded = json_of(&baseline);
@@ -326,7 +321,7 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
     assert_eq!(code, Some(0));
     one_line(&world, &old, "[warn] ");
     let new = world.path().join(".claude/agents/new.md");
-    write(&new, WITH_HOOKS);
+    write_file(&new, WITH_HOOKS);
     let (code, lines) = check(&world);
     assert_eq!(code, Some(1), "{lines:?}");
     let line = one_line(&world, &new, "[fail] ");
@@ -358,7 +353,7 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
     world.install(&["--protect"]);
     std::fs::write(world.path().join(".git"), "").unwrap();
     let new = world.path().join(".claude/agents/new.md");
-    write(&new, WITH_HOOKS);
+    write_file(&new, WITH_HOOKS);
     let (code, lines) = check(&world);
     assert_eq!(code, Some(1), "{lines:?}");
     one_line(&world, &new, "[fail] ");
@@ -372,7 +367,7 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
 #[test]
 fn uninstall_takes_the_baseline_back_with_the_protection() {
     let world = world();
-    write(&world.path().join(".claude/agents/old.md"), WITH_HOOKS);
+    write_file(&world.path().join(".claude/agents/old.md"), WITH_HOOKS);
     world.install(&["--protect"]);
     let baseline = protected_dir(world.top()).join("planted-baseline.json");
     assert!(baseline.is_file());
@@ -391,19 +386,19 @@ fn uninstall_takes_the_baseline_back_with_the_protection() {
 fn changing_the_bytes_of_a_baselined_file_fails() {
     let world = world();
     let agent = world.path().join(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
+    write_file(&agent, WITH_HOOKS);
     let mcp = world.path().join(".mcp.json");
-    write(&mcp, r#"{"mcpServers": {"files": {"command": "npx"}}}"#);
+    write_file(&mcp, r#"{"mcpServers": {"files": {"command": "npx"}}}"#);
     world.install(&["--protect"]);
     one_line(&world, &agent, "[warn] ");
     one_line(&world, &mcp, "[warn] ");
-    write(&agent, &WITH_HOOKS.replace("| sh", "| bash"));
+    write_file(&agent, &WITH_HOOKS.replace("| sh", "| bash"));
     let line = one_line(&world, &agent, "[fail] ");
     assert!(
         line.contains("changed after vigil was installed with --protect"),
         "{line}"
     );
-    write(
+    write_file(
         &mcp,
         r#"{"mcpServers": {"files": {"command": "npx"}, "more": {"command": "x"}}}"#,
     );
@@ -418,7 +413,7 @@ fn a_protected_project_without_a_baseline_says_so_and_warns() {
     world.install(&["--protect"]);
     std::fs::remove_file(protected_dir(world.top()).join("planted-baseline.json")).unwrap();
     let agent = world.path().join(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
+    write_file(&agent, WITH_HOOKS);
     let (code, lines) = check(&world);
     assert_eq!(code, Some(0), "{lines:?}");
     assert!(

@@ -32,6 +32,12 @@ pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
     payload.to_string()
 }
 
+/// Writes `contents` at `path`, making its directories first.
+pub fn write_file(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
 /// A JSON file, parsed.
 pub fn json_of(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
