@@ -23,6 +23,18 @@ pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> Str
     stderr
 }
 
+/// The one line of a CLI command's negative verdict (SPEC §2: exit 1, one line on stderr
+/// starting with the binary's name).
+pub fn negative_verdict(output: &std::process::Output, binary: &str) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stdout {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_one_line_error(output, binary)
+}
+
 /// A finished command's status, stdout and stderr, for an assertion's message.
 pub fn said(out: &std::process::Output) -> String {
     format!(
