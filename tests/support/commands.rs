@@ -14,10 +14,12 @@ pub fn state_home() -> &'static Path {
 }
 
 /// `cmd` (a vigil binary) with the tests' state home, and none of the variables that would
-/// switch vigil off, move its state, or name a session or a project for it.
+/// switch vigil off, move its state, name a key, a session or a project for it.
 pub fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
     cmd.env("VIGIL_STATE_HOME", state_home())
         .env_remove("VIGIL_DISABLE")
+        .env_remove("VIGIL_SIGN_KEY")
+        .env_remove("VIGIL_VERIFY_KEY")
         .env_remove("VIGIL_STATE_DIR")
         .env_remove("VIGIL_SESSION_ID")
         .env_remove("CLAUDE_CODE_SESSION_ID")
@@ -58,13 +60,11 @@ pub fn marker_writer() -> Command {
     vigil("marker-writer")
 }
 
-/// `marker-writer ARGS` in `dir`, with no key from the test's own environment.
+/// `marker-writer ARGS` in `dir`, whatever it answers.
 pub fn marker_writer_in(dir: &Path, args: &[&str]) -> std::process::Output {
     marker_writer()
         .args(args)
         .current_dir(dir)
-        .env_remove("VIGIL_SIGN_KEY")
-        .env_remove("VIGIL_VERIFY_KEY")
         .output()
         .unwrap()
 }

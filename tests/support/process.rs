@@ -213,9 +213,7 @@ pub fn traced_with(
         .arg(file.path())
         .arg(bin_dir().join(binary))
         .args(args)
-        .current_dir(dir)
-        .env_remove("VIGIL_VERIFY_KEY")
-        .env_remove("VIGIL_SIGN_KEY");
+        .current_dir(dir);
     for (name, value) in env {
         cmd.env(name, value);
     }
