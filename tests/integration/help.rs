@@ -1,5 +1,6 @@
-//! Help texts (issue 15): every flag the README shows a binary with is in that binary's help,
-//! and no help line is wider than 100 columns.
+//! SPEC §1 and §2, the binaries' own words (issue 15): every flag the README shows a binary
+//! with is in that binary's help, no help line is wider than 100 columns, and each reports its
+//! version.
 
 use crate::support::*;
 
@@ -118,5 +119,24 @@ fn no_help_line_is_wider_than_100_columns() {
                 "{binary}: {line:?}"
             );
         }
+    }
+}
+
+#[test]
+fn every_binary_reports_its_version() {
+    for name in [
+        "promise-matcher",
+        "stop-gate",
+        "marker-writer",
+        "session-end-handoff",
+        "session-start-loader",
+        "settings-merge",
+    ] {
+        let out = vigil_process(name).arg("--version").output().unwrap();
+        assert_eq!(
+            stdout_of(&out),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION")),
+            "{name}"
+        );
     }
 }
