@@ -1,7 +1,7 @@
-//! The handoff's view of the working tree by the index's stat data (issue 16, SPEC §9): the
-//! paths it names are those `git status` names, a racy entry is read rather than believed, a
-//! forged index fools only what informs (and the next session is told "by stat, not
-//! verified"), and the record is written before git answers.
+//! SPEC §6 and §9, what only informs: the handoff's view of the working tree by the index's
+//! stat data (issue 16): the paths it names are those `git status` names, a racy entry is read
+//! rather than believed, a forged index fools only what informs (and the next session is told
+//! "by stat, not verified"), and the record is written before git answers.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

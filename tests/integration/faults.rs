@@ -1,7 +1,7 @@
-//! Faults (issue 8): every writer killed at random points, and a full disk. Afterwards every
-//! file is the old or the new version, parses and validates; nothing half-written is left; and
-//! each binary fails in its documented direction (a gate denies, a handoff skips, the
-//! installer leaves the settings as they were).
+//! SPEC P6 (nothing is lost) and P1, faults (issue 8): every writer killed at random points,
+//! and a full disk. Afterwards every file is the old or the new version, parses and validates;
+//! nothing half-written is left; and each binary fails in its documented direction (a gate
+//! denies, a handoff skips, the installer leaves the settings as they were).
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
-//! The doctor looks for planted code (SPEC §9, issue 28 item 4): files an agent's file tools or
-//! shell can write that Claude Code later runs with the user's rights, outside the sandbox.
-//! `settings-merge check` names each one; after `install --protect`, one that was not there
-//! then fails.
+//! SPEC §9, files the engine later executes: the doctor looks for planted code (issue 28 item
+//! 4): files an agent's file tools or shell can write that Claude Code later runs with the
+//! user's rights, outside the sandbox. `settings-merge check` names each one; after `install
+//! --protect`, one that was not there then fails.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
-//! Signed markers (issue 9): an Ed25519 key the agent never sees signs, a public key that is
-//! safe to commit verifies; with a key configured, anything unsigned or altered is
-//! `bad signature`.
+//! SPEC §9, trusted keys: signed markers (issue 9): an Ed25519 key the agent never sees signs,
+//! a public key that is safe to commit verifies; with a key configured, anything unsigned or
+//! altered is `bad signature`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,7 @@
 //! SPEC §8, Codex trust: `install --codex --trust` writes `hooks.state.<key>.trusted_hash` in
 //! Codex's config.toml (the hash over Codex's normalized identity) without disturbing the rest,
-//! `check` reports each hook Codex will skip, uninstall removes them; never for Claude settings.
+//! `check` reports each hook Codex will skip, uninstall removes them; never for Claude
+//! settings.
 
 use serde_json::json;
 

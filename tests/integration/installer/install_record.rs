@@ -1,6 +1,6 @@
 //! SPEC §8, the install record: protected state (§9), so neither a record forged in the project
-//! nor the loss of the project's `.vigil/` steers uninstall; an older vigil's record is read and
-//! moved; an uninstall cut short still gives the original back.
+//! nor the loss of the project's `.vigil/` steers uninstall; an older vigil's record is read
+//! and moved; an uninstall cut short still gives the original back.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
 //! SPEC §8, `./install.sh` end to end: it installs the binaries and wires the project (the git
-//! top level), the user or Codex, with the gate's configuration and `--protect`, keeps the slash
-//! commands, refuses vigil's own clone, and its hooks fire for real.
+//! top level), the user or Codex, with the gate's configuration and `--protect`, keeps the
+//! slash commands, refuses vigil's own clone, and its hooks fire for real.
 
 use std::path::Path;
 use std::process::Output;

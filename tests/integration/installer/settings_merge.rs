@@ -1,6 +1,7 @@
 //! SPEC §8, `settings-merge install|uninstall`: idempotent, byte for byte, keeping every entry
-//! of the user's in order; refusing a malformed file unchanged; a backup, a lock, atomic writes,
-//! the file's permissions and links kept; uninstall taking back exactly what install added.
+//! of the user's in order; refusing a malformed file unchanged; a backup, a lock, atomic
+//! writes, the file's permissions and links kept; uninstall taking back exactly what install
+//! added.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 

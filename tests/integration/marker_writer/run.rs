@@ -1,6 +1,6 @@
 //! SPEC §5, `marker-writer run`: the command's output passes through, its exit code is the
-//! run's, and the marker records `passed`, `failed` or `aborted` (a signal, a timeout, a subject
-//! that changed during the run).
+//! run's, and the marker records `passed`, `failed` or `aborted` (a signal, a timeout, a
+//! subject that changed during the run).
 
 use serde_json::json;
 

@@ -1,6 +1,6 @@
-//! SPEC §5, `marker-writer verify`: exit 0 only for a whole, well-formed, passed, fresh
-//! marker of this check and subject; otherwise 1 with one line naming the first reason
-//! (`missing`, `subject mismatch`, `malformed`, `status <s>`, `stale`).
+//! SPEC §5, `marker-writer verify`: exit 0 only for a whole, well-formed, passed, fresh marker
+//! of this check and subject; otherwise 1 with one line naming the first reason (`missing`,
+//! `subject mismatch`, `malformed`, `status <s>`, `stale`).
 
 use serde_json::json;
 

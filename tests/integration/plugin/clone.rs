@@ -1,6 +1,6 @@
-//! The plugin from a clone: it links the binaries ./install.sh built for its own version and the
-//! hooks exec them; nothing of its version installed is said, and an archive never gets past its
-//! pin whatever the project's settings say.
+//! The plugin from a clone: it links the binaries ./install.sh built for its own version and
+//! the hooks exec them; nothing of its version installed is said, and an archive never gets
+//! past its pin whatever the project's settings say.
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,10 +1,11 @@
-//! SPEC §1 and §8, the Claude Code plugin (issue 18): hooks/hooks.json execs the binaries of the
-//! plugin's own version straight from its data directory, and the launcher (hooks/vigil-run),
-//! run only by the SessionStart hook, puts them there: a released plugin downloads the archive
-//! for the platform and verifies it against the checksum the plugin pins before anything touches
-//! it; a clone links what ./install.sh built. A bad download is refused in one line, nothing of
-//! it runs or lands, and the next start tries again. The real release and the real client are in
-//! tests/release. Here the plugin, the machine and the release the files beside it share.
+//! SPEC §1 and §8, the Claude Code plugin (issue 18): hooks/hooks.json execs the binaries of
+//! the plugin's own version straight from its data directory, and the launcher
+//! (hooks/vigil-run), run only by the SessionStart hook, puts them there: a released plugin
+//! downloads the archive for the platform and verifies it against the checksum the plugin pins
+//! before anything touches it; a clone links what ./install.sh built. A bad download is refused
+//! in one line, nothing of it runs or lands, and the next start tries again. The real release
+//! and the real client are in tests/release. Here the plugin, the machine and the release the
+//! files beside it share.
 
 mod clone;
 mod hooks_json;

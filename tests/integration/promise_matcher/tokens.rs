@@ -1,6 +1,6 @@
 //! SPEC §3 per-task tokens and P4: `token new`, an instruction that never holds the assembled
-//! marker, `scan` finding it on the screen a harness reads (split, wrapped, painted, in the tail
-//! only), and `defang` breaking every live token and tag in text handed on.
+//! marker, `scan` finding it on the screen a harness reads (split, wrapped, painted, in the
+//! tail only), and `defang` breaking every live token and tag in text handed on.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
-//! SPEC §2 and §3, the command line: usage and input errors are exit 2 with one line, text comes
-//! from a file or stdin (invalid UTF-8 judged lossily, over 16 MiB refused), the verdict word
-//! and its exit code survive a closed pipe.
+//! SPEC §2 and §3, the command line: usage and input errors are exit 2 with one line, text
+//! comes from a file or stdin (invalid UTF-8 judged lossily, over 16 MiB refused), the verdict
+//! word and its exit code survive a closed pipe.
 
 use super::assert_verdict;
 use crate::support::*;

@@ -1,6 +1,6 @@
-//! SPEC §4 and §9, loops start and stop from the human's prompt: the UserPromptSubmit hook reads
-//! `/vigil-loop` and `/vigil-cancel` from the prompt as typed, refuses a malformed one with the
-//! reason, and reads a `--prompt-file` only as a plain file in the project.
+//! SPEC §4 and §9, loops start and stop from the human's prompt: the UserPromptSubmit hook
+//! reads `/vigil-loop` and `/vigil-cancel` from the prompt as typed, refuses a malformed one
+//! with the reason, and reads a `--prompt-file` only as a plain file in the project.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,7 @@
 //! SPEC §9, `settings-merge install --protect`: Claude Code's sandbox on, unsandboxed retries
-//! off, Edit and Write denied the state home (Codex: its workspace-write sandbox), taken back by
-//! uninstall; and the doctor saying whether the state is out of the agent's reach, and why not.
+//! off, Edit and Write denied the state home (Codex: its workspace-write sandbox), taken back
+//! by uninstall; and the doctor saying whether the state is out of the agent's reach, and why
+//! not.
 
 use serde_json::{Value, json};
 

@@ -1,6 +1,6 @@
-//! SPEC §4 check 2, the check command (`--run CMD`): run at the project's top, its timeout
-//! and process group, the one useful line and the last 20 lines; and the gate's `--deadline`
-//! (§9, Deadlines).
+//! SPEC §4 check 2, the check command (`--run CMD`): run at the project's top, its timeout and
+//! process group, the one useful line and the last 20 lines; and the gate's `--deadline` (§9,
+//! Deadlines).
 
 use crate::support::*;
 

@@ -1,6 +1,6 @@
 //! SPEC P1 and §4, a gate fails closed: malformed input, a config error, state it cannot keep
-//! (unwritable, a planted FIFO or link, a damaged record) or a panic blocks with one useful line,
-//! within the budget.
+//! (unwritable, a planted FIFO or link, a damaged record) or a panic blocks with one useful
+//! line, within the budget.
 
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! SPEC §9, file tools held to the sandbox's reach: under `--protect`, stop-gate's PreToolUse
 //! hook lets Edit, Write, MultiEdit and NotebookEdit write only inside the project (not what
-//! the engine or git runs later) and the temporary directory, judged by where a path
-//! resolves. Each test plays the agent's Write tool.
+//! the engine or git runs later) and the temporary directory, judged by where a path resolves.
+//! Each test plays the agent's Write tool.
 
 use std::path::Path;
 

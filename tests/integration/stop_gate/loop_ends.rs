@@ -1,5 +1,6 @@
 //! SPEC §4, no loop ends unseen: every end has a reason in the record, one end status for each
-//! reason, and a session that ends while its loop runs leaves it `cut`; a checkpoint never does.
+//! reason, and a session that ends while its loop runs leaves it `cut`; a checkpoint never
+//! does.
 
 use serde_json::Value;
 

@@ -1,8 +1,9 @@
-//! SPEC §2, project and state: the project is the git top level, everywhere (issue 29 item 4), and
-//! `--state-dir` moves only what may be seen and shared. Claude Code started in a subdirectory
-//! loads the project's settings but sets `CLAUDE_PROJECT_DIR` to the subdirectory; the check, the
-//! handoffs and the markers still work on the top level. What a human's install or vigil's
-//! protected state knows anchors it, so a `.git` the agent plants or deletes does not move it.
+//! SPEC §2, project and state: the project is the git top level, everywhere (issue 29 item 4),
+//! and `--state-dir` moves only what may be seen and shared. Claude Code started in a
+//! subdirectory loads the project's settings but sets `CLAUDE_PROJECT_DIR` to the subdirectory;
+//! the check, the handoffs and the markers still work on the top level. What a human's install
+//! or vigil's protected state knows anchors it, so a `.git` the agent plants or deletes does
+//! not move it.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! SPEC §9, gates compute from content, not from caches: the index's stat data and cached
-//! trees, `core.worktree`, filters, attributes and `autocrlf` change nothing that is hashed, and
-//! a hanging git or filter cannot hold the gate.
+//! trees, `core.worktree`, filters, attributes and `autocrlf` change nothing that is hashed,
+//! and a hanging git or filter cannot hold the gate.
 
 use std::path::Path;
 use std::process::Output;

@@ -1,7 +1,6 @@
 //! SPEC §5, every case of the worktree subject: tracked and untracked files, ignore rules,
-//! links, FIFOs, sizes, unreadable files, submodules and nested repositories, linked
-//! worktrees; the subject changes with every edit and leaves the user's index, HEAD and files
-//! alone.
+//! links, FIFOs, sizes, unreadable files, submodules and nested repositories, linked worktrees;
+//! the subject changes with every edit and leaves the user's index, HEAD and files alone.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! SPEC §9, what the agent can write into `.git/` and the ignore files: index paths git would
-//! never track, unmerged paths, a FIFO index, a huge ignore file; and moving the top or the state
-//! home, which never moves the key a project trusts.
+//! never track, unmerged paths, a FIFO index, a huge ignore file; and moving the top or the
+//! state home, which never moves the key a project trusts.
 
 use std::path::Path;
 use std::time::{Duration, Instant};

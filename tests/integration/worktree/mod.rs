@@ -1,8 +1,8 @@
 //! SPEC §5, the worktree subject (`git-tree:<id>`, the tree as it is on disk), against an agent
 //! that can write anything in the project, `.git/` included (§9). Each attack starts from a
-//! passed marker for good content, breaks the code, hides the change from git, and asks the gate
-//! to stop: what is hashed is the bytes on disk, so every one of them is a `subject mismatch`.
-//! Here what the files beside it share.
+//! passed marker for good content, breaks the code, hides the change from git, and asks the
+//! gate to stop: what is hashed is the bytes on disk, so every one of them is a `subject
+//! mismatch`. Here what the files beside it share.
 
 mod against_git;
 mod caches;

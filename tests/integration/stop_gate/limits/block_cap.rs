@@ -1,6 +1,6 @@
 //! SPEC §4, no loop ends unseen: the engine's own cap on consecutive Stop blocks ends a turn
-//! over the gate, found in the transcript and recorded `interrupted`; a loop whose record is gone
-//! is told NOT verified from the witness in the transcript (§9).
+//! over the gate, found in the transcript and recorded `interrupted`; a loop whose record is
+//! gone is told NOT verified from the witness in the transcript (§9).
 
 use serde_json::{Value, json};
 
