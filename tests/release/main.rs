@@ -432,7 +432,7 @@ fn claude_code_fetches_the_plugins_verified_release_at_its_first_session_and_the
     let status = run(Command::new(plugin_bin(&s.home).join("stop-gate"))
         .args(["loop", "status", "--session", SESSION, "--json"])
         .current_dir(&s.project)
-        .env("VIGIL_STATE_HOME", clients::state_home(&s.project)));
+        .env("VIGIL_STATE_HOME", clients::state_home_of(&s.project)));
     let status: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
     assert_eq!(status["status"], "passed", "{status}");
     assert_eq!(status["iteration"], 2, "{status}");

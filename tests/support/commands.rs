@@ -29,11 +29,11 @@ pub fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
 }
 
 /// The binary `name` of this build, as a command with the clean environment.
-pub fn vigil(name: &str) -> Command {
+pub fn vigil_command(name: &str) -> Command {
     Command::from_std(vigil_process(name))
 }
 
-/// `vigil(name)` as a plain process, for a test that spawns it, signals it or kills it.
+/// `vigil_command(name)` as a plain process, for a test that spawns it, signals it or kills it.
 pub fn vigil_process(name: &str) -> std::process::Command {
     let mut cmd = std::process::Command::new(bin_dir().join(name));
     isolated(&mut cmd);
@@ -49,15 +49,15 @@ pub fn bin_dir() -> PathBuf {
 }
 
 pub fn promise_matcher() -> Command {
-    vigil("promise-matcher")
+    vigil_command("promise-matcher")
 }
 
 pub fn stop_gate() -> Command {
-    vigil("stop-gate")
+    vigil_command("stop-gate")
 }
 
 pub fn marker_writer() -> Command {
-    vigil("marker-writer")
+    vigil_command("marker-writer")
 }
 
 /// `marker-writer ARGS` in `dir`, whatever it answers.
@@ -70,13 +70,13 @@ pub fn marker_writer_in(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 pub fn session_end_handoff() -> Command {
-    vigil("session-end-handoff")
+    vigil_command("session-end-handoff")
 }
 
 pub fn session_start_loader() -> Command {
-    vigil("session-start-loader")
+    vigil_command("session-start-loader")
 }
 
 pub fn settings_merge() -> Command {
-    vigil("settings-merge")
+    vigil_command("settings-merge")
 }
