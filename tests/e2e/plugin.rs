@@ -35,14 +35,7 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
     }
     let release = clone.path().join("target/release");
     std::fs::create_dir_all(&release).unwrap();
-    for binary in [
-        "promise-matcher",
-        "stop-gate",
-        "marker-writer",
-        "session-end-handoff",
-        "session-start-loader",
-        "settings-merge",
-    ] {
+    for binary in BINARIES {
         std::os::unix::fs::symlink(bin_dir().join(binary), release.join(binary)).unwrap();
     }
     let cmd = claude(

@@ -4,7 +4,8 @@
 
 use crate::support::*;
 
-const BINARIES: &[(&str, &[&[&str]])] = &[
+/// Each binary, and the subcommands that have a help of their own.
+const HELPS: &[(&str, &[&[&str]])] = &[
     (
         "promise-matcher",
         &[
@@ -90,7 +91,7 @@ fn readme_flags(name: &str) -> Vec<String> {
 
 #[test]
 fn every_flag_the_readme_uses_is_in_the_binarys_help() {
-    for (binary, subcommands) in BINARIES {
+    for (binary, subcommands) in HELPS {
         let help = help_of(binary, subcommands);
         for flag in readme_flags(binary) {
             assert!(
@@ -112,7 +113,7 @@ fn every_flag_the_readme_uses_is_in_the_binarys_help() {
 
 #[test]
 fn no_help_line_is_wider_than_100_columns() {
-    for (binary, subcommands) in BINARIES {
+    for (binary, subcommands) in HELPS {
         for line in help_of(binary, subcommands).lines() {
             assert!(
                 unicode_width::UnicodeWidthStr::width(line) <= 100,
@@ -124,14 +125,7 @@ fn no_help_line_is_wider_than_100_columns() {
 
 #[test]
 fn every_binary_reports_its_version() {
-    for name in [
-        "promise-matcher",
-        "stop-gate",
-        "marker-writer",
-        "session-end-handoff",
-        "session-start-loader",
-        "settings-merge",
-    ] {
+    for name in BINARIES {
         let out = vigil_process(name).arg("--version").output().unwrap();
         assert_eq!(
             stdout_of(&out),

@@ -44,7 +44,7 @@ fn naming(world: &Project, path: &Path) -> Vec<String> {
 
 /// The one line naming `path`, which must start with `tag`.
 fn one_line(world: &Project, path: &Path, tag: &str) -> String {
-    let lines = naming(&world, path);
+    let lines = naming(world, path);
     assert_eq!(lines.len(), 1, "one line for {}: {lines:?}", path.display());
     assert!(lines[0].starts_with(tag), "{lines:?}");
     lines[0].clone()
@@ -98,7 +98,7 @@ fn an_agent_without_hooks_is_not_named() {
 fn a_command_with_hooks_is_named() {
     let world = world();
     let command = world.path().join(".claude/commands/x.md");
-    write_file(&command, &WITH_HOOKS.replace("name: helper\n", ""));
+    write_file(&command, WITH_HOOKS.replace("name: helper\n", ""));
     let line = one_line(&world, &command, "[warn] ");
     assert!(
         line.contains("a command whose frontmatter has hooks:"),
@@ -134,7 +134,7 @@ fn mcp_servers_in_the_projects_mcp_json_are_named() {
     let mcp = world.path().join(".mcp.json");
     write_file(
         &mcp,
-        &json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
+        json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
     );
     let line = one_line(&world, &mcp, "[warn] ");
     assert!(
@@ -156,7 +156,7 @@ fn mcp_servers_in_the_users_claude_json_are_named() {
     let project = std::fs::canonicalize(world.top()).unwrap();
     write_file(
         &config,
-        &json!({
+        json!({
             "numStartups": 3,
             "mcpServers": {"everywhere": {"command": "srv"}},
             "projects": {
@@ -191,12 +191,12 @@ fn vigil_plugin(world: &Project, at: &str) -> PathBuf {
     let root = world.home().join(at);
     write_file(
         &root.join(".claude-plugin/plugin.json"),
-        &std::fs::read_to_string(repo_path(".claude-plugin/plugin.json")).unwrap(),
+        std::fs::read_to_string(repo_path(".claude-plugin/plugin.json")).unwrap(),
     );
     let hooks = root.join("hooks/hooks.json");
     write_file(
         &hooks,
-        &std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap(),
+        std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap(),
     );
     hooks
 }
@@ -209,7 +209,7 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
         .join(".claude/plugins/cache/market/helper/1.0.0/hooks/hooks.json");
     write_file(
         &hooks,
-        &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
+        json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
     );
     let line = one_line(&world, &hooks, "[warn] ");
     assert!(
@@ -392,7 +392,7 @@ fn changing_the_bytes_of_a_baselined_file_fails() {
     world.install(&["--protect"]);
     one_line(&world, &agent, "[warn] ");
     one_line(&world, &mcp, "[warn] ");
-    write_file(&agent, &WITH_HOOKS.replace("| sh", "| bash"));
+    write_file(&agent, WITH_HOOKS.replace("| sh", "| bash"));
     let line = one_line(&world, &agent, "[fail] ");
     assert!(
         line.contains("changed after vigil was installed with --protect"),

@@ -5,6 +5,16 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 
+/// The binaries (SPEC §1).
+pub const BINARIES: [&str; 6] = [
+    "promise-matcher",
+    "stop-gate",
+    "marker-writer",
+    "session-end-handoff",
+    "session-start-loader",
+    "settings-merge",
+];
+
 /// The state home every binary run by the tests uses (`VIGIL_STATE_HOME`): one for the test
 /// binary, never the user's. Each project has its own directory in it; a test that trusts a
 /// key for every project (`--global`) sets its own.

@@ -7,9 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::{
-    BINARIES, Plugin, TARGETS, VERSION, feed, host_target, one_line_notice, release, sha256,
-};
+use super::{Plugin, TARGETS, VERSION, feed, host_target, one_line_notice, release, sha256};
 use crate::support::serve::{as_is, serve, unreachable};
 use crate::support::*;
 

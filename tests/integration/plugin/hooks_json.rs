@@ -1,7 +1,7 @@
 //! The plugin's manifest and hooks/hooks.json: well formed, and only SessionStart goes through
 //! the launcher; every other hook execs its binary.
 
-use super::{BINARIES, VERSION};
+use super::VERSION;
 use crate::support::*;
 
 #[test]

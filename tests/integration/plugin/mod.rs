@@ -25,15 +25,6 @@ fn pins_of(plugin: &Plugin) -> PathBuf {
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-const BINARIES: [&str; 6] = [
-    "promise-matcher",
-    "stop-gate",
-    "marker-writer",
-    "session-end-handoff",
-    "session-start-loader",
-    "settings-merge",
-];
-
 const TARGETS: [&str; 4] = [
     "x86_64-unknown-linux-musl",
     "aarch64-unknown-linux-musl",

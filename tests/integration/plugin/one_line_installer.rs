@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::{BINARIES, Machine, Plugin, feed, host_target, pins_of, release};
+use super::{Machine, Plugin, feed, host_target, pins_of, release};
 use crate::support::serve::{Reply, as_is, serve, unreachable};
 use crate::support::*;
 

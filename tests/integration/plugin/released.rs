@@ -5,7 +5,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use super::{BINARIES, Machine, Plugin, VERSION, host_target, one_line_notice, pins_of, release};
+use super::{Machine, Plugin, VERSION, host_target, one_line_notice, pins_of, release};
 use crate::support::serve::{Reply, as_is, serve, unreachable};
 use crate::support::*;
 

@@ -384,11 +384,11 @@ fn loop_start_refuses_any_unknown_flag_inside_the_prompt() {
         assert!(assert_one_line_error(&output, "stop-gate").contains("inside the prompt"));
     }
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 Fix --release builds\n";
-    let output = p.start_from_stdin(&raw);
+    let output = p.start_from_stdin(raw);
     assert_eq!(output.status.code(), Some(2));
     // Kept as text when quoted, or after --.
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 -- Fix --release builds\n";
-    let output = p.start_from_stdin(&raw);
+    let output = p.start_from_stdin(raw);
     assert!(
         output.status.success(),
         "{}",

@@ -7,7 +7,7 @@ use crate::support::*;
 fn slash_command_arguments_with_trailing_flags_work_as_in_ralph() {
     let p = Project::new();
     let raw = "Fix the flaky test, don't skip it --max-iterations 5 --completion-promise \"ALL GREEN\" --session s1\n";
-    let output = p.start_from_stdin(&raw);
+    let output = p.start_from_stdin(raw);
     assert!(
         output.status.success(),
         "{}",
