@@ -24,7 +24,8 @@ pub struct Loop {
     promise: String,
     flags: Vec<String>,
     env: Vec<(String, OsString)>,
-    prompt: String,
+    /// `None`: the prompt is read from a `--prompt-file` among the flags.
+    prompt: Option<String>,
 }
 
 impl Loop {
@@ -37,7 +38,7 @@ impl Loop {
             promise: "DONE".into(),
             flags: Vec::new(),
             env: Vec::new(),
-            prompt: "Task".into(),
+            prompt: Some("Task".into()),
         }
     }
 
@@ -73,7 +74,15 @@ impl Loop {
     }
 
     pub fn prompt(mut self, prompt: &str) -> Loop {
-        self.prompt = prompt.to_string();
+        self.prompt = Some(prompt.to_string());
+        self
+    }
+
+    /// `--prompt-file FILE` instead of a prompt.
+    pub fn prompt_file(mut self, file: &Path) -> Loop {
+        self.flags.push("--prompt-file".into());
+        self.flags.push(file.to_str().unwrap().into());
+        self.prompt = None;
         self
     }
 
@@ -89,8 +98,10 @@ impl Loop {
             .arg(self.max_iterations.to_string())
             .args(["--completion-promise", &self.promise])
             .args(&self.flags)
-            .args(["--", &self.prompt])
             .current_dir(&self.dir);
+        if let Some(prompt) = &self.prompt {
+            cmd.args(["--", prompt]);
+        }
         for (name, value) in &self.env {
             cmd.env(name, value);
         }

@@ -141,15 +141,9 @@ fn loop_start_takes_the_session_from_the_environment() {
 #[test]
 fn loop_start_refuses_a_hostile_session_id() {
     let p = Project::new();
-    let output = p.start(&[
-        "--session",
-        "../../x",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
+    let output = Loop::for_session(p.path(), "../../x")
+        .prompt("Fix")
+        .output();
     assert_eq!(output.status.code(), Some(2));
     assert_one_line_error(&output, "stop-gate");
     assert!(
@@ -169,17 +163,9 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
     // From --prompt-file.
     let file = p.path().join("PROMPT.md");
     std::fs::write(&file, TRICKY_PROMPT).unwrap();
-    let output = p.start(&[
-        "--session",
-        "file",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "--prompt-file",
-        file.to_str().unwrap(),
-    ]);
-    assert!(output.status.success());
+    Loop::for_session(p.path(), "file")
+        .prompt_file(&file)
+        .start();
     assert_eq!(p.loop_state("file")["prompt"], TRICKY_PROMPT);
     // As raw text on stdin, the way the slash command passes $ARGUMENTS.
     let raw = format!(
@@ -199,15 +185,7 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
 fn one_loop_per_session() {
     let p = Project::new();
     p.start_ok("s1", 3, "first");
-    let output = p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "second",
-    ]);
+    let output = Loop::for_session(p.path(), "s1").prompt("second").output();
     assert_eq!(output.status.code(), Some(2));
     assert!(assert_one_line_error(&output, "stop-gate").contains("already running"));
     assert_eq!(p.loop_state("s1")["prompt"], "first");
@@ -245,21 +223,10 @@ fn loop_status_and_cancel() {
 #[test]
 fn next_session_writes_a_pending_loop_that_lapses() {
     let p = Project::new();
-    let output = p.start(&[
-        "--next-session",
-        "--claim-within",
-        "5m",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    Loop::for_next_session(p.path())
+        .flags(&["--claim-within", "5m"])
+        .prompt("Fix")
+        .start();
     let pending: Value = serde_json::from_str(
         &std::fs::read_to_string(p.protected().join("loops/pending.json")).unwrap(),
     )
@@ -444,27 +411,13 @@ fn args_stdin_inside_the_prompt_is_text() {
 #[test]
 fn the_pending_session_id_is_reserved() {
     let p = Project::new();
-    let output = p.start(&[
-        "--session",
-        "pending",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
+    let output = Loop::for_session(p.path(), "pending")
+        .prompt("Fix")
+        .output();
     assert_eq!(output.status.code(), Some(2));
     assert!(assert_one_line_error(&output, "stop-gate").contains("reserved"));
     // A Stop whose session is called `pending` never drives the pending loop.
-    let pending = p.start(&[
-        "--next-session",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
-    assert!(pending.status.success());
+    Loop::for_next_session(p.path()).prompt("Fix").start();
     assert!(p.stop(&[], "pending", Some("x")).silent_allow());
 }
 
@@ -472,15 +425,7 @@ fn the_pending_session_id_is_reserved() {
 fn loop_prompt_over_16000_characters_is_refused() {
     let p = Project::new();
     let long = "x".repeat(16_001);
-    let output = p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        &long,
-    ]);
+    let output = Loop::for_session(p.path(), "s1").prompt(&long).output();
     assert_eq!(output.status.code(), Some(2));
     assert_one_line_error(&output, "stop-gate");
 }
@@ -563,34 +508,17 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
 fn a_completion_promise_longer_than_200_characters_is_refused() {
     let p = Project::new();
     let long = "A".repeat(201);
-    let out = p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        &long,
-        "--",
-        "Task.",
-    ]);
+    let out = Loop::for_session(p.path(), "s1")
+        .promise(&long)
+        .prompt("Task.")
+        .output();
     assert_eq!(out.status.code(), Some(2));
     assert!(assert_one_line_error(&out, "stop-gate").contains("more than 200 characters"));
     let ok = "A".repeat(200);
-    let out = p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        &ok,
-        "--",
-        "Task.",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    Loop::for_session(p.path(), "s1")
+        .promise(&ok)
+        .prompt("Task.")
+        .start();
 }
 
 #[test]

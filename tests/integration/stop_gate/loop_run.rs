@@ -92,8 +92,7 @@ fn assert_runs_nothing(env: &[(&str, &str)], why: &str) {
         &["touch", marker.to_str().unwrap()],
         env,
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(line.contains(why), "{line}");
     assert!(!marker.exists());
 }
@@ -116,6 +115,13 @@ fn run_with(
     ];
     args.extend_from_slice(messages);
     loop_run(dir, &args, env)
+}
+
+/// `loop run`'s verdict: its one line on stderr, having exited `code`.
+fn verdict(out: &std::process::Output, code: i32) -> String {
+    let line = assert_one_line_error(out, "stop-gate");
+    assert_eq!(out.status.code(), Some(code), "{line}");
+    line
 }
 
 /// Nothing of the run is left in the protected state: no pending loop, no claim.
@@ -142,8 +148,7 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
         &["working", "<promise>DONE</promise>"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(
         line.contains("loop passed on pass 2/5 in session s-run")
             && line.contains("its checks passed (`true`)"),
@@ -166,8 +171,7 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
 fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_cut() {
     let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("loop cut at pass 2/5 in session s-run (session-ended")
             && line.contains("NOT verified")
@@ -183,8 +187,7 @@ fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_
 fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
     let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("NO_SESSION_END", "1")]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("loop cut at pass 2/5"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["status"], "cut");
 }
@@ -193,8 +196,7 @@ fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
 fn loop_run_tells_a_failing_command_apart() {
     let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("FAKE_EXIT", "7")]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.starts_with("stop-gate: `") && line.contains("engine.sh` exited 7; loop cut"),
         "{line}"
@@ -205,8 +207,7 @@ fn loop_run_tells_a_failing_command_apart() {
 fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
     let dir = Project::git();
     let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("loop aborted at pass 2/2") && line.contains("max-iterations"),
         "{line}"
@@ -223,8 +224,7 @@ fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
         &["needs-decision: keep the old API or break it?"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(3), "{line}");
+    let line = verdict(&out, 3);
     assert!(line.contains("asks a human to decide"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "needs-decision");
 }
@@ -233,8 +233,7 @@ fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
 fn loop_run_exits_4_when_no_session_claims_the_loop() {
     let dir = Project::git();
     let out = run_command(dir.path(), "3", &[], &["true"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(
         line.contains("the loop never ran: no session claimed it")
             && line.contains("session-start-loader"),
@@ -253,8 +252,7 @@ fn loop_run_exits_4_when_the_command_cannot_start() {
         &["/nonexistent/claude", "-p", "x"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(
         line.contains("the loop never ran: cannot start `/nonexistent/claude`"),
         "{line}"
@@ -465,8 +463,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
         &[engine.to_str().unwrap(), "s-run", "<promise>DONE</promise>"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(line.contains("in session s-run"), "{line}");
     // The intruder took the --next-session loop, never the run's; the run's session never
     // took the --next-session one.
@@ -529,8 +526,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
         ],
         &[("RM_DIR", protected.to_str().unwrap())],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("NOT verified"), "{line}");
 }
 
@@ -555,8 +551,7 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
         ],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("on the declaration alone") && line.contains("NOT verified"),
         "{line}"
@@ -583,8 +578,7 @@ fn loop_run_reads_only_the_loop_it_started() {
         &["<promise>DONE</promise>"],
         &[("AGENT", &agent)],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("is not the one this run started"), "{line}");
 }
 
@@ -621,8 +615,7 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
         ],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(line.contains("before it lapsed"), "{line}");
     assert_run_forgotten(dir.path());
 }
@@ -665,8 +658,7 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     assert!(started.exists(), "the session never started");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
         "{line}"
@@ -685,8 +677,7 @@ fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
         &["<promise>DONE</promise>"],
         &[("AGENT", agent)],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(
         line.contains("vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"),
         "{line}"

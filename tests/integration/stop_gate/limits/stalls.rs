@@ -74,18 +74,10 @@ fn stall_after_and_the_budgets_are_refused_when_they_are_not_numbers() {
         ("--max-tokens", "lots"),
         ("--max-tokens", "99999999999999999999k"),
     ] {
-        let out = p.start(&[
-            "--session",
-            "s1",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            flag,
-            value,
-            "--",
-            "Task.",
-        ]);
+        let out = Loop::for_session(p.path(), "s1")
+            .flags(&[flag, value])
+            .prompt("Task.")
+            .output();
         assert_eq!(out.status.code(), Some(2), "{flag} {value}");
         assert_one_line_error(&out, "stop-gate");
         // Each in a session of its own: three blocks in a row would spend one budget.
