@@ -42,7 +42,8 @@ impl ProjectBuilder {
         self
     }
 
-    /// A file of the repository (committed with [`ProjectBuilder::git`]); `lib.rs` when none is given.
+    /// A file of the repository (committed with [`ProjectBuilder::git`]); `lib.rs` when none
+    /// is given.
     pub fn file(mut self, relative: &str, contents: &str) -> ProjectBuilder {
         self.files
             .push((relative.to_string(), contents.to_string()));
