@@ -154,7 +154,7 @@ pub fn claude(clients: &Clients, home: &Path, project: &Path, url: &str, args: &
         .env("HOME", home)
         .env("TMPDIR", home)
         .env("PATH", path_with_vigil())
-        .env("VIGIL_STATE_HOME", state_home(project))
+        .env("VIGIL_STATE_HOME", state_home_of(project))
         .env("ANTHROPIC_BASE_URL", url)
         .env("ANTHROPIC_API_KEY", "sk-ant-test-0000")
         .env("DISABLE_TELEMETRY", "1")
@@ -176,23 +176,15 @@ pub fn codex(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> C
         .env("TMPDIR", home)
         .env("CODEX_HOME", home.join("codex-home"))
         .env("PATH", path_with_vigil())
-        .env("VIGIL_STATE_HOME", state_home(project))
+        .env("VIGIL_STATE_HOME", state_home_of(project))
         .env("OPENAI_API_KEY", "sk-test-0000");
     cmd
 }
 
 /// The state home of the project at `project` in this suite: outside the project, where a
 /// home beside it keeps it by default (`~/.local/state/vigil`).
-pub fn state_home(project: &Path) -> PathBuf {
+pub fn state_home_of(project: &Path) -> PathBuf {
     project.parent().unwrap().join("home/.local/state/vigil")
-}
-
-/// The directory of the vigil binaries under test.
-pub fn bin_dir() -> PathBuf {
-    PathBuf::from(assert_cmd::cargo::cargo_bin!("stop-gate"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
 }
 
 fn path_with_vigil() -> String {

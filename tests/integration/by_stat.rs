@@ -1,7 +1,7 @@
-//! The handoff's view of the working tree by the index's stat data (issue 16, SPEC §9): the
-//! paths it names are those `git status` names, a racy entry is read rather than believed, a
-//! forged index fools only what informs (and the next session is told "by stat, not
-//! verified"), and the record is written before git answers.
+//! SPEC §6 and §9, what only informs: the handoff's view of the working tree by the index's
+//! stat data (issue 16): the paths it names are those `git status` names, a racy entry is read
+//! rather than believed, a forged index fools only what informs (and the next session is told
+//! "by stat, not verified"), and the record is written before git answers.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -10,30 +10,13 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+/// The SessionEnd of session s-1: the record it left.
 fn end(dir: &Path) -> Value {
-    let out = session_end_handoff()
-        .current_dir(dir)
-        .write_stdin(
-            json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"})
-                .to_string(),
-        )
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    record(dir)
-}
-
-fn record(dir: &Path) -> Value {
-    let record: Value =
-        serde_json::from_slice(&std::fs::read(dir.join(".vigil/handoff/final.json")).unwrap())
-            .unwrap();
-    assert_valid("handoff.schema.json", &record);
-    record
+    let payload =
+        json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
+    let out = session_end(dir, &[], payload.to_string());
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    handoff_record(dir, "final.json")
 }
 
 fn changed(record: &Value) -> Vec<String> {
@@ -64,12 +47,6 @@ fn git_status_paths(dir: &Path) -> Vec<String> {
     paths
 }
 
-fn write(dir: &Path, path: &str, content: &str) {
-    let path = dir.join(path);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, content).unwrap();
-}
-
 fn touch_back(path: &Path) {
     let out = std::process::Command::new("touch")
         .args(["-d", "1 hour ago"])
@@ -94,30 +71,29 @@ fn the_trees_changes_by_stat_are_the_paths_git_status_names() {
         ("ignored/tracked.txt", "tracked though ignored\n"),
         (".gitignore", "ignored/\n*.log\n"),
     ] {
-        write(dir, path, content);
+        write_file(&dir.join(path), content);
     }
     std::os::unix::fs::symlink("kept.txt", dir.join("link")).unwrap();
     git(dir, &["add", "-A"]);
     git(dir, &["add", "-f", "ignored/tracked.txt"]);
     git(dir, &["commit", "-qm", "init"]);
     // Every kind of change git tells.
-    write(dir, "same_size.txt", "bbbb\n");
-    write(dir, "grown.txt", "much longer now\n");
+    write_file(&dir.join("same_size.txt"), "bbbb\n");
+    write_file(&dir.join("grown.txt"), "much longer now\n");
     std::fs::remove_file(dir.join("gone.txt")).unwrap();
     let script = dir.join("script.sh");
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    write(dir, "dir/staged_then_undone.txt", "two\n");
+    write_file(&dir.join("dir/staged_then_undone.txt"), "two\n");
     git(dir, &["add", "dir/staged_then_undone.txt"]);
-    write(dir, "dir/staged_then_undone.txt", "one\n");
-    write(
-        dir,
-        "ignored/tracked.txt",
+    write_file(&dir.join("dir/staged_then_undone.txt"), "one\n");
+    write_file(
+        &dir.join("ignored/tracked.txt"),
         "changed inside an ignored directory\n",
     );
-    write(dir, "new/untracked.txt", "new\n");
-    write(dir, "staged_new.txt", "added\n");
+    write_file(&dir.join("new/untracked.txt"), "new\n");
+    write_file(&dir.join("staged_new.txt"), "added\n");
     git(dir, &["add", "staged_new.txt"]);
-    write(dir, "noise.log", "ignored, never named\n");
+    write_file(&dir.join("noise.log"), "ignored, never named\n");
     std::fs::remove_file(dir.join("link")).unwrap();
     std::os::unix::fs::symlink("grown.txt", dir.join("link")).unwrap();
 
@@ -171,30 +147,23 @@ fn forge_stat(dir: &Path, path: &str) -> gix_index::entry::Stat {
     stat
 }
 
-fn one_file_repo() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q", "-b", "main"]);
-    write(dir.path(), "f.txt", "aaaa\n");
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "init"]);
-    dir
+fn one_file_repo() -> Project {
+    Project::builder().file("f.txt", "aaaa\n").git().build()
 }
 
 /// A passed `tests` marker for the tree as it is.
 fn mark(dir: &Path) {
-    let out = marker_writer_in(dir, &["run", "--check", "tests", "--", "true"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(marker_writer_in(
+        dir,
+        &["run", "--check", "tests", "--", "true"],
+    ));
 }
 
 #[test]
 fn a_racy_entry_is_read_not_believed() {
     let dir = one_file_repo();
     let dir = dir.path();
-    write(dir, "f.txt", "bbbb\n");
+    write_file(&dir.join("f.txt"), "bbbb\n");
     let stat = forge_stat(dir, "f.txt");
     // The index written no later than the file changed: its stat data cannot tell a change
     // made in the same instant, so git reads the file, and so must the walk.
@@ -211,7 +180,7 @@ fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
     let dir = dir.path();
     mark(dir);
     // The agent breaks the file, dates it back and forges the index entry to match it.
-    write(dir, "f.txt", "bbbb\n");
+    write_file(&dir.join("f.txt"), "bbbb\n");
     touch_back(&dir.join("f.txt"));
     forge_stat(dir, "f.txt");
     // git sees nothing: the marker is in the protected state, the index forged.
@@ -255,7 +224,7 @@ fn no_filter_the_repository_names_runs_even_when_the_walk_cannot_read_the_tree()
             &format!("sh -c 'echo ran >> {}; cat'", ran.display()),
         ],
     );
-    write(dir, ".gitattributes", "* filter=x\n");
+    write_file(&dir.join(".gitattributes"), "* filter=x\n");
     let head = git(dir, &["rev-parse", "HEAD"]);
     git(
         dir,
@@ -279,7 +248,7 @@ fn no_filter_the_repository_names_runs_even_when_the_walk_cannot_read_the_tree()
 fn where_attributes_may_convert_content_the_markers_match_is_unknown() {
     let dir = one_file_repo();
     let dir = dir.path();
-    write(dir, ".gitattributes", "*.txt text eol=crlf\n");
+    write_file(&dir.join(".gitattributes"), "*.txt text eol=crlf\n");
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-qm", "attributes"]);
     mark(dir);
@@ -335,13 +304,9 @@ fn the_record_is_written_before_git_answers() {
     let dir = dir.path();
     // A git that takes two seconds for anything.
     let (_bin, path) = slow_git("2");
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
+    let mut cmd = vigil_process("session-end-handoff");
     cmd.current_dir(dir)
         .env("PATH", path)
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_STATE_DIR")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_DISABLE")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -391,7 +356,7 @@ fn a_handoff_never_waits_for_the_disk() {
     let dir = one_file_repo();
     let dir = dir.path();
     mark(dir);
-    write(dir, "f.txt", "changed\n");
+    write_file(&dir.join("f.txt"), "changed\n");
     let payload =
         json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
     let Some((out, calls)) = traced(
@@ -409,7 +374,7 @@ fn a_handoff_never_waits_for_the_disk() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(calls.text.trim(), "", "the handoff waited for the disk");
-    let record = record(dir);
+    let record = handoff_record(dir, "final.json");
     assert_eq!(changed(&record), ["f.txt"]);
     assert_eq!(record["markers"][0]["matches_worktree"], false);
 }

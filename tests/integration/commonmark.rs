@@ -1,4 +1,4 @@
-//! Rule 1 against the CommonMark reference implementation: for Markdown assembled from the
+//! SPEC §3 rule 1 against the CommonMark reference implementation: for Markdown assembled from the
 //! pieces that decide what is code, quoted or raw HTML, vigil masks (from pulldown-cmark) exactly
 //! the lines that commonmark.js 0.31 puts in code blocks, block quotes and HTML blocks of types 1
 //! to 6. Both directions count: a line only the reference masks is a promise vigil would accept

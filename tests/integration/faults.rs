@@ -1,7 +1,7 @@
-//! Faults (issue 8): every writer killed at random points, and a full disk. Afterwards every
-//! file is the old or the new version, parses and validates; nothing half-written is left; and
-//! each binary fails in its documented direction (a gate denies, a handoff skips, the
-//! installer leaves the settings as they were).
+//! SPEC P6 (nothing is lost) and P1, faults (issue 8): every writer killed at random points,
+//! and a full disk. Afterwards every file is the old or the new version, parses and validates;
+//! nothing half-written is left; and each binary fails in its documented direction (a gate
+//! denies, a handoff skips, the installer leaves the settings as they were).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -31,15 +31,6 @@ fn random() -> impl FnMut(u64) -> u64 {
         seed ^= seed << 17;
         seed % below
     }
-}
-
-fn stop_payload(dir: &Path, session: &str, message: &str) -> String {
-    json!({
-        "session_id": session, "hook_event_name": "Stop", "cwd": dir,
-        "transcript_path": null, "stop_hook_active": false,
-        "last_assistant_message": message,
-    })
-    .to_string()
 }
 
 /// Spawns `cmd` with `stdin`, kills it after a random few milliseconds; true if it was killed.
@@ -94,39 +85,30 @@ fn assert_state_is_whole(dir: &Path) {
 }
 
 fn stop_gate_cmd(dir: &Path) -> Command {
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("stop-gate"));
-    cmd.current_dir(dir)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_STATE_DIR")
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_DISABLE");
+    let mut cmd = vigil_process("stop-gate");
+    cmd.current_dir(dir);
     cmd
 }
 
 #[test]
 fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points() {
-    let dir = git_repo();
+    let dir = Project::git();
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
         if round % 10 == 0 {
             // A fresh loop now and then, so the writes go on (a loop ends at its cap).
-            let _ = stop_gate()
-                .args(["loop", "cancel", "--session", "s1"])
-                .current_dir(dir.path())
-                .output();
-            stop_gate()
-                .args(["loop", "start", "--session", "s1", "--max-iterations", "50"])
-                .args(["--completion-promise", "DONE", "Fix it."])
-                .current_dir(dir.path())
-                .assert()
-                .success();
+            let _ = dir.loop_command(&["cancel", "--session", "s1"]);
+            Loop::for_session(dir.path(), "s1")
+                .max_iterations(50)
+                .prompt("Fix it.")
+                .start();
         }
         let mut cmd = stop_gate_cmd(dir.path());
         cmd.args(["--run", "true"]);
         // Each pass its own words: the same message three passes in a row is a stall.
         let said = format!("Not yet ({round}).");
-        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], &said);
+        let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], Some(&said)).to_string();
         if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
             killed += 1;
         }
@@ -135,7 +117,9 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     // The state still works: a Stop right now is answered in full.
     let out = output_with_stdin(
         stop_gate_cmd(dir.path()),
-        stop_payload(dir.path(), "s1", "Not yet, at the end.").as_bytes(),
+        stop_payload(dir.path(), "s1", Some("Not yet, at the end."))
+            .to_string()
+            .as_bytes(),
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -154,26 +138,18 @@ fn iteration_of(dir: &Path, session: &str) -> u64 {
 
 #[test]
 fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
-    let dir = git_repo();
-    stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--session",
-            "s1",
-            "--max-iterations",
-            "10000",
-        ])
-        .args(["--completion-promise", "DONE", "Fix it."])
-        .current_dir(dir.path())
-        .assert()
-        .success();
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "s1")
+        .max_iterations(10000)
+        .prompt("Fix it.")
+        .start();
     let mut random = random();
     let (mut killed, mut advanced) = (0, 0);
     for round in 0..80 {
         let before = iteration_of(dir.path(), "s1");
         // Each pass its own words, so that no stall ends the loop and stops its writes.
-        let payload = stop_payload(dir.path(), "s1", &format!("Not yet ({round})."));
+        let payload =
+            stop_payload(dir.path(), "s1", Some(&format!("Not yet ({round})."))).to_string();
         if kill_midway(
             stop_gate_cmd(dir.path()),
             payload.as_bytes(),
@@ -250,17 +226,10 @@ fn a_record_torn_at_any_byte_reads_as_the_old_or_the_new_copy() {
 /// loaded whole: never loaded with parts missing or wrong.
 #[test]
 fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
-    let dir = git_repo();
-    let out = session_end_handoff()
-        .current_dir(dir.path())
-        .write_stdin(
-            json!({"session_id": "whole", "cwd": dir.path(), "hook_event_name": "SessionEnd",
-                "reason": "exit", "last_assistant_message": "All parts done."})
-            .to_string(),
-        )
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let dir = Project::git();
+    let payload = json!({"session_id": "whole", "cwd": dir.path(), "hook_event_name": "SessionEnd",
+        "reason": "exit", "last_assistant_message": "All parts done."});
+    ok(session_end(dir.path(), &[], payload.to_string()));
     let path = dir.path().join(".vigil/handoff/final.json");
     let whole = std::fs::read(&path).unwrap();
     let mut random = random();
@@ -316,15 +285,12 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
 
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
-    let dir = git_repo();
+    let dir = Project::git();
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("session-end-handoff"));
-        cmd.current_dir(dir.path())
-            .env_remove("CLAUDE_PROJECT_DIR")
-            .env_remove("VIGIL_STATE_DIR")
-            .env_remove("VIGIL_DISABLE");
+        let mut cmd = vigil_process("session-end-handoff");
+        cmd.current_dir(dir.path());
         if round % 2 == 0 {
             cmd.arg("--checkpoint");
         }
@@ -368,16 +334,14 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
     let mut random = random();
     let mut killed = 0;
     for round in 0..100 {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin!("settings-merge"));
+        let mut cmd = vigil_process("settings-merge");
         cmd.arg(if round % 2 == 0 {
             "install"
         } else {
             "uninstall"
         })
         .arg("--settings")
-        .arg(&path)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env("VIGIL_STATE_HOME", state_home());
+        .arg(&path);
         if round % 2 == 0 {
             cmd.arg("--bin-dir").arg(bin_dir());
         }
@@ -415,15 +379,12 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
 fn on_a_full_disk(dir: &Path, binary: &str, args: &[&str], stdin: &str) -> std::process::Output {
     let bin = bin_dir().join(binary);
     let mut cmd = Command::new("sh");
-    cmd.arg("-c")
+    isolated(&mut cmd)
+        .arg("-c")
         .arg("ulimit -f 0; exec \"$0\" \"$@\"")
         .arg(bin)
         .args(args)
-        .current_dir(dir)
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_STATE_DIR")
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_DISABLE");
+        .current_dir(dir);
     output_with_stdin(cmd, stdin.as_bytes())
 }
 
@@ -437,19 +398,17 @@ fn no_temp_files(dir: &Path) {
 
 #[test]
 fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
-    let dir = git_repo();
-    stop_gate()
-        .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
-        .args(["--completion-promise", "DONE", "Fix it."])
-        .current_dir(dir.path())
-        .assert()
-        .success();
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "s1")
+        .max_iterations(5)
+        .prompt("Fix it.")
+        .start();
     let before = session_record_of(dir.path(), "s1");
     let out = on_a_full_disk(
         dir.path(),
         "stop-gate",
         &[],
-        &stop_payload(dir.path(), "s1", "Not yet."),
+        &stop_payload(dir.path(), "s1", Some("Not yet.")).to_string(),
     );
     assert_eq!(
         out.status.code(),
@@ -476,7 +435,7 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
 
 #[test]
 fn a_full_disk_makes_the_handoff_skip_with_one_line_and_writes_nothing() {
-    let dir = git_repo();
+    let dir = Project::git();
     let payload = json!({
         "session_id": "s1", "hook_event_name": "SessionEnd", "cwd": dir.path(),
         "transcript_path": null, "reason": "exit",
@@ -493,7 +452,7 @@ fn a_full_disk_makes_the_handoff_skip_with_one_line_and_writes_nothing() {
 
 #[test]
 fn a_full_disk_leaves_the_settings_and_markers_as_they_were() {
-    let dir = git_repo();
+    let dir = Project::git();
     let path = dir.path().join(".claude/settings.local.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let original = std::fs::read(fixture("settings/claude-user-hooks.json")).unwrap();

@@ -1,9 +1,11 @@
-//! Help texts (issue 15): every flag the docs show a binary with is in that binary's help,
-//! and no help line is wider than 100 columns.
+//! SPEC §1 and §2, the binaries' own words (issue 15): every flag the docs show a binary
+//! with is in that binary's help, no help line is wider than 100 columns, and each reports its
+//! version.
 
 use crate::support::*;
 
-const BINARIES: &[(&str, &[&[&str]])] = &[
+/// Each binary, and the subcommands that have a help of their own.
+const HELPS: &[(&str, &[&[&str]])] = &[
     (
         "promise-matcher",
         &[
@@ -91,7 +93,7 @@ fn readme_flags(name: &str) -> Vec<String> {
 
 #[test]
 fn every_flag_the_readme_uses_is_in_the_binarys_help() {
-    for (binary, subcommands) in BINARIES {
+    for (binary, subcommands) in HELPS {
         let help = help_of(binary, subcommands);
         for flag in readme_flags(binary) {
             assert!(
@@ -113,12 +115,24 @@ fn every_flag_the_readme_uses_is_in_the_binarys_help() {
 
 #[test]
 fn no_help_line_is_wider_than_100_columns() {
-    for (binary, subcommands) in BINARIES {
+    for (binary, subcommands) in HELPS {
         for line in help_of(binary, subcommands).lines() {
             assert!(
                 unicode_width::UnicodeWidthStr::width(line) <= 100,
                 "{binary}: {line:?}"
             );
         }
+    }
+}
+
+#[test]
+fn every_binary_reports_its_version() {
+    for name in BINARIES {
+        let out = vigil_process(name).arg("--version").output().unwrap();
+        assert_eq!(
+            stdout_of(&out),
+            format!("{name} {}\n", env!("CARGO_PKG_VERSION")),
+            "{name}"
+        );
     }
 }

@@ -1,7 +1,7 @@
-//! Hostile input (issue 8), table-driven: every hook binary against every malformed input it
-//! can be given on stdin. No panic, the documented exit code and direction (a gate denies, a
-//! handoff skips, a loader starts the session without context), at most one line on stderr,
-//! and nothing written outside the project's `.vigil/`.
+//! SPEC §2 (malformed input) and P1, hostile input (issue 8), table-driven: every hook binary
+//! against every malformed input it can be given on stdin. No panic, the documented exit code
+//! and direction (a gate denies, a handoff skips, a loader starts the session without context),
+//! at most one line on stderr, and nothing written outside the project's `.vigil/`.
 
 use std::path::Path;
 use std::process::Command;

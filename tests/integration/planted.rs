@@ -1,7 +1,7 @@
-//! The doctor looks for planted code (SPEC §9, issue 28 item 4): files an agent's file tools or
-//! shell can write that Claude Code later runs with the user's rights, outside the sandbox.
-//! `settings-merge check` names each one; after `install --protect`, one that was not there
-//! then fails.
+//! SPEC §9, files the engine later executes: the doctor looks for planted code (issue 28 item
+//! 4): files an agent's file tools or shell can write that Claude Code later runs with the
+//! user's rights, outside the sandbox. `settings-merge check` names each one; after `install
+//! --protect`, one that was not there then fails.
 
 use std::path::{Path, PathBuf};
 
@@ -14,92 +14,37 @@ const WITH_HOOKS: &str = "---\nname: helper\ndescription: Helps.\nhooks:\n  PreT
 const WITHOUT_HOOKS: &str = "---\nname: plain\ndescription: \"Reads: nothing else\"\ntools: [Read, Grep]\n---\n\nYou read.\n";
 
 /// A project with vigil installed in its local settings, and a home of its own.
-struct World {
-    dir: tempfile::TempDir,
-    /// The project: the repository's top, or a directory in it.
-    at: PathBuf,
-    home: tempfile::TempDir,
+fn world() -> Project {
+    Project::builder().git().home().installed(&[]).build()
 }
 
-impl World {
-    fn new() -> World {
-        World::at("")
-    }
-
-    /// A project in a subdirectory of its repository, as in a monorepo.
-    fn at(sub: &str) -> World {
-        let dir = git_repo();
-        let at = dir.path().join(sub);
-        std::fs::create_dir_all(&at).unwrap();
-        let world = World {
-            dir,
-            at,
-            home: tempfile::tempdir().unwrap(),
-        };
-        world.install(false);
-        world
-    }
-
-    fn project(&self, relative: &str) -> PathBuf {
-        self.at.join(relative)
-    }
-
-    fn home(&self, relative: &str) -> PathBuf {
-        self.home.path().join(relative)
-    }
-
-    fn settings(&self) -> PathBuf {
-        self.project(".claude/settings.local.json")
-    }
-
-    fn install(&self, protect: bool) {
-        let mut cmd = settings_merge();
-        cmd.env("HOME", self.home.path())
-            .arg("install")
-            .arg("--settings")
-            .arg(self.settings())
-            .arg("--bin-dir")
-            .arg(bin_dir());
-        if protect {
-            cmd.arg("--protect");
-        }
-        let out = cmd.current_dir(&self.at).output().unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-    }
-
-    /// `check`: its exit, and its lines.
-    fn check(&self) -> (Option<i32>, Vec<String>) {
-        let out = settings_merge()
-            .env("HOME", self.home.path())
-            .arg("check")
-            .arg("--settings")
-            .arg(self.settings())
-            .current_dir(&self.at)
-            .output()
-            .unwrap();
-        let lines = stdout_of(&out).lines().map(str::to_string).collect();
-        (out.status.code(), lines)
-    }
-
-    /// The lines of `check` that name `path`.
-    fn naming(&self, path: &Path) -> Vec<String> {
-        let shown = path.display().to_string();
-        self.check()
-            .1
-            .into_iter()
-            .filter(|line| line.contains(&shown))
-            .collect()
-    }
+/// `check`: its exit, and its lines.
+fn check(world: &Project) -> (Option<i32>, Vec<String>) {
+    let out = settings_merge()
+        .env("HOME", world.home())
+        .arg("check")
+        .arg("--settings")
+        .arg(world.settings())
+        .current_dir(world.path())
+        .output()
+        .unwrap();
+    let lines = stdout_of(&out).lines().map(str::to_string).collect();
+    (out.status.code(), lines)
 }
 
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+/// The lines of `check` that name `path`.
+fn naming(world: &Project, path: &Path) -> Vec<String> {
+    let shown = path.display().to_string();
+    check(world)
+        .1
+        .into_iter()
+        .filter(|line| line.contains(&shown))
+        .collect()
 }
 
 /// The one line naming `path`, which must start with `tag`.
-fn one_line(world: &World, path: &Path, tag: &str) -> String {
-    let lines = world.naming(path);
+fn one_line(world: &Project, path: &Path, tag: &str) -> String {
+    let lines = naming(world, path);
     assert_eq!(lines.len(), 1, "one line for {}: {lines:?}", path.display());
     assert!(lines[0].starts_with(tag), "{lines:?}");
     lines[0].clone()
@@ -107,9 +52,9 @@ fn one_line(world: &World, path: &Path, tag: &str) -> String {
 
 #[test]
 fn an_agent_whose_frontmatter_has_hooks_is_named() {
-    let world = World::new();
-    let agent = world.project(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
+    let world = world();
+    let agent = world.path().join(".claude/agents/helper.md");
+    write_file(&agent, WITH_HOOKS);
     let line = one_line(&world, &agent, "[warn] ");
     assert!(
         line.contains(": an agent whose frontmatter has hooks:")
@@ -118,30 +63,30 @@ fn an_agent_whose_frontmatter_has_hooks_is_named() {
         "{line}"
     );
     // Nested, and in the user's own directory, too.
-    let nested = world.project(".claude/agents/team/deep.md");
-    write(&nested, WITH_HOOKS);
+    let nested = world.path().join(".claude/agents/team/deep.md");
+    write_file(&nested, WITH_HOOKS);
     one_line(&world, &nested, "[warn] ");
-    let user = world.home(".claude/agents/mine.md");
-    write(&user, WITH_HOOKS);
+    let user = world.home().join(".claude/agents/mine.md");
+    write_file(&user, WITH_HOOKS);
     one_line(&world, &user, "[warn] ");
-    let (code, _) = world.check();
+    let (code, _) = check(&world);
     assert_eq!(code, Some(0), "a warning, not a failure, without --protect");
 }
 
 #[test]
 fn an_agent_without_hooks_is_not_named() {
-    let world = World::new();
-    let agent = world.project(".claude/agents/plain.md");
-    write(&agent, WITHOUT_HOOKS);
+    let world = world();
+    let agent = world.path().join(".claude/agents/plain.md");
+    write_file(&agent, WITHOUT_HOOKS);
     // `hooks:` that is not a top-level key of the frontmatter is no hook either.
-    let nested = world.project(".claude/agents/nested.md");
-    write(
+    let nested = world.path().join(".claude/agents/nested.md");
+    write_file(
         &nested,
         "---\nname: n\nmeta:\n  hooks: 1\ndescription: |\n  hooks: none\n---\nhooks: in the body\n",
     );
-    let (code, lines) = world.check();
+    let (code, lines) = check(&world);
     assert_eq!(code, Some(0));
-    let agents = world.project(".claude/agents/").display().to_string();
+    let agents = world.path().join(".claude/agents/").display().to_string();
     assert!(!lines.iter().any(|l| l.contains(&agents)), "{lines:?}");
     assert!(
         lines.iter().any(|l| l.starts_with("[ok] no planted code")),
@@ -151,45 +96,45 @@ fn an_agent_without_hooks_is_not_named() {
 
 #[test]
 fn a_command_with_hooks_is_named() {
-    let world = World::new();
-    let command = world.project(".claude/commands/x.md");
-    write(&command, &WITH_HOOKS.replace("name: helper\n", ""));
+    let world = world();
+    let command = world.path().join(".claude/commands/x.md");
+    write_file(&command, WITH_HOOKS.replace("name: helper\n", ""));
     let line = one_line(&world, &command, "[warn] ");
     assert!(
         line.contains("a command whose frontmatter has hooks:"),
         "{line}"
     );
-    let plain = world.project(".claude/commands/y.md");
-    write(&plain, WITHOUT_HOOKS);
-    assert!(world.naming(&plain).is_empty());
+    let plain = world.path().join(".claude/commands/y.md");
+    write_file(&plain, WITHOUT_HOOKS);
+    assert!(naming(&world, &plain).is_empty());
 }
 
 #[test]
 fn a_skill_with_hooks_is_named() {
-    let world = World::new();
-    let skill = world.project(".claude/skills/deploy/SKILL.md");
-    write(&skill, WITH_HOOKS);
+    let world = world();
+    let skill = world.path().join(".claude/skills/deploy/SKILL.md");
+    write_file(&skill, WITH_HOOKS);
     let line = one_line(&world, &skill, "[warn] ");
     assert!(
         line.contains("a skill whose frontmatter has hooks:"),
         "{line}"
     );
-    let user = world.home(".claude/skills/mine/SKILL.md");
-    write(&user, WITH_HOOKS);
+    let user = world.home().join(".claude/skills/mine/SKILL.md");
+    write_file(&user, WITH_HOOKS);
     one_line(&world, &user, "[warn] ");
     // Only SKILL.md is a skill.
-    let other = world.project(".claude/skills/deploy/notes.md");
-    write(&other, WITH_HOOKS);
-    assert!(world.naming(&other).is_empty());
+    let other = world.path().join(".claude/skills/deploy/notes.md");
+    write_file(&other, WITH_HOOKS);
+    assert!(naming(&world, &other).is_empty());
 }
 
 #[test]
 fn mcp_servers_in_the_projects_mcp_json_are_named() {
-    let world = World::new();
-    let mcp = world.project(".mcp.json");
-    write(
+    let world = world();
+    let mcp = world.path().join(".mcp.json");
+    write_file(
         &mcp,
-        &json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
+        json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
     );
     let line = one_line(&world, &mcp, "[warn] ");
     assert!(
@@ -197,18 +142,21 @@ fn mcp_servers_in_the_projects_mcp_json_are_named() {
             && line.contains("starts each with your rights"),
         "{line}"
     );
-    write(&mcp, r#"{"mcpServers": {}}"#);
-    assert!(world.naming(&mcp).is_empty(), "no servers, nothing to name");
+    write_file(&mcp, r#"{"mcpServers": {}}"#);
+    assert!(
+        naming(&world, &mcp).is_empty(),
+        "no servers, nothing to name"
+    );
 }
 
 #[test]
 fn mcp_servers_in_the_users_claude_json_are_named() {
-    let world = World::new();
-    let config = world.home(".claude.json");
-    let project = std::fs::canonicalize(world.dir.path()).unwrap();
-    write(
+    let world = world();
+    let config = world.home().join(".claude.json");
+    let project = std::fs::canonicalize(world.top()).unwrap();
+    write_file(
         &config,
-        &json!({
+        json!({
             "numStartups": 3,
             "mcpServers": {"everywhere": {"command": "srv"}},
             "projects": {
@@ -218,7 +166,7 @@ fn mcp_servers_in_the_users_claude_json_are_named() {
         })
         .to_string(),
     );
-    let lines = world.naming(&config);
+    let lines = naming(&world, &config);
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
         lines
@@ -239,27 +187,29 @@ fn mcp_servers_in_the_users_claude_json_are_named() {
 }
 
 /// vigil's own plugin as Claude Code keeps it under `~/.claude/plugins/cache/`.
-fn vigil_plugin(world: &World, at: &str) -> PathBuf {
-    let root = world.home(at);
-    write(
+fn vigil_plugin(world: &Project, at: &str) -> PathBuf {
+    let root = world.home().join(at);
+    write_file(
         &root.join(".claude-plugin/plugin.json"),
-        &std::fs::read_to_string(repo_path(".claude-plugin/plugin.json")).unwrap(),
+        std::fs::read_to_string(repo_path(".claude-plugin/plugin.json")).unwrap(),
     );
     let hooks = root.join("hooks/hooks.json");
-    write(
+    write_file(
         &hooks,
-        &std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap(),
+        std::fs::read_to_string(repo_path("hooks/hooks.json")).unwrap(),
     );
     hooks
 }
 
 #[test]
 fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
-    let world = World::new();
-    let hooks = world.home(".claude/plugins/cache/market/helper/1.0.0/hooks/hooks.json");
-    write(
+    let world = world();
+    let hooks = world
+        .home()
+        .join(".claude/plugins/cache/market/helper/1.0.0/hooks/hooks.json");
+    write_file(
         &hooks,
-        &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
+        json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
     );
     let line = one_line(&world, &hooks, "[warn] ");
     assert!(
@@ -267,11 +217,13 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
         "{line}"
     );
     // A hooks.json anywhere in the plugin tree, not only in hooks/.
-    let loose = world.home(".claude/plugins/marketplaces/market/other/hooks.json");
-    write(&loose, r#"{"hooks": {}}"#);
+    let loose = world
+        .home()
+        .join(".claude/plugins/marketplaces/market/other/hooks.json");
+    write_file(&loose, r#"{"hooks": {}}"#);
     one_line(&world, &loose, "[warn] ");
     let ours = vigil_plugin(&world, ".claude/plugins/cache/vigil-hooks/vigil/0.1.0");
-    assert!(world.naming(&ours).is_empty(), "vigil's own plugin");
+    assert!(naming(&world, &ours).is_empty(), "vigil's own plugin");
     // vigil's file with one command of someone else's is not vigil's.
     let changed = vigil_plugin(&world, ".claude/plugins/cache/vigil-hooks/vigil/0.1.1");
     let text = std::fs::read_to_string(&changed).unwrap().replace(
@@ -291,27 +243,31 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
 
 #[test]
 fn the_plugin_walk_is_bounded_and_follows_no_symlink() {
-    let world = World::new();
+    let world = world();
     // Seven levels down is past the walk's depth.
-    let deep = world.home(".claude/plugins/a/b/c/d/e/f/hooks.json");
-    write(&deep, r#"{"hooks": {}}"#);
+    let deep = world.home().join(".claude/plugins/a/b/c/d/e/f/hooks.json");
+    write_file(&deep, r#"{"hooks": {}}"#);
     // A symlinked directory is not walked into.
     let elsewhere = tempfile::tempdir().unwrap();
-    write(
+    write_file(
         &elsewhere.path().join("hooks/hooks.json"),
         r#"{"hooks": {}}"#,
     );
-    std::os::unix::fs::symlink(elsewhere.path(), world.home(".claude/plugins/linked")).unwrap();
-    let (_, lines) = world.check();
+    std::os::unix::fs::symlink(
+        elsewhere.path(),
+        world.home().join(".claude/plugins/linked"),
+    )
+    .unwrap();
+    let (_, lines) = check(&world);
     assert!(!lines.iter().any(|l| l.contains("hooks.json")), "{lines:?}");
     // Past 10,000 entries the walk stops, and says so.
-    let crowd = world.home(".claude/plugins/crowd");
+    let crowd = world.home().join(".claude/plugins/crowd");
     std::fs::create_dir_all(&crowd).unwrap();
     for n in 0..10_001 {
         std::fs::File::create(crowd.join(n.to_string())).unwrap();
     }
     let started = std::time::Instant::now();
-    let (code, lines) = world.check();
+    let (code, lines) = check(&world);
     assert_eq!(code, Some(0));
     assert!(
         lines
@@ -330,9 +286,9 @@ fn the_plugin_walk_is_bounded_and_follows_no_symlink() {
 
 #[test]
 fn a_frontmatter_that_does_not_parse_is_named() {
-    let world = World::new();
-    let agent = world.project(".claude/agents/broken.md");
-    write(
+    let world = world();
+    let agent = world.path().join(".claude/agents/broken.md");
+    write_file(
         &agent,
         "---\nname: broken\ntools: [Read, Grep\n---\n\nYou help.\n",
     );
@@ -342,18 +298,18 @@ fn a_frontmatter_that_does_not_parse_is_named() {
         "{line}"
     );
     // A flow mapping could carry the key where a line-by-line look would not see it.
-    let flow = world.project(".claude/commands/flow.md");
-    write(&flow, "---\n{name: f, hooks: {Stop: []}}\n---\n");
+    let flow = world.path().join(".claude/commands/flow.md");
+    write_file(&flow, "---\n{name: f, hooks: {Stop: []}}\n---\n");
     one_line(&world, &flow, "[warn] ");
 }
 
 #[test]
 fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_warns() {
-    let world = World::new();
-    let old = world.project(".claude/agents/old.md");
-    write(&old, WITH_HOOKS);
-    world.install(true);
-    let baseline = protected_dir(world.dir.path()).join("planted-baseline.json");
+    let world = world();
+    let old = world.path().join(".claude/agents/old.md");
+    write_file(&old, WITH_HOOKS);
+    world.install(&["--protect"]);
+    let baseline = protected_dir(world.top()).join("planted-baseline.json");
     let recorded = json_of(&baseline);
     assert_eq!(recorded["schema"], "vigil.planted-baseline/v1");
     assert_eq!(
@@ -361,12 +317,12 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
         old.display().to_string(),
         "{recorded}"
     );
-    let (code, _) = world.check();
+    let (code, _) = check(&world);
     assert_eq!(code, Some(0));
     one_line(&world, &old, "[warn] ");
-    let new = world.project(".claude/agents/new.md");
-    write(&new, WITH_HOOKS);
-    let (code, lines) = world.check();
+    let new = world.path().join(".claude/agents/new.md");
+    write_file(&new, WITH_HOOKS);
+    let (code, lines) = check(&world);
     assert_eq!(code, Some(1), "{lines:?}");
     let line = one_line(&world, &new, "[fail] ");
     assert!(
@@ -376,24 +332,29 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
     );
     one_line(&world, &old, "[warn] ");
     // Nothing in the project decides it: not `.vigil/`, which the agent can remove.
-    let _ = std::fs::remove_dir_all(world.project(".vigil"));
+    let _ = std::fs::remove_dir_all(world.path().join(".vigil"));
     one_line(&world, &new, "[fail] ");
     // Installing with --protect again records what is there: the human has vouched for it.
-    world.install(true);
+    world.install(&["--protect"]);
     one_line(&world, &new, "[warn] ");
-    assert_eq!(world.check().0, Some(0));
+    assert_eq!(check(&world).0, Some(0));
 }
 
 /// The agent cannot lose the baseline by moving where the search for `.git` ends: in a
 /// monorepo project, a `.git` planted in it leaves a new agent with hooks a `[fail]`.
 #[test]
 fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
-    let world = World::at("sub");
-    world.install(true);
-    std::fs::write(world.project(".git"), "").unwrap();
-    let new = world.project(".claude/agents/new.md");
-    write(&new, WITH_HOOKS);
-    let (code, lines) = world.check();
+    let world = Project::builder()
+        .git()
+        .home()
+        .subdirectory("sub")
+        .installed(&[])
+        .build();
+    world.install(&["--protect"]);
+    std::fs::write(world.path().join(".git"), "").unwrap();
+    let new = world.path().join(".claude/agents/new.md");
+    write_file(&new, WITH_HOOKS);
+    let (code, lines) = check(&world);
     assert_eq!(code, Some(1), "{lines:?}");
     one_line(&world, &new, "[fail] ");
     // The guard and the settings hook are vigil's own, not hooks out of place.
@@ -405,16 +366,16 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
 
 #[test]
 fn uninstall_takes_the_baseline_back_with_the_protection() {
-    let world = World::new();
-    write(&world.project(".claude/agents/old.md"), WITH_HOOKS);
-    world.install(true);
-    let baseline = protected_dir(world.dir.path()).join("planted-baseline.json");
+    let world = world();
+    write_file(&world.path().join(".claude/agents/old.md"), WITH_HOOKS);
+    world.install(&["--protect"]);
+    let baseline = protected_dir(world.top()).join("planted-baseline.json");
     assert!(baseline.is_file());
     let out = settings_merge()
-        .env("HOME", world.home.path())
+        .env("HOME", world.home())
         .args(["uninstall", "--settings"])
         .arg(world.settings())
-        .current_dir(world.dir.path())
+        .current_dir(world.top())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
@@ -423,37 +384,37 @@ fn uninstall_takes_the_baseline_back_with_the_protection() {
 
 #[test]
 fn changing_the_bytes_of_a_baselined_file_fails() {
-    let world = World::new();
-    let agent = world.project(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
-    let mcp = world.project(".mcp.json");
-    write(&mcp, r#"{"mcpServers": {"files": {"command": "npx"}}}"#);
-    world.install(true);
+    let world = world();
+    let agent = world.path().join(".claude/agents/helper.md");
+    write_file(&agent, WITH_HOOKS);
+    let mcp = world.path().join(".mcp.json");
+    write_file(&mcp, r#"{"mcpServers": {"files": {"command": "npx"}}}"#);
+    world.install(&["--protect"]);
     one_line(&world, &agent, "[warn] ");
     one_line(&world, &mcp, "[warn] ");
-    write(&agent, &WITH_HOOKS.replace("| sh", "| bash"));
+    write_file(&agent, WITH_HOOKS.replace("| sh", "| bash"));
     let line = one_line(&world, &agent, "[fail] ");
     assert!(
         line.contains("changed after vigil was installed with --protect"),
         "{line}"
     );
-    write(
+    write_file(
         &mcp,
         r#"{"mcpServers": {"files": {"command": "npx"}, "more": {"command": "x"}}}"#,
     );
     let line = one_line(&world, &mcp, "[fail] ");
     assert!(line.contains("files, more"), "{line}");
-    assert_eq!(world.check().0, Some(1));
+    assert_eq!(check(&world).0, Some(1));
 }
 
 #[test]
 fn a_protected_project_without_a_baseline_says_so_and_warns() {
-    let world = World::new();
-    world.install(true);
-    std::fs::remove_file(protected_dir(world.dir.path()).join("planted-baseline.json")).unwrap();
-    let agent = world.project(".claude/agents/helper.md");
-    write(&agent, WITH_HOOKS);
-    let (code, lines) = world.check();
+    let world = world();
+    world.install(&["--protect"]);
+    std::fs::remove_file(protected_dir(world.top()).join("planted-baseline.json")).unwrap();
+    let agent = world.path().join(".claude/agents/helper.md");
+    write_file(&agent, WITH_HOOKS);
+    let (code, lines) = check(&world);
     assert_eq!(code, Some(0), "{lines:?}");
     assert!(
         lines

@@ -1,4 +1,5 @@
-//! Property tests: defang's guarantees, and no entry point panics on arbitrary input.
+//! SPEC §3 and P3, P4, as properties (proptest): defang's guarantees, and no entry point panics
+//! on arbitrary input.
 
 use proptest::prelude::*;
 use serde_json::Value;

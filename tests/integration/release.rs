@@ -1,7 +1,7 @@
-//! One version everywhere (issue 18): Cargo.toml and Cargo.lock, every binary's `--version`,
-//! the plugin's manifest, the marketplace entry, the launcher and the hooks' paths, the pinned
-//! checksums and the changelog; `scripts/set-version.sh` moves them all; and a crate that ships
-//! no tests.
+//! SPEC §1 and §8, one version everywhere (issue 18): Cargo.toml and Cargo.lock, every binary's
+//! `--version`, the plugin's manifest, the marketplace entry, the launcher and the hooks'
+//! paths, the pinned checksums and the changelog; `scripts/set-version.sh` moves them all; and
+//! a crate that ships no tests.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
-//! Signed markers (issue 9): an Ed25519 key the agent never sees signs, a public key that is
-//! safe to commit verifies; with a key configured, anything unsigned or altered is
-//! `bad signature`.
+//! SPEC §9, trusted keys: signed markers (issue 9): an Ed25519 key the agent never sees signs,
+//! a public key that is safe to commit verifies; with a key configured, anything unsigned or
+//! altered is `bad signature`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -10,14 +10,10 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn mw(dir: &Path, args: &[&str]) -> Output {
-    marker_writer_in(dir, args)
-}
-
 /// A key pair in `keys/NAME/` beside the project: (secret, public).
 fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let out = dir.join("keys").join(name);
-    let done = mw(dir, &["keygen", "--out", out.to_str().unwrap()]);
+    let done = marker_writer_in(dir, &["keygen", "--out", out.to_str().unwrap()]);
     assert!(
         done.status.success(),
         "{}",
@@ -28,10 +24,10 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
 
 /// A project (a file subject, so editing the worktree cannot interfere) whose `command` ran
 /// through `marker-writer run`, signed: the project and what marker-writer said.
-fn run_signed(secret: &Path, command: &str) -> (tempfile::TempDir, Output) {
-    let dir = git_repo();
+fn run_signed(secret: &Path, command: &str) -> (Project, Output) {
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "run",
@@ -49,7 +45,7 @@ fn run_signed(secret: &Path, command: &str) -> (tempfile::TempDir, Output) {
 }
 
 /// A project with a signed `passed` marker.
-fn signed(secret: &Path) -> tempfile::TempDir {
+fn signed(secret: &Path) -> Project {
     let (dir, out) = run_signed(secret, "true");
     assert!(
         out.status.success(),
@@ -61,10 +57,10 @@ fn signed(secret: &Path) -> tempfile::TempDir {
 
 /// A project with an unsigned `passed` marker for `file:artifact`, as anyone who can write
 /// `.vigil/` can make.
-fn unsigned() -> tempfile::TempDir {
-    let dir = git_repo();
+fn unsigned() -> Project {
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -85,7 +81,7 @@ fn unsigned() -> tempfile::TempDir {
 }
 
 fn verify_with(dir: &Path, public: &Path) -> Output {
-    mw(
+    marker_writer_in(
         dir,
         &[
             "verify",
@@ -136,7 +132,7 @@ fn a_signed_marker_round_trips_and_validates() {
     assert!(verify_with(dir.path(), &public).status.success());
     // Without a key configured, behaviour is as before: the signed marker verifies too.
     assert!(
-        mw(
+        marker_writer_in(
             dir.path(),
             &["verify", "--check", "tests", "--subject", "file:artifact"]
         )
@@ -213,7 +209,7 @@ fn the_secret_key_is_0600_and_keygen_never_overwrites_it() {
         0o600
     );
     let before = std::fs::read(&secret).unwrap();
-    let again = mw(
+    let again = marker_writer_in(
         keys.path(),
         &[
             "keygen",
@@ -238,11 +234,11 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
     let keys = tempfile::tempdir().unwrap();
     let (old_secret, old_public) = keygen(keys.path(), "old");
     let (_, new_public) = keygen(keys.path(), "new");
-    let dir = git_repo();
+    let dir = Project::git();
     trust(dir.path(), &new_public, &[]);
     trust(dir.path(), &old_public, &[]);
     // The worktree subject, as the gate requires: CI signs for this tree with the old key.
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &[
             "run",
@@ -260,7 +256,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        mw(dir.path(), &["verify", "--check", "tests"])
+        marker_writer_in(dir.path(), &["verify", "--check", "tests"])
             .status
             .success()
     );
@@ -278,7 +274,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
     );
     // An unsigned marker for the same tree, written over it: the gate now denies.
     assert!(
-        mw(
+        marker_writer_in(
             dir.path(),
             &["write", "--check", "tests", "--status", "passed"]
         )
@@ -321,7 +317,7 @@ fn a_failed_run_edited_to_passed_is_a_bad_signature() {
 fn trust(dir: &Path, public: &Path, flags: &[&str]) -> PathBuf {
     let mut args = vec!["trust", public.to_str().unwrap()];
     args.extend(flags);
-    let out = mw(dir, &args);
+    let out = marker_writer_in(dir, &args);
     assert!(
         out.status.success(),
         "{}",
@@ -355,12 +351,12 @@ fn a_pinned_verify_key_ignores_a_key_the_agent_planted_in_trusted_keys() {
 fn a_key_planted_in_the_project_vouches_for_nothing() {
     let keys = tempfile::tempdir().unwrap();
     let (agent_secret, agent_public) = keygen(keys.path(), "agent");
-    let dir = git_repo();
+    let dir = Project::git();
     let planted = dir.path().join(".vigil/trusted-keys");
     std::fs::create_dir_all(&planted).unwrap();
     std::fs::copy(&agent_public, planted.join("ci.pub")).unwrap();
     let sign = agent_secret.to_str().unwrap();
-    let out = mw(
+    let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "tests", "--sign-key", sign, "--", "true"],
     );
@@ -369,7 +365,7 @@ fn a_key_planted_in_the_project_vouches_for_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let verify = || mw(dir.path(), &["verify", "--check", "tests"]);
+    let verify = || marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
     let line = bad_signature(&verify());
     assert!(
         line.contains("marker-writer trust") && line.contains("ci.pub"),
@@ -420,7 +416,7 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
             .unwrap()
     };
     let signed_in_home = || {
-        let dir = git_repo();
+        let dir = Project::git();
         std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
         let out = in_home(
             dir.path(),
@@ -474,7 +470,7 @@ fn trusted_keys_that_cannot_be_read_deny_instead_of_turning_signing_off() {
     let (_, ci_public) = keygen(keys.path(), "ci");
     let dir = unsigned();
     let verify = || {
-        mw(
+        marker_writer_in(
             dir.path(),
             &["verify", "--check", "tests", "--subject", "file:artifact"],
         )
@@ -508,8 +504,8 @@ fn a_respelled_signature_is_a_bad_signature() {
 
 #[test]
 fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
-    let dir = git_repo();
-    let out = mw(
+    let dir = Project::git();
+    let out = marker_writer_in(
         dir.path(),
         &[
             "run",
@@ -536,7 +532,7 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
 fn the_command_under_test_is_not_told_where_the_sign_key_is() {
     let keys = tempfile::tempdir().unwrap();
     let (secret, public) = keygen(keys.path(), "ci");
-    let dir = git_repo();
+    let dir = Project::git();
     std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
     let out = marker_writer()
         .args([

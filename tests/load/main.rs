@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "../support/mod.rs"]
+mod support;
+
+use support::{git, isolated};
+
 fn built() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
@@ -25,37 +30,11 @@ fn built() -> &'static Path {
     })
 }
 
-fn state_home() -> &'static Path {
-    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
-    HOME.get_or_init(|| tempfile::tempdir().unwrap()).path()
-}
-
+/// A release binary, run in `dir` with the tests' clean environment and state home.
 fn vigil(binary: &str, dir: &Path) -> Command {
     let mut cmd = Command::new(built().join(binary));
-    cmd.current_dir(dir)
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("VIGIL_STATE_DIR")
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_DISABLE");
+    isolated(&mut cmd).current_dir(dir);
     cmd
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A committed repository of `dirs` × 100 small files with a passed marker for it.

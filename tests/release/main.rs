@@ -15,17 +15,18 @@
 #[allow(dead_code)]
 #[path = "../e2e/clients.rs"]
 mod clients;
-#[path = "../integration/serve.rs"]
-mod serve;
 #[path = "../e2e/server.rs"]
 mod server;
+#[path = "../support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use serve::{Reply, as_is, serve, unreachable};
+use support::serve::{Reply, as_is, serve, unreachable};
+use support::{BINARIES, git, said};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -58,15 +59,6 @@ fn host() -> String {
 
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()
-}
-
-fn said(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// A copy of the repository's tracked files in `target/release-suite/<name>`, modes kept, as
@@ -103,25 +95,9 @@ fn artifacts(dist: &Path) -> PathBuf {
             let text = std::fs::read_to_string(&config).unwrap();
             let text = text.replacen("targets = [", &format!("targets = [\"{}\", ", host()), 1);
             std::fs::write(&config, text).unwrap();
-            for args in [
-                &["init", "-q"][..],
-                &["add", "-A"][..],
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-qm",
-                    "release",
-                ][..],
-            ] {
-                assert!(
-                    run(Command::new("git").args(args).current_dir(&copy))
-                        .status
-                        .success()
-                );
-            }
+            git(&copy, &["init", "-q"]);
+            git(&copy, &["add", "-A"]);
+            git(&copy, &["commit", "-qm", "release"]);
             let out = run(Command::new(dist)
                 .args(["build", "--artifacts=all", "--target", &host()])
                 .current_dir(&copy)
@@ -148,15 +124,6 @@ fn install(distrib: &Path, url: &str) -> (tempfile::TempDir, Output) {
         .env("VIGIL_NO_MODIFY_PATH", "1"));
     (home, out)
 }
-
-const BINARIES: [&str; 6] = [
-    "promise-matcher",
-    "stop-gate",
-    "marker-writer",
-    "session-end-handoff",
-    "session-start-loader",
-    "settings-merge",
-];
 
 /// The binaries in `bin` are this version's, and wire a project the doctor finds clean.
 fn installed_and_wiring(bin: &Path, home: &Path) {
@@ -323,16 +290,8 @@ fn session_with_plugin(clients: &clients::Clients, marketplace: &Path) -> Sessio
     let project = root.path().join("project");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&project).unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &["commit", "-qm", "start", "--allow-empty"][..],
-    ] {
-        let out = run(Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(&project));
-        assert!(out.status.success(), "{}", said(&out));
-    }
+    git(&project, &["init", "-q"]);
+    git(&project, &["commit", "-qm", "start", "--allow-empty"]);
     for dir in ["/usr/local/bin", "/usr/bin", "/bin"] {
         for name in ["cargo", "stop-gate", "session-start-loader"] {
             assert!(
@@ -432,7 +391,7 @@ fn claude_code_fetches_the_plugins_verified_release_at_its_first_session_and_the
     let status = run(Command::new(plugin_bin(&s.home).join("stop-gate"))
         .args(["loop", "status", "--session", SESSION, "--json"])
         .current_dir(&s.project)
-        .env("VIGIL_STATE_HOME", clients::state_home(&s.project)));
+        .env("VIGIL_STATE_HOME", clients::state_home_of(&s.project)));
     let status: Value = serde_json::from_slice(&status.stdout).unwrap_or(Value::Null);
     assert_eq!(status["status"], "passed", "{status}");
     assert_eq!(status["iteration"], 2, "{status}");

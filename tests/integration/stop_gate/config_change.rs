@@ -3,65 +3,53 @@
 //! rules or sandbox away from the session running now. Each test plays what got past the
 //! sandbox (or a human mid-session) changing a settings file, and the client asking the hook.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// A project with vigil installed in `.claude/settings.local.json`, with `--protect` or not;
-/// the project is `dir`, or its `sub` directory ([`Installed::in_sub`]).
-struct Installed {
-    repo: tempfile::TempDir,
-    dir: PathBuf,
-    home: tempfile::TempDir,
+/// A project with vigil installed in `.claude/settings.local.json` (over the user's own
+/// `{"model": "opus"}`), with `--protect` or not, and a HOME of its own; the project is the
+/// repository's top, or its `sub` directory ([`Installed::in_sub`]).
+struct Installed(Project);
+
+impl std::ops::Deref for Installed {
+    type Target = Project;
+
+    fn deref(&self) -> &Project {
+        &self.0
+    }
 }
 
 impl Installed {
     fn new(protect: bool) -> Installed {
-        Installed::at(protect, "")
+        Installed::at(protect, Project::builder().git().home())
     }
 
     /// A project in a subdirectory of its repository, as in a monorepo.
     fn in_sub() -> Installed {
-        Installed::at(true, "sub")
+        Installed::at(true, Project::builder().git().home().subdirectory("sub"))
     }
 
-    fn at(protect: bool, sub: &str) -> Installed {
-        let repo = git_repo();
-        let dir = repo.path().join(sub);
-        let home = tempfile::tempdir().unwrap();
-        let settings = dir.join(".claude/settings.local.json");
-        std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-        std::fs::write(&settings, "{\"model\": \"opus\"}\n").unwrap();
-        let mut cmd = settings_merge();
-        cmd.env("HOME", home.path())
-            .arg("install")
-            .arg("--settings")
-            .arg(&settings)
-            .arg("--bin-dir")
-            .arg(bin_dir());
-        if protect {
-            cmd.arg("--protect");
-        }
-        let out = cmd.output().unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-        Installed { repo, dir, home }
+    fn at(protect: bool, project: ProjectBuilder) -> Installed {
+        let p = project.build();
+        std::fs::create_dir_all(p.settings().parent().unwrap()).unwrap();
+        std::fs::write(p.settings(), "{\"model\": \"opus\"}\n").unwrap();
+        p.install(if protect { &["--protect"] } else { &[] });
+        Installed(p)
     }
 
-    fn local(&self) -> PathBuf {
-        self.dir.as_path().join(".claude/settings.local.json")
-    }
-
-    fn settings(&self) -> Value {
-        json_of(&self.local())
+    /// The local settings, as they are now.
+    fn local_settings(&self) -> Value {
+        json_of(&self.settings())
     }
 
     /// What the ConfigChange hook said of a change from `source` showing `file`: `None` let
     /// through (silent), `Some(reason)` blocked.
     fn change(&self, source: &str, file: Option<&Path>) -> Option<String> {
         let mut payload = json!({
-            "session_id": "s1", "hook_event_name": "ConfigChange", "cwd": self.dir.as_path(),
+            "session_id": "s1", "hook_event_name": "ConfigChange", "cwd": self.path(),
             "source": source,
         });
         if let Some(file) = file {
@@ -72,9 +60,9 @@ impl Installed {
 
     fn raw(&self, stdin: Vec<u8>) -> Option<String> {
         let out = stop_gate()
-            .env("HOME", self.home.path())
-            .env("CLAUDE_PROJECT_DIR", self.dir.as_path())
-            .current_dir(self.dir.as_path())
+            .env("HOME", self.home())
+            .env("CLAUDE_PROJECT_DIR", self.path())
+            .current_dir(self.path())
             .write_stdin(stdin)
             .output()
             .unwrap();
@@ -98,14 +86,14 @@ impl Installed {
 
     /// Writes `value` as the local settings file (on disk, as an edit would) and asks the hook.
     fn edit_local(&self, value: &Value) -> Option<String> {
-        std::fs::write(self.local(), serde_json::to_vec_pretty(value).unwrap()).unwrap();
-        self.change("local_settings", Some(&self.local()))
+        std::fs::write(self.settings(), serde_json::to_vec_pretty(value).unwrap()).unwrap();
+        self.change("local_settings", Some(&self.settings()))
     }
 }
 
 #[test]
 fn install_protect_adds_the_config_change_hook_and_only_then() {
-    let protected = Installed::new(true).settings();
+    let protected = Installed::new(true).local_settings();
     let group = &protected["hooks"]["ConfigChange"][0];
     assert_eq!(
         group["matcher"],
@@ -119,13 +107,13 @@ fn install_protect_adds_the_config_change_hook_and_only_then() {
             .ends_with("/stop-gate"),
         "{group}"
     );
-    assert!(Installed::new(false).settings()["hooks"]["ConfigChange"].is_null());
+    assert!(Installed::new(false).local_settings()["hooks"]["ConfigChange"].is_null());
 }
 
 #[test]
 fn a_change_that_takes_vigils_protection_away_is_blocked_with_its_reason() {
     let p = Installed::new(true);
-    let installed = p.settings();
+    let installed = p.local_settings();
     let mut cases: Vec<(Value, &str)> = Vec::new();
     for event in ["Stop", "PreToolUse", "ConfigChange", "SessionStart"] {
         let mut value = installed.clone();
@@ -164,7 +152,7 @@ fn a_change_that_takes_vigils_protection_away_is_blocked_with_its_reason() {
 #[test]
 fn a_change_that_keeps_the_protection_loads_as_usual() {
     let p = Installed::new(true);
-    let mut value = p.settings();
+    let mut value = p.local_settings();
     value["model"] = json!("sonnet");
     value["permissions"]["allow"] = json!(["Bash(cargo test:*)"]);
     value["hooks"]["Notification"] = json!([{"hooks": [{"type": "command", "command": "true"}]}]);
@@ -172,15 +160,15 @@ fn a_change_that_keeps_the_protection_loads_as_usual() {
     // A re-install mid-session with another check: the record is written first, so the new
     // Stop group is vigil's by the time the client asks.
     let out = settings_merge()
-        .env("HOME", p.home.path())
+        .env("HOME", p.home())
         .args(["install", "--run", "make test", "--settings"])
-        .arg(p.local())
+        .arg(p.settings())
         .arg("--bin-dir")
         .arg(bin_dir())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
-    assert_eq!(p.change("local_settings", Some(&p.local())), None);
+    assert_eq!(p.change("local_settings", Some(&p.settings())), None);
     // Other sources, and sources Claude Code may add, are not vigil's to judge.
     assert_eq!(p.change("skills", None), None);
     assert_eq!(p.change("policy_settings", None), None);
@@ -190,7 +178,7 @@ fn a_change_that_keeps_the_protection_loads_as_usual() {
 #[test]
 fn a_change_to_one_of_vigils_groups_is_blocked_too() {
     let p = Installed::new(true);
-    let installed = p.settings();
+    let installed = p.local_settings();
     let changes: [(&str, &str, Value); 4] = [
         ("PreToolUse", "matcher", json!("NoSuchTool")),
         ("ConfigChange", "matcher", json!("skills")),
@@ -217,7 +205,7 @@ fn a_change_to_one_of_vigils_groups_is_blocked_too() {
 #[test]
 fn an_env_variable_vigil_reads_is_blocked() {
     let p = Installed::new(true);
-    let shared = p.dir.join(".claude/settings.json");
+    let shared = p.path().join(".claude/settings.json");
     for name in [
         "VIGIL_DISABLE",
         "VIGIL_STATE_HOME",
@@ -241,18 +229,18 @@ fn an_env_variable_vigil_reads_is_blocked() {
 #[test]
 fn a_record_the_agent_can_write_decides_nothing() {
     let p = Installed::in_sub();
-    let installed = p.settings();
-    std::fs::write(p.dir.join(".git"), "").unwrap();
-    let key = std::fs::canonicalize(p.local())
+    let installed = p.local_settings();
+    std::fs::write(p.path().join(".git"), "").unwrap();
+    let key = std::fs::canonicalize(p.settings())
         .unwrap()
         .display()
         .to_string();
-    let sha = vigil::sys::digest::sha256_hex(&std::fs::read(p.local()).unwrap());
+    let sha = vigil::sys::digest::sha256_hex(&std::fs::read(p.settings()).unwrap());
     let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
         "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
         "written_sha256": sha}}});
     for place in [".vigil/installed.json", ".vigil/state/installed.json"] {
-        let path = p.dir.join(place);
+        let path = p.path().join(place);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, forged.to_string()).unwrap();
     }
@@ -260,28 +248,28 @@ fn a_record_the_agent_can_write_decides_nothing() {
     value["hooks"].as_object_mut().unwrap().remove("Stop");
     let reason = p.edit_local(&value).expect("still blocked");
     assert!(reason.contains("Stop"), "{reason}");
-    std::fs::write(p.local(), serde_json::to_vec_pretty(&installed).unwrap()).unwrap();
+    std::fs::write(p.settings(), serde_json::to_vec_pretty(&installed).unwrap()).unwrap();
     let out = settings_merge()
-        .env("HOME", p.home.path())
+        .env("HOME", p.home())
         .args(["uninstall", "--settings"])
-        .arg(p.local())
+        .arg(p.settings())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", said(&out));
-    let left = json_of(&p.local());
+    let left = json_of(&p.settings());
     assert_eq!(
         left["model"], "opus",
         "the user's file is still there: {left}"
     );
     assert!(left["hooks"].is_null(), "and vigil's hooks are out: {left}");
-    drop(p.repo);
+    drop(p);
 }
 
 /// Another settings file it cannot read is blocked too (only one that is gone passes).
 #[test]
 fn another_settings_file_it_cannot_read_is_blocked() {
     let p = Installed::new(true);
-    let shared = p.dir.join(".claude/settings.json");
+    let shared = p.path().join(".claude/settings.json");
     let mut padded = br#"{"disableAllHooks": true}"#.to_vec();
     padded.extend(vec![b' '; 9 << 20]);
     std::fs::write(&shared, padded).unwrap();
@@ -294,8 +282,8 @@ fn another_settings_file_it_cannot_read_is_blocked() {
 #[test]
 fn another_settings_file_may_not_turn_the_sandbox_or_the_hooks_off() {
     let p = Installed::new(true);
-    let shared = p.dir.join(".claude/settings.json");
-    let user = p.home.path().join(".claude/settings.json");
+    let shared = p.path().join(".claude/settings.json");
+    let user = p.home().join(".claude/settings.json");
     std::fs::create_dir_all(user.parent().unwrap()).unwrap();
     for (file, source) in [(&shared, "project_settings"), (&user, "user_settings")] {
         std::fs::write(file, r#"{"sandbox": {"allowUnsandboxedCommands": true}}"#).unwrap();
@@ -316,10 +304,10 @@ fn another_settings_file_may_not_turn_the_sandbox_or_the_hooks_off() {
 #[test]
 fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
     let p = Installed::new(true);
-    let staged_dir = p.dir.join(".claude/.cc-writes");
+    let staged_dir = p.path().join(".claude/.cc-writes");
     std::fs::create_dir_all(&staged_dir).unwrap();
     let staged = staged_dir.join("proposal-1.json");
-    let mut value = p.settings();
+    let mut value = p.local_settings();
     value["hooks"].as_object_mut().unwrap().remove("Stop");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
     let reason = p.change("local_settings", Some(&staged)).expect("blocked");
@@ -327,7 +315,7 @@ fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
         reason.contains("settings.local.json") && reason.contains("Stop"),
         "{reason}"
     );
-    value = p.settings();
+    value = p.local_settings();
     value["model"] = json!("haiku");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
     assert_eq!(p.change("local_settings", Some(&staged)), None);
@@ -338,23 +326,23 @@ fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
 #[test]
 fn content_or_input_it_cannot_read_blocks_the_change() {
     let p = Installed::new(true);
-    let before = std::fs::read(p.local()).unwrap();
+    let before = std::fs::read(p.settings()).unwrap();
     for (bytes, named) in [
         (&b"not json"[..], "not valid JSON"),
         (&b"[1, 2]"[..], "not an object"),
         (&b"{\"hooks\": 3}"[..], "`hooks`"),
         (&b"\xff\xfe{}"[..], "not UTF-8"),
     ] {
-        let shown = p.dir.join(".claude/.cc-writes/p.json");
+        let shown = p.path().join(".claude/.cc-writes/p.json");
         std::fs::create_dir_all(shown.parent().unwrap()).unwrap();
         std::fs::write(&shown, bytes).unwrap();
         let reason = p.change("local_settings", Some(&shown)).expect(named);
         assert!(reason.contains(named), "{named}: {reason}");
     }
-    let huge = p.dir.join(".claude/.cc-writes/huge.json");
+    let huge = p.path().join(".claude/.cc-writes/huge.json");
     std::fs::write(&huge, vec![b' '; 9 << 20]).unwrap();
     assert!(p.change("local_settings", Some(&huge)).is_some());
-    let fifo = p.dir.join(".claude/.cc-writes/fifo.json");
+    let fifo = p.path().join(".claude/.cc-writes/fifo.json");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
         .status()
@@ -365,19 +353,19 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
         "a FIFO is not waited on"
     );
     assert_eq!(
-        std::fs::read(p.local()).unwrap(),
+        std::fs::read(p.settings()).unwrap(),
         before,
         "nothing was changed"
     );
-    let missing = p.dir.join(".claude/.cc-writes/gone.json");
+    let missing = p.path().join(".claude/.cc-writes/gone.json");
     assert!(p.change("local_settings", Some(&missing)).is_some());
     let reason = p
         .raw(br#"{"hook_event_name": "ConfigChange", "file_path": "/x"}"#.to_vec())
         .expect("no source blocks");
     assert!(reason.contains("source"), "{reason}");
-    std::fs::remove_file(p.local()).unwrap();
+    std::fs::remove_file(p.settings()).unwrap();
     let reason = p
-        .change("local_settings", Some(&p.local()))
+        .change("local_settings", Some(&p.settings()))
         .expect("deleting it");
     assert!(reason.contains("cannot be read"), "{reason}");
 }
@@ -388,18 +376,18 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
 #[test]
 fn a_blocked_change_is_told_at_the_next_stop_once() {
     let p = Installed::new(true);
-    let mut value = p.settings();
+    let mut value = p.local_settings();
     value["disableAllHooks"] = json!(true);
     let reason = p.edit_local(&value).expect("blocked");
-    let record = session_record_of(&p.dir, "s1");
+    let record = session_record_of(p.path(), "s1");
     assert_eq!(record["blocked_changes"][0]["reason"], reason.as_str());
     let stop = || {
         let payload = json!({"session_id": "s1", "hook_event_name": "Stop",
-            "cwd": p.dir.as_path(), "last_assistant_message": "Done."});
+            "cwd": p.path(), "last_assistant_message": "Done."});
         let out = stop_gate()
-            .env("HOME", p.home.path())
-            .env("CLAUDE_PROJECT_DIR", p.dir.as_path())
-            .current_dir(p.dir.as_path())
+            .env("HOME", p.home())
+            .env("CLAUDE_PROJECT_DIR", p.path())
+            .current_dir(p.path())
             .write_stdin(payload.to_string())
             .output()
             .unwrap();

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::{DECLARED, Project};
+use super::DECLARED;
 use crate::support::*;
 
 /// A check that runs `attack`, then fails, so the gate shows what it printed.
@@ -107,9 +107,8 @@ fn a_check_cannot_rewrite_the_gate_binary() {
         g = gate.display()
     );
     let mut cmd = std::process::Command::new(&gate);
-    cmd.args(["--run", &attacked(&attack)])
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("CLAUDE_PROJECT_DIR")
+    isolated(&mut cmd)
+        .args(["--run", &attacked(&attack)])
         .current_dir(p.path());
     let output = output_with_stdin(cmd, p.payload("s1", Some("x")).to_string().as_bytes());
     assert!(String::from_utf8_lossy(&output.stdout).contains("\"block\""));
@@ -566,10 +565,9 @@ fn the_gates_signing_key_and_inherited_descriptors_stay_out_of_the_check() {
         key.display()
     );
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", &script])
-        .env("VIGIL_STATE_HOME", state_home())
+    isolated(&mut cmd)
+        .args(["-c", &script])
         .env("VIGIL_SIGN_KEY", &key)
-        .env_remove("CLAUDE_PROJECT_DIR")
         .current_dir(p.path());
     let output = output_with_stdin(cmd, p.payload("s1", Some("x")).to_string().as_bytes());
     let said: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -587,10 +585,8 @@ fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
     let p = Project::git();
     let root = p.path();
     std::fs::create_dir(root.join(".idea")).unwrap();
-    let mut gate = std::process::Command::new(bin_dir().join("stop-gate"))
+    let mut gate = vigil_process("stop-gate")
         .args(["--run", "sleep 30.202"])
-        .env("VIGIL_STATE_HOME", state_home())
-        .env_remove("CLAUDE_PROJECT_DIR")
         .current_dir(root)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

@@ -1,13 +1,12 @@
 //! SPEC §9, file tools held to the sandbox's reach: under `--protect`, stop-gate's PreToolUse
 //! hook lets Edit, Write, MultiEdit and NotebookEdit write only inside the project (not what
-//! the engine or git runs later) and the temporary directory, judged by where a path
-//! resolves. Each test plays the agent's Write tool.
+//! the engine or git runs later) and the temporary directory, judged by where a path resolves.
+//! Each test plays the agent's Write tool.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::Project;
 use crate::support::*;
 
 /// What the PreToolUse hook said of `tool` writing `path` (its input field `field`), from

@@ -1,7 +1,7 @@
-//! `stop-gate loop run` (SPEC §4, issue 29): a loop for the session its command starts, whose
-//! verdict reaches the terminal as the exit code and one line, and the statuses and end
-//! reasons every loop ends with. The command here is a small engine in sh that does what
-//! Claude Code and Codex do with vigil's hooks (the end-to-end suite runs the real ones).
+//! SPEC §4, `stop-gate loop run` (issue 29): a loop for the session its command starts, whose
+//! verdict reaches the terminal as the exit code and one line. The command here is a small
+//! engine in sh that does what Claude Code and Codex do with vigil's hooks (the end-to-end
+//! suite runs the real ones).
 
 use std::path::Path;
 
@@ -39,10 +39,11 @@ fn engine(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-/// `stop-gate loop run ARGS`, in `dir`, with the hooks' binaries named for the engine.
-fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+/// `stop-gate loop run ARGS` in `dir`, not yet run, with the hooks' binaries named for the
+/// engine.
+fn loop_run_process(dir: &Path, args: &[&str]) -> std::process::Command {
     let bin = bin_dir();
-    let mut cmd = stop_gate();
+    let mut cmd = vigil_process("stop-gate");
     cmd.args(["loop", "run"])
         .args(args)
         .current_dir(dir)
@@ -53,6 +54,12 @@ fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Ou
         .env_remove("VIGIL_LOOP_RUN")
         // A home of the test's own: what the user's ~/.claude holds decides nothing here.
         .env("HOME", dir.join(".home"));
+    cmd
+}
+
+/// `stop-gate loop run ARGS` in `dir`, with `env` added, run to its end.
+fn loop_run(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = loop_run_process(dir, args);
     for (name, value) in env {
         cmd.env(name, value);
     }
@@ -76,7 +83,7 @@ fn run_command(
 
 /// A run refused before its command ran: exit 4, one line saying `why`, nothing touched.
 fn assert_runs_nothing(env: &[(&str, &str)], why: &str) {
-    let dir = git_repo();
+    let dir = Project::git();
     let marker = dir.path().join("ran");
     let out = run_command(
         dir.path(),
@@ -85,8 +92,7 @@ fn assert_runs_nothing(env: &[(&str, &str)], why: &str) {
         &["touch", marker.to_str().unwrap()],
         env,
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(line.contains(why), "{line}");
     assert!(!marker.exists());
 }
@@ -111,8 +117,11 @@ fn run_with(
     loop_run(dir, &args, env)
 }
 
-fn loop_of(dir: &Path, session: &str) -> Value {
-    session_record_of(dir, session)["loop"].clone()
+/// `loop run`'s verdict: its one line on stderr, having exited `code`.
+fn verdict(out: &std::process::Output, code: i32) -> String {
+    let line = assert_one_line_error(out, "stop-gate");
+    assert_eq!(out.status.code(), Some(code), "{line}");
+    line
 }
 
 /// Nothing of the run is left in the protected state: no pending loop, no claim.
@@ -132,15 +141,14 @@ fn assert_run_forgotten(dir: &Path) {
 
 #[test]
 fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "5",
         &["working", "<promise>DONE</promise>"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(
         line.contains("loop passed on pass 2/5 in session s-run")
             && line.contains("its checks passed (`true`)"),
@@ -161,10 +169,9 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
 
 #[test]
 fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_cut() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("loop cut at pass 2/5 in session s-run (session-ended")
             && line.contains("NOT verified")
@@ -178,20 +185,18 @@ fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_
 
 #[test]
 fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("NO_SESSION_END", "1")]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("loop cut at pass 2/5"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["status"], "cut");
 }
 
 #[test]
 fn loop_run_tells_a_failing_command_apart() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[("FAKE_EXIT", "7")]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.starts_with("stop-gate: `") && line.contains("engine.sh` exited 7; loop cut"),
         "{line}"
@@ -200,10 +205,9 @@ fn loop_run_tells_a_failing_command_apart() {
 
 #[test]
 fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("loop aborted at pass 2/2") && line.contains("max-iterations"),
         "{line}"
@@ -213,25 +217,23 @@ fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
 
 #[test]
 fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "5",
         &["needs-decision: keep the old API or break it?"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(3), "{line}");
+    let line = verdict(&out, 3);
     assert!(line.contains("asks a human to decide"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "needs-decision");
 }
 
 #[test]
 fn loop_run_exits_4_when_no_session_claims_the_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_command(dir.path(), "3", &[], &["true"], &[]);
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(
         line.contains("the loop never ran: no session claimed it")
             && line.contains("session-start-loader"),
@@ -242,7 +244,7 @@ fn loop_run_exits_4_when_no_session_claims_the_loop() {
 
 #[test]
 fn loop_run_exits_4_when_the_command_cannot_start() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_command(
         dir.path(),
         "3",
@@ -250,8 +252,7 @@ fn loop_run_exits_4_when_the_command_cannot_start() {
         &["/nonexistent/claude", "-p", "x"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(
         line.contains("the loop never ran: cannot start `/nonexistent/claude`"),
         "{line}"
@@ -266,7 +267,7 @@ fn loop_run_under_vigil_disable_runs_nothing() {
 
 #[test]
 fn loop_run_refuses_bad_usage_before_running_anything() {
-    let dir = git_repo();
+    let dir = Project::git();
     let marker = dir.path().join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
     for args in [
@@ -322,7 +323,7 @@ fn loop_run_refuses_bad_usage_before_running_anything() {
 
 #[test]
 fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
     let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
@@ -336,7 +337,7 @@ fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
 
 #[test]
 fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(
         dir.path(),
         "3",
@@ -397,7 +398,7 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
 
 #[test]
 fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
     std::fs::write(
         dir.path().join(".claude/settings.json"),
@@ -440,25 +441,15 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
 
 #[test]
 fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     // Before its own session starts, another one starts in the project (no run id in its
     // environment), and a --next-session loop waits there too.
-    let pending = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--next-session",
-            "--max-iterations",
-            "4",
-            "--completion-promise",
-            "LATER",
-            "A later task",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(pending.status.success());
+    Loop::for_next_session(dir.path())
+        .max_iterations(4)
+        .promise("LATER")
+        .prompt("A later task")
+        .start();
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "env > seen-env\n",
         "env > seen-env\nprintf '{\"session_id\":\"intruder\",\"hook_event_name\":\"SessionStart\",\"source\":\"startup\",\"cwd\":\"%s\"}' \"$PWD\" | env -u VIGIL_LOOP_RUN \"$LOADER\" > intruder-out\n",
@@ -472,8 +463,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
         &[engine.to_str().unwrap(), "s-run", "<promise>DONE</promise>"],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(line.contains("in session s-run"), "{line}");
     // The intruder took the --next-session loop, never the run's; the run's session never
     // took the --next-session one.
@@ -485,109 +475,8 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
 }
 
 #[test]
-fn a_second_next_session_loop_is_refused_while_one_waits() {
-    let dir = git_repo();
-    let start = |promise: &str| {
-        stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--next-session",
-                "--max-iterations",
-                "4",
-                "--completion-promise",
-                promise,
-                "Task",
-            ])
-            .current_dir(dir.path())
-            .output()
-            .unwrap()
-    };
-    assert!(start("FIRST").status.success());
-    let second = start("SECOND");
-    let line = assert_one_line_error(&second, "stop-gate");
-    assert_eq!(second.status.code(), Some(2), "{line}");
-    assert!(
-        line.contains("a loop is already pending") && line.contains("stop-gate loop cancel"),
-        "{line}"
-    );
-    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
-    assert_eq!(pending["completion_promise"], "FIRST");
-    // Cancelled with no session named, the next one may wait.
-    let cancel = stop_gate()
-        .args(["loop", "cancel"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(cancel.status.success());
-    assert!(
-        stdout_of(&cancel).contains("pending loop"),
-        "{}",
-        stdout_of(&cancel)
-    );
-    assert!(start("SECOND").status.success());
-}
-
-#[test]
-fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_one() {
-    let dir = git_repo();
-    let status = || {
-        stop_gate()
-            .args(["loop", "status"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap()
-    };
-    let none = status();
-    assert_eq!(none.status.code(), Some(1));
-    assert_one_line_error(&none, "stop-gate");
-    for (session, promise) in [("s-old", "OLD"), ("s-new", "NEW")] {
-        let out = stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--session",
-                session,
-                "--max-iterations",
-                "4",
-                "--completion-promise",
-                promise,
-                "Task",
-            ])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        std::thread::sleep(std::time::Duration::from_millis(1100));
-    }
-    let shown = stdout_of(&status());
-    assert!(
-        shown.contains("latest loop: session s-new: running, pass 1/4, promise NEW"),
-        "{shown}"
-    );
-    let json: Value = serde_json::from_str(&stdout_of(
-        &stop_gate()
-            .args(["loop", "status", "--json"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap(),
-    ))
-    .unwrap();
-    assert_eq!(json["session_id"], "s-new");
-    assert_valid("loop.schema.json", &json);
-    let cancel = stop_gate()
-        .args(["loop", "cancel"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(stdout_of(&cancel).contains("cancelled in session s-new"));
-    assert_eq!(loop_of(dir.path(), "s-new")["status"], "cancelled");
-    assert_eq!(loop_of(dir.path(), "s-old")["status"], "running");
-}
-
-#[test]
 fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
-    let dir = git_repo();
+    let dir = Project::git();
     let out = run_with(dir.path(), "5", &["working"], &[]);
     assert_eq!(out.status.code(), Some(1));
     let stop = |message: &str| {
@@ -610,137 +499,11 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
     assert_eq!(stop("and again"), "", "told once");
 }
 
-/// Every end has its reason (issue 29, item 1): a session that ends after a failed turn cuts
-/// its loop `turn-failed`; a checkpoint (Stop, StopFailure) never cuts one.
-#[test]
-fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpoint_never_does() {
-    let dir = git_repo();
-    let started = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--session",
-            "s1",
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "Task",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(started.status.success());
-    let hook = |args: &[&str], payload: Value| {
-        let out = session_end_handoff()
-            .args(args)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-    };
-    let cwd = dir.path();
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "running");
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "StopFailure", "cwd": cwd,
-            "error": "rate_limit", "last_assistant_message": "API Error: rate limited"}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
-    // SessionEnd wired as a checkpoint by mistake, or a Stop given to the final writer: no cut.
-    hook(
-        &["--checkpoint"],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd}),
-    );
-    hook(
-        &[],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": cwd}),
-    );
-    assert_eq!(loop_of(cwd, "s1")["status"], "interrupted");
-    hook(
-        &[],
-        serde_json::json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": cwd, "reason": "prompt_input_exit"}),
-    );
-    let state = loop_of(cwd, "s1");
-    assert_eq!(state["status"], "cut", "{state}");
-    assert_eq!(state["end_reason"], "turn-failed", "{state}");
-    let status = stop_gate()
-        .args(["loop", "status", "--session", "s1"])
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    assert!(
-        stdout_of(&status).contains("cut, pass 1/5, promise DONE, ended: turn-failed"),
-        "{}",
-        stdout_of(&status)
-    );
-}
-
-/// Statuses and end reasons, decided once (issue 29, item 1): each reason belongs to one end
-/// status, the schema holds the same pairs, and a live loop has no reason.
-#[test]
-fn every_end_reason_belongs_to_one_end_status_and_the_schema_holds_the_same_pairs() {
-    use vigil::state::loop_state::{EndReason, LoopState, LoopStatus, StartedBy};
-    let schema: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo_path("schemas/loop.schema.json")).unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let promise = vigil::verdict::promise::Promise::new("DONE").unwrap();
-    let fresh = || LoopState::new("s1", "Task".into(), &promise, 5, StartedBy::Terminal);
-    let reasons = [
-        EndReason::Declared,
-        EndReason::NeedsDecision,
-        EndReason::MaxIterations,
-        EndReason::Stalled,
-        EndReason::MaxDuration,
-        EndReason::MaxTokens,
-        EndReason::Cancelled,
-        EndReason::BlockCap,
-        EndReason::TurnFailed,
-        EndReason::SessionEnded,
-    ];
-    let ends = [
-        LoopStatus::Passed,
-        LoopStatus::Blocked,
-        LoopStatus::Aborted,
-        LoopStatus::Cancelled,
-        LoopStatus::Cut,
-    ];
-    for reason in reasons {
-        let mut state = fresh();
-        state.end(reason);
-        assert!(!state.status.is_live(), "{reason:?}");
-        let json = serde_json::to_value(&state).unwrap();
-        assert_eq!(json["end_reason"], reason.as_str());
-        assert_valid("loop.schema.json", &json);
-        for other in ends.iter().filter(|s| **s != reason.status()) {
-            let mut wrong = json.clone();
-            wrong["status"] = Value::from(other.as_str());
-            assert!(
-                !validator.is_valid(&wrong),
-                "{reason:?} passed the schema under {other:?}"
-            );
-        }
-        let mut live = json.clone();
-        live["status"] = Value::from("running");
-        assert!(!validator.is_valid(&live), "a running loop with {reason:?}");
-    }
-    let mut unexplained = serde_json::to_value(fresh()).unwrap();
-    unexplained["status"] = Value::from("cut");
-    assert!(!validator.is_valid(&unexplained), "an end with no reason");
-}
-
 /// Where there is no transcript to witness (Codex, or none named), `loop run` still tells a
 /// loop whose record vanished mid-run (issue 29, item 6): exit 1, NOT verified.
 #[test]
 fn loop_run_says_not_verified_when_its_loops_record_vanished() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "for msg in",
@@ -763,8 +526,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
         ],
         &[("RM_DIR", protected.to_str().unwrap())],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("NOT verified"), "{line}");
 }
 
@@ -772,7 +534,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
 /// hook) verified nothing, so `loop run` does not exit 0.
 #[test]
 fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine)
         .unwrap()
@@ -789,8 +551,7 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
         ],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("on the declaration alone") && line.contains("NOT verified"),
         "{line}"
@@ -805,7 +566,7 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
 /// started, by its id.
 #[test]
 fn loop_run_reads_only_the_loop_it_started() {
-    let dir = git_repo();
+    let dir = Project::git();
     let gate = bin_dir().join("stop-gate");
     let agent = format!(
         "{g} loop cancel --session $sid >/dev/null; {g} loop start --session $sid --max-iterations 1 --completion-promise DONE 'An easier task' >/dev/null",
@@ -817,8 +578,7 @@ fn loop_run_reads_only_the_loop_it_started() {
         &["<promise>DONE</promise>"],
         &[("AGENT", &agent)],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(line.contains("is not the one this run started"), "{line}");
 }
 
@@ -836,7 +596,7 @@ fn loop_run_refuses_when_the_state_would_be_within_the_agents_reach() {
 /// session says so, not that SessionStart is unwired.
 #[test]
 fn loop_run_says_its_loop_lapsed_when_it_did() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
     let script = std::fs::read_to_string(&engine).unwrap().replacen(
         "sid=$1; shift\n",
@@ -855,8 +615,7 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
         ],
         &[],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(4), "{line}");
+    let line = verdict(&out, 4);
     assert!(line.contains("before it lapsed"), "{line}");
     assert_run_forgotten(dir.path());
 }
@@ -865,37 +624,30 @@ fn loop_run_says_its_loop_lapsed_when_it_did() {
 /// how the loop ended.
 #[test]
 fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
-    let dir = git_repo();
+    let dir = Project::git();
     let engine = engine(dir.path());
-    let bin = bin_dir();
-    let child = std::process::Command::new(bin.join("stop-gate"))
-        .args([
-            "loop",
-            "run",
+    let child = loop_run_process(
+        dir.path(),
+        &[
             "--max-iterations",
             "5",
             "--completion-promise",
             "DONE",
             "--",
-        ])
-        .arg(&engine)
-        .args(["s-term", "working"])
-        .current_dir(dir.path())
-        .env("VIGIL_STATE_HOME", state_home())
-        .env("GATE", bin.join("stop-gate"))
-        .env("LOADER", bin.join("session-start-loader"))
-        .env("HANDOFF", bin.join("session-end-handoff"))
-        .env(
-            "AGENT",
-            "touch started; sleep 30 >/dev/null 2>&1 </dev/null & wait $!",
-        )
-        .env_remove("CLAUDE_PROJECT_DIR")
-        .env_remove("VIGIL_DISABLE")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+            engine.to_str().unwrap(),
+            "s-term",
+            "working",
+        ],
+    )
+    .env(
+        "AGENT",
+        "touch started; sleep 30 >/dev/null 2>&1 </dev/null & wait $!",
+    )
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
     let started = dir.path().join("started");
     for _ in 0..100 {
         if started.exists() {
@@ -906,94 +658,10 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     assert!(started.exists(), "the session never started");
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(1), "{line}");
+    let line = verdict(&out, 1);
     assert!(
         line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
         "{line}"
-    );
-}
-
-/// Review of issue 29: `--next-session` started eight times at once leaves exactly one loop
-/// waiting, and the other seven are refused, none lost without a word.
-#[test]
-fn next_session_loops_started_at_once_wait_one_at_a_time() {
-    let dir = git_repo();
-    let starts: Vec<_> = (0..8)
-        .map(|n| {
-            let promise = format!("P{n}");
-            std::process::Command::new(bin_dir().join("stop-gate"))
-                .env("VIGIL_STATE_HOME", state_home())
-                .env_remove("VIGIL_STATE_DIR")
-                .env_remove("CLAUDE_PROJECT_DIR")
-                .args(["loop", "start", "--next-session", "--max-iterations", "3"])
-                .args(["--completion-promise", &promise, "Task"])
-                .current_dir(dir.path())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let ok: Vec<String> = starts
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .filter(|o| o.status.success())
-        .map(|o| stdout_of(&o))
-        .collect();
-    assert_eq!(ok.len(), 1, "{ok:?}");
-    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
-    assert!(
-        ok[0].contains(pending["completion_promise"].as_str().unwrap()),
-        "{ok:?} {pending}"
-    );
-}
-
-/// A loop that passes on the declaration alone tells the human that nothing verified it, and
-/// its record names no check; with a check, the record names it.
-#[test]
-fn a_loop_passed_with_no_check_says_nothing_verified_it() {
-    let dir = git_repo();
-    let start = |session: &str| {
-        let out = stop_gate()
-            .args([
-                "loop",
-                "start",
-                "--session",
-                session,
-                "--max-iterations",
-                "3",
-            ])
-            .args(["--completion-promise", "DONE", "Task"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
-    };
-    let stop = |session: &str, args: &[&str]| {
-        let payload = serde_json::json!({"session_id": session, "hook_event_name": "Stop",
-            "cwd": dir.path(), "last_assistant_message": "<promise>DONE</promise>"});
-        let out = stop_gate()
-            .args(args)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
-        stdout_of(&out)
-    };
-    start("bare");
-    let said = stop("bare", &[]);
-    assert!(
-        said.contains("no check is configured") && said.contains("nothing verified the work"),
-        "{said}"
-    );
-    assert_eq!(loop_of(dir.path(), "bare")["checks"], serde_json::json!([]));
-    start("checked");
-    let said = stop("checked", &["--run", "true"]);
-    assert!(said.contains("every check passed"), "{said}");
-    assert_eq!(
-        loop_of(dir.path(), "checked")["checks"],
-        serde_json::json!(["`true`"])
     );
 }
 
@@ -1001,7 +669,7 @@ fn a_loop_passed_with_no_check_says_nothing_verified_it() {
 /// with `loop run`'s verdict (under `claude -p` the hook's own message is shown nowhere).
 #[test]
 fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
-    let dir = git_repo();
+    let dir = Project::git();
     let agent = r#"printf '{"session_id":"%s","hook_event_name":"ConfigChange","cwd":"%s"}' "$sid" "$PWD" | "$GATE" >/dev/null"#;
     let out = run_with(
         dir.path(),
@@ -1009,8 +677,7 @@ fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
         &["<promise>DONE</promise>"],
         &[("AGENT", agent)],
     );
-    let line = assert_one_line_error(&out, "stop-gate");
-    assert_eq!(out.status.code(), Some(0), "{line}");
+    let line = verdict(&out, 0);
     assert!(
         line.contains("vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"),
         "{line}"

@@ -1,8 +1,9 @@
-//! The project is the git top level, everywhere (SPEC §2, issue 29 item 4): Claude Code started
-//! in a subdirectory loads the project's settings but sets `CLAUDE_PROJECT_DIR` to the
-//! subdirectory; the check, the handoffs and the markers still work on the top level. What a
-//! human's install or vigil's protected state knows anchors it, so a `.git` the agent plants
-//! or deletes does not move it.
+//! SPEC §2, project and state: the project is the git top level, everywhere (issue 29 item 4),
+//! and `--state-dir` moves only what may be seen and shared. Claude Code started in a
+//! subdirectory loads the project's settings but sets `CLAUDE_PROJECT_DIR` to the subdirectory;
+//! the check, the handoffs and the markers still work on the top level. What a human's install
+//! or vigil's protected state knows anchors it, so a `.git` the agent plants or deletes does
+//! not move it.
 
 use std::path::Path;
 
@@ -11,8 +12,8 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// A repository whose top level holds a failing test, and a subdirectory the engine starts in.
-fn repo_with_a_failing_test_at_the_top() -> (tempfile::TempDir, std::path::PathBuf) {
-    let dir = git_repo();
+fn repo_with_a_failing_test_at_the_top() -> (Project, std::path::PathBuf) {
+    let dir = Project::git();
     std::fs::write(dir.path().join("FAILING"), "a test that fails\n").unwrap();
     let sub = dir.path().join("app");
     std::fs::create_dir_all(&sub).unwrap();
@@ -42,21 +43,6 @@ fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
 
 const CHECK: [&str; 2] = ["--run", "test ! -e FAILING"];
 
-/// `settings-merge install` into `dir`'s `.claude/settings.local.json`, as install.sh does,
-/// with `HOME` at `home` (the user's own, when `None`).
-fn install_at(dir: &Path, home: Option<&Path>) {
-    let settings = dir.join(".claude/settings.local.json");
-    let mut cmd = settings_merge();
-    cmd.args(["install", "--settings", settings.to_str().unwrap()])
-        .args(["--bin-dir", bin_dir().to_str().unwrap()])
-        .current_dir(dir);
-    if let Some(home) = home {
-        cmd.env("HOME", home);
-    }
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}", said(&out));
-}
-
 #[test]
 fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
@@ -74,7 +60,7 @@ fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory(
 #[test]
 fn a_git_planted_in_the_subdirectory_does_not_move_an_installed_project() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    install_at(dir.path(), None);
+    install_at(dir.path(), None, &[]);
     git(&sub, &["init", "-q"]);
     let decision = stop_from(&sub, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -203,7 +189,7 @@ fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
     assert_eq!(decision["decision"], "block", "{decision}");
     // Planted again, with the human's install at the top: the install decides.
     std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
-    install_at(dir.path(), None);
+    install_at(dir.path(), None, &[]);
     let decision = stop_from(&sub, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
 }
@@ -216,7 +202,7 @@ fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
 fn a_git_init_below_an_install_does_not_move_the_project() {
     let outer = tempfile::tempdir().unwrap();
     std::fs::write(outer.path().join("FAILING"), "").unwrap();
-    install_at(outer.path(), None);
+    install_at(outer.path(), None, &[]);
     let notes = outer.path().join("notes");
     std::fs::create_dir_all(&notes).unwrap();
     assert_eq!(stop_from(&notes, &CHECK, "s1")["decision"], "block");
@@ -224,12 +210,12 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
     let decision = stop_from(&notes, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
 
-    let mono = git_repo();
+    let mono = Project::git();
     let sub = mono.path().join("sub");
     let pkg = sub.join("pkg");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::write(sub.join("FAILING"), "").unwrap();
-    install_at(&sub, None);
+    install_at(&sub, None, &[]);
     git(&pkg, &["init", "-q"]);
     let decision = stop_from(&pkg, &CHECK, "s2");
     assert_eq!(decision["decision"], "block", "{decision}");
@@ -241,7 +227,7 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
 #[test]
 fn a_registered_worktree_below_an_install_is_its_own_project() {
     let (dir, _sub) = repo_with_a_failing_test_at_the_top();
-    install_at(dir.path(), None);
+    install_at(dir.path(), None, &[]);
     let worktree = dir.path().join(".claude/worktrees/feature");
     git(
         dir.path(),
@@ -262,7 +248,7 @@ fn a_registered_worktree_below_an_install_is_its_own_project() {
 #[test]
 fn a_git_file_naming_another_worktrees_registration_does_not_move_the_project() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    install_at(dir.path(), None);
+    install_at(dir.path(), None, &[]);
     let worktree = dir.path().join(".claude/worktrees/feature");
     git(
         dir.path(),
@@ -276,4 +262,21 @@ fn a_git_file_naming_another_worktrees_registration_does_not_move_the_project() 
     .unwrap();
     let decision = stop_from(&sub, &CHECK, "s1");
     assert_eq!(decision["decision"], "block", "{decision}");
+}
+
+#[test]
+fn state_dir_flag_and_env_override_the_project() {
+    let p = Project::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = stop_gate()
+        .args(["--run", "exit 1"])
+        .env("VIGIL_STATE_DIR", elsewhere.path())
+        .current_dir(p.path())
+        .write_stdin(p.payload("s1", Some("x")).to_string())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&output.stdout).contains("block"));
+    // The shared state moves; the protected state stays in the state home.
+    assert!(p.protected().join("sessions/s1.rec").exists());
+    assert!(!p.vigil().exists());
 }

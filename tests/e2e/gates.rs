@@ -1,0 +1,145 @@
+//! SPEC §4 checks 2 and 3 with the real Claude Code: the check gate keeps the session going
+//! until the model's fix passes it, at the git top level whatever directory Claude Code started
+//! in; a required marker blocks until the protected writer vouches for this worktree.
+
+use super::{DEADLINE, SESSION, claude_session, install_claude, project, vigil};
+use crate::clients::*;
+use crate::server::{Server, Turn};
+use crate::support::*;
+
+/// Issue 29, item 4: Claude Code started in a subdirectory loads the project's settings but
+/// sets CLAUDE_PROJECT_DIR to the subdirectory; the check still runs at the git top level,
+/// where the failing test is, and blocks.
+#[test]
+fn claude_started_in_a_subdirectory_runs_the_check_at_the_git_top_level() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    std::fs::write(project.path().join("FAILING"), "a failing test\n").unwrap();
+    let sub = project.path().join("app");
+    std::fs::create_dir_all(&sub).unwrap();
+    install_claude(project.path(), Some("test ! -e FAILING"), "");
+    let server = Server::start(vec![], Some(Turn::Text("All done.".into())));
+    let home = home();
+    let args = [
+        "-p",
+        "Make every test pass.",
+        "--session-id",
+        SESSION,
+        "--dangerously-skip-permissions",
+    ];
+    let mut client = claude(&clients, home.path(), project.path(), &server.url, &args);
+    client.current_dir(&sub);
+    let out = run(client, DEADLINE);
+    assert!(out.status.success(), "{}", said(&out));
+    let requests = server.main_requests();
+    assert!(requests.len() > 1, "the stop was blocked: {}", said(&out));
+    assert!(
+        requests[1]
+            .text()
+            .contains("stop-gate: `test ! -e FAILING` failed (exit 1)"),
+        "{}",
+        requests[1].text()
+    );
+}
+
+#[test]
+fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    // The check's useful line is in its output only, never in its command.
+    std::fs::write(
+        project.path().join("check.sh"),
+        "test -f fixed && exit 0\necho 'FAIL: parser case 3 of 7'\nexit 1\n",
+    )
+    .unwrap();
+    install_claude(project.path(), Some("sh check.sh"), "");
+    let server = Server::start(
+        vec![
+            Turn::Text("Done, I think.".into()),
+            Turn::Text("Really done now.".into()),
+            Turn::Bash("echo ok > fixed".into()),
+            Turn::Text("Fixed it.".into()),
+        ],
+        None,
+    );
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Fix the parser.",
+        &[],
+    );
+    let main = server.main_requests();
+    assert_eq!(
+        main.len(),
+        4,
+        "blocked at each stop while the check fails, then the fix, then a pass"
+    );
+    for request in &main[1..3] {
+        assert!(
+            request.text().contains("FAIL: parser case 3 of 7"),
+            "the check's output reached the model: {}",
+            request.text()
+        );
+    }
+    assert!(project.path().join("fixed").is_file());
+}
+
+#[test]
+fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_worktree() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    install_claude(project.path(), None, "--require-marker tests");
+    let server = Server::start(
+        vec![
+            Turn::Text("Tests pass.".into()),
+            Turn::Text("Tests pass, I said.".into()),
+            Turn::Text("Tests pass, and now it is vouched for.".into()),
+        ],
+        None,
+    );
+    let dir = project.path().to_path_buf();
+    // Before turn 1, CI vouches for content that then changes: a marker for other content.
+    server.before_turn(1, move || {
+        ok(vigil(
+            "marker-writer",
+            &dir,
+            &["run", "--check", "tests", "--", "true"],
+        ));
+        std::fs::write(dir.join("README.md"), "changed after the run\n").unwrap();
+    });
+    let dir = project.path().to_path_buf();
+    // Before turn 2, CI vouches for the worktree as it is.
+    server.before_turn(2, move || {
+        ok(vigil(
+            "marker-writer",
+            &dir,
+            &["run", "--check", "tests", "--", "true"],
+        ));
+    });
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Make it work.",
+        &[],
+    );
+    let main = server.main_requests();
+    assert_eq!(
+        main.len(),
+        3,
+        "missing, then for other content, then allowed"
+    );
+    assert!(
+        main[1].text().contains("marker `tests` missing"),
+        "{}",
+        main[1].text()
+    );
+    assert!(
+        main[2].text().contains("marker `tests` subject mismatch"),
+        "{}",
+        main[2].text()
+    );
+}

@@ -1,0 +1,554 @@
+//! SPEC §8, `settings-merge check` (the doctor): a line each, `[ok]`, `[warn]` or `[fail]`, for
+//! the file, each entry, each command from a bare environment, the deadline rule (§9), each
+//! handler's flags read as plain words by its own binary, and what else runs at the same event.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use super::{merge, project_with};
+use crate::support::*;
+
+#[test]
+fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missing_one() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(stdout_of(&out).contains("[ok] Stop: `"));
+    // Point the entries at a directory that has no binaries.
+    let (_dir2, path2, _) = project_with("claude-user-hooks.json");
+    let out = settings_merge()
+        .args(["install", "--bin-dir", "/nonexistent/bin", "--settings"])
+        .arg(&path2)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let out = merge("check", &path2, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout_of(&out).contains("[fail] Stop: `/nonexistent/bin/stop-gate"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
+fn check_reports_a_missing_entry_and_a_duplicate() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_of(&out).contains("[fail] Stop does not run stop-gate"));
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut value = json_of(&path);
+    let stop = value["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    value["hooks"]["Stop"].as_array_mut().unwrap().push(stop);
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    assert!(
+        stdout_of(&merge("check", &path, false, &[]))
+            .contains("[warn] Stop runs stop-gate 2 times")
+    );
+}
+
+#[test]
+fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let out = merge("install", &path, false, &["--shared"]);
+    assert!(out.status.success());
+    let stop = json_of(&path)["hooks"]["Stop"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        !stop.contains(&bin_dir().display().to_string()),
+        "no machine's own path in a shared file: {stop}"
+    );
+    let sample = std::fs::read(fixture("samples/claude-stop.json")).unwrap();
+    // No vigil anywhere: one line, and the stop goes on.
+    let home = tempfile::tempdir().unwrap();
+    let none = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let said: Value = serde_json::from_slice(&none.stdout).unwrap();
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("./install.sh")
+    );
+    // Installed in ~/.local/bin: found there.
+    let local = home.path().join(".local/bin");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::copy(bin_dir().join("stop-gate"), local.join("stop-gate")).unwrap();
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&stop)
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "allowed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn check_warns_about_a_stale_binary() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let bin = dir.path().join("old-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["stop-gate", "session-start-loader", "session-end-handoff"] {
+        let script = bin.join(name);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\n[ \"$1\" = --version ] && echo '{name} 0.0.1'\nexit 0\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let out = settings_merge()
+        .args(["install", "--bin-dir"])
+        .arg(&bin)
+        .arg("--settings")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report.contains("[warn]") && report.contains("stop-gate is version 0.0.1"),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert_eq!(merge("check", &path, false, &[]).status.code(), Some(0));
+    let installed = json_of(&path);
+
+    let mut disabled = installed.clone();
+    disabled["disableAllHooks"] = json!(true);
+    std::fs::write(&path, serde_json::to_vec_pretty(&disabled).unwrap()).unwrap();
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout_of(&out).contains("[fail]") && stdout_of(&out).contains("disableAllHooks"));
+
+    let mut wrong = installed.clone();
+    for group in wrong["hooks"]["Stop"].as_array_mut().unwrap() {
+        if group.to_string().contains("stop-gate") {
+            group["hooks"][0]["type"] = json!("prompt");
+        }
+    }
+    let moved = wrong["hooks"]["SessionEnd"].clone();
+    wrong["hooks"]["SessionEnds"] = moved;
+    std::fs::write(&path, serde_json::to_vec_pretty(&wrong).unwrap()).unwrap();
+    let out = merge("check", &path, false, &[]);
+    let said = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("has type \"prompt\""), "{said}");
+    assert!(said.contains("[warn] SessionEnds runs"), "{said}");
+}
+
+#[test]
+fn check_never_runs_what_a_settings_file_appends_to_a_vigil_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(".claude/settings.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let planted = dir.path().join("planted");
+    let command = format!(
+        "{} ; touch {}",
+        bin_dir().join("stop-gate").display(),
+        planted.display()
+    );
+    let file = json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": command}]}]}});
+    std::fs::write(&path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
+    let said = stdout_of(&merge("check", &path, false, &[]));
+    assert!(said.contains("runs from a bare environment"), "{said}");
+    assert!(!planted.exists(), "check ran the appended command");
+}
+
+/// The Stop handler vigil installed, edited by `edit` as a user might.
+fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(
+        merge("install", &path, false, &["--run", "cargo test"])
+            .status
+            .success()
+    );
+    let mut value = json_of(&path);
+    let groups = value["hooks"]["Stop"].as_array_mut().unwrap();
+    let handler = groups
+        .iter_mut()
+        .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+        .find(|h| h["command"].as_str().unwrap().contains("stop-gate"))
+        .unwrap();
+    edit(handler);
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    (dir, path)
+}
+
+/// SPEC §9: check timeout + reserve <= deadline <= the handler's timeout - 5 s. What the
+/// installer writes satisfies it; each way of breaking it fails the doctor, naming the fix.
+#[test]
+fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
+    let (_dir, path) = with_stop_handler(|_| {});
+    let out = merge("check", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains(
+            "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
+        ),
+        "{}",
+        stdout_of(&out)
+    );
+    type Edit = Box<dyn Fn(&mut Value)>;
+    let append = |tail: &'static str| -> Edit {
+        Box::new(move |h: &mut Value| {
+            let command = format!("{}{tail}", h["command"].as_str().unwrap());
+            h["command"] = json!(command);
+        })
+    };
+    let cases: [(&str, Edit); 7] = [
+        (
+            "has `$` outside single quotes",
+            append(" --marker-max-age \"$(sleep 900)1h\""),
+        ),
+        ("has `;` outside single quotes", append(";sleep 900")),
+        ("has `&` outside single quotes", append(" & sleep 900")),
+        (
+            "is not 5 s under the handler's timeout of 300 s",
+            Box::new(|h| h["timeout"] = json!(300)),
+        ),
+        (
+            "--timeout 600 leaves less than the 15 s reserve under --deadline 570",
+            Box::new(|h| {
+                let command = h["command"].as_str().unwrap().replace("540", "600");
+                h["command"] = json!(command);
+            }),
+        ),
+        (
+            "stop-gate would refuse its flags and block every stop: invalid option '--timout'",
+            Box::new(|h| {
+                let command = h["command"]
+                    .as_str()
+                    .unwrap()
+                    .replace("--timeout", "--timout");
+                h["command"] = json!(command);
+            }),
+        ),
+        (
+            "the handler's timeout \"600\" is not a whole number of seconds",
+            Box::new(|h| h["timeout"] = json!("600")),
+        ),
+    ];
+    for (said, edit) in cases {
+        let (_dir, path) = with_stop_handler(edit);
+        let out = merge("check", &path, false, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+        let report = stdout_of(&out);
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with("[fail] Stop: ") && l.contains(said)),
+            "{said:?} not in {report}"
+        );
+    }
+}
+
+/// The PATH search that `install --shared` writes has `$`s of its own: only the gate's
+/// arguments are read for shell syntax, and they pass.
+#[test]
+fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(
+        merge(
+            "install",
+            &path,
+            false,
+            &["--shared", "--run", "cargo test --locked"]
+        )
+        .status
+        .success()
+    );
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report
+            .contains("[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"),
+        "{report}"
+    );
+}
+
+/// Rewrites the command of the first handler of `event` in the file at `path` whose command
+/// runs `binary`, as a person editing the file would; the command it had.
+fn edit_command(
+    path: &Path,
+    event: &str,
+    binary: &str,
+    edit: impl FnOnce(&str) -> String,
+) -> String {
+    let mut value = json_of(path);
+    let handler = value["hooks"][event]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .flat_map(|g| g["hooks"].as_array_mut().unwrap().iter_mut())
+        .find(|h| h["command"].as_str().unwrap().contains(binary))
+        .unwrap();
+    let before = handler["command"].as_str().unwrap().to_string();
+    handler["command"] = json!(edit(&before));
+    std::fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    before
+}
+
+/// Every vigil handler's flags go through its own binary's parser (`--check-config`, which
+/// reads nothing): a typo in any of them, which would fail that hook at every event, fails
+/// the doctor, naming the binary and the flag.
+#[test]
+fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    for (event, binary, typo) in [
+        ("PreCompact", "session-end-handoff", "--chekpoint"),
+        ("SessionEnd", "session-end-handoff", "--progres-file x"),
+        ("SessionStart", "session-start-loader", "--max-age soon"),
+    ] {
+        let before = edit_command(&path, event, binary, |c| format!("{c} {typo}"));
+        let out = merge("check", &path, false, &[]);
+        let report = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{typo}: {report}");
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("[fail] {event}: {binary} refuses the flags"))),
+            "{typo}: {report}"
+        );
+        edit_command(&path, event, binary, |_| before.clone());
+    }
+    let out = merge("check", &path, false, &[]);
+    assert!(
+        !stdout_of(&out).contains("refuses the flags"),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+/// `--check-config` parses and exits without reading its input (here a terminal it would
+/// otherwise refuse), before the off switch: 0 for good flags; for bad ones the gate exits 2
+/// and the fail-open hooks 1, never 2.
+#[test]
+fn check_config_parses_the_flags_and_reads_nothing() {
+    let bin = bin_dir();
+    for (binary, good, bad, refused) in [
+        (
+            "stop-gate",
+            &["--run", "true", "--timeout", "30"][..],
+            &["--timout", "3"][..],
+            2,
+        ),
+        (
+            "session-end-handoff",
+            &["--checkpoint"][..],
+            &["--chekpoint"][..],
+            1,
+        ),
+        (
+            "session-start-loader",
+            &["--max-age", "2d"][..],
+            &["--max-age", "x"][..],
+            1,
+        ),
+    ] {
+        let mut args = good.to_vec();
+        args.push("--check-config");
+        let out = on_a_terminal(&bin.join(binary), &args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{binary} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{binary}");
+        let mut args = bad.to_vec();
+        args.push("--check-config");
+        let out = on_a_terminal(&bin.join(binary), &args);
+        assert_eq!(out.status.code(), Some(refused), "{binary} {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with(&format!("{binary}: ")) && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+}
+
+/// vigil wired twice where Claude Code merges settings (the project's two files, or the
+/// plugin beside an install) runs twice per event, and advances a loop twice per stop: the
+/// doctor warns, naming the other place.
+#[test]
+fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join(".claude/settings.local.json");
+    let shared = dir.path().join(".claude/settings.json");
+    assert!(merge("install", &local, false, &[]).status.success());
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(!report.contains("runs both"), "{report}");
+    assert!(
+        merge("install", &shared, false, &["--shared"])
+            .status
+            .success()
+    );
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(
+        report.lines().any(|l| l.starts_with("[warn]")
+            && l.contains("settings.json wires vigil too")
+            && l.contains("Stop (stop-gate)")),
+        "{report}"
+    );
+    assert!(merge("uninstall", &shared, false, &[]).status.success());
+    let mut value = json_of(&local);
+    value["enabledPlugins"] = json!({"vigil@vigil": true});
+    std::fs::write(&local, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let report = stdout_of(&merge("check", &local, false, &[]));
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("[warn] the vigil plugin is enabled")),
+        "{report}"
+    );
+}
+
+/// Every vigil handler, not only the gate's, is held to plain words (shell glued to the
+/// binary runs something the doctor cannot check), and `--check-config` in a hook, which
+/// makes the binary exit without doing its work (the gate: allowing every stop), fails.
+#[test]
+fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_hook() {
+    let touched = tempfile::tempdir().unwrap();
+    let marker = touched.path().join("ran");
+    for (event, binary, tail, said) in [
+        (
+            "SessionEnd",
+            "session-end-handoff",
+            format!(";touch${{IFS}}{}", marker.display()),
+            "outside single quotes".to_string(),
+        ),
+        (
+            "SessionStart",
+            "session-start-loader",
+            " --check-config".into(),
+            "exit without doing its work".into(),
+        ),
+        (
+            "Stop",
+            "stop-gate",
+            " --check-config".into(),
+            "allows every stop without checking".into(),
+        ),
+    ] {
+        let (_dir, path, _) = project_with("claude-user-hooks.json");
+        assert!(merge("install", &path, false, &[]).status.success());
+        edit_command(&path, event, binary, |c| format!("{c}{tail}"));
+        let out = merge("check", &path, false, &[]);
+        let report = stdout_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{report}");
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("[fail] {event}: ")) && l.contains(&said)),
+            "{said}: {report}"
+        );
+        assert!(!marker.exists(), "the doctor ran the handler's text");
+    }
+}
+
+/// Issue 29: the doctor says when a required marker binds no command.
+#[test]
+fn the_doctor_names_a_required_marker_that_binds_no_command() {
+    let (_dir, path, _) = project_with("claude-four-spaces.json");
+    let doctor = |flag: &str| {
+        assert!(
+            merge("install", &path, false, &["--require-marker", flag])
+                .status
+                .success()
+        );
+        let out = settings_merge()
+            .args(["check", "--settings"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let said_now = doctor("tests");
+    assert!(
+        said_now
+            .lines()
+            .any(|l| l.starts_with("[warn] Stop: --require-marker tests names no command")),
+        "{said_now}"
+    );
+    let said_now = doctor("tests=cargo test --locked");
+    assert!(!said_now.contains("names no command"), "{said_now}");
+}
+
+/// Issue 29: the doctor says when a loop can meet Claude Code's cap on consecutive Stop
+/// blocks, and names every other Stop hook in the merged settings (its blocks count with
+/// vigil's; with the cap lifted, nothing would end a turn it keeps blocking).
+#[test]
+fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let shared = dir.path().join(".claude/settings.json");
+    std::fs::write(
+        &shared,
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./notify.sh"}, {"type": "prompt", "prompt": "done?"}]}]}}"#,
+    )
+    .unwrap();
+    let out = settings_merge()
+        .args(["check", "--settings"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said_now = stdout_of(&out);
+    assert!(
+        said_now
+            .lines()
+            .any(|l| l.starts_with("[ok] Stop: Claude Code ends a turn after 8 Stop blocks")),
+        "{said_now}"
+    );
+    for named in ["`./notify.sh`", "a \"prompt\" hook"] {
+        assert!(
+            said_now
+                .lines()
+                .any(|l| l.starts_with(&format!("[warn] Stop also runs {named}"))),
+            "{named}: {said_now}"
+        );
+    }
+    assert!(
+        !said_now.contains("Stop also runs `/"),
+        "vigil's own gate is not named: {said_now}"
+    );
+}

@@ -1,0 +1,145 @@
+//! SPEC §8, the install record: protected state (§9), so neither a record forged in the project
+//! nor the loss of the project's `.vigil/` steers uninstall; an older vigil's record is read
+//! and moved; an uninstall cut short still gives the original back.
+
+use serde_json::{Value, json};
+
+use super::{backup_of, merge, project_with};
+use crate::support::*;
+
+#[test]
+fn install_then_uninstall_leaves_no_lock_record_or_state_dir_behind() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let before = tree(dir.path());
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(
+        !tree(dir.path())
+            .iter()
+            .any(|f| f.ends_with("vigil-lock") || f.ends_with(".lock")),
+        "locks go once released"
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(tree(dir.path()), before);
+}
+
+#[test]
+fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_later() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = install_record_of(dir.path());
+    let kept = std::fs::read(&record).unwrap();
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    // As if it died after restoring the file and dropping the backup, before the record.
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    std::fs::write(&record, kept).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert_eq!(
+        std::fs::read(backup_of(&path)).unwrap(),
+        original,
+        "the backup is taken again"
+    );
+    assert!(merge("uninstall", &path, false, &[]).status.success());
+    assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
+}
+
+/// SPEC §2, the install record is protected state: removing the project's `.vigil/` (as a new
+/// user tidying up, or an agent, would) loses nothing; uninstall still takes back exactly what
+/// install added.
+#[test]
+fn the_install_record_is_protected_state_and_survives_the_projects_vigil_folder() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = install_record_of(dir.path());
+    assert!(record.is_file(), "the record is in the protected state");
+    let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
+    let again = merge("install", &path, false, &[]);
+    assert!(
+        stdout_of(&again).contains("already installed"),
+        "{}",
+        said(&again)
+    );
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    assert!(!record.exists(), "the last uninstall takes the record away");
+    assert!(!dir.path().join(".vigil").exists(), "and leaves no .vigil/");
+}
+
+/// The agent can write the project: a record it forges there (`.vigil/installed.json`, where
+/// earlier builds of vigil kept it) is not read while the protected one is there, so it cannot choose
+/// what uninstall takes out or puts back.
+#[test]
+fn a_record_forged_in_the_project_does_not_steer_uninstall() {
+    let (dir, path, _) = project_with("claude-user-hooks.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let key = std::fs::canonicalize(&path).unwrap().display().to_string();
+    let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
+        "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
+        "written_sha256": "0".repeat(64)}}});
+    std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
+    std::fs::write(dir.path().join(".vigil/installed.json"), forged.to_string()).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        original,
+        "the user's file is back, not deleted as the forged record said it was made"
+    );
+}
+
+/// An install made by an earlier build of vigil has its record in the project: it is still
+/// read, so that install's entries are taken out, and the next write moves it into the
+/// protected state. Read from where the agent can write, it is trusted with nothing more: no
+/// file is deleted or put back on its word.
+#[test]
+fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(merge("install", &path, false, &[]).status.success());
+    let record = install_record_of(dir.path());
+    let legacy = dir.path().join(".vigil/installed.json");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    std::fs::rename(&record, &legacy).unwrap();
+    let again = merge("install", &path, false, &["--run", "make test"]);
+    assert!(again.status.success(), "{}", said(&again));
+    assert!(record.is_file(), "moved into the protected state");
+    assert!(!legacy.exists(), "and gone from the project");
+    std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
+    std::fs::rename(&record, &legacy).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    let original: Value = serde_json::from_slice(&original).unwrap();
+    assert_eq!(
+        json_of(&path),
+        original,
+        "vigil's entries are out, the rest is as it was"
+    );
+    assert!(!legacy.exists() && !dir.path().join(".vigil").exists());
+}
+
+/// Uninstall says where vigil stays installed in the project, if anywhere (install.sh keeps
+/// the slash commands for those).
+#[test]
+fn uninstall_names_the_files_vigil_stays_installed_in() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let shared = dir.path().join(".claude/settings.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(merge("install", &shared, false, &[]).status.success());
+    let out = merge("uninstall", &path, false, &[]);
+    let said_now = stdout_of(&out);
+    assert!(
+        said_now.contains("vigil stays installed in ")
+            && said_now.contains("settings.json")
+            && !said_now.contains("settings.local.json\n"),
+        "{said_now}"
+    );
+    let out = merge("uninstall", &shared, false, &[]);
+    assert!(
+        !stdout_of(&out).contains("stays installed"),
+        "{}",
+        said(&out)
+    );
+}

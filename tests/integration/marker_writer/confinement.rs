@@ -1,0 +1,115 @@
+//! SPEC §9, confined checks for a local writer: `run --snapshot` runs the tests confined (no
+//! key, no state home, no network unless asked); an in-place or unconfined run says so and
+//! records it.
+
+use super::only_payload;
+use crate::support::*;
+
+/// The agent wrote the tests a protected writer runs with `--snapshot`: they try to read the
+/// signing key, trust their own key, and write the state home. None of it works, and the
+/// payload says the command was confined.
+#[test]
+fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
+    let dir = Project::git();
+    let keys = tempfile::tempdir().unwrap();
+    let made = marker_writer_in(
+        dir.path(),
+        &["keygen", "--out", keys.path().to_str().unwrap()],
+    );
+    assert!(made.status.success());
+    let key = keys.path().join("vigil-marker.key");
+    let home = state_home().display().to_string();
+    let attack = format!(
+        "cat '{k}' && echo READ-THE-KEY; mkdir -p '{home}/planted' && echo PLANTED; \
+         kill -KILL $PPID; true",
+        k = key.display()
+    );
+    let output = marker_writer_in(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--snapshot",
+            "--sign-key",
+            key.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &attack,
+        ],
+    );
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", said(&output));
+    assert!(!printed.contains("READ-THE-KEY"), "{printed}");
+    assert!(!printed.contains("PLANTED"), "{printed}");
+    assert!(!state_home().join("planted").exists());
+    let payload = only_payload(dir.path(), "tests");
+    assert_eq!(payload["run"]["confinement"], "bubblewrap");
+    assert_valid("marker.schema.json", &payload);
+}
+
+#[test]
+fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
+    let dir = Project::git();
+    let output = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
+    assert!(output.status.success());
+    let line = assert_one_line_error(&output, "marker-writer");
+    assert!(
+        line.contains("tests passed for git-tree:")
+            && line.contains("ran in place, unconfined, with your rights"),
+        "{line}"
+    );
+    let payload = only_payload(dir.path(), "tests");
+    assert_eq!(payload["run"]["confinement"], "none");
+    assert_eq!(payload["run"]["isolation"], "in-place");
+}
+
+#[test]
+fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
+    let dir = Project::git();
+    let output = marker_writer()
+        .args(["run", "--check", "tests", "--snapshot", "--", "true"])
+        .current_dir(dir.path())
+        .env("VIGIL_TEST_BWRAP", "/nonexistent/bwrap")
+        .env_remove("VIGIL_SIGN_KEY")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let line = assert_one_line_error(&output, "marker-writer");
+    assert!(
+        line.contains("ran unconfined, with your rights: bubblewrap is not installed"),
+        "{line}"
+    );
+    let payload = only_payload(dir.path(), "tests");
+    assert_eq!(payload["run"]["confinement"], "none");
+    assert_eq!(payload["run"]["isolation"], "snapshot");
+}
+
+#[test]
+fn check_network_and_check_write_are_for_a_confined_snapshot_only() {
+    let dir = Project::git();
+    for flags in [&["--check-network"][..], &["--check-write", "/tmp"][..]] {
+        let mut args = vec!["run", "--check", "tests"];
+        args.extend(flags);
+        args.extend(["--", "true"]);
+        let output = marker_writer_in(dir.path(), &args);
+        assert_eq!(output.status.code(), Some(2));
+        assert_one_line_error(&output, "marker-writer");
+    }
+    let output = marker_writer_in(
+        dir.path(),
+        &[
+            "run",
+            "--check",
+            "t",
+            "--snapshot",
+            "--check-write",
+            "rel",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(2));
+    assert!(said(&output).contains("absolute"), "{}", said(&output));
+}

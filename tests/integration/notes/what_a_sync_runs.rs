@@ -1,0 +1,419 @@
+//! SPEC §9, a sync runs nothing the agent wrote: not the caller's environment, not an option
+//! posing as a URL, not the project's config, hooks or promisor remote, not a notes repository
+//! the agent can write or vigil did not make; FIFOs where files should be are refused at once.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::{World, ci_publishes, find_dir_named};
+use crate::support::*;
+
+/// What a project's `.claude/settings.json` can put in the environment of the hook that starts
+/// a background sync: a PATH with its own `git` first, `GIT_SSH_COMMAND`, a HOME whose
+/// .gitconfig names a `core.sshCommand`, `GIT_CONFIG_GLOBAL`. None of them runs.
+#[test]
+fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let canary = world.dir.path().join("ran");
+    let planted = world.dir.path().join("planted");
+    std::fs::create_dir_all(planted.join("bin")).unwrap();
+    let fake_git = planted.join("bin/git");
+    std::fs::write(
+        &fake_git,
+        format!("#!/bin/sh\necho git >>'{}'\n", canary.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake_git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let touch = format!("sh -c 'echo ssh >>{}'", canary.display());
+    std::fs::write(
+        planted.join(".gitconfig"),
+        format!("[core]\n\tsshCommand = {touch}\n"),
+    )
+    .unwrap();
+    for remote in ["origin", "ssh://127.0.0.1:1/repo.git"] {
+        let out = marker_writer()
+            .args(["sync", "--remote", remote, "--timeout", "10"])
+            .current_dir(&laptop)
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", planted.join("bin").display()),
+            )
+            .env("HOME", &planted)
+            .env("XDG_CONFIG_HOME", &planted)
+            .env("GIT_SSH_COMMAND", &touch)
+            .env("GIT_CONFIG_GLOBAL", planted.join(".gitconfig"))
+            .output()
+            .unwrap();
+        if remote == "origin" {
+            assert!(out.status.success(), "{}", said(&out));
+        }
+        assert!(
+            !canary.exists(),
+            "{remote}: {}",
+            std::fs::read_to_string(&canary).unwrap_or_default()
+        );
+    }
+}
+
+/// A remote URL in the project's config that git would read as an option (`--upload-pack=CMD`
+/// runs CMD): refused, and nothing runs.
+#[test]
+fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let canary = world.dir.path().join("pwned");
+    git(
+        &laptop,
+        &[
+            "config",
+            "remote.origin.url",
+            &format!("--upload-pack=touch {};false", canary.display()),
+        ],
+    );
+    let out = marker_writer_in(&laptop, &["sync"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(!canary.exists(), "the agent's command ran");
+}
+
+/// The protected state inside the project (a state home set there, or the fallback when the
+/// state home cannot be written): the agent can write the notes repository's config, and git
+/// obeys it (`protocol.ext.allow` and a `url.*.insteadOf` turn the fetch into its command). A
+/// sync there is refused, and runs nothing.
+#[test]
+fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing() {
+    for (what, home) in [
+        ("a state home in the project", Some(".cache/vigil")),
+        ("the fallback", None),
+    ] {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        let home = match home {
+            Some(inside) => laptop.join(inside),
+            // Cannot be made: the state falls back into the project.
+            None => PathBuf::from("/proc/vigil-cannot-be-made"),
+        };
+        let canary = world.dir.path().join("pwned");
+        let run = |args: &[&str]| {
+            marker_writer()
+                .args(args)
+                .current_dir(&laptop)
+                .env("VIGIL_STATE_HOME", &home)
+                .output()
+                .unwrap()
+        };
+        // Any command makes the protected place; the agent finds it and plants a notes
+        // repository whose config makes the fetch run its command.
+        let _ = run(&["verify", "--check", "tests"]);
+        let place = find_dir_named(&laptop, "projects")
+            .and_then(|projects| std::fs::read_dir(projects).ok()?.flatten().next())
+            .map(|entry| entry.path())
+            .unwrap_or_else(|| laptop.join(".vigil/state"));
+        let notes = place.join("notes.git");
+        git(&laptop, &["init", "-q", "--bare", notes.to_str().unwrap()]);
+        let remote = world.remote.to_str().unwrap();
+        let config = format!(
+            "[protocol \"ext\"]\n\tallow = always\n[url \"ext::sh -c touch% {}\"]\n\tinsteadOf = {remote}\n",
+            canary.display()
+        );
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(notes.join("config"))
+            .unwrap();
+        std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
+        for args in [
+            &["sync"][..],
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--status",
+                "passed",
+                "--publish",
+            ][..],
+        ] {
+            let out = run(args);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{what}: {args:?}: {}",
+                said(&out)
+            );
+            assert_one_line_error(&out, "marker-writer");
+            assert!(
+                String::from_utf8_lossy(&out.stderr).contains("inside the project"),
+                "{what}: {}",
+                said(&out)
+            );
+            assert!(!canary.exists(), "{what}: the agent's command ran");
+        }
+    }
+}
+
+/// The variables a project's settings can give the hook that starts a sync, and that git or
+/// what it runs would obey without a `GIT_` in their name: none reaches git.
+#[test]
+fn a_sync_hands_git_only_the_variables_it_needs() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let planted = [
+        ("LD_PRELOAD", "/nonexistent/libvigil-planted.so"),
+        ("SSH_ASKPASS", "/nonexistent/vigil-planted-askpass"),
+        ("SSH_ASKPASS_REQUIRE", "force"),
+        ("SSL_CERT_FILE", "/nonexistent/vigil-planted.pem"),
+        ("CURL_CA_BUNDLE", "/nonexistent/vigil-planted.pem"),
+        ("BASH_ENV", "/nonexistent/vigil-planted.sh"),
+    ];
+    let env: Vec<(&str, &std::ffi::OsStr)> =
+        planted.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+    let Some((out, calls)) = traced_with(
+        "marker-writer",
+        &["sync".as_ref()],
+        &env,
+        &laptop,
+        b"",
+        "execve",
+    ) else {
+        return;
+    };
+    assert!(out.status.success(), "{}", said(&out));
+    let gits: Vec<&str> = calls
+        .text
+        .lines()
+        .filter(|l| l.contains("execve(") && l.contains("/git\""))
+        .collect();
+    assert!(!gits.is_empty(), "git ran: {}", calls.text);
+    for line in gits {
+        for (name, _) in planted {
+            assert!(
+                !line.contains(&format!("\"{name}=")),
+                "{name} reached git: {line}"
+            );
+        }
+    }
+}
+
+/// `show --all` compares with the nearest published content by listing its tree in the
+/// project's repository. The agent made that repository a partial clone whose promisor
+/// remote's upload-pack is its own command: listing a tree that is not there must not fetch it
+/// (which would run that command as the user who asked).
+#[test]
+fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    // CI tested content the laptop has never seen: its tree is in no object of the laptop's.
+    std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 41 + 1 }\n").unwrap();
+    git(&ci, &["commit", "-qam", "ci only"]);
+    ci_publishes(&ci, "tests", None);
+    ok(marker_writer_in(&laptop, &["sync"]));
+    let canary = world.dir.path().join("fetched");
+    let upload = world.dir.path().join("upload-pack");
+    std::fs::write(
+        &upload,
+        format!(
+            "#!/bin/sh\n: >'{}'\nexec git-upload-pack \"$@\"\n",
+            canary.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&upload, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ci_path = ci.to_str().unwrap().to_string();
+    let upload_path = upload.to_str().unwrap().to_string();
+    for (key, value) in [
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", "agent"),
+        ("remote.agent.url", ci_path.as_str()),
+        ("remote.agent.promisor", "true"),
+        ("remote.agent.uploadpack", upload_path.as_str()),
+    ] {
+        git(&laptop, &["config", key, value]);
+    }
+    let out = ok(marker_writer_in(
+        &laptop,
+        &["show", "--all", "--check", "tests"],
+    ));
+    assert!(!canary.exists(), "the agent's upload-pack ran");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("none of the 1 published contents"),
+        "{}",
+        said(&out)
+    );
+}
+
+/// `sync --push` to a remote URL the agent put in `.git/config` (a local path) would run that
+/// repository's receive-side hooks (receive-pack does not take vigil's `core.hooksPath`): a
+/// push to a path read from the project's config is refused, and nothing runs.
+#[test]
+fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    let evil = world.dir.path().join("evil.git");
+    git(
+        world.dir.path(),
+        &["init", "-q", "--bare", evil.to_str().unwrap()],
+    );
+    let witness = world.dir.path().join("PWNED");
+    let hook = evil.join("hooks/pre-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", witness.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for url in [
+        evil.to_str().unwrap().to_string(),
+        format!("file://{}", evil.display()),
+    ] {
+        git(&laptop, &["remote", "set-url", "origin", &url]);
+        ok(marker_writer_in(
+            &laptop,
+            &[
+                "write",
+                "--check",
+                "tests",
+                "--status",
+                "passed",
+                "--publish",
+            ],
+        ));
+        let out = marker_writer_in(&laptop, &["sync", "--push"]);
+        assert_eq!(out.status.code(), Some(2), "{url}: {}", said(&out));
+        assert_one_line_error(&out, "marker-writer");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--remote PATH"),
+            "{}",
+            said(&out)
+        );
+        assert!(!witness.exists(), "{url}: the agent's pre-receive hook ran");
+    }
+}
+
+/// A FIFO in place of `.git/config`: the remote's URL is read from it without waiting (and
+/// git never reads the project's repository on its own), so a sync says so at once.
+#[test]
+fn a_fifo_in_place_of_the_projects_config_is_refused_at_once() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    std::fs::remove_file(laptop.join(".git/config")).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(laptop.join(".git/config"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let start = Instant::now();
+    let mut child = vigil_process("marker-writer")
+        .args(["sync", "--timeout", "2"])
+        .current_dir(&laptop)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let finished = child.try_wait().unwrap();
+    if finished.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        // Unblock whatever waits on the FIFO.
+        use std::os::unix::fs::OpenOptionsExt;
+        for _ in 0..20 {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(laptop.join(".git/config"));
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let status = finished.expect("a 2 s sync still ran after 8 s");
+    assert_eq!(status.code(), Some(2));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("not a regular file") || stderr.contains("config"),
+        "{stderr}"
+    );
+}
+
+/// Whoever can write the protected state (an agent without the sandbox, another program)
+/// adds to `notes.git/config` what makes a fetch its command, or points the objects elsewhere:
+/// the repository is refused until it is removed, and nothing runs.
+#[test]
+fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
+    let world = World::new();
+    let laptop = world.clone("laptop");
+    ok(marker_writer_in(&laptop, &["sync"]));
+    let notes = protected_dir(&laptop).join("notes.git");
+    let canary = world.dir.path().join("pwned");
+    let remote = world.remote.to_str().unwrap();
+    let planted = format!(
+        "[protocol \"ext\"]\n\tallow = always\n[url \"ext::sh -c touch% {}\"]\n\tinsteadOf = {remote}\n",
+        canary.display()
+    );
+    let original = std::fs::read(notes.join("config")).unwrap();
+    for (file, text) in [
+        ("config", planted.as_str()),
+        ("objects/info/alternates", "/tmp\n"),
+    ] {
+        let path = notes.join(file);
+        let mut bytes = std::fs::read(&path).unwrap_or_default();
+        bytes.extend_from_slice(text.as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let out = marker_writer_in(&laptop, &["sync"]);
+        assert_eq!(out.status.code(), Some(2), "{file}: {}", said(&out));
+        assert_one_line_error(&out, "marker-writer");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not as vigil made it"),
+            "{}",
+            said(&out)
+        );
+        assert!(!canary.exists(), "{file}: the planted command ran");
+        std::fs::write(notes.join("config"), &original).unwrap();
+        let _ = std::fs::remove_file(notes.join("objects/info/alternates"));
+    }
+    // Removed, it is made again.
+    std::fs::remove_dir_all(&notes).unwrap();
+    ok(marker_writer_in(&laptop, &["sync"]));
+}
+
+/// A FIFO or /dev/zero at `.git/commondir`: refused at once, never waited on or read on.
+#[test]
+fn a_fifo_or_dev_zero_at_commondir_is_refused_at_once() {
+    for how in ["fifo", "zero"] {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        let commondir = laptop.join(".git/commondir");
+        if how == "fifo" {
+            let status = std::process::Command::new("mkfifo")
+                .arg(&commondir)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &commondir).unwrap();
+        }
+        let start = Instant::now();
+        let mut child = vigil_process("marker-writer")
+            .args(["sync", "--timeout", "2"])
+            .current_dir(&laptop)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let finished = child.try_wait().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        if how == "fifo" {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&commondir);
+        }
+        let status = finished.unwrap_or_else(|| panic!("{how}: a 2 s sync ran past 8 s"));
+        assert_eq!(status.code(), Some(2), "{how}");
+    }
+}

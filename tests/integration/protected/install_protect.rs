@@ -1,0 +1,509 @@
+//! SPEC §9, `settings-merge install --protect`: Claude Code's sandbox on, unsandboxed retries
+//! off, Edit and Write denied the state home (Codex: its workspace-write sandbox), taken back
+//! by uninstall; and the doctor saying whether the state is out of the agent's reach, and why
+//! not.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+use super::project_builder;
+
+/// settings-merge ARGS in the project, with its HOME.
+fn merge_in(p: &Project, args: &[&str]) -> std::process::Output {
+    settings_merge()
+        .env("HOME", p.home())
+        .args(args)
+        .current_dir(p.path())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let original = "{\n  \"sandbox\": {\"network\": {\"allowLocalBinding\": true}},\n  \"permissions\": {\"deny\": [\"Read(./.env)\"]},\n  \"model\": \"opus\"\n}\n";
+    std::fs::write(&settings, original).unwrap();
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let bin = bin.to_str().unwrap();
+    let install = ["install", "--settings", file, "--bin-dir", bin, "--protect"];
+    let out = merge_in(&dir, &install);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("--protect"));
+    let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(value["sandbox"]["enabled"], true);
+    assert_eq!(value["sandbox"]["allowUnsandboxedCommands"], false);
+    assert_eq!(value["sandbox"]["failIfUnavailable"], true);
+    assert_eq!(
+        value["sandbox"]["network"]["allowLocalBinding"], true,
+        "the user's keys stay"
+    );
+    assert_eq!(value["model"], "opus");
+    let deny: Vec<&str> = value["permissions"]["deny"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(deny[0], "Read(./.env)", "the user's rule stays first");
+    let state = state_home()
+        .to_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    assert!(
+        deny.contains(&format!("Edit(//{state}/**)").as_str()),
+        "{deny:?}"
+    );
+    assert!(deny.contains(&format!("Edit(//{}/**)", bin.trim_start_matches('/')).as_str()));
+    assert!(deny.contains(&"Edit(/.claude/settings.local.json)"));
+    assert!(deny.contains(&"Edit(~/.claude/settings.json)"));
+    assert!(
+        !deny.iter().any(|r| r.starts_with("Write(")),
+        "Claude Code warns about Write(path) rules; Edit rules cover Write"
+    );
+    // The file tools' guard (SPEC §9): stop-gate on every tool that writes files.
+    let guard = &value["hooks"]["PreToolUse"][0];
+    assert_eq!(
+        guard["matcher"], "Edit|Write|MultiEdit|NotebookEdit",
+        "{value}"
+    );
+    assert!(
+        guard["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .trim_end_matches('\'')
+            .ends_with("/stop-gate"),
+        "{guard}"
+    );
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(install_record_of(dir.path())).unwrap()).unwrap();
+    assert_valid("installed.schema.json", &record);
+    let protected = std::fs::read(&settings).unwrap();
+    // Again with --protect, and again without: neither changes a byte (the protection stays).
+    for args in [&install[..], &install[..5]] {
+        let out = merge_in(&dir, args);
+        assert!(out.status.success());
+        assert_eq!(std::fs::read(&settings).unwrap(), protected);
+    }
+    let out = merge_in(&dir, &["uninstall", "--settings", file]);
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+}
+
+#[test]
+fn uninstall_after_edits_takes_back_only_what_protect_added_and_still_stands() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    assert!(merge_in(&dir, &install).status.success());
+    // The user turns unsandboxed retries back on and adds a rule of their own.
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    value["sandbox"]["allowUnsandboxedCommands"] = json!(true);
+    value["permissions"]["deny"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("Bash(curl *)"));
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let out = merge_in(&dir, &["uninstall", "--settings", file]);
+    assert!(out.status.success());
+    let after: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(
+        after,
+        json!({"sandbox": {"allowUnsandboxedCommands": true}, "permissions": {"deny": ["Bash(curl *)"]}}),
+        "what the user set stays; what --protect added and still stands goes"
+    );
+}
+
+#[test]
+fn protect_is_an_install_option() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".codex/hooks.json");
+    let file = settings.to_str().unwrap();
+    let out = merge_in(&dir, &["uninstall", "--settings", file, "--protect"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--protect") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!settings.exists(), "nothing written");
+}
+
+/// SPEC §9 for Codex: `install --codex --protect` sets workspace-write in the project's
+/// `.codex/config.toml` (which Codex 0.171.0 reads for a trusted project over the user's own
+/// mode, and keeps read-only to the agent's commands), keeping the rest of the file; a mode
+/// the user chose is kept or, when wider, refused; uninstall takes back only its own line; the
+/// doctor says what the agent's commands can reach.
+#[test]
+fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
+    let dir = project_builder().home().build();
+    let codex_home = dir.home().join("codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let user_config = codex_home.join("config.toml");
+    let canonical = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(
+        &user_config,
+        format!(
+            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            canonical.display()
+        ),
+    )
+    .unwrap();
+    let settings = dir.path().join(".codex/hooks.json");
+    let project_config = dir.path().join(".codex/config.toml");
+    std::fs::create_dir_all(project_config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &project_config,
+        "# mine\nmodel = \"gpt-5\"\n\n[tools]\nweb_search = true\n",
+    )
+    .unwrap();
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let merge = |args: &[&str]| {
+        settings_merge()
+            .env("HOME", dir.home())
+            .env("CODEX_HOME", &codex_home)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let sandbox_line = |out: &std::process::Output| {
+        stdout_of(out)
+            .lines()
+            .find(|l| l.contains("sandbox"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        merge(&[
+            "install",
+            "--settings",
+            file,
+            "--codex",
+            "--bin-dir",
+            bin.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let line = sandbox_line(&merge(&["check", "--settings", file, "--codex"]));
+    assert!(
+        line.starts_with("[warn] Codex runs the agent's commands with your rights")
+            && line.contains("danger-full-access")
+            && line.contains("approval_policy = \"never\""),
+        "{line}"
+    );
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--codex",
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    let out = merge(&install);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        stdout_of(&out).contains("sandbox_mode = \"workspace-write\""),
+        "{}",
+        stdout_of(&out)
+    );
+    let written = std::fs::read_to_string(&project_config).unwrap();
+    assert!(
+        written.starts_with("# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\"")
+            && written.contains("[tools]\nweb_search = true"),
+        "at the top, the rest kept: {written}"
+    );
+    let parsed: toml_edit::DocumentMut = written.parse().unwrap();
+    assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));
+    assert!(parsed["tools"].get("sandbox_mode").is_none());
+    // Again: nothing changes.
+    assert!(merge(&install).status.success());
+    assert_eq!(std::fs::read_to_string(&project_config).unwrap(), written);
+    let line = sandbox_line(&merge(&["check", "--settings", file, "--codex"]));
+    assert!(
+        line.starts_with("[ok] Codex runs the agent's commands in its workspace-write sandbox")
+            && line.contains(".codex/config.toml"),
+        "{line}"
+    );
+    // Uninstall takes back its line only.
+    assert!(
+        merge(&["uninstall", "--settings", file, "--codex"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&project_config).unwrap(),
+        "# mine\nmodel = \"gpt-5\"\n\n[tools]\nweb_search = true\n"
+    );
+    // A wider mode the user set in the project is refused, the file unchanged.
+    std::fs::write(&project_config, "sandbox_mode = \"danger-full-access\"\n").unwrap();
+    let out = merge(&install);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("vigil does not override a mode you chose"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&project_config).unwrap(),
+        "sandbox_mode = \"danger-full-access\"\n"
+    );
+}
+
+/// `settings-merge check`'s lines about the protected state.
+fn protection_lines(p: &Project, file: &str) -> (Option<i32>, Vec<String>) {
+    let out = merge_in(p, &["check", "--settings", file]);
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            [
+                "sandbox",
+                "state home",
+                "Edit and Write",
+                "protected state",
+                "vigil's binaries",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
+        })
+        .map(str::to_string)
+        .collect();
+    (out.status.code(), lines)
+}
+
+#[test]
+fn check_says_whether_the_state_is_out_of_the_agents_reach_and_why_not() {
+    let dir = project_builder().home().installed(&[]).build();
+    let settings = dir.settings();
+    let file = settings.to_str().unwrap();
+    let (code, lines) = protection_lines(&dir, file);
+    assert_eq!(code, Some(0), "unprotected is a warning: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] the sandbox is off")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] the Edit and Write tools")
+                && l.contains("not denied the state home")),
+        "{lines:?}"
+    );
+    dir.install(&["--protect"]);
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[ok] vigil's protected state")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.starts_with("[warn]")), "{lines:?}");
+    // The managed, local, project and user layers merge as Claude Code merges them: the
+    // user's own settings cannot turn unsandboxed retries back on past the local file, but a
+    // project file can add what the local one leaves out.
+    std::fs::create_dir_all(dir.home().join(".claude")).unwrap();
+    std::fs::write(
+        dir.home().join(".claude/settings.json"),
+        r#"{"sandbox": {"allowUnsandboxedCommands": true}}"#,
+    )
+    .unwrap();
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(
+        !lines.iter().any(|l| l.starts_with("[warn]")),
+        "weaker layer: {lines:?}"
+    );
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]
+        .as_object_mut()
+        .unwrap()
+        .remove("allowUnsandboxedCommands");
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l
+                .starts_with("[warn] the sandbox is on, but a command may be retried outside it")),
+        "the user's layer now decides: {lines:?}"
+    );
+    // A state home inside the project is within the sandbox's reach.
+    let inside = dir.path().join("state");
+    let out = settings_merge()
+        .env("HOME", dir.home())
+        .env("VIGIL_STATE_HOME", &inside)
+        .args(["check", "--settings", file])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("[fail] the state home") && said.contains("inside the project"),
+        "{said}"
+    );
+}
+
+/// What else lets a command or a tool past the protection, each told by the doctor: commands
+/// the sandbox excludes, hooks that find the gate through PATH, user settings it cannot read.
+#[test]
+fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
+    let dir = project_builder().home().installed(&["--protect"]).build();
+    let settings = dir.settings();
+    let file = settings.to_str().unwrap();
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(!lines.iter().any(|l| l.starts_with("[warn]")), "{lines:?}");
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]["excludedCommands"] = json!(["docker *", "make"]);
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn] sandbox.excludedCommands")
+                && l.contains("docker *, make")),
+        "{lines:?}"
+    );
+    // Shared settings name the binaries without a path.
+    let shared = dir.path().join(".claude/settings.json");
+    let shared_file = shared.to_str().unwrap();
+    assert!(
+        merge_in(&dir, &["install", "--shared", "--settings", shared_file])
+            .status
+            .success()
+    );
+    let (_, lines) = protection_lines(&dir, shared_file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn]") && l.contains("through PATH")),
+        "{lines:?}"
+    );
+    // One hand-added handler without a path is enough for the agent to answer for the gate.
+    let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    local["sandbox"]
+        .as_object_mut()
+        .unwrap()
+        .remove("excludedCommands");
+    local["hooks"]["Stop"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"hooks": [{"type": "command", "command": "stop-gate --run true"}]}));
+    std::fs::write(&settings, serde_json::to_vec_pretty(&local).unwrap()).unwrap();
+    let (_, lines) = protection_lines(&dir, file);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[warn]") && l.contains("through PATH")),
+        "mixed: {lines:?}"
+    );
+    // Binaries inside the project are the agent's to replace.
+    let inside = dir.path().join("bin");
+    std::fs::create_dir_all(&inside).unwrap();
+    for name in ["stop-gate", "session-start-loader", "session-end-handoff"] {
+        std::fs::copy(bin_dir().join(name), inside.join(name)).unwrap();
+    }
+    let other = dir.path().join(".claude/other.json");
+    let other_file = other.to_str().unwrap();
+    let args = [
+        "install",
+        "--settings",
+        other_file,
+        "--bin-dir",
+        inside.to_str().unwrap(),
+    ];
+    assert!(merge_in(&dir, &args).status.success());
+    let (code, lines) = protection_lines(&dir, other_file);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert!(
+        lines.iter().any(
+            |l| l.starts_with("[fail] the hooks run vigil's binaries from")
+                && l.contains("inside the project")
+        ),
+        "{lines:?}"
+    );
+    let out = settings_merge()
+        .env("HOME", dir.home())
+        .env("CLAUDE_CONFIG_DIR", dir.home().join("other"))
+        .current_dir(dir.path())
+        .args(["check", "--settings", file])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.lines()
+            .any(|l| l.starts_with("[warn] CLAUDE_CONFIG_DIR is set")),
+        "{said}"
+    );
+}
+
+/// SPEC §9: the doctor says whether stop-gate's check runs confined, and what it means when it
+/// cannot be: said every stop, or, with Claude Code's sandbox on, every stop blocked.
+#[test]
+fn the_doctor_says_whether_the_check_is_confined() {
+    let dir = project_builder()
+        .home()
+        .installed(&["--run", "make test"])
+        .build();
+    let settings = dir.settings();
+    let file = settings.to_str().unwrap();
+    let lines = |bwrap: Option<&str>| {
+        let mut cmd = settings_merge();
+        cmd.env("HOME", dir.home())
+            .args(["check", "--settings", file])
+            .current_dir(dir.path());
+        if let Some(bwrap) = bwrap {
+            cmd.env("VIGIL_TEST_BWRAP", bwrap);
+        }
+        let out = cmd.output().unwrap();
+        let confinement: Vec<String> = stdout_of(&out)
+            .lines()
+            .filter(|l| l.contains("`make test`"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(confinement.len(), 1, "{}", stdout_of(&out));
+        (out.status.code(), confinement[0].clone())
+    };
+    let (_, line) = lines(None);
+    assert!(
+        line.starts_with("[ok] Stop: stop-gate's check `make test` runs confined"),
+        "{line}"
+    );
+    let (_, line) = lines(Some("/nonexistent/bwrap"));
+    assert!(
+        line.starts_with(
+            "[warn] Stop: stop-gate's check `make test` runs unconfined, with your rights"
+        ) && line.contains("install the package bubblewrap"),
+        "{line}"
+    );
+    let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    value["sandbox"] = json!({"enabled": true});
+    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let (code, line) = lines(Some("/nonexistent/bwrap"));
+    assert_eq!(code, Some(1));
+    assert!(
+        line.starts_with("[fail] Stop: stop-gate's check `make test` cannot be confined")
+            && line.contains("every stop is blocked"),
+        "{line}"
+    );
+}

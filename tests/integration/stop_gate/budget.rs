@@ -1,0 +1,96 @@
+//! SPEC §4, the budget: `--max-blocks` consecutive blocks per session, counted in the session's
+//! record and reset by a pass; when it is spent the stop is allowed as NOT verified.
+
+use serde_json::json;
+
+use crate::support::*;
+
+#[test]
+fn budget_allows_after_n_blocks_and_says_not_verified() {
+    let p = Project::new();
+    let args = ["--run", "exit 1", "--max-blocks", "2"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    let third = p.stop(&args, "s1", Some("x"));
+    assert!(!third.blocked());
+    assert!(
+        third.system_message().contains("NOT verified"),
+        "{}",
+        third.system_message()
+    );
+    assert!(
+        third.system_message().contains("`exit 1` failed"),
+        "names the last problem: {}",
+        third.system_message()
+    );
+    assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
+}
+
+#[test]
+fn a_pass_resets_the_budget() {
+    let p = Project::new();
+    let flag = p.path().join("green");
+    let check = format!("test -f {}", flag.display());
+    let args = ["--run", check.as_str(), "--max-blocks", "2"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    std::fs::write(&flag, "").unwrap();
+    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    assert_eq!(p.session_record("s1")["budget"]["consecutive_blocks"], 0);
+    std::fs::remove_file(&flag).unwrap();
+    assert!(
+        p.stop(&args, "s1", Some("x")).blocked(),
+        "the count started again"
+    );
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+}
+
+#[test]
+fn budget_is_per_session() {
+    let p = Project::new();
+    let args = ["--run", "exit 1", "--max-blocks", "1"];
+    assert!(p.stop(&args, "a", Some("x")).blocked());
+    assert!(
+        p.stop(&args, "b", Some("x")).blocked(),
+        "b has its own budget"
+    );
+    assert!(!p.stop(&args, "a", Some("x")).blocked());
+}
+
+#[test]
+fn subagent_passes_never_reset_the_main_agents_budget() {
+    let p = Project::new();
+    let mut subagent = p.payload("s1", Some("x"));
+    subagent["hook_event_name"] = json!("SubagentStop");
+    let main = ["--run", "exit 1", "--max-blocks", "2"];
+    assert!(p.stop(&main, "s1", Some("x")).blocked());
+    assert!(p.stop(&main, "s1", Some("x")).blocked());
+    assert!(
+        p.stop_with(&["--subagents", "--run", "true"], subagent.to_string())
+            .silent_allow()
+    );
+    let third = p.stop(&main, "s1", Some("x"));
+    assert!(!third.blocked(), "the main budget was reset by a subagent");
+    assert!(third.system_message().contains("NOT verified"));
+}
+
+#[test]
+fn a_pass_sets_the_session_record_back_to_ok() {
+    let p = Project::new();
+    let flag = p.path().join("green");
+    let check = format!("test -f {}", flag.display());
+    let args = ["--run", check.as_str(), "--max-blocks", "1"];
+    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(!p.stop(&args, "s1", Some("x")).blocked());
+    assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
+    std::fs::write(&flag, "").unwrap();
+    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    let budget = p.session_record("s1")["budget"].clone();
+    assert_eq!(
+        (
+            budget.get("status").cloned(),
+            budget["budget_spent"].clone()
+        ),
+        (None, json!(1))
+    );
+}

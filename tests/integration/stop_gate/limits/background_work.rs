@@ -1,0 +1,204 @@
+//! A declaration while background work runs is held, not a finish (SPEC §2 `background_tasks`):
+//! once a pass, naming the work, within the block budget; unknown shapes are never a reason to
+//! deny.
+
+use serde_json::{Value, json};
+
+use crate::stop_gate::DECLARED;
+use crate::support::*;
+
+use super::start_with;
+
+/// A Stop of the background sample (Claude Code 2.1.332), in `session`, saying `message`.
+fn background_stop(p: &Project, session: &str, message: &str, tasks: Value) -> Value {
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-stop-background.json")).unwrap();
+    payload["session_id"] = json!(session);
+    payload["cwd"] = json!(p.path());
+    payload["transcript_path"] = Value::Null;
+    payload["last_assistant_message"] = json!(message);
+    payload["background_tasks"] = tasks;
+    payload
+}
+
+fn sample_tasks() -> Value {
+    let payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-stop-background.json")).unwrap();
+    payload["background_tasks"].clone()
+}
+
+#[test]
+fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    let held = p.stop_with(
+        &[],
+        background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
+    );
+    assert!(held.blocked(), "not final while `sleep 20` runs");
+    let reason = held.reason();
+    assert!(reason.contains("`sleep 20`"), "names the task: {reason}");
+    assert!(reason.contains("wait for it to finish"), "{reason}");
+    assert!(
+        reason.contains("<promise>DONE</promise>"),
+        "says how to finish, live: {reason}"
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["iteration"], 1, "the wait spends no pass");
+    assert_eq!(state["progress"]["waited_in_pass"], 1);
+    assert_eq!(
+        p.session_record("s1")["budget"]["consecutive_blocks"],
+        1,
+        "the wait is a block of the budget"
+    );
+    // Declared again in the same pass, the work still running: it does not count.
+    let again = p.stop_with(
+        &[],
+        background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
+    );
+    assert!(again.blocked());
+    assert!(
+        again
+            .task()
+            .contains("a declaration counts only once it has finished"),
+        "{}",
+        again.reason()
+    );
+    assert_eq!(p.loop_state("s1")["iteration"], 2, "a pass, not a finish");
+    // The work is over: the declaration ends the loop.
+    let mut done = sample_tasks();
+    done[0]["status"] = json!("completed");
+    let passed = p.stop_with(&[], background_stop(&p, "s1", DECLARED, done).to_string());
+    assert!(!passed.blocked(), "{}", passed.reason());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn background_waits_are_blocks_of_the_budget_whose_end_says_not_verified() {
+    let p = Project::new();
+    start_with(&p, "s1", 10, &[]);
+    let spent = p.stop_with(
+        &["--max-blocks", "0"],
+        background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
+    );
+    assert!(
+        !spent.blocked(),
+        "a budget of no blocks: the hold is let through"
+    );
+    assert!(
+        spent.system_message().contains("NOT verified")
+            && spent
+                .system_message()
+                .contains("background work is still running"),
+        "{}",
+        spent.system_message()
+    );
+    assert_eq!(
+        p.loop_state("s1")["status"],
+        "running",
+        "the loop is not passed"
+    );
+}
+
+#[test]
+fn holds_in_different_passes_are_not_consecutive_blocks() {
+    let p = Project::new();
+    start_with(&p, "s1", 10, &[]);
+    let stop = |message: &str| {
+        p.stop_with(
+            &["--max-blocks", "1"],
+            background_stop(&p, "s1", message, sample_tasks()).to_string(),
+        )
+    };
+    for pass in 1..=4 {
+        let held = stop(DECLARED);
+        assert!(held.blocked(), "pass {pass}: held");
+        assert!(
+            held.reason().contains("wait for it to finish"),
+            "{}",
+            held.reason()
+        );
+        // Declared again with the work still running: the next pass begins.
+        let next = stop(&format!("{DECLARED}\n\n(pass {pass})"));
+        assert!(next.blocked(), "pass {pass}: not a finish");
+    }
+    assert_eq!(p.loop_state("s1")["iteration"], 5);
+}
+
+#[test]
+fn background_tasks_of_a_shape_vigil_does_not_know_are_never_a_reason_to_deny() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    let tasks = json!([
+        "a string",
+        7,
+        {"weird": true},
+        {"id": "c1", "type": "cron", "status": "running"},
+        {"id": 5, "type": "shell", "status": "running"},
+        {"id": "b1", "type": "shell", "status": ["running"]}
+    ]);
+    let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn background_tasks_that_are_not_an_array_are_malformed_and_deny() {
+    let p = Project::new();
+    let stop = p.stop_with(
+        &[],
+        background_stop(&p, "s1", DECLARED, json!({"id": "b1"})).to_string(),
+    );
+    assert!(stop.blocked());
+    assert!(
+        stop.reason()
+            .contains("`background_tasks` must be an array"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn a_huge_background_tasks_list_is_named_in_one_bounded_reason() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    let long = format!(
+        "npm test {}<promise>DONE</promise>\n\x1b[31m",
+        "x".repeat(500)
+    );
+    // 20,000 entries of 600 bytes: 12 MB, under the 16 MiB a hook reads.
+    let tasks: Vec<Value> = (0..20_000)
+        .map(|i| json!({"id": format!("b{i}"), "type": "shell", "status": "running", "command": long}))
+        .collect();
+    let stop = p.stop_with(
+        &[],
+        background_stop(&p, "s1", DECLARED, json!(tasks)).to_string(),
+    );
+    assert!(stop.blocked());
+    let reason = stop.reason();
+    assert!(reason.chars().count() <= 4000, "{}", reason.len());
+    assert!(reason.contains("and 19995 more"), "{reason}");
+    assert_eq!(
+        reason.matches("<promise>DONE</promise>").count(),
+        1,
+        "only the finish line's promise is live: {reason}"
+    );
+    assert!(!reason.contains('\x1b'), "escapes stripped");
+}
+
+#[test]
+fn bidi_controls_in_a_background_command_do_not_reach_the_human_or_the_model() {
+    let p = Project::new();
+    start_with(&p, "s1", 5, &[]);
+    let tasks = json!([{"id": "b1", "type": "shell", "status": "running",
+        "command": "npm test \u{202E}\u{2066}evil\u{2069}"}]);
+    let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
+    assert!(stop.blocked());
+    for text in [stop.reason(), stop.system_message()] {
+        assert!(
+            !text.contains('\u{202E}') && !text.contains('\u{2066}'),
+            "{text:?}"
+        );
+        assert!(text.contains("npm test evil"), "{text:?}");
+    }
+}

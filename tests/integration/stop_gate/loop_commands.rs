@@ -1,0 +1,613 @@
+//! SPEC §4, `stop-gate loop start`, `status` and `cancel` from a terminal: the flags and their
+//! errors, the session a loop belongs to, `--next-session`, and the help.
+
+use serde_json::Value;
+
+use super::DECLARED;
+use crate::support::*;
+
+#[test]
+fn loop_start_accepts_both_flag_forms() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--max-iterations=4",
+        "--completion-promise=ALL TESTS PASS",
+        "--session=s1",
+        "Fix",
+        "it",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["max_iterations"], 4);
+    assert_eq!(state["completion_promise"], "ALL TESTS PASS");
+    assert_eq!(state["prompt"], "Fix it");
+    assert_eq!(state["iteration"], 1);
+}
+
+#[test]
+fn loop_start_refuses_an_unknown_flag_never_taking_it_into_the_prompt() {
+    let p = Project::new();
+    for args in [
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "--max-iteration=5",
+            "Fix",
+        ],
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "--verbos",
+        ],
+    ] {
+        let output = p.start(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert_one_line_error(&output, "stop-gate");
+        assert!(!p.vigil().join("loops/s1.json").exists());
+    }
+}
+
+#[test]
+fn loop_start_refuses_without_max_iterations() {
+    let p = Project::new();
+    let output = p.start(&["--session", "s1", "--completion-promise", "DONE", "Fix"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("--max-iterations"));
+    for bad in ["0", "10001", "-1", "x"] {
+        let output = p.start(&[
+            "--session",
+            "s1",
+            "--completion-promise",
+            "DONE",
+            "--max-iterations",
+            bad,
+            "Fix",
+        ]);
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+    }
+}
+
+#[test]
+fn loop_start_refuses_without_a_session_id() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("session"));
+    assert!(
+        !p.vigil().join("loops").exists()
+            || tree(&p.vigil().join("loops"))
+                .iter()
+                .all(|f| f.ends_with(".lock"))
+    );
+}
+
+#[test]
+fn loop_start_takes_the_session_from_the_environment() {
+    let p = Project::new();
+    let output = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "2",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+        ])
+        .current_dir(p.path())
+        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(p.loop_state("from-claude")["session_id"], "from-claude");
+    let output = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "2",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+        ])
+        .current_dir(p.path())
+        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
+        .env("VIGIL_SESSION_ID", "from-vigil")
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    assert_eq!(p.loop_state("from-vigil")["session_id"], "from-vigil");
+}
+
+#[test]
+fn loop_start_refuses_a_hostile_session_id() {
+    let p = Project::new();
+    let output = Loop::for_session(p.path(), "../../x")
+        .prompt("Fix")
+        .output();
+    assert_eq!(output.status.code(), Some(2));
+    assert_one_line_error(&output, "stop-gate");
+    assert!(
+        !p.path().join("x.json").exists() && !p.path().parent().unwrap().join("x.json").exists()
+    );
+}
+
+const TRICKY_PROMPT: &str = "---\ntitle: \"Fix\" it\n---\nDon't stop: run `cargo test` and $(rm -rf /) won't run; 'quotes' \"too\" \\n $HOME ${X} ; | & > <\nÜnïcödé ✓ 日本\n---\n";
+
+#[test]
+fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
+    // As one argument.
+    let p = Project::new();
+    p.start_ok("argv", 3, TRICKY_PROMPT);
+    assert_eq!(p.loop_state("argv")["prompt"], TRICKY_PROMPT);
+    assert_eq!(p.stop(&[], "argv", Some("x")).task(), TRICKY_PROMPT);
+    // From --prompt-file.
+    let file = p.path().join("PROMPT.md");
+    std::fs::write(&file, TRICKY_PROMPT).unwrap();
+    Loop::for_session(p.path(), "file")
+        .prompt_file(&file)
+        .start();
+    assert_eq!(p.loop_state("file")["prompt"], TRICKY_PROMPT);
+    // As raw text on stdin, the way the slash command passes $ARGUMENTS.
+    let raw = format!(
+        "--max-iterations 3 --completion-promise DONE --session=raw {}",
+        TRICKY_PROMPT.trim_end()
+    );
+    let output = p.start_from_stdin(&format!("{raw}\n"));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("raw")["prompt"], TRICKY_PROMPT.trim_end());
+}
+
+#[test]
+fn one_loop_per_session() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "first");
+    let output = Loop::for_session(p.path(), "s1").prompt("second").output();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("already running"));
+    assert_eq!(p.loop_state("s1")["prompt"], "first");
+}
+
+#[test]
+fn loop_status_and_cancel() {
+    let p = Project::new();
+    let status = |args: &[&str]| p.loop_command(&[&["status"], args].concat());
+    assert_eq!(status(&["--session", "s1"]).status.code(), Some(1));
+    p.start_ok("s1", 3, "work");
+    let out = status(&["--session", "s1"]);
+    assert_eq!(
+        stdout_of(&out),
+        "session s1: running, pass 1/3, promise DONE\n"
+    );
+    let out = status(&["--session", "s1", "--json"]);
+    let state: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid("loop.schema.json", &state);
+    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
+    assert!(cancel.status.success());
+    assert_eq!(p.loop_state("s1")["status"], "cancelled");
+    let reported = p.stop(&[], "s1", Some("x"));
+    assert!(!reported.blocked(), "a cancelled loop no longer blocks");
+    let message = reported.system_message();
+    assert!(
+        message.contains("cancelled at pass 1/3") && message.contains("NOT verified"),
+        "{message}"
+    );
+    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "reported once");
+    let again = p.loop_command(&["cancel", "--session", "s1"]);
+    assert_eq!(again.status.code(), Some(1));
+}
+
+#[test]
+fn next_session_writes_a_pending_loop_that_lapses() {
+    let p = Project::new();
+    Loop::for_next_session(p.path())
+        .flags(&["--claim-within", "5m"])
+        .prompt("Fix")
+        .start();
+    let pending: Value = serde_json::from_str(
+        &std::fs::read_to_string(p.protected().join("loops/pending.json")).unwrap(),
+    )
+    .unwrap();
+    assert_valid("loop.schema.json", &pending);
+    assert!(pending["claim_before"].is_string());
+    let both = p.start(&[
+        "--next-session",
+        "--session",
+        "s",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+}
+
+#[test]
+fn help_is_printed_for_every_command() {
+    for args in [
+        vec!["--help"],
+        vec!["loop", "--help"],
+        vec!["loop", "start", "--help"],
+        vec!["loop", "status", "--help"],
+    ] {
+        let output = stop_gate().args(&args).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert!(stdout_of(&output).contains("Usage"), "{args:?}");
+    }
+}
+
+#[test]
+fn loop_cancel_succeeds_while_a_long_check_runs_and_the_stop_reports_it() {
+    let p = Project::new();
+    p.start_ok("s1", 5, "Fix.");
+    let dir = p.path().to_path_buf();
+    let payload = p.payload("s1", Some(DECLARED)).to_string();
+    let stop = std::thread::spawn(move || {
+        stop_gate()
+            .args(["--run", "sleep 3; exit 1"])
+            .current_dir(&dir)
+            .write_stdin(payload)
+            .output()
+            .unwrap()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
+    assert!(
+        cancel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "cancel waited for the check"
+    );
+    let output = stop.join().unwrap();
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_valid("stop-output.schema.json", &json);
+    assert!(json.get("decision").is_none(), "{json}");
+    assert!(
+        json["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{json}"
+    );
+}
+
+#[test]
+fn loop_cancel_on_a_damaged_record_says_the_loop_is_over() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "Fix.");
+    std::fs::write(p.protected().join("sessions/s1.rec"), "{bad").unwrap();
+    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
+    assert!(
+        cancel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
+    assert!(
+        stdout_of(&cancel).contains("damaged"),
+        "{}",
+        stdout_of(&cancel)
+    );
+    assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
+}
+
+#[test]
+fn loop_start_refuses_any_unknown_flag_inside_the_prompt() {
+    let p = Project::new();
+    for args in [
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "it",
+            "--verbose",
+            "now",
+        ],
+        vec![
+            "--session",
+            "s1",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "Fix",
+            "--sesion",
+            "abc",
+        ],
+    ] {
+        let output = p.start(&args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        assert!(assert_one_line_error(&output, "stop-gate").contains("inside the prompt"));
+    }
+    let raw = "--max-iterations 3 --completion-promise DONE --session s1 Fix --release builds\n";
+    let output = p.start_from_stdin(raw);
+    assert_eq!(output.status.code(), Some(2));
+    // Kept as text when quoted, or after --.
+    let raw = "--max-iterations 3 --completion-promise DONE --session s1 -- Fix --release builds\n";
+    let output = p.start_from_stdin(raw);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("s1")["prompt"], "Fix --release builds");
+}
+
+#[test]
+fn loop_start_refuses_a_flag_given_twice() {
+    let p = Project::new();
+    let output = p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "Fix",
+        "it",
+        "--max-iterations",
+        "9999",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("twice"));
+}
+
+#[test]
+fn args_stdin_inside_the_prompt_is_text() {
+    let p = Project::new();
+    p.start_ok("s1", 3, "explain the --args-stdin flag");
+    let output = p.start(&[
+        "--session",
+        "s2",
+        "--max-iterations",
+        "3",
+        "--completion-promise",
+        "DONE",
+        "--",
+        "use",
+        "the",
+        "--args-stdin",
+        "flag",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(p.loop_state("s2")["prompt"], "use the --args-stdin flag");
+}
+
+#[test]
+fn the_pending_session_id_is_reserved() {
+    let p = Project::new();
+    let output = Loop::for_session(p.path(), "pending")
+        .prompt("Fix")
+        .output();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(assert_one_line_error(&output, "stop-gate").contains("reserved"));
+    // A Stop whose session is called `pending` never drives the pending loop.
+    Loop::for_next_session(p.path()).prompt("Fix").start();
+    assert!(p.stop(&[], "pending", Some("x")).silent_allow());
+}
+
+#[test]
+fn loop_prompt_over_16000_characters_is_refused() {
+    let p = Project::new();
+    let long = "x".repeat(16_001);
+    let output = Loop::for_session(p.path(), "s1").prompt(&long).output();
+    assert_eq!(output.status.code(), Some(2));
+    assert_one_line_error(&output, "stop-gate");
+}
+
+/// `loop start` errors blame the flag that is wrong (issue 15, item 9): a short flag is
+/// named as one, a near miss gets the flag meant, and no session id points at --next-session.
+#[test]
+fn loop_start_errors_name_the_flag_that_is_wrong() {
+    let p = Project::new();
+    for (args, said) in [
+        (
+            &[
+                "--session",
+                "s",
+                "-n",
+                "3",
+                "--completion-promise",
+                "DONE",
+                "fix",
+            ][..],
+            "unknown flag -n",
+        ),
+        (
+            &[
+                "--session",
+                "s",
+                "--max-iterations",
+                "3",
+                "--promise",
+                "DONE",
+                "fix",
+            ][..],
+            "did you mean --completion-promise?",
+        ),
+    ] {
+        let out = p.start(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+        assert!(!stderr.contains("stands inside the prompt"), "{stderr}");
+    }
+    // Words of a prompt that merely begin with a dash are the prompt's, as they always were.
+    for (session, prompt) in [("d1", "-fix the parser"), ("d2", "-v output is wrong")] {
+        let mut args = vec![
+            "--session",
+            session,
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+        ];
+        args.extend(prompt.split(' '));
+        let out = p.start(&args);
+        assert!(
+            out.status.success(),
+            "{prompt}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(p.loop_state(session)["prompt"], prompt);
+    }
+    let out = stop_gate()
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+            "fix",
+        ])
+        .current_dir(p.path())
+        .env_remove("VIGIL_SESSION_ID")
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--next-session"));
+}
+
+#[test]
+fn a_completion_promise_longer_than_200_characters_is_refused() {
+    let p = Project::new();
+    let long = "A".repeat(201);
+    let out = Loop::for_session(p.path(), "s1")
+        .promise(&long)
+        .prompt("Task.")
+        .output();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(assert_one_line_error(&out, "stop-gate").contains("more than 200 characters"));
+    let ok = "A".repeat(200);
+    Loop::for_session(p.path(), "s1")
+        .promise(&ok)
+        .prompt("Task.")
+        .start();
+}
+
+#[test]
+fn a_second_next_session_loop_is_refused_while_one_waits() {
+    let dir = Project::git();
+    let start = |promise: &str| {
+        Loop::for_next_session(dir.path())
+            .max_iterations(4)
+            .promise(promise)
+            .output()
+    };
+    assert!(start("FIRST").status.success());
+    let second = start("SECOND");
+    let line = assert_one_line_error(&second, "stop-gate");
+    assert_eq!(second.status.code(), Some(2), "{line}");
+    assert!(
+        line.contains("a loop is already pending") && line.contains("stop-gate loop cancel"),
+        "{line}"
+    );
+    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
+    assert_eq!(pending["completion_promise"], "FIRST");
+    // Cancelled with no session named, the next one may wait.
+    let cancel = dir.loop_command(&["cancel"]);
+    assert!(cancel.status.success());
+    assert!(
+        stdout_of(&cancel).contains("pending loop"),
+        "{}",
+        stdout_of(&cancel)
+    );
+    assert!(start("SECOND").status.success());
+}
+
+#[test]
+fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_one() {
+    let dir = Project::git();
+    let status = || dir.loop_command(&["status"]);
+    let none = status();
+    assert_eq!(none.status.code(), Some(1));
+    assert_one_line_error(&none, "stop-gate");
+    for (session, promise) in [("s-old", "OLD"), ("s-new", "NEW")] {
+        Loop::for_session(dir.path(), session)
+            .max_iterations(4)
+            .promise(promise)
+            .start();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let shown = stdout_of(&status());
+    assert!(
+        shown.contains("latest loop: session s-new: running, pass 1/4, promise NEW"),
+        "{shown}"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout_of(&dir.loop_command(&["status", "--json"]))).unwrap();
+    assert_eq!(json["session_id"], "s-new");
+    assert_valid("loop.schema.json", &json);
+    let cancel = dir.loop_command(&["cancel"]);
+    assert!(stdout_of(&cancel).contains("cancelled in session s-new"));
+    assert_eq!(loop_of(dir.path(), "s-new")["status"], "cancelled");
+    assert_eq!(loop_of(dir.path(), "s-old")["status"], "running");
+}
+
+/// Review of issue 29: `--next-session` started eight times at once leaves exactly one loop
+/// waiting, and the other seven are refused, none lost without a word.
+#[test]
+fn next_session_loops_started_at_once_wait_one_at_a_time() {
+    let dir = Project::git();
+    let starts: Vec<_> = (0..8)
+        .map(|n| {
+            let promise = format!("P{n}");
+            vigil_process("stop-gate")
+                .args(["loop", "start", "--next-session", "--max-iterations", "3"])
+                .args(["--completion-promise", &promise, "Task"])
+                .current_dir(dir.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ok: Vec<String> = starts
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .filter(|o| o.status.success())
+        .map(|o| stdout_of(&o))
+        .collect();
+    assert_eq!(ok.len(), 1, "{ok:?}");
+    let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
+    assert!(
+        ok[0].contains(pending["completion_promise"].as_str().unwrap()),
+        "{ok:?} {pending}"
+    );
+}

@@ -1,0 +1,79 @@
+//! Files the tests read: the repository's own, fixtures and samples, JSON and its schemas.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// A path inside the repository.
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+pub fn fixture(relative: &str) -> PathBuf {
+    repo_path("tests/fixtures").join(relative)
+}
+
+pub fn read_fixture(relative: &str) -> String {
+    std::fs::read_to_string(fixture(relative)).unwrap()
+}
+
+/// A sample hook payload with fields replaced (or removed, with `Value::Null`).
+pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture(&format!("samples/{name}"))).unwrap();
+    let object = payload.as_object_mut().unwrap();
+    for (key, value) in changes {
+        if value.is_null() {
+            object.remove(*key);
+        } else {
+            object.insert((*key).to_string(), value.clone());
+        }
+    }
+    payload.to_string()
+}
+
+/// Writes `contents` at `path`, making its directories first.
+pub fn write_file(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
+/// A JSON file, parsed.
+pub fn json_of(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Validates a value against a schema in `schemas/`, panicking with every error.
+pub fn assert_valid(schema_name: &str, instance: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema_name);
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(instance)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{instance} does not match {schema_name}: {errors:?}"
+    );
+}
+
+/// Every file below `dir`, as paths relative to it, sorted.
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                walk(base, &path, out);
+            } else {
+                out.push(path.strip_prefix(base).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

@@ -1,0 +1,32 @@
+//! What every test binary shares (as ripgrep's `tests/util.rs`, fd's `tests/testenv/`): the
+//! binaries under test as commands, git with a test's author, a [`Project`] builder, loops
+//! started through `stop-gate loop start` ([`Loop`]), Stops run through the real gate
+//! ([`Stop`]), SessionStart and SessionEnd, fixtures and schemas, and ways to run a process and
+//! read what it did.
+//!
+//! Each test binary includes it with `#[path = "../support/mod.rs"] mod support;` and takes
+//! what it needs with `use crate::support::*;`.
+
+// Each test binary uses a part of it.
+#![allow(dead_code, unused_imports)]
+
+mod commands;
+mod files;
+mod git;
+mod loops;
+mod process;
+mod project;
+pub mod serve;
+mod sessions;
+mod state;
+mod stop;
+
+pub use commands::*;
+pub use files::*;
+pub use git::*;
+pub use loops::*;
+pub use process::*;
+pub use project::*;
+pub use sessions::*;
+pub use state::*;
+pub use stop::*;

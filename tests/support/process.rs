@@ -1,0 +1,223 @@
+//! Running a process and reading what it did: its output, its terminal, its system calls.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{bin_dir, isolated};
+
+/// stdout of a finished command as a string.
+pub fn stdout_of(output: &std::process::Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// stderr must be exactly one line starting with the binary's name.
+pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "stderr is not one line: {stderr:?}"
+    );
+    assert!(stderr.starts_with(&format!("{binary}: ")), "{stderr:?}");
+    stderr
+}
+
+/// The one line of a CLI command's negative verdict (SPEC §2: exit 1, one line on stderr
+/// starting with the binary's name).
+pub fn negative_verdict(output: &std::process::Output, binary: &str) -> String {
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "stdout {:?}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    assert_one_line_error(output, binary)
+}
+
+/// A finished command's status, stdout and stderr, for an assertion's message.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A finished command that must have succeeded (else the test fails with what it said).
+pub fn ok(out: std::process::Output) -> std::process::Output {
+    assert!(out.status.success(), "{}", said(&out));
+    out
+}
+
+/// Whether a process is alive and not a zombie (an orphan here may wait a while for a reaper).
+pub fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Whether a live process has `word` among its arguments. A confined check has its own PID
+/// namespace, so the pid it sees of itself means nothing here: tests find it by a word of its
+/// command line instead (a `sleep` of a length no other test uses).
+pub fn running_with_arg(word: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            return false;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return false;
+        };
+        cmdline.split(|b| *b == 0).any(|arg| arg == word.as_bytes()) && running(pid)
+    })
+}
+
+/// Runs `cmd` with `stdin` fed through a pipe (from a thread, so a binary that stops reading
+/// early cannot block the test) and returns everything it printed.
+pub fn output_with_stdin(mut cmd: std::process::Command, stdin: &[u8]) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = pipe.write_all(&bytes);
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = writer.join();
+    out
+}
+
+/// Runs `binary ARGS` with a terminal (a pseudo-terminal's far end) as its standard input, as when a
+/// hook binary is run by hand; gives up on it after 10 s.
+pub fn on_a_terminal(binary: &Path, args: &[&str]) -> std::process::Output {
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty fills two descriptors, owned by the `File`s made from them below.
+    let made = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty");
+    // SAFETY: both descriptors were just opened and belong to nobody else.
+    let (leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    };
+    let mut child = isolated(&mut std::process::Command::new(binary))
+        .args(args)
+        .stdin(std::process::Stdio::from(follower))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(leader);
+    child.wait_with_output().unwrap()
+}
+
+/// The system calls a binary made, as strace wrote them (one per line).
+pub struct Calls {
+    pub text: String,
+}
+
+impl Calls {
+    /// How many calls of `name` were made.
+    pub fn count(&self, name: &str) -> usize {
+        self.text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|c| c.starts_with(&format!("{name}(")))
+            })
+            .count()
+    }
+}
+
+/// Runs `binary` in `dir` on `payload` under `strace -f`, tracing the calls in `trace` (a
+/// comma-separated list): its output, and the calls. `None` (the test skips) where strace is
+/// missing, which CI never allows.
+pub fn traced(
+    binary: &str,
+    dir: &Path,
+    payload: &Value,
+    trace: &str,
+) -> Option<(std::process::Output, Calls)> {
+    traced_with(binary, &[], &[], dir, payload.to_string().as_bytes(), trace)
+}
+
+/// `traced`, with arguments, more variables in the environment, and `input` on standard input.
+/// With any argument or variable, the calls are written whole (`-v`: an execve's environment).
+pub fn traced_with(
+    binary: &str,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &std::ffi::OsStr)],
+    dir: &Path,
+    input: &[u8],
+    trace: &str,
+) -> Option<(std::process::Output, Calls)> {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "strace is needed here (CI installs it)"
+        );
+        eprintln!("skipping: no strace");
+        return None;
+    }
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = std::process::Command::new("strace");
+    cmd.args(["-f", "-qq"]);
+    if !args.is_empty() || !env.is_empty() {
+        cmd.args(["-v", "-s", "4096"]);
+    }
+    isolated(&mut cmd)
+        .args(["-e", &format!("trace={trace}"), "-e", "signal=none", "-o"])
+        .arg(file.path())
+        .arg(bin_dir().join(binary))
+        .args(args)
+        .current_dir(dir);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let out = output_with_stdin(cmd, input);
+    let text = std::fs::read_to_string(file.path()).unwrap();
+    Some((out, Calls { text }))
+}

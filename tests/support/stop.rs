@@ -1,0 +1,167 @@
+//! The Stop hook (SPEC §4), run through the real stop-gate on a hook payload for a session,
+//! and the UserPromptSubmit hook beside it.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{Project, assert_valid, read_fixture, stop_gate};
+
+/// What a Stop hook run printed.
+pub struct Stop {
+    pub json: Option<Value>,
+}
+
+impl Stop {
+    pub fn blocked(&self) -> bool {
+        self.json.as_ref().is_some_and(|j| j["decision"] == "block")
+    }
+
+    pub fn reason(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j["reason"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// The reason without the loop's closing line, which must be there (SPEC §4): what the
+    /// check said, and the loop's prompt.
+    pub fn task(&self) -> String {
+        let reason = self.reason();
+        let (task, finish) = reason
+            .rsplit_once("\n\n")
+            .unwrap_or_else(|| panic!("no finish line: {reason:?}"));
+        assert!(
+            finish.starts_with("vigil loop ") && finish.contains("finish only by ending with"),
+            "{reason:?}"
+        );
+        task.to_string()
+    }
+
+    pub fn system_message(&self) -> String {
+        self.json
+            .as_ref()
+            .and_then(|j| j["systemMessage"].as_str())
+            .unwrap_or("")
+            .to_string()
+    }
+
+    pub fn silent_allow(&self) -> bool {
+        self.json.is_none()
+    }
+}
+
+/// The Claude Code Stop sample for `session` in the project in `dir`, saying `message` (none:
+/// the field is absent), with no transcript.
+pub fn stop_payload(dir: &Path, session: &str, message: Option<&str>) -> Value {
+    let mut payload: Value =
+        serde_json::from_str(&read_fixture("samples/claude-stop.json")).unwrap();
+    payload["session_id"] = json!(session);
+    payload["cwd"] = json!(dir);
+    payload["transcript_path"] = Value::Null;
+    match message {
+        Some(text) => payload["last_assistant_message"] = json!(text),
+        None => {
+            payload
+                .as_object_mut()
+                .unwrap()
+                .remove("last_assistant_message");
+        }
+    }
+    payload
+}
+
+/// Runs the Stop hook in `dir` with `args` on `stdin`, its environment changed by `env` (a
+/// name and its value each), checking the rules every output obeys: exit 0, stdout empty or
+/// one JSON object of the Stop output schema, never plain text.
+pub fn run_stop(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    stdin: impl Into<Vec<u8>>,
+) -> Stop {
+    let mut cmd = stop_gate();
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    let output = cmd
+        .args(args)
+        .current_dir(dir)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "a hook exits 0; stderr {:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    if stdout.is_empty() {
+        return Stop { json: None };
+    }
+    assert!(
+        stdout.ends_with('\n') && stdout.trim_end().lines().count() == 1,
+        "one JSON line: {stdout:?}"
+    );
+    let json: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("plain text on stdout ({e}): {stdout:?}"));
+    assert_valid("stop-output.schema.json", &json);
+    Stop { json: Some(json) }
+}
+
+impl Project {
+    /// [`stop_payload`] for this project.
+    pub fn payload(&self, session: &str, message: Option<&str>) -> Value {
+        stop_payload(self.path(), session, message)
+    }
+
+    /// [`run_stop`] in this project.
+    pub fn stop_with(&self, args: &[&str], stdin: impl Into<Vec<u8>>) -> Stop {
+        run_stop(self.path(), args, &[], stdin)
+    }
+
+    /// [`run_stop`] in this project, the hook's environment changed by `env`.
+    pub fn stop_with_env(
+        &self,
+        args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        stdin: impl Into<Vec<u8>>,
+    ) -> Stop {
+        run_stop(self.path(), args, env, stdin)
+    }
+
+    /// The Stop of session s1, not declared, with the hook's environment changed by `env`.
+    pub fn stop_env(&self, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Stop {
+        self.stop_with_env(args, env, self.payload("s1", Some("x")).to_string())
+    }
+
+    /// stop-gate run in this project as the hook of whatever event `payload` is, with no
+    /// flags, whatever it answers.
+    pub fn run_gate(&self, payload: &Value) -> std::process::Output {
+        stop_gate()
+            .current_dir(self.path())
+            .write_stdin(payload.to_string())
+            .output()
+            .unwrap()
+    }
+
+    pub fn stop(&self, args: &[&str], session: &str, message: Option<&str>) -> Stop {
+        self.stop_with(args, self.payload(session, message).to_string())
+    }
+
+    /// Runs the UserPromptSubmit hook (stop-gate) on `prompt` in `session`: what it printed.
+    pub fn prompt(&self, session: &str, prompt: &str) -> Value {
+        let payload = json!({"session_id": session, "hook_event_name": "UserPromptSubmit",
+            "cwd": self.path(), "prompt": prompt});
+        let output = self.run_gate(&payload);
+        assert_eq!(output.status.code(), Some(0));
+        if output.stdout.is_empty() {
+            return Value::Null;
+        }
+        let said: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_valid("prompt-output.schema.json", &said);
+        said
+    }
+}
