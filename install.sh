@@ -57,14 +57,34 @@ USAGE
 # an install takes, and the rule a value must meet. stop-gate's own parser implements the same
 # rules; a test holds the two to the same answers.
 flag_table=$(cd "$(dirname "$0")" && pwd)/src/cli/stop-gate.flags
-if [ ! -f "$flag_table" ]; then
-  echo "install.sh: $flag_table is missing; run install.sh from vigil's source" >&2
-  exit 2
-fi
 
 # The rule of an install flag ("-" for one that takes no value), or nothing.
 install_rule() {
-  awk -F'\t' -v flag="$1" '!/^#/ && $1 == flag && ("," $4 ",") ~ /,install,/ { print $3; exit }' "$flag_table"
+  if [ ! -f "$flag_table" ]; then
+    echo "install.sh: $flag_table is missing; run install.sh from vigil's source" >&2
+    exit 2
+  fi
+  # A flag is letters and dashes; it reaches awk through the environment, never as a program
+  # or a -v value (which would expand escapes: --ru\156 is not --run).
+  [[ $1 =~ ^--[a-z][a-z-]*$ ]] || return 0
+  flag=$1 awk -F'\t' '!/^#/ && $1 == ENVIRON["flag"] && ("," $4 ",") ~ /,install,/ { print $3; exit }' "$flag_table"
+}
+
+# Refuses a table whose numbers are not numbers: bash would evaluate them.
+table_numbers() {
+  [[ $1 =~ ^[0-9]+$ && $2 =~ ^[0-9]+$ ]] || refuse_value "the flag table's rule for $3 is not two numbers: $1 $2"
+}
+
+# What Rust's trim takes away as white space (Unicode White_Space): a command of nothing but
+# these is no command.
+unicode_blanks=($'\xc2\x85' $'\xc2\xa0' $'\xe1\x9a\x80' $'\xe2\x80\x80' $'\xe2\x80\x81' $'\xe2\x80\x82'
+  $'\xe2\x80\x83' $'\xe2\x80\x84' $'\xe2\x80\x85' $'\xe2\x80\x86' $'\xe2\x80\x87' $'\xe2\x80\x88'
+  $'\xe2\x80\x89' $'\xe2\x80\x8a' $'\xe2\x80\xa8' $'\xe2\x80\xa9' $'\xe2\x80\xaf' $'\xe2\x81\x9f'
+  $'\xe3\x80\x80')
+only_blanks() {
+  local rest=$1 blank
+  for blank in "${unicode_blanks[@]}"; do rest=${rest//"$blank"/}; done
+  ! [[ $rest =~ [^[:space:]] ]]
 }
 
 refuse_value() {
@@ -78,27 +98,32 @@ check_name() {
   fi
 }
 
-# Refuses VALUE for FLAG unless it meets RULE (the table's rules; numbers past 18 digits are
-# refused here though stop-gate would take some).
+# Refuses VALUE for FLAG unless it meets RULE (the table's rules; numbers past 15 digits, 18 for
+# a whole number, are refused here though stop-gate would take some).
 check_value() {
-  local flag=$1 value=$2 rule=$3 min max digits
+  local flag=$1 value=$2 rule=$3 min max digits choices
   case $rule in
     command)
-      [[ $value =~ [^[:space:]] ]] || refuse_value "$flag needs a command" ;;
+      ! only_blanks "$value" || refuse_value "$flag needs a command" ;;
     int:*)
       IFS=: read -r _ min max <<<"$rule"
+      table_numbers "$min" "$max" "$flag"
       if ! [[ $value =~ ^\+?[0-9]{1,18}$ ]] || (( 10#${value#+} < min || 10#${value#+} > max )); then
         refuse_value "$flag takes a whole number from $min to $max, not \"$value\""
       fi ;;
     stall:*)
       IFS=: read -r _ min max <<<"$rule"
+      table_numbers "$min" "$max" "$flag"
       if ! [[ $value =~ ^\+?[0-9]{1,9}$ ]] \
         || { (( 10#${value#+} != 0 )) && (( 10#${value#+} < min || 10#${value#+} > max )); }; then
         refuse_value "$flag takes 0 (never) or a whole number of passes from $min to $max, not \"$value\""
       fi ;;
     enum:*)
       min=${rule#enum:}
-      [[ :$min: == *":$value:"* ]] || refuse_value "$flag is ${min//:/ or }, not \"$value\"" ;;
+      local choice found=false
+      IFS=: read -r -a choices <<<"$min"
+      for choice in "${choices[@]}"; do [ "$value" = "$choice" ] && found=true; done
+      $found || refuse_value "$flag is ${min//:/ or }, not \"$value\"" ;;
     duration|duration:1)
       if ! [[ $value =~ ^[0-9]{1,15}[smhd]$ ]]; then
         refuse_value "$flag: \"$value\" is not a duration; write a whole number and a unit, e.g. 45s, 30m, 24h or 7d"

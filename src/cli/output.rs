@@ -19,6 +19,12 @@ pub fn stdout(bytes: &[u8]) -> Result<(), Error> {
 
 /// One line on stderr, starting with the binary's name (SPEC §2).
 pub fn diagnostic(binary: &str, message: &str) {
-    let line = message.replace('\n', " ");
-    let _ = writeln!(std::io::stderr().lock(), "{binary}: {line}");
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(diagnostic_line(binary, message).as_bytes());
+}
+
+/// The line [`diagnostic`] writes, with its newline.
+pub fn diagnostic_line(binary: &str, message: &str) -> String {
+    format!("{binary}: {}\n", message.replace('\n', " "))
 }

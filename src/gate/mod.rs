@@ -145,8 +145,10 @@ impl Watchdog {
                 ),
                 system_message: None,
             };
-            output::diagnostic("stop-gate", &format!("internal error{where_}: {info}"));
-            format!("{}\n", block.to_json().unwrap_or_default()).into_bytes()
+            (
+                format!("{}\n", block.to_json().unwrap_or_default()).into_bytes(),
+                output::diagnostic_line("stop-gate", &format!("internal error{where_}: {info}")),
+            )
         };
         Watchdog {
             alarm: watchdog::Alarm::start(

@@ -52,19 +52,22 @@ extern "C" fn on_alarm(_: libc::c_int) {
 
 impl Alarm {
     /// Arms the alarm: after `after`, `answer` is written and the process exits 0. A panic
-    /// writes what `on_panic` returns and exits 0, unless the process is already answering.
+    /// writes what `on_panic` returns (the answer on stdout, then a line on stderr) and exits
+    /// 0, unless the process is already answering. The answer goes first: a stderr nobody
+    /// drains must not keep it from being written.
     pub fn start(
         after: Duration,
         answer: Vec<u8>,
-        on_panic: impl Fn(&PanicHookInfo) -> Vec<u8> + Send + Sync + 'static,
+        on_panic: impl Fn(&PanicHookInfo) -> (Vec<u8>, String) + Send + Sync + 'static,
     ) -> Alarm {
         let _ = ALARM_ANSWER.set(answer);
         std::panic::set_hook(Box::new(move |info| {
             if ANSWERED.swap(true, Ordering::SeqCst) {
                 return;
             }
-            let bytes = on_panic(info);
+            let (bytes, line) = on_panic(info);
             write_out(&bytes);
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
             // SAFETY: ends the process at once, with the answer written.
             unsafe { libc::_exit(0) }
         }));

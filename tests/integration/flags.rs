@@ -55,6 +55,12 @@ const PROBES: &[&str] = &[
     "origin",
     "-x",
     "/tmp",
+    "block:context",
+    "context:block",
+    ":",
+    "\u{a0}",
+    " \u{3000}\t",
+    "\u{a0}make",
 ];
 
 fn with_example(flag: &Flag) -> Vec<&str> {
@@ -217,7 +223,13 @@ fn install_sh_refuses_a_bad_value_before_building_exactly_where_the_binaries_do(
 #[test]
 fn install_sh_refuses_a_flag_without_its_value_or_with_one_it_does_not_take() {
     let dir = tempfile::tempdir().unwrap();
-    for args in [&["--run"][..], &["--no-run=yes"], &["--frobnicate"]] {
+    // `--ru\156` is no flag of install.sh's, whatever awk would make of its escape.
+    for args in [
+        &["--run"][..],
+        &["--no-run=yes"],
+        &["--frobnicate"],
+        &["--ru\\156", "make test"],
+    ] {
         let out = std::process::Command::new("bash")
             .arg(repo_path("install.sh"))
             .arg("--project")
