@@ -62,4 +62,25 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
         said(&out)
     );
     assert_eq!(server.main_requests().len(), 2);
+    // The human's command ran, and the model was never offered it (disable-model-invocation:
+    // a model that "ran" it would claim a loop that no one started).
+    assert_model_is_not_offered_vigils_commands(&server);
+}
+
+/// The skill list the client gives the model names none of vigil's commands: only the human
+/// types them. Their descriptions appear nowhere else in a request.
+pub fn assert_model_is_not_offered_vigils_commands(server: &Server) {
+    for request in server.main_requests() {
+        let text = request.text();
+        for description in [
+            "Start a vigil loop: the same task again",
+            "Cancel the vigil loop of this session",
+        ] {
+            assert!(
+                !text.contains(description),
+                "the model was offered vigil's command ({description}): {}",
+                &text[..text.len().min(2000)]
+            );
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! SPEC §3 and §4, the loop in the real Claude Code: it ends on the declaration, never the
 //! mention, in both feedback modes; at `--max-iterations`; a cut (the engine's block cap, a
 //! turn cut short) is recorded and told; `loop run` bounds the loop and exits by its verdict; a
-//! loop whose state home vanished is told NOT verified.
+//! loop whose state home vanished is told NOT verified; the model is never offered the human's
+//! slash commands.
 
 use serde_json::json;
 
@@ -11,6 +12,7 @@ use super::{
     only_loop, project, run_line, start_loop, vigil,
 };
 use crate::clients::*;
+use crate::plugin::assert_model_is_not_offered_vigils_commands;
 use crate::server::{Server, Turn};
 use crate::support::*;
 
@@ -380,4 +382,27 @@ fn codex_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
         assert_eq!(out.status.code(), Some(exit), "{}", said(&out));
         assert!(line.contains(said_line), "{line}");
     }
+}
+
+#[test]
+fn claude_never_offers_the_model_vigils_slash_commands_installed_in_the_project() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    // Where install.sh puts them for Claude Code.
+    let commands = project.path().join(".claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    for name in ["vigil-loop.md", "vigil-cancel.md"] {
+        let template = repo_path(&format!("templates/commands/{name}"));
+        std::fs::copy(template, commands.join(name)).unwrap();
+    }
+    let server = Server::start(vec![Turn::Text("Hello.".into())], None);
+    claude_session(
+        &clients,
+        project.path(),
+        &server,
+        SESSION,
+        "Say hello.",
+        &[],
+    );
+    assert_model_is_not_offered_vigils_commands(&server);
 }
