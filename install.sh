@@ -162,14 +162,14 @@ action=install
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --project) project=${2:?--project needs a directory}; project_given=true; shift 2 ;;
+    --project) [ $# -ge 2 ] || refuse_value "--project needs a directory"; project=$2; project_given=true; shift 2 ;;
     --project=*) project=${1#*=}; project_given=true; shift ;;
     --user) user=true; shift ;;
     --shared) shared=true; shift ;;
     --codex) codex=true; shift ;;
     --trust) trust=true; shift ;;
     --protect) protect=true; shift ;;
-    --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
+    --prefix) [ $# -ge 2 ] || refuse_value "--prefix needs a directory"; prefix=$2; shift 2 ;;
     --prefix=*) prefix=${1#*=}; shift ;;
     --dry-run) dry_run=true; shift ;;
     --uninstall) action=uninstall; shift ;;

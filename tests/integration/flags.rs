@@ -229,6 +229,8 @@ fn install_sh_refuses_a_flag_without_its_value_or_with_one_it_does_not_take() {
         &["--no-run=yes"],
         &["--frobnicate"],
         &["--ru\\156", "make test"],
+        &["--prefix"],
+        &["--project"],
     ] {
         let out = std::process::Command::new("bash")
             .arg(repo_path("install.sh"))
