@@ -468,6 +468,13 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
             handler.saturating_sub(HANDLER_MARGIN_SECS)
         ));
     }
+    // Only a Stop or SubagentStop handler with --run has a check to speak of.
+    let checks = config.run.is_some() && matches!(event, "Stop" | "SubagentStop");
+    if !checks {
+        return Finding::Ok(format!(
+            "{event}: stop-gate answers within {deadline} s, under the handler's timeout of {handler} s"
+        ));
+    }
     Finding::Ok(format!(
         "{event}: stop-gate's check gets {} s and the gate answers within {deadline} s, under the handler's timeout of {handler} s",
         config.timeout.as_secs()

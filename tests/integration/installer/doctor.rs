@@ -305,6 +305,36 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
     );
 }
 
+/// A doctor line about a handler names only what that handler has (issue 31): the
+/// UserPromptSubmit handler runs no check, and a Stop handler without --run has none either.
+#[test]
+fn the_doctor_speaks_of_a_check_only_for_a_handler_that_runs_one() {
+    let (_dir, path) = with_stop_handler(|_| {});
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    assert!(
+        report.contains("[ok] Stop: stop-gate's check gets 540 s"),
+        "{report}"
+    );
+    let prompt: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("UserPromptSubmit: stop-gate"))
+        .collect();
+    assert!(!prompt.is_empty(), "{report}");
+    for line in &prompt {
+        assert!(!line.contains("check"), "{line}");
+        assert!(line.contains("answers within 570 s"), "{line}");
+    }
+    let (_dir, path, _) = project_with("claude-user-hooks.json");
+    assert!(merge("install", &path, false, &[]).status.success());
+    let report = stdout_of(&merge("check", &path, false, &[]));
+    let stop: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("Stop: stop-gate") && l.contains("answers within"))
+        .collect();
+    assert!(!stop.is_empty(), "{report}");
+    assert!(stop.iter().all(|l| !l.contains("check gets")), "{report}");
+}
+
 /// Rewrites the command of the first handler of `event` in the file at `path` whose command
 /// runs `binary`, as a person editing the file would; the command it had.
 fn edit_command(
