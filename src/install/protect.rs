@@ -426,10 +426,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
 /// Whether an executable named `tool` is in a directory of `$PATH`.
 fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(tool))
-                .is_ok_and(|meta| meta.is_file() && files::is_executable(&meta))
-        })
+        std::env::split_paths(&path).any(|dir| files::is_executable(&dir.join(tool)))
     })
 }
 

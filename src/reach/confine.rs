@@ -93,7 +93,7 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
     // Debug builds only (the test suite's): a machine without bubblewrap, or another copy.
     #[cfg(debug_assertions)]
     if let Some(path) = std::env::var_os("VIGIL_TEST_BWRAP").map(PathBuf::from) {
-        return if is_executable(&path) {
+        return if files::is_executable(&path) {
             Ok(path)
         } else {
             Err(Unavailable::Machine(format!(
@@ -103,7 +103,7 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
     }
     if cfg!(target_os = "macos") {
         let seatbelt = PathBuf::from(SEATBELT);
-        return if is_executable(&seatbelt) {
+        return if files::is_executable(&seatbelt) {
             Ok(seatbelt)
         } else {
             Err(Unavailable::Machine(format!("{SEATBELT} is missing")))
@@ -117,16 +117,12 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
     BWRAP
         .iter()
         .map(PathBuf::from)
-        .find(|path| is_executable(path))
+        .find(|path| files::is_executable(path))
         .ok_or_else(|| {
             Unavailable::Machine(format!(
                 "bubblewrap is not installed (install the package {PACKAGE})"
             ))
         })
-}
-
-fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && files::is_executable(&m))
 }
 
 /// What a confined command leaves to look at once it has run: `started` says whether the

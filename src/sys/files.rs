@@ -28,11 +28,7 @@ pub fn open_state(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 fn open_file(path: &Path, flags: i32) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)?;
+    let file = open_with(path, flags)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -237,10 +233,10 @@ pub fn permissions(mode: u32) -> std::fs::Permissions {
     std::fs::Permissions::from_mode(mode)
 }
 
-/// Whether a file's mode lets anyone run it.
-pub fn is_executable(meta: &std::fs::Metadata) -> bool {
+/// Whether `path` is a regular file (through links) whose mode lets anyone run it.
+pub fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o111 != 0
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// A file's identity, whatever its name: its device and inode.
@@ -312,12 +308,15 @@ pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
 const NO_FOLLOW: libc::c_int =
     libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
 
-/// Opens a file to read, never through a symlink and never waiting on a FIFO.
+/// Opens a file to read, never through a symlink and never waiting on a FIFO (whatever it is:
+/// [`open_state`] also refuses what is not a regular file).
 pub fn open_no_follow(path: &Path) -> std::io::Result<File> {
-    File::options()
-        .read(true)
-        .custom_flags(NO_FOLLOW)
-        .open(path)
+    open_with(path, libc::O_NOFOLLOW | libc::O_NONBLOCK)
+}
+
+/// Opens `path` to read with `flags` added (std adds `O_CLOEXEC`).
+fn open_with(path: &Path, flags: libc::c_int) -> std::io::Result<File> {
+    File::options().read(true).custom_flags(flags).open(path)
 }
 
 /// A file of an open directory, by name, without looking its path up again: never through a
@@ -328,10 +327,7 @@ pub fn open_at_no_follow(dir: &File, name: &std::ffi::CStr) -> std::io::Result<F
 
 /// Opens a directory, never through a symlink.
 pub fn open_dir_no_follow(path: &Path) -> std::io::Result<File> {
-    File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(path)
+    open_with(path, libc::O_DIRECTORY | libc::O_NOFOLLOW)
 }
 
 /// `readlinkat`: a symlink's target, by name in an open directory.
