@@ -45,7 +45,8 @@ Options:
                  with --codex, Codex's workspace-write sandbox for the project
   --dry-run      build, then print the diff the settings change would make; change nothing
   --uninstall    remove vigil's hooks from the settings file (the binaries stay)
-  --check        report whether vigil is wired and runs (settings-merge check)
+  --check        report whether vigil is wired and runs (settings-merge check); --verbose adds
+                 the detail behind each line
   -h, --help     this text
 
 VIGIL_BUILT_DIR=DIR uses binaries already built in DIR instead of building.
@@ -158,6 +159,7 @@ protect=false
 prefix=${HOME}/.local
 gate_flags=()
 dry_run=false
+verbose=false
 action=install
 
 while [ $# -gt 0 ]; do
@@ -174,6 +176,7 @@ while [ $# -gt 0 ]; do
     --dry-run) dry_run=true; shift ;;
     --uninstall) action=uninstall; shift ;;
     --check) action=check; shift ;;
+    --verbose) verbose=true; shift ;;
     -h|--help) usage; exit 0 ;;
     --*)
       # stop-gate's flags an install writes into the Stop handler, as the table defines them;
@@ -211,6 +214,10 @@ if $protect && [ "$action" != install ]; then
 fi
 if [ ${#gate_flags[@]} -gt 0 ] && [ "$action" != install ]; then
   echo "install.sh: the gate's flags (--run, --require-marker, --timeout...) are install options" >&2
+  exit 2
+fi
+if $verbose && [ "$action" != check ]; then
+  echo "install.sh: --verbose goes with --check" >&2
   exit 2
 fi
 if $user && $shared; then
@@ -376,5 +383,6 @@ if [ "$action" = uninstall ]; then
   fi
   echo "install.sh: the binaries stay in $bin_dir (other projects may use them); remove them by hand if you want" >&2
 else
+  if $verbose; then merge_flags+=(--verbose); fi
   exec "$merge" check "${merge_flags[@]}"
 fi

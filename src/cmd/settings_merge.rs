@@ -36,7 +36,7 @@ Usage:
                            [--contract FILE|default] [--contract-max-tokens N]
                            [--sync-notes REMOTE | --no-sync-notes] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
-  settings-merge check     --settings FILE [--codex] [--codex-config FILE]
+  settings-merge check     --settings FILE [--codex] [--codex-config FILE] [--verbose]
 
 install adds vigil's hook groups (Claude Code: Stop and UserPromptSubmit -> stop-gate,
 SessionStart -> session-start-loader, SessionEnd -> session-end-handoff, PreCompact ->
@@ -57,7 +57,7 @@ check reports, a line each, [ok], [warn] or [fail]: the file parses, each vigil 
 once, each command runs from a bare environment (PATH=/usr/bin:/bin), for Claude Code whether
 vigil's protected state is out of the agent's reach (read from every settings file Claude Code
 merges for the project) and why not, and for Codex whether each hook has a trust entry. Exit 1
-on any [fail].
+on any [fail]. Each line is short; --verbose adds the detail under the lines that have one.
 
 Options:
   --settings FILE      the settings file (.claude/settings.local.json, .claude/settings.json,
@@ -97,6 +97,7 @@ Options:
   --codex-config FILE  Codex's config.toml (default $CODEX_HOME/config.toml, else
                        ~/.codex/config.toml)
   --dry-run            print the diff the change would make, and change nothing
+  --verbose            check: the detail behind each finding (the paths, rules and reasons)
   -h, --help           this text
 ";
 
@@ -112,6 +113,7 @@ struct Options {
     trust: bool,
     protect: bool,
     dry_run: bool,
+    verbose: bool,
     /// `--sync-notes REMOTE` (`Some(Some)`), `--no-sync-notes` (`Some(None)`), or neither.
     sync_notes: Option<Option<String>>,
 }
@@ -277,8 +279,14 @@ fn run() -> Result<Exit> {
         }
         _ => {
             let findings = settings::check(&target, engine, config.as_deref());
-            let text: String = findings.iter().map(|f| f.line() + "\n").collect();
+            let text: String = findings
+                .iter()
+                .map(|f| f.line(options.verbose) + "\n")
+                .collect();
             print(text.as_bytes())?;
+            if !options.verbose && findings.iter().any(Finding::has_detail) {
+                print(b"(add --verbose for the detail behind these lines)\n")?;
+            }
             Ok(if findings.iter().any(|f| matches!(f, Finding::Fail(_))) {
                 Exit::Negative
             } else {
@@ -374,6 +382,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
             }
             Long("no-sync-notes") => options.sync_notes = Some(None),
             Long("dry-run") => options.dry_run = true,
+            Long("verbose") => options.verbose = true,
             // The rest of stop-gate's flags an install writes into the Stop handler, as the
             // table defines them.
             Long(flag)

@@ -144,7 +144,7 @@ impl Planted {
     pub fn finding(&self, news: Option<News>) -> Finding {
         match news {
             None => Finding::Warn(format!(
-                "{}: {}; {}: check it is yours",
+                "{}: {}; check it is yours\n{}",
                 self.place(),
                 self.what(),
                 self.runs()
@@ -666,7 +666,7 @@ pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
         }
         Baseline::Missing if protected => {
             findings.push(Finding::Warn(
-                "vigil was installed with --protect before it kept a record of the agent, command, skill, plugin and MCP files there were, so one planted since is not told apart; run ./install.sh --protect again to record them".into(),
+                "no record of the hooks and agents there were at --protect; run ./install.sh --protect again\nvigil was installed with --protect before it kept a record of the agent, command, skill, plugin and MCP files there were, so one planted since is not told apart".into(),
             ));
             None
         }
@@ -684,14 +684,14 @@ pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
     }
     for path in &scan.too_large {
         findings.push(Finding::Warn(format!(
-            "{} is larger than {}, so the MCP servers in it are not checked; check them with claude mcp list",
+            "{} is too large to check its MCP servers; check them with claude mcp list\nit is larger than {}",
             path.display(),
             files::human_bytes(MAX_JSON)
         )));
     }
     for dir in &scan.cut_short {
         findings.push(Finding::Warn(format!(
-            "stopped looking in {} after {MAX_ENTRIES} entries: a hook or agent file further in is not checked; remove what is not needed there",
+            "stopped looking in {} after {MAX_ENTRIES} entries; remove what is not needed there\na hook or agent file further in is not checked",
             dir.display()
         )));
     }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::install::finding::Finding;
+use crate::install::finding::{Finding, typed_path};
 use crate::reach::Entry;
 use crate::reach::READ_ONLY;
 use crate::reach::START_UP_FILES;
@@ -332,31 +332,31 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
     let writable = protected::sandbox_writable;
     if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
         findings.push(Finding::Warn(format!(
-            "the hooks run vigil's binaries from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write: the agent can replace them; install them elsewhere",
+            "the sandbox lets the agent replace vigil's binaries (under $TMPDIR); install them elsewhere\nthe hooks run them from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write",
             bin.display()
         )));
     }
     if writable(&home) {
         findings.push(Finding::Warn(format!(
-            "the state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}; keep it under ~/.local/state (the default)",
+            "the sandbox lets the agent write vigil's state home (under $TMPDIR); keep it in ~/.local/state\nthe state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}",
             guarded.state_home.display()
         )));
     }
     let sandbox = &effective.sandbox;
     if sandbox.get("enabled") != Some(&json!(true)) {
         findings.push(Finding::Warn(format!(
-            "the sandbox is off, so the Bash tool can write {}: {why_not}; run settings-merge install --protect (or set sandbox.enabled in your settings)",
+            "the sandbox is off: the Bash tool can write vigil's state home; --protect turns it on\nthe state home is {}: {why_not}; run ./install.sh --protect (or settings-merge install --protect), or set sandbox.enabled in your settings",
             guarded.state_home.display()
         )));
     } else {
         if sandbox.get("allowUnsandboxedCommands") != Some(&json!(false)) {
             findings.push(Finding::Warn(format!(
-                "the sandbox is on, but a command may be retried outside it: {why_not}; set sandbox.allowUnsandboxedCommands to false (--protect does)"
+                "the sandbox may retry a command outside it; --protect sets allowUnsandboxedCommands false\nthen {why_not}; set sandbox.allowUnsandboxedCommands to false (--protect does)"
             )));
         }
         if sandbox.get("failIfUnavailable") != Some(&json!(true)) {
             findings.push(Finding::Warn(format!(
-                "the sandbox is on, but where it cannot start Claude Code runs commands without it: {why_not}; set sandbox.failIfUnavailable to true (--protect does)"
+                "where the sandbox cannot start, commands run without it; --protect sets failIfUnavailable\nthen {why_not}; set sandbox.failIfUnavailable to true (--protect does)"
             )));
         }
         let excluded: Vec<&str> = sandbox
@@ -366,7 +366,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
             .unwrap_or_default();
         if !excluded.is_empty() {
             findings.push(Finding::Warn(format!(
-                "sandbox.excludedCommands runs {} outside the sandbox, where it can write {}: {why_not}; keep the list empty, or to commands that run no code of the project's",
+                "sandbox.excludedCommands run outside the sandbox and can write vigil's state home\n{} run outside the sandbox, where they can write {}: {why_not}; keep the list empty, or to commands that run no code of the project's",
                 excluded.join(", "),
                 guarded.state_home.display()
             )));
@@ -378,7 +378,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
                 .collect();
             if !missing.is_empty() {
                 findings.push(Finding::Warn(format!(
-                    "the sandbox needs {} on PATH, which is not there: install bubblewrap and socat (apt-get install bubblewrap socat)",
+                    "the sandbox needs {} on PATH: apt-get install bubblewrap socat",
                     missing.join(" and ")
                 )));
             }
@@ -387,8 +387,9 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
     let deny = &effective.deny;
     if !guarded.state_rules().iter().any(|rule| deny.contains(rule)) {
         findings.push(Finding::Warn(format!(
-            "the Edit and Write tools, which the sandbox does not cover, are not denied the state home (no {} rule): {why_not}; --protect adds it",
-            guarded.rule(&guarded.state_home, true)
+            "Edit and Write are not denied vigil's state home; --protect adds the rule\nthe sandbox does not cover the file tools, and no {} rule denies them {}: {why_not}",
+            guarded.rule(&guarded.state_home, true),
+            guarded.state_home.display()
         )));
     }
     let missing: Vec<String> = guarded
@@ -398,19 +399,22 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         .filter(|rule| !deny.contains(rule))
         .collect();
     if !missing.is_empty() {
+        let paths: Vec<String> = missing.iter().map(|rule| typed_path(rule)).collect();
         findings.push(Finding::Warn(format!(
-            "the Edit and Write tools may change what decides whether vigil's gate runs (not denied: {}); --protect adds those rules",
+            "Edit and Write may change what runs vigil's gate ({} paths); --protect denies them\nnot denied: {}\nthe rules --protect adds: {} (in a rule, /x is the project's x and //x the absolute /x)",
+            missing.len(),
+            paths.join(", "),
             missing.join(", ")
         )));
     }
     if guarded.on_path {
         findings.push(Finding::Warn(
-            "the hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
+            "the hooks find vigil on PATH, where the agent may put its own stop-gate first\nthe hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
         ));
     }
     if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
         findings.push(Finding::Warn(format!(
-            "CLAUDE_CONFIG_DIR is set ({}): Claude Code reads your user settings there, which this check does not read and no rule keeps Edit off; check its sandbox and deny rules yourself",
+            "CLAUDE_CONFIG_DIR is set: check the sandbox and deny rules of the settings there yourself\nClaude Code reads your user settings in {}, which this check does not read and no rule keeps Edit off",
             Path::new(&dir).display()
         )));
     }
@@ -425,9 +429,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
 
 /// Whether an executable named `tool` is in a directory of `$PATH`.
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| files::is_executable(&dir.join(tool)))
-    })
+    files::find_on_path(tool).is_some()
 }
 
 #[cfg(test)]

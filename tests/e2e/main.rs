@@ -303,6 +303,7 @@ fn codex_check(project: &Path, home: &Path) -> String {
         project,
         &[
             "check",
+            "--verbose",
             "--codex",
             "--settings",
             settings.to_str().unwrap(),

@@ -125,10 +125,11 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         ":user_prompt_submit:0:0",
     ] {
         assert!(
-            said_before
-                .lines()
-                .any(|l| l.starts_with("[warn] Codex will skip") && l.contains(key)),
-            "check names every hook Codex would skip ({key}): {said_before}"
+            said_before.contains("[warn] Codex will skip 6 of vigil's hooks until you trust them")
+                && said_before
+                    .lines()
+                    .any(|l| l.trim_start().starts_with('/') && l.ends_with(key)),
+            "check --verbose names every hook Codex would skip ({key}): {said_before}"
         );
     }
     start_loop(project.path(), None, "4", "Make the build green.");
@@ -147,8 +148,8 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     // Nothing warns but the sandbox line: this config runs Codex with danger-full-access.
     let checked = codex_check(project.path(), home.path());
     assert!(
-        !checked
-            .lines()
+        !findings_of(&checked)
+            .iter()
             .any(|l| l.starts_with("[warn]") && !l.contains("sandbox_mode")),
         "{checked}"
     );
@@ -202,7 +203,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     std::fs::write(&settings, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
     let said_after = codex_check(project.path(), home.path());
     assert!(
-        said_after.contains("changed since it was trusted"),
+        said_after.contains("hooks that changed since they were trusted"),
         "{said_after}"
     );
     // And Codex does skip it: a new loop is not driven past the mention.

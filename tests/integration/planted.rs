@@ -22,13 +22,13 @@ fn world() -> Project {
 fn check(world: &Project) -> (Option<i32>, Vec<String>) {
     let out = settings_merge()
         .env("HOME", world.home())
-        .arg("check")
+        .args(["check", "--verbose"])
         .arg("--settings")
         .arg(world.settings())
         .current_dir(world.path())
         .output()
         .unwrap();
-    let lines = stdout_of(&out).lines().map(str::to_string).collect();
+    let lines = findings_of(&stdout_of(&out));
     (out.status.code(), lines)
 }
 
@@ -420,7 +420,7 @@ fn a_protected_project_without_a_baseline_says_so_and_warns() {
         lines
             .iter()
             .any(|l| l
-                .starts_with("[warn] vigil was installed with --protect before it kept a record")),
+                .starts_with("[warn] no record of the hooks and agents there were at --protect")),
         "{lines:?}"
     );
     one_line(&world, &agent, "[warn] ");

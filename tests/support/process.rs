@@ -11,6 +11,22 @@ pub fn stdout_of(output: &std::process::Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
+/// The findings of `settings-merge check --verbose`, each on one line: its headline, then the
+/// lines of its detail.
+pub fn findings_of(said: &str) -> Vec<String> {
+    let mut findings: Vec<String> = Vec::new();
+    for line in said.lines() {
+        match findings.last_mut() {
+            Some(last) if line.starts_with("       ") => {
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+            _ => findings.push(line.to_string()),
+        }
+    }
+    findings
+}
+
 /// stderr must be exactly one line starting with the binary's name.
 pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();

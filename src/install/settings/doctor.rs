@@ -10,12 +10,14 @@ use crate::gate::GateConfig;
 use crate::gate::contract::Contract;
 use crate::gate::contract::Source;
 use crate::install::codex;
+use crate::install::finding::typed;
 use crate::install::planted;
 use crate::install::protect;
 use crate::install::protect::Guarded;
 use crate::reach::confine;
 use crate::reach::sandbox;
 use crate::reach::sandbox::Effective;
+use crate::sys::files;
 use crate::sys::paths;
 use crate::sys::process;
 use crate::verdict::defang;
@@ -97,7 +99,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         })
     {
         findings.push(Finding::Warn(
-            "StopFailure does not run session-end-handoff, so a turn that ends on an API error (a rate limit, a 529) is not recorded and the next session is not told; run ./install.sh again".into(),
+            "StopFailure does not run session-end-handoff; run ./install.sh again\nso a turn that ends on an API error (a rate limit, a 529) is not recorded and the next session is not told".into(),
         ));
     }
     findings.extend(contracts(target, &handlers));
@@ -106,7 +108,8 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     for (event, g, h, command) in &handlers {
         if !events.contains(event.as_str()) {
             findings.push(Finding::Warn(format!(
-                "{event} runs `{command}`, but vigil's hooks belong to {}",
+                "{event} runs vigil's {}, which does not belong there\n`{command}`: vigil's hooks belong to {}",
+                vigil_binary(command).unwrap_or("hook"),
                 events.iter().copied().collect::<Vec<_>>().join(", ")
             )));
         }
@@ -124,6 +127,11 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
             findings.push(gate_deadline(event, command, timeout));
             if let Some(config) = gate_config(command) {
+                if let Some(run) = config.run.as_deref()
+                    && matches!(event.as_str(), "Stop" | "SubagentStop")
+                {
+                    findings.push(check_program(event, run, &target.project()));
+                }
                 findings.extend(check_confinement(event, &config, &target.project()));
                 findings.extend(unbound_markers(event, &config));
             }
@@ -197,13 +205,18 @@ fn block_cap(
         return Vec::new();
     }
     let mut findings = vec![Finding::Ok(
-        "Stop: Claude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and the loop is cut if the session ends there (claude -p); `stop-gate loop run … -- claude …` lifts the cap for the client it starts (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0), so vigil alone bounds the loop".into(),
+        "Stop: Claude Code ends a turn after 8 blocks in a row; vigil records and tells it\nClaude Code ends a turn after 8 Stop blocks in a row while the model answers with text alone; a loop turn it ends is recorded interrupted (block_cap) and told, and the loop is cut if the session ends there (claude -p); `stop-gate loop run … -- claude …` lifts the cap for the client it starts (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0), so vigil alone bounds the loop".into(),
     )];
     for (path, root, _) in layers(target, own) {
         for shown in other_stop_hooks(&root) {
+            let named = if shown.chars().count() <= 32 {
+                shown.as_str()
+            } else {
+                "another hook"
+            };
             findings.push(Finding::Warn(format!(
-                "Stop also runs {shown} ({}): its blocks count with vigil's towards Claude Code's cap of 8 in a row, and with the cap lifted (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0) nothing would end a turn it keeps blocking",
-                path.display()
+                "Stop also runs {named}, whose blocks count towards the cap of 8 in a row\n{shown} ({}): its blocks count with vigil's towards Claude Code's cap of 8 in a row, and with the cap lifted (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0) nothing would end a turn it keeps blocking",
+                typed(&path, &target.project())
             )));
         }
     }
@@ -248,6 +261,33 @@ pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
         .collect()
 }
 
+/// Where else Claude Code would find vigil wired for the target's project (another settings
+/// file it merges, or the vigil plugin enabled), as the user would type it: an install there
+/// would run every hook twice.
+pub fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<String> {
+    let project = target.project();
+    layers(target, own)
+        .into_iter()
+        .find_map(|(path, root, this)| {
+            if !this && !vigil_handlers(&root).is_empty() {
+                return Some(typed(&path, &project));
+            }
+            vigil_plugin_enabled(&root)
+                .then(|| format!("the vigil plugin (enabled in {})", typed(&path, &project)))
+        })
+}
+
+/// Whether a settings file enables the vigil plugin (`enabledPlugins` has `vigil@…: true`).
+fn vigil_plugin_enabled(root: &Map<String, Value>) -> bool {
+    root.get("enabledPlugins")
+        .and_then(Value::as_object)
+        .is_some_and(|plugins| {
+            plugins
+                .iter()
+                .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
+        })
+}
+
 fn twice_across_files(
     target: &Target,
     own: &Map<String, Value>,
@@ -274,23 +314,15 @@ fn twice_across_files(
         both.dedup();
         if !both.is_empty() {
             findings.push(Finding::Warn(format!(
-                "{} wires vigil too, and Claude Code runs both: {} run twice, so a loop advances twice per stop; keep vigil in one file (./install.sh --uninstall for the other)",
-                path.display(),
+                "{} wires vigil too: a loop would advance twice per stop; keep one\nClaude Code runs both: {} run twice; keep vigil in one file (./install.sh --uninstall for the other)",
+                typed(&path, &target.project()),
                 both.join(", ")
             )));
         }
-        let plugin = root
-            .get("enabledPlugins")
-            .and_then(Value::as_object)
-            .is_some_and(|plugins| {
-                plugins
-                    .iter()
-                    .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
-            });
-        if plugin && !ours.is_empty() {
+        if vigil_plugin_enabled(&root) && !ours.is_empty() {
             findings.push(Finding::Warn(format!(
-                "the vigil plugin is enabled in {} and this file wires vigil's hooks as well: both run, so a loop advances twice per stop; use the plugin or the install, not both",
-                path.display()
+                "the vigil plugin is enabled too: a loop would advance twice per stop; keep one\nthe plugin is enabled in {} and this file wires vigil's hooks as well: both run; use the plugin or the install, not both",
+                typed(&path, &target.project())
             )));
         }
     }
@@ -403,15 +435,15 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
             };
             if paths::canonical(&full).starts_with(paths::canonical(&project)) {
                 findings.push(Finding::Warn(format!(
-                    "{event}: the contract {} is inside the project, where the agent can rewrite it (it shapes subagents' reports; it approves nothing)",
-                    path.display()
+                    "{event}: the contract is inside the project, where the agent can rewrite it\n{}: it shapes subagents' reports; it approves nothing",
+                    typed(path, &target.project())
                 )));
             }
         }
     }
     if wanted && !subagent_gate {
         findings.push(Finding::Warn(
-            "stop-gate has --contract, but SubagentStop does not run it, so no report is checked; run ./install.sh with --contract".into(),
+            "stop-gate has --contract, but SubagentStop does not run it; run ./install.sh with --contract\nso no subagent's report is checked".into(),
         ));
     }
     findings
@@ -428,7 +460,7 @@ fn gate_deadline(event: &str, command: &str, timeout: Option<&Value>) -> Finding
     }
     let Some(args) = handler_args(command) else {
         return Finding::Warn(format!(
-            "{event}: cannot read the flags of `{command}`; its deadline is not checked"
+            "{event}: cannot read stop-gate's flags, so its deadline is not checked\n`{command}`"
         ));
     };
     if args.iter().any(|a| a == "--check-config") {
@@ -491,7 +523,7 @@ fn unbound_markers(event: &str, config: &GateConfig) -> Vec<Finding> {
         .map(|required| {
             let check = &required.check;
             Finding::Warn(format!(
-                "{event}: --require-marker {check} names no command, so a passed marker of `{check}` for this content counts whatever command wrote it (`true` included); give it as {check}=CMD, the command your protected writer runs"
+                "{event}: --require-marker {check} names no command; give it as {check}=CMD\na passed marker of `{check}` for this content counts whatever command wrote it (`true` included); CMD is the command your protected writer runs"
             ))
         })
         .collect()
@@ -501,6 +533,79 @@ fn unbound_markers(event: &str, config: &GateConfig) -> Vec<Finding> {
 fn gate_config(command: &str) -> Option<GateConfig> {
     let args = handler_args(command)?;
     GateConfig::parse(args.into_iter().map(Into::into).collect()).ok()?
+}
+
+/// What `sh` starts its command with without looking anything up: its own words.
+const SHELL_WORDS: &[&str] = &[
+    "!", ".", ":", "[", "[[", "{", "alias", "break", "builtin", "case", "cd", "command",
+    "continue", "declare", "echo", "eval", "exec", "exit", "export", "false", "for", "function",
+    "getopts", "hash", "if", "let", "local", "printf", "pwd", "read", "readonly", "return", "set",
+    "shift", "source", "test", "times", "trap", "true", "type", "typeset", "ulimit", "umask",
+    "unset", "until", "wait", "while",
+];
+
+/// The program the check starts with, looked up as `sh -c` at the project's top will look it
+/// up when the hook runs: a path from the project's top, a name on PATH (the hook has the
+/// environment of the shell that starts the engine, as this one does). A check whose program
+/// is not there fails with 127 at every stop.
+fn check_program(event: &str, run: &str, project: &Path) -> Finding {
+    let short = defang::field_max(run, 24);
+    let Some(words) = shlex::split(run) else {
+        return Finding::Fail(format!(
+            "{event}: stop-gate's check `{short}` has an unclosed quote: sh refuses it at every stop"
+        ));
+    };
+    // `NAME=value` words before the program set its environment.
+    let is_assignment = |word: &&String| {
+        word.split_once('=').is_some_and(|(name, _)| {
+            !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+        })
+    };
+    let Some(program) = words.iter().find(|w| !is_assignment(w)) else {
+        return Finding::Ok(format!(
+            "{event}: stop-gate's check `{short}` only sets variables; it runs nothing"
+        ));
+    };
+    let shown = defang::field_max(program, 40);
+    if SHELL_WORDS.contains(&program.as_str()) {
+        return Finding::Ok(format!(
+            "{event}: stop-gate's check starts with the shell's own `{shown}`\nwhat runs after it is looked up when the check runs; the doctor looks no further"
+        ));
+    }
+    if program.contains(['$', '`', '(', ')', '*', '?', '<', '>', '|', '&', ';']) {
+        return Finding::Ok(format!(
+            "{event}: stop-gate's check starts with `{shown}`, which the shell expands\nso what it runs is known only when the check runs; the doctor looks no further"
+        ));
+    }
+    if program.contains('/') {
+        let path = project.join(program);
+        return if files::is_executable(&path) {
+            Finding::Ok(format!(
+                "{event}: stop-gate's check runs {shown}, which is there and executable"
+            ))
+        } else if path.exists() {
+            Finding::Fail(format!(
+                "{event}: stop-gate's check runs {shown}, which is not executable: every stop is blocked (exit 126)\nrun chmod +x on it, or give --run the interpreter (`sh {shown}`)"
+            ))
+        } else {
+            Finding::Fail(format!(
+                "{event}: stop-gate's check runs {shown}, which is not there: every stop is blocked (exit 127)\n{} does not exist (a relative path is from the project's top, where the check runs)",
+                path.display()
+            ))
+        };
+    }
+    match files::find_on_path(program) {
+        Some(found) => Finding::Ok(format!(
+            "{event}: stop-gate's check runs {shown}, found on PATH: {}",
+            found.display()
+        )),
+        None => Finding::Fail(format!(
+            "{event}: stop-gate's check runs `{shown}`, which is not on PATH: every stop is blocked (exit 127)\nthe hook has the PATH of the shell that starts claude or codex; this one is {}\ninstall {shown}, or give --run its absolute path",
+            std::env::var("PATH").unwrap_or_default()
+        )),
+    }
 }
 
 /// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,
@@ -521,10 +626,12 @@ fn check_confinement(event: &str, config: &GateConfig, project: &Path) -> Option
             format!(", and {}", more.join(", "))
         }
     };
+    // The command as the headline names it: short, the whole of it in the detail.
+    let short = defang::field_max(run, 24);
     let why = match confine::working_sandbox() {
         Ok(bwrap) => {
             return Some(Finding::Ok(format!(
-                "{event}: stop-gate's check `{run}` runs confined ({}): it writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
+                "{event}: stop-gate's check `{short}` runs confined ({})\nit writes only the project (not .claude, .git, .mcp.json…) and a private /tmp{reach}, and sees no state home, key or ~/.claude",
                 bwrap.display()
             )));
         }
@@ -532,11 +639,11 @@ fn check_confinement(event: &str, config: &GateConfig, project: &Path) -> Option
     };
     Some(if sandbox::sandbox_on(project) {
         Finding::Fail(format!(
-            "{event}: stop-gate's check `{run}` cannot be confined ({why}), and with Claude Code's sandbox on it is never run unconfined: every stop is blocked until it can be"
+            "{event}: stop-gate's check `{short}` cannot be confined: every stop is blocked\n{why}; with Claude Code's sandbox on it is never run unconfined, so every stop is blocked until it can be"
         ))
     } else {
         Finding::Warn(format!(
-            "{event}: stop-gate's check `{run}` runs unconfined, with your rights ({why}): the agent's code in it can write anything you can; every stop says so"
+            "{event}: stop-gate's check `{short}` runs unconfined, with your rights\n{why}: the agent's code in it can write anything you can; every stop says so"
         ))
     })
 }
@@ -605,7 +712,9 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
             if done.outcome.success()
                 && !String::from_utf8_lossy(&done.output).contains("not installed") =>
         {
-            Finding::Ok(format!("{event}: `{command}` runs from a bare environment"))
+            Finding::Ok(format!(
+                "{event}: {binary} runs from a bare environment\n`{command}`"
+            ))
         }
         Ok(done) => {
             let said = String::from_utf8_lossy(&done.output);
@@ -622,7 +731,7 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
                     });
                 if told {
                     return Finding::Ok(format!(
-                        "{event}: `{command}` runs from a bare environment"
+                        "{event}: {binary} runs from a bare environment\n`{command}`"
                     ));
                 }
                 return Finding::Fail(format!(
@@ -655,7 +764,8 @@ fn stale_binary(command: &str) -> Option<Finding> {
     let version = said.split_whitespace().nth(1)?;
     (version != env!("CARGO_PKG_VERSION")).then(|| {
         Finding::Warn(format!(
-            "{path} is version {version}, this settings-merge is {}: a stale binary; run ./install.sh again",
+            "a stale binary: {} is version {version}; run ./install.sh again\n{path} is version {version}, this settings-merge is {}",
+            Path::new(&path).file_name().unwrap_or_default().to_string_lossy(),
             env!("CARGO_PKG_VERSION")
         ))
     })
@@ -675,11 +785,11 @@ fn codex_sandbox(config: &Path, project: &Path) -> Finding {
             ))
         }
         Some((mode, file)) => Finding::Warn(format!(
-            "Codex runs the agent's commands with your rights (sandbox_mode = \"{mode}\" in {}{approval}): they can write vigil's state home, its loops, markers and trusted keys; run ./install.sh --codex --protect, which sets workspace-write for this project",
+            "Codex runs the agent's commands with your rights; ./install.sh --codex --protect\nsandbox_mode = \"{mode}\" in {}{approval}: they can write vigil's state home, its loops, markers and trusted keys; --protect sets workspace-write for this project",
             file.display()
         )),
         None => Finding::Warn(format!(
-            "no config sets Codex's sandbox_mode{approval}: what the agent's commands can reach depends on how codex is started; run ./install.sh --codex --protect, which sets workspace-write for this project"
+            "no config sets Codex's sandbox_mode; ./install.sh --codex --protect sets one\nwhat the agent's commands can reach depends on how codex is started{approval}; --protect sets workspace-write for this project"
         )),
     }
 }
@@ -703,8 +813,7 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
             )));
         } else {
             findings.push(Finding::Warn(format!(
-                "Codex reads {}/.codex/ only for a trusted project: trust it when codex asks, or set [projects.\"{}\"] trust_level = \"trusted\" in config.toml",
-                canonical.display(),
+                "Codex reads .codex/ only for a trusted project: trust it when codex asks\nor set [projects.\"{}\"] trust_level = \"trusted\" in config.toml",
                 canonical.display()
             )));
         }
@@ -712,16 +821,32 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
     if let Some(config) = config {
         findings.push(codex_sandbox(config, &target.project()));
     }
-    findings.extend(codex_trust_entries(target, root)
-        .into_iter()
-        .map(|(key, hash)| match trusted.get(&key) {
-            Some(stored) if *stored == hash => Finding::Ok(format!("Codex trusts {key}")),
-            Some(_) => Finding::Warn(format!(
-                "Codex will skip {key}: it changed since it was trusted; run ./install.sh --codex --trust, or approve it in codex's /hooks"
-            )),
-            None => Finding::Warn(format!(
-                "Codex will skip {key} until you trust it: run ./install.sh --codex --trust, or approve it in codex's /hooks"
-            )),
-        }));
+    let (mut good, mut changed, mut untrusted) = (Vec::new(), Vec::new(), Vec::new());
+    for (key, hash) in codex_trust_entries(target, root) {
+        match trusted.get(&key) {
+            Some(stored) if *stored == hash => good.push(key),
+            Some(_) => changed.push(key),
+            None => untrusted.push(key),
+        }
+    }
+    if !good.is_empty() {
+        findings.push(Finding::Ok(format!(
+            "Codex trusts vigil's {} hooks\n{}",
+            good.len(),
+            good.join("\n")
+        )));
+    }
+    for (keys, why) in [
+        (changed, "that changed since they were trusted"),
+        (untrusted, "until you trust them"),
+    ] {
+        if !keys.is_empty() {
+            findings.push(Finding::Warn(format!(
+                "Codex will skip {} of vigil's hooks {why}; ./install.sh --codex --trust\n{}\n(or approve them in codex's /hooks)",
+                keys.len(),
+                keys.join("\n")
+            )));
+        }
+    }
     findings
 }

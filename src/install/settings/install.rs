@@ -39,6 +39,17 @@ pub fn install(
         Some(record_place.lock()?)
     };
     let mut record = record_place.load()?;
+    // Claude Code merges the project's settings files and the user's: vigil wired in two of
+    // them runs every hook twice, and a loop advances twice per stop. Refused, not found later
+    // (under the project's record lock, so two installers cannot both pass it).
+    if plan.engine == Engine::Claude
+        && let Some(other) = super::doctor::wired_elsewhere(target, &root)
+    {
+        return Err(Error::usage(format!(
+            "vigil is wired in {other} already, and Claude Code would run both; uninstall it there first, or keep that one; {} was not changed",
+            target.given.display()
+        )));
+    }
     let key = target.file.display().to_string();
     let previous = installed_of(&record, &key);
     // The backup holds the file as it was before vigil: taken on the first install only, and
@@ -209,11 +220,31 @@ pub fn install(
         before: before.clone(),
         after: after.clone(),
         summary: {
-            let mut summary = if added == 0 {
+            // A group whose flags changed goes and comes back: changed, not added.
+            let replaced = added.min(dropped);
+            let groups = |n: usize| if n == 1 { "group" } else { "groups" };
+            let flags_changed = !gate_changes.is_empty() && !gate_before.flags.is_empty();
+            let mut said = Vec::new();
+            if added > replaced {
+                let n = added - replaced;
+                said.push(format!("added {n} vigil hook {}", groups(n)));
+            }
+            // The Stop group's change is told by its flags, below.
+            let other = replaced.saturating_sub(usize::from(flags_changed));
+            if other > 0 {
+                said.push(format!("changed {other} vigil hook {}", groups(other)));
+            }
+            if dropped > replaced {
+                let n = dropped - replaced;
+                said.push(format!("removed {n} vigil hook {}", groups(n)));
+            }
+            if flags_changed {
+                said.push("changed the Stop hook's stop-gate flags".to_string());
+            }
+            let mut summary = if said.is_empty() {
                 "vigil's hooks are already installed".to_string()
             } else {
-                let groups = if added == 1 { "group" } else { "groups" };
-                format!("added {added} vigil hook {groups}")
+                said.join("; ")
             };
             if protected {
                 summary.push_str(
@@ -228,8 +259,8 @@ pub fn install(
                     missing.join(", ")
                 ));
             }
-            if !gate_changes.is_empty() && !gate_before.flags.is_empty() {
-                summary.push_str("; the Stop hook's stop-gate flags:");
+            if flags_changed {
+                summary.push_str(" (below)");
                 for line in &gate_changes {
                     summary.push_str(&format!("\n  {line}"));
                 }

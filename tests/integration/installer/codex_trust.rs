@@ -18,11 +18,12 @@ fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
         "check",
         &path,
         true,
-        &["--codex-config", config.to_str().unwrap()],
+        &["--codex-config", config.to_str().unwrap(), "--verbose"],
     );
     assert!(
         stdout_of(&out).contains("[warn] Codex will skip ")
-            && stdout_of(&out).contains(":stop:1:0 until you trust it"),
+            && stdout_of(&out).contains("hooks until you trust them")
+            && stdout_of(&out).contains(":stop:1:0\n"),
         "{}",
         stdout_of(&out)
     );
@@ -98,7 +99,7 @@ fn codex_trust_is_written_checked_and_removed_without_touching_the_rest_of_confi
     std::fs::write(&path, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
     assert!(
         stdout_of(&merge("check", &path, true, &config_flag))
-            .contains("changed since it was trusted")
+            .contains("hooks that changed since they were trusted")
     );
     // Uninstall takes vigil's trust entries out again, and only those.
     assert!(merge("uninstall", &path, true, &[]).status.success());

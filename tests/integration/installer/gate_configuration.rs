@@ -59,6 +59,7 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
     );
     // Shared settings are for committing: not excluded.
     let shared = dir.path().join(".claude/settings.json");
+    assert!(merge("uninstall", &settings, false, &[]).status.success());
     assert!(
         merge("install", &shared, false, &["--shared"])
             .status
@@ -73,7 +74,6 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
         "the shared file is to be committed"
     );
     assert!(merge("uninstall", &shared, false, &[]).status.success());
-    assert!(merge("uninstall", &settings, false, &[]).status.success());
     assert_eq!(
         std::fs::read_to_string(&exclude).unwrap(),
         "# mine\n*.swp\n"
@@ -126,6 +126,11 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
     assert!(
         said.contains("  ~ --run 'cargo test' -> 'make check'"),
         "the change is told: {said}"
+    );
+    // A group whose flags changed was not added (issue 31): it is told as the change it is.
+    assert!(
+        said.contains(": changed the Stop hook's stop-gate flags") && !said.contains("added"),
+        "{said}"
     );
     let out = merge(
         "install",

@@ -125,18 +125,20 @@ fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
 #[test]
 fn uninstall_names_the_files_vigil_stays_installed_in() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
-    let shared = dir.path().join(".claude/settings.json");
+    // The other engine's file of the same project (one Claude Code file at a time: a second
+    // one is refused).
+    let shared = dir.path().join(".codex/hooks.json");
     assert!(merge("install", &path, false, &[]).status.success());
-    assert!(merge("install", &shared, false, &[]).status.success());
+    assert!(merge("install", &shared, true, &[]).status.success());
     let out = merge("uninstall", &path, false, &[]);
     let said_now = stdout_of(&out);
     assert!(
         said_now.contains("vigil stays installed in ")
-            && said_now.contains("settings.json")
+            && said_now.contains("hooks.json")
             && !said_now.contains("settings.local.json\n"),
         "{said_now}"
     );
-    let out = merge("uninstall", &shared, false, &[]);
+    let out = merge("uninstall", &shared, true, &[]);
     assert!(
         !stdout_of(&out).contains("stays installed"),
         "{}",

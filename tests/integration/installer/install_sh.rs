@@ -431,8 +431,30 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
         upgraded.contains("/.local/bin/stop-gate loop status"),
         "{upgraded}"
     );
-    // Shared settings wire vigil too: the commands are committed, so they name stop-gate
-    // through PATH, and uninstalling the personal file leaves them for the shared one.
+    // Shared settings on top of the personal file would wire vigil twice: refused (issue 31),
+    // and nothing changes.
+    let before = std::fs::read(project.path().join(".claude/settings.local.json")).unwrap();
+    let out = install_sh(home.path(), &["--project", p, "--shared"], "/usr/bin:/bin");
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("vigil is wired in ./.claude/settings.local.json already"),
+        "{}",
+        said(&out)
+    );
+    assert!(!project.path().join(".claude/settings.json").exists());
+    assert_eq!(
+        std::fs::read(project.path().join(".claude/settings.local.json")).unwrap(),
+        before
+    );
+    let out = install_sh(
+        home.path(),
+        &["--project", p, "--uninstall"],
+        "/usr/bin:/bin",
+    );
+    assert!(out.status.success());
+    assert!(!commands.exists(), "the last uninstall takes them");
+    // Shared settings alone: the commands are committed, so they name stop-gate through PATH.
     let out = install_sh(home.path(), &["--project", p, "--shared"], "/usr/bin:/bin");
     assert!(
         out.status.success(),
@@ -442,16 +464,6 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     assert_eq!(
         std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap(),
         template
-    );
-    let out = install_sh(
-        home.path(),
-        &["--project", p, "--uninstall"],
-        "/usr/bin:/bin",
-    );
-    assert!(out.status.success());
-    assert!(
-        commands.join("vigil-loop.md").is_file(),
-        "still used by settings.json"
     );
     let out = install_sh(
         home.path(),

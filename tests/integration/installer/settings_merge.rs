@@ -243,10 +243,24 @@ fn eight_installers_at_once_leave_each_entry_once() {
             cmd.stdout(std::process::Stdio::null()).spawn().unwrap()
         })
         .collect();
+    // One of the two files wires vigil at a time (issue 31): an install into the other is
+    // refused while it does, never let through by the race.
     for mut child in children {
-        assert!(child.wait().unwrap().success());
+        let code = child.wait().unwrap().code();
+        assert!(matches!(code, Some(0 | 2)), "{code:?}");
+    }
+    let wired: Vec<_> = [&path, &local]
+        .into_iter()
+        .filter(|file| std::fs::read_to_string(file).unwrap().contains("stop-gate"))
+        .collect();
+    assert!(wired.len() <= 1, "vigil wired twice: {wired:?}");
+    if wired.is_empty() {
+        assert!(merge("install", &path, false, &[]).status.success());
     }
     for file in [&path, &local] {
+        if !std::fs::read_to_string(file).unwrap().contains("stop-gate") {
+            continue;
+        }
         assert!(merge("install", file, false, &[]).status.success());
         let text = std::fs::read_to_string(file).unwrap();
         // A re-install keeps the check an earlier one added, so the Stop's stop-gate may
@@ -710,5 +724,65 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2));
         assert_eq!(stderr.matches(binary).count(), 1, "{stderr}");
+    }
+}
+
+/// Issue 31: vigil wired in two settings files Claude Code merges for one project (the
+/// project's two, or yours), or beside the vigil plugin, would run every hook twice and
+/// advance a loop twice per stop: the install is refused, in one line naming the other place,
+/// and changes nothing.
+#[test]
+fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
+    let home = tempfile::tempdir().unwrap();
+    let project = Project::git();
+    let local = project.path().join(".claude/settings.local.json");
+    let shared = project.path().join(".claude/settings.json");
+    let run = |args: &[&str]| {
+        settings_merge()
+            .env("HOME", home.path())
+            .current_dir(project.path())
+            .args(args)
+            .arg("--bin-dir")
+            .arg(bin_dir())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["install", "--settings", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    let out = run(&["install", "--settings", shared.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let stderr = assert_one_line_error(&out, "settings-merge");
+    assert!(
+        stderr.contains("vigil is wired in ./.claude/settings.local.json already"),
+        "{stderr}"
+    );
+    assert!(!shared.exists(), "nothing written");
+    // Yours wires it for every project: the project's own install is refused too.
+    let user = home.path().join(".claude/settings.json");
+    let out = run(&["uninstall", "--settings", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    let out = run(&["install", "--settings", user.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    let before = std::fs::read(&local).ok();
+    let out = run(&["install", "--settings", local.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("vigil is wired in ~/.claude/settings.json already"));
+    assert_eq!(std::fs::read(&local).ok(), before);
+    // The plugin enabled is a wiring too.
+    let out = run(&["uninstall", "--settings", user.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    std::fs::write(&shared, "{\"enabledPlugins\": {\"vigil@vigil\": true}}\n").unwrap();
+    let out = run(&["install", "--settings", local.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("the vigil plugin (enabled in ./.claude/settings.json)"),
+        "{}",
+        said(&out)
+    );
+    // A re-install where vigil is already wired is no second wiring.
+    std::fs::remove_file(&shared).unwrap();
+    for _ in 0..2 {
+        let out = run(&["install", "--settings", local.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", said(&out));
     }
 }
