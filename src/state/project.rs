@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::state::protected;
 use crate::state::protected::Place;
+use crate::sys::atomic::{self, Durability};
 
 /// The project a hook works on and the state directory inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,6 +86,9 @@ impl Project {
         std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
         // Checked again after creating: a link could have appeared in between.
         checked.iter().try_for_each(|p| refuse_symlink(p))?;
+        if self.default_state {
+            keep_out_of_git(&self.state);
+        }
         Ok(dir)
     }
 
@@ -103,6 +107,22 @@ impl Project {
     /// Where markers lived before the protected state: never read, only named in a denial.
     pub fn legacy_markers(&self) -> PathBuf {
         self.state.join("markers")
+    }
+}
+
+/// What `.vigil/.gitignore` holds: everything vigil writes in the project is this machine's
+/// (handoffs, the fallback state), so git shows none of it, from the first session on and
+/// whichever way vigil was wired (the installer's exclude lines, the plugin, by hand).
+pub const GITIGNORE: &str =
+    "# vigil's files for this machine (handoffs, state): never committed\n*\n";
+
+/// Writes `GITIGNORE` into the default state directory when it has none; a file there is
+/// left as it is (the user's choice), and a failure costs only clutter in `git status`.
+fn keep_out_of_git(state: &Path) {
+    let file = state.join(".gitignore");
+    if std::fs::symlink_metadata(&file).is_err() {
+        // Nothing waits for the disk: the handoff writes on the engine's exit path.
+        let _ = atomic::write_atomic_as(&file, GITIGNORE.as_bytes(), 0o644, Durability::Skip);
     }
 }
 

@@ -52,6 +52,9 @@ pub fn install(
     }
     let key = target.file.display().to_string();
     let previous = installed_of(&record, &key);
+    // The file runs vigil, and no record says vigil put it there: the record was lost (the
+    // state home deleted), or vigil was wired by hand.
+    let unrecorded = previous.is_none() && !vigil_handlers(&root).is_empty();
     // The backup holds the file as it was before vigil: taken on the first install only, and
     // only from a file with no vigil handlers in it (else it is not the user's original).
     let backup_holds =
@@ -161,6 +164,7 @@ pub fn install(
     });
     let dropped = recorded - installed.entries.len() + usize::from(dropped_source);
     let mut added = 0;
+    let mut adopted = 0;
     for entry in &wanted {
         if !root.contains_key("hooks") {
             root.insert("hooks".to_string(), json!({}));
@@ -181,7 +185,20 @@ pub fn install(
             .and_then(Value::as_array_mut)
             .expect("an event is a list");
         // Only what vigil itself adds is recorded: an identical group the user put there is
-        // theirs, and uninstall leaves it.
+        // theirs, and uninstall leaves it. Unless the file ran vigil with no record of it:
+        // those groups are adopted, or an uninstall after this install would leave them.
+        if unrecorded
+            && list.contains(&entry.group)
+            && !installed
+                .entries
+                .iter()
+                .any(|(e, g)| e == entry.event && g == &entry.group)
+        {
+            installed
+                .entries
+                .push((entry.event.to_string(), entry.group.clone()));
+            adopted += 1;
+        }
         if !list.contains(&entry.group) {
             list.push(entry.group.clone());
             added += 1;
@@ -237,6 +254,14 @@ pub fn install(
             if dropped > replaced {
                 let n = dropped - replaced;
                 said.push(format!("removed {n} vigil hook {}", groups(n)));
+            }
+            if adopted > 0 {
+                said.push(format!(
+                    "adopted {adopted} vigil hook {} already in the file, with no record of installing {} (uninstall takes {} out)",
+                    groups(adopted),
+                    if adopted == 1 { "it" } else { "them" },
+                    if adopted == 1 { "it" } else { "them" },
+                ));
             }
             if flags_changed {
                 said.push("changed the Stop hook's stop-gate flags".to_string());

@@ -47,11 +47,7 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     let mut record = record_place.load()?;
     let key = target.file.display().to_string();
     let Some(installed) = installed_of(&record, &key) else {
-        return Ok(Change {
-            before: before.clone(),
-            after: before,
-            summary: "vigil is not installed in this file".into(),
-        });
+        return without_record(target, before, dry_run);
     };
     let untouched =
         before.as_deref().map(sha256_hex).as_deref() == Some(installed.written_sha256.as_str());
@@ -174,6 +170,86 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     // Only once the record no longer points at it: an uninstall killed before this point
     // leaves a record whose backup still exists.
     if untouched {
+        let _ = std::fs::remove_file(&backup);
+    }
+    Ok(change)
+}
+
+/// Uninstall with no record of the install (the state home or the project's `.vigil/` was
+/// deleted, or the file was wired by hand): what the file holds decides. Every handler that
+/// runs a vigil binary is taken out, with the groups and events left empty by it; the file
+/// comes back byte for byte when that leaves it as its `.vigil-backup`. Anything else an
+/// install may have added (--protect's sandbox and rules) cannot be told from yours, and stays.
+fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Result<Change> {
+    let not_installed = |before: Option<Vec<u8>>| Change {
+        before: before.clone(),
+        after: before,
+        summary: "vigil is not installed in this file".into(),
+    };
+    let Some(bytes) = before.clone() else {
+        return Ok(not_installed(before));
+    };
+    let mut root = parse(&bytes, &target.given)?;
+    if vigil_handlers(&root).is_empty() {
+        return Ok(not_installed(before));
+    }
+    let mut removed = 0;
+    if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
+        for groups in hooks.values_mut() {
+            let Some(list) = groups.as_array_mut() else {
+                continue;
+            };
+            list.retain_mut(|group| {
+                let Some(handlers) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                    return true;
+                };
+                let had = handlers.len();
+                handlers.retain(|handler| {
+                    handler
+                        .get("command")
+                        .and_then(Value::as_str)
+                        .is_none_or(|command| vigil_binary(command).is_none())
+                });
+                removed += had - handlers.len();
+                !(handlers.is_empty() && had > 0)
+            });
+        }
+        hooks.retain(|_, groups| groups.as_array().is_none_or(|list| !list.is_empty()));
+    }
+    if root
+        .get("hooks")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
+        root.remove("hooks");
+    }
+    // The user's original, when the backup is exactly what is left.
+    let backup = target.backup();
+    let original = std::fs::read(&backup)
+        .ok()
+        .filter(|kept| parse(kept, &backup).is_ok_and(|kept| kept == root));
+    let after = original.clone().unwrap_or_else(|| render(&root));
+    let handlers = if removed == 1 { "handler" } else { "handlers" };
+    let change = Change {
+        before,
+        after: Some(after.clone()),
+        summary: format!(
+            "removed {removed} vigil hook {handlers} (no record of the install was left, so the file decided{})",
+            if original.is_some() {
+                "; the file is your original again"
+            } else if root.contains_key("sandbox") || root.contains_key("permissions") {
+                "; its sandbox and permission rules stay as they are, --protect's included"
+            } else {
+                ""
+            }
+        ),
+    };
+    if dry_run {
+        return Ok(change);
+    }
+    // (The file's lock is held by `uninstall`, which checked it can be written.)
+    write_atomic(&target.file, &after, 0o644).map_err(|e| Error::io("write", &target.file, &e))?;
+    if original.is_some() {
         let _ = std::fs::remove_file(&backup);
     }
     Ok(change)

@@ -454,3 +454,22 @@ fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() 
         );
     }
 }
+
+/// Issue 31: the handoff a first session leaves is the machine's, not the project's: git
+/// shows nothing new, however vigil was wired (here: not installed at all), and a
+/// `.vigil/.gitignore` the user wrote is kept as it is.
+#[test]
+fn the_handoff_stays_out_of_git_status_from_the_first_session() {
+    let project = Project::git();
+    hand_off(project.path(), &[], "s-1", "SessionEnd", None);
+    assert!(project.path().join(".vigil/handoff/final.json").is_file());
+    let status = git(
+        project.path(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert_eq!(status, "", "git shows what vigil wrote");
+    let mine = project.path().join(".vigil/.gitignore");
+    std::fs::write(&mine, "handoff/\n").unwrap();
+    hand_off(project.path(), &["--checkpoint"], "s-2", "Stop", None);
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "handoff/\n");
+}

@@ -145,3 +145,76 @@ fn uninstall_names_the_files_vigil_stays_installed_in() {
         said(&out)
     );
 }
+
+/// Issue 31: with every vigil file gone (the install record in the state home, the project's
+/// `.vigil/`), uninstall still takes vigil out: the settings file decides, the user's original
+/// comes back byte for byte from its backup, and a file with more of the user's in it keeps
+/// all of that.
+#[test]
+fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
+    let (dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    assert!(
+        merge("install", &path, false, &["--run", "true"])
+            .status
+            .success()
+    );
+    let forget = || {
+        let record = install_record_of(dir.path());
+        let _ = std::fs::remove_file(&record);
+        let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
+        assert!(!record.exists());
+    };
+    forget();
+    let out = merge("uninstall", &path, false, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        stdout_of(&out).contains("removed 6 vigil hook handlers")
+            && stdout_of(&out).contains("your original again"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), original);
+    // The user edited the file since: their edit stays, vigil's handlers go.
+    assert!(merge("install", &path, false, &[]).status.success());
+    let mut value = json_of(&path);
+    value["model"] = json!("opus");
+    std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    forget();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains("stop-gate") && !text.contains("session-"),
+        "{text}"
+    );
+    assert_eq!(json_of(&path)["model"], "opus");
+    let mut expected: Value = serde_json::from_slice(&original).unwrap();
+    expected["model"] = json!("opus");
+    assert_eq!(json_of(&path), expected);
+    // A re-install that changes a flag after the record was lost adopts the groups it finds,
+    // so the uninstall after it takes them all.
+    assert!(
+        merge("install", &path, false, &["--run", "true"])
+            .status
+            .success()
+    );
+    forget();
+    assert!(
+        merge("install", &path, false, &["--run", "false"])
+            .status
+            .success()
+    );
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains("stop-gate") && !text.contains("session-"),
+        "{text}"
+    );
+    // And then there is nothing of vigil's: said so, the file as it is.
+    let before = std::fs::read(&path).unwrap();
+    let out = merge("uninstall", &path, false, &[]);
+    assert!(stdout_of(&out).contains("vigil is not installed in this file"));
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
