@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::skip;
+
 /// The pinned versions, in one place for the suite and `.ci/run`.
 const PACKAGE_JSON: &str = include_str!("package.json");
 
@@ -91,12 +93,7 @@ pub fn clients() -> Option<Clients> {
                 std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
                 "the end-to-end suite is required here, but {why}"
             );
-            // Past the test harness's capture, once: a skipped suite must be seen.
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "skipping the end-to-end suite: {why}");
-            });
+            skip(&format!("the end-to-end suite: {why}"));
             None
         }
     }

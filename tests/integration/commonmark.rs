@@ -25,6 +25,8 @@ use std::sync::{Mutex, OnceLock};
 use proptest::prelude::*;
 use vigil::verdict::markdown::{Lines, masked_lines};
 
+use crate::support::skip;
+
 const PACKAGE_JSON: &str = include_str!("../commonmark/package.json");
 
 /// The reference implementation's answers, from one running `node`.
@@ -118,7 +120,7 @@ fn reference() -> Option<&'static Mutex<Reference>> {
                 std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
                 "the CommonMark reference is required here, but {why}"
             );
-            eprintln!("skipping the comparison with commonmark.js: {why}");
+            skip(&format!("the comparison with commonmark.js: {why}"));
             None
         }
     }

@@ -10,6 +10,7 @@
 //! - §8 (the installer): `installer/`, `plugin/`, `release.rs`; stop-gate's flag table: `flags.rs`
 //! - §9 (tamper resistance): `protected/`, `planted.rs`, and the §9 files of the folders above
 //! - P6 (nothing is lost): `faults.rs`
+//! - the test command itself: `test_command.rs`
 
 mod by_stat;
 mod commonmark;
@@ -31,4 +32,5 @@ mod signing;
 mod stop_gate;
 #[path = "../support/mod.rs"]
 mod support;
+mod test_command;
 mod worktree;

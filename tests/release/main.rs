@@ -26,7 +26,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use support::serve::{Reply, as_is, serve, unreachable};
-use support::{BINARIES, git, said};
+use support::{BINARIES, git, said, skip};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -44,7 +44,7 @@ fn dist() -> Option<PathBuf> {
             std::env::var_os("VIGIL_RELEASE_REQUIRED").is_none(),
             "the release suite is required here, but dist (cargo-dist) is not installed"
         );
-        eprintln!("skipping the release suite: dist (cargo-dist) is not installed");
+        skip("the release suite: dist (cargo-dist) is not installed");
     }
     found
 }
