@@ -304,7 +304,7 @@ if [ "$action" = install ]; then
   built=${VIGIL_BUILT_DIR:-}
   if [ -z "$built" ]; then
     if ! command -v cargo >/dev/null 2>&1; then
-      echo "install.sh: cargo is not installed; install Rust (rustup.rs) and run ./install.sh again" >&2
+      echo "install.sh: cargo is not installed; install Rust (rustup.rs) and run ./install.sh again, or install a release without Rust: sh $source_dir/hooks/vigil-run --to ~/.local/bin (see the README's \"From a release\"), or the Claude Code plugin" >&2
       exit 1
     fi
     echo "install.sh: building vigil (cargo build --release --locked, static on Linux; a few minutes the first time)" >&2

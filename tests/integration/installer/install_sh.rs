@@ -407,7 +407,13 @@ fn install_sh_stops_clearly_without_cargo() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cargo is not installed"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cargo is not installed"), "{stderr}");
+    // The routes that need no Rust are named (issue 31).
+    assert!(
+        stderr.contains("/hooks/vigil-run --to ~/.local/bin") && stderr.contains("plugin"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -67,7 +67,7 @@ fn the_installer_installs_the_pinned_release_and_says_the_next_step_in_one_line(
     assert_eq!(said_out.lines().count(), 1, "{said_out}");
     assert!(
         said_out.contains(&format!(
-            "Next, in your project: {}/settings-merge install --settings .claude/settings.local.json --bin-dir {}",
+            "Next, in your project: {}/settings-merge install --settings .claude/settings.local.json --bin-dir {} --run 'YOUR TEST COMMAND'",
             bin.display(),
             bin.display()
         )),
@@ -143,6 +143,11 @@ fn the_installer_refuses_each_bad_download_in_one_line_and_installs_nothing() {
             listing(&case.path().join("home/.local/bin")),
             Vec::<String>::new(),
             "{what}: nothing installed, nothing left behind"
+        );
+        // Not even the directories it made for --to (issue 31); HOME was there before.
+        assert!(
+            !case.path().join("home/.local").exists(),
+            "{what}: an empty --to directory left behind"
         );
         assert_eq!(
             std::fs::read_to_string(case.path().join("ran")).ok(),
