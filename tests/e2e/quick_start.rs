@@ -29,10 +29,13 @@ fn quickstart(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the reader's check, `cargo test`, stands for here (the throwaway project has no crate):
+/// it passes once the model has written the fix, a file, and only then.
+const CHECK: &str = "test -f fixed.txt";
+
 /// One quick-start line, run as the README's reader runs it: in bash, in the project, with
 /// the vigil clone at `$VIGIL` (the one under test, its binaries already built:
-/// `VIGIL_BUILT_DIR`) and a `HOME` of the test's own. The reader's check, `cargo test`, stands
-/// for `true` here: the throwaway project has no crate.
+/// `VIGIL_BUILT_DIR`) and a `HOME` of the test's own, `cargo test` standing for [`CHECK`].
 fn reader_runs(line: &str, project: &Path) -> Output {
     let home = state_home_of(project)
         .ancestors()
@@ -40,7 +43,7 @@ fn reader_runs(line: &str, project: &Path) -> Output {
         .unwrap()
         .to_path_buf();
     std::fs::create_dir_all(&home).unwrap();
-    let line = line.replace("cargo test", "true");
+    let line = line.replace("cargo test", CHECK);
     run(
         {
             let mut cmd = Command::new("bash");
@@ -58,10 +61,38 @@ fn reader_runs(line: &str, project: &Path) -> Output {
     )
 }
 
+/// The scripted model of the quick start: it writes the fix with the Write tool, mentions the
+/// phrase, then declares.
+fn fixing_model(project: &Path) -> Server {
+    Server::start(
+        vec![
+            Turn::Tool(
+                "Write",
+                serde_json::json!({
+                    "file_path": project.join("fixed.txt"),
+                    "content": "fixed\n",
+                }),
+            ),
+            Turn::Text(MENTION.into()),
+            Turn::Text(DECLARATION.into()),
+        ],
+        None,
+    )
+}
+
+/// The README's `loop run` line, split: the run's flags, and the client's arguments.
+fn loop_line(line: &str) -> (Vec<String>, Vec<String>) {
+    let words = shlex::split(line).unwrap();
+    assert_eq!(&words[1..3], ["loop", "run"], "{line}");
+    let split = words.iter().position(|w| w == "--").unwrap();
+    assert_eq!(words[split + 1], "claude", "{line}");
+    (words[3..split].to_vec(), words[split + 2..].to_vec())
+}
+
 /// The Claude Code quick start, command by command from the README: install with a check, the
-/// doctor, a loop for the next session, the session (run by the real Claude Code against the
-/// scripted model, which mentions the phrase and then declares), a required marker and the
-/// writer that makes it, and the undo.
+/// doctor, a loop for the next session, the session (run by the real Claude Code, as written,
+/// against a scripted model that edits a file, mentions the phrase and then declares), a
+/// required marker and the writer that makes it, and the undo.
 #[test]
 fn claude_readme_quick_start_works_as_written() {
     let Some(clients) = clients() else { return };
@@ -78,21 +109,15 @@ fn claude_readme_quick_start_works_as_written() {
             continue;
         }
         if line.contains(" loop run ") {
-            // `~/.local/bin/stop-gate loop run FLAGS -- claude ARGS`: the run's flags as
-            // written, the real Claude Code as the command, against the scripted model.
-            let words = shlex::split(line).unwrap();
-            assert_eq!(&words[1..3], ["loop", "run"], "{line}");
-            let split = words.iter().position(|w| w == "--").unwrap();
-            assert_eq!(words[split + 1], "claude", "{line}");
-            let server = Server::start(
-                vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-                None,
-            );
+            // `~/.local/bin/stop-gate loop run FLAGS -- claude ARGS`: the run's flags and the
+            // client's arguments as written (its permission mode too), the real Claude Code
+            // as the command, against the scripted model.
+            let (flags, args) = loop_line(line);
+            let server = fixing_model(project.path());
             let home = home();
-            let mut args: Vec<&str> = words[split + 2..].iter().map(String::as_str).collect();
-            args.push("--dangerously-skip-permissions");
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let client = claude(&clients, home.path(), project.path(), &server.url, &args);
-            let flags: Vec<&str> = words[3..split].iter().map(String::as_str).collect();
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
             let out = run(loop_run(&client, &flags), DEADLINE);
             assert_eq!(out.status.code(), Some(0), "{}", said(&out));
             assert!(
@@ -100,9 +125,13 @@ fn claude_readme_quick_start_works_as_written() {
                 "{}",
                 said(&out)
             );
+            assert!(
+                project.path().join("fixed.txt").is_file(),
+                "the model's edit was made"
+            );
             assert_eq!(
                 server.main_requests().len(),
-                2,
+                3,
                 "the loop outlived the mention"
             );
             let status = only_loop(project.path());
@@ -123,7 +152,7 @@ fn claude_readme_quick_start_works_as_written() {
             ));
         }
     }
-    // Undone: nothing of vigil's left in the project but what git never showed.
+    // Undone: nothing of vigil's left in the project that git shows.
     assert!(!project.path().join(".claude/settings.local.json").exists());
     let status = Command::new("git")
         .args(["status", "--porcelain"])
@@ -131,10 +160,54 @@ fn claude_readme_quick_start_works_as_written() {
         .output()
         .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
-    assert!(
-        status.lines().all(|l| l.contains(".vigil/")),
-        "only vigil's markers may remain: {status}"
+    assert_eq!(
+        status.lines().collect::<Vec<_>>(),
+        ["?? fixed.txt"],
+        "git shows the model's work and nothing of vigil's (handoffs included)"
     );
+}
+
+/// The permission mode of the README's `loop run` line is what lets the model edit a file:
+/// the same line without it (as the quick start was written before issue 31) never passes,
+/// because `claude -p` has no one to ask and refuses the edit, so the check never passes.
+#[test]
+fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let line = quickstart("claude")
+        .into_iter()
+        .find(|l| l.contains(" loop run "))
+        .unwrap();
+    let (flags, args) = loop_line(&line);
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--permission-mode" && w[1] == "acceptEdits"),
+        "the README's line gives the mode: {line}"
+    );
+    let install = reader_runs("\"$VIGIL\"/install.sh --run 'cargo test'", project.path());
+    assert!(install.status.success(), "{}", said(&install));
+    let mut bare: Vec<&str> = Vec::new();
+    let mut words = args.iter().map(String::as_str);
+    while let Some(word) = words.next() {
+        if word == "--permission-mode" {
+            words.next();
+        } else {
+            bare.push(word);
+        }
+    }
+    let server = fixing_model(project.path());
+    let home = home();
+    let client = claude(&clients, home.path(), project.path(), &server.url, &bare);
+    let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let at = flags.iter().position(|f| *f == "--max-iterations").unwrap();
+    flags[at + 1] = "3";
+    let out = run(loop_run(&client, &flags), DEADLINE);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        !project.path().join("fixed.txt").exists(),
+        "the edit was refused"
+    );
+    assert!(run_line(&out).contains("NOT verified"), "{}", said(&out));
 }
 
 /// The Codex quick start, as written: install with trust, a loop from the prompt of `codex
@@ -143,8 +216,16 @@ fn claude_readme_quick_start_works_as_written() {
 fn codex_readme_quick_start_works_as_written() {
     let Some(clients) = clients() else { return };
     let project = project();
+    // The fix made with a command (Codex's exec_command), then the mention and the declaration.
     let server = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        vec![
+            Turn::Bash(format!(
+                "printf 'fixed\\n' > {}",
+                project.path().join("fixed.txt").display()
+            )),
+            Turn::Text(MENTION.into()),
+            Turn::Text(DECLARATION.into()),
+        ],
         None,
     );
     // Codex's own configuration (the scripted provider), in the HOME the reader's lines use.
@@ -173,7 +254,8 @@ fn codex_readme_quick_start_works_as_written() {
             let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
             let out = codex_exec_with(&clients, &home, project.path(), &args);
             assert!(out.status.success(), "{}", said(&out));
-            assert_eq!(server.main_requests().len(), 2, "{}", said(&out));
+            assert!(project.path().join("fixed.txt").is_file(), "{}", said(&out));
+            assert_eq!(server.main_requests().len(), 3, "{}", said(&out));
             let state = only_loop(project.path());
             assert_eq!(state["status"], "passed", "{state}");
             // UserPromptSubmit, which Codex runs too, read the human's /vigil-loop.
