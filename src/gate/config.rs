@@ -58,6 +58,9 @@ pub struct GateConfig {
     pub check_network: bool,
     /// `--check-write DIR`: more directories the confined check may write (caches).
     pub check_write: Vec<PathBuf>,
+    /// `--project-config`: the flags are the project's own (`stop-gate config set`), read once
+    /// the hook's input names the project.
+    pub project_config: bool,
 }
 
 impl Default for GateConfig {
@@ -79,6 +82,7 @@ impl Default for GateConfig {
             contract_max_tokens: DEFAULT_MAX_TOKENS,
             check_network: false,
             check_write: Vec::new(),
+            project_config: false,
         }
     }
 }
@@ -229,6 +233,7 @@ impl GateConfig {
                     }
                 }
                 Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
+                Long("project-config") => config.project_config = true,
                 Long("verify-key") => config.verify_key = Some(PathBuf::from(parser.value()?)),
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected().into()),

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod command;
 mod config;
 pub mod contract;
+pub mod project_config;
 pub mod slash;
 
 pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
@@ -270,12 +271,15 @@ fn decide_checked(
             let session = session
                 .and_then(Result::ok)
                 .unwrap_or_else(SessionId::unknown);
-            return gate.deny(
-                &session,
-                &format!(
+            // The hook's own flags are wrong, or (an input error) the project's, which say
+            // how to set them again.
+            let line = match e {
+                Error::Input(_) | Error::Io(_) => format!("stop-gate: config error: {e}"),
+                Error::Usage(_) => format!(
                     "stop-gate: config error: {e}; fix the stop-gate command in the hook settings"
                 ),
-            );
+            };
+            return gate.deny(&session, &line);
         }
     };
     let session = match session {

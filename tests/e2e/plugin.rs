@@ -3,22 +3,14 @@
 
 use std::path::Path;
 
-use super::{DEADLINE, DECLARATION, MENTION, SESSION, loop_status, project};
+use super::{DEADLINE, DECLARATION, MENTION, SESSION, loop_status, project, vigil};
 use crate::clients::*;
 use crate::server::{Server, Turn};
 use crate::support::*;
 
-#[test]
-fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
-    let Some(clients) = clients() else { return };
-    let project = project();
-    let server = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-        None,
-    );
-    let home = home();
-    // A clone of the plugin where ./install.sh has built the binaries (its target/release):
-    // its first session links them into the plugin's data directory, and the hooks exec them.
+/// A clone of the plugin where ./install.sh has built the binaries (its target/release): its
+/// first session links them into the plugin's data directory, and the hooks exec them.
+fn plugin_clone() -> tempfile::TempDir {
     let clone = tempfile::tempdir().unwrap();
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
     for relative in [
@@ -38,22 +30,53 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
     for binary in BINARIES {
         std::os::unix::fs::symlink(bin_dir().join(binary), release.join(binary)).unwrap();
     }
+    clone
+}
+
+/// `claude -p PROMPT` in `project` with the plugin loaded from `clone`, against `server`.
+fn with_plugin(
+    clients: &Clients,
+    project: &Path,
+    server: &Server,
+    clone: &Path,
+    prompt: &str,
+) -> std::process::Output {
+    let home = home();
     let cmd = claude(
-        &clients,
+        clients,
         home.path(),
-        project.path(),
+        project,
         &server.url,
         &[
             "-p",
-            "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+            prompt,
             "--session-id",
             SESSION,
-            "--dangerously-skip-permissions",
+            "--permission-mode",
+            "acceptEdits",
             "--plugin-dir",
-            clone.path().to_str().unwrap(),
+            clone.to_str().unwrap(),
         ],
     );
-    let out = run(cmd, DEADLINE);
+    run(cmd, DEADLINE)
+}
+
+#[test]
+fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let server = Server::start(
+        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+        None,
+    );
+    let clone = plugin_clone();
+    let out = with_plugin(
+        &clients,
+        project.path(),
+        &server,
+        clone.path(),
+        "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+    );
     assert!(out.status.success(), "{}", said(&out));
     assert_eq!(
         loop_status(project.path(), SESSION)["status"],
@@ -65,6 +88,57 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
     // The human's command ran, and the model was never offered it (disable-model-invocation:
     // a model that "ran" it would claim a loop that no one started).
     assert_model_is_not_offered_vigils_commands(&server);
+}
+
+/// Issue 31: the plugin with a check set for the project (`stop-gate config set`): the real
+/// Claude Code's Stop is blocked while the check fails, even on a declaration, and the loop
+/// passes once the model has made it pass.
+#[test]
+fn claude_plugin_blocks_a_declaration_while_the_projects_check_fails() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let set = vigil(
+        "stop-gate",
+        project.path(),
+        &["config", "set", "--run", "test -f fixed.txt"],
+    );
+    assert!(set.status.success(), "{}", said(&set));
+    let server = Server::start(
+        vec![
+            Turn::Text(DECLARATION.into()),
+            Turn::Tool(
+                "Write",
+                serde_json::json!({
+                    "file_path": project.path().join("fixed.txt"),
+                    "content": "fixed\n",
+                }),
+            ),
+            Turn::Text(DECLARATION.into()),
+        ],
+        None,
+    );
+    let clone = plugin_clone();
+    let out = with_plugin(
+        &clients,
+        project.path(),
+        &server,
+        clone.path(),
+        "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    let requests = server.main_requests();
+    assert_eq!(requests.len(), 3, "{}", said(&out));
+    assert!(
+        requests[1].text().contains("`test -f fixed.txt` failed"),
+        "the first declaration was blocked by the check: {}",
+        requests[1].text()
+    );
+    assert_eq!(
+        loop_status(project.path(), SESSION)["status"],
+        "passed",
+        "{}",
+        said(&out)
+    );
 }
 
 /// The skill list the client gives the model names none of vigil's commands: only the human

@@ -1,6 +1,7 @@
 //! stop-gate: the Stop hook (SPEC §4), and `stop-gate loop` to start, inspect and cancel a
 //! Ralph loop.
 
+mod config_cmd;
 mod loop_cmd;
 
 use std::ffi::OsString;
@@ -18,6 +19,7 @@ use crate::cli::hook::HookInput;
 use crate::cli::hook::MAX_HOOK_INPUT;
 use crate::cli::output::{diagnostic, stdout};
 use crate::exit::Code as ExitCode;
+use crate::gate::project_config;
 use crate::gate::slash;
 use crate::gate::slash::Command;
 use crate::gate::slash::PromptOutput;
@@ -52,6 +54,8 @@ Usage:
             [--feedback block|context] [--verify-key FILE] [--state-dir DIR]
             [--stall-after K] [--max-duration D] [--max-tokens N]
             [--contract FILE|default] [--contract-max-tokens N]               < hook JSON
+  stop-gate --project-config [--state-dir DIR]                          < hook JSON
+  stop-gate config set FLAG... | show | unset    the project's flags for --project-config
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
                        [--stall-after K] [--max-duration D] [--max-tokens N]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
@@ -162,6 +166,15 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "config") {
+        return match config_cmd::config_command(args[1..].to_vec()) {
+            Ok(exit) => exit.into(),
+            Err(err) => {
+                diagnostic(NAME, &err.to_string());
+                err.exit().into()
+            }
+        };
+    }
     if args.first().is_some_and(|a| a == "loop") {
         return match loop_cmd::loop_command(args[1..].to_vec()) {
             Ok(exit) => exit.into(),
@@ -249,6 +262,15 @@ pub fn main() -> ExitCode {
     let subagent = input
         .as_ref()
         .is_ok_and(|i| i.event() == Some(HookEvent::SubagentStop));
+    // The plugin's Stop hook: the project's own flags, now that the input names the project.
+    let config = match (config, &input) {
+        (Ok(hook), Ok(input)) if hook.project_config => {
+            let project = Project::resolve(hook.state_dir.as_deref(), input.cwd.as_deref());
+            project_flags(&project, hook)
+        }
+        (config, _) => config,
+    };
+    let feedback = config.as_ref().map_or(feedback, |c| c.feedback);
     watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
@@ -416,6 +438,20 @@ fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> PromptOutpu
             "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
         )),
     }
+}
+
+/// The gate's flags for the plugin's Stop hook (`--project-config`): the project's own, as
+/// `stop-gate config set` wrote them, with the hook's deadline and state directory; the hook's
+/// (none: a loop's declaration alone) when none are set. A configuration that cannot be read
+/// is a config error, and the gate denies.
+fn project_flags(project: &Project, hook: GateConfig) -> Result<GateConfig> {
+    let Some(args) = project_config::load(project)? else {
+        return Ok(hook);
+    };
+    let mut config = project_config::check(&args)?;
+    config.state_dir = hook.state_dir;
+    config.project_config = true;
+    Ok(config)
 }
 
 /// The hook's flags; `Ok(None)` for --help.

@@ -9,6 +9,7 @@ use super::*;
 use crate::gate::GateConfig;
 use crate::gate::contract::Contract;
 use crate::gate::contract::Source;
+use crate::gate::project_config;
 use crate::install::codex;
 use crate::install::finding::typed;
 use crate::install::planted;
@@ -17,6 +18,7 @@ use crate::install::protect::Guarded;
 use crate::reach::confine;
 use crate::reach::sandbox;
 use crate::reach::sandbox::Effective;
+use crate::state::project::Project;
 use crate::sys::files;
 use crate::sys::paths;
 use crate::sys::process;
@@ -60,12 +62,21 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             ("UserPromptSubmit", "stop-gate"),
         ],
     };
+    // The plugin runs vigil's hooks itself: a file without them is as it should be.
+    let plugin = engine == Engine::Claude
+        && handlers.is_empty()
+        && layers(target, &root)
+            .iter()
+            .any(|(_, layer, _)| vigil_plugin_enabled(layer));
     for (event, binary) in expected {
         let count = handlers
             .iter()
             .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary))
             .count();
         match count {
+            0 if plugin => findings.push(Finding::Ok(format!(
+                "{event} runs {binary} through the vigil plugin"
+            ))),
             0 => findings.push(Finding::Fail(format!(
                 "{event} does not run {binary}; run ./install.sh"
             ))),
@@ -81,6 +92,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         )));
     }
     if engine == Engine::Claude {
+        findings.extend(plugin_gate(target, &root));
         findings.extend(twice_across_files(target, &root, &handlers));
         findings.extend(block_cap(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
@@ -94,6 +106,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         Engine::Codex => &["SubagentStop"],
     };
     if engine == Engine::Claude
+        && !plugin
         && !handlers.iter().any(|(e, _, _, c)| {
             e == "StopFailure" && vigil_binary(c) == Some("session-end-handoff")
         })
@@ -275,6 +288,28 @@ pub fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<Stri
             vigil_plugin_enabled(&root)
                 .then(|| format!("the vigil plugin (enabled in {})", typed(&path, &project)))
         })
+}
+
+/// With the vigil plugin enabled for the project: what its Stop hook checks here, the
+/// project's own flags (`stop-gate config`), or nothing but a loop's declaration.
+fn plugin_gate(target: &Target, own: &Map<String, Value>) -> Option<Finding> {
+    let (path, _, _) = layers(target, own)
+        .into_iter()
+        .find(|(_, root, _)| vigil_plugin_enabled(root))?;
+    let project = Project::resolve(None, Some(&target.project())).for_reading();
+    let shown = typed(&path, &target.project());
+    Some(match project_config::load(&project) {
+        Ok(Some(flags)) => Finding::Ok(format!(
+            "the vigil plugin (enabled in {shown}) gates with this project's flags\n{} (stop-gate config show)",
+            flags.join(" ")
+        )),
+        Ok(None) => Finding::Warn(format!(
+            "the vigil plugin checks nothing here; stop-gate config set --run CMD sets a check\nenabled in {shown}, it lets a stop through on a loop's declaration alone: no check command, no marker"
+        )),
+        Err(e) => Finding::Fail(format!(
+            "the vigil plugin's flags for this project cannot be read: every stop is blocked\n{e}"
+        )),
+    })
 }
 
 /// Whether a settings file enables the vigil plugin (`enabledPlugins` has `vigil@…: true`).

@@ -14,6 +14,7 @@ mod loop_ends;
 mod loop_run;
 mod markers;
 mod off_switch;
+mod project_config;
 mod project_top;
 mod ralph_loop;
 mod slash_commands;
