@@ -6,15 +6,17 @@
 //! Claude Code's sandbox is on.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::gate::GateConfig;
 use crate::state::project::Project;
+use crate::state::protected;
 use crate::sys::atomic::write_atomic;
 use crate::sys::files;
+use crate::sys::paths;
 
 /// The file, in the project's protected state.
 pub const FILE: &str = "gate-flags.json";
@@ -31,8 +33,22 @@ const REFUSED: &[&str] = &[
     "--check-config",
 ];
 
+/// Where `config set` writes: the project's protected state (its git top's).
 pub fn path(project: &Project) -> PathBuf {
     project.protected().dir.join(FILE)
+}
+
+/// Where the flags for a session started in `start` are: the nearest of the state home's
+/// directories of `start` and the directories above it that holds a file, never the git top
+/// alone, which the agent can move (a `.git` planted below the top, or moved away); the
+/// project's own place last (its fallback inside the project, where there is no state home).
+fn found(project: &Project, start: &Path) -> PathBuf {
+    let start = paths::canonical(start);
+    protected::dirs_above(&start)
+        .into_iter()
+        .map(|dir| dir.join(FILE))
+        .find(|file| std::fs::symlink_metadata(file).is_ok())
+        .unwrap_or_else(|| path(project))
 }
 
 /// Checks `args` as the gate will read them; the parsed configuration.
@@ -55,8 +71,8 @@ pub fn check(args: &[String]) -> Result<GateConfig> {
 
 /// The project's flags: `None` when none are set; an error for a file that cannot be read or
 /// is not what `save` writes (a gate denies on it).
-pub fn load(project: &Project) -> Result<Option<Vec<String>>> {
-    let path = path(project);
+pub fn load(project: &Project, start: &Path) -> Result<Option<Vec<String>>> {
+    let path = found(project, start);
     let bytes = match files::read_regular(&path, MAX_BYTES, false) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),

@@ -31,6 +31,7 @@ use crate::sys::atomic;
 use crate::sys::digest::sha256_hex;
 use crate::sys::files;
 use crate::sys::paths;
+use crate::verdict::defang;
 
 /// The file in the project's protected state that holds the baseline.
 pub const BASELINE_FILE: &str = "planted-baseline.json";
@@ -142,17 +143,20 @@ impl Planted {
 
     /// The doctor's line: a warning, or (`news`: not in the baseline) a failure saying so.
     pub fn finding(&self, news: Option<News>) -> Finding {
+        // A file's name and what is in it are the agent's words: one line each, defanged, or
+        // a newline in a name would end the headline there.
+        let (place, what) = (defang::field(&self.place()), defang::field(&self.what()));
         match news {
             None => Finding::Warn(format!(
                 "{}: {}; check it is yours\n{}",
-                self.place(),
-                self.what(),
+                place,
+                what,
                 self.runs()
             )),
             Some(news) => Finding::Fail(format!(
                 "{}: {} {} after vigil was installed with --protect; {}: check it is yours, then run ./install.sh --protect again to record it, or remove it",
-                self.place(),
-                self.what(),
+                place,
+                what,
                 match news {
                     News::Appeared => "appeared",
                     News::Changed => "changed",

@@ -318,6 +318,13 @@ pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The state home's directories of `start` and of each directory above it, nearest first
+/// (`start` canonical): whatever the git top is now (the agent can move it, with a `.git` it
+/// plants or moves away), the directory of the top a human configured is among them.
+pub fn dirs_above(start: &Path) -> Vec<PathBuf> {
+    start.ancestors().filter_map(dir_for).collect()
+}
+
 fn dir_for(top: &Path) -> Option<PathBuf> {
     Some(dir_in(&home()?, top))
 }

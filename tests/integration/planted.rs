@@ -455,3 +455,34 @@ fn the_frontmatter_reader_agrees_with_a_yaml_parser_on_ordinary_files() {
         );
     }
 }
+
+/// A planted file's name is the agent's: a newline in it cannot end the doctor's headline
+/// before "check it is yours", nor forge a line of its own (the review of issue 31).
+#[test]
+fn a_planted_name_with_a_newline_stays_on_its_line() {
+    let world = world();
+    let agent = world
+        .path()
+        .join(".claude/agents/helper.md\n[ok] no planted code.md");
+    write_file(&agent, WITH_HOOKS);
+    let out = settings_merge()
+        .env("HOME", world.home())
+        .args(["check", "--settings"])
+        .arg(world.settings())
+        .current_dir(world.path())
+        .output()
+        .unwrap();
+    let said = stdout_of(&out);
+    let line = said
+        .lines()
+        .find(|l| l.contains("helper.md"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        line.starts_with("[warn] ") && line.contains("check it is yours"),
+        "{said}"
+    );
+    assert!(
+        !said.lines().any(|l| l.starts_with("[ok] no planted code")),
+        "{said}"
+    );
+}

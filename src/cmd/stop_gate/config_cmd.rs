@@ -58,7 +58,8 @@ pub fn config_command(args: Vec<OsString>) -> Result<Exit> {
             )?;
         }
         "show" if args.is_empty() => {
-            let said = match project_config::load(&project)? {
+            let start = Project::start_dir(None);
+            let said = match project_config::load(&project, &start)? {
                 Some(flags) => words(&flags),
                 None => unset_line(&shown),
             };

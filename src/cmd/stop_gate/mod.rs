@@ -5,7 +5,7 @@ mod config_cmd;
 mod loop_cmd;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use lexopt::prelude::*;
 
@@ -266,7 +266,8 @@ pub fn main() -> ExitCode {
     let config = match (config, &input) {
         (Ok(hook), Ok(input)) if hook.project_config => {
             let project = Project::resolve(hook.state_dir.as_deref(), input.cwd.as_deref());
-            project_flags(&project, hook)
+            let start = Project::start_dir(input.cwd.as_deref());
+            project_flags(&project, &start, hook)
         }
         (config, _) => config,
     };
@@ -444,12 +445,17 @@ fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> PromptOutpu
 /// `stop-gate config set` wrote them, with the hook's deadline and state directory; the hook's
 /// (none: a loop's declaration alone) when none are set. A configuration that cannot be read
 /// is a config error, and the gate denies.
-fn project_flags(project: &Project, hook: GateConfig) -> Result<GateConfig> {
-    let Some(args) = project_config::load(project)? else {
+fn project_flags(project: &Project, start: &Path, hook: GateConfig) -> Result<GateConfig> {
+    let Some(args) = project_config::load(project, start)? else {
         return Ok(hook);
     };
     let mut config = project_config::check(&args)?;
     config.state_dir = hook.state_dir;
+    // The handler's deadline is the hook's (under its timeout): the check gets what it leaves.
+    config.deadline = hook.deadline;
+    config.timeout = config
+        .timeout
+        .min(hook.deadline.saturating_sub(gate::RESERVE));
     config.project_config = true;
     Ok(config)
 }

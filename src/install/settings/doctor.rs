@@ -65,9 +65,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     // The plugin runs vigil's hooks itself: a file without them is as it should be.
     let plugin = engine == Engine::Claude
         && handlers.is_empty()
-        && layers(target, &root)
-            .iter()
-            .any(|(_, layer, _)| vigil_plugin_enabled(layer));
+        && plugin_enabled_in(target, &root).is_some();
     for (event, binary) in expected {
         let count = handlers
             .iter()
@@ -279,26 +277,56 @@ pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
 /// would run every hook twice.
 pub fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<String> {
     let project = target.project();
-    layers(target, own)
+    let file = layers(target, own)
         .into_iter()
-        .find_map(|(path, root, this)| {
-            if !this && !vigil_handlers(&root).is_empty() {
-                return Some(typed(&path, &project));
-            }
-            vigil_plugin_enabled(&root)
-                .then(|| format!("the vigil plugin (enabled in {})", typed(&path, &project)))
-        })
+        .find(|(_, root, this)| !this && !vigil_handlers(root).is_empty());
+    if let Some((path, _, _)) = file {
+        return Some(typed(&path, &project));
+    }
+    plugin_enabled_in(target, own).map(|path| {
+        format!(
+            "the vigil plugin (enabled in {}; disable it there, or keep it)",
+            typed(&path, &project)
+        )
+    })
+}
+
+/// The settings file that leaves the vigil plugin enabled for the project, when the merged
+/// settings do: `enabledPlugins` read weakest first (yours, the project's, the local file,
+/// the managed file), a later file's `vigil@…` entry overriding an earlier one's.
+fn plugin_enabled_in(target: &Target, own: &Map<String, Value>) -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let here = paths::canonical(&target.file);
+    let mut enabled = None;
+    for path in sandbox::layer_files(&target.project(), home.as_deref()) {
+        let root = if paths::canonical(&path) == here {
+            Some(own.clone())
+        } else {
+            sandbox::read_layer(&path)
+        };
+        let entry = root.as_ref().and_then(|root| {
+            root.get("enabledPlugins")?
+                .as_object()?
+                .iter()
+                .find(|(name, _)| name.starts_with("vigil@"))
+                .map(|(_, on)| on == &Value::Bool(true))
+        });
+        match entry {
+            Some(true) => enabled = Some(path),
+            Some(false) => enabled = None,
+            None => {}
+        }
+    }
+    enabled
 }
 
 /// With the vigil plugin enabled for the project: what its Stop hook checks here, the
 /// project's own flags (`stop-gate config`), or nothing but a loop's declaration.
 fn plugin_gate(target: &Target, own: &Map<String, Value>) -> Option<Finding> {
-    let (path, _, _) = layers(target, own)
-        .into_iter()
-        .find(|(_, root, _)| vigil_plugin_enabled(root))?;
+    let path = plugin_enabled_in(target, own)?;
     let project = Project::resolve(None, Some(&target.project())).for_reading();
     let shown = typed(&path, &target.project());
-    Some(match project_config::load(&project) {
+    Some(match project_config::load(&project, &target.project()) {
         Ok(Some(flags)) => Finding::Ok(format!(
             "the vigil plugin (enabled in {shown}) gates with this project's flags\n{} (stop-gate config show)",
             flags.join(" ")
@@ -310,17 +338,6 @@ fn plugin_gate(target: &Target, own: &Map<String, Value>) -> Option<Finding> {
             "the vigil plugin's flags for this project cannot be read: every stop is blocked\n{e}"
         )),
     })
-}
-
-/// Whether a settings file enables the vigil plugin (`enabledPlugins` has `vigil@…: true`).
-fn vigil_plugin_enabled(root: &Map<String, Value>) -> bool {
-    root.get("enabledPlugins")
-        .and_then(Value::as_object)
-        .is_some_and(|plugins| {
-            plugins
-                .iter()
-                .any(|(name, on)| name.starts_with("vigil@") && on == &Value::Bool(true))
-        })
 }
 
 fn twice_across_files(
@@ -354,12 +371,14 @@ fn twice_across_files(
                 both.join(", ")
             )));
         }
-        if vigil_plugin_enabled(&root) && !ours.is_empty() {
-            findings.push(Finding::Warn(format!(
-                "the vigil plugin is enabled too: a loop would advance twice per stop; keep one\nthe plugin is enabled in {} and this file wires vigil's hooks as well: both run; use the plugin or the install, not both",
-                typed(&path, &target.project())
-            )));
-        }
+    }
+    if let Some(path) = plugin_enabled_in(target, own)
+        && !ours.is_empty()
+    {
+        findings.push(Finding::Warn(format!(
+            "the vigil plugin is enabled too: a loop would advance twice per stop; keep one\nthe plugin is enabled in {} and this file wires vigil's hooks as well: both run; use the plugin or the install, not both",
+            typed(&path, &target.project())
+        )));
     }
     findings
 }
@@ -615,7 +634,11 @@ fn check_program(event: &str, run: &str, project: &Path) -> Finding {
         ));
     }
     if program.contains('/') {
-        let path = project.join(program);
+        // sh expands a leading `~/` to $HOME; any other path is from the project's top.
+        let path = match (program.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => Path::new(&home).join(rest),
+            _ => project.join(program),
+        };
         return if files::is_executable(&path) {
             Finding::Ok(format!(
                 "{event}: stop-gate's check runs {shown}, which is there and executable"

@@ -11,6 +11,7 @@ use crate::install::planted;
 use crate::install::protect;
 use crate::sys::atomic::write_atomic;
 use crate::sys::digest::sha256_hex;
+use crate::verdict::defang;
 
 /// Removes exactly what install added: when the file is as install left it, the original
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
@@ -193,7 +194,7 @@ fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Re
     if vigil_handlers(&root).is_empty() {
         return Ok(not_installed(before));
     }
-    let mut removed = 0;
+    let mut removed: Vec<String> = Vec::new();
     if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
         for groups in hooks.values_mut() {
             let Some(list) = groups.as_array_mut() else {
@@ -205,12 +206,15 @@ fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Re
                 };
                 let had = handlers.len();
                 handlers.retain(|handler| {
-                    handler
+                    let vigils = handler
                         .get("command")
                         .and_then(Value::as_str)
-                        .is_none_or(|command| vigil_binary(command).is_none())
+                        .filter(|command| vigil_binary(command).is_some());
+                    if let Some(command) = vigils {
+                        removed.push(format!("`{}`", defang::field_max(command, 100)));
+                    }
+                    vigils.is_none()
                 });
-                removed += had - handlers.len();
                 !(handlers.is_empty() && had > 0)
             });
         }
@@ -229,19 +233,25 @@ fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Re
         .ok()
         .filter(|kept| parse(kept, &backup).is_ok_and(|kept| kept == root));
     let after = original.clone().unwrap_or_else(|| render(&root));
-    let handlers = if removed == 1 { "handler" } else { "handlers" };
+    let handlers = if removed.len() == 1 {
+        "handler"
+    } else {
+        "handlers"
+    };
     let change = Change {
         before,
         after: Some(after.clone()),
         summary: format!(
-            "removed {removed} vigil hook {handlers} (no record of the install was left, so the file decided{})",
+            "removed {} vigil hook {handlers} (no record of the install was left, so the file decided{}): {}",
+            removed.len(),
             if original.is_some() {
                 "; the file is your original again"
             } else if root.contains_key("sandbox") || root.contains_key("permissions") {
                 "; its sandbox and permission rules stay as they are, --protect's included"
             } else {
                 ""
-            }
+            },
+            removed.join(", ")
         ),
     };
     if dry_run {

@@ -665,6 +665,24 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
         "{}",
         stdout_of(&out)
     );
+    // `~/` is the home directory, as sh expands it.
+    install("~/bin/vigil-tool --all");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("bin")).unwrap();
+    std::fs::copy(&tool, home.path().join("bin/vigil-tool")).unwrap();
+    let out = settings_merge()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .args(["check", "--settings"])
+        .arg(&path)
+        .current_dir(project)
+        .output()
+        .unwrap();
+    assert!(
+        stop_line(&out).starts_with("[ok] Stop: stop-gate's check runs ~/bin/vigil-tool"),
+        "{}",
+        stdout_of(&out)
+    );
     // The shell's own words are not looked up.
     install("cd sub && vigil-no-such-tool");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);

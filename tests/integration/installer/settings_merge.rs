@@ -779,10 +779,15 @@ fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(
-        said(&out).contains("the vigil plugin (enabled in ./.claude/settings.json)"),
+        said(&out).contains("the vigil plugin (enabled in ./.claude/settings.json;"),
         "{}",
         said(&out)
     );
+    // Disabled by a file Claude Code reads after it (the local file over the project's), the
+    // plugin runs nothing: no second wiring.
+    std::fs::write(&local, "{\"enabledPlugins\": {\"vigil@vigil\": false}}\n").unwrap();
+    let out = run(&["install", "--settings", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
     // A re-install where vigil is already wired is no second wiring.
     std::fs::remove_file(&shared).unwrap();
     for _ in 0..2 {

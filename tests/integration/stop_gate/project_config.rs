@@ -104,3 +104,68 @@ fn a_damaged_project_configuration_denies() {
         );
     }
 }
+
+/// The attack of the review (issue 31): the agent moves the git top, with a `.git` it plants
+/// below it or moves away, so that the project is another directory, whose state holds no
+/// flags. The flags a human set for the top are still found: the gate looks in the state of
+/// the session's directory and of every directory above it, not of the top alone.
+#[test]
+fn moving_the_git_top_does_not_lose_the_projects_check() {
+    // A monorepo: Claude Code started in its subdirectory p; the human set the check there.
+    let repo = Project::git();
+    let sub = repo.path().join("p");
+    std::fs::create_dir_all(&sub).unwrap();
+    let set = |dir: &std::path::Path| {
+        let out = stop_gate()
+            .args(["config", "set", "--run", "test -f fixed.txt"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+    };
+    let stop = |dir: &std::path::Path, session: &str| {
+        run_stop(
+            dir,
+            HOOK,
+            &[],
+            stop_payload(dir, session, Some("done")).to_string(),
+        )
+    };
+    set(&sub);
+    assert!(stop(&sub, "a1").blocked());
+    // The agent plants a .git in p: p is its own top now.
+    std::fs::write(sub.join(".git"), "").unwrap();
+    assert!(
+        stop(&sub, "a2").blocked(),
+        "a planted .git turned the check off"
+    );
+    // A project inside another repository: the agent moves its .git away.
+    let outer = Project::git();
+    let inner = outer.path().join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    git(&inner, &["init", "-q"]);
+    set(&inner);
+    assert!(stop(&inner, "b1").blocked());
+    std::fs::rename(inner.join(".git"), inner.join(".git-aside")).unwrap();
+    assert!(
+        stop(&inner, "b2").blocked(),
+        "a moved .git turned the check off"
+    );
+}
+
+/// The hook's --deadline is kept: the project's check gets what it leaves, and times out as
+/// a check does, not as a gate that hangs.
+#[test]
+fn the_project_check_runs_under_the_hooks_deadline() {
+    let p = Project::git();
+    assert!(config(&p, &["set", "--run", "sleep 30"]).status.success());
+    let started = std::time::Instant::now();
+    let stop = p.stop(
+        &["--project-config", "--deadline", "20"],
+        "s1",
+        Some("done"),
+    );
+    assert!(stop.blocked());
+    assert!(stop.reason().contains("timed out"), "{}", stop.reason());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
