@@ -113,6 +113,13 @@ pub fn load(project: &Project, start: &Path) -> Result<Option<Vec<String>>> {
 /// Writes the project's flags, checked first.
 pub fn save(project: &Project, args: &[String]) -> Result<()> {
     check(args)?;
+    let place = project.protected();
+    if place.fallback {
+        return Err(Error::input(format!(
+            "vigil's state home cannot be written here, so the flags would be in {}, inside the project, where the agent can rewrite them; set $VIGIL_STATE_HOME to a writable directory outside the project; nothing was set",
+            place.dir.display()
+        )));
+    }
     let path = path(project);
     let text = format!("{}\n", json!({"schema": 1, "args": args}));
     write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| Error::io("write", &path, &e))

@@ -169,3 +169,20 @@ fn the_project_check_runs_under_the_hooks_deadline() {
     assert!(stop.reason().contains("timed out"), "{}", stop.reason());
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
 }
+
+/// Where the state home cannot be written, the flags are not put in the project (where the
+/// agent could rewrite them): `config set` refuses in one line, and nothing is written.
+#[test]
+fn config_set_refuses_a_project_without_a_writable_state_home() {
+    let p = Project::git();
+    let out = stop_gate()
+        .args(["config", "set", "--run", "true"])
+        .env("VIGIL_STATE_HOME", "/dev/null/state")
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert!(line.contains("state home cannot be written"), "{line}");
+    assert!(!p.path().join(".vigil/state/gate-flags.json").exists());
+}
