@@ -9,7 +9,7 @@ Usage: ./install.sh [--project DIR | --user] [--shared] [--codex [--trust]] [--p
                     [--run CMD | --no-run] [--require-marker CHECK[=CMD]]... [--timeout SECS]
                     [--deadline SECS] [--max-blocks N] [--feedback MODE] [--verify-key FILE]
                     [--stall-after K] [--max-duration D] [--max-tokens N]
-                    [--contract FILE|default] [--contract-max-tokens N]
+                    [--contract FILE|default] [--contract-max-tokens N] [--desktop-notification on|off]
                     [--sync-notes REMOTE | --no-sync-notes] [--protect] [--dry-run] [--uninstall] [--check]
 
 Builds vigil (cargo build --release --locked), installs its binaries into PREFIX/bin, and adds
@@ -30,7 +30,7 @@ Options:
                  repeatable: a stop needs a passed marker for CHECK (--no-require-marker CHECK)
   --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE,
   --stall-after K, --max-duration D, --max-tokens N, --contract FILE|default,
-  --contract-max-tokens N
+  --contract-max-tokens N, --desktop-notification on|off
                  the same flags of stop-gate (stop-gate --help); --contract also wires
                  SubagentStop to stop-gate
   --sync-notes REMOTE

@@ -20,6 +20,7 @@ use crate::handoff::briefing::{self, Request};
 use crate::state::loop_state;
 use crate::state::loops;
 use crate::state::project::{Project, SessionId};
+use crate::state::wakes;
 use crate::sys::files;
 use crate::sys::process;
 use crate::sys::time;
@@ -166,6 +167,13 @@ fn run() -> Result<()> {
         ("resume" | "compact", Some(transcript)) => loops::witness(&project, &session, transcript),
         _ => None,
     };
+    // Work that settled while no waiter was live (SPEC §10): told now, removed once written.
+    let woken = wakes::for_context(&project, &session);
+    let told = match (told, woken.is_empty()) {
+        (told, true) => told,
+        (None, false) => Some(wakes::told(&woken)),
+        (Some(told), false) => Some(format!("{told}\n{}", wakes::told(&woken))),
+    };
     let request = Request {
         project: &project,
         session: &session,
@@ -175,10 +183,15 @@ fn run() -> Result<()> {
         claimed,
         told,
     };
-    if let Some(json) = briefing::context(&request) {
-        stdout(format!("{json}\n").as_bytes())?;
+    let written = match briefing::context(&request) {
+        Some(json) => stdout(format!("{json}\n").as_bytes()),
+        None => Ok(()),
+    };
+    match written {
+        Ok(()) => woken.into_iter().for_each(wakes::Claimed::done),
+        Err(_) => woken.into_iter().for_each(wakes::Claimed::put_back),
     }
-    Ok(())
+    written
 }
 
 /// Starts `marker-writer sync` for the project (the marker-writer beside this binary), bounded

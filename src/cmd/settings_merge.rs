@@ -34,6 +34,7 @@ Usage:
                            [--feedback block|context] [--verify-key FILE]
                            [--stall-after K] [--max-duration D] [--max-tokens N]
                            [--contract FILE|default] [--contract-max-tokens N]
+                           [--desktop-notification on|off]
                            [--sync-notes REMOTE | --no-sync-notes] [--dry-run]
   settings-merge uninstall --settings FILE [--dry-run]
   settings-merge check     --settings FILE [--codex] [--codex-config FILE] [--verbose]
@@ -77,7 +78,7 @@ Options:
                        stop requiring the marker for CHECK
   --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE,
   --stall-after K, --max-duration D, --max-tokens N, --contract FILE|default,
-  --contract-max-tokens N
+  --contract-max-tokens N, --desktop-notification on|off
                        the same flags of stop-gate (see stop-gate --help); with --contract,
                        SubagentStop runs stop-gate too (it checks each subagent's report)
   --sync-notes REMOTE  the loader starts `marker-writer sync --remote REMOTE` in the background

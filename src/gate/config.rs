@@ -61,6 +61,9 @@ pub struct GateConfig {
     /// `--project-config`: the flags are the project's own (`stop-gate config set`), read once
     /// the hook's input names the project.
     pub project_config: bool,
+    /// `--desktop-notification on|off`: a loop that ends at a Stop notifies the person through
+    /// Claude Code's `terminalSequence` (default on).
+    pub desktop_notification: bool,
 }
 
 impl Default for GateConfig {
@@ -78,6 +81,7 @@ impl Default for GateConfig {
             deadline: DEFAULT_DEADLINE,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             loop_limits: Limits::default(),
+            desktop_notification: true,
             contract: None,
             contract_max_tokens: DEFAULT_MAX_TOKENS,
             check_network: false,
@@ -231,6 +235,18 @@ impl GateConfig {
                             )));
                         }
                     }
+                }
+                Long("desktop-notification") => {
+                    config.desktop_notification =
+                        match string_value(&mut parser, "--desktop-notification")?.as_str() {
+                            "on" => true,
+                            "off" => false,
+                            other => {
+                                return Err(Error::usage(format!(
+                                    "--desktop-notification is on or off, not {other:?}"
+                                )));
+                            }
+                        }
                 }
                 Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
                 Long("project-config") => config.project_config = true,

@@ -36,6 +36,7 @@ use crate::state::project::{Project, SessionId};
 use crate::state::session;
 use crate::state::session::Budget;
 use crate::state::session::Session;
+use crate::state::wakes;
 use crate::sys::digest;
 use crate::sys::time;
 use crate::sys::time::Deadline;
@@ -162,15 +163,37 @@ impl Watchdog {
 
     /// Prints the gate's own answer, unless the alarm has answered already (then the process
     /// is gone): only one answer is ever written.
-    pub fn answer(&self, json: Option<String>) {
+    /// Whether the answer was written out.
+    pub fn answer(&self, json: Option<String>) -> bool {
         self.alarm
-            .answer(json.map(|json| format!("{json}\n").into_bytes()).as_deref());
+            .answer(json.map(|json| format!("{json}\n").into_bytes()).as_deref())
     }
 }
 
 thread_local! {
     /// What the human must hear whatever the decision: the check ran unconfined.
     static NOTICE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    /// A loop ended at this Stop: the line of its wake, for the person's desktop notification.
+    static SETTLED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The loop that ended at this Stop, if one did: its wake's line (SPEC §10), taken once.
+pub fn settled_here() -> Option<String> {
+    SETTLED.with(|s| s.borrow_mut().take())
+}
+
+/// The `terminalSequence` that tells the person `line` (SPEC §10): a desktop notification as
+/// OSC 9 and as OSC 777, which Claude Code emits for the hook (it allows only those, and BEL).
+/// Control characters go, and `;` (OSC 777's separator); the body begins with `vigil`, since
+/// an OSC 9 body may not begin with a digit.
+pub fn desktop_notification(line: &str) -> String {
+    let body: String = format!("vigil: {line}")
+        .chars()
+        .filter(|c| !c.is_control())
+        .map(|c| if c == ';' { ',' } else { c })
+        .take(200)
+        .collect();
+    format!("\u{1b}]9;{body}\u{7}\u{1b}]777;notify;vigil;{body}\u{7}")
 }
 
 /// Adds a line the human must hear, whatever the decision, before any already there.
@@ -902,6 +925,12 @@ impl Gate {
             state.end(why);
             state.reported = true;
             record.save()?;
+            let state = record.record.ralph.as_ref().expect("the loop is there");
+            wakes::settle(state);
+            if let Some(report) = &state.report {
+                let line = wakes::loop_line(state, report);
+                SETTLED.with(|s| *s.borrow_mut() = Some(line));
+            }
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
         if record.record != before {

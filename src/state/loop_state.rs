@@ -11,6 +11,8 @@ use crate::verdict::promise::Promise;
 
 pub const SCHEMA: &str = "vigil.loop/v2";
 pub const MAX_ITERATIONS: u32 = 10_000;
+/// The session a loop that waits for its session names (`pending.json`, `loop run`'s).
+pub const PENDING_SESSION: &str = "pending";
 /// A loop's prompt is fed back on every pass: it may be at most this long.
 pub const MAX_PROMPT_CHARS: usize = 16_000;
 
@@ -260,6 +262,26 @@ pub struct LoopState {
     /// loop's end and no other.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// Who hears when the loop settles, and under what name (SPEC §10): set when it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
+}
+
+/// Where a loop reports (SPEC §10): its id and name, the checkout it runs in, and its
+/// commander, decided when a human starts it, so nothing the agent writes later moves it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The loop's own id (32 hex digits): its wake and its line in `loop list` are named by it.
+    pub id: String,
+    /// `--name`, else the checkout's directory name.
+    pub name: String,
+    /// The checkout the loop runs in (its project: the main checkout or a linked worktree).
+    pub worktree: std::path::PathBuf,
+    /// The project whose queue hears of it: the main checkout of the worktree's repository.
+    pub commander: std::path::PathBuf,
+    /// `--notify SESSION`: that session's own queue instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<String>,
 }
 
 impl LoopState {
@@ -290,6 +312,7 @@ impl LoopState {
             failures: Vec::new(),
             checks: None,
             run_id: None,
+            report: None,
         }
     }
 
@@ -340,6 +363,9 @@ impl LoopState {
                 ", interrupted by {} at {}",
                 failure.error, failure.at
             ));
+        }
+        if let Some(report) = &self.report {
+            text.push_str(&format!(", name {}", report.name));
         }
         text
     }

@@ -20,6 +20,7 @@ use crate::state::project::{Project, SessionId};
 use crate::state::protected;
 use crate::state::session;
 use crate::state::session::Session;
+use crate::state::wakes;
 use crate::sys::atomic::write_atomic;
 use crate::sys::files;
 use crate::sys::lock::FileLock;
@@ -36,7 +37,7 @@ pub const RUN_CLAIM_WITHIN: Duration = Duration::from_secs(24 * 3600);
 const MAX_STATE: u64 = 1024 * 1024;
 
 /// The file name stem of a pending loop, so no session may be called this.
-pub const PENDING: &str = "pending";
+pub const PENDING: &str = crate::state::loop_state::PENDING_SESSION;
 
 /// The variable `loop run` gives its command: the id of the loop that the session the command
 /// starts claims (and no other session does).
@@ -125,6 +126,10 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
 /// Removes what `loop run` left in the protected state: the loop if no session claimed it,
 /// and the claim.
 pub fn forget_run(project: &Project, pending: &Pending) {
+    // A loop no session claimed never ran: nothing reports to its commander.
+    if let Ok(Some(state)) = load_pending(&pending.path(project)) {
+        wakes::forget(&state);
+    }
     let _ = std::fs::remove_file(pending.path(project));
     if let Some(claim) = pending.claim_path(project) {
         let _ = std::fs::remove_file(claim);
@@ -241,7 +246,10 @@ pub fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
         return Ok(None);
     };
     match std::fs::remove_file(&path) {
-        Ok(()) => Ok(Some(state)),
+        Ok(()) => {
+            wakes::forget(&state);
+            Ok(Some(state))
+        }
         // Claimed meanwhile: it is a session's loop now.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io("remove the pending loop", &path, &e)),
@@ -321,6 +329,7 @@ pub fn claim_pending(
     match result {
         Ok(state) => {
             let _ = std::fs::remove_file(&claimed);
+            let _ = wakes::register(&state);
             if let Some(path) = which.claim_path(project) {
                 let claim = RunClaim {
                     session_id: session.to_string(),
@@ -485,6 +494,7 @@ pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<Loop
     state.reported = false;
     let state = state.clone();
     record.save()?;
+    wakes::settle(&state);
     Ok(Some(state))
 }
 
@@ -541,6 +551,7 @@ pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled
     state.reported = false;
     let state = state.clone();
     record.save()?;
+    wakes::settle(&state);
     Ok(Some(Cancelled::Loop(Box::new(state))))
 }
 
@@ -631,6 +642,18 @@ pub fn begin(
             .transpose()?,
     };
     let told_limits = limits_told(&limits);
+    let notify = request
+        .notify
+        .as_deref()
+        .map(|id| {
+            SessionId::parse(id).map_err(|_| {
+                Error::usage(format!(
+                    "--notify {id:?} is not a session id (1 to 128 letters, digits, `.`, `_` or `-`); give the commander's session id, e.g. from /status"
+                ))
+            })
+        })
+        .transpose()?;
+    let report = wakes::report_for(project, request.name.as_deref(), notify.as_ref())?;
     let prompt = match (&request.prompt_file, request.prompt) {
         (Some(_), Some(_)) => {
             return Err(Error::usage(
@@ -672,7 +695,9 @@ pub fn begin(
             };
             let mut state = LoopState::new(PENDING, prompt, &promise, max, started_by);
             state.limits = limits;
+            state.report = Some(report);
             let state = start_pending(project, &pending, state, within)?;
+            let _ = wakes::register(&state);
             if let Pending::Run(_) = pending {
                 let told = format!(
                     "vigil loop pending for the session this command starts: up to {max} passes{told_limits}, ending on {} with every check passing",
@@ -696,7 +721,9 @@ pub fn begin(
     }
     let mut state = LoopState::new(session.as_str(), prompt.clone(), &promise, max, started_by);
     state.limits = limits;
+    state.report = Some(report);
     let (state, lost) = start(project, &session, state)?;
+    let _ = wakes::register(&state);
     let before = lost.map_or(String::new(), |lost| {
         format!("vigil: {lost}; the loop it held is over, NOT verified.\n")
     });
@@ -745,6 +772,8 @@ pub struct StartRequest {
     pub stall_after: Option<String>,
     pub max_duration: Option<String>,
     pub max_tokens: Option<String>,
+    pub name: Option<String>,
+    pub notify: Option<String>,
 }
 
 impl StartRequest {
@@ -764,6 +793,8 @@ impl StartRequest {
         self.stall_after = self.stall_after.take().or(defaults.stall_after);
         self.max_duration = self.max_duration.take().or(defaults.max_duration);
         self.max_tokens = self.max_tokens.take().or(defaults.max_tokens);
+        self.name = self.name.take().or(defaults.name);
+        self.notify = self.notify.take().or(defaults.notify);
         self.prompt_file = self.prompt_file.take().or(defaults.prompt_file);
         self.state_dir = self.state_dir.take().or(defaults.state_dir);
         self.next_session |= defaults.next_session;
@@ -1015,6 +1046,8 @@ fn take_flag(request: &mut StartRequest, words: &[Word]) -> Result<usize> {
                 "--stall-after" => &mut request.stall_after,
                 "--max-duration" => &mut request.max_duration,
                 "--max-tokens" => &mut request.max_tokens,
+                "--name" => &mut request.name,
+                "--notify" => &mut request.notify,
                 _ => &mut request.claim_within,
             };
             if slot.replace(value).is_some() {

@@ -1,10 +1,12 @@
 //! Where vigil keeps what it trusts (SPEC §2, §4, §9): the project and its state directories
 //! (`project`), the protected state home out of the agent's reach (`protected`), each
 //! session's record (`session`), and the Ralph loop: its state (`loop_state`) and what happens
-//! to it (`loops`). Above `transcript`.
+//! to it (`loops`); the wakes a settled loop leaves for its commander (`wakes`). Above
+//! `transcript`.
 
 pub mod loop_state;
 pub mod loops;
 pub mod project;
 pub mod protected;
 pub mod session;
+pub mod wakes;

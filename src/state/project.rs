@@ -41,6 +41,18 @@ impl Project {
         }
     }
 
+    /// The project of the checkout at `dir`, whatever the environment says (a wake's worktree,
+    /// read from a hook that runs in another project), with its default state directory.
+    pub fn at(dir: &Path) -> Project {
+        let dir = protected::project_top(dir);
+        Project {
+            state: dir.join(".vigil"),
+            dir,
+            default_state: true,
+            protected: std::sync::OnceLock::new(),
+        }
+    }
+
     /// The directory the engine started in: `$CLAUDE_PROJECT_DIR`, else the hook input's
     /// `cwd`, else the working directory. Claude Code's sandbox lets the agent write there,
     /// which may be below the project.

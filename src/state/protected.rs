@@ -329,10 +329,10 @@ fn dir_for(top: &Path) -> Option<PathBuf> {
     Some(dir_in(&home()?, top))
 }
 
-/// The directory of the state home `home` named after the project top `top` (a canonical path).
-pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
-    let name: String = top
-        .file_name()
+/// The last component of `path` in letters, digits, `.`, `_` and `-` (any other character
+/// becomes `_`), at most `max` of them: a name safe in a file name.
+pub fn plain_name(path: &Path, max: usize) -> String {
+    path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
         .chars()
@@ -343,8 +343,13 @@ pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
                 '_'
             }
         })
-        .take(48)
-        .collect();
+        .take(max)
+        .collect()
+}
+
+/// The directory of the state home `home` named after the project top `top` (a canonical path).
+pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
+    let name = plain_name(top, 48);
     let hash = digest::sha256_hex(top.as_os_str().as_encoded_bytes());
     home.join("projects")
         .join(format!("{name}-{}", &hash[..16]))

@@ -533,6 +533,61 @@ pub fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
     status.signal()
 }
 
+/// This process's parent: when it changes, the process that started this one is gone (an
+/// orphan is handed to init or a subreaper).
+pub fn parent_id() -> u32 {
+    std::os::unix::process::parent_id()
+}
+
+/// Whether a process with this id exists (a zombie counts as gone).
+pub fn is_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill(2) with signal 0 only checks that the process exists; nothing is sent.
+    let exists = unsafe { libc::kill(pid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    exists && !is_zombie(pid)
+}
+
+fn is_zombie(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// A process's command line, word by word, where the system shows it (`/proc`); `None` where
+/// it cannot be read, so that a caller that must verify a process before signalling it does not.
+pub fn command_line(pid: u32) -> Option<Vec<String>> {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = bytes
+        .split(|b| *b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    (!words.is_empty()).then_some(words)
+}
+
+/// SIGTERM to one process (never a group, never by name).
+pub fn terminate(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    if pid > 0 {
+        // SAFETY: kill(2) on one positive pid; no memory is touched.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+}
+
 /// A write to a closed pipe is an error to handle, not a signal that ends the process.
 pub fn ignore_pipe_signal() {
     // SAFETY: sets one signal's disposition; called before any thread exists.

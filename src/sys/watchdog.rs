@@ -86,7 +86,8 @@ impl Alarm {
 
     /// Writes the process's own answer, unless the alarm has answered already (then the
     /// process is gone): the alarm is blocked and cancelled first.
-    pub fn answer(&self, bytes: Option<&[u8]>) {
+    /// Whether the answer was written out (nothing to write counts as written).
+    pub fn answer(&self, bytes: Option<&[u8]>) -> bool {
         // SAFETY: blocks SIGALRM for this thread and cancels the alarm; plain syscalls.
         unsafe {
             let mut set: libc::sigset_t = std::mem::zeroed();
@@ -103,15 +104,13 @@ impl Alarm {
                 unsafe { libc::pause() };
             }
         }
-        if let Some(bytes) = bytes {
-            write_out(bytes);
-        }
+        bytes.is_none_or(write_out)
     }
 }
 
 /// Writes and flushes to stdout; a closed pipe is no one's to hear.
-fn write_out(bytes: &[u8]) {
+fn write_out(bytes: &[u8]) -> bool {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(bytes).and_then(|()| out.flush());
+    out.write_all(bytes).and_then(|()| out.flush()).is_ok()
 }

@@ -9,6 +9,7 @@
 //! - §6 and §7 (the handoff): `handoff/`, `by_stat.rs`
 //! - §8 (the installer): `installer/`, `plugin/`, `release.rs`; stop-gate's flag table: `flags.rs`
 //! - §9 (tamper resistance): `protected/`, `planted.rs`, and the §9 files of the folders above
+//! - §10 (wakes): `wakes.rs`
 //! - P6 (nothing is lost): `faults.rs`
 //! - the test command itself: `test_command.rs`
 
@@ -33,4 +34,5 @@ mod stop_gate;
 #[path = "../support/mod.rs"]
 mod support;
 mod test_command;
+mod wakes;
 mod worktree;

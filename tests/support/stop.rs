@@ -165,3 +165,9 @@ impl Project {
         said
     }
 }
+
+/// Whether a handler's command is vigil's waiter (`stop-gate wait`, SPEC §10) rather than its
+/// gate: by absolute path, or through the PATH search a shared install writes.
+pub fn is_waiter(command: &str) -> bool {
+    command.contains("stop-gate wait") || command.contains("\"$b\" wait;")
+}

@@ -5,7 +5,7 @@ use super::*;
 pub(super) fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
     if args.is_empty() {
         return Err(Error::usage(
-            "`stop-gate loop` needs start, run, status or cancel; see `stop-gate loop --help`",
+            "`stop-gate loop` needs start, run, status, list or cancel; see `stop-gate loop --help`",
         ));
     }
     let action = args.remove(0);
@@ -14,9 +14,10 @@ pub(super) fn loop_command(mut args: Vec<OsString>) -> Result<Exit> {
         Some("run") => loop_run(args),
         Some("status") => loop_status(args),
         Some("cancel") => loop_cancel(args),
+        Some("list") => loop_list(args),
         Some("-h" | "--help") => help(&loop_help()),
         _ => Err(Error::usage(format!(
-            "unknown loop command {:?}; use start, run, status or cancel",
+            "unknown loop command {:?}; use start, run, status, list or cancel",
             action.to_string_lossy()
         ))),
     }
@@ -76,6 +77,7 @@ pub(super) fn start_from(request: StartRequest) -> Result<Exit> {
         loops::For::Session(session_of(request.session.clone())?)
     };
     let project = Project::resolve(request.state_dir.as_deref(), None);
+    refuse_unwired_worktree(&project)?;
     let started = loops::begin(&project, request, session, StartedBy::Terminal)?;
     print(format!("{}\n", started.told).as_bytes())
 }
@@ -223,6 +225,125 @@ pub(super) fn project_status(project: &Project, json: bool) -> Result<Exit> {
     print(format!("{text}\n").as_bytes())
 }
 
+/// `loop list`: every loop that reports to this project's commander (its main checkout),
+/// across worktrees, with name, worktree, status, pass, age and end; then the wakes waiting
+/// and who waits for them (SPEC §10: the status after a long absence).
+pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
+    let mut json = false;
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("json") => json = true,
+            Short('h') | Long("help") => return help(&loop_help()),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    let project = Project::resolve(None, None).for_reading();
+    let commander = wakes::main_checkout(&project.dir);
+    let Some(queue) = wakes::project_queue(&commander) else {
+        return Err(Error::input(
+            "no state home ($VIGIL_STATE_HOME and $HOME are not absolute paths), so no loop can report here",
+        ));
+    };
+    let mut entries = wakes::entries(&queue);
+    for entry in &mut entries {
+        current(entry);
+    }
+    if json {
+        let text = serde_json::to_string(&entries).expect("entries serialize");
+        return print(format!("{text}\n").as_bytes());
+    }
+    if entries.is_empty() {
+        diagnostic(
+            NAME,
+            &format!(
+                "no loop reports to this project ({}); start one with `stop-gate loop run` or /vigil-loop",
+                commander.display()
+            ),
+        );
+        return Ok(Exit::Negative);
+    }
+    let now = crate::sys::time::now_secs();
+    let rows: Vec<[String; 6]> = entries
+        .iter()
+        .map(|e| {
+            let age = now - crate::sys::time::parse_rfc3339(&e.started_at).unwrap_or(now);
+            [
+                e.report.name.clone(),
+                e.report.worktree_shown(),
+                e.status.as_str().to_string(),
+                format!("pass {}/{}", e.iteration, e.max_iterations),
+                format!(
+                    "{} ago",
+                    crate::sys::time::format_duration(std::time::Duration::from_secs(
+                        age.max(0.0) as u64
+                    ))
+                ),
+                e.end_reason
+                    .map_or("-".to_string(), |r| r.as_str().to_string()),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "WORKTREE", "STATUS", "PASS", "STARTED", "END"].map(String::from);
+    let widths: Vec<usize> = (0..6)
+        .map(|i| {
+            std::iter::once(&header)
+                .chain(&rows)
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    let waiting = wakes::queued(&queue).len();
+    let waiters = wakes::live_waiters(&queue);
+    text.push_str(&format!(
+        "{waiting} wake{} waiting; {}\n",
+        if waiting == 1 { "" } else { "s" },
+        match waiters.len() {
+            0 => "no session waits for them: they come as context at the next session start or prompt here".to_string(),
+            1 => format!("session {} waits for them", waiters[0].session_id),
+            n => format!("{n} sessions wait for them, and each wake reaches only one of them"),
+        }
+    ));
+    print(text.as_bytes())
+}
+
+/// A live loop's entry brought up to date from its session's record (its pass, and an end not
+/// written to the queue, for a loop started before it had one).
+fn current(entry: &mut wakes::Entry) {
+    if !entry.status.is_live() {
+        return;
+    }
+    let Some(session) = entry
+        .session_id
+        .as_deref()
+        .and_then(|s| SessionId::parse(s).ok())
+    else {
+        return;
+    };
+    let project = Project::at(&entry.report.worktree).for_reading();
+    if let Ok(Some(state)) = loops::load(&project, &session)
+        && state
+            .report
+            .as_ref()
+            .is_some_and(|r| r.id == entry.report.id)
+    {
+        entry.status = state.status;
+        entry.iteration = state.iteration;
+        entry.end_reason = state.end_reason;
+    }
+}
+
 pub(super) fn loop_cancel(args: Vec<OsString>) -> Result<Exit> {
     let Some(SessionFlags {
         project, session, ..
@@ -346,6 +467,7 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         );
         return Ok(Exit::NotRun);
     }
+    refuse_unwired_worktree(&project)?;
     let pending = loops::Pending::new_run()?;
     let id = pending.run_id().unwrap_or_default().to_string();
     match loops::begin(
@@ -403,6 +525,21 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     }
     diagnostic(NAME, &line);
     Ok(exit)
+}
+
+/// A loop in a linked worktree (`git worktree add`) that no Stop gate is wired for would never
+/// be judged, and its commander never told: refused, saying how to wire it (SPEC §10). The
+/// main checkout is the user's to wire, as ever.
+pub(super) fn refuse_unwired_worktree(project: &Project) -> Result<()> {
+    let main = wakes::main_checkout(&project.dir);
+    if main == project.dir || settings::gate_wired(&project.dir) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "this worktree ({}) has no vigil Stop hook (its settings file is untracked, so a new worktree has none), and a loop here would never be judged; wire it first: `settings-merge install --settings {}/.claude/settings.local.json` with the flags of the main checkout's (see `settings-merge check` there), or the vigil plugin",
+        project.dir.display(),
+        project.dir.display()
+    )))
 }
 
 /// Hooks besides vigil's that may block a Stop of the session COMMAND starts, each with where

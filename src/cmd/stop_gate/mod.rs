@@ -3,6 +3,7 @@
 
 mod config_cmd;
 mod loop_cmd;
+mod wait_cmd;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ use crate::state::loop_state::StartedBy;
 use crate::state::loops::{self, StartRequest, Word};
 use crate::state::project::{Project, SessionId};
 use crate::state::session;
+use crate::state::wakes;
 use crate::sys::files;
 use crate::sys::files::read_capped;
 use crate::sys::process;
@@ -53,16 +55,20 @@ Usage:
             [--max-blocks N] [--marker-max-age DURATION] [--max-file-size SIZE] [--subagents]
             [--feedback block|context] [--verify-key FILE] [--state-dir DIR]
             [--stall-after K] [--max-duration D] [--max-tokens N]
-            [--contract FILE|default] [--contract-max-tokens N]               < hook JSON
+            [--contract FILE|default] [--contract-max-tokens N]
+            [--desktop-notification on|off]                                   < hook JSON
   stop-gate --project-config [--state-dir DIR]                          < hook JSON
   stop-gate config set FLAG... | show | unset    the project's flags for --project-config
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--name NAME] [--notify SESSION]
                        [--stall-after K] [--max-duration D] [--max-tokens N]
                        [--claim-within DURATION] [--prompt-file F | PROMPT...]
   stop-gate loop run --max-iterations N --completion-promise P [loop start's limits]
                      [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
   stop-gate loop status [--session ID] [--json | --prompt]
   stop-gate loop cancel [--session ID]
+  stop-gate loop list [--json]
+  stop-gate wait [--give-up SECS]                 < Stop hook JSON (asyncRewake: the waiter)
 
 As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
 checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
@@ -90,12 +96,14 @@ VIGIL_DISABLE=1 makes the hook allow at once, and say so (with a loop running: N
 const HELP_LOOP_HEAD: &str = "\
 Usage:
   stop-gate loop start --max-iterations N --completion-promise P [--session ID | --next-session]
+                       [--name NAME] [--notify SESSION]
                        [--claim-within DURATION] [--state-dir DIR] [--prompt-file F | PROMPT...]
   stop-gate loop start --args-stdin          < the same arguments as raw text
   stop-gate loop run --max-iterations N --completion-promise P [--stall-after K]
                      [--max-duration D] [--max-tokens N] [--claim-within DURATION]
                      [--state-dir DIR] [--prompt-file F | PROMPT...] -- COMMAND [ARG...]
   stop-gate loop status [--session ID] [--json | --prompt] [--state-dir DIR]
+  stop-gate loop list [--json]
   stop-gate loop cancel [--session ID] [--state-dir DIR]
 
 A loop makes the Stop hook feed the same prompt back until the agent's last line is
@@ -131,6 +139,12 @@ stop (a Stop hook in the project's settings, frontmatter or plugin hooks, --sett
 status:
   --json                   the loop's state as JSON (schemas/loop.schema.json)
   --prompt                 with a running loop, its task too (what /vigil-loop shows the model)
+list: every loop that reports to this project's main checkout, across its worktrees (name,
+  worktree, status, pass, age, end), then the wakes waiting and which session waits for them.
+  --json                   the same as a JSON array
+When a loop settles (every end), its wake goes to the queue of the project's main checkout (or
+of the session --notify names), and a session waiting there hears one line: `stop-gate wait`,
+Claude Code's Stop hook with asyncRewake; else the next session start or prompt is told.
 status and cancel take the session from --session, $VIGIL_SESSION_ID or
 $CLAUDE_CODE_SESSION_ID; with none, they show (or cancel) this project's latest loop and any
 loop pending for --next-session.
@@ -174,6 +188,9 @@ pub fn main() -> ExitCode {
                 err.exit().into()
             }
         };
+    }
+    if args.first().is_some_and(|a| a == "wait") {
+        return wait_cmd::main(args[1..].to_vec());
     }
     if args.first().is_some_and(|a| a == "loop") {
         return match loop_cmd::loop_command(args[1..].to_vec()) {
@@ -256,7 +273,23 @@ pub fn main() -> ExitCode {
     if let Ok(prompt) = &input
         && prompt.event() == Some(HookEvent::UserPromptSubmit)
     {
-        watchdog.answer(prompt_hook(&config, prompt).to_json());
+        let output = prompt_hook(&config, prompt);
+        // Work that settled while no waiter was live (SPEC §10), as context for the model (a
+        // prompt that is blocked has none: they come with the next).
+        let woken = match output {
+            PromptOutput::Refused(_) => Vec::new(),
+            _ => prompt_wakes(&config, prompt),
+        };
+        let output = output.to_json();
+        let output = match woken.is_empty() {
+            true => output,
+            false => Some(with_context(output, &wakes::told(&woken))),
+        };
+        if watchdog.answer(output) {
+            woken.into_iter().for_each(wakes::Claimed::done);
+        } else {
+            woken.into_iter().for_each(wakes::Claimed::put_back);
+        }
         return ExitCode::SUCCESS;
     }
     let subagent = input
@@ -272,9 +305,73 @@ pub fn main() -> ExitCode {
         (config, _) => config,
     };
     let feedback = config.as_ref().map_or(feedback, |c| c.feedback);
-    watchdog.answer(gate::decide(config, input).to_json_as(feedback, subagent));
+    // Claude Code's (Codex's input has a turn_id, and its Stop output no such field).
+    let notify = config.as_ref().is_ok_and(|c| c.desktop_notification)
+        && input.as_ref().is_ok_and(|i| i.turn_id.is_none());
+    let answer = gate::decide(config, input).to_json_as(feedback, subagent);
+    let answer = match gate::settled_here() {
+        Some(line) if notify => with_terminal_sequence(answer, &gate::desktop_notification(&line)),
+        _ => answer,
+    };
+    watchdog.answer(answer);
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
+}
+
+/// The wakes this prompt's session hears, when no waiter is live to deliver them.
+fn prompt_wakes(config: &Result<GateConfig>, input: &HookInput) -> Vec<wakes::Claimed> {
+    let Ok(config) = config else {
+        return Vec::new();
+    };
+    let Some(session) = input
+        .session_id
+        .as_deref()
+        .and_then(|id| SessionId::parse(id).ok())
+    else {
+        return Vec::new();
+    };
+    let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
+    wakes::for_context(&project, &session)
+}
+
+/// A UserPromptSubmit answer with `context` added to what the model reads with the prompt,
+/// and to what the person reads.
+fn with_context(answer: Option<String>, context: &str) -> String {
+    let mut object = answer
+        .as_deref()
+        .and_then(|json| {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json).ok()
+        })
+        .unwrap_or_default();
+    let told = match object.get("systemMessage").and_then(|m| m.as_str()) {
+        Some(before) => format!("{before}\n{context}"),
+        None => context.to_string(),
+    };
+    object.insert("systemMessage".into(), told.into());
+    let specific = object
+        .entry("hookSpecificOutput")
+        .or_insert_with(|| serde_json::json!({"hookEventName": "UserPromptSubmit"}));
+    if let Some(specific) = specific.as_object_mut() {
+        let joined = match specific.get("additionalContext").and_then(|c| c.as_str()) {
+            Some(before) => format!("{before}\n\n{context}"),
+            None => context.to_string(),
+        };
+        specific.insert("additionalContext".into(), joined.into());
+    }
+    serde_json::Value::Object(object).to_string()
+}
+
+/// The Stop's answer with `terminalSequence` added (an allow with no message gets an object of
+/// its own).
+fn with_terminal_sequence(answer: Option<String>, sequence: &str) -> Option<String> {
+    let mut object = answer
+        .as_deref()
+        .and_then(|json| {
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json).ok()
+        })
+        .unwrap_or_default();
+    object.insert("terminalSequence".into(), sequence.into());
+    Some(serde_json::Value::Object(object).to_string())
 }
 
 /// `VIGIL_DISABLE=1` (SPEC §2): the hook allows at once, writes nothing, and says so in one

@@ -69,7 +69,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     for (event, binary) in expected {
         let count = handlers
             .iter()
-            .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary))
+            .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary) && !is_waiter(c))
             .count();
         match count {
             0 if plugin => findings.push(Finding::Ok(format!(
@@ -88,6 +88,9 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         findings.push(Finding::Fail(format!(
             "{shown} sets disableAllHooks: no hook runs, vigil's included; remove it to use vigil"
         )));
+    }
+    if engine == Engine::Claude && !plugin {
+        findings.extend(waiter(&root, &handlers));
     }
     if engine == Engine::Claude {
         findings.extend(plugin_gate(target, &root));
@@ -134,7 +137,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         }
     }
     for (event, g, h, command) in &handlers {
-        if vigil_binary(command) == Some("stop-gate") {
+        if vigil_binary(command) == Some("stop-gate") && !is_waiter(command) {
             let timeout = root["hooks"][event][g]["hooks"][h].get("timeout");
             findings.push(gate_deadline(event, command, timeout));
             if let Some(config) = gate_config(command) {
@@ -173,6 +176,45 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
     }
     if engine == Engine::Codex {
         findings.extend(codex_trust(target, &root, codex_config));
+    }
+    findings
+}
+
+/// The waiter (SPEC §10): `stop-gate wait` on Stop, in the background (`asyncRewake`), with a
+/// timeout above the 55 minutes it waits; and the wakes of this project no live waiter reads.
+fn waiter(root: &Map<String, Value>, handlers: &[(String, usize, usize, String)]) -> Vec<Finding> {
+    let waiters: Vec<_> = handlers
+        .iter()
+        .filter(|(_, _, _, c)| is_waiter(c))
+        .collect();
+    let mut findings = Vec::new();
+    if waiters.is_empty() {
+        findings.push(Finding::Warn(
+            "Stop has no waiter: a settled loop is told only at the next prompt\nWithout `stop-gate wait` on Stop (asyncRewake), a loop that reports to this project is told only at the next session start or prompt; run ./install.sh to add it".into(),
+        ));
+    }
+    for (event, g, h, command) in waiters {
+        let handler = &root["hooks"][event][g]["hooks"][h];
+        let timeout = handler.get("timeout").and_then(Value::as_u64);
+        if event != "Stop" {
+            findings.push(Finding::Fail(format!(
+                "{event} runs the waiter, which belongs to Stop\n`{command}`"
+            )));
+        } else if handler.get("asyncRewake") != Some(&json!(true)) {
+            findings.push(Finding::Fail(format!(
+                "Stop: the waiter has no \"asyncRewake\": true, so every stop waits for it\n`{command}`: without asyncRewake Claude Code waits for the handler before the session goes on; run ./install.sh to write it again"
+            )));
+        } else if timeout.is_none_or(|t| t < crate::state::wakes::GIVE_UP_SECS + 5) {
+            findings.push(Finding::Warn(format!(
+                "Stop: the waiter's timeout is under its 55 minutes of waiting\n`{command}`: its timeout ({}) must be at least {} s, or Claude Code kills it before it gives up; run ./install.sh",
+                timeout.map_or("none".to_string(), |t| format!("{t} s")),
+                crate::state::wakes::GIVE_UP_SECS + 5
+            )));
+        } else {
+            findings.push(Finding::Ok(
+                "Stop: the waiter wakes this session when a loop reporting here settles".into(),
+            ));
+        }
     }
     findings
 }
@@ -270,6 +312,47 @@ pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
                 .map(move |shown| (path.clone(), shown))
         })
         .collect()
+}
+
+/// Whether a session started in `project` would run vigil's gate on Stop: a stop-gate Stop
+/// handler (not the waiter) in a settings file Claude Code merges for it, the vigil plugin
+/// enabled there, or a stop-gate in Codex's hooks file of the project or the user. `loop start`
+/// and `loop run` ask it in a linked worktree: the default settings file is untracked, so a
+/// new worktree has none, and a loop there would never be judged.
+pub fn gate_wired(project: &Path) -> bool {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let gate = |root: &Map<String, Value>| {
+        vigil_handlers(root).iter().any(|(event, _, _, command)| {
+            event == "Stop" && vigil_binary(command) == Some("stop-gate") && !is_waiter(command)
+        })
+    };
+    let mut plugin = false;
+    for path in sandbox::layer_files(project, home.as_deref()) {
+        let Some(root) = sandbox::read_layer(&path) else {
+            continue;
+        };
+        if gate(&root) {
+            return true;
+        }
+        let entry = root
+            .get("enabledPlugins")
+            .and_then(Value::as_object)
+            .and_then(|plugins| plugins.iter().find(|(name, _)| name.starts_with("vigil@")))
+            .map(|(_, on)| on == &Value::Bool(true));
+        if let Some(on) = entry {
+            plugin = on;
+        }
+    }
+    let codex = [
+        Some(project.join(".codex/hooks.json")),
+        home.map(|h| h.join(".codex/hooks.json")),
+    ];
+    plugin
+        || codex
+            .into_iter()
+            .flatten()
+            .filter_map(|path| sandbox::read_layer(&path))
+            .any(|root| gate(&root))
 }
 
 /// Where else Claude Code would find vigil wired for the target's project (another settings

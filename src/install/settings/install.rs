@@ -383,6 +383,7 @@ fn stop_gate_flags(
         .find(|(event, _, _, command)| {
             event == "Stop"
                 && vigil_binary(command) == Some("stop-gate")
+                && !super::is_waiter(command)
                 && written_here(command.trim_start())
         });
     let Some((_, g, _, command)) = handler else {

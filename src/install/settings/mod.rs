@@ -14,7 +14,7 @@ pub mod live;
 mod uninstall;
 
 pub use crate::cli::flags::shell_quote;
-pub use doctor::{check, other_stop_hooks_of};
+pub use doctor::{check, gate_wired, other_stop_hooks_of};
 pub use install::install;
 pub use uninstall::uninstall;
 
@@ -144,6 +144,19 @@ pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<E
             group: group(vec![handler("stop-gate", "")]),
         },
     ];
+    // The waiter (SPEC §10): in the background, until a loop that reports to this session or
+    // project settles (Claude Code's asyncRewake; Codex 0.171.0 has no async hook, and hears
+    // its wakes at SessionStart and UserPromptSubmit). A group of its own, after the gate's
+    // (Claude Code runs a Stop's handlers at once, whatever their order).
+    if plan.engine == Engine::Claude {
+        entries.insert(
+            1,
+            Entry {
+                event: "Stop",
+                group: group(vec![waiter_handler(&plan.binaries)]),
+            },
+        );
+    }
     // A turn that ends on an API error is recorded, and the next session told (Claude Code;
     // Codex 0.171.0 has no StopFailure).
     if plan.engine == Engine::Claude {
@@ -160,6 +173,25 @@ pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<E
         });
     }
     entries
+}
+
+/// The waiter's timeout: the seed's hour, above its own 55 minutes (`stop-gate wait --give-up`).
+pub const WAITER_TIMEOUT_SECS: u64 = 3600;
+
+/// The waiter's handler: `stop-gate wait`, in the background (`asyncRewake`), for an hour.
+pub fn waiter_handler(binaries: &Binaries) -> Value {
+    json!({
+        "type": "command",
+        "command": command(binaries, "stop-gate", " wait"),
+        "asyncRewake": true,
+        "timeout": WAITER_TIMEOUT_SECS,
+    })
+}
+
+/// Whether a vigil handler's command is the waiter (`stop-gate wait`), not a gate.
+pub fn is_waiter(command: &str) -> bool {
+    vigil_binary(command) == Some("stop-gate")
+        && handler_args(command).is_some_and(|args| args.first().is_some_and(|a| a == "wait"))
 }
 
 /// `--protect`'s PreToolUse group: stop-gate holds the file-writing tools to the agent's

@@ -45,7 +45,8 @@ fn check_reports_a_missing_entry_and_a_duplicate() {
     let stop = value["hooks"]["Stop"]
         .as_array()
         .unwrap()
-        .last()
+        .iter()
+        .find(|g| g.to_string().contains("stop-gate") && !is_waiter(&g.to_string()))
         .unwrap()
         .clone();
     value["hooks"]["Stop"].as_array_mut().unwrap().push(stop);

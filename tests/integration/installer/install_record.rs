@@ -169,7 +169,7 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     let out = merge("uninstall", &path, false, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert!(
-        stdout_of(&out).contains("removed 6 vigil hook handlers")
+        stdout_of(&out).contains("removed 7 vigil hook handlers")
             && stdout_of(&out).contains("your original again")
             // Each is named: a handler taken for vigil's by its binary's name is seen.
             && stdout_of(&out).contains("/stop-gate --run true"),

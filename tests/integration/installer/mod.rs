@@ -79,6 +79,6 @@ fn stop_command(path: &Path) -> String {
         .iter()
         .flat_map(|g| g["hooks"].as_array().unwrap().iter())
         .map(|h| h["command"].as_str().unwrap().to_string())
-        .find(|c| c.contains("stop-gate"))
+        .find(|c| c.contains("stop-gate") && !is_waiter(c))
         .unwrap()
 }

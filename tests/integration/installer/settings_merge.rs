@@ -172,7 +172,9 @@ fn a_different_run_command_replaces_vigils_stop_entry() {
             .success()
     );
     let stops = json_of(&path)["hooks"]["Stop"].to_string();
-    assert_eq!(stops.matches("stop-gate").count(), 1, "{stops}");
+    // The gate once, and the waiter beside it (SPEC §10).
+    assert_eq!(stops.matches("stop-gate").count(), 2, "{stops}");
+    assert_eq!(stops.matches("stop-gate wait").count(), 1, "{stops}");
     assert!(stops.contains("make check"));
 }
 
@@ -265,7 +267,8 @@ fn eight_installers_at_once_leave_each_entry_once() {
         let text = std::fs::read_to_string(file).unwrap();
         // A re-install keeps the check an earlier one added, so the Stop's stop-gate may
         // carry `--run`: count the binary, not the end of its command.
-        for (binary, times) in [("/stop-gate", 2), ("session-start-loader", 1)] {
+        // Stop's gate, Stop's waiter and UserPromptSubmit run stop-gate.
+        for (binary, times) in [("/stop-gate", 3), ("session-start-loader", 1)] {
             assert_eq!(
                 text.matches(binary).count(),
                 times,
@@ -623,7 +626,11 @@ fn an_install_whose_write_never_happened_keeps_the_backup_of_the_original() {
 fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     assert!(merge("install", &path, false, &[]).status.success());
-    set_stop_timeout(&path, |group| group.to_string().contains("stop-gate"), 900);
+    set_stop_timeout(
+        &path,
+        |group| group.to_string().contains("stop-gate") && !is_waiter(&group.to_string()),
+        900,
+    );
     assert!(
         merge("install", &path, false, &["--run", "make test"])
             .status
@@ -633,7 +640,7 @@ fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
     let stop_gates: Vec<String> =
         vigil_commands(&json!({"hooks": {"Stop": settings["hooks"]["Stop"]}}))
             .into_iter()
-            .filter(|c| c.contains("stop-gate"))
+            .filter(|c| c.contains("stop-gate") && !is_waiter(c))
             .collect();
     assert_eq!(stop_gates.len(), 1, "{stop_gates:?}");
     assert!(stop_gates[0].contains("make test"));

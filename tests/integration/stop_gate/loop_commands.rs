@@ -198,9 +198,12 @@ fn loop_status_and_cancel() {
     assert_eq!(status(&["--session", "s1"]).status.code(), Some(1));
     p.start_ok("s1", 3, "work");
     let out = status(&["--session", "s1"]);
+    // Its name, the checkout's directory name when none was given (SPEC §10).
+    let name = std::fs::canonicalize(p.path()).unwrap();
+    let name = name.file_name().unwrap().to_string_lossy();
     assert_eq!(
         stdout_of(&out),
-        "session s1: running, pass 1/3, promise DONE\n"
+        format!("session s1: running, pass 1/3, promise DONE, name {name}\n")
     );
     let out = status(&["--session", "s1", "--json"]);
     let state: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -1,0 +1,214 @@
+//! `stop-gate wait`: the waiter (SPEC §10). Claude Code runs it on Stop as an `asyncRewake`
+//! handler: it waits, in the background, until a wake for its session arrives, and exits 2 with
+//! one line per change on stderr, which wakes the model. It exits at once (0) when its session
+//! runs a loop of its own, or has nothing to wait for; it never outlives the hook that started
+//! it, gives up inside its handler's timeout, and a newer waiter of the same session replaces
+//! it.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use lexopt::prelude::*;
+
+use crate::cli::hook::{HookInput, MAX_HOOK_INPUT};
+use crate::cli::output::diagnostic;
+use crate::exit::Code as ExitCode;
+use crate::state::loops;
+use crate::state::project::{Project, SessionId};
+use crate::state::session;
+use crate::state::wakes;
+use crate::sys::files;
+use crate::sys::process;
+use crate::{Error, Result};
+
+const NAME: &str = "stop-gate wait";
+const DEFAULT_POLL_MS: u64 = 2000;
+
+pub const HELP: &str = "\
+Usage: stop-gate wait [--give-up SECS] [--poll-ms MS]          < Stop hook JSON
+
+The waiter (Claude Code's Stop hook with \"asyncRewake\": true): in the background, it waits
+until a loop that reports to this session or to this project's main checkout settles (or a
+sync brings CI's verdict), then exits 2 with one line per change on stderr, which wakes the
+model: `loop parser-fix in ../wt-parser: running -> passed after 7 passes, checks green`.
+It exits 0 at once when its session runs a loop of its own (a worker), when nothing reports
+here and no wake waits, and under VIGIL_DISABLE. It waits on the project's queue only in an
+interactive session (under `claude -p` it would hold the session open): a `claude -p`
+commander is woken only through `--notify SESSION`. A newer waiter of the same session
+replaces the last; a waiter exits when the process that started it is gone.
+Each wake is delivered once, only while it is news, and removed only once written out.
+
+Options:
+  --give-up SECS   stop waiting after SECS (default 3300: 55 minutes, under the handler's
+                   3600 s timeout)
+  --poll-ms MS     how often the queues are read (default 2000)
+  --check-config   check these flags and exit (the doctor runs the handler so)
+  -h, --help       this text
+Exit 0: nothing to tell (or gave up). 2: wakes were written on stderr. 1: the hook's input
+could not be read (one line on stderr).
+";
+
+struct Options {
+    give_up: Duration,
+    poll: Duration,
+    /// `--check-config`: the flags are checked, and nothing else is done.
+    check_only: bool,
+}
+
+fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
+    let mut options = Options {
+        give_up: Duration::from_secs(wakes::GIVE_UP_SECS),
+        poll: Duration::from_millis(DEFAULT_POLL_MS),
+        check_only: false,
+    };
+    let mut parser = lexopt::Parser::from_args(args);
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("give-up") => {
+                options.give_up = Duration::from_secs(number(&mut parser, "--give-up", 1, 86_400)?)
+            }
+            Long("poll-ms") => {
+                options.poll = Duration::from_millis(number(&mut parser, "--poll-ms", 10, 60_000)?)
+            }
+            Long("check-config") => options.check_only = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    Ok(Some(options))
+}
+
+fn number(parser: &mut lexopt::Parser, name: &str, min: u64, max: u64) -> Result<u64> {
+    let raw = parser.value()?.string()?;
+    match raw.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(Error::usage(format!(
+            "{name} takes a whole number from {min} to {max}, not {raw:?}"
+        ))),
+    }
+}
+
+/// The waiter, from its arguments to its exit code.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let by_hand = files::stdin_is_terminal();
+    let options = match parse(args) {
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            let _ = crate::cli::output::stdout(HELP.as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            diagnostic(NAME, &e.to_string());
+            // From a hook, 2 would wake the model with this line: 1 is a hook's plain error.
+            return ExitCode::from(if by_hand { 2 } else { 1 });
+        }
+    };
+    if options.check_only || crate::cli::flags::disabled() {
+        return ExitCode::SUCCESS;
+    }
+    if by_hand {
+        diagnostic(
+            NAME,
+            "reads a Stop hook's JSON on standard input, which is a terminal; it runs from Claude Code's Stop hook with \"asyncRewake\": true; see --help",
+        );
+        return ExitCode::from(2);
+    }
+    match wait(&options) {
+        Ok(code) => code,
+        Err(e) => {
+            diagnostic(NAME, &format!("{e}; this session is not woken by wakes"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn wait(options: &Options) -> Result<ExitCode> {
+    let parent = process::parent_id();
+    if parent == 1 {
+        // Handed to init already: the hook that started it is gone.
+        return Ok(ExitCode::SUCCESS);
+    }
+    let started = Instant::now();
+    let bytes = files::read_capped(
+        std::io::stdin().lock(),
+        MAX_HOOK_INPUT,
+        "hook input",
+        "-".as_ref(),
+    )?;
+    let input = HookInput::parse(&bytes)?;
+    let session = SessionId::parse(
+        input
+            .session_id
+            .as_deref()
+            .ok_or_else(|| Error::input("the hook input has no session_id"))?,
+    )?;
+    // A worker: `loop run`'s command, or a session that runs (or ran) a loop of its own.
+    if std::env::var_os(loops::RUN_ENV).is_some() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
+    match session::peek(&project, &session) {
+        Ok(Some(record)) if record.ralph.is_some() => return Ok(ExitCode::SUCCESS),
+        Err(_) => return Ok(ExitCode::SUCCESS),
+        _ => {}
+    }
+    let commander = interactive().then(|| wakes::main_checkout(&project.dir));
+    let queues = wakes::queues_of(&session, commander.as_deref());
+    if !wakes::anything_to_wait_for(&queues) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let registration = wakes::become_waiter(&session, &queues)?;
+    let mut checked = Instant::now();
+    loop {
+        if process::parent_id() != parent || !wakes::still_waiter(&registration) {
+            // The hook that started it is gone, or a newer waiter took over.
+            wakes::stop_waiting(&registration);
+            return Ok(ExitCode::SUCCESS);
+        }
+        if started.elapsed() >= options.give_up {
+            wakes::stop_waiting(&registration);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let taken = wakes::take(&queues);
+        if !taken.is_empty() {
+            return Ok(deliver(taken, parent, &registration));
+        }
+        // Every loop may have ended without a wake for it (one started before wakes).
+        if checked.elapsed() >= Duration::from_secs(30) {
+            checked = Instant::now();
+            if !wakes::anything_to_wait_for(&queues) {
+                wakes::stop_waiting(&registration);
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        std::thread::sleep(options.poll);
+    }
+}
+
+/// Writes the wakes on stderr and exits 2 (the engine wakes the model with it); each is removed
+/// only once the line is written, and put back when it cannot be, or when the engine is gone.
+fn deliver(taken: Vec<wakes::Claimed>, parent: u32, registration: &std::path::Path) -> ExitCode {
+    wakes::stop_waiting(registration);
+    let text = format!("{}\n", wakes::told(&taken));
+    let written = process::parent_id() == parent && {
+        let mut err = std::io::stderr().lock();
+        err.write_all(text.as_bytes())
+            .and_then(|()| err.flush())
+            .is_ok()
+    };
+    if written {
+        taken.into_iter().for_each(wakes::Claimed::done);
+        ExitCode::from(2)
+    } else {
+        taken.into_iter().for_each(wakes::Claimed::put_back);
+        ExitCode::SUCCESS
+    }
+}
+
+/// Whether the session is an interactive Claude Code one (`CLAUDE_CODE_ENTRYPOINT` is `cli`,
+/// or unset): `claude -p` runs an asyncRewake handler in the foreground and waits for it, so
+/// there a waiter on the project's queue would hold the session open.
+fn interactive() -> bool {
+    std::env::var("CLAUDE_CODE_ENTRYPOINT").map_or(true, |entry| !entry.starts_with("sdk-"))
+}

@@ -1,0 +1,568 @@
+//! SPEC §10, wakes: a loop that settles leaves one durable wake in its commander's queue (the
+//! project's main checkout, or the session named with `--notify`); the waiter (`stop-gate
+//! wait`) or, with no waiter live, the next SessionStart or UserPromptSubmit delivers it: at
+//! most once, only while it is news, removed only once written out. Each delivery rule is played
+//! as its failure: a waiter killed after claiming, a stderr that cannot be written, a wake made
+//! stale, two waiters for one session, a waiter whose engine died.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The project queue of the main checkout `dir` (in its protected state).
+fn queue_of(dir: &Path) -> PathBuf {
+    vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(dir).unwrap())
+        .join("wakes")
+}
+
+/// The wakes waiting in `queue`, oldest first, each checked against its schema.
+fn wakes_in(queue: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(queue)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "json"));
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let wake = json_of(p);
+            assert_valid("wake.schema.json", &wake);
+            wake
+        })
+        .collect()
+}
+
+/// A session id no other test uses (session queues and waiters live in the shared state home).
+fn fresh(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
+}
+
+/// `stop-gate wait` for `session` in `dir`, started in the background as Claude Code starts an
+/// asyncRewake handler (interactive unless `entrypoint` says otherwise), polling fast.
+fn waiter(dir: &Path, session: &str, entrypoint: &str) -> Child {
+    let mut cmd = vigil_process("stop-gate");
+    cmd.args(["wait", "--poll-ms", "50"])
+        .current_dir(dir)
+        .env("CLAUDE_CODE_ENTRYPOINT", entrypoint)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": dir,
+        "stop_hook_active": false});
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    child
+}
+
+/// Waits for `child` to exit (at most `secs`): its exit code and stderr.
+fn finish(mut child: Child, secs: u64) -> (Option<i32>, String) {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        if start.elapsed() > Duration::from_secs(secs) {
+            let _ = child.kill();
+            panic!("the waiter still ran after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `what` holds (at most 10 s).
+fn until(what: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !what() {
+        assert!(start.elapsed() < Duration::from_secs(10), "waited 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A loop named `name` in `session` of `dir`, ended by a declaration at its first Stop.
+fn passed_loop(dir: &Project, session: &str, name: &str) {
+    Loop::for_session(dir.path(), session)
+        .flags(&["--name", name])
+        .start();
+    let stop = dir.stop(&[], session, Some("<promise>DONE</promise>"));
+    assert!(!stop.blocked(), "{:?}", stop.json);
+}
+
+#[test]
+fn a_loop_that_settles_leaves_one_wake_in_its_commanders_queue() {
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "parser-fix");
+    let wakes = wakes_in(&queue_of(dir.path()));
+    assert_eq!(wakes.len(), 1, "{wakes:?}");
+    assert_eq!(wakes[0]["kind"], "loop");
+    assert_eq!(wakes[0]["status"], "passed");
+    assert_eq!(wakes[0]["end_reason"], "declared");
+    let line = wakes[0]["line"].as_str().unwrap();
+    assert!(
+        line.starts_with(
+            "loop parser-fix in .: running -> passed after 1 pass on the declaration alone"
+        ),
+        "{line}"
+    );
+    // The loop's name is shown by the loop commands too.
+    let status = dir.loop_command(&["status", "--session", "w1"]);
+    assert!(
+        stdout_of(&status).contains("name parser-fix"),
+        "{}",
+        said(&status)
+    );
+}
+
+#[test]
+fn every_end_leaves_a_wake_a_cancel_and_a_session_that_ends_too() {
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "one"])
+        .start();
+    ok(dir.loop_command(&["cancel", "--session", "w1"]));
+    Loop::for_session(dir.path(), "w2")
+        .flags(&["--name", "two"])
+        .start();
+    let end = session_end(
+        dir.path(),
+        &[],
+        json!({"session_id": "w2", "hook_event_name": "SessionEnd", "cwd": dir.path(),
+            "reason": "other"})
+        .to_string(),
+    );
+    assert!(end.status.success(), "{}", said(&end));
+    let lines: Vec<String> = wakes_in(&queue_of(dir.path()))
+        .iter()
+        .map(|w| w["line"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].contains("loop one in .: running -> cancelled by a human at pass 1"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("loop two in .: running -> cut after 1 pass (the session ended while it ran), NOT verified"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn a_loop_name_or_commander_that_is_not_a_plain_word_is_refused() {
+    let dir = Project::git();
+    for flags in [["--name", "../x"], ["--notify", "../x"], ["--name", ""]] {
+        let out = Loop::for_session(dir.path(), "w1").flags(&flags).output();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", said(&out));
+        assert!(said(&out).contains(flags[0]), "{}", said(&out));
+    }
+    let status = dir.loop_command(&["status", "--session", "w1"]);
+    assert_eq!(
+        status.status.code(),
+        Some(1),
+        "a loop started: {}",
+        said(&status)
+    );
+}
+
+#[test]
+fn the_waiter_exits_at_once_when_nothing_reports_here() {
+    let dir = Project::git();
+    let start = Instant::now();
+    let (code, err) = finish(waiter(dir.path(), &fresh("c"), "cli"), 10);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn the_waiter_exits_at_once_in_a_worker_session_and_under_claude_p() {
+    let dir = Project::git();
+    // A live loop reports to this project: a session could wait for it.
+    Loop::for_session(dir.path(), "worker").start();
+    // The worker itself does not.
+    let (code, _) = finish(waiter(dir.path(), "worker", "cli"), 5);
+    assert_eq!(code, Some(0));
+    // Nor does `claude -p` (it would hold the session open until the loop ends).
+    let (code, _) = finish(waiter(dir.path(), &fresh("p"), "sdk-cli"), 5);
+    assert_eq!(code, Some(0));
+    // Nor does `loop run`'s command.
+    let mut cmd = vigil_process("stop-gate");
+    cmd.args(["wait"])
+        .current_dir(dir.path())
+        .env("VIGIL_LOOP_RUN", "0".repeat(32));
+    let out = output_with_stdin(
+        cmd,
+        json!({"session_id": fresh("r"), "hook_event_name": "Stop", "cwd": dir.path()})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+}
+
+#[test]
+fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let commander = fresh("c");
+    let child = waiter(dir.path(), &commander, "cli");
+    std::thread::sleep(Duration::from_millis(300));
+    let stop = dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    assert!(!stop.blocked());
+    let (code, err) = finish(child, 10);
+    assert_eq!(code, Some(2), "exit 2 wakes the model: {err}");
+    assert_eq!(
+        err.matches("loop a in .: running -> passed").count(),
+        1,
+        "{err}"
+    );
+    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+    // Delivered once: the next waiter has nothing left, and no live loop, so it does not wait.
+    let (code, err) = finish(waiter(dir.path(), &commander, "cli"), 5);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    // Nor does the next session start repeat it.
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    assert!(
+        !stdout_of(&start).contains("running -> passed"),
+        "{}",
+        stdout_of(&start)
+    );
+}
+
+#[test]
+fn a_wake_made_stale_before_delivery_is_dropped() {
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "a");
+    // The human restarts the loop in the same session: the old end is no longer news.
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    assert!(
+        !stdout_of(&start).contains("loop a"),
+        "{}",
+        stdout_of(&start)
+    );
+    assert!(
+        wakes_in(&queue_of(dir.path())).is_empty(),
+        "a stale wake stays"
+    );
+}
+
+#[test]
+fn without_a_live_waiter_wakes_come_at_the_next_session_start_or_prompt() {
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "first");
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    let context = json_of_stdout(&start);
+    let told = context["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        told.contains("loop first in .: running -> passed"),
+        "{told}"
+    );
+    passed_loop(&dir, "w2", "second");
+    let said = dir.prompt(&fresh("n"), "what now?");
+    let told = said["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        told.contains("loop second in .: running -> passed"),
+        "{said}"
+    );
+    assert!(!told.contains("loop first"), "delivered twice: {said}");
+    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+}
+
+#[test]
+fn a_worker_session_is_told_nothing_of_the_projects_wakes() {
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "a");
+    Loop::for_session(dir.path(), "w2").start();
+    assert_eq!(dir.prompt("w2", "go on"), Value::Null);
+    assert_eq!(
+        wakes_in(&queue_of(dir.path())).len(),
+        1,
+        "the worker took the wake"
+    );
+}
+
+#[test]
+fn a_claim_whose_holder_died_is_delivered_after_two_minutes() {
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "a");
+    let queue = queue_of(dir.path());
+    let wake = std::fs::read_dir(&queue)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    // A reader claimed it and was killed before it wrote it out.
+    let claimed = queue.join("claimed");
+    std::fs::create_dir_all(&claimed).unwrap();
+    let held = claimed.join(wake.file_name());
+    std::fs::rename(wake.path(), &held).unwrap();
+    let fresh_claim = session_start(dir.path(), &fresh("n"), "startup");
+    assert!(
+        !stdout_of(&fresh_claim).contains("loop a"),
+        "a live claim was taken"
+    );
+    let file = std::fs::OpenOptions::new().write(true).open(&held).unwrap();
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(121))
+        .unwrap();
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    assert!(
+        stdout_of(&start).contains("loop a in .: running -> passed"),
+        "{}",
+        stdout_of(&start)
+    );
+    assert!(!held.exists());
+}
+
+#[test]
+fn a_wake_that_cannot_be_written_out_is_put_back() {
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let mut child = waiter(dir.path(), &fresh("c"), "cli");
+    // The engine stopped reading the hook's stderr.
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_millis(300));
+    dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "nothing was delivered");
+    assert_eq!(
+        wakes_in(&queue_of(dir.path())).len(),
+        1,
+        "the wake was lost"
+    );
+}
+
+#[test]
+fn a_newer_waiter_of_the_same_session_replaces_the_last() {
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let commander = fresh("c");
+    let first = waiter(dir.path(), &commander, "cli");
+    let registration = state_home().join(format!("wakes/waiters/{commander}.json"));
+    until(|| registration.exists());
+    let second = waiter(dir.path(), &commander, "cli");
+    // The first is stopped (verified as a waiter by its command line), the second waits.
+    let (code, err) = finish(first, 10);
+    assert_ne!(code, Some(2), "{err}");
+    dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    let (code, err) = finish(second, 10);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.matches("loop a in").count(), 1, "{err}");
+}
+
+#[test]
+fn a_waiter_whose_engine_died_exits_and_leaves_the_wake() {
+    let dir = Project::git();
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let commander = fresh("c");
+    let payload = dir.path().join("payload.json");
+    write_file(
+        &payload,
+        json!({"session_id": commander, "hook_event_name": "Stop", "cwd": dir.path()}).to_string(),
+    );
+    // The engine: a shell that starts the waiter and is gone a second later.
+    let waiter_bin = bin_dir().join("stop-gate");
+    let script = format!(
+        "{} wait --poll-ms 50 < {} > /dev/null 2>&1 & echo $!; sleep 1",
+        waiter_bin.display(),
+        payload.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("VIGIL_STATE_HOME", state_home())
+        .env("CLAUDE_CODE_ENTRYPOINT", "cli")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let pid: i32 = stdout_of(&out).trim().parse().unwrap();
+    until(|| !running(pid));
+    dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    assert_eq!(
+        wakes_in(&queue_of(dir.path())).len(),
+        1,
+        "nobody was there to hear it"
+    );
+}
+
+#[test]
+fn notify_sends_the_wake_to_that_session_which_waits_even_under_claude_p() {
+    let dir = Project::git();
+    let commander = fresh("c");
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a", "--notify", &commander])
+        .start();
+    let child = waiter(dir.path(), &commander, "sdk-cli");
+    std::thread::sleep(Duration::from_millis(300));
+    dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    let (code, err) = finish(child, 10);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("loop a in .: running -> passed"), "{err}");
+    assert!(
+        wakes_in(&queue_of(dir.path())).is_empty(),
+        "it went to the project too"
+    );
+}
+
+#[test]
+fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
+    let dir = Project::git();
+    let osc = |stop: &Stop| {
+        stop.json
+            .as_ref()
+            .and_then(|j| j["terminalSequence"].as_str().map(str::to_string))
+    };
+    Loop::for_session(dir.path(), "w1")
+        .flags(&["--name", "a"])
+        .start();
+    let stop = dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
+    let sequence = osc(&stop).expect("a notification");
+    assert!(
+        sequence.starts_with("\u{1b}]9;vigil: loop a in .: running -> passed"),
+        "{sequence:?}"
+    );
+    assert!(
+        sequence.contains("\u{1b}]777;notify;vigil;vigil: loop a"),
+        "{sequence:?}"
+    );
+    assert!(sequence.ends_with('\u{7}'));
+    Loop::for_session(dir.path(), "w2").start();
+    let stop = dir.stop(
+        &["--desktop-notification", "off"],
+        "w2",
+        Some("<promise>DONE</promise>"),
+    );
+    assert_eq!(osc(&stop), None);
+    // Codex (its input has a turn_id) has no such field.
+    Loop::for_session(dir.path(), "w3").start();
+    let mut payload = dir.payload("w3", Some("<promise>DONE</promise>"));
+    payload["turn_id"] = json!("t1");
+    let stop = dir.stop_with(&[], payload.to_string());
+    assert!(stop.json.is_some());
+    assert_eq!(osc(&stop), None);
+}
+
+#[test]
+fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
+    let dir = Project::git();
+    git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
+    let worktree = dir.path().parent().unwrap().join(format!(
+        "{}-wt",
+        dir.path().file_name().unwrap().to_string_lossy()
+    ));
+    git(
+        dir.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "wt",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    // A new worktree has no settings file: a loop there would never be judged.
+    let refused = Loop::for_session(&worktree, "w1").output();
+    assert_eq!(refused.status.code(), Some(2), "{}", said(&refused));
+    assert!(
+        said(&refused).contains("has no vigil Stop hook"),
+        "{}",
+        said(&refused)
+    );
+    // Wired as the README says, before its loop starts.
+    install_at(&worktree, None, &[]);
+    let cleanup = scopeguard(worktree.clone());
+    Loop::for_session(&worktree, "w1")
+        .flags(&["--name", "parser"])
+        .start();
+    let list = dir.loop_command(&["list"]);
+    let text = stdout_of(&list);
+    assert!(text.contains("parser"), "{text}");
+    assert!(text.contains("running"), "{text}");
+    let stop = run_stop(
+        &worktree,
+        &[],
+        &[],
+        stop_payload(&worktree, "w1", Some("<promise>DONE</promise>")).to_string(),
+    );
+    assert!(!stop.blocked());
+    let wakes = wakes_in(&queue_of(dir.path()));
+    assert_eq!(wakes.len(), 1);
+    let shown = format!(
+        "loop parser in ../{}: running -> passed",
+        worktree.file_name().unwrap().to_string_lossy()
+    );
+    assert!(
+        wakes[0]["line"].as_str().unwrap().contains(&shown),
+        "{}",
+        wakes[0]["line"]
+    );
+    let text = stdout_of(&dir.loop_command(&["list"]));
+    assert!(
+        text.contains("passed") && text.contains("declared"),
+        "{text}"
+    );
+    assert!(text.contains("1 wake waiting"), "{text}");
+    drop(cleanup);
+}
+
+/// Removes a worktree made beside a test's project when the test ends.
+struct Cleanup(PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scopeguard(path: PathBuf) -> Cleanup {
+    Cleanup(path)
+}
+
+fn json_of_stdout(out: &std::process::Output) -> Value {
+    serde_json::from_str(&stdout_of(out)).unwrap_or_else(|e| panic!("{e}: {}", said(out)))
+}
