@@ -35,6 +35,7 @@ use crate::reach::confine;
 use crate::reach::confine::Plan;
 use crate::reach::confine::Unavailable;
 use crate::state::project::Project;
+use crate::state::wakes;
 use crate::sys::digest;
 use crate::sys::git;
 use crate::sys::process::{self, Outcome};
@@ -774,6 +775,32 @@ fn payload(
     }
 }
 
+/// What the notes say of the content `subject_id`, one verdict per check: each note signed by
+/// a trusted key (an unsigned one vouches for nothing) for this check and this content, the
+/// newest.
+fn ci_verdicts(project: &Project, subject_id: &str) -> Vec<(String, String)> {
+    let Ok(trust) = signing::trusted_keys(project, None) else {
+        return Vec::new();
+    };
+    if trust.keys.is_empty() {
+        return Vec::new();
+    }
+    let mut verdicts = Vec::new();
+    for check in notes::written_checks(project) {
+        let newest = notes::read(project, &check, subject_id)
+            .into_iter()
+            .flatten()
+            .filter(|p| {
+                p.check == check.as_str() && p.subject == subject_id && trust.check(p).is_ok()
+            })
+            .max_by(|a, b| a.created_at.cmp(&b.created_at));
+        if let Some(payload) = newest {
+            verdicts.push((check.to_string(), payload.status.as_str().to_string()));
+        }
+    }
+    verdicts
+}
+
 /// `sync`: the notes of a remote in, merged with those published here, written out for the
 /// gates; with `--push`, out again. One line says what it did.
 fn sync(project: &Project, options: &Options) -> Result<u8> {
@@ -788,8 +815,27 @@ fn sync(project: &Project, options: &Options) -> Result<u8> {
         max_fetch,
         checks: options.checks.clone(),
     };
+    // The content checked out, and what CI had vouched for it before: a verdict the sync
+    // brings wakes the project's commander (SPEC §10).
+    let subject = Subject::Worktree.id(project, None, Limits::default()).ok();
+    let before = subject
+        .as_deref()
+        .map(|id| ci_verdicts(project, id))
+        .unwrap_or_default();
     let synced = notes::sync(project, &url, &sync_options, deadline)
         .map_err(|e| Error::Io(format!("sync with {remote}: {e}")))?;
+    if let Some(id) = subject.as_deref() {
+        for (check, status) in ci_verdicts(project, id) {
+            if !before.contains(&(check.clone(), status.clone()))
+                && let Err(e) = wakes::ci_verdict(&project.dir, &check, &status, id)
+            {
+                diagnostic(
+                    NAME,
+                    &format!("{e}; the commander is not woken for {check}"),
+                );
+            }
+        }
+    }
     for skipped in &synced.skipped {
         diagnostic(NAME, &format!("sync with {remote}: skipped {skipped}"));
     }

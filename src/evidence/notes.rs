@@ -65,6 +65,18 @@ pub fn cache_dir(project: &Project, check: &CheckName) -> PathBuf {
     project.protected().dir.join("notes").join(check.as_str())
 }
 
+/// The checks whose notes are written out for the gates.
+pub fn written_checks(project: &Project) -> Vec<CheckName> {
+    std::fs::read_dir(project.protected().dir.join("notes"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| CheckName::parse(e.file_name().to_str()?).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The git object id a subject is published under: the tree id of `git-tree:<id>`. Other
 /// subjects (sha256 of a file or of stdin) name no git object and do not travel.
 pub fn object_id(subject_id: &str) -> Option<&str> {

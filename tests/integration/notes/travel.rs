@@ -379,3 +379,51 @@ fn publishes_at_once_in_one_clone_keep_every_payload() {
         ["job 0", "job 1", "job 2", "job 3", "job 4", "job 5"]
     );
 }
+
+/// SPEC §10: a sync that brings CI's verdict for the content checked out wakes the project's
+/// commander once ("CI vouched: tests passed for git-tree:…"); only a note signed by a key
+/// trusted here counts, and the same verdict synced again is no news.
+#[test]
+fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let queue =
+        vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&laptop).unwrap())
+            .join("wakes");
+    let wakes = || -> Vec<Value> {
+        let mut files: Vec<_> = std::fs::read_dir(&queue)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|x| x == "json"));
+        files.iter().map(|p| json_of(p)).collect()
+    };
+    // No key trusted here: the note vouches for nothing, and wakes nobody.
+    ok(marker_writer_in(&laptop, &["sync"]));
+    assert!(wakes().is_empty(), "{:?}", wakes());
+    ok(marker_writer_in(
+        &laptop,
+        &["trust", world.public().to_str().unwrap()],
+    ));
+    std::fs::remove_dir_all(
+        vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&laptop).unwrap())
+            .join("notes"),
+    )
+    .unwrap();
+    ok(marker_writer_in(&laptop, &["sync"]));
+    let found = wakes();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_valid("wake.schema.json", &found[0]);
+    let subject = subject_of(&laptop);
+    assert_eq!(
+        found[0]["line"],
+        format!("CI vouched: tests passed for {subject}")
+    );
+    ok(marker_writer_in(&laptop, &["sync"]));
+    assert_eq!(
+        wakes().len(),
+        1,
+        "the same verdict woke the commander twice"
+    );
+}
