@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::sys::files;
+use crate::sys::git;
 use crate::sys::paths;
 
 /// Claude Code's settings as it merges them for one project: each layer's `sandbox` key set
@@ -58,6 +59,12 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
         paths.push(home.join(".claude/settings.json"));
     }
     paths.push(project.join(".claude/settings.json"));
+    // In a linked worktree, Claude Code reads the main checkout's local settings too (2.1.332:
+    // it resolves them to the repository's canonical root), then the worktree's own.
+    let main = git::main_checkout(project);
+    if main != paths::canonical(project) {
+        paths.push(main.join(".claude/settings.local.json"));
+    }
     paths.push(project.join(".claude/settings.local.json"));
     paths.push(PathBuf::from("/etc/claude-code/managed-settings.json"));
     paths::dedup_canonical(&mut paths);

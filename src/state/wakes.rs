@@ -55,34 +55,9 @@ pub fn parse_name(raw: &str) -> Result<String> {
     }
 }
 
-/// The main checkout of the repository `dir` is a linked worktree of (`git worktree add`),
-/// found from what git registered: `dir/.git` names `<main>/.git/worktrees/<n>`, whose
-/// `gitdir` names it back. Any other directory is its own (canonical).
+/// The main checkout of the repository `dir` is a linked worktree of (`sys::git`).
 pub fn main_checkout(dir: &Path) -> PathBuf {
-    let dir = paths::canonical(dir);
-    let dot_git = dir.join(".git");
-    let is_file = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file());
-    if !is_file {
-        return dir;
-    }
-    let Some(named) = git::gitdir_of(&dot_git) else {
-        return dir;
-    };
-    let registration = paths::canonical(&dir.join(named));
-    let Some(worktrees) = registration.parent() else {
-        return dir;
-    };
-    let Some(git_dir) = worktrees.parent() else {
-        return dir;
-    };
-    let registered = worktrees.file_name().is_some_and(|n| n == "worktrees")
-        && git_dir.file_name().is_some_and(|n| n == ".git")
-        && std::fs::read_to_string(registration.join("gitdir"))
-            .is_ok_and(|back| paths::canonical(Path::new(back.trim())) == dot_git);
-    match git_dir.parent() {
-        Some(main) if registered => main.to_path_buf(),
-        _ => dir,
-    }
+    git::main_checkout(dir)
 }
 
 /// Where a loop started now in `project` reports: a new id, its name (`--name`, else the

@@ -54,6 +54,38 @@ impl Repository {
     }
 }
 
+/// The main checkout of the repository `dir` is a linked worktree of (`git worktree add`),
+/// found from what git registered: `dir/.git` names `<main>/.git/worktrees/<n>`, whose
+/// `gitdir` names it back. Any other directory is its own (canonical). Claude Code reads the
+/// main checkout's `.claude/settings.local.json` in each of its worktrees (2.1.332), and vigil
+/// reports a worktree's loops to it.
+pub fn main_checkout(dir: &Path) -> PathBuf {
+    let dir = paths::canonical(dir);
+    let dot_git = dir.join(".git");
+    let is_file = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file());
+    if !is_file {
+        return dir;
+    }
+    let Some(named) = gitdir_of(&dot_git) else {
+        return dir;
+    };
+    let registration = paths::canonical(&dir.join(named));
+    let (Some(worktrees), Some(git_dir)) = (
+        registration.parent(),
+        registration.parent().and_then(Path::parent),
+    ) else {
+        return dir;
+    };
+    let registered = worktrees.file_name().is_some_and(|n| n == "worktrees")
+        && git_dir.file_name().is_some_and(|n| n == ".git")
+        && std::fs::read_to_string(registration.join("gitdir"))
+            .is_ok_and(|back| paths::canonical(Path::new(back.trim())) == dot_git);
+    match git_dir.parent() {
+        Some(main) if registered => main.to_path_buf(),
+        _ => dir,
+    }
+}
+
 /// The `gitdir:` a `.git` file names.
 pub fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
     let text = read_regular(dot_git, 4096, false).ok()??;

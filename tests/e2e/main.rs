@@ -15,6 +15,7 @@ mod server;
 mod sessions;
 #[path = "../support/mod.rs"]
 mod support;
+mod wakes;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -14,7 +14,7 @@ const HELPS: &[(&str, &[&[&str]])] = &[
             &["defang", "--help"],
         ],
     ),
-    ("stop-gate", &[&["loop", "--help"]]),
+    ("stop-gate", &[&["loop", "--help"], &["wait", "--help"]]),
     (
         "marker-writer",
         &[

@@ -505,7 +505,7 @@ fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
             worktree.to_str().unwrap(),
         ],
     );
-    // A new worktree has no settings file: a loop there would never be judged.
+    // Nothing wires the repository: a loop there would never be judged.
     let refused = Loop::for_session(&worktree, "w1").output();
     assert_eq!(refused.status.code(), Some(2), "{}", said(&refused));
     assert!(
@@ -513,8 +513,19 @@ fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
         "{}",
         said(&refused)
     );
-    // Wired as the README says, before its loop starts.
-    install_at(&worktree, None, &[]);
+    // The main checkout's local settings wire every worktree (Claude Code reads them there).
+    install_at(dir.path(), None, &[]);
+    // A second wiring in the worktree's own file is refused: both gates would run.
+    let out = settings_merge()
+        .arg("install")
+        .arg("--settings")
+        .arg(worktree.join(".claude/settings.local.json"))
+        .arg("--bin-dir")
+        .arg(bin_dir())
+        .current_dir(&worktree)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     let cleanup = scopeguard(worktree.clone());
     Loop::for_session(&worktree, "w1")
         .flags(&["--name", "parser"])
