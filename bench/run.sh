@@ -34,15 +34,18 @@ se=$built/session-end-handoff
 sl=$built/session-start-loader
 samples=$root/tests/fixtures/samples
 
-# median_ms CMD: the median wall time of CMD in milliseconds, three decimals.
+# median_ms CMD [PREPARE]: the median wall time of CMD in milliseconds, three decimals;
+# PREPARE, when given, runs before each run and is not timed.
 median_ms() {
+  local prepare=${2:-true}
   if [ "$timer" = hyperfine ]; then
-    hyperfine --style none --ignore-failure --warmup 3 --runs "$runs" --export-json "$work/h.json" "$1" >/dev/null 2>&1
+    hyperfine --style none --ignore-failure --warmup 3 --runs "$runs" --prepare "$prepare" --export-json "$work/h.json" "$1" >/dev/null 2>&1
     jq -r '.results[0].median * 1000 | . * 1000 | round / 1000' "$work/h.json"
   else
     local times=() i start end
-    for ((i = 0; i < 3; i++)); do eval "$1" >/dev/null 2>&1 || true; done
+    for ((i = 0; i < 3; i++)); do eval "$prepare" >/dev/null 2>&1; eval "$1" >/dev/null 2>&1 || true; done
     for ((i = 0; i < runs; i++)); do
+      eval "$prepare" >/dev/null 2>&1 || true
       start=$(date +%s%N)
       eval "$1" >/dev/null 2>&1 || true
       end=$(date +%s%N)
@@ -141,6 +144,15 @@ row "stop-gate" "Stop, no loop, 10 MB transcript (the witness reads its last 256
   "$sg <$work/idle-witness.json" "bash $here/baseline/stop-witness.sh $work/baseline-state <$work/idle-witness.json"
 row "stop-gate" "Stop, loop running, not declared (one fdatasync)" \
   "$sg <$work/looping.json" "bash $here/baseline/stop-loop.sh $work/baseline-state.json <$work/looping.json"
+# A Stop that ends a loop (declared) and writes its wake for the commander (issue 32): each run
+# on a loop started afresh (not timed).
+jq -c '.session_id = "ending" | .last_assistant_message = "Done.\n<promise>DONE</promise>"' \
+  "$work/idle.json" >"$work/ending.json"
+ending_start="cd $work/project && $sg loop start --session ending --name ending --max-iterations 10 --completion-promise DONE 'Finish it.'"
+v=$(median_ms "$sg <$work/ending.json" "$ending_start")
+b=$(median_ms "bash $here/baseline/stop-wake.sh $work/ending-state.json $work/wakes <$work/ending.json" \
+  "cp $work/baseline-state.json $work/ending-state.json")
+printf '| %s | %s | %s | %s | %s | %s |\n' "stop-gate" "Stop that ends a loop and writes its wake (two fsyncs more)" "$v" "$b" "$(ratio "$v" "$true_ms")" "$(ratio "$b" "$v")"
 # UserPromptSubmit runs on every prompt the human sends: most are not vigil commands.
 # With no loop record, the witness of a vanished loop reads the transcript's last 256 KiB.
 jq -c --arg cwd "$work/project" --arg t "$work/idle-transcript.jsonl" '.cwd = $cwd | .session_id = "idle" | .transcript_path = $t | .prompt = "Fix the parser, then run the tests and tell me what failed."' \

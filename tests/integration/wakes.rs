@@ -577,3 +577,53 @@ fn scopeguard(path: PathBuf) -> Cleanup {
 fn json_of_stdout(out: &std::process::Output) -> Value {
     serde_json::from_str(&stdout_of(out)).unwrap_or_else(|e| panic!("{e}: {}", said(out)))
 }
+
+#[test]
+fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
+    let dir = Project::git();
+    install_at(dir.path(), None, &[]);
+    let check = || {
+        let out = settings_merge()
+            .args(["check", "--settings"])
+            .arg(dir.path().join(".claude/settings.local.json"))
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let said = check();
+    assert!(
+        said.contains("[ok] Stop: the waiter wakes this session"),
+        "{said}"
+    );
+    assert!(!said.contains("wait, and no session waits"), "{said}");
+    passed_loop(&dir, "w1", "a");
+    let said = check();
+    assert!(
+        said.contains("[warn] 1 wake of this project wait, and no session waits for them"),
+        "{said}"
+    );
+    // Two commanders: the wake read, a live loop to wait for, and two sessions waiting for it.
+    session_start(dir.path(), &fresh("n"), "startup");
+    Loop::for_session(dir.path(), "w2").start();
+    let (one, two) = (fresh("c"), fresh("c"));
+    let mut waiting = [
+        waiter(dir.path(), &one, "cli"),
+        waiter(dir.path(), &two, "cli"),
+    ];
+    for session in [&one, &two] {
+        let registration = state_home().join(format!("wakes/waiters/{session}.json"));
+        until(|| registration.exists());
+    }
+    let said = check();
+    for child in &mut waiting {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        said.contains(
+            "[warn] 2 sessions wait for this project's wakes, and each wake reaches only one"
+        ),
+        "{said}"
+    );
+}

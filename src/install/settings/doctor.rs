@@ -19,7 +19,9 @@ use crate::reach::confine;
 use crate::reach::sandbox;
 use crate::reach::sandbox::Effective;
 use crate::state::project::Project;
+use crate::state::wakes;
 use crate::sys::files;
+use crate::sys::git;
 use crate::sys::paths;
 use crate::sys::process;
 use crate::verdict::defang;
@@ -90,7 +92,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         )));
     }
     if engine == Engine::Claude && !plugin {
-        findings.extend(waiter(&root, &handlers));
+        findings.extend(waiter(&root, &handlers, &target.project()));
     }
     if engine == Engine::Claude {
         findings.extend(plugin_gate(target, &root));
@@ -182,7 +184,11 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
 
 /// The waiter (SPEC §10): `stop-gate wait` on Stop, in the background (`asyncRewake`), with a
 /// timeout above the 55 minutes it waits; and the wakes of this project no live waiter reads.
-fn waiter(root: &Map<String, Value>, handlers: &[(String, usize, usize, String)]) -> Vec<Finding> {
+fn waiter(
+    root: &Map<String, Value>,
+    handlers: &[(String, usize, usize, String)],
+    project: &Path,
+) -> Vec<Finding> {
     let waiters: Vec<_> = handlers
         .iter()
         .filter(|(_, _, _, c)| is_waiter(c))
@@ -193,6 +199,7 @@ fn waiter(root: &Map<String, Value>, handlers: &[(String, usize, usize, String)]
             "Stop has no waiter: a settled loop is told only at the next prompt\nWithout `stop-gate wait` on Stop (asyncRewake), a loop that reports to this project is told only at the next session start or prompt; run ./install.sh to add it".into(),
         ));
     }
+    findings.extend(waiting_here(project));
     for (event, g, h, command) in waiters {
         let handler = &root["hooks"][event][g]["hooks"][h];
         let timeout = handler.get("timeout").and_then(Value::as_u64);
@@ -215,6 +222,31 @@ fn waiter(root: &Map<String, Value>, handlers: &[(String, usize, usize, String)]
                 "Stop: the waiter wakes this session when a loop reporting here settles".into(),
             ));
         }
+    }
+    findings
+}
+
+/// Who waits for the project's wakes (its main checkout's queue): two sessions share one queue,
+/// each wake reaching only the first to ask; and wakes no live waiter will read.
+fn waiting_here(project: &Path) -> Vec<Finding> {
+    let Some(queue) = wakes::project_queue(&git::main_checkout(project)) else {
+        return Vec::new();
+    };
+    let waiting = wakes::live_waiters(&queue);
+    let queued = wakes::queued(&queue).len();
+    let mut findings = Vec::new();
+    if waiting.len() > 1 {
+        findings.push(Finding::Warn(format!(
+            "{} sessions wait for this project's wakes, and each wake reaches only one\nTwo commanders in one project share one queue: a settled loop is told to whichever waits first ({}); keep one, or name yours with `loop start --notify SESSION`",
+            waiting.len(),
+            waiting.iter().map(|w| w.session_id.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if queued > 0 && waiting.is_empty() {
+        findings.push(Finding::Warn(format!(
+            "{queued} wake{} of this project wait, and no session waits for them\nThey come as context at the next session start or prompt here; `stop-gate loop list` shows every loop's end",
+            if queued == 1 { "" } else { "s" }
+        )));
     }
     findings
 }
