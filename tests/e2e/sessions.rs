@@ -16,7 +16,7 @@ use crate::server::{Server, Turn};
 use crate::support::*;
 
 /// Rewrites the scripted provider's address in CODEX_HOME's config.toml.
-fn point_codex_at(home: &Path, server: &Server) {
+pub(crate) fn point_codex_at(home: &Path, server: &Server) {
     let path = home.join("codex-home/config.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let rewritten: String = text

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::server::{Server, Turn};
+use crate::sessions::point_codex_at;
 use crate::*;
 
 const COMMANDER: &str = "0c0ffee0-1111-4222-8333-444455556666";
@@ -319,4 +320,56 @@ fn claude_hears_of_cis_verdict_once_at_the_next_session() {
         !second.main_requests()[0].text().contains("CI vouched"),
         "told twice"
     );
+}
+
+/// Codex 0.171.0 has no async hook: the waiter is not installed for it, and a loop that settled
+/// is told as context when the project's next `codex exec` starts, once.
+#[test]
+fn codex_hears_of_a_settled_loop_at_its_next_session_once() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let server = Server::start(vec![Turn::Text("Noted.".into())], None);
+    let home = codex_home(&server, project.path(), true);
+    install_codex(project.path(), home.path(), true);
+    let hooks = std::fs::read_to_string(project.path().join(".codex/hooks.json")).unwrap();
+    assert!(!hooks.contains("stop-gate wait"), "{hooks}");
+    // A loop a human started and cancelled in another session.
+    ok(vigil(
+        "stop-gate",
+        project.path(),
+        &[
+            "loop",
+            "start",
+            "--session",
+            "elsewhere",
+            "--name",
+            "parser",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "Fix the parser",
+        ],
+    ));
+    ok(vigil(
+        "stop-gate",
+        project.path(),
+        &["loop", "cancel", "--session", "elsewhere"],
+    ));
+    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
+    assert!(out.status.success(), "{}", said(&out));
+    let opening = server.main_requests()[0].text();
+    assert_eq!(
+        opening
+            .matches("loop parser in .: running -> cancelled by a human at pass 1")
+            .count(),
+        1,
+        "{}",
+        &opening[opening.len().saturating_sub(3000)..]
+    );
+    let next = Server::start(vec![Turn::Text("Noted.".into())], None);
+    point_codex_at(home.path(), &next);
+    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(!next.main_requests()[0].text().contains("loop parser"), "told twice");
 }
