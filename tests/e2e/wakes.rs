@@ -371,5 +371,8 @@ fn codex_hears_of_a_settled_loop_at_its_next_session_once() {
     point_codex_at(home.path(), &next);
     let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
     assert!(out.status.success(), "{}", said(&out));
-    assert!(!next.main_requests()[0].text().contains("loop parser"), "told twice");
+    assert!(
+        !next.main_requests()[0].text().contains("loop parser"),
+        "told twice"
+    );
 }

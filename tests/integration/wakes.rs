@@ -627,3 +627,56 @@ fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
         "{said}"
     );
 }
+
+#[test]
+fn loop_run_worktree_adds_the_worktree_and_runs_the_command_there() {
+    let dir = Project::git();
+    git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
+    install_at(dir.path(), None, &[]);
+    let main = std::fs::canonicalize(dir.path()).unwrap();
+    let worktree = main.parent().unwrap().join(format!(
+        "{}-parser",
+        main.file_name().unwrap().to_string_lossy()
+    ));
+    let _cleanup = scopeguard(worktree.clone());
+    let seen = dir.path().join("seen");
+    let run = || {
+        stop_gate()
+            .args([
+                "loop",
+                "run",
+                "--worktree",
+                "parser",
+                "--max-iterations",
+                "2",
+            ])
+            .args(["--completion-promise", "DONE", "--", "sh", "-c"])
+            .arg(format!("pwd > {}", seen.display()))
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    // No session claims the loop (`sh` starts none): it never ran, and says so.
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap().trim(),
+        worktree.to_str().unwrap(),
+        "the command ran in the worktree"
+    );
+    assert_eq!(
+        git(&worktree, &["branch", "--show-current"]).trim(),
+        "parser"
+    );
+    // Again: the worktree is there, and used as it is.
+    let out = run();
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    // A name that is not a plain word is refused before anything is made.
+    let out = stop_gate()
+        .args(["loop", "run", "--worktree", "../x", "--max-iterations", "2"])
+        .args(["--completion-promise", "DONE", "--", "true"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+}

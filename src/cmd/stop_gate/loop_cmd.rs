@@ -273,12 +273,7 @@ pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
                 e.report.worktree_shown(),
                 e.status.as_str().to_string(),
                 format!("pass {}/{}", e.iteration, e.max_iterations),
-                format!(
-                    "{} ago",
-                    crate::sys::time::format_duration(std::time::Duration::from_secs(
-                        age.max(0.0) as u64
-                    ))
-                ),
+                format!("{} ago", age_told(age.max(0.0) as u64)),
                 e.end_reason
                     .map_or("-".to_string(), |r| r.as_str().to_string()),
             ]
@@ -316,6 +311,16 @@ pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
         }
     ));
     print(text.as_bytes())
+}
+
+/// An age as a person reads it: `45s`, `12m`, `1h 12m`, `2d 3h`.
+fn age_told(secs: u64) -> String {
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
+    }
 }
 
 /// A live loop's entry brought up to date from its session's record (its pass, and an end not
@@ -418,15 +423,19 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         }
         None => Vec::new(),
     };
-    let flags: Vec<String> = args
+    let mut flags: Vec<String> = args
         .into_iter()
         .map(|a| {
             a.into_string()
                 .map_err(|_| Error::usage("an argument is not valid UTF-8"))
         })
         .collect::<Result<_>>()?;
+    let worktree = take_worktree(&mut flags)?;
     let words: Vec<Word> = flags.iter().map(|a| Word::plain(a)).collect();
     let mut request = loops::parse_start(&words, None)?;
+    if let Some(name) = &worktree {
+        request.name.get_or_insert_with(|| name.clone());
+    }
     if request.help {
         return help(&loop_help());
     }
@@ -452,6 +461,9 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
             ),
         );
         return Ok(Exit::NotRun);
+    }
+    if let Some(name) = &worktree {
+        enter_worktree(name)?;
     }
     let project = Project::resolve(request.state_dir.as_deref(), None);
     // The verdict is read from the protected state: where the agent can write it, it would
@@ -525,6 +537,87 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
     }
     diagnostic(NAME, &line);
     Ok(exit)
+}
+
+/// `--worktree NAME` (or `--worktree=NAME`) among `loop run`'s flags, taken out of them.
+fn take_worktree(flags: &mut Vec<String>) -> Result<Option<String>> {
+    let Some(at) = flags
+        .iter()
+        .position(|f| f == "--worktree" || f.starts_with("--worktree="))
+    else {
+        return Ok(None);
+    };
+    let flag = flags.remove(at);
+    let value = match flag.strip_prefix("--worktree=") {
+        Some(value) => value.to_string(),
+        None if at < flags.len() => flags.remove(at),
+        None => {
+            return Err(Error::usage(
+                "--worktree needs a value: a name, e.g. --worktree parser",
+            ));
+        }
+    };
+    if flags
+        .iter()
+        .any(|f| f == "--worktree" || f.starts_with("--worktree="))
+    {
+        return Err(Error::usage(
+            "--worktree is given twice; give each flag once",
+        ));
+    }
+    wakes::parse_name(&value).map(Some).map_err(|_| {
+        Error::usage(format!(
+            "--worktree {value:?} is not 1 to 64 letters, digits, `.`, `_` or `-`"
+        ))
+    })
+}
+
+/// `loop run --worktree NAME`: moves into the linked worktree `../<main checkout>-NAME` of this
+/// repository, adding it on a new branch NAME (or that branch, when it exists) when missing.
+/// The main checkout's local settings wire it (Claude Code reads them in every worktree).
+fn enter_worktree(name: &str) -> Result<()> {
+    let here = std::env::current_dir().map_err(|e| Error::io("read", Path::new("."), &e))?;
+    let main = crate::sys::git::main_checkout(&protected::project_top(&here));
+    let Some(parent) = main.parent() else {
+        return Err(Error::usage(
+            "--worktree needs a checkout with a parent directory",
+        ));
+    };
+    let base = main
+        .file_name()
+        .map_or_else(|| "checkout".into(), |n| n.to_string_lossy().into_owned());
+    let path = parent.join(format!("{base}-{name}"));
+    if !path.exists() {
+        let timeout = std::time::Duration::from_secs(60);
+        let target = path.to_string_lossy().into_owned();
+        let branch_exists = crate::sys::git::git(
+            &main,
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{name}"),
+            ],
+            &[],
+            timeout,
+        )
+        .is_ok();
+        let args: Vec<&str> = if branch_exists {
+            vec!["worktree", "add", "-q", &target, name]
+        } else {
+            vec!["worktree", "add", "-q", "-b", name, &target]
+        };
+        crate::sys::git::git(&main, &args, &[], timeout)
+            .map_err(|e| Error::usage(format!("--worktree {name}: cannot add {target}: {e}")))?;
+    }
+    if crate::sys::git::main_checkout(&path) != main {
+        return Err(Error::usage(format!(
+            "--worktree {name}: {} is there and is not a worktree of {}; remove it or pick another name",
+            path.display(),
+            main.display()
+        )));
+    }
+    std::env::set_current_dir(&path).map_err(|e| Error::io("enter", &path, &e))
 }
 
 /// A loop in a linked worktree (`git worktree add`) that no Stop gate is wired for would never
