@@ -210,17 +210,30 @@ pub fn register(state: &LoopState) -> Result<()> {
     Ok(())
 }
 
-/// The queues that list a loop: its commander project's (for `loop list`), and the session's
-/// it notifies.
 /// A loop that never ran (pending, and no session claimed it): its entries go.
 pub fn forget(state: &LoopState) {
     if let Some(report) = &state.report {
         for queue in entry_queues(report) {
-            let _ = std::fs::remove_file(queue.join("loops").join(format!("{}.json", report.id)));
+            let (started, ended) = entry_paths(&queue, &report.id);
+            let _ = std::fs::remove_file(started);
+            let _ = std::fs::remove_file(ended);
         }
     }
 }
 
+/// Where a loop's entry is in `queue`: `loops/<id>.json` as it started (or was claimed), and
+/// `loops/<id>.end.json` once it ended, a file of its own so that the Stop that ends a loop
+/// only creates a small file and replaces none.
+fn entry_paths(queue: &Path, id: &str) -> (PathBuf, PathBuf) {
+    let dir = queue.join("loops");
+    (
+        dir.join(format!("{id}.json")),
+        dir.join(format!("{id}.end.json")),
+    )
+}
+
+/// The queues that list a loop: its commander project's (for `loop list`), and the session's
+/// it notifies.
 fn entry_queues(report: &Report) -> Vec<PathBuf> {
     let mut queues: Vec<PathBuf> = project_queue(&report.commander).into_iter().collect();
     if let Some(session) = report.notify.as_deref().and_then(session_queue) {
@@ -230,11 +243,22 @@ fn entry_queues(report: &Report) -> Vec<PathBuf> {
 }
 
 fn write_entry(queue: &Path, entry: &Entry) -> Result<()> {
-    let dir = queue.join("loops");
-    files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
-    let path = dir.join(format!("{}.json", entry.report.id));
+    let (path, ended) = entry_paths(queue, &entry.report.id);
+    let dir = path.parent().unwrap_or(queue);
+    files::make_private_dir(dir).map_err(|e| Error::io("create", dir, &e))?;
     let json = serde_json::to_vec(entry).expect("an entry serializes");
-    // `loop list`'s line: a crash may lose it (the wake is what must not be lost).
+    if !entry.status.is_live() {
+        // `loop list`'s line: a crash may lose it or leave it torn, and a torn one is skipped
+        // (the wake is what must not be lost). Written once; a second end keeps the first.
+        use std::io::Write;
+        return match files::create_new(&ended, 0o600) {
+            Ok(mut file) => file
+                .write_all(&json)
+                .map_err(|e| Error::io("write", &ended, &e)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(Error::io("write", &ended, &e)),
+        };
+    }
     atomic::write_atomic_as(&path, &json, 0o600, Durability::Skip)
         .map_err(|e| Error::io("write", &path, &e))
 }
@@ -419,7 +443,19 @@ pub fn entries(queue: &Path) -> Vec<Entry> {
     let mut found: Vec<Entry> = Vec::new();
     for entry in dir.flatten().take(MAX_ENTRIES * 2) {
         let path = entry.path();
-        let Some(read) = read_json::<Entry>(&path).filter(|e| e.schema == ENTRY_SCHEMA) else {
+        let name = entry.file_name();
+        let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if id.ends_with(".end") {
+            continue;
+        }
+        let (_, ended) = entry_paths(queue, id);
+        // How it ended, once it did; else how it started.
+        let read = read_json::<Entry>(&ended)
+            .or_else(|| read_json::<Entry>(&path))
+            .filter(|e| e.schema == ENTRY_SCHEMA && e.report.id == id);
+        let Some(read) = read else {
             continue;
         };
         let age = now - time::parse_rfc3339(&read.updated_at).unwrap_or(0.0);
@@ -427,6 +463,7 @@ pub fn entries(queue: &Path) -> Vec<Entry> {
         let lapsed = read.session_id.is_none() && age > 24.0 * 3600.0;
         if (!read.status.is_live() && age > ENTRY_KEPT.as_secs_f64()) || lapsed {
             let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&ended);
             continue;
         }
         found.push(read);
