@@ -168,11 +168,12 @@ fn run() -> Result<()> {
         _ => None,
     };
     // Work that settled while no waiter was live (SPEC §10): told now, removed once written.
+    // Beside the claimed loop, whose text is never cut (each line is defanged already).
     let woken = wakes::for_context(&project, &session);
-    let told = match (told, woken.is_empty()) {
-        (told, true) => told,
+    let claimed = match (claimed, woken.is_empty()) {
+        (claimed, true) => claimed,
         (None, false) => Some(wakes::told(&woken)),
-        (Some(told), false) => Some(format!("{told}\n{}", wakes::told(&woken))),
+        (Some(claimed), false) => Some(format!("{claimed}\n{}", wakes::told(&woken))),
     };
     let request = Request {
         project: &project,

@@ -42,6 +42,11 @@ impl Effective {
 /// then a check that cannot be confined is never run with the user's rights. Read only when
 /// confinement cannot be had, so a Stop with a check pays nothing for it.
 pub fn sandbox_on(project: &Path) -> bool {
+    // A `.git` file that claims a worktree no main checkout anchors: its settings cannot be
+    // known, so the sandbox is taken to be on (a check that cannot be confined is not run).
+    if git::claims_worktree(project) && git::main_checkout(project) == paths::canonical(project) {
+        return true;
+    }
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let layers: Vec<Map<String, Value>> = layer_files(project, home.as_deref())
         .iter()

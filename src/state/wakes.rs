@@ -289,8 +289,9 @@ pub fn settled(state: &LoopState) -> Result<()> {
         at: time::now_rfc3339(),
     };
     enqueue(&queue, &wake)?;
+    // `loop list`'s line: the wake is queued already, whatever becomes of it.
     for queue in entry_queues(report) {
-        write_entry(&queue, &Entry::of(state, report))?;
+        let _ = write_entry(&queue, &Entry::of(state, report));
     }
     Ok(())
 }
@@ -533,17 +534,11 @@ fn recover_older(queue: &Path, expires: Duration) {
 }
 
 /// Whether `wake` is still news: a loop's, when the loop's session still holds that loop with
-/// that status (not restarted, cancelled or answered since) and no later loop started in its
-/// worktree; a CI verdict's always (a newer one replaced it when it came).
-pub fn is_news(wake: &Wake, entries: &[Entry]) -> bool {
+/// that status (not restarted or changed since); a CI verdict's always (a newer one replaced it
+/// when it came).
+pub fn is_news(wake: &Wake) -> bool {
     if wake.kind == Kind::Ci {
         return true;
-    }
-    let restarted = entries.iter().any(|e| {
-        e.report.id != wake.id && e.report.worktree == wake.worktree && e.started_at > wake.at
-    });
-    if restarted {
-        return false;
     }
     let Some(session) = wake
         .session_id
@@ -561,18 +556,27 @@ pub fn is_news(wake: &Wake, entries: &[Entry]) -> bool {
     }
 }
 
-/// Takes every wake of `queues` that is still news (a stale one is dropped): what a reader
-/// then writes out, and marks `done` or puts back.
+/// The most one delivery tells, in characters: the wakes beyond it stay queued for the next.
+pub const TOLD_MAX: usize = 6000;
+
+/// Takes the wakes of `queues` that are still news (a stale one is dropped), oldest first, as
+/// many as [`told`] can say within [`TOLD_MAX`]: what a reader then writes out, and marks
+/// `done` or puts back.
 pub fn take(queues: &[PathBuf]) -> Vec<Claimed> {
-    let mut taken = Vec::new();
+    let mut taken: Vec<Claimed> = Vec::new();
+    let mut size = 0;
     for queue in queues {
         recover(queue);
-        let entries = entries(queue);
         for (path, wake) in queued(queue) {
+            let cost = shown(&wake.line).chars().count() + 3;
+            if !taken.is_empty() && size + cost > TOLD_MAX - 200 {
+                return taken;
+            }
             let Some(claimed) = claim(&path, wake) else {
                 continue;
             };
-            if is_news(&claimed.wake, &entries) {
+            if is_news(&claimed.wake) {
+                size += cost;
                 taken.push(claimed);
             } else {
                 claimed.done();
@@ -582,9 +586,18 @@ pub fn take(queues: &[PathBuf]) -> Vec<Claimed> {
     taken
 }
 
+/// A wake's line as it is told: one line, defanged again on reading (a queue the agent could
+/// write, with the state home inside its reach, would hand it on as written).
+fn shown(line: &str) -> String {
+    defang::field_max(line, 600)
+}
+
 /// What the commander is told: one line per wake.
 pub fn told(taken: &[Claimed]) -> String {
-    let lines: Vec<String> = taken.iter().map(|c| format!("- {}", c.wake.line)).collect();
+    let lines: Vec<String> = taken
+        .iter()
+        .map(|c| format!("- {}", shown(&c.wake.line)))
+        .collect();
     format!(
         "vigil: {} settled since you last heard:\n{}\nRun `stop-gate loop list` for every loop of this project.",
         if taken.len() == 1 {
@@ -620,15 +633,45 @@ pub fn queues_of(session: &SessionId, project: Option<&Path>) -> Vec<PathBuf> {
 /// deliver it. None for a session that runs a loop of its own (a worker reports, it is not
 /// told). The caller writes them out, then marks each `done`, or puts them back.
 pub fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
-    if matches!(session::peek(project, session), Ok(Some(record)) if record.ralph.is_some()) {
+    if is_worker(project, session) {
         return Vec::new();
     }
-    let commander = main_checkout(&project.dir);
-    let queues: Vec<PathBuf> = queues_of(session, Some(&commander))
+    let commander = (!headless()).then(|| main_checkout(&project.dir));
+    let queues: Vec<PathBuf> = queues_of(session, commander.as_deref())
         .into_iter()
         .filter(|queue| queue.is_dir() && live_waiters(queue).is_empty())
         .collect();
     take(&queues)
+}
+
+/// Whether `session` is a worker, which reports and is not told: `loop run`'s command (its
+/// id in the environment), or a session whose loop is live now.
+pub fn is_worker(project: &Project, session: &SessionId) -> bool {
+    std::env::var_os(RUN_ENV).is_some()
+        || match session::peek(project, session) {
+            Ok(Some(record)) => record.ralph.is_some_and(|ralph| ralph.status.is_live()),
+            Ok(None) => false,
+            // A record that cannot be read: a Stop tells it; this session is not told more.
+            Err(_) => true,
+        }
+}
+
+/// `loop run`'s variable (see `loops::RUN_ENV`).
+const RUN_ENV: &str = "VIGIL_LOOP_RUN";
+
+/// Whether this is a headless Claude Code session (`claude -p`, an SDK, a CI action), by the
+/// entrypoint Claude Code gives its hooks: only `cli` (the terminal) and the editors are
+/// interactive, and unset is another engine (Codex) or a person. A headless session hears only
+/// its own session's queue: the project's would be taken by any one-shot `claude -p`, and
+/// waiting on it would hold that session open.
+pub fn headless() -> bool {
+    match std::env::var("CLAUDE_CODE_ENTRYPOINT") {
+        Err(_) => false,
+        Ok(entry) => !matches!(
+            entry.as_str(),
+            "" | "cli" | "claude-vscode" | "claude-desktop"
+        ),
+    }
 }
 
 /// A waiter as it registers itself: `wakes/waiters/<session>.json`.
@@ -636,6 +679,10 @@ pub fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
 pub struct Waiter {
     pub schema: String,
     pub pid: u32,
+    /// When the process began, as the system counts it (`/proc/<pid>/stat`): a pid reused by
+    /// another process since does not match.
+    #[serde(default)]
+    pub process_start: Option<u64>,
     pub session_id: String,
     pub queues: Vec<PathBuf>,
     pub started_at: String,
@@ -646,10 +693,15 @@ pub struct Waiter {
 pub const WAITER_WORD: &str = "wait";
 
 impl Waiter {
-    /// Whether the process this names is alive and is a vigil waiter (its command line is
-    /// `stop-gate wait …`): only then may it be signalled.
+    /// Whether the process this names is alive and is this waiter: registered within the time a
+    /// waiter waits, the same process (its start time), and a `stop-gate wait` by its command
+    /// line.
     pub fn is_live(&self) -> bool {
-        process::is_alive(self.pid)
+        let age = time::now_secs() - time::parse_rfc3339(&self.started_at).unwrap_or(0.0);
+        age <= (GIVE_UP_SECS + 120) as f64
+            && process::is_alive(self.pid)
+            && self.process_start.is_some()
+            && process::start_time(self.pid) == self.process_start
             && process::command_line(self.pid).is_some_and(|words| {
                 words.first().is_some_and(|w| w.ends_with("stop-gate"))
                     && words.get(1).is_some_and(|w| w == WAITER_WORD)
@@ -657,23 +709,19 @@ impl Waiter {
     }
 }
 
-/// Registers this process as `session`'s waiter on `queues`, replacing (and stopping, once it
-/// is verified to be one) the waiter that was there. The path of the registration.
+/// Registers this process as `session`'s waiter on `queues`, replacing the waiter that was
+/// there, which sees it is no longer registered and exits at its next look (no signal is
+/// sent: a pid may have been reused). The path of the registration.
 pub fn become_waiter(session: &SessionId, queues: &[PathBuf]) -> Result<PathBuf> {
     let Some(dir) = waiters_dir() else {
         return Err(Error::input("no state home, so there is nowhere to wait"));
     };
     files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
     let path = dir.join(format!("{session}.json"));
-    if let Some(old) = read_json::<Waiter>(&path)
-        && old.pid != std::process::id()
-        && old.is_live()
-    {
-        process::terminate(old.pid);
-    }
     let me = Waiter {
         schema: WAITER_SCHEMA.to_string(),
         pid: std::process::id(),
+        process_start: process::start_time(std::process::id()),
         session_id: session.to_string(),
         queues: queues.to_vec(),
         started_at: time::now_rfc3339(),

@@ -81,9 +81,37 @@ pub fn main_checkout(dir: &Path) -> PathBuf {
         && std::fs::read_to_string(registration.join("gitdir"))
             .is_ok_and(|back| paths::canonical(Path::new(back.trim())) == dot_git);
     match git_dir.parent() {
-        Some(main) if registered => main.to_path_buf(),
+        Some(main) if registered && !writable_beside(main, &dir) => main.to_path_buf(),
         _ => dir,
     }
+}
+
+/// Whether a "main checkout" is one the agent working in `dir` could have made: at or under
+/// `dir` itself, or in the temporary directories Claude Code's sandbox lets it write
+/// (`$TMPDIR`, `/tmp/claude`). The agent can rewrite a worktree's `.git` file to name one.
+fn writable_beside(main: &Path, dir: &Path) -> bool {
+    let tmpdir = std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|t| t.is_absolute())
+        .map(|t| paths::canonical(&t));
+    main.starts_with(dir)
+        || main.starts_with("/tmp/claude")
+        || main.starts_with("/private/tmp/claude")
+        || tmpdir.is_some_and(|t| main.starts_with(t))
+}
+
+/// Whether `dir`'s `.git` is a file that names a linked worktree's registration
+/// (`…/worktrees/<name>`), whatever that holds: with [`main_checkout`] finding no main for it,
+/// the claim is the agent's, and a reader of settings fails closed.
+pub fn claims_worktree(dir: &Path) -> bool {
+    let dot_git = dir.join(".git");
+    std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file())
+        && gitdir_of(&dot_git).is_some_and(|named| {
+            named
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "worktrees")
+        })
 }
 
 /// The `gitdir:` a `.git` file names.

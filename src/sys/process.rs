@@ -575,17 +575,17 @@ pub fn command_line(pid: u32) -> Option<Vec<String>> {
     (!words.is_empty()).then_some(words)
 }
 
-/// SIGTERM to one process (never a group, never by name).
-pub fn terminate(pid: u32) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    if pid > 0 {
-        // SAFETY: kill(2) on one positive pid; no memory is touched.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
+/// When a process began, in clock ticks since boot (`/proc/<pid>/stat`, field 22): with its
+/// pid, it names one process, whatever reuses the pid later. `None` where it cannot be read.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, start time field 22.
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// A write to a closed pipe is an error to handle, not a signal that ends the process.

@@ -2,7 +2,8 @@
 //! the human started in two worktrees (run by `claude -p` through `loop run`, each against its
 //! own scripted model), with the right outcomes, a stalled loop saying so; a `claude -p` that
 //! names no commander never waits for the project's loops; a loop run takes no longer with the
-//! waiter installed; and a sync that brings CI's signed verdict reaches the next session once.
+//! waiter installed; and Codex, which has no async hook, hears of a settled loop and of CI's
+//! signed verdict at its next session, once.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -219,13 +220,16 @@ fn a_loop_run_takes_no_longer_with_the_waiter_installed() {
     );
 }
 
-/// A sync that brings CI's signed verdict for the content checked out is told to the next
-/// session once, as context at its start (`claude -p` has no waiter on the project's queue).
+/// A sync that brings CI's signed verdict for the content checked out is told to the project's
+/// next session once, as context at its start (Codex here: a `claude -p` one-shot reads only
+/// its own session's queue, and an interactive Claude Code session hears it from its waiter).
 #[test]
-fn claude_hears_of_cis_verdict_once_at_the_next_session() {
+fn codex_hears_of_cis_verdict_once_at_the_next_session() {
     let Some(clients) = clients() else { return };
     let project = project();
-    install_claude(project.path(), None, "");
+    let first = Server::start(vec![Turn::Text("Noted.".into())], None);
+    let home = codex_home(&first, project.path(), true);
+    install_codex(project.path(), home.path(), true);
     // CI: a remote the project pushes to, and a job that publishes a signed marker.
     let remote = project.path().parent().unwrap().join("remote.git");
     git(
@@ -290,32 +294,21 @@ fn claude_hears_of_cis_verdict_once_at_the_next_session() {
         project.path(),
         &["sync", "--remote", remote.to_str().unwrap()],
     ));
-    let first = Server::start(vec![Turn::Text("Noted.".into())], None);
-    claude_session(
-        &clients,
-        project.path(),
-        &first,
-        SESSION,
-        "Anything new?",
-        &[],
-    );
+    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
+    assert!(out.status.success(), "{}", said(&out));
     let heard = first.main_requests()[0].text();
     assert_eq!(
         heard
             .matches("CI vouched: tests passed for git-tree:")
             .count(),
         1,
-        "{heard}"
+        "{}",
+        &heard[heard.len().saturating_sub(3000)..]
     );
     let second = Server::start(vec![Turn::Text("Noted.".into())], None);
-    claude_session(
-        &clients,
-        project.path(),
-        &second,
-        SECOND,
-        "Anything new?",
-        &[],
-    );
+    point_codex_at(home.path(), &second);
+    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
+    assert!(out.status.success(), "{}", said(&out));
     assert!(
         !second.main_requests()[0].text().contains("CI vouched"),
         "told twice"

@@ -259,6 +259,9 @@ fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
 fn a_wake_made_stale_before_delivery_is_dropped() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "a");
+    // Another session's loop in the same checkout changes nothing of it.
+    Loop::for_session(dir.path(), "w9").start();
+    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
     // The human restarts the loop in the same session: the old end is no longer news.
     Loop::for_session(dir.path(), "w1")
         .flags(&["--name", "a"])
@@ -679,4 +682,110 @@ fn loop_run_worktree_adds_the_worktree_and_runs_the_command_there() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+}
+
+#[test]
+fn a_session_whose_own_loop_ended_hears_the_projects_wakes_and_a_headless_one_does_not() {
+    let dir = Project::git();
+    // cmdr ran a loop of its own, which passed: it is not a worker any more.
+    passed_loop(&dir, "cmdr", "own");
+    session_start(dir.path(), &fresh("n"), "startup");
+    passed_loop(&dir, "w1", "other");
+    // A headless one-shot (`claude -p`) does not take the project's news.
+    let headless = session_start_command(dir.path(), &fresh("p"), "startup")
+        .env("CLAUDE_CODE_ENTRYPOINT", "sdk-cli")
+        .output()
+        .unwrap();
+    assert!(
+        !stdout_of(&headless).contains("loop other"),
+        "{}",
+        stdout_of(&headless)
+    );
+    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
+    let said = dir.prompt("cmdr", "what now?");
+    let told = said["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        told.contains("loop other in .: running -> passed"),
+        "{said}"
+    );
+}
+
+#[test]
+fn many_wakes_are_told_whole_within_the_cap_and_the_rest_stay_queued() {
+    let dir = Project::git();
+    let long = "x".repeat(60);
+    for i in 0..40 {
+        passed_loop(&dir, &format!("w{i}"), &format!("{long}{i}"));
+    }
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    let told = json_of_stdout(&start)["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let heard = told.matches("running -> passed").count();
+    assert!(heard > 5, "{told}");
+    // Each wake told whole (its line, to the end), and those not told are still queued.
+    assert_eq!(
+        heard,
+        told.matches("no check verified the work").count(),
+        "a line was cut: {told}"
+    );
+    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 40 - heard);
+}
+
+#[test]
+fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
+    let dir = Project::git();
+    git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
+    install_at(dir.path(), None, &[]);
+    std::fs::write(
+        dir.path().join(".claude/settings.local.json"),
+        std::fs::read_to_string(dir.path().join(".claude/settings.local.json"))
+            .unwrap()
+            .replacen('{', r#"{"sandbox": {"enabled": true},"#, 1),
+    )
+    .unwrap();
+    let worktree = dir.path().parent().unwrap().join(format!(
+        "{}-evil",
+        dir.path().file_name().unwrap().to_string_lossy()
+    ));
+    git(
+        dir.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "evil",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    let _cleanup = scopeguard(worktree.clone());
+    let wt = std::fs::canonicalize(&worktree).unwrap();
+    // Honest: the main checkout's sandbox holds in the worktree; an unconfinable check is not run.
+    let attempt = || {
+        run_stop(
+            &wt,
+            &["--run", "touch ran.txt"],
+            &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
+            stop_payload(&wt, "s1", Some("x")).to_string(),
+        )
+    };
+    assert!(attempt().blocked());
+    assert!(!wt.join("ran.txt").exists());
+    // The agent, writing only in the worktree, makes its .git name a main of its own.
+    let planted = wt.join("evil/.git/worktrees/n");
+    std::fs::create_dir_all(&planted).unwrap();
+    std::fs::write(
+        planted.join("gitdir"),
+        format!("{}\n", wt.join(".git").display()),
+    )
+    .unwrap();
+    std::fs::write(planted.join("HEAD"), "ref: refs/heads/evil\n").unwrap();
+    std::fs::write(wt.join(".git"), "gitdir: evil/.git/worktrees/n\n").unwrap();
+    let stop = attempt();
+    assert!(stop.blocked(), "{:?}", stop.json);
+    assert!(!wt.join("ran.txt").exists(), "the check ran unconfined");
 }

@@ -14,9 +14,7 @@ use lexopt::prelude::*;
 use crate::cli::hook::{HookInput, MAX_HOOK_INPUT};
 use crate::cli::output::diagnostic;
 use crate::exit::Code as ExitCode;
-use crate::state::loops;
 use crate::state::project::{Project, SessionId};
-use crate::state::session;
 use crate::state::wakes;
 use crate::sys::files;
 use crate::sys::process;
@@ -34,9 +32,9 @@ sync brings CI's verdict), then exits 2 with one line per change on stderr, whic
 model: `loop parser-fix in ../wt-parser: running -> passed after 7 passes, checks green`.
 It exits 0 at once when its session runs a loop of its own (a worker), when nothing reports
 here and no wake waits, and under VIGIL_DISABLE. It waits on the project's queue only in an
-interactive session (under `claude -p` it would hold the session open): a `claude -p`
-commander is woken only through `--notify SESSION`. A newer waiter of the same session
-replaces the last; a waiter exits when the process that started it is gone.
+interactive session (CLAUDE_CODE_ENTRYPOINT cli; under `claude -p` it would hold the session
+open): a `claude -p` commander is woken only through `--notify SESSION`. A newer waiter of
+the same session replaces the last; a waiter exits when the process that started it is gone.
 Each wake is delivered once, only while it is news, and removed only once written out.
 
 Options:
@@ -46,7 +44,7 @@ Options:
   --check-config   check these flags and exit (the doctor runs the handler so)
   -h, --help       this text
 Exit 0: nothing to tell (or gave up). 2: wakes were written on stderr. 1: the hook's input
-could not be read (one line on stderr).
+could not be read, or the state home written (one line on stderr).
 ";
 
 struct Options {
@@ -125,10 +123,6 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 
 fn wait(options: &Options) -> Result<ExitCode> {
     let parent = process::parent_id();
-    if parent == 1 {
-        // Handed to init already: the hook that started it is gone.
-        return Ok(ExitCode::SUCCESS);
-    }
     let started = Instant::now();
     let bytes = files::read_capped(
         std::io::stdin().lock(),
@@ -143,17 +137,12 @@ fn wait(options: &Options) -> Result<ExitCode> {
             .as_deref()
             .ok_or_else(|| Error::input("the hook input has no session_id"))?,
     )?;
-    // A worker: `loop run`'s command, or a session that runs (or ran) a loop of its own.
-    if std::env::var_os(loops::RUN_ENV).is_some() {
+    // A worker (`loop run`'s command, a session whose loop is live) reports; it is not told.
+    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
+    if wakes::is_worker(&project, &session) {
         return Ok(ExitCode::SUCCESS);
     }
-    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
-    match session::peek(&project, &session) {
-        Ok(Some(record)) if record.ralph.is_some() => return Ok(ExitCode::SUCCESS),
-        Err(_) => return Ok(ExitCode::SUCCESS),
-        _ => {}
-    }
-    let commander = interactive().then(|| wakes::main_checkout(&project.dir));
+    let commander = (!wakes::headless()).then(|| wakes::main_checkout(&project.dir));
     let queues = wakes::queues_of(&session, commander.as_deref());
     if !wakes::anything_to_wait_for(&queues) {
         return Ok(ExitCode::SUCCESS);
@@ -204,11 +193,4 @@ fn deliver(taken: Vec<wakes::Claimed>, parent: u32, registration: &std::path::Pa
         taken.into_iter().for_each(wakes::Claimed::put_back);
         ExitCode::SUCCESS
     }
-}
-
-/// Whether the session is an interactive Claude Code one (`CLAUDE_CODE_ENTRYPOINT` is `cli`,
-/// or unset): `claude -p` runs an asyncRewake handler in the foreground and waits for it, so
-/// there a waiter on the project's queue would hold the session open.
-fn interactive() -> bool {
-    std::env::var("CLAUDE_CODE_ENTRYPOINT").map_or(true, |entry| !entry.starts_with("sdk-"))
 }
