@@ -57,17 +57,20 @@ const BROKEN: &str = "broken";
 
 /// The bare repository the notes are kept in.
 pub fn repository(project: &Project) -> PathBuf {
-    project.protected().dir.join("notes.git")
+    project.repository_state().join("notes.git")
 }
 
 /// The directory the notes of a check are written out to, for the gates.
 pub fn cache_dir(project: &Project, check: &CheckName) -> PathBuf {
-    project.protected().dir.join("notes").join(check.as_str())
+    project
+        .repository_state()
+        .join("notes")
+        .join(check.as_str())
 }
 
 /// The checks whose notes are written out for the gates.
 pub fn written_checks(project: &Project) -> Vec<CheckName> {
-    std::fs::read_dir(project.protected().dir.join("notes"))
+    std::fs::read_dir(project.repository_state().join("notes"))
         .map(|entries| {
             entries
                 .flatten()
@@ -317,7 +320,10 @@ fn refuse_agent_writable(project: &Project) -> Result<()> {
 /// The lock every change of the notes repository and of what is written out from it is made
 /// under: two publishes at once would each append to the same note and one line would be lost.
 fn lock(project: &Project, deadline: Deadline) -> Result<FileLock> {
-    let path = project.protected().dir.join("notes.lock");
+    let dir = project.repository_state();
+    // A worktree's main checkout may have no protected state yet.
+    files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let path = dir.join("notes.lock");
     FileLock::acquire(&path, deadline.remaining()).map_err(|e| Error::io("lock", &path, &e))
 }
 

@@ -110,6 +110,18 @@ impl Project {
         self.state.join("loops")
     }
 
+    /// Where the state that belongs to the repository rather than to this checkout is kept
+    /// (synced notes; SPEC §10): for a linked worktree, the protected state of its main
+    /// checkout, which every worktree of the repository shares; else this project's own.
+    pub fn repository_state(&self) -> PathBuf {
+        let place = self.protected();
+        let main = crate::sys::git::main_checkout(&self.dir);
+        if place.fallback || main == self.dir {
+            return place.dir.clone();
+        }
+        protected::home().map_or_else(|| place.dir.clone(), |home| protected::dir_in(&home, &main))
+    }
+
     /// Local markers (SPEC §5): in the protected state, so an unsigned marker is exactly as
     /// strong as the sandbox that keeps the agent out of it.
     pub fn markers(&self) -> PathBuf {

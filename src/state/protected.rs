@@ -308,6 +308,8 @@ pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
     if let Ok(repository) = Repository::locate(project_dir) {
         tops.push(repository.top);
     }
+    // A linked worktree shares the keys trusted for its main checkout (SPEC §10).
+    tops.push(crate::sys::git::main_checkout(project_dir));
     let mut dirs: Vec<PathBuf> = tops
         .iter()
         .filter_map(|top| dir_for(top))

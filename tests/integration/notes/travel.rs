@@ -427,3 +427,34 @@ fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
         "the same verdict woke the commander twice"
     );
 }
+
+/// SPEC §10: what belongs to the repository is shared by its worktrees: the notes a sync
+/// brought into the main checkout, and the keys trusted there, let a linked worktree's Stop
+/// through for the same content, with no sync or trust of its own.
+#[test]
+fn a_linked_worktree_shares_the_main_checkouts_synced_notes_and_trusted_keys() {
+    let world = World::new();
+    let ci = world.clone("ci");
+    let laptop = world.clone("laptop");
+    ci_publishes(&ci, "tests", Some(&world.secret()));
+    ok(marker_writer_in(
+        &laptop,
+        &["trust", world.public().to_str().unwrap()],
+    ));
+    ok(marker_writer_in(&laptop, &["sync"]));
+    assert_eq!(laptop_stop(&laptop, "tests", None), None);
+    let worktree = laptop.with_file_name("laptop-wt");
+    git(
+        &laptop,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "wt",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(subject_of(&worktree), subject_of(&laptop));
+    assert_eq!(laptop_stop(&worktree, "tests", None), None);
+}
