@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::state::protected;
+use crate::sys::atomic;
 use crate::sys::files;
 use crate::sys::git;
 use crate::sys::paths;
@@ -44,7 +46,7 @@ impl Effective {
 pub fn sandbox_on(project: &Path) -> bool {
     // A `.git` file that claims a worktree no main checkout anchors: its settings cannot be
     // known, so the sandbox is taken to be on (a check that cannot be confined is not run).
-    if git::claims_worktree(project) && git::main_checkout(project) == paths::canonical(project) {
+    if git::claims_worktree(project) && main_of(project) == paths::canonical(project) {
         return true;
     }
     let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -66,7 +68,7 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     paths.push(project.join(".claude/settings.json"));
     // In a linked worktree, Claude Code reads the main checkout's local settings too (2.1.332:
     // it resolves them to the repository's canonical root), then the worktree's own.
-    let main = git::main_checkout(project);
+    let main = main_of(project);
     if main != paths::canonical(project) {
         paths.push(main.join(".claude/settings.local.json"));
     }
@@ -75,6 +77,32 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     paths::dedup_canonical(&mut paths);
     paths
 }
+
+/// The main checkout of the linked worktree `project`, pinned in the worktree's protected
+/// state the first time it is found anchored (`git::main_checkout`): the agent can rewrite or
+/// delete the worktree's `.git` file later, and a main pinned then still counts (its settings,
+/// its sandbox). The project itself when it is no worktree and none was pinned.
+pub fn main_of(project: &Path) -> PathBuf {
+    let canonical = paths::canonical(project);
+    let found = git::main_checkout(project);
+    let pin = protected::home().map(|home| protected::dir_in(&home, &canonical).join(MAIN_PIN));
+    if found != canonical {
+        if let Some(pin) = pin.filter(|pin| std::fs::symlink_metadata(pin).is_err())
+            && let Some(dir) = pin.parent()
+            && files::make_private_dir(dir).is_ok()
+        {
+            let _ = atomic::write_atomic(&pin, found.as_os_str().as_encoded_bytes(), 0o600);
+        }
+        return found;
+    }
+    pin.and_then(|pin| files::read_regular(&pin, 4096, false).ok().flatten())
+        .map(|bytes| paths::from_bytes(&bytes))
+        .filter(|main| main.is_absolute() && *main != canonical)
+        .unwrap_or(found)
+}
+
+/// The file in a worktree's protected state that names its main checkout.
+const MAIN_PIN: &str = "main-checkout";
 
 /// One settings layer, when it is a regular file of at most 8 MiB holding a JSON object.
 pub fn read_layer(path: &Path) -> Option<Map<String, Value>> {

@@ -632,7 +632,7 @@ fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
 }
 
 #[test]
-fn loop_run_worktree_adds_the_worktree_and_runs_the_command_there() {
+fn loop_run_worktree_runs_the_command_in_the_worktree_you_added_and_adds_none() {
     let dir = Project::git();
     git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
     install_at(dir.path(), None, &[]);
@@ -642,46 +642,59 @@ fn loop_run_worktree_adds_the_worktree_and_runs_the_command_there() {
         main.file_name().unwrap().to_string_lossy()
     ));
     let _cleanup = scopeguard(worktree.clone());
+    // A hook the agent planted in the repository: vigil runs no git command that would run it.
+    let hook = main.join(".git/hooks/post-checkout");
+    let pwned = main.parent().unwrap().join(format!(
+        "{}-PWNED",
+        main.file_name().unwrap().to_string_lossy()
+    ));
+    let _pwned = scopeguard(pwned.clone());
+    write_file(&hook, format!("#!/bin/sh\ntouch {}\n", pwned.display()));
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let seen = dir.path().join("seen");
-    let run = || {
+    let run = |name: &str| {
         stop_gate()
-            .args([
-                "loop",
-                "run",
-                "--worktree",
-                "parser",
-                "--max-iterations",
-                "2",
-            ])
+            .args(["loop", "run", "--worktree", name, "--max-iterations", "2"])
             .args(["--completion-promise", "DONE", "--", "sh", "-c"])
             .arg(format!("pwd > {}", seen.display()))
             .current_dir(dir.path())
             .output()
             .unwrap()
     };
-    let out = run();
-    // No session claims the loop (`sh` starts none): it never ran, and says so.
+    // Missing: refused, with the line that adds it; nothing added, nothing run.
+    let out = run("parser");
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("worktree add -b parser"),
+        "{}",
+        said(&out)
+    );
+    assert!(!worktree.exists() && !seen.exists() && !pwned.exists());
+    // Added by you: the command runs there (no session claims the loop: `sh` starts none).
+    std::fs::remove_file(&hook).unwrap();
+    git(
+        dir.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "parser",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    let out = run("parser");
     assert_eq!(out.status.code(), Some(4), "{}", said(&out));
     assert_eq!(
         std::fs::read_to_string(&seen).unwrap().trim(),
         worktree.to_str().unwrap(),
         "the command ran in the worktree"
     );
-    assert_eq!(
-        git(&worktree, &["branch", "--show-current"]).trim(),
-        "parser"
-    );
-    // Again: the worktree is there, and used as it is.
-    let out = run();
-    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
-    // A name that is not a plain word is refused before anything is made.
-    let out = stop_gate()
-        .args(["loop", "run", "--worktree", "../x", "--max-iterations", "2"])
-        .args(["--completion-promise", "DONE", "--", "true"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    // A name that is not a plain word, or that git would read as an option, is refused.
+    for name in ["../x", "--no-checkout"] {
+        let out = run(name);
+        assert_eq!(out.status.code(), Some(2), "{name}: {}", said(&out));
+    }
 }
 
 #[test]
@@ -768,7 +781,7 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
     let attempt = || {
         run_stop(
             &wt,
-            &["--run", "touch ran.txt"],
+            &["--run", "touch ran.txt", "--max-blocks", "100"],
             &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
             stop_payload(&wt, "s1", Some("x")).to_string(),
         )
@@ -785,6 +798,15 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
     .unwrap();
     std::fs::write(planted.join("HEAD"), "ref: refs/heads/evil\n").unwrap();
     std::fs::write(wt.join(".git"), "gitdir: evil/.git/worktrees/n\n").unwrap();
+    let stop = attempt();
+    assert!(stop.blocked(), "{:?}", stop.json);
+    assert!(!wt.join("ran.txt").exists(), "the check ran unconfined");
+    // Or names the main's own git directory, or is gone: the main pinned earlier still holds.
+    let main_git = std::fs::canonicalize(dir.path()).unwrap().join(".git");
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", main_git.display())).unwrap();
+    let stop = attempt();
+    assert!(stop.blocked(), "{:?}", stop.json);
+    std::fs::remove_file(wt.join(".git")).unwrap();
     let stop = attempt();
     assert!(stop.blocked(), "{:?}", stop.json);
     assert!(!wt.join("ran.txt").exists(), "the check ran unconfined");

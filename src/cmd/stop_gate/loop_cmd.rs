@@ -565,6 +565,11 @@ fn take_worktree(flags: &mut Vec<String>) -> Result<Option<String>> {
             "--worktree is given twice; give each flag once",
         ));
     }
+    if value.starts_with('-') {
+        return Err(Error::usage(format!(
+            "--worktree {value:?} begins with `-`; give a plain name, e.g. --worktree parser"
+        )));
+    }
     wakes::parse_name(&value).map(Some).map_err(|_| {
         Error::usage(format!(
             "--worktree {value:?} is not 1 to 64 letters, digits, `.`, `_` or `-`"
@@ -573,8 +578,10 @@ fn take_worktree(flags: &mut Vec<String>) -> Result<Option<String>> {
 }
 
 /// `loop run --worktree NAME`: moves into the linked worktree `../<main checkout>-NAME` of this
-/// repository, adding it on a new branch NAME (or that branch, when it exists) when missing.
-/// The main checkout's local settings wire it (Claude Code reads them in every worktree).
+/// repository. It adds nothing: `git worktree add` would run the repository's hooks and
+/// filters, and check out a branch, which are the agent's to write; a missing worktree is
+/// refused with the line that adds it, for you to run. The main checkout's local settings wire
+/// it (Claude Code reads them in every worktree).
 fn enter_worktree(name: &str) -> Result<()> {
     let here = std::env::current_dir().map_err(|e| Error::io("read", Path::new("."), &e))?;
     let main = crate::sys::git::main_checkout(&protected::project_top(&here));
@@ -588,27 +595,12 @@ fn enter_worktree(name: &str) -> Result<()> {
         .map_or_else(|| "checkout".into(), |n| n.to_string_lossy().into_owned());
     let path = parent.join(format!("{base}-{name}"));
     if !path.exists() {
-        let timeout = std::time::Duration::from_secs(60);
-        let target = path.to_string_lossy().into_owned();
-        let branch_exists = crate::sys::git::git(
-            &main,
-            &[
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{name}"),
-            ],
-            &[],
-            timeout,
-        )
-        .is_ok();
-        let args: Vec<&str> = if branch_exists {
-            vec!["worktree", "add", "-q", &target, name]
-        } else {
-            vec!["worktree", "add", "-q", "-b", name, &target]
-        };
-        crate::sys::git::git(&main, &args, &[], timeout)
-            .map_err(|e| Error::usage(format!("--worktree {name}: cannot add {target}: {e}")))?;
+        return Err(Error::usage(format!(
+            "--worktree {name}: there is no worktree {}; add it first (from the commit you choose): `git -C {} worktree add -b {name} {}`",
+            path.display(),
+            flags::shell_quote(&main.to_string_lossy()),
+            flags::shell_quote(&path.to_string_lossy())
+        )));
     }
     if crate::sys::git::main_checkout(&path) != main {
         return Err(Error::usage(format!(

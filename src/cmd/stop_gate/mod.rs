@@ -126,12 +126,12 @@ start:
 const HELP_LOOP_TAIL: &str = "\
 run (for `claude -p` and `codex exec`): start's flags but --session and --next-session,
 then `--` and the command. --worktree NAME runs it in the linked worktree
-../<checkout>-NAME of this repository (added on a new branch NAME when missing; the loop's
-name defaults to NAME): run several at once, one per worktree. It starts a loop for the
-session COMMAND starts (claimed by session-start-loader through $VIGIL_LOOP_RUN, which only
-COMMAND's environment holds), runs COMMAND with its own terminal, and prints one line on
-stderr: how the loop ended, its passes, and what to do. Without a prompt, the loop feeds
-back \"Go on with the task you were given\".
+../<checkout>-NAME of this repository, which you added (`git worktree add`: vigil runs no
+git hook of the agent's); the loop's name defaults to NAME. Run several at once, one per
+worktree. It starts a loop for the session COMMAND starts (claimed by session-start-loader
+through $VIGIL_LOOP_RUN, which only COMMAND's environment holds), runs COMMAND with its own
+terminal, and prints one line on stderr: how the loop ended, its passes, and what to do.
+Without a prompt, the loop feeds back \"Go on with the task you were given\".
 It lifts Claude Code's cap on Stop blocks for COMMAND (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0),
 since vigil bounds the loop, unless the variable is set already or another hook could block a
 stop (a Stop hook in the project's settings, frontmatter or plugin hooks, --settings or
