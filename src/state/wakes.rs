@@ -469,7 +469,11 @@ pub fn entries(queue: &Path) -> Vec<Entry> {
         }
         found.push(read);
     }
-    found.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+    // Oldest first; loops started in the same instant by name, so the order is the same each time.
+    found.sort_by(|a, b| {
+        (a.started_at.as_str(), a.report.name.as_str())
+            .cmp(&(b.started_at.as_str(), b.report.name.as_str()))
+    });
     found
 }
 

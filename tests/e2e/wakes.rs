@@ -152,8 +152,12 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
     );
     // Nothing left to deliver, and both ends shown after a long absence.
     let list = listed(project.path());
-    let statuses: Vec<&str> = list.iter().filter_map(|e| e["status"].as_str()).collect();
-    assert_eq!(statuses, ["passed", "aborted"], "{list:?}");
+    let mut ends: Vec<(&str, &str)> = list
+        .iter()
+        .filter_map(|e| Some((e["report"]["name"].as_str()?, e["status"].as_str()?)))
+        .collect();
+    ends.sort();
+    assert_eq!(ends, [("a", "passed"), ("b", "aborted")], "{list:?}");
     let text =
         String::from_utf8_lossy(&vigil("stop-gate", project.path(), &["loop", "list"]).stdout)
             .into_owned();
