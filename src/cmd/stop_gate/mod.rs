@@ -339,15 +339,17 @@ fn prompt_wakes(config: &Result<GateConfig>, input: &HookInput) -> Vec<wakes::Cl
     wakes::for_context(&project, &session)
 }
 
+/// A hook's JSON answer as an object to add fields to (an empty one when it had none).
+fn answer_object(answer: Option<&str>) -> serde_json::Map<String, serde_json::Value> {
+    answer
+        .and_then(|json| serde_json::from_str(json).ok())
+        .unwrap_or_default()
+}
+
 /// A UserPromptSubmit answer with `context` added to what the model reads with the prompt,
 /// and to what the person reads.
 fn with_context(answer: Option<String>, context: &str) -> String {
-    let mut object = answer
-        .as_deref()
-        .and_then(|json| {
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json).ok()
-        })
-        .unwrap_or_default();
+    let mut object = answer_object(answer.as_deref());
     let told = match object.get("systemMessage").and_then(|m| m.as_str()) {
         Some(before) => format!("{before}\n{context}"),
         None => context.to_string(),
@@ -369,12 +371,7 @@ fn with_context(answer: Option<String>, context: &str) -> String {
 /// The Stop's answer with `terminalSequence` added (an allow with no message gets an object of
 /// its own).
 fn with_terminal_sequence(answer: Option<String>, sequence: &str) -> Option<String> {
-    let mut object = answer
-        .as_deref()
-        .and_then(|json| {
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(json).ok()
-        })
-        .unwrap_or_default();
+    let mut object = answer_object(answer.as_deref());
     object.insert("terminalSequence".into(), sequence.into());
     Some(serde_json::Value::Object(object).to_string())
 }
