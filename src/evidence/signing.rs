@@ -67,10 +67,11 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     // Each file is written whole to a temp file, then linked into place, which fails rather
     // than replace anything: a failure leaves no half key, and nothing is ever overwritten.
     let place = |path: &Path, text: String, mode: u32| -> Result<()> {
+        // Made owner-only (tempfile's 0600), then given `mode`: never more open than that.
         let mut temp = tempfile::Builder::new()
             .prefix(".vigil-key.")
-            .permissions(files::permissions(mode))
             .tempfile_in(dir)
+            .and_then(|temp| files::set_mode(temp.as_file(), mode).map(|()| temp))
             .map_err(|e| Error::io("create a key in", dir, &e))?;
         temp.write_all(text.as_bytes())
             .and_then(|()| temp.as_file().sync_all())

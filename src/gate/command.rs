@@ -1,8 +1,8 @@
-//! The check command of `stop-gate --run` (SPEC §4, check 2): `sh -c CMD` at the project's top,
+//! The check command of `stop-gate --run` (SPEC §4, check 2): `sh -c CMD` at the project's top
+//! (on Windows Git's `sh`, else `cmd.exe`),
 //! confined (SPEC §9), with a timeout that kills its whole process group, reported as one
 //! useful line and the last 20 lines of its output.
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::error;
@@ -88,8 +88,8 @@ pub fn run_check(
             unconfined: None,
         };
     }
-    let mut cmd = Command::new("sh");
-    cmd.args(&args).current_dir(&plan.cwd);
+    let mut cmd = process::shell(command);
+    cmd.current_dir(&plan.cwd);
     Checked {
         result: judge(
             &shown,

@@ -8,23 +8,19 @@ use crate::sys::atomic;
 use crate::sys::digest;
 use crate::sys::files;
 use crate::sys::git::Repository;
-use crate::sys::paths;
+use crate::sys::{paths, user};
 
 /// The install record's file name, in the project's protected state.
 pub const RECORD_FILE: &str = "installed.json";
 
-/// `$VIGIL_STATE_HOME`, else `$XDG_STATE_HOME/vigil`, else `~/.local/state/vigil`. A relative
-/// value is ignored, as the XDG rules say: it would name a place inside whatever directory a
-/// hook runs in, which is the project.
+/// `$VIGIL_STATE_HOME`, else `$XDG_STATE_HOME/vigil`, else `~/.local/state/vigil`; on
+/// Windows `%LOCALAPPDATA%\vigil`. A relative value is ignored, as the XDG rules say: it would
+/// name a place inside whatever directory a hook runs in, which is the project.
 pub fn home() -> Option<PathBuf> {
-    let set = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-    };
-    set("VIGIL_STATE_HOME")
-        .or_else(|| set("XDG_STATE_HOME").map(|dir| dir.join("vigil")))
-        .or_else(|| set("HOME").map(|dir| dir.join(".local/state/vigil")))
+    std::env::var_os("VIGIL_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .or_else(user::default_state_home)
 }
 
 /// The project's own directory in the state home: `projects/<name>-<hash>`, where the hash is

@@ -1,13 +1,13 @@
 //! An exclusive lock on a sidecar file, so that read-modify-write of a state file by hooks
 //! running at the same moment never loses an update.
 
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
 use crate::error::Result;
+use crate::sys::files;
 
 /// Held until dropped (closing the file releases the lock).
 pub struct FileLock {
@@ -23,50 +23,52 @@ impl FileLock {
     /// path names once it is held: a holder may remove it ([`FileLock::transient`]), and a waiter
     /// that locked the removed file opens the path again.
     pub fn acquire(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let deadline = Instant::now() + wait;
+        let timed_out = || {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "another vigil process holds the lock",
+            )
+        };
         loop {
-            let file = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                .open(path)?;
-            let held = file.metadata()?;
-            if !held.is_file() {
+            let file = match files::open_write_no_follow(path, true) {
+                Ok(file) => file,
+                // Windows: a lock file its holder is removing cannot be opened until the
+                // holder closes it; the path is locked afresh then.
+                Err(e) if cfg!(windows) && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    if Instant::now() >= deadline {
+                        return Err(timed_out());
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if !file.metadata()?.is_file() {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
                     "the lock is not a regular file",
                 ));
             }
             loop {
-                // SAFETY: flock on a descriptor this function owns.
-                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                    break;
-                }
-                let err = std::io::Error::last_os_error();
-                if err.kind() != std::io::ErrorKind::WouldBlock {
-                    return Err(err);
+                match file.try_lock() {
+                    Ok(()) => break,
+                    Err(TryLockError::WouldBlock) => {}
+                    Err(TryLockError::Error(e)) => return Err(e),
                 }
                 if Instant::now() >= deadline {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "another vigil process holds the lock",
-                    ));
+                    return Err(timed_out());
                 }
                 std::thread::sleep(Duration::from_millis(2));
             }
-            match std::fs::symlink_metadata(path) {
-                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
-                    return Ok(FileLock {
-                        _file: file,
-                        path: path.to_path_buf(),
-                        transient: false,
-                    });
-                }
-                // Removed (or replaced) by the holder before us: this lock guards nothing.
-                _ => continue,
+            if files::same_file(&file, path) {
+                return Ok(FileLock {
+                    _file: file,
+                    path: path.to_path_buf(),
+                    transient: false,
+                });
             }
+            // Removed (or replaced) by the holder before us: this lock guards nothing.
         }
     }
 

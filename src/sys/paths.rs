@@ -2,6 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::sys::platform;
+
 /// Keeps the first of the paths that name one file, whatever their spelling ([`canonical`]).
 pub fn dedup_canonical(paths: &mut Vec<PathBuf>) {
     let mut seen = Vec::new();
@@ -38,23 +40,22 @@ pub fn canonical(path: &Path) -> PathBuf {
 
 /// A path from the bytes a file holds (a `gitdir:` line, a recorded top).
 pub fn from_bytes(bytes: &[u8]) -> PathBuf {
-    PathBuf::from(os_str(bytes))
+    PathBuf::from(os_str(bytes).into_owned())
 }
 
-/// The name or path in `bytes`, as the system spells it.
-pub fn os_str(bytes: &[u8]) -> &std::ffi::OsStr {
-    use std::os::unix::ffi::OsStrExt;
-    std::ffi::OsStr::from_bytes(bytes)
+/// The name or path in `bytes`, as the system spells it. On Windows, where names are UTF-16,
+/// bytes that are not UTF-8 name nothing that exists: they are read with U+FFFD in place.
+pub fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, std::ffi::OsStr> {
+    platform::fs::os_str(bytes)
 }
 
-/// The bytes of a name or path, as the system spells it.
+/// The bytes of a name or path, as the system spells it (on Windows, WTF-8: UTF-8 for every
+/// name that is valid Unicode).
 pub fn bytes(name: &std::ffi::OsStr) -> &[u8] {
-    use std::os::unix::ffi::OsStrExt;
-    name.as_bytes()
+    platform::fs::bytes(name)
 }
 
 /// The bytes of an owned name or path.
 pub fn into_bytes(name: std::ffi::OsString) -> Vec<u8> {
-    use std::os::unix::ffi::OsStringExt;
-    name.into_vec()
+    platform::fs::into_bytes(name)
 }

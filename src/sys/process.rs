@@ -1,17 +1,25 @@
-//! Running a child process with a deadline: its own process group (so a timeout kills every
-//! process it started), output captured to a bounded tail, and never a hang on a pipe that a
-//! stray grandchild keeps open. Ctrl-C, SIGTERM and SIGHUP that reach vigil are passed on to
-//! the groups it runs, so a killed hook does not leave its check running.
+//! Running a child process with a deadline: the child and everything it starts are one tree
+//! (a process group on Unix, a Job Object on Windows), so a timeout kills all of it; output
+//! captured to a bounded tail, and never a hang on a pipe that a stray grandchild keeps open.
+//! Ctrl-C, SIGTERM and SIGHUP that reach vigil are passed on to the trees it runs (Unix); on
+//! Windows a tree dies when vigil does, with its job. The system's side is the platform's
+//! `process` module.
 
 use std::io::Read;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, Once, mpsc};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::sys::digest;
+use crate::sys::platform::process as os;
+
+pub use os::{
+    FILE_SIZE_SIGNAL, command_line, descriptor_number, detach as own_group, ignore_pipe_signal,
+    is_alive, limit_file_size, parent_id, pass_only, run_foreground, set_nonblocking, signal_of,
+    start_time,
+};
 
 /// How a child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +39,7 @@ impl Outcome {
         match self {
             Outcome::Exited(code) => code,
             Outcome::Signaled(signal) => 128 + signal,
-            Outcome::TimedOut => 128 + libc::SIGKILL,
+            Outcome::TimedOut => 128 + os::KILL_SIGNAL,
         }
     }
 }
@@ -48,111 +56,6 @@ pub struct Finished {
 
 /// How long to wait for output pipes after the child is gone.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
-
-/// The process groups signals are forwarded to; 0 marks a free slot.
-static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
-static HANDLERS: Once = Once::new();
-
-extern "C" fn forward(signal: libc::c_int) {
-    let mut forwarded = false;
-    for slot in &GROUPS {
-        let group = slot.load(Ordering::SeqCst);
-        if group > 0 {
-            // SAFETY: kill(2) is async-signal-safe.
-            unsafe {
-                libc::kill(-group, signal);
-            }
-            forwarded = true;
-        }
-    }
-    if !forwarded {
-        // Nothing runs on our behalf: the signal is for us, with its usual effect.
-        // SAFETY: signal(2) and raise(3) are async-signal-safe.
-        unsafe {
-            libc::signal(signal, libc::SIG_DFL);
-            libc::raise(signal);
-        }
-    }
-}
-
-/// A new process group for the child, and on Linux its death with ours: a hook killed by its
-/// engine must not leave the command it ran behind.
-fn isolate(cmd: &mut Command) {
-    cmd.process_group(0);
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            // An ignored signal stays ignored across exec: the command gets the default back.
-            libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
-            Ok(())
-        });
-    }
-}
-
-/// While alive, the terminal on our stdin (if it is one) gives its foreground to a child's
-/// process group, so a command run in its own group can still read from the terminal.
-struct Foreground(bool);
-
-impl Foreground {
-    fn give(group: libc::pid_t) -> Foreground {
-        // SAFETY: isatty, signal, tcsetpgrp and kill take plain values and touch no memory.
-        unsafe {
-            if libc::isatty(0) != 1 {
-                return Foreground(false);
-            }
-            let previous = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-            let given = libc::tcsetpgrp(0, group) == 0;
-            libc::signal(libc::SIGTTOU, previous);
-            // It may have tried to read before it had the terminal, and stopped.
-            libc::kill(-group, libc::SIGCONT);
-            Foreground(given)
-        }
-    }
-}
-
-impl Drop for Foreground {
-    fn drop(&mut self) {
-        if self.0 {
-            // SAFETY: as above; the terminal goes back to our own group.
-            unsafe {
-                let previous = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
-                libc::tcsetpgrp(0, libc::getpgrp());
-                libc::signal(libc::SIGTTOU, previous);
-            }
-        }
-    }
-}
-
-/// While alive, signals that reach vigil are passed on to one process group.
-struct Forwarding(Option<&'static AtomicI32>);
-
-impl Forwarding {
-    fn to(group: i32) -> Forwarding {
-        HANDLERS.call_once(|| {
-            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                // SAFETY: the handler only reads atomics and calls kill(2).
-                unsafe {
-                    libc::signal(signal, forward as *const () as libc::sighandler_t);
-                }
-            }
-        });
-        let slot = GROUPS.iter().find(|slot| {
-            slot.compare_exchange(0, group, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-        });
-        Forwarding(slot)
-    }
-}
-
-impl Drop for Forwarding {
-    fn drop(&mut self) {
-        if let Some(slot) = self.0 {
-            slot.store(0, Ordering::SeqCst);
-        }
-    }
-}
 
 /// Runs `cmd` with stdin closed, in a new process group. With `merge`, stderr goes into the
 /// same pipe as stdout, in order. At `timeout` the whole group gets SIGKILL; when the child
@@ -176,7 +79,6 @@ pub fn run_with_input(
     } else {
         Stdio::null()
     });
-    isolate(&mut cmd);
     let err_reader = if merge {
         cmd.stdout(out_writer.try_clone()?).stderr(out_writer);
         None
@@ -186,7 +88,7 @@ pub fn run_with_input(
         Some(err_reader)
     };
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
+    let (mut child, tree) = os::Tree::spawn(&mut cmd)?;
     // The writers now live only in the child: drop our copies (inside `cmd`) so EOF comes.
     drop(cmd);
     if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
@@ -196,13 +98,11 @@ pub fn run_with_input(
             let _ = stdin.write_all(&input);
         });
     }
-    let group = child.id() as libc::pid_t;
-    let _forwarding = Forwarding::to(group);
     let out = collect(out_reader, tail);
     let err = err_reader.map(|r| collect(r, 4096));
-    let outcome = wait(child, Some(timeout))?;
+    let outcome = wait(child, &tree, Some(timeout))?;
     let duration = start.elapsed();
-    kill_group(group);
+    tree.kill();
     // The grace for a pipe held by an escaped process comes out of the same time budget.
     let grace = PIPE_GRACE
         .min(timeout.saturating_sub(duration))
@@ -215,10 +115,13 @@ pub fn run_with_input(
     })
 }
 
-/// Waits for a child that leads its own process group; at `timeout` the whole group gets
-/// SIGKILL and the outcome is `TimedOut`.
-pub fn wait(mut child: std::process::Child, timeout: Option<Duration>) -> std::io::Result<Outcome> {
-    let pid = child.id() as libc::pid_t;
+/// Waits for a child that leads its own tree; at `timeout` the whole tree is killed and the
+/// outcome is `TimedOut`.
+fn wait(
+    mut child: std::process::Child,
+    tree: &os::Tree,
+    timeout: Option<Duration>,
+) -> std::io::Result<Outcome> {
     let (done_tx, done_rx) = mpsc::channel();
     thread::spawn(move || {
         let _ = done_tx.send(child.wait());
@@ -230,7 +133,7 @@ pub fn wait(mut child: std::process::Child, timeout: Option<Duration>) -> std::i
     match received {
         Some(status) => Ok(outcome_of(status?)),
         None => {
-            kill_group(pid);
+            tree.kill();
             let _ = done_rx.recv();
             Ok(Outcome::TimedOut)
         }
@@ -246,50 +149,6 @@ pub struct PassedThrough {
     pub duration: Duration,
 }
 
-/// Runs `cmd` with our stdin, stdout and stderr, in our own process group, so the shell's job
-/// control (^Z, `fg`, `bg`) and the terminal's ^C reach it as they reach us: while it runs we
-/// ignore SIGINT and SIGQUIT (the command gets them from the terminal and decides), and pass
-/// SIGTERM and SIGHUP sent to us alone on to it. Waits for it, with no deadline: for
-/// `stop-gate loop run`, which must outlive its command to say how the loop ended.
-pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
-    let mut child = cmd.spawn()?;
-    CHILD.store(child.id() as i32, Ordering::SeqCst);
-    // SAFETY: setting dispositions is sound; the handler only reads an atomic and calls kill(2).
-    let previous = unsafe {
-        [
-            libc::signal(libc::SIGINT, libc::SIG_IGN),
-            libc::signal(libc::SIGQUIT, libc::SIG_IGN),
-            libc::signal(libc::SIGTERM, to_child as *const () as libc::sighandler_t),
-            libc::signal(libc::SIGHUP, to_child as *const () as libc::sighandler_t),
-        ]
-    };
-    let status = child.wait();
-    CHILD.store(0, Ordering::SeqCst);
-    // SAFETY: as above: the dispositions we found are put back.
-    unsafe {
-        for (signal, previous) in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP]
-            .into_iter()
-            .zip(previous)
-        {
-            libc::signal(signal, previous);
-        }
-    }
-    status
-}
-
-/// The command `run_foreground` waits for.
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn to_child(signal: libc::c_int) {
-    let child = CHILD.load(Ordering::SeqCst);
-    if child > 0 {
-        // SAFETY: kill(2) is async-signal-safe.
-        unsafe {
-            libc::kill(child, signal);
-        }
-    }
-}
-
 /// Runs `cmd` in its own process group with its stdout and stderr copied through to ours as
 /// they come, hashing them. Signals that reach vigil are passed on to the group (it has left
 /// the terminal's group so that a timeout can kill it whole); at `timeout` the group gets
@@ -303,13 +162,10 @@ pub fn run_passthrough(
     let (out_reader, out_writer) = std::io::pipe()?;
     let (err_reader, err_writer) = std::io::pipe()?;
     cmd.stdout(out_writer).stderr(err_writer);
-    isolate(&mut cmd);
     let start = Instant::now();
-    let child = cmd.spawn()?;
+    let (child, tree) = os::Tree::spawn(&mut cmd)?;
     drop(cmd);
-    let group = child.id() as i32;
-    let _forwarding = Forwarding::to(group);
-    let foreground = Foreground::give(group);
+    let foreground = tree.foreground();
     let hasher = Arc::new(Mutex::new(sha2::Sha256::new()));
     // How far the copying has got, and whether a copy is blocked writing to a slow reader.
     let progress = Arc::new(AtomicU64::new(0));
@@ -351,7 +207,7 @@ pub fn run_passthrough(
     };
     let out_done = tee(out_reader, false);
     let err_done = tee(err_reader, true);
-    let outcome = wait(child, timeout)?;
+    let outcome = wait(child, &tree, timeout)?;
     let duration = start.elapsed();
     drop(foreground);
     // All the output is copied and hashed, however slowly it drains; only a pipe that a
@@ -380,18 +236,10 @@ pub fn run_passthrough(
 }
 
 fn outcome_of(status: std::process::ExitStatus) -> Outcome {
-    match (status.code(), status.signal()) {
+    match (status.code(), signal_of(&status)) {
         (Some(code), _) => Outcome::Exited(code),
         (None, Some(signal)) => Outcome::Signaled(signal),
         (None, None) => Outcome::Exited(-1),
-    }
-}
-
-/// SIGKILL to every process of the group led by `pid`.
-pub fn kill_group(pid: libc::pid_t) {
-    // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
     }
 }
 
@@ -442,6 +290,13 @@ fn collect(mut reader: impl Read + Send + 'static, tail: usize) -> Collected {
     Collected { kept, done, tail }
 }
 
+/// The shell that runs a check command: `sh -c COMMAND`; on Windows, Git for Windows' `sh`
+/// when it is on PATH or in its usual place (as Claude Code runs shell-form hooks), else
+/// `cmd.exe /d /s /c "COMMAND"`.
+pub fn shell(command: &str) -> Command {
+    os::shell(command)
+}
+
 /// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).
 pub const KEPT_ENV: [&str; 9] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR",
@@ -459,144 +314,7 @@ pub fn clean_env(cmd: &mut Command, keep: &[String]) {
     }
 }
 
-/// The signal a child gets when it writes past its file size limit.
-pub const FILE_SIZE_SIGNAL: i32 = libc::SIGXFSZ;
-
-/// Caps the size of every file the child writes at `limit` bytes (a larger write gets
-/// [`FILE_SIZE_SIGNAL`]).
-pub fn limit_file_size(cmd: &mut Command, limit: u64) {
-    use std::os::unix::process::CommandExt;
-    let limit = limit as libc::rlim_t;
-    // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
-    unsafe {
-        cmd.pre_exec(move || {
-            let cap = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
-            };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &cap) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Makes reads of a pipe return at once when it holds nothing more.
-pub fn set_nonblocking(pipe: &std::io::PipeReader) {
-    use std::os::fd::AsRawFd;
-    let fd = pipe.as_raw_fd();
-    // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
-}
-
-/// The number a child knows a pipe's writing end by, once [`pass_only`] gave it.
-pub fn descriptor_number(pipe: &std::io::PipeWriter) -> i32 {
-    use std::os::fd::AsRawFd;
-    pipe.as_raw_fd()
-}
-
-/// The child inherits its standard streams and `pipe`, and nothing else its parent had open
-/// (a pipe of the engine's). The writing end lives in the closure: the child gets it, its
-/// close-on-exec flag cleared between fork and exec.
-pub fn pass_only(cmd: &mut Command, pipe: std::io::PipeWriter) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: close_range(2) and fcntl(2) are async-signal-safe and touch no memory.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Every descriptor above stderr closes on exec, but the pipe.
-            libc::syscall(
-                libc::SYS_close_range,
-                3 as libc::c_uint,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
-            );
-            if libc::fcntl(pipe.as_raw_fd(), libc::F_SETFD, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Starts the child in a process group of its own, so that nothing of the parent's group
-/// (a terminal's interrupt, the hook's end) reaches it.
-pub fn own_group(cmd: &mut Command) -> &mut Command {
-    cmd.process_group(0)
-}
-
-/// The signal that ended a process, when one did.
-pub fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
-    status.signal()
-}
-
-/// This process's parent: when it changes, the process that started this one is gone (an
-/// orphan is handed to init or a subreaper).
-pub fn parent_id() -> u32 {
-    std::os::unix::process::parent_id()
-}
-
-/// Whether a process with this id exists (a zombie counts as gone).
-pub fn is_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: kill(2) with signal 0 only checks that the process exists; nothing is sent.
-    let exists = unsafe { libc::kill(pid, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    exists && !is_zombie(pid)
-}
-
-fn is_zombie(pid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
-}
-
-/// A process's command line, word by word, where the system shows it (`/proc`); `None` where
-/// it cannot be read, so that a caller that must verify a process before signalling it does not.
-pub fn command_line(pid: u32) -> Option<Vec<String>> {
-    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let words: Vec<String> = bytes
-        .split(|b| *b == 0)
-        .filter(|w| !w.is_empty())
-        .map(|w| String::from_utf8_lossy(w).into_owned())
-        .collect();
-    (!words.is_empty()).then_some(words)
-}
-
-/// When a process began, in clock ticks since boot (`/proc/<pid>/stat`, field 22): with its
-/// pid, it names one process, whatever reuses the pid later. `None` where it cannot be read.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's closing parenthesis: state is field 3, start time field 22.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)?
-        .parse()
-        .ok()
-}
-
-/// A write to a closed pipe is an error to handle, not a signal that ends the process.
-pub fn ignore_pipe_signal() {
-    // SAFETY: sets one signal's disposition; called before any thread exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

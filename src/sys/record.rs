@@ -9,13 +9,13 @@
 //! zero bytes, the sha256 of sequence number, length and payload, then the payload.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::io::{Read as _, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
 use crate::error;
-use crate::sys::atomic;
+use crate::sys::{atomic, files};
 
 const MAGIC: &[u8; 8] = b"VIGILR02";
 const HEADER: usize = 8 + 8 + 4 + 4 + 32;
@@ -39,11 +39,7 @@ pub enum Read {
 /// Reads the newest whole copy. The file is opened never through a symlink and never waiting
 /// on a FIFO.
 pub fn read(path: &Path) -> Read {
-    let file = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
+    let file = match files::open_no_follow(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
         Err(e) => return Read::Corrupt(error::plain_io(&e)),
@@ -72,7 +68,9 @@ pub fn read(path: &Path) -> Read {
 fn read_slot(file: &File, slot: usize) -> Option<(u64, Vec<u8>)> {
     let offset = (slot * SLOT) as u64;
     let mut header = [0u8; HEADER];
-    file.read_exact_at(&mut header, offset).ok()?;
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    file.read_exact(&mut header).ok()?;
     if &header[..8] != MAGIC || header[20..24] != [0; 4] {
         return None;
     }
@@ -82,8 +80,7 @@ fn read_slot(file: &File, slot: usize) -> Option<(u64, Vec<u8>)> {
         return None;
     }
     let mut payload = vec![0u8; len];
-    file.read_exact_at(&mut payload, offset + HEADER as u64)
-        .ok()?;
+    file.read_exact(&mut payload).ok()?;
     (digest(seq, &payload) == header[24..56]).then_some((seq, payload))
 }
 
@@ -123,15 +120,13 @@ pub fn write(path: &Path, seq: u64, payload: &[u8]) -> std::io::Result<()> {
         image[slot * SLOT..slot * SLOT + bytes.len()].copy_from_slice(&bytes);
         return atomic::write_atomic(path, &image, 0o600);
     }
-    let file = File::options()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+    let mut file = files::open_write_no_follow(path, false)?;
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() != 2 * SLOT as u64 {
         return Err(std::io::Error::other("it is not a record"));
     }
-    file.write_all_at(&bytes, (slot * SLOT) as u64)?;
+    file.seek(SeekFrom::Start((slot * SLOT) as u64))?;
+    file.write_all(&bytes)?;
     file.sync_data()
 }
 
@@ -166,10 +161,14 @@ mod tests {
         write(&path, 1, b"old").unwrap();
         write(&path, 2, b"new").unwrap();
         // Tear copy 2 (slot 0): any changed byte of it fails its checksum.
-        let file = File::options().write(true).open(&path).unwrap();
-        file.write_all_at(b"X", HEADER as u64 + 1).unwrap();
+        let mut file = File::options().write(true).open(&path).unwrap();
+        let mut tear = |at: usize, byte: &[u8]| {
+            file.seek(SeekFrom::Start(at as u64)).unwrap();
+            file.write_all(byte).unwrap();
+        };
+        tear(HEADER + 1, b"X");
         assert_eq!(found(&path), (1, b"old".to_vec()));
-        file.write_all_at(b"Y", SLOT as u64 + 20).unwrap();
+        tear(SLOT + 20, b"Y");
         assert!(matches!(read(&path), Read::Corrupt(_)));
     }
 
@@ -181,8 +180,15 @@ mod tests {
         assert!(matches!(read(&path), Read::Corrupt(_)));
         assert!(write(&path, 5, b"x").is_err());
         std::fs::remove_file(&path).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
-        assert!(matches!(read(&path), Read::Corrupt(_)));
+        // A link is never read through (making one needs a privilege on Windows).
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, vec![0u8; 2 * SLOT]).unwrap();
+        let linked = files::symlink(elsewhere.as_os_str(), &path);
+        if cfg!(unix) || linked.is_ok() {
+            linked.unwrap();
+            let read = read(&path);
+            assert!(matches!(read, Read::Corrupt(_)), "{read:?}");
+        }
         assert!(write(&path, 1, &vec![0; MAX_PAYLOAD + 1]).is_err());
     }
 }

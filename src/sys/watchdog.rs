@@ -1,14 +1,16 @@
 //! A process's last word: an answer written to stdout and the process ended, at a deadline or
 //! on a panic, unless the process answered first. Exactly one answer is ever written.
 //!
-//! An alarm, not a thread: `SIGALRM` runs a handler that writes the answer, prepared before the
-//! alarm is set, and `_exit`s (both async-signal-safe). A child process does not inherit the
-//! alarm. The process sets no other alarm.
+//! The platform's alarm ends the process: on Unix `SIGALRM`, whose handler writes the answer,
+//! prepared before the alarm is set, and `_exit`s (both async-signal-safe), not inherited by a
+//! child; on Windows a timer thread that does the same. The process sets no other alarm.
 
 use std::panic::PanicHookInfo;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use crate::sys::platform::alarm;
 
 /// The answer the alarm writes: set once, before the alarm, and never freed.
 static ALARM_ANSWER: OnceLock<Vec<u8>> = OnceLock::new();
@@ -23,31 +25,18 @@ pub struct Alarm {
     _private: (),
 }
 
-extern "C" fn on_alarm(_: libc::c_int) {
+/// The alarm went off (on Unix, in the signal handler: only atomics, `write` and `_exit`,
+/// which are async-signal-safe): the answer is written and the process ends, unless the
+/// process answered first.
+pub(super) fn fire() {
     if ANSWERED.swap(true, Ordering::SeqCst) {
         // The process is writing its own answer, and exits when it has.
         return;
     }
     if let Some(bytes) = ALARM_ANSWER.get() {
-        let mut written = 0;
-        while written < bytes.len() {
-            // SAFETY: the bytes live for the whole process; write and _exit are
-            // async-signal-safe.
-            let n = unsafe {
-                libc::write(
-                    libc::STDOUT_FILENO,
-                    bytes[written..].as_ptr().cast(),
-                    bytes.len() - written,
-                )
-            };
-            if n <= 0 {
-                break;
-            }
-            written += n as usize;
-        }
+        alarm::write_stdout(bytes);
     }
-    // SAFETY: ends the process at once, as the handler must.
-    unsafe { libc::_exit(0) }
+    alarm::exit_now(0)
 }
 
 impl Alarm {
@@ -68,19 +57,9 @@ impl Alarm {
             let (bytes, line) = on_panic(info);
             write_out(&bytes);
             let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
-            // SAFETY: ends the process at once, with the answer written.
-            unsafe { libc::_exit(0) }
+            alarm::exit_now(0)
         }));
-        let secs = after.as_secs().clamp(1, libc::c_uint::MAX as u64);
-        // SAFETY: installs a handler that only calls async-signal-safe functions, then arms
-        // the process's one alarm.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_alarm as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
-            libc::alarm(secs as libc::c_uint);
-        }
+        alarm::arm(after);
         Alarm { _private: () }
     }
 
@@ -88,21 +67,11 @@ impl Alarm {
     /// process is gone): the alarm is blocked and cancelled first.
     /// Whether the answer was written out (nothing to write counts as written).
     pub fn answer(&self, bytes: Option<&[u8]>) -> bool {
-        // SAFETY: blocks SIGALRM for this thread and cancels the alarm; plain syscalls.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGALRM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            libc::alarm(0);
-        }
+        alarm::disarm();
         if ANSWERED.swap(true, Ordering::SeqCst) {
             // The alarm went off on another thread and is writing its answer; it ends the
             // process when done, and this thread must not end it first.
-            loop {
-                // SAFETY: waits for a signal; the handler exits the process.
-                unsafe { libc::pause() };
-            }
+            alarm::wait_for_the_end()
         }
         bytes.is_none_or(write_out)
     }

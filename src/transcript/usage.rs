@@ -184,11 +184,12 @@ fn read_file(
     }
     let mut file = files::open_regular(path).map_err(|e| error::plain_io(&e))?;
     let meta = file.metadata().map_err(|e| error::plain_io(&e))?;
+    let identity = files::identity(&file).map_err(|e| error::plain_io(&e))?;
     let at = tally.files.iter().position(|m| m.path == key);
     let known = at.map(|i| tally.files[i].clone());
     let mark = known.clone().filter(|m| {
         // Another file in its place, or one cut shorter: begin it again.
-        (m.dev, m.ino) == files::identity(&meta) && m.offset <= meta.len()
+        (m.dev, m.ino) == identity && m.offset <= meta.len()
     });
     if mark.is_none() && meta.len() > *left && *left < MAX_BACK {
         // A first look needs its full reach back: it waits for the next Stop's budget.
@@ -245,7 +246,7 @@ fn read_file(
         }
     };
     tally.add(counter.total);
-    let (dev, ino) = files::identity(&meta);
+    let (dev, ino) = identity;
     let fresh = Mark {
         path: key.to_string(),
         dev,

@@ -116,7 +116,7 @@ impl Known<'_> {
         range: std::ops::Range<usize>,
         relative: &[u8],
         dir: &File,
-        name: &std::ffi::CStr,
+        name: &std::ffi::OsStr,
     ) -> Option<Cached> {
         let cached = self.cached(range, relative)?;
         if cached.mode == Mode::Symlink || cached.stat.is_racy(self.tracked.written, STAT_MATCH) {
@@ -725,8 +725,7 @@ impl<'a> Walk<'a> {
             }
             self.options.deadline.check("hashing the worktree")?;
             let shown = || String::from_utf8_lossy(&relative).into_owned();
-            let cname = std::ffi::CString::new(name)
-                .map_err(|_| Error::input(format!("{} has a NUL in its name", shown())))?;
+            let cname = paths::os_str(name);
             let source = if kind.is_symlink() {
                 Source::Link(
                     files::readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?,
@@ -784,7 +783,8 @@ impl<'a> Walk<'a> {
     /// Whether git ignores `relative`: the deepest `.gitignore` that has a say decides, then
     /// `info/exclude`, then `core.excludesFile` (in each, the last matching pattern).
     fn ignored(&self, rules: &Rules, relative: &[u8], dir: bool) -> bool {
-        let path = Path::new(paths::os_str(relative));
+        let path = paths::os_str(relative);
+        let path = Path::new(&*path);
         let mut level = Some(rules);
         while let Some(rules) = level {
             if let Some(here) = &rules.here {
@@ -952,7 +952,7 @@ impl<'a> Reader<'a> {
                         )));
                     }
                     let copy = copy_path(snapshot, &relative)?;
-                    files::symlink(paths::os_str(&target), &copy)
+                    files::symlink(&paths::os_str(&target), &copy)
                         .map_err(|e| Error::io("write", &copy, &e))?;
                 }
                 (Mode::Symlink, tree::blob_id(&target)?)

@@ -1,0 +1,248 @@
+//! Opening files without following links or waiting on a FIFO, directories read by descriptor,
+//! permissions and the executable bit, file identity, and names as bytes: the Unix side.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use super::super::files::{AtError, StatAt};
+
+fn c_name(name: &OsStr) -> std::io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+}
+
+/// Opens `path` to read without waiting on a FIFO, and unless `follow` never through a symlink.
+pub fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
+    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | no_follow)
+        .open(path)
+}
+
+/// Opens an existing file to write (or creates it, with `create`), never through a symlink,
+/// never waiting on a FIFO, never truncating.
+pub fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
+    File::options()
+        .write(true)
+        .create(create)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// Opens a directory (to read its entries by name), unless `follow` never through a symlink.
+pub fn open_dir(path: &Path, follow: bool) -> std::io::Result<File> {
+    let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | no_follow)
+        .open(path)
+}
+
+/// `openat` with exactly `flags`.
+fn openat(dir: &File, name: &OsStr, flags: libc::c_int) -> std::io::Result<File> {
+    let name = c_name(name)?;
+    // SAFETY: a valid directory descriptor and a NUL-terminated name; the descriptor returned
+    // is owned by the `File` from here on.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// A name in an open directory, opened without looking its path up again and never through a
+/// symlink: a directory when `want_dir`, else a file to read without waiting on a FIFO.
+pub fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError> {
+    let flags = libc::O_RDONLY
+        | libc::O_NOFOLLOW
+        | if want_dir {
+            libc::O_DIRECTORY
+        } else {
+            libc::O_NONBLOCK
+        };
+    openat(dir, name, flags).map_err(|e| {
+        if !matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+            return AtError::Io(e);
+        }
+        // A link refused by O_NOFOLLOW (ELOOP, or ENOTDIR where a directory was asked for),
+        // or a file where a directory should be.
+        if lstat_at(dir, name).is_some_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFLNK) {
+            AtError::Link
+        } else {
+            AtError::NotPlain
+        }
+    })
+}
+
+/// A file of an open directory, by name: never through a symlink, never waiting on a FIFO.
+pub fn open_at_no_follow(dir: &File, name: &OsStr) -> std::io::Result<File> {
+    openat(
+        dir,
+        name,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    )
+}
+
+fn lstat_at(dir: &File, name: &OsStr) -> Option<libc::stat> {
+    let name = c_name(name).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: a valid directory descriptor, a NUL-terminated name, and room for the answer,
+    // which is read only when the call succeeded.
+    let done = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            stat.as_mut_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    // SAFETY: fstatat filled it.
+    (done == 0).then(|| unsafe { stat.assume_init() })
+}
+
+/// `fstatat` of a name in an open directory, not following a symlink.
+pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
+    let stat = lstat_at(dir, name)?;
+    Some(StatAt {
+        regular: stat.st_mode & libc::S_IFMT == libc::S_IFREG,
+        owner_may_execute: stat.st_mode & 0o100 != 0,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec),
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        size: stat.st_size as u64,
+    })
+}
+
+/// `readlinkat`: a symlink's target, by name in an open directory.
+pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
+    let name = c_name(name)?;
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the length
+    // given.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    buffer.truncate(n as usize);
+    Ok(buffer)
+}
+
+/// How many names the file has.
+pub fn links(file: &File) -> std::io::Result<u64> {
+    Ok(file.metadata()?.nlink())
+}
+
+/// A file's identity, whatever its name: its device and inode.
+pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Whether `path` names the open `file` itself (not following a link at `path`).
+pub fn same_file(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
+        _ => false,
+    }
+}
+
+/// The permission bits of a file (`0o644`).
+pub fn mode(meta: &std::fs::Metadata) -> u32 {
+    meta.permissions().mode() & 0o7777
+}
+
+/// Gives an open file the permission bits `mode` (`0o600`).
+pub fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+/// Whether a file's mode lets anyone run it.
+pub fn is_executable(_: &Path, meta: &std::fs::Metadata) -> bool {
+    meta.permissions().mode() & 0o111 != 0
+}
+
+/// Whether a file's owner may execute it (git's `core.fileMode`).
+pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
+    meta.permissions().mode() & 0o100 != 0
+}
+
+/// The names `sh` would try for `program` in a directory of PATH: the name itself.
+pub fn program_names(program: &str) -> Vec<String> {
+    vec![program.to_string()]
+}
+
+/// Makes `dir` and its missing parents, owner only (0700).
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Whether this process may write `path` (with `search`, also enter it: create files in a
+/// directory), as the system would decide for it.
+pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
+    let c = c_name(path.as_os_str())?;
+    let mode = if search {
+        libc::W_OK | libc::X_OK
+    } else {
+        libc::W_OK
+    };
+    // SAFETY: access(2) reads the NUL-terminated path and nothing else.
+    if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Creates a file that must not exist yet, with `mode`, to write.
+pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+    File::options()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+}
+
+/// Makes `link` a symlink to `target`.
+pub fn symlink(target: &OsStr, link: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, link)
+}
+
+/// Standard input as a file of its own (a duplicate of the descriptor).
+pub fn stdin_file() -> std::io::Result<File> {
+    Ok(File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
+}
+
+/// The name or path in `bytes`, as the system spells it: any bytes.
+pub fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
+    std::borrow::Cow::Borrowed(OsStr::from_bytes(bytes))
+}
+
+/// The bytes of a name or path, as the system spells it.
+pub fn bytes(name: &OsStr) -> &[u8] {
+    name.as_bytes()
+}
+
+/// The bytes of an owned name or path.
+pub fn into_bytes(name: OsString) -> Vec<u8> {
+    name.into_vec()
+}
