@@ -32,7 +32,9 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
     let top = paths::canonical(top);
     let path = paths::canonical(path);
     let relative = path.strip_prefix(&top).ok()?;
-    let text = relative.to_str()?;
+    // Git's separator, whatever the system's.
+    let names: Option<Vec<&str>> = relative.iter().map(|name| name.to_str()).collect();
+    let text = names?.join("/");
     // Only plain names: a pattern character would match more than the file.
     if text.is_empty() || text.contains(['*', '?', '[', '\\', '!', '#', '\n']) {
         return None;

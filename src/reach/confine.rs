@@ -109,6 +109,11 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
             Err(Unavailable::Machine(format!("{SEATBELT} is missing")))
         };
     }
+    if cfg!(windows) {
+        return Err(Unavailable::Machine(
+            "Windows has no sandbox for a check (Claude Code's is for Linux and macOS)".to_string(),
+        ));
+    }
     if !cfg!(target_os = "linux") {
         return Err(Unavailable::Machine(
             "no confinement is built for this system yet".to_string(),
@@ -650,6 +655,7 @@ pub fn works(bwrap: &Path) -> bool {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn the_seatbelt_profile_is_the_reach_in_sbpl() {
         let profile = seatbelt_profile(
