@@ -398,11 +398,26 @@ fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
 fn install_sh_stops_clearly_without_cargo() {
     let home = tempfile::tempdir().unwrap();
     let project = Project::git();
+    // The system's programs but cargo's: a machine may have a cargo in /usr/bin too (Debian's,
+    // which CI installs to build the Windows target).
+    let bin = tempfile::tempdir().unwrap();
+    for dir in ["/usr/bin", "/bin"] {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = entry.file_name();
+            let rust = ["cargo", "rustc", "rustup", "rustdoc"]
+                .iter()
+                .any(|tool| name.to_string_lossy().starts_with(tool));
+            let link = bin.path().join(&name);
+            if !rust && !link.exists() {
+                let _ = std::os::unix::fs::symlink(entry.path(), link);
+            }
+        }
+    }
     let out = std::process::Command::new("bash")
         .arg(repo_path("install.sh"))
         .current_dir(project.path())
         .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
+        .env("PATH", bin.path())
         .env_remove("VIGIL_BUILT_DIR")
         .output()
         .unwrap();
