@@ -653,8 +653,10 @@ pub fn works(bwrap: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(unix)]
     use super::*;
 
+    // Seatbelt is macOS's: its profile is written with Unix paths.
     #[cfg(unix)]
     #[test]
     fn the_seatbelt_profile_is_the_reach_in_sbpl() {

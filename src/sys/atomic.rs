@@ -123,6 +123,24 @@ mod tests {
     #[cfg(unix)]
     use std::{fs::Permissions, os::unix::fs::PermissionsExt};
 
+    #[test]
+    fn a_write_replaces_the_whole_file_and_leaves_no_temp_file_on_every_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"a longer first version", 0o644).unwrap();
+        write_atomic(&path, b"short", 0o644).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"short");
+        write_atomic_as(&path, b"skipped", 0o644, Durability::Skip).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"skipped");
+        let _ = release_replaced();
+        let names: Vec<PathBuf> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert_eq!(names, vec![path]);
+    }
+
     #[cfg(unix)]
     #[test]
     fn writes_new_files_with_the_given_mode_and_keeps_an_existing_mode() {

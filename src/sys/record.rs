@@ -184,7 +184,10 @@ mod tests {
         let elsewhere = dir.path().join("elsewhere");
         std::fs::write(&elsewhere, vec![0u8; 2 * SLOT]).unwrap();
         let linked = files::symlink(elsewhere.as_os_str(), &path);
-        if cfg!(unix) || linked.is_ok() {
+        // Wine makes a link it cannot then see as itself (no metadata at all): nothing there
+        // to test, as on a Windows that refused to make it.
+        let seen = std::fs::symlink_metadata(&path).is_ok();
+        if cfg!(unix) || (linked.is_ok() && seen) {
             linked.unwrap();
             let read = read(&path);
             assert!(matches!(read, Read::Corrupt(_)), "{read:?}");

@@ -62,7 +62,19 @@ fn open_as(
         } else {
             FILE_FLAG_OPEN_REPARSE_POINT
         };
-    let file = options.custom_flags(flags).open(path)?;
+    let file = match options.custom_flags(flags).open(path) {
+        Ok(file) => file,
+        // A link that cannot be opened as itself (wine's, or one whose target is gone) is
+        // still a link, not a missing file.
+        Err(e)
+            if !follow
+                && e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            return Err(link_refused());
+        }
+        Err(e) => return Err(e),
+    };
     if !follow && is_link(&info(&file)?) {
         return Err(link_refused());
     }

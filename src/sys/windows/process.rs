@@ -235,9 +235,6 @@ pub fn is_alive(pid: u32) -> bool {
 /// replaced by the full path of the image the process runs (which it cannot make up); `None`
 /// where either cannot be read.
 pub fn command_line(pid: u32) -> Option<Vec<String>> {
-    use windows_sys::Wdk::System::Threading::{
-        NtQueryInformationProcess, ProcessCommandLineInformation,
-    };
     let process = open_process(pid)?;
     let image = {
         let mut buffer = vec![0u16; 32 * 1024];
@@ -256,11 +253,25 @@ pub fn command_line(pid: u32) -> Option<Vec<String>> {
         }
         String::from_utf16_lossy(&buffer[..len as usize])
     };
+    let text = command_line_of(&process).or_else(|| command_line_in_memory(pid))?;
+    let mut words = split_command_line(&text)?;
+    if words.is_empty() {
+        return None;
+    }
+    words[0] = image;
+    Some(words)
+}
+
+/// The command line as the system keeps it for the process (Windows 8.1 and later).
+fn command_line_of(process: &OwnedHandle) -> Option<Vec<u16>> {
+    use windows_sys::Wdk::System::Threading::{
+        NtQueryInformationProcess, ProcessCommandLineInformation,
+    };
     let mut buffer = vec![0u64; 8 * 1024];
     let mut len = 0u32;
     // SAFETY: the buffer (aligned for a UNICODE_STRING) and its length in bytes are given;
     // the answer is a UNICODE_STRING whose characters follow it in the same buffer.
-    let text = unsafe {
+    unsafe {
         let status = NtQueryInformationProcess(
             process.as_raw_handle(),
             ProcessCommandLineInformation,
@@ -275,14 +286,72 @@ pub fn command_line(pid: u32) -> Option<Vec<String>> {
         if string.Buffer.is_null() {
             return None;
         }
-        std::slice::from_raw_parts(string.Buffer, usize::from(string.Length) / 2).to_vec()
-    };
-    let mut words = split_command_line(&text)?;
-    if words.is_empty() {
-        return None;
+        Some(std::slice::from_raw_parts(string.Buffer, usize::from(string.Length) / 2).to_vec())
     }
-    words[0] = image;
-    Some(words)
+}
+
+/// The command line read from the process's own parameters block (through its PEB), where the
+/// system does not answer the query above (wine).
+fn command_line_in_memory(pid: u32) -> Option<Vec<u16>> {
+    use windows_sys::Wdk::System::Threading::{NtQueryInformationProcess, ProcessBasicInformation};
+    use windows_sys::Win32::System::Diagnostics::Debug::ReadProcessMemory;
+    use windows_sys::Win32::System::Threading::{
+        PEB, PROCESS_BASIC_INFORMATION, PROCESS_QUERY_INFORMATION, PROCESS_VM_READ,
+        RTL_USER_PROCESS_PARAMETERS,
+    };
+    // SAFETY: opens a process to read; the handle is owned from here on.
+    let process =
+        owned(unsafe { OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_VM_READ, 0, pid) })?;
+    let handle = process.as_raw_handle();
+    /// Reads a `T` at `address` of the other process.
+    unsafe fn read<T>(handle: HANDLE, address: *const T) -> Option<T> {
+        let mut value = std::mem::MaybeUninit::<T>::uninit();
+        let mut done = 0usize;
+        // SAFETY: room for one T; it is read only when all of it was copied.
+        let ok = unsafe {
+            ReadProcessMemory(
+                handle,
+                address.cast(),
+                value.as_mut_ptr().cast(),
+                size_of::<T>(),
+                &mut done,
+            )
+        };
+        // SAFETY: ReadProcessMemory filled it.
+        (ok != 0 && done == size_of::<T>()).then(|| unsafe { value.assume_init() })
+    }
+    // SAFETY: the query writes one PROCESS_BASIC_INFORMATION; the reads copy plain structures
+    // of the system's own layout (windows-sys), and the command line's length in bytes.
+    unsafe {
+        let mut basic: PROCESS_BASIC_INFORMATION = std::mem::zeroed();
+        let mut len = 0u32;
+        if NtQueryInformationProcess(
+            handle,
+            ProcessBasicInformation,
+            (&raw mut basic).cast(),
+            size_of::<PROCESS_BASIC_INFORMATION>() as u32,
+            &mut len,
+        ) < 0
+        {
+            return None;
+        }
+        let peb: PEB = read(handle, basic.PebBaseAddress)?;
+        let parameters: RTL_USER_PROCESS_PARAMETERS = read(handle, peb.ProcessParameters)?;
+        let line = parameters.CommandLine;
+        let mut text = vec![0u16; usize::from(line.Length) / 2];
+        let mut done = 0usize;
+        if ReadProcessMemory(
+            handle,
+            line.Buffer.cast(),
+            text.as_mut_ptr().cast(),
+            text.len() * 2,
+            &mut done,
+        ) == 0
+        {
+            return None;
+        }
+        Some(text)
+    }
 }
 
 /// Splits a command line as the C runtime does, with `CommandLineToArgvW`.

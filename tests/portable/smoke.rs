@@ -1,0 +1,282 @@
+//! The binaries as Claude Code and a person drive them, with the paths of the system they run on:
+//! on Windows a `cwd` with a drive letter and backslashes, as Claude Code sends it there.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+/// A project directory and a state home of its own, outside it.
+struct Place {
+    _root: tempfile::TempDir,
+    project: std::path::PathBuf,
+    state: std::path::PathBuf,
+}
+
+fn place() -> Place {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("proj");
+    let state = root.path().join("state");
+    std::fs::create_dir_all(&project).unwrap();
+    Place {
+        project,
+        state,
+        _root: root,
+    }
+}
+
+fn bin(place: &Place, name: &str) -> Command {
+    let path = match name {
+        "stop-gate" => env!("CARGO_BIN_EXE_stop-gate"),
+        "marker-writer" => env!("CARGO_BIN_EXE_marker-writer"),
+        "settings-merge" => env!("CARGO_BIN_EXE_settings-merge"),
+        other => panic!("no binary {other}"),
+    };
+    let mut cmd = Command::new(path);
+    cmd.current_dir(&place.project)
+        .env("VIGIL_STATE_HOME", &place.state)
+        .env_remove("VIGIL_SESSION_ID")
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        .env_remove("CLAUDE_PROJECT_DIR");
+    cmd
+}
+
+/// A transcript whose last assistant message says `text`, and the Stop input that names it.
+fn stop_input(place: &Place, session: &str, text: &str) -> String {
+    let transcript = place.project.join(format!("{session}.jsonl"));
+    let line = json!({
+        "type": "assistant",
+        "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    });
+    std::fs::write(&transcript, format!("{line}\n")).unwrap();
+    json!({
+        "session_id": session,
+        "transcript_path": transcript,
+        "cwd": place.project,
+        "hook_event_name": "Stop",
+        "stop_hook_active": false
+    })
+    .to_string()
+}
+
+fn answer(out: &[u8]) -> Value {
+    if out.is_empty() {
+        return json!({});
+    }
+    serde_json::from_slice(out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(out)))
+}
+
+#[test]
+fn a_stop_in_the_systems_own_cwd_blocks_a_failing_check_and_allows_a_passing_one() {
+    let place = place();
+    if cfg!(windows) {
+        // Claude Code on Windows sends the drive letter and backslashes.
+        let cwd = place.project.to_str().unwrap();
+        assert!(cwd.contains(":\\"), "{cwd}");
+    }
+    let input = stop_input(&place, "s1", "All tests pass.");
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 3"])
+        .write_stdin(input.clone())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let blocked = answer(&out.stdout);
+    assert_eq!(blocked["decision"], "block", "{blocked}");
+    assert!(
+        blocked["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failed (exit 3)"),
+        "{blocked}"
+    );
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 0"])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    let allowed = answer(&out.stdout);
+    assert!(allowed.get("decision").is_none(), "{allowed}");
+}
+
+#[test]
+fn hostile_input_is_denied_and_a_hostile_session_id_writes_nothing_outside() {
+    let place = place();
+    for input in ["", "not json", "[1]", "{\"session_id\": 7}"] {
+        let out = bin(&place, "stop-gate")
+            .args(["--run", "exit 0", "--max-blocks", "10"])
+            .write_stdin(input)
+            .output()
+            .unwrap();
+        let said = answer(&out.stdout);
+        assert_eq!(said["decision"], "block", "{input:?}: {said}");
+    }
+    let mut input: Value = serde_json::from_str(&stop_input(&place, "s2", "done")).unwrap();
+    input["session_id"] = json!("..\\..\\x");
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 0", "--max-blocks", "10"])
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(answer(&out.stdout)["decision"], "block");
+    let out = bin(&place, "stop-gate")
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "2",
+            "--completion-promise",
+            "D",
+        ])
+        .args(["--session", "..\\..\\x", "task"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!place.state.parent().unwrap().join("x").exists());
+}
+
+#[test]
+fn a_loop_started_by_a_person_goes_on_until_its_promise_then_ends_passed() {
+    let place = place();
+    bin(&place, "stop-gate")
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+        ])
+        .args(["--session", "s3", "make every test pass"])
+        .assert()
+        .success();
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 0"])
+        .write_stdin(stop_input(&place, "s3", "Still working on it."))
+        .output()
+        .unwrap();
+    let again = answer(&out.stdout);
+    assert_eq!(again["decision"], "block", "{again}");
+    assert!(
+        again["reason"]
+            .as_str()
+            .unwrap()
+            .contains("make every test pass"),
+        "{again}"
+    );
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 0"])
+        .write_stdin(stop_input(
+            &place,
+            "s3",
+            "All green.\n<promise>DONE</promise>",
+        ))
+        .output()
+        .unwrap();
+    let ended = answer(&out.stdout);
+    assert!(ended.get("decision").is_none(), "{ended}");
+    let status = bin(&place, "stop-gate")
+        .args(["loop", "status", "--session", "s3"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("passed, pass 2/3"), "{status}");
+}
+
+#[test]
+fn a_marker_written_for_a_file_is_verified_until_the_file_changes() {
+    let place = place();
+    let file = Path::new("report.txt");
+    std::fs::write(place.project.join(file), "all 12 tests passed\r\n").unwrap();
+    let subject = "file:report.txt";
+    bin(&place, "marker-writer")
+        .args([
+            "write",
+            "--check",
+            "tests",
+            "--status",
+            "passed",
+            "--subject",
+            subject,
+        ])
+        .assert()
+        .success();
+    bin(&place, "marker-writer")
+        .args(["verify", "--check", "tests", "--subject", subject])
+        .assert()
+        .success();
+    // The line ending is content: a file rewritten with LF alone is another file.
+    std::fs::write(place.project.join(file), "all 12 tests passed\n").unwrap();
+    let out = bin(&place, "marker-writer")
+        .args(["verify", "--check", "tests", "--subject", subject])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("subject mismatch"));
+}
+
+#[test]
+fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_byte_for_byte() {
+    let place = place();
+    let claude = place.project.join(".claude");
+    std::fs::create_dir_all(&claude).unwrap();
+    let settings = claude.join("settings.local.json");
+    let original = concat!(
+        "{\r\n",
+        "  \"permissions\": {\"allow\": [\"Read(C:\\\\Users\\\\me\\\\notes\\\\**)\"]},\r\n",
+        "  \"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", ",
+        "\"command\": \"C:\\\\Program Files\\\\mine\\\\gate.exe\", \"args\": [\"--strict\"]}]}]},\r\n",
+        "  \"env\": {\"PATHEXT\": \".COM;.EXE;.BAT;.CMD\"}\r\n",
+        "}\r\n"
+    );
+    std::fs::write(&settings, original).unwrap();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_stop-gate")).parent().unwrap();
+    bin(&place, "settings-merge")
+        .args(["install", "--settings"])
+        .arg(&settings)
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .args(["--run", "cargo test"])
+        .assert()
+        .success();
+    let installed: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let stop = installed["hooks"]["Stop"].as_array().unwrap();
+    assert_eq!(
+        stop[0]["hooks"][0]["command"],
+        "C:\\Program Files\\mine\\gate.exe"
+    );
+    assert_eq!(stop[0]["hooks"][0]["args"], json!(["--strict"]));
+    let gate = &stop[1]["hooks"][0];
+    if cfg!(windows) {
+        // Exec form: the .exe's absolute path, and no shell to read the flags.
+        let command = gate["command"].as_str().unwrap();
+        assert!(
+            command.ends_with("stop-gate.exe") && Path::new(command).is_absolute(),
+            "{gate}"
+        );
+        assert_eq!(
+            gate["args"],
+            json!(["--run", "cargo test", "--timeout", "540"]),
+            "{gate}"
+        );
+    } else {
+        assert!(
+            gate["command"]
+                .as_str()
+                .unwrap()
+                .contains("--run 'cargo test'"),
+            "{gate}"
+        );
+    }
+    bin(&place, "settings-merge")
+        .args(["uninstall", "--settings"])
+        .arg(&settings)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+}
