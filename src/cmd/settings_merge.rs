@@ -173,6 +173,11 @@ fn run() -> Result<Exit> {
             "--protect is an install option (uninstall takes back what it added)",
         ));
     }
+    if options.protect && cfg!(windows) {
+        return Err(Error::usage(
+            "--protect needs Claude Code's sandbox, which is for Linux and macOS: on Windows vigil's state stays within the agent's reach (see SECURITY.md)",
+        ));
+    }
     // Where Codex itself reads it: $CODEX_HOME, else ~/.codex.
     let config = options.codex_config.clone().or_else(|| {
         std::env::var_os("CODEX_HOME")

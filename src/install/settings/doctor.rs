@@ -319,7 +319,8 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
         .filter_map(|group| group.get("hooks")?.as_array())
         .flatten()
         .filter_map(|handler| {
-            let command = handler.get("command").and_then(Value::as_str);
+            let command = handler_line(handler);
+            let command = command.as_deref();
             if command.is_some_and(|c| vigil_binary(c).is_some()) {
                 return None;
             }
@@ -873,13 +874,32 @@ fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Finding {
             None => return Finding::Fail(format!("{event}: `{command}` cannot be read")),
         }
     };
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(script)
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", "/usr/bin:/bin")
-        .env("VIGIL_DISABLE", "1");
+    let mut cmd = if cfg!(windows) {
+        // Exec form, as Claude Code runs it there: the program the handler names, with no
+        // shell, and only the variables Windows itself needs.
+        let Some(program) = first_word(command.trim_start()) else {
+            return Finding::Fail(format!("{event}: `{command}` cannot be read"));
+        };
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(handler_args(command).unwrap_or_default())
+            .arg("--check-config")
+            .env_clear();
+        for name in ["SystemRoot", "USERPROFILE", "LOCALAPPDATA", "TEMP", "TMP"] {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+        cmd
+    } else {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(script)
+            .env_clear()
+            .env("HOME", home)
+            .env("PATH", "/usr/bin:/bin");
+        cmd
+    };
+    cmd.env("VIGIL_DISABLE", "1");
     match process::run(cmd, Duration::from_secs(10), true, 4096) {
         Ok(done)
             if done.outcome.success()

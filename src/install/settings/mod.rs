@@ -99,8 +99,12 @@ pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<E
         .map(|d| (d + 30).max(HOOK_TIMEOUT_SECS))
         .or(gate.has_run().then_some(HOOK_TIMEOUT_SECS));
     let handler = |binary: &str, args: &str| {
-        let mut handler =
-            json!({"type": "command", "command": command(&plan.binaries, binary, args)});
+        let mut handler = if plan.engine == Engine::Claude {
+            runs(&plan.binaries, binary, args)
+        } else {
+            // Codex has no exec form (`args`): a command line, whatever the system.
+            json!({"type": "command", "command": command(&plan.binaries, binary, args)})
+        };
         if binary == "stop-gate"
             && !args.is_empty()
             && let Some(timeout) = handler_timeout
@@ -180,12 +184,10 @@ pub const WAITER_TIMEOUT_SECS: u64 = 3600;
 
 /// The waiter's handler: `stop-gate wait`, in the background (`asyncRewake`), for an hour.
 pub fn waiter_handler(binaries: &Binaries) -> Value {
-    json!({
-        "type": "command",
-        "command": command(binaries, "stop-gate", " wait"),
-        "asyncRewake": true,
-        "timeout": WAITER_TIMEOUT_SECS,
-    })
+    let mut handler = runs(binaries, "stop-gate", " wait");
+    handler["asyncRewake"] = json!(true);
+    handler["timeout"] = json!(WAITER_TIMEOUT_SECS);
+    handler
 }
 
 /// Whether a vigil handler's command is the waiter (`stop-gate wait`), not a gate.
@@ -201,7 +203,7 @@ pub fn guard_entry(binaries: &Binaries) -> Entry {
         event: "PreToolUse",
         group: json!({
             "matcher": MATCHER,
-            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+            "hooks": [runs(binaries, "stop-gate", "")],
         }),
     }
 }
@@ -213,8 +215,44 @@ pub fn config_change_entry(binaries: &Binaries) -> Entry {
         event: "ConfigChange",
         group: json!({
             "matcher": "local_settings|project_settings|user_settings",
-            "hooks": [{"type": "command", "command": command(binaries, "stop-gate", "")}],
+            "hooks": [runs(binaries, "stop-gate", "")],
         }),
+    }
+}
+
+/// A Claude Code command handler that runs `binary` with `args` (shell words, as `shell_quote`
+/// writes them). On Windows, with the binaries in a directory, in exec form: the `.exe`'s absolute
+/// path as `command` and the words as `args`, so no shell (Git Bash or PowerShell) reads them
+/// and no PATH is searched; elsewhere a shell command line.
+fn runs(binaries: &Binaries, binary: &str, args: &str) -> Value {
+    if let (true, Binaries::Dir(dir)) = (cfg!(windows), binaries) {
+        let program = dir.join(format!("{binary}.exe"));
+        let program = std::path::absolute(&program).unwrap_or(program);
+        let mut handler = json!({"type": "command", "command": program.display().to_string()});
+        if let Some(words) = shlex::split(args).filter(|w| !w.is_empty()) {
+            handler["args"] = json!(words);
+        }
+        return handler;
+    }
+    json!({"type": "command", "command": command(binaries, binary, args)})
+}
+
+/// What a handler runs, as one shell line: its `command`; in exec form (`args`, which Claude
+/// Code runs with no shell) the program and its arguments quoted as a shell would need them.
+/// `None` for a handler with no command, or with `args` that are not all strings.
+pub fn handler_line(handler: &Value) -> Option<String> {
+    let command = handler.get("command")?.as_str()?;
+    match handler.get("args") {
+        None | Some(Value::Null) => Some(command.to_string()),
+        Some(Value::Array(args)) => {
+            let mut line = shell_quote(command);
+            for arg in args {
+                line.push(' ');
+                line.push_str(&shell_quote(arg.as_str()?));
+            }
+            Some(line)
+        }
+        Some(_) => None,
     }
 }
 
@@ -713,15 +751,11 @@ fn remove_group(root: &mut Map<String, Value>, event: &str, group: &Value) -> bo
 }
 
 /// The commands of a group's handlers, if every one of them runs vigil.
-fn vigil_group(group: &Value) -> Option<Vec<&str>> {
+fn vigil_group(group: &Value) -> Option<Vec<String>> {
     let handlers = group.get("hooks")?.as_array()?;
     let commands: Option<Vec<_>> = handlers
         .iter()
-        .map(|h| {
-            h.get("command")
-                .and_then(Value::as_str)
-                .filter(|c| vigil_binary(c).is_some())
-        })
+        .map(|h| handler_line(h).filter(|c| vigil_binary(c).is_some()))
         .collect();
     commands.filter(|c| !c.is_empty())
 }
@@ -788,7 +822,10 @@ pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(S
 pub fn vigil_binary(command: &str) -> Option<&'static str> {
     let command = command.trim_start();
     let first = first_word(command)?;
-    let name = first.rsplit('/').next()?;
+    let name = first.rsplit(['/', '\\']).next()?;
+    // A Windows program, named in any case.
+    let lower = name.to_ascii_lowercase();
+    let name = lower.strip_suffix(".exe").unwrap_or(name);
     if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
         return Some(binary);
     }
@@ -857,10 +894,10 @@ fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, Strin
                 .flatten()
                 .enumerate()
             {
-                if let Some(command) = handler.get("command").and_then(Value::as_str)
-                    && vigil_binary(command).is_some()
+                if let Some(command) = handler_line(handler)
+                    && vigil_binary(&command).is_some()
                 {
-                    found.push((event.clone(), g, h, command.to_string()));
+                    found.push((event.clone(), g, h, command));
                 }
             }
         }

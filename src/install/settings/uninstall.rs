@@ -206,11 +206,9 @@ fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Re
                 };
                 let had = handlers.len();
                 handlers.retain(|handler| {
-                    let vigils = handler
-                        .get("command")
-                        .and_then(Value::as_str)
-                        .filter(|command| vigil_binary(command).is_some());
-                    if let Some(command) = vigils {
+                    let vigils =
+                        handler_line(handler).filter(|command| vigil_binary(command).is_some());
+                    if let Some(command) = &vigils {
                         removed.push(format!("`{}`", defang::field_max(command, 100)));
                     }
                     vigils.is_none()
