@@ -280,3 +280,40 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
         .success();
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
 }
+
+/// The tree `git write-tree` names for `fixtures/modes.index`: `run.sh` executable.
+const MODES_TREE: &str = "60a0536aad78b937c46504927571c6624592591b";
+
+#[test]
+fn the_worktree_subject_is_gits_tree_with_the_executable_bit_where_the_disk_has_none() {
+    let place = place();
+    let git = place.project.join(".git");
+    for dir in ["objects", "refs"] {
+        std::fs::create_dir_all(git.join(dir)).unwrap();
+    }
+    std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(git.join("index"), include_bytes!("fixtures/modes.index")).unwrap();
+    let script = place.project.join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hi\n").unwrap();
+    std::fs::write(place.project.join("plain.txt"), "plain\r\n").unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Windows keeps no executable bit: the index's 100755 is the mode, as git for Windows
+    // keeps it. On Unix the disk's bit is.
+    let out = bin(&place, "marker-writer")
+        .args(["write", "--check", "tests", "--status", "passed"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains(&format!("git-tree:{MODES_TREE}")), "{said}");
+    // The line ending is content here too.
+    std::fs::write(place.project.join("plain.txt"), "plain\n").unwrap();
+    bin(&place, "marker-writer")
+        .args(["verify", "--check", "tests"])
+        .assert()
+        .code(1);
+}

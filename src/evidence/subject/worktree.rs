@@ -286,12 +286,14 @@ fn tracked(repository: &Repository, cache: bool) -> Result<Tracked> {
     })
 }
 
-/// Git's own rules for a path component on Linux (no Windows, HFS+ or NTFS protections).
+/// Git's own rules for a path component: on Windows with git for Windows' protections
+/// (`core.protectNTFS`: no `GIT~1`, no trailing dot or space, no reserved names, no `:`), so
+/// no tracked path names `.git` in another spelling; elsewhere git's on Linux.
 const PLAIN_COMPONENTS: gix_index::validate::path::component::Options =
     gix_index::validate::path::component::Options {
-        protect_windows: false,
+        protect_windows: files::NTFS_NAMES,
         protect_hfs: false,
-        protect_ntfs: false,
+        protect_ntfs: files::NTFS_NAMES,
     };
 /// The largest index read: far past any real one, short of what would exhaust memory.
 const MAX_INDEX: u64 = 2 << 30;
@@ -392,13 +394,13 @@ fn walk(
     } else if large {
         // The index is read while the tree is walked.
         std::thread::scope(|scope| {
-            let tracked = scope.spawn(|| tracked(repository, false));
+            let tracked = scope.spawn(|| tracked(repository, !files::MODES_ON_DISK));
             let walked = Walk::new(top, &repository.git_dir, exclude, options, None).run(threads());
             let tracked = tracked.join().expect("reading the index does not panic");
             (tracked, walked)
         })
     } else {
-        let tracked = tracked(repository, false);
+        let tracked = tracked(repository, !files::MODES_ON_DISK);
         let much = tracked
             .as_ref()
             .is_ok_and(|tracked| tracked.cached_bytes >= PARALLEL_BYTES);
@@ -436,6 +438,9 @@ fn walk(
         files.extend(extra);
         files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     }
+    if !files::MODES_ON_DISK {
+        modes_from_the_index(&mut files, &tracked);
+    }
     let tree = if no_tree {
         None
     } else {
@@ -451,6 +456,23 @@ fn walk(
         .collect();
     changed.sort_unstable();
     Ok((ByStat { tree, changed }, files))
+}
+
+/// Where the disk keeps no modes (Windows: `core.fileMode` and `core.symlinks` false), a file's
+/// mode is what the index records for its path, as `git add` keeps it there: executable, or a
+/// link checked out as a file that holds its target (the same blob). A file the index does not
+/// hold, or holds as a plain file, is a plain file.
+fn modes_from_the_index(files: &mut [Hashed], tracked: &Tracked) {
+    let mut at = 0;
+    for file in files.iter_mut().filter(|f| f.mode == Mode::File) {
+        at += tracked.paths[at..].partition_point(|p| p.as_slice() < file.path.as_slice());
+        if tracked.paths.get(at).is_some_and(|p| *p == file.path)
+            && let Some(Some(cached)) = tracked.cached.get(at)
+            && matches!(cached.mode, Mode::Executable | Mode::Symlink)
+        {
+            file.mode = cached.mode;
+        }
+    }
 }
 
 /// Every file of the working tree as its subject hashes it: the path from the top and the
@@ -726,6 +748,13 @@ impl<'a> Walk<'a> {
             self.options.deadline.check("hashing the worktree")?;
             let shown = || String::from_utf8_lossy(&relative).into_owned();
             let cname = paths::os_str(name);
+            if matches!(cname, std::borrow::Cow::Owned(_)) {
+                // Windows: a name that is not valid Unicode, which git for Windows cannot add.
+                return Err(Error::input(format!(
+                    "{} has a name that is not valid Unicode, which git cannot add here; rename it",
+                    shown()
+                )));
+            }
             let source = if kind.is_symlink() {
                 Source::Link(
                     files::readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?,

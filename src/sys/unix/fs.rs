@@ -178,6 +178,14 @@ pub fn is_executable(_: &Path, meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o111 != 0
 }
 
+/// Whether files carry an executable bit (git's `core.fileMode`) and links are links
+/// (`core.symlinks`): on Unix, both.
+pub const MODES_ON_DISK: bool = true;
+
+/// Whether git guards paths against NTFS's other spellings of a name (`core.protectNTFS`):
+/// not by default on Unix.
+pub const NTFS_NAMES: bool = false;
+
 /// Whether a file's owner may execute it (git's `core.fileMode`).
 pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o100 != 0

@@ -314,6 +314,15 @@ pub fn is_executable(path: &Path, _: &std::fs::Metadata) -> bool {
     program_extensions().iter().any(|e| name.ends_with(e))
 }
 
+/// Git for Windows keeps no executable bit on disk (`core.fileMode` false) and, by default,
+/// checks a link out as a file holding its target (`core.symlinks` false): the index keeps
+/// those modes, not the disk.
+pub const MODES_ON_DISK: bool = false;
+
+/// git for Windows guards paths against NTFS's other spellings of a name (`GIT~1`, a trailing
+/// dot or space, `::$DATA`, reserved names): `core.protectNTFS` is on there.
+pub const NTFS_NAMES: bool = true;
+
 /// Git for Windows does not record the executable bit (`core.fileMode` is false).
 pub fn owner_may_execute(_: &std::fs::Metadata) -> bool {
     false
