@@ -290,6 +290,31 @@ fn collect(mut reader: impl Read + Send + 'static, tail: usize) -> Collected {
     Collected { kept, done, tail }
 }
 
+/// The process that started this one, as it was when asked: for a waiter that must end with
+/// it. Unix hands an orphan to init (its parent id changes); Windows keeps the dead parent's id,
+/// which a new process may reuse: both are told by the id, the process being alive, and its
+/// start.
+#[derive(Clone, Copy, Debug)]
+pub struct Parent {
+    id: u32,
+    start: Option<u64>,
+}
+
+impl Parent {
+    pub fn now() -> Parent {
+        let id = parent_id();
+        Parent {
+            id,
+            start: start_time(id),
+        }
+    }
+
+    /// Whether the process that started this one is still there.
+    pub fn is_there(&self) -> bool {
+        parent_id() == self.id && is_alive(self.id) && start_time(self.id) == self.start
+    }
+}
+
 /// The shell that runs a check command: `sh -c COMMAND`; on Windows, Git for Windows' `sh`
 /// when it is on PATH or in its usual place (as Claude Code runs shell-form hooks), else
 /// `cmd.exe /d /s /c "COMMAND"`.

@@ -54,6 +54,26 @@ mod helper {
                 let _ = leaf.wait();
             }
             "leaf" => std::thread::sleep(Duration::from_secs(60)),
+            // Starts a watcher of itself, says the watcher's id, and sleeps until killed.
+            "parent" => {
+                let mut watcher = super::helper("watcher", &[args[0]])
+                    .spawn()
+                    .expect("the watcher");
+                std::thread::sleep(Duration::from_secs(60));
+                let _ = watcher.wait();
+            }
+            // Writes "watching" once it knows its parent, then "gone" once the parent is.
+            "watcher" => {
+                let parent = vigil::sys::process::Parent::now();
+                std::fs::write(args[0], "watching").expect("the state file");
+                for _ in 0..600 {
+                    if !parent.is_there() {
+                        std::fs::write(args[0], "gone").expect("the state file");
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
             // Replaces a file with one of two contents, over and over, until killed.
             "replace" => {
                 let path = std::path::Path::new(args[0]);

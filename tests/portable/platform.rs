@@ -109,7 +109,16 @@ fn a_process_tree_is_killed_whole_at_its_deadline() {
 fn a_running_process_is_known_by_its_image_command_line_and_start() {
     let mut child = super::helper("leaf", &[]).spawn().unwrap();
     let pid = child.id();
-    let words = process::command_line(pid).expect("its command line");
+    // A process still inside its exec shows no command line yet (Linux sets the arguments up
+    // after the parent's spawn returns): asked again until it does.
+    let until = Instant::now() + Duration::from_secs(5);
+    let words = loop {
+        match process::command_line(pid) {
+            Some(words) => break words,
+            None if Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
+            None => panic!("no command line for {pid}"),
+        }
+    };
     let exe = std::env::current_exe().unwrap();
     let stem = exe.file_stem().unwrap().to_string_lossy().into_owned();
     assert!(words[0].contains(&stem), "{words:?}");
@@ -150,5 +159,42 @@ fn a_state_file_is_never_read_through_a_link() {
     assert!(
         vigil::sys::files::open_regular(&link).is_ok(),
         "followed where asked"
+    );
+}
+
+#[test]
+fn a_waiter_knows_when_the_process_that_started_it_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("watcher");
+    let mut parent = super::helper("parent", &[state.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while super::read(&state) != b"watching" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        super::read(&state),
+        b"watching",
+        "the watcher never started"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        super::read(&state),
+        b"watching",
+        "gone while its parent lives"
+    );
+    // Unix hands the orphan to init; Windows keeps the dead parent's id.
+    parent.kill().unwrap();
+    parent.wait().unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while super::read(&state) != b"gone" && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        super::read(&state),
+        b"gone",
+        "the watcher did not see its parent go"
     );
 }

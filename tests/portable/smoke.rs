@@ -308,7 +308,11 @@ fn the_worktree_subject_is_gits_tree_with_the_executable_bit_where_the_disk_has_
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(said.contains(&format!("git-tree:{MODES_TREE}")), "{said}");
     // The line ending is content here too.
     std::fs::write(place.project.join("plain.txt"), "plain\n").unwrap();

@@ -122,7 +122,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 }
 
 fn wait(options: &Options) -> Result<ExitCode> {
-    let parent = process::parent_id();
+    let parent = process::Parent::now();
     let started = Instant::now();
     let bytes = files::read_capped(
         std::io::stdin().lock(),
@@ -150,7 +150,7 @@ fn wait(options: &Options) -> Result<ExitCode> {
     let registration = wakes::become_waiter(&session, &queues)?;
     let mut checked = Instant::now();
     loop {
-        if process::parent_id() != parent || !wakes::still_waiter(&registration) {
+        if !parent.is_there() || !wakes::still_waiter(&registration) {
             // The hook that started it is gone, or a newer waiter took over.
             wakes::stop_waiting(&registration);
             return Ok(ExitCode::SUCCESS);
@@ -177,10 +177,14 @@ fn wait(options: &Options) -> Result<ExitCode> {
 
 /// Writes the wakes on stderr and exits 2 (the engine wakes the model with it); each is removed
 /// only once the line is written, and put back when it cannot be, or when the engine is gone.
-fn deliver(taken: Vec<wakes::Claimed>, parent: u32, registration: &std::path::Path) -> ExitCode {
+fn deliver(
+    taken: Vec<wakes::Claimed>,
+    parent: process::Parent,
+    registration: &std::path::Path,
+) -> ExitCode {
     wakes::stop_waiting(registration);
     let text = format!("{}\n", wakes::told(&taken));
-    let written = process::parent_id() == parent && {
+    let written = parent.is_there() && {
         let mut err = std::io::stderr().lock();
         err.write_all(text.as_bytes())
             .and_then(|()| err.flush())
