@@ -310,6 +310,14 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
         return findings;
     }
     let why_not = "the agent can change vigil's loops and session records";
+    if cfg!(windows) {
+        // Nothing to turn on: Claude Code's sandbox is for Linux and macOS.
+        findings.push(Finding::Warn(format!(
+            "Windows: vigil's state home is within the agent's reach (Claude Code has no sandbox here)\nthe state home is {}: {why_not}, and a check runs with your rights; markers CI signs stay unforgeable (see SECURITY.md, Windows)",
+            guarded.state_home.display()
+        )));
+        return findings;
+    }
     let home = paths::canonical(&guarded.state_home);
     let top = protected::state_top(project_dir);
     if home.starts_with(&top) {

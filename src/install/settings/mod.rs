@@ -228,11 +228,9 @@ fn runs(binaries: &Binaries, binary: &str, args: &str) -> Value {
     if let (true, Binaries::Dir(dir)) = (cfg!(windows), binaries) {
         let program = dir.join(format!("{binary}.exe"));
         let program = std::path::absolute(&program).unwrap_or(program);
-        let mut handler = json!({"type": "command", "command": program.display().to_string()});
-        if let Some(words) = shlex::split(args).filter(|w| !w.is_empty()) {
-            handler["args"] = json!(words);
-        }
-        return handler;
+        // `args` always, empty or not: it is what makes the handler exec form.
+        let words = shlex::split(args).unwrap_or_default();
+        return json!({"type": "command", "command": program.display().to_string(), "args": words});
     }
     json!({"type": "command", "command": command(binaries, binary, args)})
 }
