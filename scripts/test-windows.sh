@@ -8,19 +8,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian's cargo is kept out of /usr/bin (a dpkg diversion): a machine whose /usr/bin has a
+# cargo is no longer one "without Rust", which the installer tests need.
+cargo=/usr/lib/vigil-windows/cargo
 packages=()
-[ -x /usr/bin/cargo ] || packages+=(cargo-web)
-[ -x /usr/bin/rustc ] || packages+=(rustc-web)
-[ -d /usr/lib/rustlib/src/rust/library ] || packages+=(rust-web-src)
-command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || packages+=(gcc-mingw-w64-x86-64)
-[ -x /usr/lib/wine/wine64 ] || packages+=(wine64)
-if [ ${#packages[@]} -gt 0 ]; then
+for package in cargo-web rustc-web rust-web-src gcc-mingw-w64-x86-64 wine64; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
+    || packages+=("$package")
+done
+if [ ${#packages[@]} -gt 0 ] || [ ! -x "$cargo" ]; then
   if [ "$(id -u)" != 0 ]; then
-    echo "test-windows: missing Debian packages: ${packages[*]}" >&2
+    echo "test-windows: as root once: Debian packages ${packages[*]:-(none)}, and $cargo" >&2
     exit 2
   fi
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  mkdir -p "$(dirname "$cargo")"
+  dpkg-divert --quiet --local --rename --divert "$cargo" --add /usr/bin/cargo
+  if [ ${#packages[@]} -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  fi
 fi
 
 # A wine prefix of our own, made once (about 5 s, headless). Wine 8.0 lacks
@@ -35,10 +41,10 @@ if [ ! -f "$dll" ] || [ scripts/windows/process-prng.c -nt "$dll" ]; then
   x86_64-w64-mingw32-gcc -shared -O2 -o "$dll" scripts/windows/process-prng.c -ladvapi32
 fi
 
-# Debian's cargo and rustc (1.96) before rustup's: the std source is theirs.
-export PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1
+# Debian's cargo and rustc (1.96), not rustup's: the std source is theirs.
+export PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=/usr/lib/wine/wine64
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/windows}
-exec cargo test --locked -Z build-std=std,panic_abort --target x86_64-pc-windows-gnu \
+exec "$cargo" test --locked -Z build-std=std,panic_abort --target x86_64-pc-windows-gnu \
   --lib --test portable "$@"
