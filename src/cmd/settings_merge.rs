@@ -173,6 +173,11 @@ fn run() -> Result<Exit> {
             "--protect is an install option (uninstall takes back what it added)",
         ));
     }
+    if options.codex && cfg!(windows) {
+        return Err(Error::usage(
+            "Codex on Windows is not supported yet: its hooks run through a shell vigil has not been tested with there; wire Claude Code, or Codex in WSL",
+        ));
+    }
     if options.protect && cfg!(windows) {
         return Err(Error::usage(
             "--protect needs Claude Code's sandbox, which is for Linux and macOS: on Windows vigil's state stays within the agent's reach (see SECURITY.md)",

@@ -707,7 +707,9 @@ impl Waiter {
             && self.process_start.is_some()
             && process::start_time(self.pid) == self.process_start
             && process::command_line(self.pid).is_some_and(|words| {
-                words.first().is_some_and(|w| w.ends_with("stop-gate"))
+                words
+                    .first()
+                    .is_some_and(|w| files::program_name(w) == "stop-gate")
                     && words.get(1).is_some_and(|w| w == WAITER_WORD)
             })
     }

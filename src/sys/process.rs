@@ -303,15 +303,22 @@ pub struct Parent {
 impl Parent {
     pub fn now() -> Parent {
         let id = parent_id();
+        let start = start_time(id);
+        // A parent that began after this process is another that took a dead parent's id.
+        let mine = start_time(std::process::id());
+        let adopted = matches!((start, mine), (Some(start), Some(mine)) if start > mine);
         Parent {
             id,
-            start: start_time(id),
+            start: if adopted { None } else { start },
         }
     }
 
     /// Whether the process that started this one is still there.
     pub fn is_there(&self) -> bool {
-        parent_id() == self.id && is_alive(self.id) && start_time(self.id) == self.start
+        self.start.is_some()
+            && parent_id() == self.id
+            && is_alive(self.id)
+            && start_time(self.id) == self.start
     }
 }
 

@@ -2,8 +2,9 @@
 //! and on Windows under wine (`scripts/test-windows.sh`, issue 33). They need no git, no
 //! bubblewrap and no real client.
 //!
-//! - `platform.rs`: the platform layer's contracts (a lock held twice, a replace interrupted,
-//!   a process tree killed at its deadline, a link never followed).
+//! - `platform.rs`: the platform layer's contracts (a replace interrupted, a process tree
+//!   killed at its deadline, a waiter's parent gone, a link never followed; a lock held twice
+//!   is `sys::lock`'s unit test, which runs on both targets too).
 //! - `smoke.rs`: the binaries as an engine and a person drive them: a Stop with the system's
 //!   own `cwd`, a loop started and ended, a marker written and verified, `settings-merge
 //!   install` and `uninstall` byte for byte on a settings file with Windows paths.
@@ -77,10 +78,14 @@ mod helper {
             // Replaces a file with one of two contents, over and over, until killed.
             "replace" => {
                 let path = std::path::Path::new(args[0]);
-                let contents = [vec![b'a'; 1 << 20], vec![b'b'; 1 << 20]];
+                let contents = [vec![b'b'; 1 << 20], vec![b'a'; 1 << 20]];
                 for turn in 0usize.. {
                     vigil::sys::atomic::write_atomic(path, &contents[turn % 2], 0o644)
                         .expect("a write");
+                    if turn == 0 {
+                        // One replacement done: the test kills it from now on.
+                        std::fs::write(args[1], "replaced").expect("the started file");
+                    }
                 }
             }
             other => panic!("no helper {other}"),

@@ -1,51 +1,31 @@
 //! The platform layer's contracts (src/sys/unix, src/sys/windows), the same test code on both.
+//! A lock held twice, and a transient lock's waiter, are `sys::lock`'s own unit tests, which
+//! run under wine too.
 
 use std::time::{Duration, Instant};
 
-use vigil::sys::lock::FileLock;
 use vigil::sys::process::{self, Outcome};
-
-#[test]
-fn a_lock_held_twice_waits_then_times_out_and_is_free_once_released() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("state.lock");
-    let first = FileLock::acquire(&path, Duration::from_secs(1)).unwrap();
-    let started = Instant::now();
-    let second = FileLock::acquire(&path, Duration::from_millis(200));
-    assert_eq!(second.err().unwrap().kind(), std::io::ErrorKind::TimedOut);
-    assert!(started.elapsed() >= Duration::from_millis(200));
-    drop(first);
-    FileLock::acquire(&path, Duration::from_millis(200)).unwrap();
-}
-
-#[test]
-fn a_transient_lock_leaves_nothing_and_its_waiter_locks_the_path_afresh() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("x.lock");
-    let first = FileLock::transient_at(&path, Duration::from_secs(1)).unwrap();
-    let waiter = {
-        let path = path.clone();
-        std::thread::spawn(move || FileLock::acquire(&path, Duration::from_secs(10)).unwrap())
-    };
-    std::thread::sleep(Duration::from_millis(100));
-    drop(first);
-    let second = waiter.join().unwrap();
-    // The waiter holds what the path names now: a third comer waits for it.
-    let third = FileLock::acquire(&path, Duration::from_millis(50));
-    assert_eq!(third.err().unwrap().kind(), std::io::ErrorKind::TimedOut);
-    drop(second);
-}
 
 #[test]
 fn a_replace_interrupted_leaves_the_old_file_or_the_new_never_a_mix() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.json");
     std::fs::write(&path, vec![b'a'; 1 << 20]).unwrap();
-    for wait in [30, 80, 150] {
-        let mut writer = super::helper("replace", &[path.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+    let started = dir.path().join("started");
+    for wait in [0, 30, 80, 150] {
+        let _ = std::fs::remove_file(&started);
+        let mut writer = super::helper(
+            "replace",
+            &[path.to_str().unwrap(), started.to_str().unwrap()],
+        )
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+        let until = Instant::now() + Duration::from_secs(20);
+        while !started.exists() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(started.exists(), "the writer never replaced the file");
         std::thread::sleep(Duration::from_millis(wait));
         // Killed where it stands: SIGKILL, or TerminateProcess.
         writer.kill().unwrap();
@@ -61,7 +41,7 @@ fn a_replace_interrupted_leaves_the_old_file_or_the_new_never_a_mix() {
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         assert!(
-            name == "state.json" || name.starts_with(".state.json."),
+            name == "state.json" || name == "started" || name.starts_with(".state.json."),
             "{name}"
         );
     }

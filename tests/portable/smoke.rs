@@ -270,6 +270,16 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
             "{gate}"
         );
     }
+    // A second install (an upgrade) keeps the gate's flags, in either form.
+    bin(&place, "settings-merge")
+        .args(["install", "--settings"])
+        .arg(&settings)
+        .arg("--bin-dir")
+        .arg(bin_dir)
+        .assert()
+        .success();
+    let again: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    assert_eq!(again, installed, "a re-install changed the hooks");
     // The doctor reads either form, finds every hook and runs each binary bare.
     let out = bin(&place, "settings-merge")
         .args(["check", "--settings"])
@@ -341,4 +351,67 @@ fn the_worktree_subject_is_gits_tree_with_the_executable_bit_where_the_disk_has_
         .args(["verify", "--check", "tests"])
         .assert()
         .code(1);
+}
+
+#[test]
+fn a_waiting_session_is_known_as_a_waiter_and_hears_the_loop_settle_once() {
+    let place = place();
+    bin(&place, "stop-gate")
+        .args([
+            "loop",
+            "start",
+            "--max-iterations",
+            "3",
+            "--completion-promise",
+            "DONE",
+        ])
+        .args([
+            "--session",
+            "w1",
+            "--name",
+            "parser",
+            "make the parser pass",
+        ])
+        .assert()
+        .success();
+    let payload = json!({"session_id": "c1", "hook_event_name": "Stop", "cwd": place.project});
+    let mut waiter = std::process::Command::new(env!("CARGO_BIN_EXE_stop-gate"))
+        .args(["wait", "--poll-ms", "50"])
+        .current_dir(&place.project)
+        .env("VIGIL_STATE_HOME", &place.state)
+        .env("CLAUDE_CODE_ENTRYPOINT", "cli")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = waiter.stdin.take().unwrap();
+        stdin.write_all(payload.to_string().as_bytes()).unwrap();
+    }
+    let registration = place.state.join("wakes").join("waiters").join("c1.json");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !registration.exists() && std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(registration.exists(), "the waiter never registered");
+    // Known by its image, command line and start: the one session that waits.
+    let listed = bin(&place, "stop-gate")
+        .args(["loop", "list"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("session c1 waits for them"), "{listed}");
+    let out = bin(&place, "stop-gate")
+        .args(["--run", "exit 0"])
+        .write_stdin(stop_input(&place, "w1", "Done.\n<promise>DONE</promise>"))
+        .output()
+        .unwrap();
+    assert!(answer(&out.stdout).get("decision").is_none());
+    let done = waiter.wait_with_output().unwrap();
+    let told = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(2), "{told}");
+    assert_eq!(told.matches("loop parser in").count(), 1, "{told}");
+    assert!(told.contains("passed"), "{told}");
 }

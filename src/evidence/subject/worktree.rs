@@ -239,6 +239,14 @@ fn tracked(repository: &Repository, cache: bool) -> Result<Tracked> {
                 shown()
             )));
         }
+        // Windows names are Unicode: bytes that are not UTF-8 would be read with U+FFFD in
+        // their place, two index paths naming one file.
+        if files::NTFS_NAMES && std::str::from_utf8(name).is_err() {
+            return Err(Error::input(format!(
+                "the index names {:?}, which is not UTF-8 and so names no file here; the worktree subject cannot vouch for it",
+                shown()
+            )));
+        }
         // As git's own verify_path: no empty, `.`, `..` or `.git` (in any case) component,
         // so no path leaves the tree or names one thing in two spellings.
         for component in name.split(|b| *b == b'/') {
@@ -718,6 +726,19 @@ impl<'a> Walk<'a> {
             if name.eq_ignore_ascii_case(b".git") {
                 return Err(Error::input(format!(
                     "{}/{} is named .git in another case, which git refuses to add; rename it",
+                    shown(),
+                    String::from_utf8_lossy(name)
+                )));
+            }
+            // Windows reads some names as others (`a.` as `a`, `NUL` as the device, `GIT~1` as
+            // `.git`): git for Windows refuses to add them (`core.protectNTFS`), and so does
+            // the subject, rather than hash one name's content under another's.
+            if files::NTFS_NAMES
+                && gix_index::validate::path::component(name.into(), None, PLAIN_COMPONENTS)
+                    .is_err()
+            {
+                return Err(Error::input(format!(
+                    "{}/{} has a name Windows reads as another (a trailing dot or space, a device name, a short name), which git cannot add here; rename it",
                     shown(),
                     String::from_utf8_lossy(name)
                 )));

@@ -368,14 +368,14 @@ fn stop_gate_flags(
     root: &Map<String, Value>,
     binaries: &Binaries,
 ) -> Result<(GateFlags, Option<Value>)> {
-    let ours = command(binaries, "stop-gate", "");
+    let ours = super::own_lines(binaries, "stop-gate");
     let written_here = |text: &str| match binaries {
-        Binaries::Dir(_) => {
+        Binaries::Dir(_) => ours.iter().any(|ours| {
             text == ours
                 || text
-                    .strip_prefix(&ours)
+                    .strip_prefix(ours.as_str())
                     .is_some_and(|rest| rest.starts_with(' '))
-        }
+        }),
         Binaries::Search => text.starts_with("for b in \"$(command -v stop-gate)\""),
     };
     let handler = vigil_handlers(root)

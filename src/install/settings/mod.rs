@@ -220,6 +220,18 @@ pub fn config_change_entry(binaries: &Binaries) -> Entry {
     }
 }
 
+/// The handler line of `binary` with no flags, in every form an install on this system writes
+/// it (a command line; on Windows also exec form): a handler whose line is one of these, or
+/// one of these and flags, was written by such an install.
+pub fn own_lines(binaries: &Binaries, binary: &str) -> Vec<String> {
+    let mut lines = vec![command(binaries, binary, "")];
+    if let Some(exec) = handler_line(&runs(binaries, binary, "")) {
+        lines.push(exec);
+    }
+    lines.dedup();
+    lines
+}
+
 /// A Claude Code command handler that runs `binary` with `args` (shell words, as `shell_quote`
 /// writes them). On Windows, with the binaries in a directory, in exec form: the `.exe`'s absolute
 /// path as `command` and the words as `args`, so no shell (Git Bash or PowerShell) reads them
@@ -820,10 +832,8 @@ pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(S
 pub fn vigil_binary(command: &str) -> Option<&'static str> {
     let command = command.trim_start();
     let first = first_word(command)?;
-    let name = first.rsplit(['/', '\\']).next()?;
-    // A Windows program, named in any case.
-    let lower = name.to_ascii_lowercase();
-    let name = lower.strip_suffix(".exe").unwrap_or(name);
+    // As the system names programs: on Windows `STOP-GATE.EXE` too.
+    let name = files::program_name(&first);
     if let Some(binary) = BINARIES.iter().find(|b| **b == name) {
         return Some(binary);
     }

@@ -191,6 +191,11 @@ pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o100 != 0
 }
 
+/// The program a path or name runs, as the system names programs: the last `/` component.
+pub fn program_name(word: &str) -> String {
+    word.rsplit('/').next().unwrap_or(word).to_string()
+}
+
 /// The names `sh` would try for `program` in a directory of PATH: the name itself.
 pub fn program_names(program: &str) -> Vec<String> {
     vec![program.to_string()]

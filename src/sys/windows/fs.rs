@@ -308,6 +308,20 @@ fn program_extensions() -> Vec<String> {
     extensions
 }
 
+/// The program a path or name runs, as Windows names programs: the last component (after `\`
+/// or `/`), in lower case (names are compared without regard to case), without `.exe`.
+pub fn program_name(word: &str) -> String {
+    let name = word
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or(word)
+        .to_lowercase();
+    match name.strip_suffix(".exe") {
+        Some(stem) => stem.to_string(),
+        None => name,
+    }
+}
+
 /// Whether a file is one Windows runs: its name ends in an extension of `%PATHEXT%`.
 pub fn is_executable(path: &Path, _: &std::fs::Metadata) -> bool {
     let name = path.to_string_lossy().to_ascii_lowercase();
