@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::reach::{self, MAX_LINKS, lexical, resolve};
+use crate::sys::{paths, user};
 
 /// The tools that write files, and the field of their input that names the file.
 pub const WRITERS: &[(&str, &str)] = &[
@@ -70,30 +71,27 @@ fn outside(place: &Path, project: &Path, hidden: &[PathBuf]) -> Option<String> {
         return None;
     }
     for hidden in hidden {
-        if place.starts_with(hidden) {
+        if paths::within(place, hidden) {
             return Some(format!(
                 "it is in {}, which the agent never writes",
                 hidden.display()
             ));
         }
     }
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+    if let Some(home) = user::home() {
         let home = real_dir(&home);
         for name in reach::START_UP_FILES {
-            if place == home.join(name) {
+            if paths::within(place, &home.join(name)) {
                 return Some("it is a shell start-up file, which every later shell runs".into());
             }
         }
     }
-    // The temporary directory the sandboxed shell may write: $TMPDIR, else /tmp.
-    let temporary = std::env::var_os("TMPDIR")
-        .map(PathBuf::from)
-        .filter(|dir| dir.is_absolute())
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    let temporary = real_dir(&temporary);
-    let root = if place.starts_with(project) {
+    // The temporary directory the sandboxed shell may write: $TMPDIR, else /tmp (Windows:
+    // %TEMP%).
+    let temporary = real_dir(&paths::temp_dir());
+    let root = if paths::within(place, project) {
         project.to_path_buf()
-    } else if place.starts_with(&temporary) && place != temporary {
+    } else if paths::within(place, &temporary) && !paths::within(&temporary, place) {
         temporary
     } else {
         return Some("it is outside the project and the temporary directory".to_string());
@@ -104,10 +102,13 @@ fn outside(place: &Path, project: &Path, hidden: &[PathBuf]) -> Option<String> {
     let mut at = root.clone();
     for part in rest.components() {
         at.push(part);
+        // The file a name writes: on Windows `x::$DATA` and `x.` are `x` itself.
         let name = part.as_os_str().to_string_lossy();
+        let name = name.split(':').next().unwrap_or("");
+        let name = name.trim_end_matches(['.', ' ']);
         if reach::READ_ONLY
             .iter()
-            .any(|(entry, _)| entry.eq_ignore_ascii_case(&name))
+            .any(|(entry, _)| entry.eq_ignore_ascii_case(name))
         {
             return Some(format!(
                 "{} holds what the engine or git runs with your rights",

@@ -18,7 +18,7 @@ pub mod confine;
 pub mod guard;
 pub mod sandbox;
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::state::protected;
 
@@ -155,70 +155,13 @@ pub fn claude_home() -> Option<PathBuf> {
     std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".claude")))
+        .or_else(|| crate::sys::user::home().map(|home| home.join(".claude")))
 }
 
 /// The most links followed in one path (as the kernel's 40).
-pub const MAX_LINKS: usize = 40;
-
-/// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
-pub fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(name) => out.push(name),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
-}
-
-/// Where a write to `path` lands: each component as the kernel takes it, a link followed to
-/// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
-pub fn resolve(path: &Path) -> Option<PathBuf> {
-    let mut links = 0;
-    let mut done = PathBuf::from("/");
-    let mut left: Vec<std::ffi::OsString> = path
-        .components()
-        .rev()
-        .filter_map(|c| match c {
-            Component::Normal(name) => Some(name.to_os_string()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect();
-    while let Some(name) = left.pop() {
-        if name == ".." {
-            done.pop();
-            continue;
-        }
-        let next = done.join(&name);
-        match std::fs::symlink_metadata(&next) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                links += 1;
-                if links > MAX_LINKS {
-                    return None;
-                }
-                let target = std::fs::read_link(&next).ok()?;
-                if target.is_absolute() {
-                    done = PathBuf::from("/");
-                }
-                for component in target.components().rev() {
-                    match component {
-                        Component::Normal(n) => left.push(n.to_os_string()),
-                        Component::ParentDir => left.push("..".into()),
-                        _ => {}
-                    }
-                }
-            }
-            _ => done = next,
-        }
-    }
-    Some(done)
-}
+pub use crate::sys::paths::MAX_LINKS;
+/// A path with `..` taken by spelling, and where a write to it lands.
+pub use crate::sys::paths::{lexical, resolve};
 
 #[cfg(test)]
 mod tests {

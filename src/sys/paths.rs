@@ -59,3 +59,30 @@ pub fn bytes(name: &std::ffi::OsStr) -> &[u8] {
 pub fn into_bytes(name: std::ffi::OsString) -> Vec<u8> {
     platform::fs::into_bytes(name)
 }
+
+/// The most links followed in one path.
+pub use platform::fs::MAX_LINKS;
+
+/// The path with `.` dropped and `..` taken by spelling: as Node's path.resolve does on Unix,
+/// as Windows itself does there (keeping the drive).
+pub fn lexical(path: &Path) -> PathBuf {
+    platform::fs::lexical(path)
+}
+
+/// Where a write to `path` lands: on Unix each component as the kernel takes it, a link
+/// followed to its target, a missing directory as `mkdir -p` would make it; on Windows as the
+/// system resolves it (links, junctions, short names, case). `None` past `MAX_LINKS`.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    platform::fs::resolve(path)
+}
+
+/// Whether `place` is `dir` or below it, names compared as the system compares them (on
+/// Windows without regard to case).
+pub fn within(place: &Path, dir: &Path) -> bool {
+    platform::fs::within(place, dir)
+}
+
+/// The temporary directory the agent's shell may write.
+pub fn temp_dir() -> PathBuf {
+    platform::fs::temp_dir()
+}

@@ -415,3 +415,83 @@ fn a_waiting_session_is_known_as_a_waiter_and_hears_the_loop_settle_once() {
     assert_eq!(told.matches("loop parser in").count(), 1, "{told}");
     assert!(told.contains("passed"), "{told}");
 }
+
+/// What stop-gate's PreToolUse hook says of the Write tool writing `path` from `cwd`: `None`
+/// allowed (silent), `Some(reason)` denied.
+fn write_tool(place: &Place, cwd: &Path, path: &str) -> Option<String> {
+    let payload = json!({
+        "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": cwd,
+        "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": path, "content": "x"},
+    });
+    let out = bin(place, "stop-gate")
+        .current_dir(cwd)
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    if out.stdout.is_empty() {
+        return None;
+    }
+    let said = answer(&out.stdout);
+    assert_eq!(
+        said["hookSpecificOutput"]["permissionDecision"], "deny",
+        "{said}"
+    );
+    Some(said["hookSpecificOutput"]["permissionDecisionReason"].to_string())
+}
+
+#[test]
+fn the_file_tool_guard_judges_a_path_where_it_lands_in_the_systems_own_spelling() {
+    // Outside the temporary directory, which the file tools may write.
+    let away = if cfg!(windows) {
+        std::path::PathBuf::from(format!(
+            "{}\\",
+            std::env::var("SystemDrive").unwrap_or_else(|_| "C:".into())
+        ))
+    } else {
+        std::path::PathBuf::from("/var/tmp")
+    };
+    let root = tempfile::tempdir_in(&away).unwrap();
+    let project = root.path().join("proj");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    let place = Place {
+        project: project.clone(),
+        state: root.path().join("state"),
+        _root: tempfile::tempdir().unwrap(),
+    };
+    let at = |rest: &str| project.join(rest).to_string_lossy().into_owned();
+    assert_eq!(write_tool(&place, &project, &at("src/main.rs")), None);
+    assert_eq!(write_tool(&place, &project, "src/lib.rs"), None);
+    for denied in [
+        ".mcp.json",
+        ".git/config",
+        "src/../.git/hooks/pre-commit",
+        ".claude/settings.json",
+    ] {
+        assert!(
+            write_tool(&place, &project, &at(denied)).is_some(),
+            "{denied}"
+        );
+    }
+    let outside = root.path().join("elsewhere.txt");
+    assert!(write_tool(&place, &project, &outside.to_string_lossy()).is_some());
+    if cfg!(windows) {
+        // Every spelling Windows reads as a file the engine or git runs: another case, a
+        // trailing dot, the file's main stream, backslashes and forward slashes, a relative
+        // path, the \\?\ prefix.
+        for denied in [
+            at(".CLAUDE\\settings.json"),
+            at(".Git\\config"),
+            at(".mcp.json."),
+            at(".mcp.json::$DATA"),
+            at("src\\..\\.git\\config").replace('\\', "/"),
+            ".\\.git\\config".to_string(),
+            format!("\\\\?\\{}", at(".git\\config")),
+        ] {
+            assert!(write_tool(&place, &project, &denied).is_some(), "{denied}");
+        }
+        assert_eq!(write_tool(&place, &project, &at("SRC\\Main.rs")), None);
+    }
+}

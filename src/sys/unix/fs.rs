@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::super::files::{AtError, StatAt};
 
@@ -258,4 +258,81 @@ pub fn bytes(name: &OsStr) -> &[u8] {
 /// The bytes of an owned name or path.
 pub fn into_bytes(name: OsString) -> Vec<u8> {
     name.into_vec()
+}
+
+/// The most links followed in one path (as the kernel's 40).
+pub const MAX_LINKS: usize = 40;
+
+/// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
+pub fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(name) => out.push(name),
+            std::path::Component::RootDir
+            | std::path::Component::CurDir
+            | std::path::Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Where a write to `path` lands: each component as the kernel takes it, a link followed to
+/// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    let mut links = 0;
+    let mut done = PathBuf::from("/");
+    let mut left: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(name) => Some(name.to_os_string()),
+            std::path::Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    while let Some(name) = left.pop() {
+        if name == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&name);
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return None;
+                }
+                let target = std::fs::read_link(&next).ok()?;
+                if target.is_absolute() {
+                    done = PathBuf::from("/");
+                }
+                for component in target.components().rev() {
+                    match component {
+                        std::path::Component::Normal(n) => left.push(n.to_os_string()),
+                        std::path::Component::ParentDir => left.push("..".into()),
+                        _ => {}
+                    }
+                }
+            }
+            _ => done = next,
+        }
+    }
+    Some(done)
+}
+
+/// Whether `place` is `dir` or below it: names compared byte for byte, as Unix does.
+pub fn within(place: &Path, dir: &Path) -> bool {
+    place.starts_with(dir)
+}
+
+/// The temporary directory a sandboxed shell may write: `$TMPDIR`, else `/tmp`.
+pub fn temp_dir() -> PathBuf {
+    std::env::var_os("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
 }

@@ -415,3 +415,63 @@ pub fn bytes(name: &OsStr) -> &[u8] {
 pub fn into_bytes(name: OsString) -> Vec<u8> {
     name.into_encoded_bytes()
 }
+
+/// The most links followed in one path (Windows' own limit is 63 reparse points).
+pub const MAX_LINKS: usize = 63;
+
+/// The path made absolute with `.` and `..` taken by spelling, as Windows itself takes them
+/// (`GetFullPathNameW`), keeping the drive.
+pub fn lexical(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Where a write to `path` lands, as the system resolves it: `..` by spelling first (Windows
+/// does that before it looks at the disk), then its longest existing part by the handle's
+/// final path, which follows symbolic links and junctions and spells 8.3 short names and
+/// case as the disk has them (`\\?\C:\...`). `None` where a loop of links stops the system.
+pub fn resolve(path: &Path) -> Option<PathBuf> {
+    let absolute = lexical(path);
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::canonicalize(existing) {
+            Ok(found) => {
+                return Some(
+                    rest.iter()
+                        .rev()
+                        .fold(found, |acc: PathBuf, part| acc.join(part)),
+                );
+            }
+            // ERROR_CANT_RESOLVE_FILENAME: a loop of links.
+            Err(e) if e.raw_os_error() == Some(1921) => return None,
+            Err(_) => {}
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return Some(absolute),
+        }
+    }
+}
+
+/// Whether `place` is `dir` or below it, as NTFS compares names: without regard to case, and
+/// with `\\?\` and the plain spelling of a drive alike.
+pub fn within(place: &Path, dir: &Path) -> bool {
+    let plain = |path: &Path| {
+        let text = path.to_string_lossy().to_lowercase().replace('/', "\\");
+        let text = text
+            .strip_prefix("\\\\?\\")
+            .map(str::to_string)
+            .unwrap_or(text);
+        text.trim_end_matches('\\').to_string()
+    };
+    let (place, dir) = (plain(place), plain(dir));
+    place == dir || place.starts_with(&format!("{dir}\\"))
+}
+
+/// The temporary directory: `%TEMP%` (`GetTempPath2W`).
+pub fn temp_dir() -> PathBuf {
+    std::env::temp_dir()
+}
