@@ -178,11 +178,7 @@ fn run() -> Result<Exit> {
             "Codex on Windows is not supported yet: its hooks run through a shell vigil has not been tested with there; wire Claude Code, or Codex in WSL",
         ));
     }
-    if options.protect && cfg!(windows) {
-        return Err(Error::usage(
-            "--protect needs Claude Code's sandbox, which is for Linux and macOS: on Windows vigil's state stays within the agent's reach (see SECURITY.md)",
-        ));
-    }
+
     // Where Codex itself reads it: $CODEX_HOME, else ~/.codex.
     let config = options.codex_config.clone().or_else(|| {
         std::env::var_os("CODEX_HOME")

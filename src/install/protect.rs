@@ -313,7 +313,7 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
     if cfg!(windows) {
         // Nothing to turn on: Claude Code's sandbox is for Linux and macOS.
         findings.push(Finding::Warn(format!(
-            "Windows: vigil's state home is within the agent's reach (Claude Code has no sandbox here)\nthe state home is {}: {why_not}, and a check runs with your rights; markers CI signs stay unforgeable (see SECURITY.md, Windows)",
+            "Windows: vigil's state home is within the agent's reach (Claude Code has no sandbox here)\nthe state home is {}: the agent's shell can change vigil's loops and session records (--protect keeps only the Edit and Write tools off it), and a check runs with your rights; markers CI signs stay unforgeable (see SECURITY.md, Windows)",
             guarded.state_home.display()
         )));
         return findings;

@@ -294,15 +294,35 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
     );
     if cfg!(windows) {
         assert!(said.contains("within the agent's reach"), "{said}");
+        // --protect on Windows: the file tools' guard, no sandbox, said in one line.
         let out = bin(&place, "settings-merge")
             .args(["install", "--protect", "--settings"])
             .arg(&settings)
+            .arg("--bin-dir")
+            .arg(bin_dir)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(err.contains("Linux and macOS"), "{err}");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(said.contains("Windows has no sandbox"), "{said}");
+        let guarded: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        assert!(guarded.get("sandbox").is_none(), "{guarded}");
+        let guard = &guarded["hooks"]["PreToolUse"][0];
+        assert_eq!(
+            guard["matcher"], "Edit|Write|MultiEdit|NotebookEdit",
+            "{guard}"
+        );
+        assert!(
+            guard["hooks"][0]["command"]
+                .as_str()
+                .unwrap()
+                .ends_with("stop-gate.exe"),
+            "{guard}"
+        );
     }
     bin(&place, "settings-merge")
         .args(["uninstall", "--settings"])

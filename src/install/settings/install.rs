@@ -135,7 +135,10 @@ pub fn install(
         && (plan.protect.is_some() || installed.protect.is_some())
     {
         wanted.push(super::guard_entry(&plan.binaries));
-        wanted.push(super::config_change_entry(&plan.binaries));
+        // The ConfigChange hook keeps the sandbox on; Windows has none to keep.
+        if !cfg!(windows) {
+            wanted.push(super::config_change_entry(&plan.binaries));
+        }
     }
     // The group the flags were read from is replaced by the new one, which carries them, even
     // when the record of installing it is gone: else a second gate would run beside it.
@@ -216,6 +219,13 @@ pub fn install(
     // The protection, once asked for, stays through later installs without --protect: only
     // uninstall takes it back.
     let protected = match &plan.protect {
+        // Windows: Claude Code's sandbox is for Linux and macOS, and its permission rules are
+        // not tested there; the file tools' guard is the protection, recorded as one that
+        // changed no setting.
+        Some(_) if cfg!(windows) => {
+            installed.protect.get_or_insert_with(Default::default);
+            false
+        }
         Some(guarded) => {
             let done = protect::apply(&mut root, guarded);
             let changed = !done.is_empty();
@@ -274,6 +284,10 @@ pub fn install(
             if protected {
                 summary.push_str(
                     "; the sandbox on and vigil's state denied to the Edit and Write tools (--protect)",
+                );
+            } else if plan.protect.is_some() && cfg!(windows) {
+                summary.push_str(
+                    "; the Edit and Write tools kept off vigil's state (--protect); Windows has no sandbox, so the agent's shell still reaches it",
                 );
             } else if plan.protect.is_some() {
                 summary.push_str("; already protected");
