@@ -364,6 +364,26 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
         }
     };
     keep(&mut record.record.failures, failure.clone());
+    // Claude Code may run SessionEnd's hook before StopFailure's when an API error ends
+    // `claude -p` (seen under load): the loop was cut `session-ended` a moment ago, for the
+    // turn that failed. Its end is that failure: still cut, NOT verified, with the reason
+    // that tells the next session what happened. (Its wake was written at the end.)
+    if let Some(state) = record.record.ralph.as_mut()
+        && failure.agent_id.is_none()
+        && state.end_reason == Some(EndReason::SessionEnded)
+        && state.failures.is_empty()
+        && time::parse_rfc3339(&state.updated_at)
+            .is_some_and(|ended| time::now_secs() - ended < SESSION_END_RACE_SECS)
+    {
+        state.end(EndReason::TurnFailed);
+        keep(
+            &mut state.failures,
+            Failure {
+                iteration: Some(state.iteration),
+                ..failure.clone()
+            },
+        );
+    }
     if let Some(state) = record.record.ralph.as_mut()
         && state.status.is_live()
         && failure.agent_id.is_none()
@@ -497,6 +517,10 @@ pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<Loop
     wakes::settle(&state);
     Ok(Some(state))
 }
+
+/// How soon after a SessionEnd cut a StopFailure of the same session is taken as the cause of
+/// the end (the engine ran the two hooks in the other order).
+const SESSION_END_RACE_SECS: f64 = 30.0;
 
 /// The failure a turn that the engine ended over the gate's block is recorded as.
 pub const BLOCK_CAP: &str = "block_cap";

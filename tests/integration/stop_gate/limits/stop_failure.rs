@@ -195,3 +195,37 @@ fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session(
         "the session did not end on it: {checkpoint}"
     );
 }
+
+#[test]
+fn a_stop_failure_that_comes_after_the_session_end_gives_the_cut_its_reason() {
+    // Claude Code may run SessionEnd's hook before StopFailure's when an API error ends
+    // `claude -p` (seen under load in the end-to-end suite): the cut is the failed turn's.
+    let p = Project::git();
+    start_with(&p, "s1", 5, &[]);
+    assert!(p.stop(&[], "s1", Some("Working.")).blocked());
+    let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd",
+        "cwd": p.path(), "reason": "other"});
+    let out = session_end(p.path(), &[], payload.to_string());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(p.loop_state("s1")["end_reason"], "session-ended");
+    let out = stop_failure(&p, "s1", "claude-stop-failure-overloaded.json", &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "cut", "{state}");
+    assert_eq!(state["end_reason"], "turn-failed", "{state}");
+    assert_eq!(state["iteration"], 2, "{state}");
+    assert_eq!(state["failures"][0]["error"], "server_error", "{state}");
+    // Once: a later failure of the session changes nothing more.
+    let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
+    assert!(out.status.success());
+    let again = p.loop_state("s1");
+    assert_eq!(again["failures"].as_array().unwrap().len(), 1, "{again}");
+}
