@@ -33,9 +33,9 @@ impl FileLock {
         loop {
             let file = match files::open_write_no_follow(path, true) {
                 Ok(file) => file,
-                // Windows: a lock file its holder is removing cannot be opened until the
+                // A lock file its holder is removing (Windows) cannot be opened until the
                 // holder closes it; the path is locked afresh then.
-                Err(e) if cfg!(windows) && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(e) if files::being_removed(&e) => {
                     if Instant::now() >= deadline {
                         return Err(timed_out());
                     }

@@ -191,6 +191,12 @@ pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o100 != 0
 }
 
+/// Whether an open failed because the file's holder is removing it: never on Unix, where a
+/// removed name is simply gone.
+pub fn being_removed(_: &std::io::Error) -> bool {
+    false
+}
+
 /// The program a path or name runs, as the system names programs: the last `/` component.
 pub fn program_name(word: &str) -> String {
     word.rsplit('/').next().unwrap_or(word).to_string()

@@ -308,6 +308,12 @@ fn program_extensions() -> Vec<String> {
     extensions
 }
 
+/// Whether an open failed because the file's holder is removing it: a file whose delete is
+/// pending cannot be opened until its last handle closes (access denied).
+pub fn being_removed(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied
+}
+
 /// The program a path or name runs, as Windows names programs: the last component (after `\`
 /// or `/`), in lower case (names are compared without regard to case), without `.exe`.
 pub fn program_name(word: &str) -> String {
