@@ -93,6 +93,18 @@ mod helper {
     }
 }
 
+/// Asks `ready` every 10 ms for at most `secs` seconds; its last answer.
+fn until(secs: u64, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !ready() {
+        if std::time::Instant::now() >= deadline {
+            return ready();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 /// A file's bytes, or nothing.
 fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_default()

@@ -21,11 +21,10 @@ fn a_replace_interrupted_leaves_the_old_file_or_the_new_never_a_mix() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-        let until = Instant::now() + Duration::from_secs(20);
-        while !started.exists() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(started.exists(), "the writer never replaced the file");
+        assert!(
+            super::until(20, || started.exists()),
+            "the writer never replaced the file"
+        );
         std::thread::sleep(Duration::from_millis(wait));
         // Killed where it stands: SIGKILL, or TerminateProcess.
         writer.kill().unwrap();
@@ -75,12 +74,8 @@ fn a_process_tree_is_killed_whole_at_its_deadline() {
         .trim()
         .parse()
         .unwrap();
-    let gone = Instant::now() + Duration::from_secs(5);
-    while process::is_alive(leaf) && Instant::now() < gone {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert!(
-        !process::is_alive(leaf),
+        super::until(5, || !process::is_alive(leaf)),
         "the grandchild {leaf} outlived the deadline"
     );
 }
@@ -150,13 +145,8 @@ fn a_waiter_knows_when_the_process_that_started_it_is_gone() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let until = Instant::now() + Duration::from_secs(20);
-    while super::read(&state) != b"watching" && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        super::read(&state),
-        b"watching",
+    assert!(
+        super::until(20, || super::read(&state) == b"watching"),
         "the watcher never started"
     );
     std::thread::sleep(Duration::from_millis(300));
@@ -168,13 +158,8 @@ fn a_waiter_knows_when_the_process_that_started_it_is_gone() {
     // Unix hands the orphan to init; Windows keeps the dead parent's id.
     parent.kill().unwrap();
     parent.wait().unwrap();
-    let until = Instant::now() + Duration::from_secs(10);
-    while super::read(&state) != b"gone" && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(
-        super::read(&state),
-        b"gone",
+    assert!(
+        super::until(10, || super::read(&state) == b"gone"),
         "the watcher did not see its parent go"
     );
 }

@@ -59,6 +59,17 @@ fn stop_input(place: &Place, session: &str, text: &str) -> String {
     .to_string()
 }
 
+/// What stop-gate run with `args` answers to the hook input `input` (`{}` for silence).
+fn stop(place: &Place, args: &[&str], input: impl Into<Vec<u8>>) -> Value {
+    let out = bin(place, "stop-gate")
+        .args(args)
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "a hook answers with exit 0");
+    answer(&out.stdout)
+}
+
 fn answer(out: &[u8]) -> Value {
     if out.is_empty() {
         return json!({});
@@ -75,13 +86,7 @@ fn a_stop_in_the_systems_own_cwd_blocks_a_failing_check_and_allows_a_passing_one
         assert!(cwd.contains(":\\"), "{cwd}");
     }
     let input = stop_input(&place, "s1", "All tests pass.");
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 3"])
-        .write_stdin(input.clone())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let blocked = answer(&out.stdout);
+    let blocked = stop(&place, &["--run", "exit 3"], input.clone());
     assert_eq!(blocked["decision"], "block", "{blocked}");
     assert!(
         blocked["reason"]
@@ -90,12 +95,7 @@ fn a_stop_in_the_systems_own_cwd_blocks_a_failing_check_and_allows_a_passing_one
             .contains("failed (exit 3)"),
         "{blocked}"
     );
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 0"])
-        .write_stdin(input)
-        .output()
-        .unwrap();
-    let allowed = answer(&out.stdout);
+    let allowed = stop(&place, &["--run", "exit 0"], input);
     assert!(allowed.get("decision").is_none(), "{allowed}");
 }
 
@@ -103,22 +103,17 @@ fn a_stop_in_the_systems_own_cwd_blocks_a_failing_check_and_allows_a_passing_one
 fn hostile_input_is_denied_and_a_hostile_session_id_writes_nothing_outside() {
     let place = place();
     for input in ["", "not json", "[1]", "{\"session_id\": 7}"] {
-        let out = bin(&place, "stop-gate")
-            .args(["--run", "exit 0", "--max-blocks", "10"])
-            .write_stdin(input)
-            .output()
-            .unwrap();
-        let said = answer(&out.stdout);
+        let said = stop(&place, &["--run", "exit 0", "--max-blocks", "10"], input);
         assert_eq!(said["decision"], "block", "{input:?}: {said}");
     }
     let mut input: Value = serde_json::from_str(&stop_input(&place, "s2", "done")).unwrap();
     input["session_id"] = json!("..\\..\\x");
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 0", "--max-blocks", "10"])
-        .write_stdin(input.to_string())
-        .output()
-        .unwrap();
-    assert_eq!(answer(&out.stdout)["decision"], "block");
+    let said = stop(
+        &place,
+        &["--run", "exit 0", "--max-blocks", "10"],
+        input.to_string(),
+    );
+    assert_eq!(said["decision"], "block");
     let out = bin(&place, "stop-gate")
         .args([
             "loop",
@@ -155,12 +150,11 @@ fn a_loop_started_by_a_person_goes_on_until_its_promise_then_ends_passed() {
         .args(["--session", "s3", "make every test pass"])
         .assert()
         .success();
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 0"])
-        .write_stdin(stop_input(&place, "s3", "Still working on it."))
-        .output()
-        .unwrap();
-    let again = answer(&out.stdout);
+    let again = stop(
+        &place,
+        &["--run", "exit 0"],
+        stop_input(&place, "s3", "Still working on it."),
+    );
     assert_eq!(again["decision"], "block", "{again}");
     assert!(
         again["reason"]
@@ -169,16 +163,11 @@ fn a_loop_started_by_a_person_goes_on_until_its_promise_then_ends_passed() {
             .contains("make every test pass"),
         "{again}"
     );
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 0"])
-        .write_stdin(stop_input(
-            &place,
-            "s3",
-            "All green.\n<promise>DONE</promise>",
-        ))
-        .output()
-        .unwrap();
-    let ended = answer(&out.stdout);
+    let ended = stop(
+        &place,
+        &["--run", "exit 0"],
+        stop_input(&place, "s3", "All green.\n<promise>DONE</promise>"),
+    );
     assert!(ended.get("decision").is_none(), "{ended}");
     let status = bin(&place, "stop-gate")
         .args(["loop", "status", "--session", "s3"])
@@ -411,11 +400,10 @@ fn a_waiting_session_is_known_as_a_waiter_and_hears_the_loop_settle_once() {
         stdin.write_all(payload.to_string().as_bytes()).unwrap();
     }
     let registration = place.state.join("wakes").join("waiters").join("c1.json");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !registration.exists() && std::time::Instant::now() < until {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(registration.exists(), "the waiter never registered");
+    assert!(
+        super::until(20, || registration.exists()),
+        "the waiter never registered"
+    );
     // Known by its image, command line and start: the one session that waits.
     let listed = bin(&place, "stop-gate")
         .args(["loop", "list"])
@@ -423,12 +411,12 @@ fn a_waiting_session_is_known_as_a_waiter_and_hears_the_loop_settle_once() {
         .unwrap();
     let listed = String::from_utf8_lossy(&listed.stdout);
     assert!(listed.contains("session c1 waits for them"), "{listed}");
-    let out = bin(&place, "stop-gate")
-        .args(["--run", "exit 0"])
-        .write_stdin(stop_input(&place, "w1", "Done.\n<promise>DONE</promise>"))
-        .output()
-        .unwrap();
-    assert!(answer(&out.stdout).get("decision").is_none());
+    let said = stop(
+        &place,
+        &["--run", "exit 0"],
+        stop_input(&place, "w1", "Done.\n<promise>DONE</promise>"),
+    );
+    assert!(said.get("decision").is_none(), "{said}");
     let done = waiter.wait_with_output().unwrap();
     let told = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(2), "{told}");
