@@ -364,9 +364,10 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
         }
     };
     keep(&mut record.record.failures, failure.clone());
-    // Claude Code may run SessionEnd's hook before StopFailure's when an API error ends
-    // `claude -p` (seen under load): the loop was cut `session-ended` a moment ago, for the
-    // turn that failed. Its end is that failure: still cut, NOT verified, with the reason
+    // When an API error ends `claude -p`, Claude Code sends SIGTERM to the StopFailure hook
+    // still running and runs SessionEnd's; the hook outlasts it and records the failure after
+    // (seen under load): the loop was cut `session-ended` a moment ago, for the turn that
+    // failed. Its end is that failure: still cut, NOT verified, with the reason
     // that tells the next session what happened. (Its wake was written at the end.)
     if let Some(state) = record.record.ralph.as_mut()
         && failure.agent_id.is_none()

@@ -17,8 +17,8 @@ use crate::sys::platform::process as os;
 
 pub use os::{
     FILE_SIZE_SIGNAL, command_line, descriptor_number, detach as own_group, ignore_pipe_signal,
-    is_alive, limit_file_size, parent_id, pass_only, run_foreground, set_nonblocking, signal_of,
-    start_time,
+    is_alive, limit_file_size, outlast_termination, parent_id, pass_only, run_foreground,
+    set_nonblocking, signal_of, start_time,
 };
 
 /// How a child ended.

@@ -5,13 +5,14 @@
 
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::{
     DEADLINE, DECLARATION, SECOND, SESSION, claude_session, claude_transcript, codex_check,
     codex_exec, codex_home, install_claude, install_codex, install_codex_with, loop_status,
-    only_loop, project, start_loop, vigil,
+    only_loop, project, start_loop, vigil, wait_until,
 };
 use crate::clients::*;
 use crate::server::{Server, Turn};
@@ -249,6 +250,53 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
         ) && opening.contains(SESSION),
         "{opening}"
     );
+}
+
+/// What session-end-handoff outlasts (`sys::process::outlast_termination`): when an API error
+/// ends `claude -p`, the client sends SIGTERM to a StopFailure hook still running, exits
+/// without waiting for it, and runs SessionEnd's hooks meanwhile.
+#[test]
+fn claude_terminates_a_stop_failure_hook_still_running_when_p_exits() {
+    let Some(clients) = clients() else { return };
+    let project = project();
+    let marks = project.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let m = marks.display();
+    add_claude_hook(
+        project.path(),
+        "StopFailure",
+        &format!("trap 'echo TERM > \"{m}/term\"' TERM; sleep 5 & wait"),
+        30,
+    );
+    add_claude_hook(
+        project.path(),
+        "SessionEnd",
+        &format!("touch '{m}/session-end'"),
+        30,
+    );
+    let server = Server::start(vec![Turn::overloaded()], Some(Turn::overloaded()));
+    let home = home();
+    let start = std::time::Instant::now();
+    let out = claude_run(
+        &clients,
+        home.path(),
+        project.path(),
+        &server,
+        SESSION,
+        "Go.",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "claude -p waited for the hook: {:?}",
+        start.elapsed()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || marks.join("term").exists()),
+        "the StopFailure hook was not sent SIGTERM"
+    );
+    assert!(marks.join("session-end").exists(), "SessionEnd's hook ran");
 }
 
 #[test]

@@ -7,13 +7,19 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command};
 use std::sync::Once;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The process groups signals are forwarded to; 0 marks a free slot.
 static GROUPS: [AtomicI32; 8] = [const { AtomicI32::new(0) }; 8];
 static HANDLERS: Once = Once::new();
+/// Set by [`outlast_termination`]: the next SIGTERM neither ends us nor goes on to the trees we
+/// run.
+static OUTLAST: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn forward(signal: libc::c_int) {
+    if signal == libc::SIGTERM && OUTLAST.swap(false, Ordering::SeqCst) {
+        return;
+    }
     let mut forwarded = false;
     for slot in &GROUPS {
         let group = slot.load(Ordering::SeqCst);
@@ -33,6 +39,28 @@ extern "C" fn forward(signal: libc::c_int) {
             libc::raise(signal);
         }
     }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP go to [`forward`] from now on. A handler, unlike an ignored
+/// signal, is the default again in a program we start.
+fn take_signals() {
+    HANDLERS.call_once(|| {
+        for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: the handler only reads atomics and calls kill(2), signal(2), raise(3).
+            unsafe {
+                libc::signal(signal, forward as *const () as libc::sighandler_t);
+            }
+        }
+    });
+}
+
+/// The next SIGTERM does not end this process, for work that must not stop halfway and that
+/// its own deadlines bound: Claude Code terminates a StopFailure hook still running when
+/// `claude -p` exits, and a SessionEnd hook past its budget, and a handoff cut there would
+/// lose the record of the session's end. A second SIGTERM, SIGKILL and Ctrl-C still end it.
+pub fn outlast_termination() {
+    OUTLAST.store(true, Ordering::SeqCst);
+    take_signals();
 }
 
 /// A child and everything it starts: its process group. While the tree is alive, Ctrl-C,
@@ -59,14 +87,7 @@ impl Tree {
         }
         let child = cmd.spawn()?;
         let group = child.id() as libc::pid_t;
-        HANDLERS.call_once(|| {
-            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-                // SAFETY: the handler only reads atomics and calls kill(2).
-                unsafe {
-                    libc::signal(signal, forward as *const () as libc::sighandler_t);
-                }
-            }
-        });
+        take_signals();
         let slot = GROUPS.iter().find(|slot| {
             slot.compare_exchange(0, group, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()

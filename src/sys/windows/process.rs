@@ -407,6 +407,10 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// Windows has no SIGPIPE: a write to a closed pipe is already an error.
 pub fn ignore_pipe_signal() {}
 
+/// Windows ends a process with TerminateProcess, which nothing outlasts; there is no SIGTERM
+/// to take.
+pub fn outlast_termination() {}
+
 /// Closes a raw handle (for a handle the system gave without an owner).
 #[allow(dead_code)]
 fn close(handle: HANDLE) {

@@ -198,8 +198,9 @@ fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session(
 
 #[test]
 fn a_stop_failure_that_comes_after_the_session_end_gives_the_cut_its_reason() {
-    // Claude Code may run SessionEnd's hook before StopFailure's when an API error ends
-    // `claude -p` (seen under load in the end-to-end suite): the cut is the failed turn's.
+    // When an API error ends `claude -p`, Claude Code terminates the StopFailure hook still
+    // running and runs SessionEnd's, so the failure may be recorded after the cut (seen under
+    // load in the end-to-end suite): the cut is the failed turn's.
     let p = Project::git();
     start_with(&p, "s1", 5, &[]);
     assert!(p.stop(&[], "s1", Some("Working.")).blocked());
@@ -228,4 +229,121 @@ fn a_stop_failure_that_comes_after_the_session_end_gives_the_cut_its_reason() {
     assert!(out.status.success());
     let again = p.loop_state("s1");
     assert_eq!(again["failures"].as_array().unwrap().len(), 1, "{again}");
+}
+
+/// `session-end-handoff ARGS` started on `payload`, sent SIGTERM once it runs (Claude Code
+/// terminates a StopFailure hook still running when `claude -p` exits, and a SessionEnd hook
+/// past its budget), then let go on; how it ended.
+#[cfg(target_os = "linux")]
+fn terminated_while_running(p: &Project, args: &[&str], payload: String) -> std::process::Output {
+    use std::io::Write;
+    let mut child = handoff_waiting_for_input(p, args);
+    sigterm(child.id());
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(payload.as_bytes()).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+/// `session-end-handoff ARGS` started, its input not yet written, once its own code runs (it
+/// takes SIGTERM once it has started), or after 5 s.
+#[cfg(target_os = "linux")]
+fn handoff_waiting_for_input(p: &Project, args: &[&str]) -> std::process::Child {
+    use std::process::Stdio;
+    let child = vigil_process("session-end-handoff")
+        .args(args)
+        .current_dir(p.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_sigterm_handler(child.id());
+    child
+}
+
+#[cfg(target_os = "linux")]
+fn sigterm(pid: u32) {
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Waits, 5 s at most, until process `pid` has a handler for SIGTERM (Linux's
+/// `/proc/PID/status`); whether it came.
+#[cfg(target_os = "linux")]
+fn wait_for_sigterm_handler(pid: u32) -> bool {
+    let status = format!("/proc/{pid}/status");
+    let caught = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+    };
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(5) {
+        if std::fs::read_to_string(&status).is_ok_and(|t| caught(&t)) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    false
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_stop_failure_hook_terminated_by_the_exiting_engine_still_records_the_failed_turn() {
+    let p = Project::git();
+    start_with(&p, "s1", 5, &[]);
+    assert!(p.stop(&[], "s1", Some("Working.")).blocked());
+    let payload = sample_payload(
+        "claude-stop-failure-overloaded.json",
+        &[("session_id", json!("s1")), ("cwd", json!(p.path()))],
+    );
+    let out = terminated_while_running(&p, &["--checkpoint"], payload);
+    assert!(
+        out.status.success(),
+        "{:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state = p.loop_state("s1");
+    assert_eq!(state["failures"][0]["error"], "server_error", "{state}");
+    let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
+    assert_eq!(checkpoint["failure"]["error"], "server_error");
+    // Then SessionEnd, itself terminated: the loop is cut for the failed turn, and told so.
+    let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd",
+        "cwd": p.path(), "reason": "other"});
+    let out = terminated_while_running(&p, &[], payload.to_string());
+    assert!(out.status.success(), "{:?}", out.status);
+    let state = p.loop_state("s1");
+    assert_eq!(state["end_reason"], "turn-failed", "{state}");
+    let last = json_of(&p.vigil().join("handoff/final.json"));
+    assert_eq!(last["loop"]["status"], "cut", "{last}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_handoff_outlasts_one_sigterm_and_not_a_second() {
+    // Outlasting the engine's SIGTERM must not make the hook one that cannot be ended: its
+    // input never closes here, and a second SIGTERM ends it.
+    let p = Project::git();
+    let mut child = handoff_waiting_for_input(&p, &[]);
+    sigterm(child.id());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "ended by the first SIGTERM"
+    );
+    sigterm(child.id());
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let status = child.try_wait().unwrap();
+    let _ = child.kill();
+    assert_eq!(status.and_then(|s| s.signal()), Some(15), "{status:?}");
 }
