@@ -184,9 +184,7 @@ fn run() -> Result<Exit> {
         std::env::var_os("CODEX_HOME")
             .filter(|home| !home.is_empty())
             .map(|home| PathBuf::from(home).join("config.toml"))
-            .or_else(|| {
-                std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex/config.toml"))
-            })
+            .or_else(|| crate::sys::user::home().map(|home| home.join(".codex/config.toml")))
     });
     let trust = if options.trust { config.clone() } else { None };
     let engine = if options.codex {

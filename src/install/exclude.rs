@@ -48,7 +48,7 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
 /// it, which name this machine's paths. `None` for a file outside a repository, or one in the
 /// user's home rather than a project.
 pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathBuf, Vec<String>)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     if home.is_some_and(|h| paths::canonical(&h) == paths::canonical(project)) {
         return None;
     }

@@ -71,7 +71,7 @@ pub fn typed(path: &std::path::Path, project: &std::path::Path) -> String {
     if let Ok(rest) = path.strip_prefix(project) {
         return format!("./{}", rest.display());
     }
-    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty())
+    if let Some(home) = crate::sys::user::home()
         && let Ok(rest) = path.strip_prefix(home)
     {
         return format!("~/{}", rest.display());

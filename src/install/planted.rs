@@ -188,15 +188,13 @@ pub struct Scan {
 
 /// `scan` with `$HOME` and `$CLAUDE_CONFIG_DIR` from the environment (absolute ones only).
 pub fn scan_here(project: &Path) -> Scan {
-    let absolute = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-    };
+    let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute());
     scan(
         project,
-        absolute("HOME").as_deref(),
-        absolute("CLAUDE_CONFIG_DIR").as_deref(),
+        crate::sys::user::home().as_deref(),
+        config_dir.as_deref(),
     )
 }
 

@@ -89,9 +89,7 @@ impl Guarded {
         Some(Guarded {
             state_home: protected::home()?,
             bin_dir,
-            home: std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|home| home.is_absolute()),
+            home: crate::sys::user::home(),
             on_path: false,
         })
     }

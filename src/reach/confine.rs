@@ -350,8 +350,7 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
         });
     }
     // The shell's start-up files, where the project is the home itself (or holds it).
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
-        && home.is_absolute()
+    if let Some(home) = crate::sys::user::home()
         && real(&home).starts_with(&work)
     {
         for name in reach::START_UP_FILES {

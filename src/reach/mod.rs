@@ -95,9 +95,7 @@ pub fn hidden(project_state: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, Entry)> 
     }
     // The fallback state, when the state home could not be written.
     paths.push(project_state.join("state"));
-    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from)
-        && home.is_absolute()
-    {
+    if let Some(home) = crate::sys::user::home() {
         paths.extend(
             HIDDEN_IN_HOME
                 .iter()

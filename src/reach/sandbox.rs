@@ -49,7 +49,7 @@ pub fn sandbox_on(project: &Path) -> bool {
     if git::claims_worktree(project) && main_of(project) == paths::canonical(project) {
         return true;
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     let layers: Vec<Map<String, Value>> = layer_files(project, home.as_deref())
         .iter()
         .filter_map(|path| read_layer(path))

@@ -71,7 +71,7 @@ pub fn project_top(start: &Path) -> PathBuf {
     let Some(home) = home() else {
         return top;
     };
-    let user = std::env::var_os("HOME").map(|h| paths::canonical(Path::new(&h)));
+    let user = crate::sys::user::home().map(|h| paths::canonical(&h));
     let installed = canonical.ancestors().find(|dir| {
         Some(*dir) != user.as_deref()
             && std::fs::symlink_metadata(dir_in(&home, dir).join(RECORD_FILE))

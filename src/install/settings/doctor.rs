@@ -153,7 +153,9 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
             }
         }
     }
-    let home = std::env::var_os("HOME").unwrap_or_default();
+    let home = crate::sys::user::home()
+        .map(PathBuf::into_os_string)
+        .unwrap_or_default();
     for (event, _, _, command) in &handlers {
         // The gate's own command was read for these above, with its deadline.
         if vigil_binary(command) != Some("stop-gate") {
@@ -257,7 +259,7 @@ fn waiting_here(project: &Path) -> Vec<Finding> {
 /// The settings Claude Code merges for the target's project, each file once: the target
 /// first (as read already), then the others that read as settings; `true` marks the target.
 fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     let mut paths = vec![target.file.clone()];
     paths.extend(sandbox::layer_files(&target.project(), home.as_deref()));
     paths::dedup_canonical(&mut paths);
@@ -335,7 +337,7 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
 /// The Stop hooks that are not vigil's in the settings Claude Code merges for the project at
 /// `project` (yours, the project's, the local and the managed file), each with its file.
 pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     sandbox::layer_files(project, home.as_deref())
         .into_iter()
         .filter_map(|path| Some((sandbox::read_layer(&path)?, path)))
@@ -353,7 +355,7 @@ pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
 /// and `loop run` ask it in a linked worktree: the default settings file is untracked, so a
 /// new worktree has none, and a loop there would never be judged.
 pub fn gate_wired(project: &Path) -> bool {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     let gate = |root: &Map<String, Value>| {
         vigil_handlers(root).iter().any(|(event, _, _, command)| {
             event == "Stop" && vigil_binary(command) == Some("stop-gate") && !is_waiter(command)
@@ -411,7 +413,7 @@ pub fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<Stri
 /// settings do: `enabledPlugins` read weakest first (yours, the project's, the local file,
 /// the managed file), a later file's `vigil@…` entry overriding an earlier one's.
 fn plugin_enabled_in(target: &Target, own: &Map<String, Value>) -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     let here = paths::canonical(&target.file);
     let mut enabled = None;
     for path in sandbox::layer_files(&target.project(), home.as_deref()) {
@@ -580,7 +582,7 @@ fn contracts(target: &Target, handlers: &[(String, usize, usize, String)]) -> Ve
         wanted = true;
         if let Source::File(path) = source
             && path.is_relative()
-            && std::env::var_os("HOME").is_some_and(|home| project == Path::new(&home))
+            && crate::sys::user::home().is_some_and(|home| project == home)
         {
             findings.push(Finding::Fail(format!(
                 "{event}: --contract {} is relative in your user settings, so each project's own file of that name is read (one the agent can write); give an absolute path",
@@ -994,7 +996,7 @@ fn codex_trust(target: &Target, root: &Map<String, Value>, config: Option<&Path>
     let mut findings = Vec::new();
     // A project's .codex/ (not ~/.codex/) is read only for a project the user trusts.
     let project = target.project();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::sys::user::home();
     if target.given_dir().file_name().and_then(|n| n.to_str()) == Some(".codex")
         && home.as_deref() != Some(project.as_path())
     {
