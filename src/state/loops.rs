@@ -368,7 +368,8 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
     // still running and runs SessionEnd's; the hook outlasts it and records the failure after
     // (seen under load): the loop was cut `session-ended` a moment ago, for the turn that
     // failed. Its end is that failure: still cut, NOT verified, with the reason
-    // that tells the next session what happened. (Its wake was written at the end.)
+    // that tells the next session what happened, and its wake, if not taken yet, too.
+    let mut amended = None;
     if let Some(state) = record.record.ralph.as_mut()
         && failure.agent_id.is_none()
         && state.end_reason == Some(EndReason::SessionEnded)
@@ -384,6 +385,7 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
                 ..failure.clone()
             },
         );
+        amended = Some(state.clone());
     }
     if let Some(state) = record.record.ralph.as_mut()
         && state.status.is_live()
@@ -399,7 +401,11 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
             },
         );
     }
-    record.save()
+    record.save()?;
+    if let Some(state) = amended {
+        wakes::amend(&state);
+    }
+    Ok(())
 }
 
 /// Claude Code's own cap on consecutive Stop blocks (issue 29): when the transcript at

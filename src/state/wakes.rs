@@ -296,6 +296,45 @@ pub fn settled(state: &LoopState) -> Result<()> {
     Ok(())
 }
 
+/// The wake of a loop whose end was given a truer reason after it settled (a StopFailure that
+/// comes after the SessionEnd that cut it) says that reason, if no one has taken it yet: it is
+/// taken out of the queue as a reader takes it (a rename, so a reader coming meanwhile finds it
+/// gone or takes it whole), rewritten, and put back. A wake already told stays told, once.
+/// `loop list`'s entry of the end is rewritten too.
+pub fn amend(state: &LoopState) {
+    let Some(report) = &state.report else {
+        return;
+    };
+    let Some(queue) = report.queue() else {
+        return;
+    };
+    for (path, wake) in queued(&queue) {
+        if wake.kind != Kind::Loop || wake.id != report.id {
+            continue;
+        }
+        let Some(claimed) = claim(&path, wake) else {
+            continue;
+        };
+        let amended = Wake {
+            status: state.status.as_str().to_string(),
+            end_reason: state.end_reason,
+            line: defang::field_max(&loop_line(state, report), 600),
+            ..claimed.wake.clone()
+        };
+        let json = serde_json::to_vec(&amended).expect("a wake serializes");
+        let _ = atomic::write_atomic(&claimed.at, &json, 0o600);
+        claimed.put_back();
+    }
+    // The end's entry is written once as the loop ends; here it is replaced.
+    let json = serde_json::to_vec(&Entry::of(state, report)).expect("an entry serializes");
+    for queue in entry_queues(report) {
+        let (_, ended) = entry_paths(&queue, &report.id);
+        if ended.is_file() {
+            let _ = atomic::write_atomic(&ended, &json, 0o600);
+        }
+    }
+}
+
 /// [`settled`], for a caller that must go on whatever happens to the wake: a wake that cannot
 /// be written is said in one line on stderr.
 pub fn settle(state: &LoopState) {

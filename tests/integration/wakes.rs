@@ -811,3 +811,73 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
     assert!(stop.blocked(), "{:?}", stop.json);
     assert!(!wt.join("ran.txt").exists(), "the check ran unconfined");
 }
+
+/// The loop `name` of session `session` in `dir` cut by its SessionEnd after one blocked stop,
+/// then told the turn had failed on an API error (Claude Code runs StopFailure's hook after
+/// SessionEnd's when an API error ends `claude -p`).
+fn cut_then_failed(dir: &Project, session: &str, name: &str, before_failure: impl FnOnce()) {
+    Loop::for_session(dir.path(), session)
+        .flags(&["--name", name])
+        .start();
+    assert!(dir.stop(&[], session, Some("Working.")).blocked());
+    let end = session_end(
+        dir.path(),
+        &[],
+        json!({"session_id": session, "hook_event_name": "SessionEnd", "cwd": dir.path(),
+            "reason": "other"})
+        .to_string(),
+    );
+    assert!(end.status.success(), "{}", said(&end));
+    before_failure();
+    let payload = sample_payload(
+        "claude-stop-failure-overloaded.json",
+        &[("session_id", json!(session)), ("cwd", json!(dir.path()))],
+    );
+    let failed = session_end(dir.path(), &["--checkpoint"], payload);
+    assert!(failed.status.success(), "{}", said(&failed));
+}
+
+#[test]
+fn a_cut_whose_failed_turn_is_told_after_it_wakes_with_the_api_error_once() {
+    let dir = Project::git();
+    cut_then_failed(&dir, "w1", "flaky", || {});
+    let wakes = wakes_in(&queue_of(dir.path()));
+    assert_eq!(wakes.len(), 1, "one wake, amended: {wakes:?}");
+    assert_eq!(wakes[0]["end_reason"], "turn-failed", "{wakes:?}");
+    let line = wakes[0]["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("loop flaky in .: running -> cut after 2 passes (")
+            && line.contains("API error")
+            && line.ends_with("NOT verified"),
+        "{line}"
+    );
+    // `loop list` says the same.
+    let list = dir.loop_command(&["list"]);
+    assert!(stdout_of(&list).contains(" turn-failed"), "{}", said(&list));
+}
+
+#[test]
+fn a_cut_already_told_is_not_told_again_when_its_failed_turn_comes() {
+    let dir = Project::git();
+    cut_then_failed(&dir, "w1", "flaky", || {
+        // The next session starts between the two hooks and hears of the cut.
+        let said = session_start_loader()
+            .current_dir(dir.path())
+            .write_stdin(
+                json!({"session_id": "next", "hook_event_name": "SessionStart",
+                    "cwd": dir.path(), "source": "startup"})
+                .to_string(),
+            )
+            .output()
+            .unwrap();
+        let told = json_of_stdout(&said)["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(told.contains("loop flaky in .: running -> cut"), "{told}");
+    });
+    assert!(
+        wakes_in(&queue_of(dir.path())).is_empty(),
+        "told once already"
+    );
+}
