@@ -47,9 +47,10 @@ back and checked. It takes at most 300 ms: what is quick to know is written firs
 repository's state is added. The tree's changes and the markers' match are found by the
 index's stat data, as git status finds them (by stat, not verified: this only informs; no git
 command that reads working files runs, so no filter the repository names runs), and
-what cannot be told in time is left out. The first SIGTERM does not end it (Claude Code
-sends one to a hook still running when `claude -p` exits); a second does. It fails open: any
-problem is one line on stderr and exit 1 (a non-blocking error); it never exits 2.
+what cannot be told in time is left out. The first SIGTERM does not end it at once (Claude
+Code sends one to a hook still running when `claude -p` exits): it finishes, and is gone 10 s
+later at most; a second SIGTERM ends it. It fails open: any problem is one line on stderr and
+exit 1 (a non-blocking error); it never exits 2.
 
 Options:
   --checkpoint          write the intermediate checkpoint.json instead of final.json
@@ -82,7 +83,8 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // The engine's SIGTERM (at `claude -p`'s exit, or past SessionEnd's budget) would lose
-    // the record of how the session ended; BUDGET and the locks' waits bound the work instead.
+    // the record of how the session ended; BUDGET, the locks' waits and the outlast's alarm
+    // bound the work instead. (One that comes before this line still ends it.)
     process::outlast_termination();
     let deadline = Deadline::after(BUDGET);
     match run(deadline) {

@@ -186,7 +186,7 @@ pub struct Scan {
     pub too_large: Vec<PathBuf>,
 }
 
-/// `scan` with `$HOME` and `$CLAUDE_CONFIG_DIR` from the environment (absolute ones only).
+/// `scan` with the user's home (`sys::user::home`) and an absolute `$CLAUDE_CONFIG_DIR`.
 pub fn scan_here(project: &Path) -> Scan {
     let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(PathBuf::from)

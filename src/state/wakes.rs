@@ -330,7 +330,8 @@ pub fn amend(state: &LoopState) {
     for queue in entry_queues(report) {
         let (_, ended) = entry_paths(&queue, &report.id);
         if ended.is_file() {
-            let _ = atomic::write_atomic(&ended, &json, 0o600);
+            // It only informs `loop list`, as when first written: not waited to the disk.
+            let _ = atomic::write_atomic_as(&ended, &json, 0o600, Durability::Skip);
         }
     }
 }
@@ -347,7 +348,12 @@ pub fn settle(state: &LoopState) {
                     .map(|n| n.to_string_lossy().into_owned())
             })
             .unwrap_or_else(|| "vigil".into());
-        eprintln!("{binary}: {e}; the loop's commander will not be woken");
+        // Not eprintln!, which panics when stderr is gone (a hook that outlives its engine).
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{binary}: {e}; the loop's commander will not be woken"
+        );
     }
 }
 
@@ -542,11 +548,13 @@ fn claim(path: &Path, wake: Wake) -> Option<Claimed> {
     let dir = queue.join("claimed");
     files::make_private_dir(&dir).ok()?;
     let at = dir.join(path.file_name()?);
-    std::fs::rename(path, &at).ok()?;
-    // The claim's age is its own: a rename keeps the wake's time.
-    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(&at) {
+    // The claim's age is its own: a rename keeps the wake's time, and a claim that looked old
+    // the moment it was made would be put back by another reader's `recover` and told twice. So
+    // the time is set before the rename.
+    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) {
         let _ = file.set_modified(SystemTime::now());
     }
+    std::fs::rename(path, &at).ok()?;
     Some(Claimed {
         wake,
         from: path.to_path_buf(),

@@ -504,11 +504,12 @@ fn the_file_tool_guard_judges_a_path_where_it_lands_in_the_systems_own_spelling(
     }
 }
 
-/// The user's home as the system names it: on Windows `%USERPROFILE%`, with no `HOME` (Claude
-/// Code's own `~`, which Git Bash alone sets `HOME` for); elsewhere `$HOME`.
+/// The user's home as the engines name it: on Windows `%USERPROFILE%` (Claude Code's own `~`),
+/// with a `HOME` that says somewhere else (a user's own, or Git Bash's); elsewhere `$HOME`.
 fn with_home(cmd: &mut Command, home: &Path) {
     if cfg!(windows) {
-        cmd.env_remove("HOME").env("USERPROFILE", home);
+        let elsewhere = home.parent().unwrap().join("elsewhere");
+        cmd.env("HOME", elsewhere).env("USERPROFILE", home);
     } else {
         cmd.env("HOME", home);
     }

@@ -36,6 +36,8 @@ pub fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
         .env_remove("CLAUDE_PROJECT_DIR")
         .env_remove("CLAUDE_ENV_FILE")
         .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAUDE_CODE_ENTRYPOINT")
+        .env_remove("VIGIL_LOOP_RUN")
 }
 
 /// The binary `name` of this build, as a command with the clean environment.

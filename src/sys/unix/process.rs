@@ -16,8 +16,16 @@ static HANDLERS: Once = Once::new();
 /// run.
 static OUTLAST: AtomicBool = AtomicBool::new(false);
 
+/// How long a process goes on after the SIGTERM it outlasts, at most.
+pub const OUTLAST_SECS: u32 = 10;
+
 extern "C" fn forward(signal: libc::c_int) {
     if signal == libc::SIGTERM && OUTLAST.swap(false, Ordering::SeqCst) {
+        // Whatever it is stuck on (an input never closed), SIGALRM's default ends it then.
+        // SAFETY: alarm(2) is async-signal-safe.
+        unsafe {
+            libc::alarm(OUTLAST_SECS);
+        }
         return;
     }
     let mut forwarded = false;
@@ -54,10 +62,12 @@ fn take_signals() {
     });
 }
 
-/// The next SIGTERM does not end this process, for work that must not stop halfway and that
-/// its own deadlines bound: Claude Code terminates a StopFailure hook still running when
-/// `claude -p` exits, and a SessionEnd hook past its budget, and a handoff cut there would
-/// lose the record of the session's end. A second SIGTERM, SIGKILL and Ctrl-C still end it.
+/// The next SIGTERM does not end this process at once, for work that must not stop halfway:
+/// Claude Code terminates a StopFailure hook still running when `claude -p` exits, and a
+/// SessionEnd hook past its budget, and a handoff cut there would lose the record of the
+/// session's end. It goes on [`OUTLAST_SECS`] at most (SIGALRM, for a process that arms no
+/// alarm of its own, as the watchdog does); a second SIGTERM, SIGKILL and Ctrl-C end it
+/// sooner. A SIGTERM before this is called still ends it.
 pub fn outlast_termination() {
     OUTLAST.store(true, Ordering::SeqCst);
     take_signals();

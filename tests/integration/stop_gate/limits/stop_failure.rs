@@ -258,7 +258,10 @@ fn handoff_waiting_for_input(p: &Project, args: &[&str]) -> std::process::Child 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_sigterm_handler(child.id());
+    assert!(
+        wait_for_sigterm_handler(child.id()),
+        "it never took SIGTERM"
+    );
     child
 }
 
@@ -346,4 +349,31 @@ fn a_handoff_outlasts_one_sigterm_and_not_a_second() {
     let status = child.try_wait().unwrap();
     let _ = child.kill();
     assert_eq!(status.and_then(|s| s.signal()), Some(15), "{status:?}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_handoff_that_outlasts_a_sigterm_is_gone_ten_seconds_later_whatever_it_waits_for() {
+    // Its input never closes: a supervisor that sends one SIGTERM and waits must not be left
+    // with a process that never ends.
+    let p = Project::git();
+    let mut child = handoff_waiting_for_input(&p, &[]);
+    let start = std::time::Instant::now();
+    sigterm(child.id());
+    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let status = child.try_wait().unwrap();
+    let _ = child.kill();
+    assert_eq!(
+        status.and_then(|s| s.signal()),
+        Some(14),
+        "SIGALRM: {status:?}"
+    );
+    assert!(
+        start.elapsed() >= std::time::Duration::from_secs(9),
+        "not before its time: {:?}",
+        start.elapsed()
+    );
 }
