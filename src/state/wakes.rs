@@ -191,6 +191,25 @@ pub struct Wake {
     pub at: String,
 }
 
+impl Wake {
+    /// The wake of `state`'s loop as it is now, settled this moment.
+    fn of_loop(state: &LoopState, report: &Report) -> Wake {
+        Wake {
+            schema: SCHEMA.to_string(),
+            kind: Kind::Loop,
+            id: report.id.clone(),
+            name: Some(report.name.clone()),
+            worktree: report.worktree.clone(),
+            session_id: Some(state.session_id.clone()),
+            status: state.status.as_str().to_string(),
+            end_reason: state.end_reason,
+            subject: None,
+            line: defang::field_max(&loop_line(state, report), 600),
+            at: time::now_rfc3339(),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
@@ -275,20 +294,7 @@ pub fn settled(state: &LoopState) -> Result<()> {
             "no state home ($VIGIL_STATE_HOME and $HOME are not absolute paths), so the loop's wake cannot be written",
         ));
     };
-    let wake = Wake {
-        schema: SCHEMA.to_string(),
-        kind: Kind::Loop,
-        id: report.id.clone(),
-        name: Some(report.name.clone()),
-        worktree: report.worktree.clone(),
-        session_id: Some(state.session_id.clone()),
-        status: state.status.as_str().to_string(),
-        end_reason: state.end_reason,
-        subject: None,
-        line: defang::field_max(&loop_line(state, report), 600),
-        at: time::now_rfc3339(),
-    };
-    enqueue(&queue, &wake)?;
+    enqueue(&queue, &Wake::of_loop(state, report))?;
     // `loop list`'s line: the wake is queued already, whatever becomes of it.
     for queue in entry_queues(report) {
         let _ = write_entry(&queue, &Entry::of(state, report));
@@ -316,10 +322,8 @@ pub fn amend(state: &LoopState) {
             continue;
         };
         let amended = Wake {
-            status: state.status.as_str().to_string(),
-            end_reason: state.end_reason,
-            line: defang::field_max(&loop_line(state, report), 600),
-            ..claimed.wake.clone()
+            at: claimed.wake.at.clone(),
+            ..Wake::of_loop(state, report)
         };
         let json = serde_json::to_vec(&amended).expect("a wake serializes");
         let _ = atomic::write_atomic(&claimed.at, &json, 0o600);
@@ -349,10 +353,9 @@ pub fn settle(state: &LoopState) {
             })
             .unwrap_or_else(|| "vigil".into());
         // Not eprintln!, which panics when stderr is gone (a hook that outlives its engine).
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "{binary}: {e}; the loop's commander will not be woken"
+        crate::cli::output::diagnostic(
+            &binary,
+            &format!("{e}; the loop's commander will not be woken"),
         );
     }
 }

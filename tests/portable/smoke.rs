@@ -41,6 +41,18 @@ fn bin(place: &Place, name: &str) -> Command {
     cmd
 }
 
+/// `settings-merge install FLAGS --settings SETTINGS --bin-dir <this build's binaries>`.
+fn install(place: &Place, settings: &Path, flags: &[&str]) -> Command {
+    let mut cmd = bin(place, "settings-merge");
+    cmd.arg("install")
+        .args(flags)
+        .arg("--settings")
+        .arg(settings)
+        .arg("--bin-dir")
+        .arg(Path::new(env!("CARGO_BIN_EXE_stop-gate")).parent().unwrap());
+    cmd
+}
+
 /// A transcript whose last assistant message says `text`, and the Stop input that names it.
 fn stop_input(place: &Place, session: &str, text: &str) -> String {
     let transcript = place.project.join(format!("{session}.jsonl"));
@@ -224,12 +236,7 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
         "}\r\n"
     );
     std::fs::write(&settings, original).unwrap();
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_stop-gate")).parent().unwrap();
-    bin(&place, "settings-merge")
-        .args(["install", "--settings"])
-        .arg(&settings)
-        .arg("--bin-dir")
-        .arg(bin_dir)
+    install(&place, &settings, &[])
         .args(["--run", "exit 0"])
         .assert()
         .success();
@@ -260,13 +267,7 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
         );
     }
     // A second install (an upgrade) keeps the gate's flags, in either form.
-    bin(&place, "settings-merge")
-        .args(["install", "--settings"])
-        .arg(&settings)
-        .arg("--bin-dir")
-        .arg(bin_dir)
-        .assert()
-        .success();
+    install(&place, &settings, &[]).assert().success();
     let again: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
     assert_eq!(again, installed, "a re-install changed the hooks");
     // The doctor reads either form, finds every hook and runs each binary bare.
@@ -284,13 +285,7 @@ fn settings_merge_install_then_uninstall_gives_back_a_file_with_windows_paths_by
     if cfg!(windows) {
         assert!(said.contains("within the agent's reach"), "{said}");
         // --protect on Windows: the file tools' guard, no sandbox, said in one line.
-        let out = bin(&place, "settings-merge")
-            .args(["install", "--protect", "--settings"])
-            .arg(&settings)
-            .arg("--bin-dir")
-            .arg(bin_dir)
-            .output()
-            .unwrap();
+        let out = install(&place, &settings, &["--protect"]).output().unwrap();
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
@@ -527,16 +522,9 @@ fn the_doctor_names_an_agent_with_hooks_in_the_users_own_claude_directory() {
     )
     .unwrap();
     let settings = place.project.join(".claude").join("settings.local.json");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_stop-gate")).parent().unwrap();
-    let mut install = bin(&place, "settings-merge");
+    let mut install = install(&place, &settings, &[]);
     with_home(&mut install, &home);
-    install
-        .args(["install", "--settings"])
-        .arg(&settings)
-        .arg("--bin-dir")
-        .arg(bin_dir)
-        .assert()
-        .success();
+    install.assert().success();
     let mut check = bin(&place, "settings-merge");
     with_home(&mut check, &home);
     let out = check

@@ -46,20 +46,22 @@ pub fn passwd_home() -> Option<PathBuf> {
     Some(paths::from_bytes(dir.to_bytes()))
 }
 
-/// Where the home is when `$HOME` is not set: the password database's.
-pub fn system_home() -> Option<PathBuf> {
-    passwd_home()
+/// The variable `name` when it is an absolute path.
+fn absolute(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+}
+
+/// The user's home directory: `$HOME` when it is absolute, else the password database's.
+pub fn home() -> Option<PathBuf> {
+    absolute("HOME").or_else(passwd_home)
 }
 
 /// Where vigil keeps its state with no `$VIGIL_STATE_HOME`: `$XDG_STATE_HOME/vigil`, else
 /// `~/.local/state/vigil` (a relative value is ignored, as the XDG rules say).
 pub fn default_state_home() -> Option<PathBuf> {
-    let set = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-    };
-    set("XDG_STATE_HOME")
+    absolute("XDG_STATE_HOME")
         .map(|dir| dir.join("vigil"))
-        .or_else(|| set("HOME").map(|dir| dir.join(".local/state/vigil")))
+        .or_else(|| absolute("HOME").map(|dir| dir.join(".local/state/vigil")))
 }

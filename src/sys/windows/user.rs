@@ -29,9 +29,10 @@ pub fn passwd_home() -> Option<PathBuf> {
     absolute("USERPROFILE")
 }
 
-/// Where the home is when `$HOME` is not set: the profile.
-pub fn system_home() -> Option<PathBuf> {
-    passwd_home()
+/// The user's home directory: the profile (`%USERPROFILE%`, which Claude Code's and Rust's own
+/// home are, whatever `HOME` says), else an absolute `HOME`.
+pub fn home() -> Option<PathBuf> {
+    passwd_home().or_else(|| absolute("HOME"))
 }
 
 /// Where vigil keeps its state with no `%VIGIL_STATE_HOME%`: `%LOCALAPPDATA%\vigil`, which is

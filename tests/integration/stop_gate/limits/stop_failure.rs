@@ -265,6 +265,20 @@ fn handoff_waiting_for_input(p: &Project, args: &[&str]) -> std::process::Child 
     child
 }
 
+/// The signal that ended `child` within `secs` (it is killed after); `None` for an exit, or
+/// when it still ran.
+#[cfg(target_os = "linux")]
+fn signal_ending(child: &mut std::process::Child, secs: u64) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < secs {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = child.try_wait().unwrap();
+    let _ = child.kill();
+    status.and_then(|s| s.signal())
+}
+
 #[cfg(target_os = "linux")]
 fn sigterm(pid: u32) {
     let sent = std::process::Command::new("kill")
@@ -341,14 +355,7 @@ fn a_handoff_outlasts_one_sigterm_and_not_a_second() {
         "ended by the first SIGTERM"
     );
     sigterm(child.id());
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 5 {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let status = child.try_wait().unwrap();
-    let _ = child.kill();
-    assert_eq!(status.and_then(|s| s.signal()), Some(15), "{status:?}");
+    assert_eq!(signal_ending(&mut child, 5), Some(15));
 }
 
 #[cfg(target_os = "linux")]
@@ -360,17 +367,7 @@ fn a_handoff_that_outlasts_a_sigterm_is_gone_ten_seconds_later_whatever_it_waits
     let mut child = handoff_waiting_for_input(&p, &[]);
     let start = std::time::Instant::now();
     sigterm(child.id());
-    while child.try_wait().unwrap().is_none() && start.elapsed().as_secs() < 20 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let status = child.try_wait().unwrap();
-    let _ = child.kill();
-    assert_eq!(
-        status.and_then(|s| s.signal()),
-        Some(14),
-        "SIGALRM: {status:?}"
-    );
+    assert_eq!(signal_ending(&mut child, 20), Some(14), "SIGALRM");
     assert!(
         start.elapsed() >= std::time::Duration::from_secs(9),
         "not before its time: {:?}",
