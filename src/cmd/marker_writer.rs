@@ -617,6 +617,9 @@ fn run(
     let mut cmd = match &snapshot {
         Some(snapshot) => {
             let plan = Plan {
+                read_only: Vec::new(),
+                bound: Vec::new(),
+                env: Vec::new(),
                 work: snapshot.path().to_path_buf(),
                 cwd: snapshot.cwd.clone(),
                 writable: options.check_write.clone(),

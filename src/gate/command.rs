@@ -90,6 +90,11 @@ pub fn run_check(
     }
     let mut cmd = process::shell(command);
     cmd.current_dir(&plan.cwd);
+    // A hold's copy: its environment linked in, its caches named (read-only cannot be had).
+    confine::link_bound(plan);
+    for (name, value) in &plan.env {
+        cmd.env(name, value);
+    }
     Checked {
         result: judge(
             &shown,

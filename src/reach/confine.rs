@@ -65,6 +65,13 @@ pub struct Plan {
     /// A clean environment (`marker-writer run --snapshot`): only `snapshot::KEPT_ENV`, the
     /// locale and these names; `None` keeps the environment (less the withheld variables).
     pub clean_env: Option<Vec<String>>,
+    /// Paths inside `work` the command may read but not write (a hold's tests, SPEC §11).
+    pub read_only: Vec<PathBuf>,
+    /// Places outside `work` shown read-only at a path inside it (`from`, `to`): a hold's
+    /// declared environment (SPEC §11); the mount point at `to` is there already.
+    pub bound: Vec<(PathBuf, PathBuf)>,
+    /// Variables set for the command (a hold's check cache: `CARGO_TARGET_DIR`, …).
+    pub env: Vec<(String, PathBuf)>,
     /// Where the stand-ins made in the project are listed (in the protected state) while a
     /// check runs, so that those of a gate killed outright are removed by the next run.
     pub ledger: Option<PathBuf>,
@@ -225,12 +232,15 @@ enum Mount {
     EmptyDir(PathBuf),
     /// An empty read-only file in place of what is there.
     EmptyFile(PathBuf),
+    /// What is at `.0`, read-only, at `.1`.
+    ReadOnlyAt(PathBuf, PathBuf),
 }
 
 impl Mount {
     fn path(&self) -> &Path {
         match self {
             Mount::Writable(p) | Mount::ReadOnly(p) | Mount::EmptyDir(p) | Mount::EmptyFile(p) => p,
+            Mount::ReadOnlyAt(_, to) => to,
         }
     }
 
@@ -242,6 +252,9 @@ impl Mount {
             // Made read-only at the end, once what is mounted inside it is (`command`).
             Mount::EmptyDir(_) => out.extend(["--tmpfs".into(), path]),
             Mount::EmptyFile(_) => out.extend(["--ro-bind".into(), "/dev/null".into(), path]),
+            Mount::ReadOnlyAt(from, _) => {
+                out.extend(["--ro-bind".into(), from.as_os_str().to_os_string(), path])
+            }
         }
     }
 }
@@ -267,6 +280,14 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
         if dir.is_dir() {
             mounts.push(Mount::Writable(real(dir)));
         }
+    }
+    for path in &plan.read_only {
+        if std::fs::symlink_metadata(path).is_ok() {
+            mounts.push(Mount::ReadOnly(path.clone()));
+        }
+    }
+    for (from, to) in &plan.bound {
+        mounts.push(Mount::ReadOnlyAt(real(from), to.clone()));
     }
     for (path, entry) in reach::read_only_in(&work) {
         match std::fs::symlink_metadata(&path) {
@@ -509,6 +530,9 @@ fn confined_env(cmd: &mut Command, plan: &Plan) {
             cmd.env_remove(&name);
         }
     }
+    for (name, value) in &plan.env {
+        cmd.env(name, value);
+    }
 }
 
 /// `program args…` under macOS's Seatbelt with `seatbelt_profile`: the same reach as the
@@ -527,7 +551,7 @@ fn seatbelt_command(
         })?;
     let mut writable = plan.writable.clone();
     writable.push(tmp.path().to_path_buf());
-    let profile = seatbelt_profile(
+    let mut profile = seatbelt_profile(
         &std::fs::canonicalize(&plan.work).unwrap_or_else(|_| plan.work.clone()),
         &writable,
         &reach::hidden(&plan.project_state, &plan.hide)
@@ -536,6 +560,17 @@ fn seatbelt_command(
             .collect::<Vec<_>>(),
         plan.network,
     );
+    // No bind mounts here: the declared environment is linked in (its writes are outside the
+    // work, so denied).
+    link_bound(plan);
+    // Later rules win: the hold's read-only paths after the work's allow.
+    for path in &plan.read_only {
+        let text = path.to_string_lossy();
+        let quoted = format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
+        profile.push_str(&format!(
+            "(deny file-write* (literal {quoted}) (subpath {quoted}))\n"
+        ));
+    }
     let mut cmd = Command::new(seatbelt);
     cmd.arg("-p").arg(profile).arg(program).args(args);
     cmd.current_dir(&plan.cwd);
@@ -595,6 +630,19 @@ pub fn seatbelt_profile(
         profile.push_str("(deny network*)\n");
     }
     profile
+}
+
+/// Where no bind mount can be had (Seatbelt, an unconfined run), the declared environment of
+/// `plan.bound` is linked in at its mount points instead.
+pub fn link_bound(plan: &Plan) {
+    for (from, to) in &plan.bound {
+        if std::fs::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(to);
+        } else {
+            let _ = std::fs::remove_file(to);
+        }
+        let _ = files::symlink(from.as_os_str(), to);
+    }
 }
 
 /// Why a sandbox that is installed is no use here.

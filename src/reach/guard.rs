@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::reach::{self, MAX_LINKS, lexical, resolve};
+use crate::state::hold::{self, Hold};
 use crate::sys::{paths, user};
 
 /// The tools that write files, and the field of their input that names the file.
@@ -59,6 +60,53 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, project: &Path) -> R
             return Err(format!(
                 "vigil: {tool} to {} denied: {why}; under --protect the file tools write only the project (not .claude, .codex, .git, .mcp.json, .vscode, .idea) and the temporary directory",
                 place.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `tool` may write what `input` names under the human's `hold` (SPEC §11): never a
+/// held file, and no runner configuration (`conftest.py`, `pytest.ini`, …) under a held path;
+/// new tests are the agent's to add. `top` is the repository's top, where held paths start.
+/// `Err` is the one useful line, for the model.
+pub fn judge_held(
+    tool: &str,
+    input: Option<&Value>,
+    cwd: &Path,
+    top: &Path,
+    hold: &Hold,
+) -> Result<(), String> {
+    let Some((_, field)) = WRITERS.iter().find(|(name, _)| *name == tool) else {
+        return Ok(());
+    };
+    let Some(raw) = input.and_then(|i| i.get(*field)).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let asked = cwd.join(raw);
+    let top = real_dir(top);
+    let matcher = hold.matcher();
+    for place in [resolve(&lexical(&asked)), resolve(&asked)]
+        .into_iter()
+        .flatten()
+    {
+        let Some(relative) = place
+            .strip_prefix(&top)
+            .ok()
+            .and_then(Path::to_str)
+            .map(|p| p.replace('\\', "/"))
+        else {
+            continue;
+        };
+        if hold.file(&relative).is_some() {
+            return Err(format!(
+                "vigil: {relative} is held by the human; if the test is wrong, end with `needs-decision:` and say why"
+            ));
+        }
+        let name = relative.rsplit('/').next().unwrap_or("");
+        if matcher.matches(&relative) && hold::is_runner_config(name) {
+            return Err(format!(
+                "vigil: {relative} would configure the test runner under the human's hold, which the agent does not change; add tests as new test files, or end with `needs-decision:` and say why"
             ));
         }
     }

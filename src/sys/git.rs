@@ -139,7 +139,7 @@ const TRUSTED_SETTINGS: [&str; 8] = [
 /// How a git call ended.
 struct GitOutput {
     outcome: process::Outcome,
-    stdout: String,
+    stdout: Vec<u8>,
     /// What a failure says: the command and the first line of its stderr.
     failure: String,
 }
@@ -180,7 +180,7 @@ fn git_run(
     };
     Ok(GitOutput {
         outcome: done.outcome,
-        stdout: String::from_utf8_lossy(&done.output).into_owned(),
+        stdout: done.output,
         failure,
     })
 }
@@ -197,6 +197,16 @@ pub fn git_untrimmed(
     env: &[(&str, &OsStr)],
     timeout: Duration,
 ) -> Result<String> {
+    git_bytes(dir, args, env, timeout).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Runs git, returning its stdout as bytes (a blob's content, paths with `-z`).
+pub fn git_bytes(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    timeout: Duration,
+) -> Result<Vec<u8>> {
     let output = git_run(dir, args, env, timeout)?;
     match output.outcome {
         process::Outcome::Exited(0) => Ok(output.stdout),

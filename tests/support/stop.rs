@@ -171,3 +171,42 @@ impl Project {
 pub fn is_waiter(command: &str) -> bool {
     command.contains("stop-gate wait") || command.contains("\"$b\" wait;")
 }
+
+/// What the PreToolUse hook (the file-tool guard, SPEC §9, §11) said of `stdin` in `cwd`, with
+/// `HOME` at `home`: `None` allowed (silent), `Some(reason)` denied, in one line.
+pub fn pre_tool_use(home: &Path, cwd: &Path, stdin: Vec<u8>) -> Option<String> {
+    let output = stop_gate()
+        .env("HOME", home)
+        .env("TMPDIR", "/tmp")
+        .current_dir(cwd)
+        .write_stdin(stdin)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", super::said(&output));
+    if output.stdout.is_empty() {
+        return None;
+    }
+    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let decision = &json["hookSpecificOutput"];
+    assert_eq!(decision["hookEventName"], "PreToolUse", "{json}");
+    assert_eq!(decision["permissionDecision"], "deny", "{json}");
+    let reason = decision["permissionDecisionReason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("vigil: ") && !reason.contains('\n'),
+        "{reason}"
+    );
+    Some(reason.to_string())
+}
+
+impl Project {
+    /// What the PreToolUse hook said of the file tool `tool` writing `path` (its input field
+    /// `field`) from the project, with `HOME` at `home`.
+    pub fn file_tool(&self, home: &Path, tool: &str, field: &str, path: &str) -> Option<String> {
+        let payload = json!({
+            "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": self.path(),
+            "permission_mode": "acceptEdits", "tool_name": tool, "tool_use_id": "toolu_1",
+            "tool_input": {field: path, "content": "x"},
+        });
+        pre_tool_use(home, self.path(), payload.to_string().into_bytes())
+    }
+}

@@ -2,6 +2,7 @@
 //! Ralph loop.
 
 mod config_cmd;
+mod hold_cmd;
 mod loop_cmd;
 mod wait_cmd;
 
@@ -31,6 +32,7 @@ use crate::install::settings;
 use crate::install::settings::live;
 use crate::reach::guard;
 use crate::reach::sandbox;
+use crate::state::hold;
 use crate::state::loop_state;
 use crate::state::loop_state::StartedBy;
 use crate::state::loops::{self, StartRequest, Word};
@@ -69,6 +71,8 @@ Usage:
   stop-gate loop status [--session ID] [--json | --prompt]
   stop-gate loop cancel [--session ID]
   stop-gate loop list [--json]
+  stop-gate hold add [--at REV] PATH|GLOB... | show | diff | refresh | release | cat
+                                                  hold the tests that judge the work
   stop-gate wait [--give-up SECS]                 < Stop hook JSON (asyncRewake: the waiter)
 
 As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
@@ -187,6 +191,15 @@ pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == "config") {
         return match config_cmd::config_command(args[1..].to_vec()) {
+            Ok(exit) => exit.into(),
+            Err(err) => {
+                diagnostic(NAME, &err.to_string());
+                err.exit().into()
+            }
+        };
+    }
+    if args.first().is_some_and(|a| a == "hold") {
+        return match hold_cmd::hold_command(args[1..].to_vec()) {
             Ok(exit) => exit.into(),
             Err(err) => {
                 diagnostic(NAME, &err.to_string());
@@ -436,12 +449,9 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
             // The project as Claude Code's sandbox has it: the directory it runs in.
             let start = Project::start_dir(input.cwd.as_deref());
             let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
-            guard::judge(
-                input.tool_name.as_deref().unwrap_or(""),
-                input.tool_input.as_ref(),
-                &cwd,
-                &start,
-            )
+            let tool = input.tool_name.as_deref().unwrap_or("");
+            guard::judge(tool, input.tool_input.as_ref(), &cwd, &start)
+                .and_then(|()| held_write(tool, input, &cwd))
         }
     };
     let reason = verdict.err()?;
@@ -453,6 +463,28 @@ fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Optio
         }})
         .to_string(),
     )
+}
+
+/// The guard's part of the human's hold (SPEC §11): a write to a held file, or new runner
+/// configuration under a held path, is denied. A hold that cannot be read denies the write.
+fn held_write(tool: &str, input: &HookInput, cwd: &Path) -> std::result::Result<(), String> {
+    if !guard::WRITERS.iter().any(|(name, _)| *name == tool) {
+        return Ok(());
+    }
+    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
+    let hold = match hold::load(&project) {
+        Ok(Some(hold)) => hold,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "vigil: {e}; the write is denied while the human's hold cannot be read"
+            ));
+        }
+    };
+    let top = crate::sys::git::Repository::locate(&project.dir)
+        .map(|r| r.top)
+        .unwrap_or_else(|_| project.dir.clone());
+    guard::judge_held(tool, input.tool_input.as_ref(), cwd, &top, &hold)
 }
 
 /// ConfigChange: a change that keeps vigil's protection loads silently; one that takes it away

@@ -9,39 +9,12 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// What the PreToolUse hook said of `tool` writing `path` (its input field `field`), from
-/// `cwd`: `None` allowed (silent), `Some(reason)` denied.
 fn write_as(p: &Project, home: &Path, tool: &str, field: &str, path: &str) -> Option<String> {
-    let payload = json!({
-        "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": p.path(),
-        "permission_mode": "acceptEdits", "tool_name": tool, "tool_use_id": "toolu_1",
-        "tool_input": {field: path, "content": "x"},
-    });
-    hook(home, p.path(), payload.to_string().into_bytes())
+    p.file_tool(home, tool, field, path)
 }
 
 fn hook(home: &Path, cwd: &Path, stdin: Vec<u8>) -> Option<String> {
-    let output = stop_gate()
-        .env("HOME", home)
-        .env("TMPDIR", "/tmp")
-        .current_dir(cwd)
-        .write_stdin(stdin)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", said(&output));
-    if output.stdout.is_empty() {
-        return None;
-    }
-    let json: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let decision = &json["hookSpecificOutput"];
-    assert_eq!(decision["hookEventName"], "PreToolUse", "{json}");
-    assert_eq!(decision["permissionDecision"], "deny", "{json}");
-    let reason = decision["permissionDecisionReason"].as_str().unwrap();
-    assert!(
-        reason.starts_with("vigil: ") && !reason.contains('\n'),
-        "{reason}"
-    );
-    Some(reason.to_string())
+    pre_tool_use(home, cwd, stdin)
 }
 
 /// A home outside /tmp, which the file tools may write.

@@ -1,0 +1,455 @@
+//! `stop-gate hold`: the human holds the tests that judge the work (SPEC §11), sees how the
+//! tree differs, renews a path after a legitimate change, and releases it.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use lexopt::prelude::*;
+
+use crate::cli::flags::{print, string_value};
+use crate::cli::output::diagnostic;
+use crate::evidence::held::{self, Change, Taken};
+use crate::evidence::subject::Limits;
+use crate::state::hold::{self, Hold, Matcher, Pattern};
+use crate::state::project::Project;
+use crate::sys::paths;
+use crate::verdict::defang;
+use crate::{Error, Exit, Result};
+
+const NAME: &str = "stop-gate";
+
+pub const HELP: &str = "\
+stop-gate hold: hold the tests that judge the work, so the agent cannot weaken them.
+
+Usage:
+  stop-gate hold add [--at REV] PATH|GLOB...   hold these as the working tree (or commit REV) has them
+  stop-gate hold add --env PATH...             what the check needs that git ignores (.venv, node_modules)
+  stop-gate hold show [--json]                 what is held
+  stop-gate hold diff [--patch]                how the tree differs from the hold (exit 1 if it does)
+  stop-gate hold refresh [PATH|GLOB...]        renew held files from the working tree (a change you made)
+  stop-gate hold release PATH|GLOB... | --all  stop holding them
+  stop-gate hold cat PATH                      a held file's bytes, as held
+
+A PATH is a file, or a directory and everything below it; a GLOB (quote it) takes `*` within a
+directory and `**` across them, e.g. 'tests/**/test_*.py'. Paths are taken from the directory
+you run it in. The hold belongs to the repository: every worktree's loops use it. It lives in
+vigil's protected state, out of the agent's reach under settings-merge install --protect, and
+vigil never changes your working tree for it.
+
+With a hold, the Stop hook's check (--run) runs on what it judges: in a private copy of the
+files the verdict names, every held file as held and read-only, new files under a held path
+left out, build and cache directories (CARGO_TARGET_DIR, PYTHONPYCACHEPREFIX, GOCACHE,
+XDG_CACHE_HOME) in a check cache of the protected state. A declaration while a held file is
+modified or deleted is refused, naming it. What git ignores is not in the copy: declare what
+the check needs with --env (linked into the copy read-only, as it is in the project).
+Under --protect the file-tool guard refuses writes to held files and new runner configuration
+(conftest.py, pytest.ini, package.json, ...) under a held path.
+Exit 0 on success, 1 when diff finds a difference (or show finds no hold), 2 on an error.
+";
+
+pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let action = match parser.next()? {
+        None | Some(Short('h') | Long("help")) => return print(HELP.as_bytes()),
+        Some(Value(action)) => action
+            .into_string()
+            .map_err(|_| Error::usage("a hold command is not valid UTF-8"))?,
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "{}: say what to do first (add, show, diff, refresh, release, cat); see stop-gate hold --help",
+                other.unexpected()
+            )));
+        }
+    };
+    let mut at: Option<String> = None;
+    let mut env = false;
+    let mut json = false;
+    let mut patch = false;
+    let mut all = false;
+    let mut paths: Vec<String> = Vec::new();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return print(HELP.as_bytes()),
+            Long("at") if action == "add" => at = Some(string_value(&mut parser, "--at")?),
+            Long("env") if action == "add" => env = true,
+            Long("json") if action == "show" => json = true,
+            Long("patch") if action == "diff" => patch = true,
+            Long("all") if action == "release" => all = true,
+            Value(value) => paths.push(
+                value
+                    .into_string()
+                    .map_err(|_| Error::usage("a path to hold is not valid UTF-8"))?,
+            ),
+            other => {
+                return Err(Error::usage(format!(
+                    "{} with hold {}; see stop-gate hold --help",
+                    other.unexpected(),
+                    defang::field_max(&action, 20)
+                )));
+            }
+        }
+    }
+    let project = Project::resolve(None, None);
+    match action.as_str() {
+        "add" if env => add_env(&project, &paths),
+        "add" => add(&project, &paths, at.as_deref()),
+        "show" if paths.is_empty() => show(&project, json),
+        "diff" if paths.is_empty() => diff(&project, patch),
+        "refresh" => refresh(&project, &paths),
+        "release" => release(&project, &paths, all),
+        "cat" if paths.len() == 1 => cat(&project, &paths[0]),
+        "show" | "diff" => Err(Error::usage(format!("hold {action} takes no paths"))),
+        "cat" => Err(Error::usage("hold cat takes one path")),
+        other => Err(Error::usage(format!(
+            "hold {} is not add, show, diff, refresh, release or cat; see stop-gate hold --help",
+            defang::field_max(other, 40)
+        ))),
+    }
+}
+
+/// An argument as a hold keeps it: from the repository's top, `/`-separated, no trailing `/`.
+fn normalize(top: &Path, arg: &str) -> Result<String> {
+    let here = std::env::current_dir()
+        .map_err(|e| Error::Io(format!("cannot tell where this runs: {e}")))?;
+    let here = paths::canonical(&here);
+    let full = paths::lexical(&here.join(arg));
+    let rest = full.strip_prefix(top).map_err(|_| {
+        Error::usage(format!(
+            "`{arg}` is outside the repository at {}; hold paths inside it",
+            top.display()
+        ))
+    })?;
+    let text = rest
+        .to_str()
+        .ok_or_else(|| Error::usage(format!("`{arg}` is not valid UTF-8")))?
+        .replace('\\', "/");
+    let text = text.trim_end_matches('/').to_string();
+    if text.is_empty() {
+        return Err(Error::usage(
+            "a hold names the tests, not the whole repository: name the test directories or files",
+        ));
+    }
+    hold::check_path(&text)?;
+    if hold::is_glob(&text) {
+        hold::compile(&text)?;
+    }
+    Ok(text)
+}
+
+fn normalized(top: &Path, args: &[String]) -> Result<Vec<String>> {
+    args.iter().map(|arg| normalize(top, arg)).collect()
+}
+
+/// Says where the hold is kept when the agent could write it there.
+fn warn_if_reachable(project: &Project) {
+    let place = project.protected();
+    if place.agent_writable() {
+        diagnostic(
+            NAME,
+            &format!(
+                "the hold is kept in {}, where the agent can write: it holds only against an agent that does not look there; set VIGIL_STATE_HOME to a directory outside the project and the agent's sandbox",
+                hold::dir(project).display()
+            ),
+        );
+    }
+}
+
+fn add(project: &Project, args: &[String], at: Option<&str>) -> Result<Exit> {
+    if args.is_empty() {
+        return Err(Error::usage(
+            "hold add needs the tests to hold, e.g. stop-gate hold add tests/",
+        ));
+    }
+    let top = held::top(project)?;
+    let patterns = normalized(&top, args)?;
+    let mut record = hold::load(project)?.unwrap_or_default();
+    let mut added = 0;
+    for pattern in &patterns {
+        let matcher = Matcher::new(std::iter::once(pattern.as_str()));
+        let (from, taken) = match at {
+            Some(rev) => held::from_commit(project, rev, &matcher)?,
+            None => (
+                hold::WORKING_TREE.to_string(),
+                held::from_worktree(project, &matcher, Limits::default())?,
+            ),
+        };
+        if taken.is_empty() {
+            return Err(Error::usage(format!(
+                "`{pattern}` holds no file {}; name test files or directories that are there (files git ignores are never held)",
+                match at {
+                    Some(rev) => format!("at {rev}"),
+                    None => "in the working tree".to_string(),
+                }
+            )));
+        }
+        added += taken.len();
+        keep(project, &mut record, taken)?;
+        record.patterns.retain(|p| p.pattern != *pattern);
+        record.patterns.push(Pattern {
+            pattern: pattern.clone(),
+            at: from,
+        });
+    }
+    record.settle();
+    hold::save(project, &record)?;
+    warn_if_reachable(project);
+    print(
+        format!(
+            "stop-gate: held {added} files under {} ({} files held in all); the Stop hook's check now runs on them as held, and a declaration while one differs is refused\n",
+            patterns.join(", "),
+            record.files.len()
+        )
+        .as_bytes(),
+    )
+}
+
+/// Stores each taken file's bytes and puts its entry in the hold.
+fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<()> {
+    for (file, bytes) in taken {
+        hold::store_blob(project, &file.blob, &bytes)?;
+        record.files.push(file);
+    }
+    Ok(())
+}
+
+fn add_env(project: &Project, args: &[String]) -> Result<Exit> {
+    if args.is_empty() {
+        return Err(Error::usage(
+            "hold add --env needs what the check needs, e.g. stop-gate hold add --env .venv",
+        ));
+    }
+    let top = held::top(project)?;
+    let mut record = hold::load(project)?.ok_or_else(|| {
+        Error::usage("there is no hold yet: hold the tests first (stop-gate hold add tests/)")
+    })?;
+    let mut named = Vec::new();
+    for arg in args {
+        let path = normalize(&top, arg)?;
+        if hold::is_glob(&path) {
+            return Err(Error::usage(format!(
+                "--env takes a path, not a glob: `{path}`"
+            )));
+        }
+        if std::fs::symlink_metadata(top.join(&path)).is_err() {
+            return Err(Error::usage(format!(
+                "`{path}` is not there; make it (e.g. the virtualenv) before declaring it"
+            )));
+        }
+        record.env.push(path.clone());
+        named.push(path);
+    }
+    record.settle();
+    hold::save(project, &record)?;
+    warn_if_reachable(project);
+    print(
+        format!(
+            "stop-gate: the check under the hold gets {} read-only, as it is in the project\n",
+            named.join(", ")
+        )
+        .as_bytes(),
+    )
+}
+
+fn loaded(project: &Project) -> Result<Hold> {
+    hold::load(project)?.ok_or_else(|| {
+        Error::usage(format!(
+            "nothing is held for {}; hold the tests with stop-gate hold add tests/",
+            project.dir.display()
+        ))
+    })
+}
+
+fn show(project: &Project, json: bool) -> Result<Exit> {
+    let Some(record) = hold::load(project)? else {
+        if json {
+            print(b"null\n")?;
+        } else {
+            print(
+                format!(
+                    "nothing is held for {}; hold the tests with stop-gate hold add tests/\n",
+                    project.dir.display()
+                )
+                .as_bytes(),
+            )?;
+        }
+        return Ok(Exit::Negative);
+    };
+    if json {
+        let mut text = serde_json::to_string_pretty(&record).expect("a hold serializes");
+        text.push('\n');
+        return print(text.as_bytes());
+    }
+    let mut text = format!(
+        "held since {} (renewed {}), {} files:\n",
+        record.made_at,
+        record.updated_at,
+        record.files.len()
+    );
+    for pattern in &record.patterns {
+        let count = Matcher::new(std::iter::once(pattern.pattern.as_str()));
+        let n = record
+            .files
+            .iter()
+            .filter(|f| count.matches(&f.path))
+            .count();
+        text.push_str(&format!(
+            "  {}  ({n} files, at {})\n",
+            pattern.pattern, pattern.at
+        ));
+    }
+    for env in &record.env {
+        text.push_str(&format!(
+            "  env {env}  (linked into the check's copy, read-only)\n"
+        ));
+    }
+    print(text.as_bytes())
+}
+
+fn diff(project: &Project, patch: bool) -> Result<Exit> {
+    let record = loaded(project)?;
+    let compared = held::compare(project, &record)?;
+    let mut text = String::new();
+    let top = held::top(project)?;
+    for (path, change) in &compared.changed {
+        text.push_str(&format!("{} {path}\n", change.word()));
+        if patch && *change == Change::Modified {
+            text.push_str(&unified(project, &record, &top, path)?);
+        }
+    }
+    for path in &compared.new {
+        text.push_str(&format!(
+            "new {path} (not held: the check's copy leaves it out)\n"
+        ));
+    }
+    if text.is_empty() {
+        text = format!("the {} held files are as held\n", record.files.len());
+    }
+    print(text.as_bytes())?;
+    Ok(if compared.changed.is_empty() && compared.new.is_empty() {
+        Exit::Success
+    } else {
+        Exit::Negative
+    })
+}
+
+/// A held file against the tree, as a unified diff (a note where either side is not text).
+fn unified(project: &Project, record: &Hold, top: &Path, path: &str) -> Result<String> {
+    let Some(file) = record.file(path) else {
+        return Ok(String::new());
+    };
+    let held = hold::blob(project, &file.blob)?;
+    let now = std::fs::read(top.join(path)).unwrap_or_default();
+    let (Ok(held), Ok(now)) = (std::str::from_utf8(&held), std::str::from_utf8(&now)) else {
+        return Ok("  (not text: no patch shown)\n".to_string());
+    };
+    let diff = similar::TextDiff::from_lines(held, now);
+    Ok(diff
+        .unified_diff()
+        .header(&format!("held/{path}"), &format!("tree/{path}"))
+        .to_string())
+}
+
+fn refresh(project: &Project, args: &[String]) -> Result<Exit> {
+    let mut record = loaded(project)?;
+    let top = held::top(project)?;
+    let chosen = normalized(&top, args)?;
+    let select = Matcher::new(chosen.iter().map(String::as_str));
+    let wanted = |path: &str| chosen.is_empty() || select.matches(path);
+    let taken = held::from_worktree(project, &record.matcher(), Limits::default())?;
+    let taken: Vec<Taken> = taken.into_iter().filter(|(f, _)| wanted(&f.path)).collect();
+    if !chosen.is_empty() && taken.is_empty() && !record.files.iter().any(|f| wanted(&f.path)) {
+        return Err(Error::usage(format!(
+            "nothing held matches {}; see stop-gate hold show",
+            chosen.join(", ")
+        )));
+    }
+    let before: std::collections::BTreeMap<String, String> = record
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.blob.clone()))
+        .collect();
+    let mut said = Vec::new();
+    let present: std::collections::BTreeSet<String> =
+        taken.iter().map(|(f, _)| f.path.clone()).collect();
+    for (path, _) in before
+        .iter()
+        .filter(|(p, _)| wanted(p) && !present.contains(*p))
+    {
+        said.push(format!("dropped {path} (no longer in the tree)"));
+    }
+    for (file, _) in &taken {
+        match before.get(&file.path) {
+            None => said.push(format!("added {}", file.path)),
+            Some(blob) if *blob != file.blob => said.push(format!("renewed {}", file.path)),
+            Some(_) => {}
+        }
+    }
+    record
+        .files
+        .retain(|f| !wanted(&f.path) || present.contains(&f.path));
+    keep(project, &mut record, taken)?;
+    record.settle();
+    hold::save(project, &record)?;
+    warn_if_reachable(project);
+    if said.is_empty() {
+        said.push("nothing changed: the held files are as the tree has them".to_string());
+    }
+    print(format!("stop-gate: {}\n", said.join("; ")).as_bytes())
+}
+
+fn release(project: &Project, args: &[String], all: bool) -> Result<Exit> {
+    if all || args.is_empty() {
+        if !all {
+            return Err(Error::usage(
+                "hold release needs the paths to release, or --all",
+            ));
+        }
+        let said = if hold::release(project)? {
+            "stop-gate: the hold is released: the check runs on the tree as it is"
+        } else {
+            "stop-gate: nothing was held"
+        };
+        return print(format!("{said}\n").as_bytes());
+    }
+    let mut record = loaded(project)?;
+    let top = held::top(project)?;
+    let chosen = normalized(&top, args)?;
+    let before = (record.patterns.len(), record.env.len());
+    record.patterns.retain(|p| !chosen.contains(&p.pattern));
+    record.env.retain(|e| !chosen.contains(e));
+    if (record.patterns.len(), record.env.len()) == before {
+        return Err(Error::usage(format!(
+            "{} is not held as named; see stop-gate hold show",
+            chosen.join(", ")
+        )));
+    }
+    if record.patterns.is_empty() {
+        hold::release(project)?;
+        return print(b"stop-gate: the hold is released: the check runs on the tree as it is\n");
+    }
+    let matcher = record.matcher();
+    record.files.retain(|f| matcher.matches(&f.path));
+    record.settle();
+    hold::save(project, &record)?;
+    print(
+        format!(
+            "stop-gate: released {}; {} files stay held\n",
+            chosen.join(", "),
+            record.files.len()
+        )
+        .as_bytes(),
+    )
+}
+
+fn cat(project: &Project, arg: &str) -> Result<Exit> {
+    let record = loaded(project)?;
+    let top = held::top(project)?;
+    let path = normalize(&top, arg)?;
+    let file = record.file(&path).ok_or_else(|| {
+        Error::usage(format!(
+            "{path} is not a held file; see stop-gate hold show"
+        ))
+    })?;
+    let bytes = hold::blob(project, &file.blob)?;
+    print(&bytes)
+}

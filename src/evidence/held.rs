@@ -1,0 +1,430 @@
+//! Held tests as evidence (SPEC §11): what a hold takes from the working tree or a commit, how
+//! the tree now differs from it, and the copy a check runs in under it (the content the
+//! verdict names, every held file as held, unheld files under a held pattern absent, the
+//! declared environment put in).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::evidence::snapshot::{self, Snapshot};
+use crate::evidence::subject::{self, Limits, tree};
+use crate::state::hold::{self, HeldFile, Hold, Matcher};
+use crate::state::project::Project;
+use crate::sys::files;
+use crate::sys::git::{self, Repository};
+use crate::sys::paths;
+
+/// How long a git call of `hold add --at` may take.
+const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The most new files named.
+pub const MAX_NAMED: usize = 200;
+
+/// A file as a hold takes it: its entry, and its bytes.
+pub type Taken = (HeldFile, Vec<u8>);
+
+/// The repository's top, where held paths start.
+pub fn top(project: &Project) -> Result<PathBuf> {
+    Ok(Repository::locate(&project.dir)?.top)
+}
+
+/// The files under `matcher` as the working tree has them (tracked and untracked files that
+/// git does not ignore, as the worktree subject lists them), read now.
+pub fn from_worktree(project: &Project, matcher: &Matcher, limits: Limits) -> Result<Vec<Taken>> {
+    let top = top(project)?;
+    let mut taken = Vec::new();
+    for (path, _) in subject::worktree_listing(project, limits)? {
+        if !matcher.matches(&path) {
+            continue;
+        }
+        let Some((mode, bytes)) = read_live(&top, &path)? else {
+            continue;
+        };
+        taken.push(entry(path, mode, bytes)?);
+        if taken.len() > hold::MAX_HELD_FILES {
+            return Err(too_many());
+        }
+    }
+    Ok(taken)
+}
+
+/// The files under `matcher` at the commit `rev`, and the commit's id.
+pub fn from_commit(
+    project: &Project,
+    rev: &str,
+    matcher: &Matcher,
+) -> Result<(String, Vec<Taken>)> {
+    let top = top(project)?;
+    if rev.starts_with('-') {
+        return Err(Error::usage(format!("`{rev}` is not a commit")));
+    }
+    let commit = git::git(
+        &top,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{rev}^{{commit}}"),
+        ],
+        &[],
+        GIT_TIMEOUT,
+    )
+    .map_err(|_| Error::usage(format!("`{rev}` names no commit of this repository")))?;
+    let listing = git::git_bytes(
+        &top,
+        &["ls-tree", "-r", "-z", "--full-tree", &commit],
+        &[],
+        GIT_TIMEOUT,
+    )?;
+    let mut taken = Vec::new();
+    for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+        let text = String::from_utf8_lossy(record);
+        let Some((head, path)) = text.split_once('\t') else {
+            continue;
+        };
+        let mut words = head.split(' ');
+        let (Some(mode), Some(kind), Some(id)) = (words.next(), words.next(), words.next()) else {
+            continue;
+        };
+        if kind != "blob" || !matcher.matches(path) {
+            continue;
+        }
+        let bytes = git::git_bytes(&top, &["cat-file", "blob", id], &[], GIT_TIMEOUT)?;
+        let (held, bytes) = entry(path.to_string(), mode.to_string(), bytes)?;
+        if held.blob != id {
+            return Err(Error::input(format!(
+                "{path} at {rev} is not a SHA-1 blob vigil can name; hold the working tree instead"
+            )));
+        }
+        taken.push((held, bytes));
+        if taken.len() > hold::MAX_HELD_FILES {
+            return Err(too_many());
+        }
+    }
+    Ok((commit, taken))
+}
+
+fn too_many() -> Error {
+    Error::usage(format!(
+        "a hold keeps at most {} files; hold the test directories, not the whole tree",
+        hold::MAX_HELD_FILES
+    ))
+}
+
+fn entry(path: String, mode: String, bytes: Vec<u8>) -> Result<Taken> {
+    hold::check_path(&path)?;
+    if bytes.len() as u64 > hold::MAX_HELD_FILE {
+        return Err(Error::usage(format!(
+            "{path} is larger than {}: a hold keeps test files, not data",
+            files::human_bytes(hold::MAX_HELD_FILE)
+        )));
+    }
+    let blob = tree::hex(&tree::blob_id(&bytes)?);
+    Ok((HeldFile { path, blob, mode }, bytes))
+}
+
+/// A file of the live tree at `path` from `top`: its mode and bytes (a link's target), `None`
+/// when there is none. Never follows a link, never blocks on a FIFO.
+fn read_live(top: &Path, path: &str) -> Result<Option<(String, Vec<u8>)>> {
+    let full = top.join(path);
+    let meta = match std::fs::symlink_metadata(&full) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read", &full, &e)),
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&full).map_err(|e| Error::io("read", &full, &e))?;
+        return Ok(Some((
+            "120000".into(),
+            paths::bytes(target.as_os_str()).to_vec(),
+        )));
+    }
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mode = if files::owner_may_execute(&meta) {
+        "100755"
+    } else {
+        "100644"
+    };
+    match files::read_regular(&full, hold::MAX_HELD_FILE + 1, false)
+        .map_err(|e| Error::io("read", &full, &e))?
+    {
+        Some(bytes) => Ok(Some((mode.into(), bytes))),
+        None => Ok(None),
+    }
+}
+
+/// How a held file differs from the hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Modified,
+    Deleted,
+}
+
+impl Change {
+    pub fn word(&self) -> &'static str {
+        match self {
+            Change::Modified => "modified",
+            Change::Deleted => "deleted",
+        }
+    }
+}
+
+/// How the tree differs from the hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Comparison {
+    /// Held files that are not as held.
+    pub changed: Vec<(String, Change)>,
+    /// Files under a held pattern that the hold does not hold: new tests, which the check's
+    /// copy leaves out (at most `MAX_NAMED`, in order).
+    pub new: Vec<String>,
+}
+
+impl Comparison {
+    /// The changed files as one phrase: `tests/a.py (modified), tests/b.py (deleted)`.
+    pub fn changed_phrase(&self, max: usize) -> String {
+        let mut text = self
+            .changed
+            .iter()
+            .take(max)
+            .map(|(path, change)| format!("{path} ({})", change.word()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.changed.len() > max {
+            text.push_str(&format!(" and {} more", self.changed.len() - max));
+        }
+        text
+    }
+}
+
+/// The live tree against the hold: every held file read and hashed, and the files under each
+/// held pattern that git does not ignore listed.
+pub fn compare(project: &Project, hold: &Hold) -> Result<Comparison> {
+    let top = top(project)?;
+    let mut comparison = Comparison::default();
+    for held in &hold.files {
+        let change = match read_live(&top, &held.path)? {
+            None => Some(Change::Deleted),
+            Some((_, bytes)) => {
+                let same = bytes.len() as u64 <= hold::MAX_HELD_FILE
+                    && tree::hex(&tree::blob_id(&bytes)?) == held.blob;
+                (!same).then_some(Change::Modified)
+            }
+        };
+        if let Some(change) = change {
+            comparison.changed.push((held.path.clone(), change));
+        }
+    }
+    comparison.new = unheld_live(&top, project, hold);
+    Ok(comparison)
+}
+
+/// The files under a held pattern in the live tree that the hold does not hold and git does not
+/// ignore (what informs: the check's copy decides, not this list).
+fn unheld_live(top: &Path, project: &Project, hold: &Hold) -> Vec<String> {
+    let matcher = hold.matcher();
+    let mut found = BTreeSet::new();
+    for prefix in prefixes(hold) {
+        let start = top.join(&prefix);
+        if !start.exists() {
+            continue;
+        }
+        let walk = ignore::WalkBuilder::new(&start)
+            .hidden(false)
+            .parents(true)
+            .require_git(false)
+            .filter_entry(|e| e.file_name() != ".git")
+            .build();
+        for entry in walk.flatten() {
+            if entry.file_type().is_none_or(|t| t.is_dir()) {
+                continue;
+            }
+            if entry.path().starts_with(&project.state) {
+                continue;
+            }
+            let Some(path) = relative(top, entry.path()) else {
+                continue;
+            };
+            if matcher.matches(&path) && hold.file(&path).is_none() {
+                found.insert(path);
+            }
+            if found.len() >= MAX_NAMED {
+                return found.into_iter().collect();
+            }
+        }
+    }
+    found.into_iter().collect()
+}
+
+/// Each pattern's literal prefix, none inside another.
+fn prefixes(hold: &Hold) -> Vec<String> {
+    let mut all: Vec<String> = hold
+        .patterns
+        .iter()
+        .map(|p| hold::literal_prefix(&p.pattern).to_string())
+        .collect();
+    all.sort();
+    all.dedup();
+    let kept: Vec<String> = all
+        .iter()
+        .filter(|p| {
+            !all.iter().any(|other| {
+                other != *p
+                    && (other.is_empty()
+                        || p.strip_prefix(other.as_str())
+                            .is_some_and(|rest| rest.starts_with('/')))
+            })
+        })
+        .cloned()
+        .collect();
+    kept
+}
+
+fn relative(top: &Path, path: &Path) -> Option<String> {
+    let rest = path.strip_prefix(top).ok()?;
+    let text = rest.to_str()?;
+    Some(text.replace('\\', "/"))
+}
+
+/// The copy a check runs in under a hold.
+pub struct Prepared {
+    pub snapshot: Snapshot,
+    /// What the check may not write in the copy: every held pattern's directory (or file).
+    pub read_only: Vec<PathBuf>,
+    /// The declared environment: each place in the project, and its mount point in the copy.
+    pub bound: Vec<(PathBuf, PathBuf)>,
+    /// Files under a held pattern that the copy left out (the agent's new tests).
+    pub left_out: Vec<String>,
+}
+
+/// Copies the content the verdict names (the snapshot), then makes every held path as held:
+/// held files written from the hold's copies (edited ones restored, deleted ones back), unheld
+/// files under a held pattern removed, the declared environment's mount points made (the confinement shows it there, read-only).
+pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepared> {
+    let snapshot = snapshot::take(project, limits)?;
+    let copy = std::fs::canonicalize(snapshot.path())
+        .map_err(|e| Error::io("read", snapshot.path(), &e))?;
+    let hold_dir = hold::dir(project);
+    for held in &hold.files {
+        let bytes = hold::blob_in(&hold_dir, &held.blob)?;
+        if tree::hex(&tree::blob_id(&bytes)?) != held.blob {
+            return Err(Error::input(format!(
+                "the held copy of {} is damaged; a human must run `stop-gate hold refresh {}`",
+                held.path, held.path
+            )));
+        }
+        put(&copy, &held.path, &held.mode, &bytes)?;
+    }
+    let matcher = hold.matcher();
+    let mut left_out = Vec::new();
+    for prefix in prefixes(hold) {
+        remove_unheld(&copy, &copy.join(&prefix), hold, &matcher, &mut left_out)?;
+    }
+    left_out.sort();
+    let mut read_only = Vec::new();
+    for prefix in prefixes(hold) {
+        if prefix.is_empty() {
+            read_only.extend(hold.files.iter().map(|f| copy.join(&f.path)));
+        } else if std::fs::symlink_metadata(copy.join(&prefix)).is_ok() {
+            read_only.push(copy.join(&prefix));
+        }
+    }
+    let top = top(project)?;
+    let mut bound = Vec::new();
+    for env in &hold.env {
+        let live = top.join(env);
+        let Ok(meta) = std::fs::metadata(&live) else {
+            continue;
+        };
+        // The mount point: an empty directory or file where the environment goes.
+        let place = real_parent(&copy, env)?;
+        remove_any(&place)?;
+        if meta.is_dir() {
+            std::fs::create_dir(&place).map_err(|e| Error::io("create", &place, &e))?;
+        } else {
+            files::create_new(&place, 0o644).map_err(|e| Error::io("create", &place, &e))?;
+        }
+        bound.push((live, place));
+    }
+    Ok(Prepared {
+        snapshot,
+        read_only,
+        bound,
+        left_out,
+    })
+}
+
+/// Writes a held file into the copy at `path`, through real directories only.
+fn put(copy: &Path, path: &str, mode: &str, bytes: &[u8]) -> Result<()> {
+    let place = real_parent(copy, path)?;
+    remove_any(&place)?;
+    if mode == "120000" {
+        return files::symlink(&paths::os_str(bytes), &place)
+            .map_err(|e| Error::io("write", &place, &e));
+    }
+    let bits = if mode == "100755" { 0o755 } else { 0o644 };
+    let mut file = files::create_new(&place, bits).map_err(|e| Error::io("write", &place, &e))?;
+    file.write_all(bytes)
+        .map_err(|e| Error::io("write", &place, &e))
+}
+
+/// `copy/path`, its parent directories made real (a link or file in the way of one removed,
+/// so a held file is never written through a link the agent made).
+fn real_parent(copy: &Path, path: &str) -> Result<PathBuf> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let mut at = copy.to_path_buf();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => remove_any(&at)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir(&at).map_err(|e| Error::io("create", &at, &e))?;
+    }
+    Ok(copy.join(path))
+}
+
+fn remove_any(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            std::fs::remove_dir_all(path).map_err(|e| Error::io("remove", path, &e))
+        }
+        Ok(_) => std::fs::remove_file(path).map_err(|e| Error::io("remove", path, &e)),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Removes from the copy, below `start`, every file or link under a held pattern that the hold
+/// does not hold.
+fn remove_unheld(
+    copy: &Path,
+    start: &Path,
+    hold: &Hold,
+    matcher: &Matcher,
+    left_out: &mut Vec<String>,
+) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(start) {
+        Ok(meta) => meta,
+        Err(_) => return Ok(()),
+    };
+    if meta.is_dir() {
+        let entries = std::fs::read_dir(start).map_err(|e| Error::io("read", start, &e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("read", start, &e))?;
+            remove_unheld(copy, &entry.path(), hold, matcher, left_out)?;
+        }
+        return Ok(());
+    }
+    let Some(path) = relative(copy, start) else {
+        return Ok(());
+    };
+    if matcher.matches(&path) && hold.file(&path).is_none() {
+        std::fs::remove_file(start).map_err(|e| Error::io("remove", start, &e))?;
+        left_out.push(path);
+    }
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! SPEC §11, tests the agent cannot weaken: a human holds the tests (`stop-gate hold`), the
+//! check runs on them as held, a declaration while one differs is refused, and the file-tool
+//! guard keeps the agent's writes off them. Each attack is played as the agent would play it
+//! (its edits in the tree, its code run by the check) in a real repository with a genuinely
+//! failing test, and must be refused.
+
+use std::path::Path;
+
+use super::DECLARED;
+use crate::support::*;
+
+/// A project whose one test fails: `calc.add` subtracts.
+const CALC: &str = "def add(a, b):\n    return a - b\n";
+const FIXED: &str = "def add(a, b):\n    return a + b\n";
+const TEST: &str = "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n";
+const UNITTEST: &str = "python3 -m unittest";
+
+fn python_project() -> Project {
+    Project::builder()
+        .git()
+        .file("calc.py", CALC)
+        .file("tests/__init__.py", "")
+        .file("tests/test_calc.py", TEST)
+        .build()
+}
+
+/// `stop-gate hold ARGS` in `dir`.
+fn hold_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    stop_gate()
+        .arg("hold")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn hold(p: &Project, args: &[&str]) -> std::process::Output {
+    hold_in(p.path(), args)
+}
+
+fn held(p: &Project, args: &[&str]) -> String {
+    let out = hold(p, args);
+    assert!(out.status.success(), "hold {args:?}: {}", said(&out));
+    stdout_of(&out)
+}
+
+/// The project's loop s1, started, then a declaration under `--run check`.
+fn declare(p: &Project, check: &str) -> Stop {
+    p.stop(&["--run", check], "s1", Some(DECLARED))
+}
+
+fn python() -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip("python3 is not installed");
+    }
+    ok
+}
+
+#[test]
+fn hold_add_keeps_the_tests_in_the_protected_state_and_never_changes_the_tree() {
+    let p = python_project();
+    let said = held(&p, &["add", "tests/"]);
+    assert!(said.contains("held 2 files under tests"), "{said}");
+    let record = json_of(&p.protected().join("hold/hold.json"));
+    assert_valid("hold.schema.json", &record);
+    assert_eq!(record["patterns"][0]["pattern"], "tests");
+    assert_eq!(record["patterns"][0]["at"], "working-tree");
+    let paths: Vec<&str> = record["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["tests/__init__.py", "tests/test_calc.py"]);
+    // The held bytes are kept beside it, under their blob id.
+    let blob = record["files"][1]["blob"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.protected().join("hold/blobs").join(blob)).unwrap(),
+        TEST
+    );
+    assert_eq!(git(p.path(), &["status", "--porcelain"]), "");
+    assert!(!p.path().join(".vigil/hold").exists());
+}
+
+#[test]
+fn a_declaration_while_a_held_test_is_edited_is_refused_naming_it() {
+    if !python() {
+        return;
+    }
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    p.start_ok("s1", 5, "Make the tests pass.");
+    // The agent's edit: the assertion now agrees with the bug.
+    write_file(
+        &p.path().join("tests/test_calc.py"),
+        TEST.replace("4)", "0)"),
+    );
+    let stop = declare(&p, UNITTEST);
+    assert!(stop.blocked());
+    let reason = stop.task();
+    assert!(
+        reason.starts_with(
+            "stop-gate: held files differ from the human's hold: tests/test_calc.py (modified)"
+        ),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("stop-gate hold refresh tests/test_calc.py"),
+        "{reason}"
+    );
+    assert_eq!(p.loop_state("s1")["status"], "running");
+}
+
+#[test]
+fn a_declaration_while_a_held_test_is_deleted_or_skipped_is_refused() {
+    if !python() {
+        return;
+    }
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    p.start_ok("s1", 5, "Make the tests pass.");
+    std::fs::remove_file(p.path().join("tests/test_calc.py")).unwrap();
+    let stop = declare(&p, UNITTEST);
+    assert!(stop.blocked());
+    assert!(
+        stop.task().contains("tests/test_calc.py (deleted)"),
+        "{}",
+        stop.task()
+    );
+    // Marked skipped: a change like any other.
+    write_file(
+        &p.path().join("tests/test_calc.py"),
+        TEST.replace(
+            "    def test_add",
+            "    @unittest.skip('flaky')\n    def test_add",
+        ),
+    );
+    let stop = declare(&p, UNITTEST);
+    assert!(stop.blocked());
+    assert!(stop.task().contains("tests/test_calc.py (modified)"));
+    // The real fix, with the test as held, passes.
+    write_file(&p.path().join("tests/test_calc.py"), TEST);
+    write_file(&p.path().join("calc.py"), FIXED);
+    let stop = declare(&p, UNITTEST);
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert_eq!(p.loop_state("s1")["status"], "passed");
+}
+
+#[test]
+fn without_a_hold_the_weakened_test_passes_the_check_as_before() {
+    if !python() {
+        return;
+    }
+    // What the hold is for: the same attack, no hold, and the gate has nothing to say.
+    let p = python_project();
+    p.start_ok("s1", 5, "Make the tests pass.");
+    write_file(
+        &p.path().join("tests/test_calc.py"),
+        TEST.replace("4)", "0)"),
+    );
+    let stop = declare(&p, UNITTEST);
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_new_conftest_under_a_held_path_is_left_out_of_the_checks_copy() {
+    if !python() || !pytest() {
+        return;
+    }
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    p.start_ok("s1", 5, "Make the tests pass.");
+    // The agent's conftest turns every failure into a pass, then erases itself after the run.
+    write_file(
+        &p.path().join("tests/conftest.py"),
+        "import os, pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    r = out.get_result()\n    if r.failed:\n        r.outcome = 'passed'\n\ndef pytest_unconfigure(config):\n    pass\n",
+    );
+    let check = "python3 -m pytest -q -p no:cacheprovider tests";
+    // Without the hold the attack works: the check passes in place.
+    let in_place = std::process::Command::new("sh")
+        .args(["-c", check])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(in_place.status.success(), "{}", said(&in_place));
+    let stop = declare(&p, check);
+    assert!(stop.blocked(), "the conftest was run");
+    let reason = stop.task();
+    assert!(reason.contains("failed"), "{reason}");
+    assert!(
+        reason.contains("not in the check's copy: tests/conftest.py"),
+        "{reason}"
+    );
+    assert!(
+        stop.system_message().contains("tests/conftest.py"),
+        "{}",
+        stop.system_message()
+    );
+}
+
+fn pytest() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-m", "pytest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip("pytest is not installed (python3 -m pip install pytest)");
+    }
+    ok
+}
+
+#[test]
+fn a_check_cannot_rewrite_a_held_test_while_it_runs() {
+    if !python() {
+        return;
+    }
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    // The check's own code edits the held test before the runner reads it.
+    let attack = format!("sed -i 's/4)/0)/' tests/test_calc.py; {UNITTEST}");
+    let stop = p.stop(&["--run", &attack], "s1", Some("x"));
+    assert!(stop.blocked(), "the held test was rewritten");
+    let reason = stop.reason();
+    assert!(
+        reason.contains("Read-only file system") || reason.contains("Permission denied"),
+        "{reason}"
+    );
+    assert!(reason.contains("AssertionError: 0 != 4"), "{reason}");
+    // Nothing the check wrote reaches the tree.
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("tests/test_calc.py")).unwrap(),
+        TEST
+    );
+}
+
+#[test]
+fn what_a_check_writes_under_a_hold_is_discarded_with_its_copy() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    let stop = p.stop(
+        &["--run", "echo made > made.txt && test -f made.txt"],
+        "s1",
+        Some("x"),
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert!(!p.path().join("made.txt").exists());
+    assert_eq!(git(p.path(), &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn the_check_under_a_hold_runs_on_the_content_the_verdict_names() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    // An untracked file that git does not ignore is in the copy; an ignored one is not.
+    write_file(&p.path().join(".gitignore"), "ignored.txt\n");
+    write_file(&p.path().join("new.txt"), "n");
+    write_file(&p.path().join("ignored.txt"), "i");
+    let stop = p.stop(
+        &[
+            "--run",
+            "test -f new.txt && test ! -e ignored.txt && test -f tests/test_calc.py",
+        ],
+        "s1",
+        Some("x"),
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_legitimate_test_change_passes_once_the_human_refreshes_it() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    p.start_ok("s1", 5, "Make the tests pass.");
+    let changed = TEST.replace("(2, 2), 4", "(2, 3), 5");
+    write_file(&p.path().join("tests/test_calc.py"), &changed);
+    assert!(declare(&p, "true").blocked());
+    let said = held(&p, &["refresh", "tests/test_calc.py"]);
+    assert!(said.contains("renewed tests/test_calc.py"), "{said}");
+    let stop = declare(&p, "true");
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert_eq!(
+        stdout_of(&hold(&p, &["cat", "tests/test_calc.py"])),
+        changed
+    );
+}
+
+#[test]
+fn a_hold_at_a_commit_is_what_the_commit_has() {
+    let p = python_project();
+    // The tree was already weakened when the human held the tests at HEAD.
+    write_file(
+        &p.path().join("tests/test_calc.py"),
+        TEST.replace("4)", "0)"),
+    );
+    let head = git(p.path(), &["rev-parse", "HEAD"]);
+    held(&p, &["add", "--at", "HEAD", "tests"]);
+    let record = json_of(&p.protected().join("hold/hold.json"));
+    assert_eq!(record["patterns"][0]["at"], head.trim());
+    let stop = p.stop(&["--run", "true"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(stop.reason().contains("tests/test_calc.py (modified)"));
+    let out = hold(&p, &["diff", "--patch"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout_of(&out);
+    assert!(text.contains("modified tests/test_calc.py"), "{text}");
+    assert!(
+        text.contains("-        self.assertEqual(add(2, 2), 4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+        self.assertEqual(add(2, 2), 0)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn hold_diff_names_modified_deleted_and_new_files() {
+    let p = Project::builder()
+        .git()
+        .file("tests/a.py", "a")
+        .file("tests/b.py", "b")
+        .build();
+    held(&p, &["add", "tests"]);
+    let out = hold(&p, &["diff"]);
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(stdout_of(&out), "the 2 held files are as held\n");
+    write_file(&p.path().join("tests/a.py"), "A");
+    std::fs::remove_file(p.path().join("tests/b.py")).unwrap();
+    write_file(&p.path().join("tests/c.py"), "c");
+    let out = hold(&p, &["diff"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout_of(&out),
+        "modified tests/a.py\ndeleted tests/b.py\nnew tests/c.py (not held: the check's copy leaves it out)\n"
+    );
+}
+
+#[test]
+fn a_glob_holds_what_it_matches_and_the_copy_leaves_out_unheld_matches() {
+    let p = Project::builder()
+        .git()
+        .file("pkg/a_test.go", "a")
+        .file("pkg/a.go", "code")
+        .build();
+    held(&p, &["add", "**/*_test.go"]);
+    write_file(&p.path().join("pkg/b_test.go"), "b");
+    write_file(&p.path().join("pkg/b.go"), "more code");
+    let stop = p.stop(
+        &[
+            "--run",
+            "test -f pkg/a_test.go && test ! -e pkg/b_test.go && test -f pkg/b.go",
+        ],
+        "s1",
+        Some("x"),
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn every_worktree_of_the_repository_uses_the_hold() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    let other = p.root().join("other");
+    git(
+        p.path(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "other",
+            other.to_str().unwrap(),
+        ],
+    );
+    write_file(&other.join("tests/test_calc.py"), TEST.replace("4)", "0)"));
+    let stop = run_stop(
+        &other,
+        &["--run", "true"],
+        &[],
+        stop_payload(&other, "w1", Some("x")).to_string(),
+    );
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("tests/test_calc.py (modified)"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn what_git_ignores_reaches_the_check_only_when_the_human_declares_it() {
+    let p = python_project();
+    write_file(&p.path().join(".gitignore"), ".venv/\n");
+    git(p.path(), &["add", ".gitignore"]);
+    git(p.path(), &["commit", "-qm", "ignore"]);
+    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
+    held(&p, &["add", "tests"]);
+    let check = "test -f .venv/lib/dep.py";
+    assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
+    let said = held(&p, &["add", "--env", ".venv"]);
+    assert!(said.contains(".venv read-only"), "{said}");
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    // Read-only: the check cannot change the environment it was given.
+    let stop = p.stop(&["--run", "echo x >> .venv/lib/dep.py"], "s1", Some("x"));
+    assert!(stop.blocked(), "the environment was written");
+    assert_eq!(
+        std::fs::read_to_string(p.path().join(".venv/lib/dep.py")).unwrap(),
+        "VALUE = 1\n"
+    );
+}
+
+#[test]
+fn build_directories_under_a_hold_go_to_the_check_cache() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    let stop = p.stop(
+        &[
+            "--run",
+            "mkdir -p \"$CARGO_TARGET_DIR\" && echo warm > \"$CARGO_TARGET_DIR/built\" && test -n \"$PYTHONPYCACHEPREFIX\"",
+        ],
+        "s1",
+        Some("x"),
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+    let cache = p.protected().join("check-cache/cargo-target/built");
+    assert_eq!(std::fs::read_to_string(cache).unwrap(), "warm\n");
+    // The next check finds what the last one built.
+    let stop = p.stop(
+        &["--run", "grep -q warm \"$CARGO_TARGET_DIR/built\""],
+        "s1",
+        Some("x"),
+    );
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_damaged_hold_blocks_the_stop_and_the_guard() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    write_file(&p.protected().join("hold/hold.json"), "{not json");
+    let stop = p.stop(&["--run", "true"], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().contains("the hold") && stop.reason().contains("is damaged"),
+        "{}",
+        stop.reason()
+    );
+    let denied = write_tool(&p, "src/new.py").expect("denied");
+    assert!(denied.contains("cannot be read"), "{denied}");
+}
+
+/// What the PreToolUse hook said of the Write tool writing `path` in `p`.
+fn write_tool(p: &Project, path: &str) -> Option<String> {
+    let home = tempfile::tempdir().unwrap();
+    p.file_tool(home.path(), "Write", "file_path", path)
+}
+
+#[test]
+fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    let denied = write_tool(&p, "tests/test_calc.py").expect("a held file is denied");
+    assert_eq!(
+        denied,
+        "vigil: tests/test_calc.py is held by the human; if the test is wrong, end with `needs-decision:` and say why"
+    );
+    // By any spelling that lands there.
+    let spelled = format!("{}/tests/../tests/./test_calc.py", p.path().display());
+    assert!(write_tool(&p, &spelled).is_some());
+    let denied = write_tool(&p, "tests/conftest.py").expect("runner config is denied");
+    assert!(
+        denied.contains("would configure the test runner"),
+        "{denied}"
+    );
+    assert_eq!(write_tool(&p, "tests/test_more.py"), None);
+    assert_eq!(write_tool(&p, "calc.py"), None);
+    // Outside a held path, configuration is the agent's project to shape.
+    assert_eq!(write_tool(&p, "conftest2.py"), None);
+}
+
+#[test]
+fn hold_refuses_paths_it_cannot_hold_in_one_line() {
+    let p = python_project();
+    for (args, says) in [
+        (vec!["add"], "needs the tests to hold"),
+        (vec!["add", "/etc/passwd"], "outside the repository"),
+        (vec!["add", "../elsewhere"], "outside the repository"),
+        (vec!["add", "."], "not the whole repository"),
+        (
+            vec!["add", ".git/config"],
+            "not a path inside the repository",
+        ),
+        (vec!["add", "tests/[oops"], "not a glob vigil can read"),
+        (vec!["add", "missing/"], "holds no file"),
+        (
+            vec!["add", "--at", "no-such-rev", "tests"],
+            "names no commit",
+        ),
+        (vec!["add", "--at", "--help", "tests"], "is not a commit"),
+        (vec!["frob"], "is not add, show, diff"),
+        (vec!["show", "tests"], "takes no paths"),
+        (vec!["diff"], "nothing is held"),
+        (vec!["release"], "or --all"),
+        (vec!["add", "--env", ".venv"], "there is no hold yet"),
+    ] {
+        let out = hold(&p, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
+        let line = assert_one_line_error(&out, "stop-gate");
+        assert!(line.contains(says), "{args:?}: {line}");
+    }
+    assert!(!p.protected().join("hold/hold.json").exists());
+}
+
+#[test]
+fn hold_release_takes_the_hold_away() {
+    let p = python_project();
+    held(&p, &["add", "tests/test_calc.py", "tests/__init__.py"]);
+    let said = held(&p, &["release", "tests/__init__.py"]);
+    assert!(said.contains("1 files stay held"), "{said}");
+    let said = held(&p, &["release", "--all"]);
+    assert!(said.contains("the hold is released"), "{said}");
+    assert_eq!(hold(&p, &["show"]).status.code(), Some(1));
+    // Weakened, and no hold: the check runs in place as before.
+    write_file(&p.path().join("tests/test_calc.py"), "x");
+    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+}
