@@ -7,6 +7,7 @@ pub mod held;
 pub mod marker;
 pub mod notes;
 pub mod payload;
+pub mod results;
 pub mod signing;
 pub mod snapshot;
 pub mod subject;

@@ -6,12 +6,16 @@
 use std::time::Duration;
 
 use crate::error;
+use crate::evidence::signing;
 use crate::reach::confine::{self, Plan, Unavailable};
+use crate::state::project::Project;
 use crate::sys::process::{self, Outcome};
 use crate::verdict::terminal;
 
 /// Output kept from a check: enough for its last 20 lines.
-const OUTPUT_TAIL: usize = 64 * 1024;
+pub const OUTPUT_TAIL: usize = 64 * 1024;
+/// Output kept from a check whose tests are read one by one (SPEC §11): a large suite's.
+pub const OUTPUT_WHOLE: usize = 16 << 20;
 pub const TAIL_LINES: usize = 20;
 
 /// A failed check: the one useful line, then the tail of its output.
@@ -27,6 +31,27 @@ pub struct Checked {
     pub result: Result<(), CheckFailure>,
     /// Said to the human (`systemMessage`) every time the check ran with the user's rights.
     pub unconfined: Option<String>,
+    /// What it printed (stdout and stderr, its last `capture` bytes), escapes stripped.
+    pub output: String,
+}
+
+/// How the project's check is confined (SPEC §9): it writes the project, the directories the
+/// user names (`--check-write`), never sees the signing key the gate's environment names, and
+/// uses the network only where `network` says.
+pub fn plan(project: &Project, writable: Vec<std::path::PathBuf>, network: bool) -> Plan {
+    Plan {
+        work: project.dir.clone(),
+        cwd: project.dir.clone(),
+        writable,
+        network,
+        hide: signing::sign_key_path(None).into_iter().collect(),
+        project_state: project.state.clone(),
+        clean_env: None,
+        read_only: Vec::new(),
+        bound: Vec::new(),
+        env: Vec::new(),
+        ledger: Some(project.protected().dir.join("stand-ins")),
+    }
 }
 
 /// Runs the check confined as `plan` says (SPEC §9); `Ok(())` when it exits 0 within the
@@ -38,17 +63,20 @@ pub fn run_check(
     plan: &Plan,
     required: impl FnOnce() -> bool,
     timeout: Duration,
+    capture: usize,
 ) -> Checked {
     let shown = shown(command);
     let args = ["-c".into(), command.into()];
     let unavailable = match confine::sandbox() {
         Ok(bwrap) => match confine::command(&bwrap, plan, "sh".as_ref(), &args) {
             Ok((cmd, mut confined)) => {
-                let done = process::run(cmd, timeout, true, OUTPUT_TAIL);
+                let done = process::run(cmd, timeout, true, capture);
                 if confined.started() {
+                    let (result, output) = judge(&shown, done, timeout);
                     return Checked {
-                        result: judge(&shown, done, timeout),
+                        result,
                         unconfined: None,
+                        output,
                     };
                 }
                 // The agent's code never ran: the sandbox could not be made. Whether that is
@@ -86,6 +114,7 @@ pub fn run_check(
                 tail: String::new(),
             }),
             unconfined: None,
+            output: String::new(),
         };
     }
     let mut cmd = process::shell(command);
@@ -95,15 +124,13 @@ pub fn run_check(
     for (name, value) in &plan.env {
         cmd.env(name, value);
     }
+    let (result, output) = judge(&shown, process::run(cmd, timeout, true, capture), timeout);
     Checked {
-        result: judge(
-            &shown,
-            process::run(cmd, timeout, true, OUTPUT_TAIL),
-            timeout,
-        ),
+        result,
         unconfined: Some(format!(
             "stop-gate: the check `{shown}` ran unconfined, with your rights: {why}"
         )),
+        output,
     }
 }
 
@@ -115,26 +142,28 @@ fn first_line(text: &str) -> String {
         .to_string()
 }
 
-/// What a run's end means for the check.
+/// What a run's end means for the check, and what it printed.
 fn judge(
     shown: &str,
     done: std::io::Result<process::Finished>,
     timeout: Duration,
-) -> Result<(), CheckFailure> {
+) -> (Result<(), CheckFailure>, String) {
     let done = match done {
         Ok(done) => done,
         Err(e) => {
-            return Err(CheckFailure {
+            let failure = CheckFailure {
                 line: format!(
                     "stop-gate: `{shown}` could not start ({}); fix the --run command in the Stop hook",
                     error::plain_io(&e)
                 ),
                 tail: String::new(),
-            });
+            };
+            return (Err(failure), String::new());
         }
     };
+    let output = terminal::plain_text(&done.output);
     let line = match done.outcome {
-        Outcome::Exited(0) => return Ok(()),
+        Outcome::Exited(0) => return (Ok(()), output),
         Outcome::TimedOut => format!(
             "stop-gate: `{shown}` timed out after {}s and was killed; make it faster or raise --timeout, then run it again before stopping",
             timeout.as_secs()
@@ -144,10 +173,8 @@ fn judge(
             other.code()
         ),
     };
-    Err(CheckFailure {
-        line,
-        tail: last_lines(&terminal::plain_text(&done.output), TAIL_LINES),
-    })
+    let tail = last_lines(&output, TAIL_LINES);
+    (Err(CheckFailure { line, tail }), output)
 }
 
 /// The command as one line: line breaks written as `\n`, so the useful line stays one line.

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod command;
 mod config;
 pub mod contract;
+pub mod held_check;
 pub mod project_config;
 pub mod slash;
 
@@ -25,7 +26,6 @@ use crate::evidence::subject::Subject;
 use crate::gate::budget::{Charge, Scope};
 use crate::gate::contract::Contract;
 use crate::gate::contract::Source;
-use crate::reach::confine::Plan;
 use crate::reach::sandbox;
 use crate::state::hold;
 use crate::state::loop_state;
@@ -996,7 +996,6 @@ impl Gate {
                 "stop-gate: {e}; the stop is blocked while the human's hold on the tests cannot be read"
             ))
         })?;
-        let mut new_tests = Vec::new();
         if let Some(hold) = &hold {
             let compared = held::compare(&self.project, hold).map_err(|e| {
                 Failure::line(format!(
@@ -1006,84 +1005,67 @@ impl Gate {
             if !compared.changed.is_empty() {
                 return Err(Failure::line(held_differ(&compared)));
             }
-            new_tests = compared.new;
-            if !new_tests.is_empty() {
+            if !compared.new.is_empty() {
                 self::notice(format!(
                     "vigil: new files under the human's hold, not judged by it (the check's copy leaves them out): {}",
-                    named(&new_tests)
+                    held_check::named(&compared.new)
                 ));
             }
         }
         if let Some(command) = &config.run {
             // The reserve is kept for the markers and the gate's state, whatever came before.
-            let left = self.deadline.remaining().saturating_sub(RESERVE);
-            let timeout = config
-                .timeout
-                .min(left)
-                .max(std::time::Duration::from_secs(1));
-            let mut plan = Plan {
-                work: self.project.dir.clone(),
-                cwd: self.project.dir.clone(),
-                writable: config.check_write.clone(),
-                network: config.check_network,
-                // A signing key the gate's environment names is the check's to never see.
-                hide: signing::sign_key_path(None).into_iter().collect(),
-                project_state: self.project.state.clone(),
-                clean_env: None,
-                read_only: Vec::new(),
-                bound: Vec::new(),
-                env: Vec::new(),
-                ledger: Some(self.project.protected().dir.join("stand-ins")),
+            let timeout = || {
+                let left = self.deadline.remaining().saturating_sub(RESERVE);
+                config
+                    .timeout
+                    .min(left)
+                    .max(std::time::Duration::from_secs(1))
             };
-            // Under a hold the check runs on what it judges: a prepared copy, held paths
-            // read-only, build caches in the project's check cache; other writes are discarded.
-            let prepared = match &hold {
-                Some(hold) => Some(
-                    held::prepare(&self.project, hold, config.limits(self.deadline)).map_err(
-                        |e| {
-                            Failure::line(format!(
-                                "stop-gate: the check's copy under the human's hold could not be made: {e}"
-                            ))
-                        },
-                    )?,
-                ),
-                None => None,
-            };
-            if let Some(prepared) = &prepared {
-                plan.work = prepared.snapshot.path().to_path_buf();
-                plan.cwd = prepared.snapshot.cwd.clone();
-                plan.read_only = prepared.read_only.clone();
-                plan.bound = prepared.bound.clone();
-                plan.ledger = None;
-                if let Ok(cache) = check_cache(&self.project) {
-                    plan.env = cache_variables(&cache);
-                    plan.writable.push(cache);
-                }
-            }
-            let checked = command::run_check(
-                command,
-                &plan,
-                || sandbox::sandbox_on(&self.project.dir),
-                timeout,
+            let mut plan = command::plan(
+                &self.project,
+                config.check_write.clone(),
+                config.check_network,
             );
-            if let Some(notice) = checked.unconfined {
-                self::notice(notice);
+            let required = || sandbox::sandbox_on(&self.project.dir);
+            if let Some(hold) = &hold {
+                // Under a hold the check runs on what it judges, and its tests are read one by
+                // one (SPEC §11).
+                let decided = held_check::check(
+                    &self.project,
+                    hold,
+                    command,
+                    &plan,
+                    &required,
+                    &timeout,
+                    config.limits(self.deadline),
+                );
+                for told in decided.notices {
+                    self::notice(told);
+                }
+                decided.result.map_err(|r| Failure {
+                    line: r.line,
+                    detail: r.detail,
+                })?;
+            } else {
+                let (command, report) = held_check::Report::for_command(&self.project, command)
+                    .map_err(|e| {
+                        Failure::line(format!(
+                            "stop-gate: cannot make a place for the check's JUnit report: {e}"
+                        ))
+                    })?;
+                if let Some(report) = &report {
+                    plan.writable.push(report.dir().to_path_buf());
+                }
+                let checked =
+                    command::run_check(&command, &plan, required, timeout(), command::OUTPUT_TAIL);
+                if let Some(notice) = checked.unconfined {
+                    self::notice(notice);
+                }
+                checked.result.map_err(|f| Failure {
+                    line: f.line,
+                    detail: f.tail,
+                })?;
             }
-            checked.result.map_err(|f| Failure {
-                // Said in the line, which a loop's block carries: the model must know its new
-                // tests did not run.
-                line: if new_tests.is_empty() {
-                    f.line
-                } else {
-                    format!(
-                        "{} (new files under the human's hold are not in the check's copy: {})",
-                        f.line,
-                        named(&new_tests)
-                    )
-                },
-                detail: f.tail,
-            })?;
-            drop(prepared);
         }
         if config.markers.is_empty() {
             return Ok(());
@@ -1139,42 +1121,6 @@ fn held_differ(compared: &held::Comparison) -> String {
         "stop-gate: held files differ from the human's hold: {}; the tests that judge the work are the human's, so put them back as held (`stop-gate hold diff` shows how they differ; `stop-gate hold cat {first} > {first}` restores one), and if a held test is wrong, end with `needs-decision: ` and why, for the human to run `stop-gate hold refresh {first}`",
         compared.changed_phrase(10)
     )
-}
-
-/// Paths as one phrase, the first ten named.
-fn named(paths: &[String]) -> String {
-    let mut text = paths
-        .iter()
-        .take(10)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if paths.len() > 10 {
-        text.push_str(&format!(" and {} more", paths.len() - 10));
-    }
-    text
-}
-
-/// The project's check cache (SPEC §11): build and cache directories that only confined checks
-/// under a hold write, in the protected state, so a Stop is not a cold build.
-fn check_cache(project: &Project) -> std::io::Result<std::path::PathBuf> {
-    let dir = project.protected().dir.join("check-cache");
-    crate::sys::files::make_private_dir(&dir)?;
-    Ok(dir)
-}
-
-/// The variables that send build and cache directories into the check cache.
-fn cache_variables(cache: &std::path::Path) -> Vec<(String, std::path::PathBuf)> {
-    [
-        ("CARGO_TARGET_DIR", "cargo-target"),
-        ("PYTHONPYCACHEPREFIX", "pycache"),
-        ("GOCACHE", "go-build"),
-        ("npm_config_cache", "npm"),
-        ("XDG_CACHE_HOME", "xdg"),
-    ]
-    .into_iter()
-    .map(|(name, sub)| (name.to_string(), cache.join(sub)))
-    .collect()
 }
 
 /// What one look at a running loop leads to.

@@ -42,6 +42,42 @@ pub struct Hold {
     /// check's copy as it is in the project, read-only.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Per-test rules: the tests that passed when the hold was made, and those the human
+    /// names; `None` until a baseline is recorded or a test is named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestRules>,
+}
+
+/// What the tests must do under the hold (SPEC §11), by their identities.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestRules {
+    /// The check the baseline was recorded with (`stop-gate hold baseline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at: Option<String>,
+    /// Passed at the baseline: each must still pass, by name.
+    #[serde(default)]
+    pub passed: Vec<String>,
+    /// Failed at the baseline (what the work is to fix).
+    #[serde(default)]
+    pub failed: Vec<String>,
+    /// Skipped at the baseline.
+    #[serde(default)]
+    pub skipped: Vec<String>,
+    /// Named by the human: each must pass.
+    #[serde(default)]
+    pub must_pass: Vec<String>,
+    /// Named flaky by the human: their outcome is not held to the baseline.
+    #[serde(default)]
+    pub flaky: Vec<String>,
+}
+
+impl TestRules {
+    /// Whether any rule needs tests by name.
+    pub fn any(&self) -> bool {
+        !self.passed.is_empty() || !self.must_pass.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +106,7 @@ impl Hold {
             patterns: Vec::new(),
             files: Vec::new(),
             env: Vec::new(),
+            tests: None,
         }
     }
 

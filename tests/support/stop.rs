@@ -50,6 +50,12 @@ impl Stop {
     pub fn silent_allow(&self) -> bool {
         self.json.is_none()
     }
+
+    /// The stop was blocked, and its reason says `text`.
+    pub fn assert_blocked_saying(&self, text: &str) {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        assert!(self.reason().contains(text), "{}", self.reason());
+    }
 }
 
 /// The Claude Code Stop sample for `session` in the project in `dir`, saying `message` (none:

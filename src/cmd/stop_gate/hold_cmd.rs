@@ -9,7 +9,11 @@ use lexopt::prelude::*;
 use crate::cli::flags::{print, string_value};
 use crate::cli::output::diagnostic;
 use crate::evidence::held::{self, Change, Taken};
+use crate::evidence::results::Outcome;
 use crate::evidence::subject::Limits;
+use crate::gate;
+use crate::gate::held_check;
+use crate::reach::sandbox;
 use crate::state::hold::{self, Hold, Matcher, Pattern};
 use crate::state::project::Project;
 use crate::sys::paths;
@@ -29,6 +33,12 @@ Usage:
   stop-gate hold refresh [PATH|GLOB...]        renew held files from the working tree (a change you made)
   stop-gate hold release PATH|GLOB... | --all  stop holding them
   stop-gate hold cat PATH                      a held file's bytes, as held
+  stop-gate hold baseline [--check-network] [--timeout SECS] CMD
+                                               run the check under the hold and record which tests
+                                               passed: each must still pass, by name
+  stop-gate hold must-pass ID...               these tests must pass (e.g. the ones the work fixes)
+  stop-gate hold flaky ID...                   these tests are not held to the baseline
+  stop-gate hold add ... --baseline CMD        hold, then record the baseline
 
 A PATH is a file, or a directory and everything below it; a GLOB (quote it) takes `*` within a
 directory and `**` across them, e.g. 'tests/**/test_*.py'. Paths are taken from the directory
@@ -44,6 +54,14 @@ modified or deleted is refused, naming it. What git ignores is not in the copy: 
 the check needs with --env (linked into the copy read-only, as it is in the project).
 Under --protect the file-tool guard refuses writes to held files and new runner configuration
 (conftest.py, pytest.ini, package.json, ...) under a held path.
+
+Tests by name: a check whose command holds {junit} writes a JUnit report there (a fresh path
+outside the project, read after the check's processes are gone): pytest --junitxml={junit},
+node --test --test-reporter=junit --test-reporter-destination={junit}. Without one, the lines
+runners print are read: cargo test's `test X ... ok`, go test -json, pytest -rA, unittest -v.
+With a baseline or a must-pass test, every test that passed at the baseline must pass, a held
+test that is gone, renamed or skipped fails the Stop by name, and a baseline test that fails
+is run once more before it blocks. A run whose runners say 0 tests ran is no pass.
 Exit 0 on success, 1 when diff finds a difference (or show finds no hold), 2 on an error.
 ";
 
@@ -56,7 +74,7 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
             .map_err(|_| Error::usage("a hold command is not valid UTF-8"))?,
         Some(other) => {
             return Err(Error::usage(format!(
-                "{}: say what to do first (add, show, diff, refresh, release, cat); see stop-gate hold --help",
+                "{}: say what to do first (add, show, diff, refresh, release, cat, baseline, must-pass, flaky); see stop-gate hold --help",
                 other.unexpected()
             )));
         }
@@ -66,6 +84,9 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let mut json = false;
     let mut patch = false;
     let mut all = false;
+    let mut baseline: Option<String> = None;
+    let mut network = false;
+    let mut timeout: u64 = 600;
     let mut paths: Vec<String> = Vec::new();
     while let Some(arg) = parser.next()? {
         match arg {
@@ -75,6 +96,24 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
             Long("json") if action == "show" => json = true,
             Long("patch") if action == "diff" => patch = true,
             Long("all") if action == "release" => all = true,
+            Long("baseline") if action == "add" => {
+                baseline = Some(string_value(&mut parser, "--baseline")?);
+            }
+            Long("check-network") if matches!(action.as_str(), "add" | "baseline") => {
+                network = true;
+            }
+            Long("timeout") if matches!(action.as_str(), "add" | "baseline") => {
+                let value = string_value(&mut parser, "--timeout")?;
+                timeout = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=86_400).contains(n))
+                    .ok_or_else(|| {
+                        Error::usage(format!(
+                            "--timeout takes seconds from 1 to 86400, not {value:?}"
+                        ))
+                    })?;
+            }
             Value(value) => paths.push(
                 value
                     .into_string()
@@ -90,9 +129,27 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         }
     }
     let project = Project::resolve(None, None);
+    let run = Baseline {
+        network,
+        timeout: std::time::Duration::from_secs(timeout),
+    };
     match action.as_str() {
         "add" if env => add_env(&project, &paths),
-        "add" => add(&project, &paths, at.as_deref()),
+        "add" => {
+            let exit = add(&project, &paths, at.as_deref())?;
+            match baseline {
+                Some(command) => record_baseline(&project, &command, &run),
+                None => Ok(exit),
+            }
+        }
+        "baseline" if paths.len() == 1 => record_baseline(&project, &paths[0], &run),
+        "baseline" => Err(Error::usage(
+            "hold baseline takes the check command as one argument, e.g. stop-gate hold baseline 'python3 -m pytest -q --junitxml={junit}'",
+        )),
+        "must-pass" | "flaky" if !paths.is_empty() => name_tests(&project, &action, &paths),
+        "must-pass" | "flaky" => Err(Error::usage(format!(
+            "hold {action} needs the tests' identities, as `stop-gate hold show` lists them"
+        ))),
         "show" if paths.is_empty() => show(&project, json),
         "diff" if paths.is_empty() => diff(&project, patch),
         "refresh" => refresh(&project, &paths),
@@ -101,7 +158,7 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         "show" | "diff" => Err(Error::usage(format!("hold {action} takes no paths"))),
         "cat" => Err(Error::usage("hold cat takes one path")),
         other => Err(Error::usage(format!(
-            "hold {} is not add, show, diff, refresh, release or cat; see stop-gate hold --help",
+            "hold {} is not add, show, diff, refresh, release, cat, baseline, must-pass or flaky; see stop-gate hold --help",
             defang::field_max(other, 40)
         ))),
     }
@@ -302,7 +359,110 @@ fn show(project: &Project, json: bool) -> Result<Exit> {
             "  env {env}  (linked into the check's copy, read-only)\n"
         ));
     }
+    if let Some(rules) = &record.tests {
+        if let Some(command) = &rules.command {
+            text.push_str(&format!(
+                "baseline of `{command}` ({}): {} passed, {} failed, {} skipped; each that passed must pass\n",
+                rules.recorded_at.as_deref().unwrap_or("?"),
+                rules.passed.len(),
+                rules.failed.len(),
+                rules.skipped.len()
+            ));
+        }
+        for id in &rules.must_pass {
+            text.push_str(&format!("  must pass: {id}\n"));
+        }
+        for id in &rules.flaky {
+            text.push_str(&format!("  flaky: {id}\n"));
+        }
+    }
     print(text.as_bytes())
+}
+
+/// How `hold baseline` runs the check.
+struct Baseline {
+    network: bool,
+    timeout: std::time::Duration,
+}
+
+/// Runs `command` under the hold as the Stop hook would, and records each test's outcome.
+fn record_baseline(project: &Project, command: &str, run: &Baseline) -> Result<Exit> {
+    let mut record = loaded(project)?;
+    let plan = gate::command::plan(project, Vec::new(), run.network);
+    let required = || sandbox::sandbox_on(&project.dir);
+    let ran = held_check::run_once(
+        project,
+        &record,
+        command,
+        &plan,
+        &required,
+        run.timeout,
+        Limits::default(),
+    )
+    .map_err(Error::Io)?;
+    if let Some(note) = &ran.checked.unconfined {
+        diagnostic(NAME, note);
+    }
+    let results = ran
+        .results
+        .map_err(|why| Error::input(format!("`{command}`: {why}; no baseline was recorded")))?;
+    if results.tests.is_empty() {
+        return Err(Error::input(format!(
+            "`{command}` reported no test by name, so no baseline was recorded; add a JUnit report ({junit}: pytest --junitxml={junit}), or run unittest -v, pytest -rA, go test -json, or cargo test as it prints",
+            junit = held_check::JUNIT
+        )));
+    }
+    let mut rules = record.tests.take().unwrap_or_default();
+    let pick = |outcome: Outcome| -> Vec<String> {
+        results
+            .tests
+            .iter()
+            .filter(|(_, o)| **o == outcome)
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
+    rules.passed = pick(Outcome::Passed);
+    rules.failed = pick(Outcome::Failed);
+    rules.skipped = pick(Outcome::Skipped);
+    rules.command = Some(command.to_string());
+    rules.recorded_at = Some(crate::sys::time::now_rfc3339());
+    let said = format!(
+        "stop-gate: baseline of `{command}`: {} passed (each must still pass, by name), {} failed, {} skipped\n",
+        rules.passed.len(),
+        rules.failed.len(),
+        rules.skipped.len()
+    );
+    record.tests = Some(rules);
+    record.settle();
+    hold::save(project, &record)?;
+    print(said.as_bytes())
+}
+
+/// `hold must-pass` and `hold flaky`: tests the human names.
+fn name_tests(project: &Project, action: &str, ids: &[String]) -> Result<Exit> {
+    let mut record = loaded(project)?;
+    let rules = record.tests.get_or_insert_with(Default::default);
+    let list = if action == "flaky" {
+        &mut rules.flaky
+    } else {
+        &mut rules.must_pass
+    };
+    for id in ids {
+        if id.trim().is_empty() || id.contains('\n') {
+            return Err(Error::usage(format!("{id:?} is not a test's identity")));
+        }
+        if !list.contains(id) {
+            list.push(id.clone());
+        }
+    }
+    record.settle();
+    hold::save(project, &record)?;
+    let said = if action == "flaky" {
+        "not held to the baseline"
+    } else {
+        "must pass at every Stop"
+    };
+    print(format!("stop-gate: {} {said}\n", ids.join(", ")).as_bytes())
 }
 
 fn diff(project: &Project, patch: bool) -> Result<Exit> {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::*;
 

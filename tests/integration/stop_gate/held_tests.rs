@@ -383,12 +383,7 @@ fn every_worktree_of_the_repository_uses_the_hold() {
         &[],
         stop_payload(&other, "w1", Some("x")).to_string(),
     );
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("tests/test_calc.py (modified)"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_saying("tests/test_calc.py (modified)");
 }
 
 #[test]

@@ -1,0 +1,339 @@
+//! The check under the human's hold (SPEC §11): run confined in a prepared copy of what the
+//! verdict names with the held tests as held, its build caches in the project's check cache,
+//! its JUnit report (`{junit}`) written to a fresh path outside the project, and its tests read
+//! one by one: every test that passed when the hold was made must pass, the tests the human
+//! names must pass, a held test that vanishes or turns skipped fails by name, and a run of zero
+//! tests is no pass.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::evidence::held;
+use crate::evidence::results::{self, Outcome, Results};
+use crate::evidence::subject::Limits;
+use crate::gate::command::{self, Checked};
+use crate::reach::confine::Plan;
+use crate::state::hold::{Hold, TestRules};
+use crate::state::project::Project;
+use crate::sys::files;
+
+/// The placeholder a check command writes where its JUnit report goes.
+pub const JUNIT: &str = "{junit}";
+/// The largest JUnit report read.
+const MAX_REPORT: u64 = 256 << 20;
+/// The most tests named in one line.
+const NAMED: usize = 10;
+
+/// A fresh, empty directory for a run's JUnit report, outside the project (in the protected
+/// state), removed when dropped.
+pub struct Report {
+    dir: tempfile::TempDir,
+}
+
+impl Report {
+    /// A report directory for `command` when it names `{junit}`; the command with the
+    /// placeholder replaced by the report's path (quoted for `sh`).
+    pub fn for_command(
+        project: &Project,
+        command: &str,
+    ) -> std::io::Result<(String, Option<Report>)> {
+        if !command.contains(JUNIT) {
+            return Ok((command.to_string(), None));
+        }
+        let parent = project.protected().dir.join("reports");
+        files::make_private_dir(&parent)?;
+        let dir = tempfile::Builder::new()
+            .prefix("run-")
+            .tempdir_in(&parent)?;
+        let report = Report { dir };
+        let path = report.path().to_string_lossy().into_owned();
+        let quoted = shlex::try_quote(&path)
+            .map(|q| q.into_owned())
+            .unwrap_or(path);
+        Ok((command.replace(JUNIT, &quoted), Some(report)))
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("junit.xml")
+    }
+
+    /// The report, read once the check's processes are gone: a regular file, never through a
+    /// link; `Err` when there is none or it cannot be read.
+    pub fn read(&self) -> Result<Results, String> {
+        let path = self.path();
+        match files::read_regular(&path, MAX_REPORT, false) {
+            Ok(Some(bytes)) => results::from_junit(&bytes).map_err(|e| e.to_string()),
+            Ok(None) => Err(format!(
+                "the check wrote no JUnit report where {JUNIT} said"
+            )),
+            Err(e) => Err(format!("the JUnit report cannot be read: {e}")),
+        }
+    }
+}
+
+/// One run of the check under the hold.
+pub struct Ran {
+    pub checked: Checked,
+    /// The tests by name (the report's, else the output's), and the runners' counts.
+    pub results: Result<Results, String>,
+    /// What the runner's own lines said (to set against the report).
+    pub printed: Results,
+    /// Files under a held path the copy left out.
+    pub left_out: Vec<String>,
+}
+
+/// Runs `command` once under `hold`, confined as `base` says but in the prepared copy.
+pub fn run_once(
+    project: &Project,
+    hold: &Hold,
+    command: &str,
+    base: &Plan,
+    required: &dyn Fn() -> bool,
+    timeout: Duration,
+    limits: Limits,
+) -> Result<Ran, String> {
+    let prepared = held::prepare(project, hold, limits).map_err(|e| {
+        format!("stop-gate: the check's copy under the human's hold could not be made: {e}")
+    })?;
+    let mut plan = base.clone();
+    plan.work = prepared.snapshot.path().to_path_buf();
+    plan.cwd = prepared.snapshot.cwd.clone();
+    plan.read_only = prepared.read_only.clone();
+    plan.bound = prepared.bound.clone();
+    plan.ledger = None;
+    if let Ok(cache) = check_cache(project) {
+        plan.env = cache_variables(&cache);
+        plan.writable.push(cache);
+    }
+    let (command, report) = Report::for_command(project, command)
+        .map_err(|e| format!("stop-gate: cannot make a place for the check's JUnit report: {e}"))?;
+    if let Some(report) = &report {
+        plan.writable.push(report.dir().to_path_buf());
+    }
+    let checked = command::run_check(&command, &plan, required, timeout, command::OUTPUT_WHOLE);
+    let printed = results::from_output(&checked.output);
+    let results = match &report {
+        Some(report) => report.read(),
+        None => Ok(printed.clone()),
+    };
+    Ok(Ran {
+        checked,
+        results,
+        printed,
+        left_out: prepared.left_out,
+    })
+}
+
+/// The project's check cache (SPEC §11): build and cache directories that only confined checks
+/// under a hold write, in the protected state, so a Stop is not a cold build.
+fn check_cache(project: &Project) -> std::io::Result<PathBuf> {
+    let dir = project.protected().dir.join("check-cache");
+    files::make_private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// The variables that send build and cache directories into the check cache.
+fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
+    [
+        ("CARGO_TARGET_DIR", "cargo-target"),
+        ("PYTHONPYCACHEPREFIX", "pycache"),
+        ("GOCACHE", "go-build"),
+        ("npm_config_cache", "npm"),
+        ("XDG_CACHE_HOME", "xdg"),
+    ]
+    .into_iter()
+    .map(|(name, sub)| (name.to_string(), cache.join(sub)))
+    .collect()
+}
+
+/// A failed check under the hold: the one useful line and the detail.
+#[derive(Debug)]
+pub struct Refusal {
+    pub line: String,
+    pub detail: String,
+}
+
+/// What the check under the hold decided, and what the person is told besides.
+pub struct Decided {
+    pub result: Result<(), Refusal>,
+    pub notices: Vec<String>,
+}
+
+/// The check under `hold`: run, judged by its exit and by the tests one by one; a test that
+/// passed at the baseline and fails now is run again once before it blocks.
+pub fn check(
+    project: &Project,
+    hold: &Hold,
+    command: &str,
+    base: &Plan,
+    required: &dyn Fn() -> bool,
+    timeout: &dyn Fn() -> Duration,
+    limits: Limits,
+) -> Decided {
+    let mut notices = Vec::new();
+    let mut again = true;
+    loop {
+        let ran = match run_once(project, hold, command, base, required, timeout(), limits) {
+            Ok(ran) => ran,
+            Err(line) => {
+                return Decided {
+                    result: Err(Refusal {
+                        line,
+                        detail: String::new(),
+                    }),
+                    notices,
+                };
+            }
+        };
+        if let Some(note) = &ran.checked.unconfined {
+            notices.push(note.clone());
+        }
+        let judged = judge(hold.tests.as_ref(), command, &ran);
+        let retry = again && judged.is_err() && baseline_failed(hold.tests.as_ref(), &ran);
+        if retry {
+            again = false;
+            continue;
+        }
+        let result = judged.map_err(|mut refusal| {
+            if !ran.left_out.is_empty() {
+                refusal.line.push_str(&format!(
+                    " (new files under the human's hold are not in the check's copy: {})",
+                    named(&ran.left_out)
+                ));
+            }
+            refusal
+        });
+        if !again && result.is_ok() {
+            notices.push(
+                "vigil: a test that passed when the tests were held failed once and passed when run again; if it is flaky, `stop-gate hold flaky ID` says so".to_string(),
+            );
+        }
+        return Decided { result, notices };
+    }
+}
+
+/// Whether a test that passed at the baseline failed in this run (worth one more run).
+fn baseline_failed(rules: Option<&TestRules>, ran: &Ran) -> bool {
+    let (Some(rules), Ok(results)) = (rules, &ran.results) else {
+        return false;
+    };
+    rules
+        .passed
+        .iter()
+        .any(|id| results.outcome(id) == Some(Outcome::Failed))
+}
+
+/// The run against the rules: its exit, its report, zero tests, and each held test by name.
+pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), Refusal> {
+    let shown = command.trim().replace('\n', "\\n");
+    let by_name = rules.is_some_and(TestRules::any);
+    let results = match &ran.results {
+        Ok(results) => results,
+        Err(why) => {
+            return Err(Refusal {
+                line: format!("stop-gate: `{shown}`: {why}; the tests cannot be read one by one"),
+                detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
+            });
+        }
+    };
+    // The report is the runner's, not the code's under test: where both count failures they
+    // agree, or something else wrote the report.
+    if ran.printed.failed.is_some()
+        && results.failed.is_some()
+        && ran.printed.failed != results.failed
+    {
+        return Err(Refusal {
+            line: format!(
+                "stop-gate: `{shown}`: the JUnit report says {} failed where the runner printed {}; the report was changed after the runner wrote it, so the run is no pass",
+                results.failed.unwrap_or(0),
+                ran.printed.failed.unwrap_or(0)
+            ),
+            detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
+        });
+    }
+    let mut problems: Vec<String> = Vec::new();
+    if let Some(rules) = rules {
+        for id in &rules.passed {
+            if rules.flaky.contains(id) {
+                continue;
+            }
+            if let Some(problem) = problem(id, results.outcome(id), true) {
+                problems.push(problem);
+            }
+        }
+        for id in &rules.must_pass {
+            if let Some(problem) = problem(id, results.outcome(id), false) {
+                problems.push(problem);
+            }
+        }
+    }
+    if let Err(failure) = &ran.checked.result {
+        let mut line = failure.line.clone();
+        if !problems.is_empty() {
+            line.push_str(&format!(
+                "; held tests that do not pass: {}",
+                named(&problems)
+            ));
+        }
+        return Err(Refusal {
+            line,
+            detail: failure.tail.clone(),
+        });
+    }
+    if by_name && results.tests.is_empty() {
+        return Err(Refusal {
+            line: format!(
+                "stop-gate: `{shown}` reported no test by name, and the human's hold judges tests by name; add a JUnit report ({JUNIT}: pytest --junitxml={JUNIT}, node --test --test-reporter=junit --test-reporter-destination={JUNIT}), or unittest -v, pytest -rA, go test -json, cargo test as it prints"
+            ),
+            detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
+        });
+    }
+    if !problems.is_empty() {
+        return Err(Refusal {
+            line: format!(
+                "stop-gate: held tests do not pass: {}; they are the human's, so fix the code, not the tests (if one is wrong, end with `needs-decision:` and say why)",
+                named(&problems)
+            ),
+            detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
+        });
+    }
+    if results.ran == Some(0) || ran.printed.ran == Some(0) && results.tests.is_empty() {
+        return Err(Refusal {
+            line: format!(
+                "stop-gate: `{shown}` ran no test (its summary says 0 ran); a check that tests nothing passes nothing"
+            ),
+            detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
+        });
+    }
+    Ok(())
+}
+
+/// What is wrong with a held test's outcome: `None` when it passed.
+fn problem(id: &str, outcome: Option<Outcome>, baseline: bool) -> Option<String> {
+    let what = match outcome {
+        Some(Outcome::Passed) => return None,
+        Some(Outcome::Failed) => "failed",
+        Some(Outcome::Skipped) => "turned skipped",
+        None if baseline => "gone: deleted, renamed or not run",
+        None => "did not run",
+    };
+    Some(format!("{id} ({what})"))
+}
+
+/// Items as one phrase, the first ten named.
+pub fn named(items: &[String]) -> String {
+    let mut text = items
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED {
+        text.push_str(&format!(" and {} more", items.len() - NAMED));
+    }
+    text
+}

@@ -1,0 +1,378 @@
+//! SPEC §11, per-test results: under a hold with a baseline, every test that passed when the
+//! tests were held must pass, by name; a held test that is gone or turns skipped fails the Stop
+//! by name; a run of zero tests is no pass; a JUnit report is read from a fresh path outside
+//! the project. Each attack goes through what the hold does not hold (configuration, the code
+//! under test, the runner's script) and first shows that the check alone would pass it.
+
+use crate::support::*;
+
+const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
+const FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n";
+const TESTS: &str = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
+const PYTEST: &str = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests";
+
+fn have(program: &str, args: &[&str], package: &str) -> bool {
+    let ok = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        skip(&format!("{package} is not installed"));
+    }
+    ok
+}
+
+fn pytest() -> bool {
+    have("python3", &["-m", "pytest", "--version"], "pytest")
+}
+
+fn hold(p: &Project, args: &[&str]) -> std::process::Output {
+    stop_gate()
+        .arg("hold")
+        .args(args)
+        .current_dir(p.path())
+        .output()
+        .unwrap()
+}
+
+fn held(p: &Project, args: &[&str]) -> String {
+    let out = hold(p, args);
+    assert!(out.status.success(), "hold {args:?}: {}", said(&out));
+    stdout_of(&out)
+}
+
+/// A pytest project with `test_add` failing and `test_mul` passing, its tests held with the
+/// baseline of `check`.
+fn pytest_project(check: &str) -> Project {
+    let p = Project::builder()
+        .git()
+        .file("calc.py", CALC)
+        .file("tests/test_calc.py", TESTS)
+        .build();
+    let said = held(&p, &["add", "tests", "--baseline", check]);
+    assert!(
+        said.contains("1 passed (each must still pass, by name), 1 failed"),
+        "{said}"
+    );
+    p
+}
+
+/// `check` run in place, as a check without a hold runs it: whether it exits 0.
+fn passes_in_place(p: &Project, check: &str) -> bool {
+    let check = check.replace("{junit}", "/dev/null");
+    std::process::Command::new("sh")
+        .args(["-c", &check])
+        .current_dir(p.path())
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+#[test]
+fn a_baseline_records_each_test_by_name() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    let record = json_of(&p.protected().join("hold/hold.json"));
+    assert_valid("hold.schema.json", &record);
+    assert_eq!(
+        record["tests"]["passed"],
+        serde_json::json!(["tests.test_calc::test_mul"])
+    );
+    assert_eq!(
+        record["tests"]["failed"],
+        serde_json::json!(["tests.test_calc::test_add"])
+    );
+    assert_eq!(record["tests"]["command"], PYTEST);
+    let shown = held(&p, &["show"]);
+    assert!(shown.contains("1 passed, 1 failed, 0 skipped"), "{shown}");
+}
+
+#[test]
+fn a_baseline_of_a_check_that_names_no_test_is_refused_naming_the_flag() {
+    let p = Project::builder().git().file("tests/t.sh", "true").build();
+    held(&p, &["add", "tests"]);
+    let out = hold(&p, &["baseline", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert!(line.contains("reported no test by name"), "{line}");
+    assert!(line.contains("--junitxml={junit}"), "{line}");
+    let out = hold(&p, &["baseline", "echo {junit}"]);
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert!(line.contains("wrote no JUnit report"), "{line}");
+}
+
+#[test]
+fn a_test_deselected_through_unheld_configuration_fails_the_stop_by_name() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    // The agent fixes add, breaks mul, and deselects mul's test in configuration it may edit.
+    write_file(
+        &p.path().join("calc.py"),
+        FIXED.replace("return a * b", "return 0"),
+    );
+    write_file(
+        &p.path().join("pyproject.toml"),
+        "[tool.pytest.ini_options]\naddopts = \"--deselect tests/test_calc.py::test_mul\"\n",
+    );
+    assert!(
+        passes_in_place(&p, PYTEST),
+        "the attack works without the hold"
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(
+        stop.reason().starts_with(
+            "stop-gate: held tests do not pass: tests.test_calc::test_mul (gone: deleted, renamed or not run)"
+        ),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn a_test_the_code_under_test_skips_fails_the_stop_by_name() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    write_file(
+        &p.path().join("calc.py"),
+        "import pytest\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    pytest.skip('later')\n",
+    );
+    assert!(passes_in_place(&p, PYTEST));
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    stop.assert_blocked_saying("tests.test_calc::test_mul (turned skipped)");
+    // The real fix passes.
+    write_file(&p.path().join("calc.py"), FIXED);
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_junit_report_the_code_under_test_rewrites_is_no_pass() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    // The code under test finds the report on the command line and, as the process exits
+    // after pytest wrote it, replaces it with one where everything passed.
+    write_file(
+        &p.path().join("calc.py"),
+        format!(
+            "{CALC}\nimport atexit, sys\n\ndef _forge():\n    for arg in sys.argv:\n        if arg.startswith('--junitxml='):\n            open(arg.split('=', 1)[1], 'w').write('<testsuites><testsuite name=\"pytest\"><testcase classname=\"tests.test_calc\" name=\"test_add\"/><testcase classname=\"tests.test_calc\" name=\"test_mul\"/></testsuite></testsuites>')\n    import os\n    os._exit(0)\n\natexit.register(_forge)\n"
+        ),
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    assert!(stop.blocked(), "the forged report was believed");
+    assert!(
+        stop.reason()
+            .contains("the JUnit report says 0 failed where the runner printed 1"),
+        "{}",
+        stop.reason()
+    );
+}
+
+#[test]
+fn a_suite_that_collects_nothing_is_no_pass() {
+    let p = Project::builder()
+        .git()
+        .file("calc.py", CALC)
+        .file("tests/__init__.py", "")
+        .file(
+            "tests/test_calc.py",
+            "import unittest\nfrom calc import mul\n\n\nclass T(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n",
+        )
+        .build();
+    held(&p, &["add", "tests"]);
+    // `-k` narrowed to nothing: unittest 3.11 says "Ran 0 tests" and exits 0.
+    let check = "python3 -m unittest -k nothing_matches; exit 0";
+    assert!(passes_in_place(&p, check));
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    assert!(stop.blocked());
+    assert!(stop.reason().contains("ran no test"), "{}", stop.reason());
+    // Output with no runner's summary is judged by its exit code: a lint check still passes.
+    let stop = p.stop(&["--run", "echo all clean"], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_make_target_that_ignores_errors_fails_by_the_tests_names() {
+    let p = Project::builder()
+        .git()
+        .file("calc.py", CALC)
+        .file("tests/__init__.py", "")
+        .file(
+            "tests/test_calc.py",
+            "import unittest\nfrom calc import add, mul\n\n\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n",
+        )
+        .file("Makefile", "test:\n\tpython3 -m unittest -v\n")
+        .build();
+    if !have("make", &["--version"], "make") {
+        return;
+    }
+    held(&p, &["add", "tests", "--baseline", "make test"]);
+    // The agent breaks mul and has make ignore the failure.
+    write_file(&p.path().join("calc.py"), FIXED.replace("a * b", "0"));
+    write_file(
+        &p.path().join("Makefile"),
+        "test:\n\t-python3 -m unittest -v\n",
+    );
+    assert!(passes_in_place(&p, "make test"));
+    let stop = p.stop(&["--run", "make test"], "s1", Some("x"));
+    stop.assert_blocked_saying("tests.test_calc.T.test_mul (failed)");
+}
+
+#[test]
+fn a_narrowed_npm_test_script_fails_by_the_tests_names() {
+    if !have("node", &["--version"], "node") || !have("npm", &["--version"], "npm") {
+        return;
+    }
+    let test = |name: &str, body: &str| {
+        format!(
+            "const test = require('node:test');\nconst assert = require('node:assert');\nconst calc = require('../calc.js');\ntest('{name}', () => {body});\n"
+        )
+    };
+    let p = Project::builder()
+        .git()
+        .file(
+            "calc.js",
+            "exports.add = (a, b) => a - b;\nexports.mul = (a, b) => a * b;\n",
+        )
+        .file(
+            "tests/add.test.js",
+            &test("adds", "assert.equal(calc.add(2, 2), 4)"),
+        )
+        .file(
+            "tests/mul.test.js",
+            &test("multiplies", "assert.equal(calc.mul(2, 3), 6)"),
+        )
+        .file(
+            "package.json",
+            "{\"name\": \"calc\", \"scripts\": {\"test\": \"node --test tests/\"}}\n",
+        )
+        .build();
+    // Through npm, as the project runs it: node's runner prints TAP where its output is no
+    // terminal, which names each test.
+    let check = "npm test --silent";
+    let said = held(&p, &["add", "tests", "--baseline", check]);
+    assert!(said.contains("1 passed"), "{said}");
+    // The agent breaks mul and narrows the script to the test it fixed.
+    write_file(
+        &p.path().join("calc.js"),
+        "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => 0;\n",
+    );
+    write_file(
+        &p.path().join("package.json"),
+        "{\"name\": \"calc\", \"scripts\": {\"test\": \"node --test tests/add.test.js\"}}\n",
+    );
+    assert!(passes_in_place(&p, check));
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    stop.assert_blocked_saying("multiplies (gone");
+}
+
+/// A crate with an inline test module (its tests live beside the code, unheld) and a held
+/// integration test.
+fn crate_project() -> Project {
+    Project::builder()
+        .git()
+        .file(
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n",
+        )
+        .file(
+            "src/lib.rs",
+            "pub fn add(a: i32, b: i32) -> i32 {\n    a - b\n}\n\npub fn mul(a: i32, b: i32) -> i32 {\n    a * b\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn multiplies() {\n        assert_eq!(super::mul(2, 3), 6);\n    }\n}\n",
+        )
+        .file(
+            "tests/adds.rs",
+            "#[test]\nfn adds() {\n    assert_eq!(calc::add(2, 2), 4);\n}\n",
+        )
+        .build()
+}
+
+#[test]
+fn an_ignored_cargo_test_fails_the_stop_by_name() {
+    let p = crate_project();
+    let said = held(&p, &["add", "tests", "--baseline", "cargo test --offline"]);
+    assert!(said.contains("1 passed"), "{said}");
+    // The build went to the check cache, not the project.
+    assert!(!p.path().join("target").exists());
+    assert!(p.protected().join("check-cache/cargo-target").is_dir());
+    // The agent fixes add, breaks mul, and ignores the inline test that would say so.
+    write_file(
+        &p.path().join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn mul(_: i32, _: i32) -> i32 {\n    0\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    #[ignore]\n    fn multiplies() {\n        assert_eq!(super::mul(2, 3), 6);\n    }\n}\n",
+    );
+    let stop = p.stop(&["--run", "cargo test --offline"], "s1", Some("x"));
+    stop.assert_blocked_saying("calc::tests::multiplies (turned skipped)");
+}
+
+#[test]
+fn a_baseline_test_that_fails_once_is_run_again_before_it_blocks() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    // mul fails on its first run only: the check cache outlives the copy.
+    write_file(
+        &p.path().join("calc.py"),
+        "import os\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    mark = os.path.join(os.environ['XDG_CACHE_HOME'], 'ran-once')\n    if not os.path.exists(mark):\n        os.makedirs(os.path.dirname(mark), exist_ok=True)\n        open(mark, 'w').close()\n        return 0\n    return a * b\n",
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    assert!(
+        stop.system_message()
+            .contains("failed once and passed when run again"),
+        "{}",
+        stop.system_message()
+    );
+}
+
+#[test]
+fn a_test_the_human_names_must_pass_whatever_the_exit() {
+    if !pytest() {
+        return;
+    }
+    let check = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests; exit 0";
+    let p = pytest_project(check);
+    held(&p, &["must-pass", "tests.test_calc::test_add"]);
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    stop.assert_blocked_saying("tests.test_calc::test_add (failed)");
+    write_file(&p.path().join("calc.py"), FIXED);
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
+
+#[test]
+fn a_check_with_per_test_rules_that_names_no_test_is_refused_naming_the_flag() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    write_file(&p.path().join("calc.py"), FIXED);
+    let stop = p.stop(
+        &["--run", "python3 -m pytest -q -p no:cacheprovider tests"],
+        "s1",
+        Some("x"),
+    );
+    stop.assert_blocked_saying("reported no test by name");
+}
+
+#[test]
+fn the_junit_report_is_written_outside_the_project_and_never_left_behind() {
+    let p = Project::builder().git().file("tests/t", "").build();
+    held(&p, &["add", "tests"]);
+    let check = "case {junit} in \"$PWD\"*) exit 3;; esac; printf '<testsuites><testsuite><testcase name=\"t\"/></testsuite></testsuites>' > {junit}";
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    let reports = p.protected().join("reports");
+    assert_eq!(std::fs::read_dir(reports).unwrap().count(), 0);
+    // A link in the report's place is not followed.
+    let stop = p.stop(&["--run", "ln -s /etc/hostname {junit}"], "s1", Some("x"));
+    stop.assert_blocked_saying("JUnit report cannot be read");
+}
