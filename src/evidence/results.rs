@@ -454,10 +454,10 @@ mod tests {
     #[test]
     fn a_junit_report_names_class_and_test() {
         let xml = r#"<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="3">
-<testcase classname="tests.test_a" name="test_x"/>
-<testcase classname="tests.test_a" name="test_y"><failure message="no">x</failure></testcase>
-<testcase classname="tests.test_a" name="test_z"><skipped message="later"/></testcase>
-</testsuite></testsuites>"#;
+            <testcase classname="tests.test_a" name="test_x"/>
+            <testcase classname="tests.test_a" name="test_y"><failure message="no">x</failure></testcase>
+            <testcase classname="tests.test_a" name="test_z"><skipped message="later"/></testcase>
+            </testsuite></testsuites>"#;
         let r = from_junit(xml.as_bytes()).unwrap();
         assert_eq!(r.outcome("tests.test_a::test_x"), Some(Outcome::Passed));
         assert_eq!(r.outcome("tests.test_a::test_y"), Some(Outcome::Failed));
@@ -470,16 +470,16 @@ mod tests {
     #[test]
     fn a_junit_report_of_nodes_runner_has_its_cases_under_testsuites() {
         let xml = r#"<?xml version="1.0" encoding="utf-8"?>
-<testsuites>
-	<testcase name="adds" time="0.001" classname="test"/>
-	<testcase name="fails" time="0.0009" classname="test" failure="2 == 3">
-		<failure type="testCodeFailure" message="2 == 3">boom</failure>
-	</testcase>
-	<testcase name="later" time="0.0001" classname="test">
-		<skipped type="skipped" message="true"/>
-	</testcase>
-	<!-- tests 3 -->
-</testsuites>"#;
+            <testsuites>
+            <testcase name="adds" time="0.001" classname="test"/>
+            <testcase name="fails" time="0.0009" classname="test" failure="2 == 3">
+            <failure type="testCodeFailure" message="2 == 3">boom</failure>
+            </testcase>
+            <testcase name="later" time="0.0001" classname="test">
+            <skipped type="skipped" message="true"/>
+            </testcase>
+            <!-- tests 3 -->
+            </testsuites>"#;
         let r = from_junit(xml.as_bytes()).unwrap();
         assert_eq!(r.outcome("test::adds"), Some(Outcome::Passed));
         assert_eq!(r.outcome("test::fails"), Some(Outcome::Failed));

@@ -57,6 +57,21 @@ impl Report {
         self.dir.path()
     }
 
+    /// `text` with the report's path written back as `{junit}`: the model and the person read
+    /// the command as it was given, not a path that changes with every run.
+    pub fn unsubstitute(&self, text: &str) -> String {
+        text.replace(&self.path().to_string_lossy().into_owned(), JUNIT)
+    }
+
+    /// A check's result with the report's path written back as `{junit}`.
+    pub fn shown(&self, mut checked: Checked) -> Checked {
+        if let Err(failure) = checked.result.as_mut() {
+            failure.line = self.unsubstitute(&failure.line);
+            failure.tail = self.unsubstitute(&failure.tail);
+        }
+        checked
+    }
+
     pub fn path(&self) -> PathBuf {
         self.dir.path().join("junit.xml")
     }
@@ -84,6 +99,8 @@ pub struct Ran {
     pub printed: Results,
     /// Files under a held path the copy left out.
     pub left_out: Vec<String>,
+    /// The tree the copy was made of (`git-tree:…`), as the verdict names it.
+    pub subject: String,
 }
 
 /// Runs `command` once under `hold`, confined as `base` says but in the prepared copy.
@@ -114,7 +131,10 @@ pub fn run_once(
     if let Some(report) = &report {
         plan.writable.push(report.dir().to_path_buf());
     }
-    let checked = command::run_check(&command, &plan, required, timeout, command::OUTPUT_WHOLE);
+    let mut checked = command::run_check(&command, &plan, required, timeout, command::OUTPUT_WHOLE);
+    if let Some(report) = &report {
+        checked = report.shown(checked);
+    }
     let printed = results::from_output(&checked.output);
     let results = match &report {
         Some(report) => report.read(),
@@ -125,6 +145,7 @@ pub fn run_once(
         results,
         printed,
         left_out: prepared.left_out,
+        subject: prepared.snapshot.subject.clone(),
     })
 }
 
@@ -161,6 +182,10 @@ pub struct Refusal {
 pub struct Decided {
     pub result: Result<(), Refusal>,
     pub notices: Vec<String>,
+    /// Tests whose outcome moved from the baseline: `id (failed -> passed)`.
+    pub moved: Vec<String>,
+    /// The tree the check ran on, when it ran.
+    pub subject: Option<String>,
 }
 
 /// The check under `hold`: run, judged by its exit and by the tests one by one; a test that
@@ -186,6 +211,8 @@ pub fn check(
                         detail: String::new(),
                     }),
                     notices,
+                    moved: Vec::new(),
+                    subject: None,
                 };
             }
         };
@@ -212,8 +239,34 @@ pub fn check(
                 "vigil: a test that passed when the tests were held failed once and passed when run again; if it is flaky, `stop-gate hold flaky ID` says so".to_string(),
             );
         }
-        return Decided { result, notices };
+        return Decided {
+            result,
+            notices,
+            moved: moved(hold.tests.as_ref(), &ran),
+            subject: Some(ran.subject),
+        };
     }
+}
+
+/// The tests whose outcome is not what the baseline recorded: `id (failed -> passed)`.
+fn moved(rules: Option<&TestRules>, ran: &Ran) -> Vec<String> {
+    let (Some(rules), Ok(results)) = (rules, &ran.results) else {
+        return Vec::new();
+    };
+    let now = |id: &str| results.outcome(id).map_or("gone", Outcome::word);
+    let mut moved = Vec::new();
+    for (then, ids) in [
+        ("passed", &rules.passed),
+        ("failed", &rules.failed),
+        ("skipped", &rules.skipped),
+    ] {
+        for id in ids {
+            if now(id) != then {
+                moved.push(format!("{id} ({then} -> {})", now(id)));
+            }
+        }
+    }
+    moved
 }
 
 /// Whether a test that passed at the baseline failed in this run (worth one more run).

@@ -22,7 +22,7 @@ use crate::evidence::held;
 use crate::evidence::marker;
 use crate::evidence::payload;
 use crate::evidence::signing;
-use crate::evidence::subject::Subject;
+use crate::evidence::subject::{self, Subject};
 use crate::gate::budget::{Charge, Scope};
 use crate::gate::contract::Contract;
 use crate::gate::contract::Source;
@@ -30,6 +30,7 @@ use crate::reach::sandbox;
 use crate::state::hold;
 use crate::state::loop_state;
 use crate::state::loop_state::DEFAULT_STALL_AFTER;
+use crate::state::loop_state::HeldTold;
 use crate::state::loop_state::Limits;
 use crate::state::loop_state::Repeat;
 use crate::state::loop_state::{EndReason, LoopState, LoopStatus};
@@ -730,8 +731,24 @@ impl Gate {
         }
         let pass = seen?;
         // The promise was declared: checks 2 and 3 run, without the lock.
-        let failing = self.checks(config).err().map(|f| defang(&f.line));
+        let judged = self.judged(config);
+        let failing = judged.result.err().map(|f| defang(&f.line));
+        // What a pass vouches for: the tree its check ran on (the hold's copy), else the tree
+        // as it is once the checks passed; a change after it is told at the run's end.
+        let vouched = match (&failing, judged.told.subject) {
+            (Some(_), _) => None,
+            (None, Some(subject)) => Some(subject),
+            (None, None) if !pass.checks.is_empty() => {
+                subject::worktree_tree(&self.project, config.limits(self.deadline)).ok()
+            }
+            (None, None) => None,
+        };
+        let held = judged.told.held.map(HeldTold::capped);
         match self.with_loop(session, |state, budgets| {
+            if held.is_some() {
+                state.held = held;
+            }
+            state.vouched = vouched;
             self.advance(state, budgets, Verdict::Declared, failing, &pass)
         }) {
             Ok(Some(Step::Output(output))) => Some(output),
@@ -979,17 +996,25 @@ impl Gate {
 
     /// Checks 2 and 3, in order; the first failure.
     fn checks(&self, config: &GateConfig) -> Result<(), Failure> {
-        let result = self.checks_in_time(config);
-        if self.deadline.passed() {
-            return Err(Failure::line(format!(
-                "stop-gate: the checks did not finish within --deadline {} s; the stop is blocked, NOT verified (raise --deadline, and the hook's timeout above it)",
-                config.deadline.as_secs()
-            )));
-        }
-        result
+        self.judged(config).result
     }
 
-    fn checks_in_time(&self, config: &GateConfig) -> Result<(), Failure> {
+    /// Checks 2 and 3, and what the hold saw on the way.
+    fn judged(&self, config: &GateConfig) -> Judged {
+        let mut told = Told::default();
+        let result = self.checks_in_time(config, &mut told);
+        let result = if self.deadline.passed() {
+            Err(Failure::line(format!(
+                "stop-gate: the checks did not finish within --deadline {} s; the stop is blocked, NOT verified (raise --deadline, and the hook's timeout above it)",
+                config.deadline.as_secs()
+            )))
+        } else {
+            result
+        };
+        Judged { result, told }
+    }
+
+    fn checks_in_time(&self, config: &GateConfig, told: &mut Told) -> Result<(), Failure> {
         // The human's hold (SPEC §11): held files as held, before anything runs.
         let hold = hold::load(&self.project).map_err(|e| {
             Failure::line(format!(
@@ -1002,6 +1027,15 @@ impl Gate {
                     "stop-gate: cannot compare the tree with the human's hold on the tests: {e}"
                 ))
             })?;
+            told.held = Some(HeldTold {
+                differ: compared
+                    .changed
+                    .iter()
+                    .map(|(path, change)| format!("{path} ({})", change.word()))
+                    .collect(),
+                new_tests: compared.new.clone(),
+                moved: Vec::new(),
+            });
             if !compared.changed.is_empty() {
                 return Err(Failure::line(held_differ(&compared)));
             }
@@ -1039,9 +1073,13 @@ impl Gate {
                     &timeout,
                     config.limits(self.deadline),
                 );
-                for told in decided.notices {
-                    self::notice(told);
+                for line in decided.notices {
+                    self::notice(line);
                 }
+                if let Some(held) = told.held.as_mut() {
+                    held.moved = decided.moved;
+                }
+                told.subject = decided.subject;
                 decided.result.map_err(|r| Failure {
                     line: r.line,
                     detail: r.detail,
@@ -1056,8 +1094,11 @@ impl Gate {
                 if let Some(report) = &report {
                     plan.writable.push(report.dir().to_path_buf());
                 }
-                let checked =
+                let mut checked =
                     command::run_check(&command, &plan, required, timeout(), command::OUTPUT_TAIL);
+                if let Some(report) = &report {
+                    checked = report.shown(checked);
+                }
                 if let Some(notice) = checked.unconfined {
                     self::notice(notice);
                 }
@@ -1121,6 +1162,20 @@ fn held_differ(compared: &held::Comparison) -> String {
         "stop-gate: held files differ from the human's hold: {}; the tests that judge the work are the human's, so put them back as held (`stop-gate hold diff` shows how they differ; `stop-gate hold cat {first} > {first}` restores one), and if a held test is wrong, end with `needs-decision: ` and why, for the human to run `stop-gate hold refresh {first}`",
         compared.changed_phrase(10)
     )
+}
+
+/// What the checks decided, and what the hold saw on the way.
+struct Judged {
+    result: Result<(), Failure>,
+    told: Told,
+}
+
+/// What a declared Stop tells of the hold (SPEC §11), kept with the loop for the person.
+#[derive(Default)]
+struct Told {
+    held: Option<HeldTold>,
+    /// The tree the check ran on, when it ran in a copy.
+    subject: Option<String>,
 }
 
 /// What one look at a running loop leads to.

@@ -265,6 +265,68 @@ pub struct LoopState {
     /// Who hears when the loop settles, and under what name (SPEC §10): set when it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<Report>,
+    /// What the human's hold on the tests saw at the last declared Stop (SPEC §11).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldTold>,
+    /// A `passed` loop: the tree (`git-tree:…`) its passing Stop vouched for, so that a change
+    /// after it (something left running) is told at the run's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vouched: Option<String>,
+    /// The tree changed after the passing Stop vouched for it (seen by `loop run` at its end):
+    /// the pass stands for a tree that is no longer there, NOT verified.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changed_after: bool,
+}
+
+/// How many paths or tests a loop keeps in each list of [`HeldTold`].
+pub const MAX_HELD_TOLD: usize = 20;
+
+/// What the human's hold saw at a loop's last declared Stop (SPEC §11), for the person:
+/// held files that differed, new test files it does not judge, tests whose outcome moved.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldTold {
+    /// Held files that differ from the hold: `tests/a.py (modified)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differ: Vec<String>,
+    /// Files under a held path that the hold does not hold (the check's copy leaves them out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_tests: Vec<String>,
+    /// Tests whose outcome moved from the baseline: `tests/a.py::t (failed -> passed)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<String>,
+}
+
+impl HeldTold {
+    pub fn is_empty(&self) -> bool {
+        *self == HeldTold::default()
+    }
+
+    /// The lists kept at most [`MAX_HELD_TOLD`] long.
+    pub fn capped(mut self) -> HeldTold {
+        for list in [&mut self.differ, &mut self.new_tests, &mut self.moved] {
+            list.truncate(MAX_HELD_TOLD);
+        }
+        self
+    }
+
+    /// One phrase for the person: `held files differ: …; new test files, not judged: …;
+    /// tests moved: …`; `None` when there is nothing to tell.
+    pub fn phrase(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.differ.is_empty() {
+            parts.push(format!("held files differ: {}", self.differ.join(", ")));
+        }
+        if !self.new_tests.is_empty() {
+            parts.push(format!(
+                "new test files, not judged by the hold: {}",
+                self.new_tests.join(", ")
+            ));
+        }
+        if !self.moved.is_empty() {
+            parts.push(format!("tests moved: {}", self.moved.join(", ")));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
 }
 
 /// Where a loop reports (SPEC §10): its id and name, the checkout it runs in, and its
@@ -313,6 +375,9 @@ impl LoopState {
             checks: None,
             run_id: None,
             report: None,
+            held: None,
+            vouched: None,
+            changed_after: false,
         }
     }
 
@@ -366,6 +431,12 @@ impl LoopState {
         }
         if let Some(report) = &self.report {
             text.push_str(&format!(", name {}", report.name));
+        }
+        if self.changed_after {
+            text.push_str(", the tree changed after its checks passed: NOT verified");
+        }
+        if let Some(told) = self.held.as_ref().and_then(HeldTold::phrase) {
+            text.push_str(&format!("; {told}"));
         }
         text
     }

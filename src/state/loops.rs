@@ -525,6 +525,25 @@ pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<Loop
     Ok(Some(state))
 }
 
+/// The tree changed after the passing Stop of `session`'s loop vouched for it (`loop run` saw
+/// it at its end): recorded, and the loop's wake and `loop list` entry say so, if no one has
+/// taken the wake yet. The loop as it now stands.
+pub fn changed_after(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+    let mut record = Session::open(project, session)?;
+    let Some(state) = record.record.ralph.as_mut() else {
+        return Ok(None);
+    };
+    if state.status != LoopStatus::Passed || state.changed_after {
+        return Ok(Some(state.clone()));
+    }
+    state.changed_after = true;
+    state.updated_at = time::now_rfc3339();
+    let state = state.clone();
+    record.save()?;
+    wakes::amend(&state);
+    Ok(Some(state))
+}
+
 /// How soon after a SessionEnd cut a StopFailure of the same session is taken as the cause of
 /// the end (the engine ran the two hooks in the other order).
 const SESSION_END_RACE_SECS: f64 = 30.0;

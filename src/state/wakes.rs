@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::state::loop_state::{EndReason, LoopState, LoopStatus, Report};
+use crate::state::loop_state::{EndReason, HeldTold, LoopState, LoopStatus, Report};
 use crate::state::project::{Project, SessionId};
 use crate::state::protected;
 use crate::state::session;
@@ -147,6 +147,9 @@ pub struct Entry {
     pub max_iterations: u32,
     pub started_at: String,
     pub updated_at: String,
+    /// What the human's hold saw at the loop's last declared Stop (SPEC §11), for the person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 impl Entry {
@@ -162,6 +165,7 @@ impl Entry {
             max_iterations: state.max_iterations,
             started_at: state.started_at.clone(),
             updated_at: time::now_rfc3339(),
+            held: state.held.as_ref().and_then(HeldTold::phrase),
         }
     }
 }
@@ -368,7 +372,10 @@ pub fn loop_line(state: &LoopState, report: &Report) -> String {
     } else {
         format!("{k} passes")
     };
-    let outcome = match (state.status, state.end_reason) {
+    let mut outcome = match (state.status, state.end_reason) {
+        (LoopStatus::Passed, _) if state.changed_after => format!(
+            "passed after {passes}, but the tree changed after its checks passed, NOT verified"
+        ),
         (LoopStatus::Passed, _) if state.checks.as_ref().is_some_and(|c| !c.is_empty()) => {
             format!(
                 "passed after {passes}, checks green ({})",
@@ -388,6 +395,9 @@ pub fn loop_line(state: &LoopState, report: &Report) -> String {
             reason.map_or("", EndReason::told)
         ),
     };
+    if let Some(held) = state.held.as_ref().and_then(HeldTold::phrase) {
+        outcome.push_str(&format!("; {held}"));
+    }
     format!(
         "loop {} in {}: running -> {outcome}",
         report.name,

@@ -6,6 +6,7 @@
 
 mod clients;
 mod gates;
+mod held;
 mod limits;
 mod plugin;
 mod protect;

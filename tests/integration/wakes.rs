@@ -14,29 +14,6 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-/// The project queue of the main checkout `dir` (in its protected state).
-fn queue_of(dir: &Path) -> PathBuf {
-    vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(dir).unwrap())
-        .join("wakes")
-}
-
-/// The wakes waiting in `queue`, oldest first, each checked against its schema.
-fn wakes_in(queue: &Path) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(queue)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|x| x == "json"));
-    files.sort();
-    files
-        .iter()
-        .map(|p| {
-            let wake = json_of(p);
-            assert_valid("wake.schema.json", &wake);
-            wake
-        })
-        .collect()
-}
-
 /// A session id no other test uses (session queues and waiters live in the shared state home).
 fn fresh(prefix: &str) -> String {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

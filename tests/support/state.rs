@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{assert_valid, state_home, stop_gate};
+use super::{assert_valid, json_of, state_home, stop_gate};
 
 /// The protected state the binaries keep for the project in `dir` (under `state_home()`),
 /// found by the name it is given: the project's directory name and a hash of its path.
@@ -87,4 +87,27 @@ pub fn session_record_of(dir: &Path, session: &str) -> Value {
 /// The loop in the session record of `session` (`Null` when it has none).
 pub fn loop_of(dir: &Path, session: &str) -> Value {
     session_record_of(dir, session)["loop"].clone()
+}
+
+/// The project queue of the main checkout `dir` (in its protected state).
+pub fn queue_of(dir: &Path) -> PathBuf {
+    vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(dir).unwrap())
+        .join("wakes")
+}
+
+/// The wakes waiting in `queue`, oldest first, each checked against its schema.
+pub fn wakes_in(queue: &Path) -> Vec<Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(queue)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "json"));
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let wake = json_of(p);
+            assert_valid("wake.schema.json", &wake);
+            wake
+        })
+        .collect()
 }

@@ -290,7 +290,8 @@ pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
         })
         .collect();
     let mut text = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
+    let held = std::iter::once(None).chain(entries.iter().map(|e| e.held.as_deref()));
+    for (row, held) in std::iter::once(&header).chain(&rows).zip(held) {
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
@@ -298,6 +299,13 @@ pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
             .collect();
         text.push_str(cells.join("  ").trim_end());
         text.push('\n');
+        // What the human's hold saw, under the loop's row (SPEC §11).
+        if let Some(held) = held {
+            text.push_str(&format!(
+                "  {}\n",
+                crate::verdict::defang::field_max(held, 600)
+            ));
+        }
     }
     let waiting = wakes::queued(&queue).len();
     let waiters = wakes::live_waiters(&queue);
@@ -736,7 +744,23 @@ pub(super) fn run_verdict(
         }
     };
     let status = format!("`stop-gate loop status --session {session}`");
-    let (exit, line) = verdict_of(&state, pending, &session, failed, lifted, others, &status);
+    // A pass stands for the tree its checks ran on: one that changed since (something the
+    // agent left running) is not what was verified.
+    let state = if changed_since_pass(project, &state) {
+        match loops::changed_after(project, &session) {
+            Ok(Some(marked)) => marked,
+            _ => loop_state::LoopState {
+                changed_after: true,
+                ..state
+            },
+        }
+    } else {
+        state
+    };
+    let (exit, mut line) = verdict_of(&state, pending, &session, failed, lifted, others, &status);
+    if let Some(held) = state.held.as_ref().and_then(loop_state::HeldTold::phrase) {
+        line.push_str(&format!("; {held}"));
+    }
     match changes.last() {
         Some(last) => (
             exit,
@@ -748,6 +772,18 @@ pub(super) fn run_verdict(
         ),
         None => (exit, line),
     }
+}
+
+/// Whether a passed loop's tree is no longer the one its passing Stop vouched for.
+fn changed_since_pass(project: &Project, state: &loop_state::LoopState) -> bool {
+    if state.status != loop_state::LoopStatus::Passed || state.changed_after {
+        return false;
+    }
+    let Some(vouched) = state.vouched.as_deref() else {
+        return false;
+    };
+    crate::evidence::subject::worktree_tree(project, Default::default())
+        .is_ok_and(|now| now != vouched)
 }
 
 /// The exit code and line for the loop `loop run` found at its end.
@@ -771,6 +807,12 @@ pub(super) fn verdict_of(
         );
     }
     match state.status {
+        loop_state::LoopStatus::Passed if state.changed_after => (
+            Exit::Negative,
+            format!(
+                "{command}loop passed on pass {k}/{max} in session {session}, but the tree changed after its checks passed (something kept running and changed it): what is there now is NOT verified; look at `git status`, then run the loop again"
+            ),
+        ),
         loop_state::LoopStatus::Passed => match state.checks.as_deref() {
             Some(checks) if !checks.is_empty() => (
                 Exit::Success,

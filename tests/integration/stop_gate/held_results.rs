@@ -376,3 +376,37 @@ fn the_junit_report_is_written_outside_the_project_and_never_left_behind() {
     let stop = p.stop(&["--run", "ln -s /etc/hostname {junit}"], "s1", Some("x"));
     stop.assert_blocked_saying("JUnit report cannot be read");
 }
+
+#[test]
+fn a_passed_loop_names_the_tests_that_moved_and_the_new_test_files() {
+    if !pytest() {
+        return;
+    }
+    let p = pytest_project(PYTEST);
+    p.start_ok("s1", 5, "Make the tests pass.");
+    write_file(&p.path().join("calc.py"), FIXED);
+    write_file(
+        &p.path().join("tests/test_more.py"),
+        "def test_more():\n    assert True\n",
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some(super::DECLARED));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "passed");
+    assert_eq!(
+        state["held"]["moved"],
+        serde_json::json!(["tests.test_calc::test_add (failed -> passed)"])
+    );
+    assert_eq!(
+        state["held"]["new_tests"],
+        serde_json::json!(["tests/test_more.py"])
+    );
+    let wake = wakes_in(&queue_of(p.path())).pop().unwrap();
+    let line = wake["line"].as_str().unwrap();
+    assert!(
+        line.contains("checks green")
+            && line.contains("tests moved: tests.test_calc::test_add (failed -> passed)")
+            && line.contains("not judged by the hold: tests/test_more.py"),
+        "{line}"
+    );
+}

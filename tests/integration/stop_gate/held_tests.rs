@@ -524,3 +524,42 @@ fn hold_release_takes_the_hold_away() {
     write_file(&p.path().join("tests/test_calc.py"), "x");
     assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
 }
+
+#[test]
+fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    p.start_ok("s1", 1, "Make the tests pass.");
+    write_file(
+        &p.path().join("tests/test_calc.py"),
+        TEST.replace("4)", "0)"),
+    );
+    write_file(&p.path().join("tests/test_new.py"), "x = 1\n");
+    let stop = declare(&p, "true");
+    assert!(!stop.blocked(), "the last pass ends the loop");
+    let state = p.loop_state("s1");
+    assert_eq!(state["status"], "aborted");
+    assert_eq!(
+        state["held"]["differ"],
+        serde_json::json!(["tests/test_calc.py (modified)"])
+    );
+    let status = stdout_of(&p.loop_command(&["status", "--session", "s1"]));
+    assert!(
+        status.contains("held files differ: tests/test_calc.py (modified)")
+            && status.contains("new test files, not judged by the hold: tests/test_new.py"),
+        "{status}"
+    );
+    let list = stdout_of(&p.loop_command(&["list"]));
+    assert!(
+        list.contains("  held files differ: tests/test_calc.py (modified)"),
+        "{list}"
+    );
+    let wake = wakes_in(&queue_of(p.path())).pop().unwrap();
+    assert!(
+        wake["line"]
+            .as_str()
+            .unwrap()
+            .contains("held files differ: tests/test_calc.py (modified)"),
+        "{wake}"
+    );
+}

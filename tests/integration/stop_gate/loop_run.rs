@@ -11,7 +11,8 @@ use crate::support::*;
 
 /// A session as an engine runs it: SessionStart, then what the agent does (`$AGENT`, as shell
 /// text), then a Stop per message until the gate lets one through (its check `$CHECK`, else
-/// `true`), then SessionEnd (unless `NO_SESSION_END` is set), exiting `$FAKE_EXIT`. The
+/// `true`), then what a task left running does after it (`$AFTER`), then SessionEnd (unless
+/// `NO_SESSION_END` is set), exiting `$FAKE_EXIT`. The
 /// environment it saw is left in `seen-env` for the test to read.
 const ENGINE: &str = r#"#!/bin/sh
 sid=$1; shift
@@ -25,6 +26,7 @@ for msg in "$@"; do
   esac
   break
 done
+if [ -n "$AFTER" ]; then eval "$AFTER"; fi
 if [ -z "$NO_SESSION_END" ]; then
   printf '{"session_id":"%s","hook_event_name":"SessionEnd","reason":"other","cwd":"%s"}' "$sid" "$PWD" | "$HANDOFF" 2>/dev/null
 fi
@@ -164,6 +166,37 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
         start.contains("claimed a loop started with `stop-gate loop run`")
             && start.contains("<promise>DONE</promise>"),
         "{start}"
+    );
+}
+
+#[test]
+fn a_run_whose_tree_changed_after_its_passing_stop_exits_1_and_its_wake_says_so() {
+    let dir = Project::git();
+    // Something the agent left running writes after the Stop that passed.
+    let out = run_with(
+        dir.path(),
+        "5",
+        &["<promise>DONE</promise>"],
+        &[("AFTER", "echo late > late.txt")],
+    );
+    let line = verdict(&out, 1);
+    assert!(
+        line.contains("but the tree changed after its checks passed")
+            && line.contains("NOT verified"),
+        "{line}"
+    );
+    let state = loop_of(dir.path(), "s-run");
+    assert_eq!(state["status"], "passed");
+    assert_eq!(state["changed_after"], true);
+    assert!(
+        state["vouched"].as_str().unwrap().starts_with("git-tree:"),
+        "{state}"
+    );
+    let wakes = wakes_in(&queue_of(dir.path()));
+    let told = wakes.last().unwrap()["line"].as_str().unwrap().to_string();
+    assert!(
+        told.contains("the tree changed after its checks passed") && !told.contains("checks green"),
+        "{told}"
     );
 }
 
