@@ -5,6 +5,7 @@
 #   bench/run.sh                      # every row, transcripts of 1 MB, 100 MB and 1 GB
 #   BENCH_SIZES="1 100" bench/run.sh  # smaller scaling rows (sizes in MB)
 #   BENCH_RUNS=50 bench/run.sh        # more runs per row (default 30)
+#   BENCH_HELD_FILES="1,000 100,000" bench/run.sh  # the held Stop's projects (100,000 with 1024)
 #
 # Uses hyperfine when it is installed, else a loop timed with `date +%s%N`. Installs nothing:
 # it needs cargo, jq and perl, and says so when one is missing.
@@ -195,6 +196,111 @@ check_row() { # LABEL
     "$(ratio "$confined" "$true_ms")" "$(awk -v a="$confined" -v b="$unconfined" 'BEGIN { if (b + 0 > 0) printf "+%.1f ms", a - b; else print "-" }')"
 }
 check_row "Stop, a \`true\` check, confined (bubblewrap); last column: what confinement adds"
+
+# The human's hold (issue 41): a declared Stop whose check runs confined in a prepared copy of
+# the project (the files git does not ignore, copied and hashed, the held tests restored and
+# read-only), beside the same Stop and check with nothing held (confined in the project). Each
+# run ends a loop started afresh (not timed) by declaring, so each Stop also records the tree
+# it vouched for: under the hold the copy's hash, else a hash of the tree. The last column is
+# what the hold adds. 100,000 files (a copy of them on each Stop) come with the largest size
+# set, in at most 5 runs a row; BENCH_HELD_FILES="1,000 100,000" chooses the projects.
+held_files=${BENCH_HELD_FILES:-}
+if [ -z "$held_files" ]; then
+  case " $sizes " in
+    *" 1024 "*) held_files="1,000 100,000" ;;
+    *) held_files="1,000" ;;
+  esac
+fi
+# held_project DIR FILES: a git project of FILES source files, 100 to a directory, and tests/
+# of 50 Python test files; its declared Stop in DIR.stop.json.
+held_project() {
+  mkdir -p "$1/tests"
+  (cd "$1" && perl -e '
+    my $files = shift;
+    for my $d (1 .. int(($files + 99) / 100)) {
+      mkdir "src$d" or die "src$d: $!";
+      for my $f (1 .. 100) {
+        last if ($d - 1) * 100 + $f > $files;
+        open my $fh, ">", "src$d/m$f.py" or die "src$d/m$f.py: $!";
+        print $fh "def f$f():\n    return $d * $f\n";
+        close $fh;
+      }
+    }
+    for my $t (1 .. 50) {
+      open my $fh, ">", sprintf("tests/test_m%02d.py", $t) or die "tests: $!";
+      printf $fh "import unittest\n\n\nclass Test%02d(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(%d + 1, %d)\n", $t, $t, $t + 1;
+      close $fh;
+    }' "$2")
+  printf '__pycache__/\n' >"$1/.gitignore"
+  git -C "$1" init -q
+  git -C "$1" add -A
+  git -C "$1" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+  jq -c --arg cwd "$1" '.cwd = $cwd | .session_id = "held" | .last_assistant_message = "Done.\n\n<promise>DONE</promise>"' \
+    "$samples/claude-stop.json" >"$1.stop.json"
+}
+held_start="$sg loop start --session held --max-iterations 10 --completion-promise DONE 'Finish it.'"
+held_pass() { # DIR CHECK: one declared Stop with `--run CHECK`, which must pass
+  (cd "$1" && eval "$held_start" >/dev/null)
+  "$sg" --run "$2" <"$1.stop.json" >/dev/null || true
+  [ "$(cd "$1" && "$sg" loop status --session held --json | jq -r .status)" = passed ] ||
+    { echo "bench: in $1, a declared Stop with the check \`$2\` did not pass" >&2; exit 1; }
+}
+held_ms() { # DIR CHECK: the median declared Stop with `--run CHECK`, each on a loop started afresh
+  median_ms "$sg --run '$2' <$1.stop.json" "cd $1 && $held_start"
+}
+held_row() { # JOB INPUT MS OTHER-MS OTHER-NAME: the last column is MS - OTHER-MS
+  printf '| %s | %s | %s | %s (%s) | %s | %s |\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$3" "$true_ms")" \
+    "$(awk -v a="$3" -v b="$4" 'BEGIN { if (b + 0 > 0) printf "%+.1f ms", a - b; else print "-" }')"
+}
+for label in $held_files; do
+  n=${label//,/}
+  held_runs=$runs
+  if [ "$n" -ge 100000 ] && [ "$runs" -gt 5 ]; then held_runs=5; fi
+  held_project "$work/held$n" "$n"
+  held_pass "$work/held$n" true
+  unheld=$(runs=$held_runs held_ms "$work/held$n" true)
+  (cd "$work/held$n" && "$sg" hold add tests >/dev/null)
+  held_pass "$work/held$n" true
+  held=$(runs=$held_runs held_ms "$work/held$n" true)
+  held_row "stop-gate --run true, tests held" \
+    "declared Stop, $label files and tests/ (50 files) held, the check in their copy ($held_runs runs); last column: what the hold adds" \
+    "$held" "$unheld" "nothing held"
+  rm -rf "$work/held$n"
+done
+
+# A JUnit report of 10,000 tests read test by test (quick-xml): a held Stop whose check copies
+# the report to {junit}, beside the same copy to /dev/null (no report to read), in a project of
+# 100 files; then with a baseline of those 10,000 tests recorded (`hold baseline`), each of
+# which must pass by name.
+held_project "$work/junit" 100
+perl -e '
+  print qq{<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="pytest tests">\n};
+  print qq{<testsuite name="pytest" errors="0" failures="0" skipped="0" tests="10000" time="41.250" timestamp="2026-01-01T00:00:00.000000+00:00" hostname="bench">\n};
+  for my $i (1 .. 10000) {
+    my $m = int(($i - 1) / 100) + 1;
+    printf qq{<testcase classname="tests.test_parser%03d.TestParse" name="test_case_%05d" file="tests/test_parser%03d.py" line="%d" time="0.004" />\n}, $m, $i, $m, 10 * (($i - 1) % 100) + 3;
+  }
+  print "</testsuite>\n</testsuites>\n";' >"$work/junit/report.xml"
+git -C "$work/junit" add report.xml
+git -C "$work/junit" -c user.name=bench -c user.email=bench@example.invalid commit -qm report
+(cd "$work/junit" && "$sg" hold add tests >/dev/null)
+held_pass "$work/junit" "cp report.xml /dev/null"
+held_pass "$work/junit" "cp report.xml {junit}"
+report_kib=$(( $(wc -c <"$work/junit/report.xml") / 1024 ))
+unread=$(held_ms "$work/junit" "cp report.xml /dev/null")
+read_ms=$(held_ms "$work/junit" "cp report.xml {junit}")
+held_row "stop-gate --run 'cp REPORT {junit}', tests held" \
+  "declared Stop, a JUnit report of 10,000 tests ($report_kib KiB) read, no baseline; last column: what reading it adds" \
+  "$read_ms" "$unread" "\`cp REPORT /dev/null\`"
+(cd "$work/junit" && "$sg" hold baseline "cp report.xml {junit}" >/dev/null)
+[ "$(cd "$work/junit" && "$sg" hold show --json | jq '.tests.passed | length')" = 10000 ] ||
+  { echo "bench: the baseline did not record the report's 10,000 tests as passed" >&2; exit 1; }
+held_pass "$work/junit" "cp report.xml {junit}"
+judged=$(held_ms "$work/junit" "cp report.xml {junit}")
+held_row "stop-gate --run 'cp REPORT {junit}', tests held" \
+  "declared Stop, the same report judged against a baseline of its 10,000 tests (each must pass by name); last column: what reading and judging it adds" \
+  "$judged" "$unread" "\`cp REPORT /dev/null\`"
+rm -rf "$work/junit"
 
 # --max-tokens: a loop whose transcript has grown to 100 MB of usage records. After the
 # first Stop, each reads only what was appended since (here nothing); the baseline reads the

@@ -25,6 +25,11 @@ pub const MAX_NAMED: usize = 200;
 /// A file as a hold takes it: its entry, and its bytes.
 pub type Taken = (HeldFile, Vec<u8>);
 
+/// The file at the repository's top that may say what to hold (a pattern a line, `#` for
+/// comments): read only when a human makes the hold with no paths, or by CI from a base
+/// branch; what the agent writes there takes effect only through them.
+pub const SETTING: &str = ".vigil-hold";
+
 /// The repository's top, where held paths start.
 pub fn top(project: &Project) -> Result<PathBuf> {
     Ok(Repository::locate(&project.dir)?.top)
@@ -425,6 +430,159 @@ fn remove_unheld(
     if matcher.matches(&path) && hold.file(&path).is_none() {
         std::fs::remove_file(start).map_err(|e| Error::io("remove", start, &e))?;
         left_out.push(path);
+    }
+    Ok(())
+}
+
+/// An argument as a hold keeps it: taken from `here`, made a path from the repository's
+/// `top`, `/`-separated, no trailing `/`; a glob is checked to compile.
+pub fn normalize(top: &Path, here: &Path, arg: &str) -> Result<String> {
+    let here = paths::canonical(here);
+    let full = paths::lexical(&here.join(arg));
+    let rest = full.strip_prefix(top).map_err(|_| {
+        Error::usage(format!(
+            "`{arg}` is outside the repository at {}; hold paths inside it",
+            top.display()
+        ))
+    })?;
+    let text = rest
+        .to_str()
+        .ok_or_else(|| Error::usage(format!("`{arg}` is not valid UTF-8")))?
+        .replace('\\', "/");
+    let text = text.trim_end_matches('/').to_string();
+    if text.is_empty() {
+        return Err(Error::usage(
+            "a hold names the tests, not the whole repository: name the test directories or files",
+        ));
+    }
+    hold::check_path(&text)?;
+    if hold::is_glob(&text) {
+        hold::compile(&text)?;
+    }
+    Ok(text)
+}
+
+/// Every argument, normalized.
+pub fn normalized(top: &Path, here: &Path, args: &[String]) -> Result<Vec<String>> {
+    args.iter().map(|arg| normalize(top, here, arg)).collect()
+}
+
+/// The patterns `.vigil-hold` names, in the working tree or at the commit `at`.
+pub fn setting_patterns(project: &Project, at: Option<&str>) -> Result<Vec<String>> {
+    let top = top(project)?;
+    let text = match at {
+        Some(rev) => {
+            if rev.starts_with('-') {
+                return Err(Error::usage(format!("`{rev}` is not a commit")));
+            }
+            let bytes = git::git_bytes(
+                &top,
+                &["cat-file", "blob", &format!("{rev}:{SETTING}")],
+                &[],
+                GIT_TIMEOUT,
+            )
+            .map_err(|_| {
+                Error::usage(format!(
+                    "there is no {SETTING} at {rev}: name the tests to hold, e.g. tests/"
+                ))
+            })?;
+            String::from_utf8(bytes)
+                .map_err(|_| Error::input(format!("{SETTING} at {rev} is not UTF-8")))?
+        }
+        None => match files::read_regular(&top.join(SETTING), 1 << 20, false) {
+            Ok(Some(bytes)) => String::from_utf8(bytes)
+                .map_err(|_| Error::input(format!("{SETTING} is not UTF-8")))?,
+            Ok(None) => {
+                return Err(Error::usage(format!(
+                    "name the tests to hold, e.g. tests/ (or list them in {SETTING} at the repository's top)"
+                )));
+            }
+            Err(e) => return Err(Error::io("read", &top.join(SETTING), &e)),
+        },
+    };
+    let patterns: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(|line| normalize(&top, &top, line))
+        .collect::<Result<_>>()?;
+    if patterns.is_empty() {
+        return Err(Error::usage(format!(
+            "{SETTING} names nothing to hold; name the tests, e.g. tests/"
+        )));
+    }
+    Ok(patterns)
+}
+
+/// What `add` held.
+pub struct Added {
+    pub patterns: Vec<String>,
+    pub added: usize,
+    pub total: usize,
+}
+
+impl Added {
+    pub fn told(&self) -> String {
+        format!(
+            "held {} files under {} ({} files held in all); the Stop hook's check now runs on them as held, and a declaration while one differs is refused",
+            self.added,
+            self.patterns.join(", "),
+            self.total
+        )
+    }
+}
+
+/// Holds `patterns` (normalized) as the working tree, or the commit `at`, has them: their
+/// files' bytes kept, the hold saved. A pattern that holds no file is refused, and nothing is
+/// saved.
+pub fn add(project: &Project, patterns: &[String], at: Option<&str>) -> Result<Added> {
+    if patterns.is_empty() {
+        return Err(Error::usage(
+            "hold add needs the tests to hold, e.g. stop-gate hold add tests/",
+        ));
+    }
+    let mut record = hold::load(project)?.unwrap_or_default();
+    let mut added = 0;
+    for pattern in patterns {
+        let matcher = Matcher::new(std::iter::once(pattern.as_str()));
+        let (from, taken) = match at {
+            Some(rev) => from_commit(project, rev, &matcher)?,
+            None => (
+                hold::WORKING_TREE.to_string(),
+                from_worktree(project, &matcher, Limits::default())?,
+            ),
+        };
+        if taken.is_empty() {
+            return Err(Error::usage(format!(
+                "`{pattern}` holds no file {}; name test files or directories that are there (files git ignores are never held)",
+                match at {
+                    Some(rev) => format!("at {rev}"),
+                    None => "in the working tree".to_string(),
+                }
+            )));
+        }
+        added += taken.len();
+        keep(project, &mut record, taken)?;
+        record.patterns.retain(|p| p.pattern != *pattern);
+        record.patterns.push(hold::Pattern {
+            pattern: pattern.clone(),
+            at: from,
+        });
+    }
+    record.settle();
+    hold::save(project, &record)?;
+    Ok(Added {
+        patterns: patterns.to_vec(),
+        added,
+        total: record.files.len(),
+    })
+}
+
+/// Stores each taken file's bytes and puts its entry in the hold.
+pub fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<()> {
+    for (file, bytes) in taken {
+        hold::store_blob(project, &file.blob, &bytes)?;
+        record.files.push(file);
     }
     Ok(())
 }

@@ -390,3 +390,72 @@ pub fn named(items: &[String]) -> String {
     }
     text
 }
+
+/// A baseline recorded: what to tell, and the note for a check that ran unconfined.
+pub struct Recorded {
+    pub told: String,
+    pub unconfined: Option<String>,
+}
+
+/// Runs `command` under the hold as the Stop hook would (confined, in the copy) and records
+/// each test's outcome as the baseline: every test that passed must still pass. A check that
+/// names no test records nothing.
+pub fn record_baseline(
+    project: &Project,
+    command: &str,
+    network: bool,
+    timeout: Duration,
+) -> crate::Result<Recorded> {
+    use crate::Error;
+
+    let mut record = crate::state::hold::load(project)?.ok_or_else(|| {
+        Error::usage("nothing is held: hold the tests first (stop-gate hold add tests/)")
+    })?;
+    let plan = command::plan(project, Vec::new(), network);
+    let required = || crate::reach::sandbox::sandbox_on(&project.dir);
+    let ran = run_once(
+        project,
+        &record,
+        command,
+        &plan,
+        &required,
+        timeout,
+        Limits::default(),
+    )
+    .map_err(Error::Io)?;
+    let results = ran
+        .results
+        .map_err(|why| Error::input(format!("`{command}`: {why}; no baseline was recorded")))?;
+    if results.tests.is_empty() {
+        return Err(Error::input(format!(
+            "`{command}` reported no test by name, so no baseline was recorded; add a JUnit report ({JUNIT}: pytest --junitxml={JUNIT}), or run unittest -v, pytest -rA, go test -json, or cargo test as it prints"
+        )));
+    }
+    let mut rules = record.tests.take().unwrap_or_default();
+    let pick = |outcome: Outcome| -> Vec<String> {
+        results
+            .tests
+            .iter()
+            .filter(|(_, o)| **o == outcome)
+            .map(|(id, _)| id.clone())
+            .collect()
+    };
+    rules.passed = pick(Outcome::Passed);
+    rules.failed = pick(Outcome::Failed);
+    rules.skipped = pick(Outcome::Skipped);
+    rules.command = Some(command.to_string());
+    rules.recorded_at = Some(crate::sys::time::now_rfc3339());
+    let told = format!(
+        "baseline of `{command}`: {} passed (each must still pass, by name), {} failed, {} skipped",
+        rules.passed.len(),
+        rules.failed.len(),
+        rules.skipped.len()
+    );
+    record.tests = Some(rules);
+    record.settle();
+    crate::state::hold::save(project, &record)?;
+    Ok(Recorded {
+        told,
+        unconfined: ran.checked.unconfined,
+    })
+}

@@ -1,7 +1,7 @@
-//! The human's slash commands (SPEC §4): `/vigil-loop …` and `/vigil-cancel` (and the plugin's
-//! `/vigil:vigil-loop`, `/vigil:vigil-cancel`), read by `stop-gate` on UserPromptSubmit from the
-//! prompt as typed, before the command expands. Only a prompt that begins with one starts or
-//! cancels a loop: a mention, a quote, a `<task-notification>` turn (background work ending),
+//! The human's slash commands (SPEC §4, §11): `/vigil-loop …`, `/vigil-cancel` and
+//! `/vigil-hold …` (and the plugin's `/vigil:vigil-loop`, …), read by `stop-gate` on
+//! UserPromptSubmit from the prompt as typed, before the command expands. Only a prompt that
+//! begins with one starts or cancels a loop, or holds the tests: a mention, a quote, a `<task-notification>` turn (background work ending),
 //! or anything the agent writes never does. The commands' own `!` blocks only show the result.
 
 use crate::cli::hook::{Context, HookInput, Wire};
@@ -15,6 +15,8 @@ pub enum Command<'a> {
     /// `/vigil-loop ARGS`: the arguments as typed.
     Loop(&'a str),
     Cancel,
+    /// `/vigil-hold ARGS` (SPEC §11): the human holds the tests.
+    Hold(&'a str),
     /// Anything else: vigil does nothing.
     None,
 }
@@ -35,6 +37,9 @@ pub fn command_of(prompt: &str) -> Command<'_> {
     }
     if after("vigil-cancel").is_some() {
         return Command::Cancel;
+    }
+    if let Some(args) = after("vigil-hold") {
+        return Command::Hold(args.trim_start());
     }
     Command::None
 }
@@ -176,8 +181,77 @@ pub fn handle(project: &Project, input: &HookInput) -> PromptOutput {
             },
             Err(e) => refused(&e),
         },
+        Command::Hold(raw) => match hold(project, input, raw) {
+            Ok(told) => PromptOutput::Done {
+                context: format!(
+                    "The human holds the tests that judge this work: {told}. Held files are the human's: do not edit, delete, skip or rename them, and add no runner configuration under them; new tests in new files are yours to add, but the Stop hook's check does not run them. If a held test is wrong, end your reply with a line `needs-decision: ` and say why."
+                ),
+                message: format!("vigil: {told}"),
+            },
+            Err(e) => refused(&e),
+        },
         Command::None => PromptOutput::Nothing,
     }
+}
+
+/// `/vigil-hold [PATH...] [--at REV] [--baseline CMD]`: `stop-gate hold add`, from the human's
+/// own prompt; paths are taken from the directory the session runs in, and none means what
+/// the repository's `.vigil-hold` names.
+fn hold(project: &Project, input: &HookInput, raw: &str) -> crate::Result<String> {
+    use crate::Error;
+    use crate::evidence::held;
+
+    let words: Vec<String> = loops::split_words(raw)
+        .into_iter()
+        .map(|word| word.text)
+        .collect();
+    let mut at = None;
+    let mut baseline = None;
+    let mut paths = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let (flag, inline) = match word.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => {
+                (flag.to_string(), Some(value.to_string()))
+            }
+            _ => (word.clone(), None),
+        };
+        let mut value = |name: &str| {
+            inline
+                .clone()
+                .or_else(|| words.next())
+                .ok_or_else(|| Error::usage(format!("{name} needs a value")))
+        };
+        match flag.as_str() {
+            "--at" => at = Some(value("--at")?),
+            "--baseline" => baseline = Some(value("--baseline")?),
+            other if other.starts_with('-') => {
+                return Err(Error::usage(format!(
+                    "/vigil-hold takes paths, --at REV and --baseline CMD, not {other}"
+                )));
+            }
+            _ => paths.push(word),
+        }
+    }
+    let top = held::top(project)?;
+    let here = input.cwd.clone().unwrap_or_else(|| project.dir.clone());
+    let patterns = if paths.is_empty() {
+        held::setting_patterns(project, at.as_deref())?
+    } else {
+        held::normalized(&top, &here, &paths)?
+    };
+    let added = held::add(project, &patterns, at.as_deref())?;
+    let mut told = added.told();
+    if let Some(command) = baseline {
+        let recorded = crate::gate::held_check::record_baseline(
+            project,
+            &command,
+            false,
+            std::time::Duration::from_secs(300),
+        )?;
+        told.push_str(&format!("; {}", recorded.told));
+    }
+    Ok(told)
 }
 
 #[cfg(test)]
@@ -194,11 +268,15 @@ mod tests {
         assert_eq!(command_of("/vigil-loop"), Command::Loop(""));
         assert_eq!(command_of("/vigil-cancel"), Command::Cancel);
         assert_eq!(command_of("/vigil:vigil-cancel please"), Command::Cancel);
+        assert_eq!(command_of("/vigil-hold tests/"), Command::Hold("tests/"));
+        assert_eq!(command_of("/vigil:vigil-hold"), Command::Hold(""));
         for not in [
             "please run /vigil-loop x",
             " /vigil-loop x",
             "/vigil-loops x",
             "/vigil-cancelled",
+            "/vigil-holds",
+            "please /vigil-hold tests",
             "<task-notification>/vigil-cancel</task-notification>",
             "`/vigil-loop x`",
             "/other:vigil-loop x",

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::evidence::held;
 use crate::handoff::{self, HandoffKind, Record, Unusable};
+use crate::state::hold;
 use crate::state::loop_state::LoopStatus;
 use crate::state::loops;
 use crate::state::project::{Project, SessionId};
@@ -148,6 +150,7 @@ fn protection_notes(project: &Project) -> Vec<String> {
             place.dir.display()
         ));
     }
+    notes.extend(hold_notes(project));
     let legacy = loops::legacy_loops(project);
     let told = place.dir.join("legacy-loops-told");
     if legacy > 0 && std::fs::symlink_metadata(&told).is_err() {
@@ -157,6 +160,46 @@ fn protection_notes(project: &Project) -> Vec<String> {
         ));
         let _ = std::fs::create_dir_all(&place.dir)
             .and_then(|()| atomic::write_atomic(&told, b"", 0o600));
+    }
+    notes
+}
+
+/// What the session must know of the human's hold on the tests (SPEC §11), a line each (a
+/// note is cut at 300 characters): the sandboxed shell only meets a read-only error, and the
+/// check runs them as held, so the agent is told which they are, and which differ now.
+fn hold_notes(project: &Project) -> Vec<String> {
+    let hold = match hold::load(project) {
+        Ok(Some(hold)) => hold,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            return vec![format!(
+                "vigil: {e}; until it is read, the Stop hook blocks"
+            )];
+        }
+    };
+    let patterns: Vec<&str> = hold.patterns.iter().map(|p| p.pattern.as_str()).collect();
+    let mut notes = Vec::new();
+    if let Ok(compared) = held::compare(project, &hold)
+        && !compared.changed.is_empty()
+    {
+        notes.push(format!(
+            "vigil: held files differ from the human's hold and must be put back as held before a stop: {}",
+            compared.changed_phrase(5)
+        ));
+    }
+    notes.push(format!(
+        "vigil: the human holds the tests that judge this work: {} ({} files); never edit, delete, skip or rename them; add tests in new files; if a held test is wrong, end with `needs-decision: ` and why",
+        patterns.join(", "),
+        hold.files.len()
+    ));
+    if let Some(rules) = &hold.tests
+        && (!rules.passed.is_empty() || !rules.must_pass.is_empty())
+    {
+        notes.push(format!(
+            "vigil: by name, the {} tests that passed when they were held must still pass, and {} more the human named",
+            rules.passed.len(),
+            rules.must_pass.len()
+        ));
     }
     notes
 }

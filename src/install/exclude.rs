@@ -66,7 +66,7 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
     if personal {
         paths.push(file.to_path_buf());
         if file.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new(".claude")) {
-            for name in ["vigil-loop.md", "vigil-cancel.md"] {
+            for name in ["vigil-loop.md", "vigil-cancel.md", "vigil-hold.md"] {
                 paths.push(project.join(".claude/commands").join(name));
             }
         }

@@ -9,14 +9,10 @@ use lexopt::prelude::*;
 use crate::cli::flags::{print, string_value};
 use crate::cli::output::diagnostic;
 use crate::evidence::held::{self, Change, Taken};
-use crate::evidence::results::Outcome;
 use crate::evidence::subject::Limits;
-use crate::gate;
 use crate::gate::held_check;
-use crate::reach::sandbox;
-use crate::state::hold::{self, Hold, Matcher, Pattern};
+use crate::state::hold::{self, Hold, Matcher};
 use crate::state::project::Project;
-use crate::sys::paths;
 use crate::verdict::defang;
 use crate::{Error, Exit, Result};
 
@@ -27,6 +23,7 @@ stop-gate hold: hold the tests that judge the work, so the agent cannot weaken t
 
 Usage:
   stop-gate hold add [--at REV] PATH|GLOB...   hold these as the working tree (or commit REV) has them
+  stop-gate hold add [--at REV]                hold what the repository's .vigil-hold names
   stop-gate hold add --env PATH...             what the check needs that git ignores (.venv, node_modules)
   stop-gate hold show [--json]                 what is held
   stop-gate hold diff [--patch]                how the tree differs from the hold (exit 1 if it does)
@@ -39,10 +36,14 @@ Usage:
   stop-gate hold must-pass ID...               these tests must pass (e.g. the ones the work fixes)
   stop-gate hold flaky ID...                   these tests are not held to the baseline
   stop-gate hold add ... --baseline CMD        hold, then record the baseline
+In Claude Code, the human's /vigil-hold [PATH...] [--at REV] [--baseline CMD] does hold add.
 
 A PATH is a file, or a directory and everything below it; a GLOB (quote it) takes `*` within a
 directory and `**` across them, e.g. 'tests/**/test_*.py'. Paths are taken from the directory
-you run it in. The hold belongs to the repository: every worktree's loops use it. It lives in
+you run it in. A committed .vigil-hold at the repository's top may say what to hold (a
+pattern a line, # for comments); it takes effect only when a human runs hold add (or
+/vigil-hold) with no paths, and CI reads it from the base branch (marker-writer run
+--hold-from REF). The hold belongs to the repository: every worktree's loops use it. It lives in
 vigil's protected state, out of the agent's reach under settings-merge install --protect, and
 vigil never changes your working tree for it.
 
@@ -129,6 +130,13 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         }
     }
     let project = Project::resolve(None, None);
+    // Those that only read look the state up where it is, making nothing: the slash
+    // command's `!` block runs `hold show` in the sandbox, where the state home is read-only.
+    let project = if matches!(action.as_str(), "show" | "diff" | "cat") {
+        project.for_reading()
+    } else {
+        project
+    };
     let run = Baseline {
         network,
         timeout: std::time::Duration::from_secs(timeout),
@@ -164,37 +172,15 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     }
 }
 
-/// An argument as a hold keeps it: from the repository's top, `/`-separated, no trailing `/`.
+fn normalized(top: &Path, args: &[String]) -> Result<Vec<String>> {
+    args.iter().map(|arg| normalize(top, arg)).collect()
+}
+
+/// An argument as a hold keeps it, taken from the directory this runs in.
 fn normalize(top: &Path, arg: &str) -> Result<String> {
     let here = std::env::current_dir()
         .map_err(|e| Error::Io(format!("cannot tell where this runs: {e}")))?;
-    let here = paths::canonical(&here);
-    let full = paths::lexical(&here.join(arg));
-    let rest = full.strip_prefix(top).map_err(|_| {
-        Error::usage(format!(
-            "`{arg}` is outside the repository at {}; hold paths inside it",
-            top.display()
-        ))
-    })?;
-    let text = rest
-        .to_str()
-        .ok_or_else(|| Error::usage(format!("`{arg}` is not valid UTF-8")))?
-        .replace('\\', "/");
-    let text = text.trim_end_matches('/').to_string();
-    if text.is_empty() {
-        return Err(Error::usage(
-            "a hold names the tests, not the whole repository: name the test directories or files",
-        ));
-    }
-    hold::check_path(&text)?;
-    if hold::is_glob(&text) {
-        hold::compile(&text)?;
-    }
-    Ok(text)
-}
-
-fn normalized(top: &Path, args: &[String]) -> Result<Vec<String>> {
-    args.iter().map(|arg| normalize(top, arg)).collect()
+    held::normalize(top, &here, arg)
 }
 
 /// Says where the hold is kept when the agent could write it there.
@@ -212,61 +198,15 @@ fn warn_if_reachable(project: &Project) {
 }
 
 fn add(project: &Project, args: &[String], at: Option<&str>) -> Result<Exit> {
-    if args.is_empty() {
-        return Err(Error::usage(
-            "hold add needs the tests to hold, e.g. stop-gate hold add tests/",
-        ));
-    }
     let top = held::top(project)?;
-    let patterns = normalized(&top, args)?;
-    let mut record = hold::load(project)?.unwrap_or_default();
-    let mut added = 0;
-    for pattern in &patterns {
-        let matcher = Matcher::new(std::iter::once(pattern.as_str()));
-        let (from, taken) = match at {
-            Some(rev) => held::from_commit(project, rev, &matcher)?,
-            None => (
-                hold::WORKING_TREE.to_string(),
-                held::from_worktree(project, &matcher, Limits::default())?,
-            ),
-        };
-        if taken.is_empty() {
-            return Err(Error::usage(format!(
-                "`{pattern}` holds no file {}; name test files or directories that are there (files git ignores are never held)",
-                match at {
-                    Some(rev) => format!("at {rev}"),
-                    None => "in the working tree".to_string(),
-                }
-            )));
-        }
-        added += taken.len();
-        keep(project, &mut record, taken)?;
-        record.patterns.retain(|p| p.pattern != *pattern);
-        record.patterns.push(Pattern {
-            pattern: pattern.clone(),
-            at: from,
-        });
-    }
-    record.settle();
-    hold::save(project, &record)?;
+    let patterns = if args.is_empty() {
+        held::setting_patterns(project, at)?
+    } else {
+        normalized(&top, args)?
+    };
+    let added = held::add(project, &patterns, at)?;
     warn_if_reachable(project);
-    print(
-        format!(
-            "stop-gate: held {added} files under {} ({} files held in all); the Stop hook's check now runs on them as held, and a declaration while one differs is refused\n",
-            patterns.join(", "),
-            record.files.len()
-        )
-        .as_bytes(),
-    )
-}
-
-/// Stores each taken file's bytes and puts its entry in the hold.
-fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<()> {
-    for (file, bytes) in taken {
-        hold::store_blob(project, &file.blob, &bytes)?;
-        record.files.push(file);
-    }
-    Ok(())
+    print(format!("stop-gate: {}\n", added.told()).as_bytes())
 }
 
 fn add_env(project: &Project, args: &[String]) -> Result<Exit> {
@@ -387,55 +327,11 @@ struct Baseline {
 
 /// Runs `command` under the hold as the Stop hook would, and records each test's outcome.
 fn record_baseline(project: &Project, command: &str, run: &Baseline) -> Result<Exit> {
-    let mut record = loaded(project)?;
-    let plan = gate::command::plan(project, Vec::new(), run.network);
-    let required = || sandbox::sandbox_on(&project.dir);
-    let ran = held_check::run_once(
-        project,
-        &record,
-        command,
-        &plan,
-        &required,
-        run.timeout,
-        Limits::default(),
-    )
-    .map_err(Error::Io)?;
-    if let Some(note) = &ran.checked.unconfined {
+    let recorded = held_check::record_baseline(project, command, run.network, run.timeout)?;
+    if let Some(note) = &recorded.unconfined {
         diagnostic(NAME, note);
     }
-    let results = ran
-        .results
-        .map_err(|why| Error::input(format!("`{command}`: {why}; no baseline was recorded")))?;
-    if results.tests.is_empty() {
-        return Err(Error::input(format!(
-            "`{command}` reported no test by name, so no baseline was recorded; add a JUnit report ({junit}: pytest --junitxml={junit}), or run unittest -v, pytest -rA, go test -json, or cargo test as it prints",
-            junit = held_check::JUNIT
-        )));
-    }
-    let mut rules = record.tests.take().unwrap_or_default();
-    let pick = |outcome: Outcome| -> Vec<String> {
-        results
-            .tests
-            .iter()
-            .filter(|(_, o)| **o == outcome)
-            .map(|(id, _)| id.clone())
-            .collect()
-    };
-    rules.passed = pick(Outcome::Passed);
-    rules.failed = pick(Outcome::Failed);
-    rules.skipped = pick(Outcome::Skipped);
-    rules.command = Some(command.to_string());
-    rules.recorded_at = Some(crate::sys::time::now_rfc3339());
-    let said = format!(
-        "stop-gate: baseline of `{command}`: {} passed (each must still pass, by name), {} failed, {} skipped\n",
-        rules.passed.len(),
-        rules.failed.len(),
-        rules.skipped.len()
-    );
-    record.tests = Some(rules);
-    record.settle();
-    hold::save(project, &record)?;
-    print(said.as_bytes())
+    print(format!("stop-gate: {}\n", recorded.told).as_bytes())
 }
 
 /// `hold must-pass` and `hold flaky`: tests the human names.
@@ -547,7 +443,7 @@ fn refresh(project: &Project, args: &[String]) -> Result<Exit> {
     record
         .files
         .retain(|f| !wanted(&f.path) || present.contains(&f.path));
-    keep(project, &mut record, taken)?;
+    held::keep(project, &mut record, taken)?;
     record.settle();
     hold::save(project, &record)?;
     warn_if_reachable(project);

@@ -482,7 +482,11 @@ fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests()
 fn hold_refuses_paths_it_cannot_hold_in_one_line() {
     let p = python_project();
     for (args, says) in [
-        (vec!["add"], "needs the tests to hold"),
+        (vec!["add"], "name the tests to hold"),
+        (
+            vec!["add", "--at", "HEAD"],
+            "there is no .vigil-hold at HEAD",
+        ),
         (vec!["add", "/etc/passwd"], "outside the repository"),
         (vec!["add", "../elsewhere"], "outside the repository"),
         (vec!["add", "."], "not the whole repository"),
@@ -561,5 +565,86 @@ fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake()
             .unwrap()
             .contains("held files differ: tests/test_calc.py (modified)"),
         "{wake}"
+    );
+}
+
+#[test]
+fn the_humans_vigil_hold_prompt_holds_the_tests_and_a_mention_holds_nothing() {
+    let p = python_project();
+    for mention in [
+        "please /vigil-hold tests",
+        "`/vigil-hold tests`",
+        " /vigil-hold tests",
+    ] {
+        assert_eq!(
+            p.prompt("s1", mention),
+            serde_json::Value::Null,
+            "{mention}"
+        );
+    }
+    assert_eq!(hold(&p, &["show"]).status.code(), Some(1));
+    let said = p.prompt("s1", "/vigil-hold tests/test_calc.py");
+    let context = said["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.starts_with(
+            "The human holds the tests that judge this work: held 1 files under tests/test_calc.py"
+        ),
+        "{context}"
+    );
+    assert!(context.contains("needs-decision:"), "{context}");
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("vigil: held 1 files"),
+        "{said}"
+    );
+    // A path that holds nothing is refused in one line, and nothing is held.
+    let said = p.prompt("s1", "/vigil:vigil-hold nothing-here/");
+    assert_eq!(said["decision"], "block", "{said}");
+    assert!(said["reason"].as_str().unwrap().contains("holds no file"));
+    let record = json_of(&p.protected().join("hold/hold.json"));
+    assert_eq!(record["files"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_hold_made_without_paths_holds_what_the_repositorys_vigil_hold_names() {
+    let p = python_project();
+    write_file(&p.path().join(".vigil-hold"), "# the tests\ntests\n");
+    // The setting alone holds nothing: a human makes the hold.
+    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    let said = held(&p, &["add"]);
+    assert!(said.contains("held 2 files under tests"), "{said}");
+    git(p.path(), &["add", ".vigil-hold"]);
+    git(p.path(), &["commit", "-qm", "what to hold"]);
+    held(&p, &["release", "--all"]);
+    let said = p.prompt("s2", "/vigil-hold --at HEAD");
+    assert!(
+        said["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("held 2 files under tests"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_next_session_is_told_what_is_held_and_what_differs() {
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    write_file(&p.path().join("tests/test_calc.py"), "weakened\n");
+    let out = session_start(p.path(), "s9", "startup");
+    assert!(out.status.success(), "{}", said(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let context = json["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap();
+    assert!(
+        context.contains("the human holds the tests that judge this work: tests (2 files)")
+            && context
+                .contains("must be put back as held before a stop: tests/test_calc.py (modified)"),
+        "{context}"
     );
 }
