@@ -15,6 +15,7 @@ use crate::cli::flags::{help, number, print, shell_quote, string_value};
 use crate::cli::output::diagnostic;
 use crate::error;
 use crate::error::{Error, Result};
+use crate::evidence::held;
 use crate::evidence::marker::{self};
 use crate::evidence::notes;
 use crate::evidence::notes::MAX_FETCH;
@@ -48,7 +49,7 @@ marker-writer: content-bound markers from a protected writer, verified fail-clos
 
 Usage:
   marker-writer run    --check NAME [--subject S] [--timeout SECS] [--snapshot [--keep-env NAME]...]
-                       [--publish] -- CMD ARGS...
+                       [--hold-from REF [--hold PATTERN]...] [--publish] -- CMD ARGS...
   marker-writer write  --check NAME --status STATUS [--subject S] [--note TEXT]
                        [--command CMD] [--publish]
   marker-writer verify --check NAME [--subject S] [--max-age DURATION] [--command CMD]
@@ -110,6 +111,12 @@ Options:
                        confinement could be had, said on stderr). Without it the command
                        runs in place, unconfined (for CI)
   --keep-env NAME      run --snapshot, repeatable: also keep this variable (never VIGIL_*)
+  --hold-from REF      run: hold the tests as REF has them (the base branch, in CI): the paths
+                       REF's .vigil-hold names (or --hold's) are restored in the run's copy
+                       (implies --snapshot), read-only, unheld files under them left out; the
+                       payload records the hold (run.hold: REF's commit, the patterns, a digest)
+  --hold PATTERN       run --hold-from, repeatable: hold this path or glob instead of
+                       REF's .vigil-hold
   --check-network      run --snapshot: the confined command may use the network
   --check-write DIR    run --snapshot, repeatable: the confined command may also write DIR
                        (an absolute path: a cache)
@@ -176,6 +183,10 @@ struct Options {
     keep_env: Vec<String>,
     check_network: bool,
     check_write: Vec<PathBuf>,
+    /// `run --hold-from REF`: the held paths restored from REF in the run's copy.
+    hold_from: Option<String>,
+    /// `run --hold PATTERN`: what to hold from REF (else its `.vigil-hold`).
+    hold: Vec<String>,
     max_file_size: Option<u64>,
     max_fetch: Option<u64>,
     global: bool,
@@ -478,6 +489,12 @@ fn parse(action: Action, args: Vec<OsString>) -> Result<Option<Options>> {
                 options.key_file = Some(PathBuf::from(file))
             }
             Long("snapshot") if action == Action::Run => options.snapshot = true,
+            Long("hold-from") if action == Action::Run => {
+                options.hold_from = Some(string_value(&mut parser, "--hold-from")?)
+            }
+            Long("hold") if action == Action::Run => {
+                options.hold.push(string_value(&mut parser, "--hold")?)
+            }
             Long("check-network") if action == Action::Run => options.check_network = true,
             Long("check-write") if action == Action::Run => options
                 .check_write
@@ -537,6 +554,15 @@ fn parse(action: Action, args: Vec<OsString>) -> Result<Option<Options>> {
             _ => return Err(arg.unexpected().into()),
         }
     }
+    if !options.hold.is_empty() && options.hold_from.is_none() {
+        return Err(Error::usage(
+            "--hold names what to hold from --hold-from REF; give --hold-from too",
+        ));
+    }
+    // The held paths are restored in a copy, never in the worktree itself.
+    if options.hold_from.is_some() {
+        options.snapshot = true;
+    }
     if !options.keep_env.is_empty() && !options.snapshot {
         return Err(Error::usage(
             "--keep-env keeps a variable through --snapshot's clean environment; an in-place run keeps them all",
@@ -583,10 +609,29 @@ fn run(
     } else {
         shown
     };
+    // CI holds too (SPEC §11): the held paths as REF has them, taken before anything runs.
+    let ci_hold = match &options.hold_from {
+        Some(rev) => Some(held::from_ref(project, rev, &options.hold)?),
+        None => None,
+    };
+    let mut applied = None;
     let snapshot = match subject_id {
         Some(_) => None,
         None => {
             let snapshot = snapshot::take(project, limits)?;
+            if let Some((hold, blobs, _)) = &ci_hold {
+                let bytes_of = |file: &crate::state::hold::HeldFile| {
+                    blobs.get(&file.blob).cloned().ok_or_else(|| {
+                        Error::input(format!("the held copy of {} is missing", file.path))
+                    })
+                };
+                applied = Some(held::apply(
+                    &held::top(project)?,
+                    snapshot.path(),
+                    hold,
+                    &bytes_of,
+                )?);
+            }
             if !snapshot.protected {
                 diagnostic(
                     NAME,
@@ -617,7 +662,10 @@ fn run(
     let mut cmd = match &snapshot {
         Some(snapshot) => {
             let plan = Plan {
-                read_only: Vec::new(),
+                read_only: applied
+                    .as_ref()
+                    .map(|a| a.read_only.clone())
+                    .unwrap_or_default(),
                 bound: Vec::new(),
                 env: Vec::new(),
                 work: snapshot.path().to_path_buf(),
@@ -725,6 +773,16 @@ fn run(
         output_sha256: ran.output_sha256,
         isolation: Some(isolation),
         confinement: Some(confinement),
+        hold: ci_hold.as_ref().map(|(hold, _, commit)| payload::HeldRun {
+            from: commit.clone(),
+            patterns: hold.patterns.iter().map(|p| p.pattern.clone()).collect(),
+            files: hold.files.len() as u64,
+            digest: held::digest(hold),
+            left_out: applied
+                .as_ref()
+                .map(|a| a.left_out.iter().take(20).cloned().collect())
+                .unwrap_or_default(),
+        }),
     };
     let mut payload = payload(check, status, &subject_id, Some(record), note);
     if let Some(key) = signer {

@@ -310,11 +310,36 @@ pub struct Prepared {
 /// files under a held pattern removed, the declared environment's mount points made (the confinement shows it there, read-only).
 pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepared> {
     let snapshot = snapshot::take(project, limits)?;
-    let copy = std::fs::canonicalize(snapshot.path())
-        .map_err(|e| Error::io("read", snapshot.path(), &e))?;
     let hold_dir = hold::dir(project);
+    let stored = |held: &HeldFile| hold::blob_in(&hold_dir, &held.blob);
+    let applied = apply(&top(project)?, snapshot.path(), hold, &stored)?;
+    Ok(Prepared {
+        snapshot,
+        read_only: applied.read_only,
+        bound: applied.bound,
+        left_out: applied.left_out,
+    })
+}
+
+/// What [`apply`] did to a copy.
+pub struct Applied {
+    pub read_only: Vec<PathBuf>,
+    pub bound: Vec<(PathBuf, PathBuf)>,
+    pub left_out: Vec<String>,
+}
+
+/// Makes every held path of the copy at `copy` (of the repository at `top`) as held: each held
+/// file written from `bytes_of` (checked against its blob id), unheld files under a held
+/// pattern removed, the declared environment's mount points made.
+pub fn apply(
+    top: &Path,
+    copy: &Path,
+    hold: &Hold,
+    bytes_of: &dyn Fn(&HeldFile) -> Result<Vec<u8>>,
+) -> Result<Applied> {
+    let copy = std::fs::canonicalize(copy).map_err(|e| Error::io("read", copy, &e))?;
     for held in &hold.files {
-        let bytes = hold::blob_in(&hold_dir, &held.blob)?;
+        let bytes = bytes_of(held)?;
         if tree::hex(&tree::blob_id(&bytes)?) != held.blob {
             return Err(Error::input(format!(
                 "the held copy of {} is damaged; a human must run `stop-gate hold refresh {}`",
@@ -337,7 +362,6 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
             read_only.push(copy.join(&prefix));
         }
     }
-    let top = top(project)?;
     let mut bound = Vec::new();
     for env in &hold.env {
         let live = top.join(env);
@@ -354,12 +378,61 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
         }
         bound.push((live, place));
     }
-    Ok(Prepared {
-        snapshot,
+    Ok(Applied {
         read_only,
         bound,
         left_out,
     })
+}
+
+/// A hold made in memory from the commit `rev` (CI's `marker-writer run --hold-from`): the
+/// patterns given, else those `.vigil-hold` names at `rev`; the files as `rev` has them, with
+/// their bytes; and the commit's id.
+pub fn from_ref(
+    project: &Project,
+    rev: &str,
+    patterns: &[String],
+) -> Result<(Hold, std::collections::HashMap<String, Vec<u8>>, String)> {
+    let patterns = if patterns.is_empty() {
+        setting_patterns(project, Some(rev))?
+    } else {
+        let top = top(project)?;
+        normalized(&top, &top, patterns)?
+    };
+    let matcher = Matcher::new(patterns.iter().map(String::as_str));
+    let (commit, taken) = from_commit(project, rev, &matcher)?;
+    if taken.is_empty() {
+        return Err(Error::usage(format!(
+            "{} holds no file at {rev}",
+            patterns.join(", ")
+        )));
+    }
+    let mut record = Hold::new();
+    record.patterns = patterns
+        .into_iter()
+        .map(|pattern| hold::Pattern {
+            pattern,
+            at: commit.clone(),
+        })
+        .collect();
+    let mut blobs = std::collections::HashMap::new();
+    for (file, bytes) in taken {
+        blobs.insert(file.blob.clone(), bytes);
+        record.files.push(file);
+    }
+    record.settle();
+    Ok((record, blobs, commit))
+}
+
+/// A digest of what a hold holds (`sha256:` of each file's path, mode and blob id, a line
+/// each, in path order): what a marker records of the hold it ran under.
+pub fn digest(hold: &Hold) -> String {
+    let text: String = hold
+        .files
+        .iter()
+        .map(|f| format!("{} {} {}\n", f.mode, f.blob, f.path))
+        .collect();
+    format!("sha256:{}", crate::sys::digest::sha256_hex(text.as_bytes()))
 }
 
 /// Writes a held file into the copy at `path`, through real directories only.

@@ -105,6 +105,24 @@ pub struct Run {
     /// before vigil confined commands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confinement: Option<Confinement>,
+    /// `run --hold-from REF` (SPEC §11): the held paths were restored from REF for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HeldRun>,
+}
+
+/// The hold a `run --hold-from` ran under (SPEC §11).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldRun {
+    /// The commit the held paths were taken from.
+    pub from: String,
+    /// What was held: paths and globs from the repository's top.
+    pub patterns: Vec<String>,
+    /// How many files were held, and their digest (`held::digest`).
+    pub files: u64,
+    pub digest: String,
+    /// Files under a held pattern that the run's copy left out (new tests), the first 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
 }
 
 /// What confined `run`'s command (SPEC §9).

@@ -4,6 +4,7 @@
 
 mod confinement;
 mod crash_safety;
+mod hold_from;
 mod hostile_input;
 mod round_trips;
 mod run;
