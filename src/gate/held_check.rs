@@ -126,6 +126,9 @@ pub fn run_once(
         plan.env = cache_variables(&cache);
         plan.writable.push(cache);
     }
+    if let Some(path) = check_path(project, hold, &prepared)? {
+        plan.env.push(("PATH".to_string(), path));
+    }
     let (command, report) = Report::for_command(project, command)
         .map_err(|e| format!("stop-gate: cannot make a place for the check's JUnit report: {e}"))?;
     if let Some(report) = &report {
@@ -147,6 +150,52 @@ pub fn run_once(
         left_out: prepared.left_out,
         subject: prepared.snapshot.subject.clone(),
     })
+}
+
+/// The check's PATH under the hold: an entry inside the project is the agent's to fill (a
+/// `.venv/bin/git` it planted), so it must be in the environment the human declared, and then
+/// it names that environment in the copy; any other is refused. `None`: PATH as it is.
+fn check_path(
+    project: &Project,
+    hold: &Hold,
+    prepared: &held::Prepared,
+) -> Result<Option<PathBuf>, String> {
+    let Some(path) = std::env::var_os("PATH") else {
+        return Ok(None);
+    };
+    let top = held::top(project).map_err(|e| format!("stop-gate: {e}"))?;
+    let copy = crate::sys::paths::canonical(prepared.snapshot.path());
+    let mut changed = false;
+    let mut entries = Vec::new();
+    for entry in std::env::split_paths(&path) {
+        let real = crate::sys::paths::canonical(&entry);
+        let Ok(inside) = real.strip_prefix(&top) else {
+            entries.push(entry);
+            continue;
+        };
+        let declared = hold
+            .env
+            .iter()
+            .any(|env| inside.starts_with(Path::new(env)));
+        if !declared {
+            return Err(format!(
+                "stop-gate: the check's PATH holds {}, inside the project, where the agent can put programs of its own; declare it with `stop-gate hold add --env {}` (a human's step), or take it off PATH",
+                entry.display(),
+                inside.components().next().map_or_else(
+                    || ".".into(),
+                    |c| c.as_os_str().to_string_lossy().into_owned()
+                )
+            ));
+        }
+        entries.push(copy.join(inside));
+        changed = true;
+    }
+    if !changed {
+        return Ok(None);
+    }
+    std::env::join_paths(entries)
+        .map(|joined| Some(PathBuf::from(joined)))
+        .map_err(|e| format!("stop-gate: the check's PATH cannot be made: {e}"))
 }
 
 /// The project's check cache (SPEC §11): build and cache directories that only confined checks

@@ -147,6 +147,7 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
                     && matches!(event.as_str(), "Stop" | "SubagentStop")
                 {
                     findings.push(check_program(event, run, &target.project()));
+                    findings.extend(check_held(event, run, &target.project()));
                 }
                 findings.extend(check_confinement(event, &config, &target.project()));
                 findings.extend(unbound_markers(event, &config));
@@ -782,6 +783,75 @@ fn check_program(event: &str, run: &str, project: &Path) -> Finding {
             std::env::var("PATH").unwrap_or_default()
         )),
     }
+}
+
+/// Whether the tests the check runs are held (SPEC §11), and how the check could read its
+/// runner's configuration from its own command line rather than from files the agent edits:
+/// the doctor proposes pinning it, never holding a whole manifest.
+fn check_held(event: &str, run: &str, project: &Path) -> Vec<Finding> {
+    let short = defang::field_max(run, 24);
+    let mut findings = Vec::new();
+    let project = crate::state::project::Project::at(project).for_reading();
+    match crate::state::hold::load(&project) {
+        Ok(Some(hold)) => {
+            let patterns: Vec<&str> = hold.patterns.iter().map(|p| p.pattern.as_str()).collect();
+            let by_name = hold.tests.as_ref().is_some_and(|t| t.any());
+            findings.push(Finding::Ok(format!(
+                "{event}: the human holds {} files under {} for `{short}`{}",
+                hold.files.len(),
+                defang::field_max(&patterns.join(", "), 40),
+                if by_name { ", its tests judged by name" } else { "" }
+            )));
+        }
+        Ok(None) => findings.push(Finding::Warn(format!(
+            "{event}: stop-gate's check `{short}` runs the tests as the agent leaves them
+nothing is held: an agent that deletes, skips or edits a failing test passes this check; hold the tests with `stop-gate hold add tests/ --baseline '{run}'` (or /vigil-hold)"
+        ))),
+        Err(e) => findings.push(Finding::Fail(format!(
+            "{event}: the human's hold cannot be read: every stop is blocked
+{e}"
+        ))),
+    }
+    let Some(words) = shlex::split(run) else {
+        return findings;
+    };
+    let has = |word: &str| words.iter().any(|w| w == word);
+    let starts = |prefix: &str| words.iter().any(|w| w.starts_with(prefix));
+    let mut pin = Vec::new();
+    if (has("npm") || has("yarn") || has("pnpm")) && has("test") {
+        pin.push("`npm test` runs package.json's script, which the agent edits: call the runner itself (node --test tests/, npx jest -c jest.config.held.js)");
+    }
+    if has("make") {
+        pin.push("`make` runs the Makefile, which the agent edits (a `-` before a command ignores its failure): call the runner itself");
+    }
+    let pytest = words
+        .iter()
+        .any(|w| w == "pytest" || w.ends_with("/pytest"));
+    if pytest {
+        if !(has("-c") || starts("--config-file") || starts("-c")) {
+            pin.push("pytest reads pytest.ini, pyproject.toml, tox.ini and setup.cfg, which the agent edits: name a held one (-c tests/pytest.ini)");
+        }
+        if !starts("addopts=")
+            && !words
+                .windows(2)
+                .any(|w| w[0] == "-o" && w[1].starts_with("addopts"))
+        {
+            pin.push("pytest takes more options from addopts (a deselect): give -o addopts= on the check's line");
+        }
+    }
+    let python = words.iter().any(|w| w.starts_with("python"));
+    if python && (pytest || has("unittest")) && !has("-P") && !has("-I") {
+        pin.push("python puts the project first on sys.path, so a pytest.py, unittest.py or sitecustomize.py there runs instead: give python3 -P");
+    }
+    if !pin.is_empty() {
+        findings.push(Finding::Warn(format!(
+            "{event}: stop-gate's check `{short}` takes its runner's configuration from files the agent can edit
+{}
+pin it on the check's own command line; holding a whole manifest (pyproject.toml, package.json, Cargo.toml, a Makefile) would hold the project's code too",
+            pin.join("\n")
+        )));
+    }
+    findings
 }
 
 /// Whether the check of a stop-gate handler that has one runs confined (SPEC §9), and if not,

@@ -484,7 +484,7 @@ fn the_doctor_says_whether_the_check_is_confined() {
         let out = cmd.output().unwrap();
         let confinement: Vec<String> = findings_of(&stdout_of(&out))
             .into_iter()
-            .filter(|l| l.contains("`make test`"))
+            .filter(|l| l.contains("`make test`") && l.contains("confined"))
             .collect();
         assert_eq!(confinement.len(), 1, "{}", stdout_of(&out));
         (out.status.code(), confinement[0].clone())

@@ -648,3 +648,98 @@ fn the_next_session_is_told_what_is_held_and_what_differs() {
         "{context}"
     );
 }
+
+/// `settings-merge check --verbose` of `p`'s local settings: each finding on one line.
+fn doctor(p: &Project) -> Vec<String> {
+    let out = settings_merge()
+        .args(["check", "--verbose", "--settings"])
+        .arg(p.settings())
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    findings_of(&stdout_of(&out))
+}
+
+#[test]
+fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
+    let p = python_project();
+    p.install(&["--run", "make test"]);
+    let said = doctor(&p);
+    let unheld = said
+        .iter()
+        .find(|f| f.contains("runs the tests as the agent leaves them"))
+        .unwrap_or_else(|| panic!("{said:#?}"));
+    assert!(
+        unheld.starts_with("[warn]") && unheld.contains("stop-gate hold add tests/"),
+        "{unheld}"
+    );
+    let pin = said
+        .iter()
+        .find(|f| f.contains("takes its runner's configuration from files the agent can edit"))
+        .unwrap_or_else(|| panic!("{said:#?}"));
+    assert!(
+        pin.contains("`make` runs the Makefile") && pin.contains("holding a whole manifest"),
+        "{pin}"
+    );
+    held(&p, &["add", "tests"]);
+    let p2 = python_project();
+    p2.install(&["--run", "python3 -m pytest -q tests"]);
+    let said = doctor(&p2);
+    let pin = said
+        .iter()
+        .find(|f| f.contains("takes its runner's configuration"))
+        .unwrap_or_else(|| panic!("{said:#?}"));
+    assert!(
+        pin.contains("-c tests/pytest.ini")
+            && pin.contains("-o addopts=")
+            && pin.contains("python3 -P"),
+        "{pin}"
+    );
+    // Pinned, and held: nothing to propose.
+    held(&p2, &["add", "tests"]);
+    p2.install(&[
+        "--run",
+        "python3 -P -m pytest -q -c tests/pytest.ini -o addopts= tests",
+    ]);
+    let said = doctor(&p2);
+    assert!(
+        said.iter()
+            .any(|f| f.starts_with("[ok]") && f.contains("the human holds 2 files under tests")),
+        "{said:#?}"
+    );
+    assert!(
+        !said
+            .iter()
+            .any(|f| f.contains("takes its runner's configuration")),
+        "{said:#?}"
+    );
+}
+
+#[test]
+fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
+    let p = python_project();
+    write_file(&p.path().join(".gitignore"), ".venv/\n");
+    git(p.path(), &["add", ".gitignore"]);
+    git(p.path(), &["commit", "-qm", "ignore"]);
+    let tool = p.path().join(".venv/bin/mytool");
+    write_file(&tool, "#!/bin/sh\necho from-the-venv\n");
+    make_executable(&tool);
+    held(&p, &["add", "tests"]);
+    let path = format!(
+        "{}:{}",
+        p.path().join(".venv/bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    let env = [("PATH", std::ffi::OsStr::new(&path))];
+    let payload = p.payload("s1", Some("x")).to_string();
+    let stop = p.stop_with_env(&["--run", "mytool"], &env, payload.clone());
+    stop.assert_blocked_saying("the check's PATH holds");
+    assert!(
+        stop.reason().contains("stop-gate hold add --env .venv"),
+        "{}",
+        stop.reason()
+    );
+    held(&p, &["add", "--env", ".venv"]);
+    let stop = p.stop_with_env(&["--run", "mytool | grep -q from-the-venv"], &env, payload);
+    assert!(!stop.blocked(), "{}", stop.reason());
+}
