@@ -97,6 +97,13 @@ fn loop_line(line: &str) -> (Vec<String>, Vec<String>) {
 fn claude_readme_quick_start_works_as_written() {
     let Some(clients) = clients() else { return };
     let project = project();
+    // The reader's tests, which the quick start holds.
+    write_file(
+        &project.path().join("tests/check.sh"),
+        "test -f fixed.txt\n",
+    );
+    git(project.path(), &["add", "tests"]);
+    git(project.path(), &["commit", "-qm", "tests"]);
     let lines = quickstart("claude");
     assert!(
         lines
@@ -143,6 +150,20 @@ fn claude_readme_quick_start_works_as_written() {
         if line.contains("--check") {
             let text = String::from_utf8_lossy(&out.stdout);
             assert!(!text.contains("[fail]"), "{line}: {text}");
+        }
+        if line.contains("install.sh --check") {
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                text.contains("the human holds 1 files under tests"),
+                "{line}: {text}"
+            );
+        }
+        if line.contains(" hold add ") {
+            assert!(
+                stdout_of(&out).contains("held 1 files under tests"),
+                "{line}: {}",
+                said(&out)
+            );
         }
         if line.contains("marker-writer run") {
             ok(vigil(

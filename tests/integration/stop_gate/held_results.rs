@@ -410,3 +410,33 @@ fn a_passed_loop_names_the_tests_that_moved_and_the_new_test_files() {
         "{line}"
     );
 }
+
+/// SECURITY.md, what a hold cannot prevent: the code under test runs in the runner's own
+/// process, so a package whose `__init__.py` patches pytest's reports turns its failure into a
+/// pass that the report, the runner's summary and the per-test rules all agree on. This test
+/// pins that limit as SECURITY.md states it: if vigil ever catches it, the document changes.
+#[test]
+fn the_conftest_attack_from_the_packages_own_init_is_not_caught_as_security_md_says() {
+    if !pytest() {
+        return;
+    }
+    let p = Project::builder()
+        .git()
+        .file("calc/__init__.py", "def add(a, b):\n    return a - b\n")
+        .file(
+            "tests/test_calc.py",
+            "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_one():\n    assert add(1, 0) == 1\n",
+        )
+        .build();
+    held(&p, &["add", "tests", "--baseline", PYTEST]);
+    write_file(
+        &p.path().join("calc/__init__.py"),
+        "import _pytest.reports as _r\n\n_orig = _r.TestReport.from_item_and_call\n\n\ndef _pass(item, call):\n    report = _orig(item, call)\n    report.outcome = 'passed'\n    report.longrepr = None\n    return report\n\n\n_r.TestReport.from_item_and_call = staticmethod(_pass)\n\n\ndef add(a, b):\n    return a - b\n",
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    assert!(
+        !stop.blocked(),
+        "caught after all: update SECURITY.md ({})",
+        stop.reason()
+    );
+}
