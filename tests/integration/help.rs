@@ -14,7 +14,14 @@ const HELPS: &[(&str, &[&[&str]])] = &[
             &["defang", "--help"],
         ],
     ),
-    ("stop-gate", &[&["loop", "--help"], &["wait", "--help"]]),
+    (
+        "stop-gate",
+        &[
+            &["loop", "--help"],
+            &["wait", "--help"],
+            &["hold", "--help"],
+        ],
+    ),
     (
         "marker-writer",
         &[

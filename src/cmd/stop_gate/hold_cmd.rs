@@ -22,22 +22,21 @@ pub const HELP: &str = "\
 stop-gate hold: hold the tests that judge the work, so the agent cannot weaken them.
 
 Usage:
-  stop-gate hold add [--at REV] PATH|GLOB...   hold these as the working tree (or commit REV) has them
+  stop-gate hold add [--at REV] PATH|GLOB...   hold them as the tree (or commit REV) has them
   stop-gate hold add [--at REV]                hold what the repository's .vigil-hold names
-  stop-gate hold add --env PATH...             what the check needs that git ignores (.venv, node_modules)
+  stop-gate hold add --env PATH...             what the check needs that git ignores (.venv)
   stop-gate hold show [--json]                 what is held
-  stop-gate hold diff [--patch]                how the tree differs from the hold (exit 1 if it does)
-  stop-gate hold refresh [PATH|GLOB...]        renew held files from the working tree (a change you made)
+  stop-gate hold diff [--patch]                how the tree differs (exit 1 when it does)
+  stop-gate hold refresh [PATH|GLOB...]        renew held files from the tree (a change you made)
   stop-gate hold release PATH|GLOB... | --all  stop holding them
   stop-gate hold cat PATH                      a held file's bytes, as held
   stop-gate hold baseline [--check-network] [--timeout SECS] CMD
-                                               run the check under the hold and record which tests
-                                               passed: each must still pass, by name
-  stop-gate hold must-pass ID...               these tests must pass (e.g. the ones the work fixes)
+                                               run the check under the hold and record which
+                                               tests passed: each must still pass, by name
+  stop-gate hold must-pass ID...               these tests must pass (those the work fixes)
   stop-gate hold flaky ID...                   these tests are not held to the baseline
   stop-gate hold add ... --baseline CMD        hold, then record the baseline
 In Claude Code, the human's /vigil-hold [PATH...] [--at REV] [--baseline CMD] does hold add.
-
 A PATH is a file, or a directory and everything below it; a GLOB (quote it) takes `*` within a
 directory and `**` across them, e.g. 'tests/**/test_*.py'. Paths are taken from the directory
 you run it in. A committed .vigil-hold at the repository's top may say what to hold (a
