@@ -149,6 +149,9 @@ fn a_hold_writer_killed_at_any_system_call_leaves_the_old_hold_or_the_new() {
     assert!(new.is_some(), "no run got as far as the new hold");
 }
 
+/// A way to damage the hold's record.
+type Damage<'a> = Box<dyn Fn() + 'a>;
+
 #[test]
 fn a_hold_record_that_is_a_link_empty_huge_or_of_wrong_types_blocks_the_stop() {
     let p = held_project();
@@ -156,7 +159,7 @@ fn a_hold_record_that_is_a_link_empty_huge_or_of_wrong_types_blocks_the_stop() {
     let good = std::fs::read(&record).unwrap();
     let elsewhere = p.root().join("elsewhere.json");
     std::fs::write(&elsewhere, &good).unwrap();
-    let cases: Vec<(&str, Box<dyn Fn()>)> = vec![
+    let cases: Vec<(&str, Damage)> = vec![
         ("empty", Box::new(|| std::fs::write(&record, b"").unwrap())),
         (
             "wrong types",
