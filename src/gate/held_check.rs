@@ -381,6 +381,11 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
                 named(&problems)
             ));
         }
+        if lacks_a_dependency(&ran.checked.output) {
+            line.push_str(
+                "; the check's environment is what the human declared when the tests were held (what git ignores is not in its copy), so a new dependency needs the human: end with `needs-decision: ` naming it",
+            );
+        }
         return Err(Refusal {
             line,
             detail: failure.tail.clone(),
@@ -412,6 +417,26 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
         });
     }
     Ok(())
+}
+
+/// Whether a check's output says a module or package could not be found: under a hold the
+/// environment is the one the human declared, so the agent cannot add one itself.
+fn lacks_a_dependency(output: &str) -> bool {
+    const SIGNS: &[&str] = &[
+        "ModuleNotFoundError: No module named",
+        "ImportError: No module named",
+        "Error: Cannot find module",
+        "ERR_MODULE_NOT_FOUND",
+        "error[E0432]: unresolved import",
+        "error: no matching package named",
+        "cannot find package",
+        "no required module provides package",
+    ];
+    let mut start = output.len().saturating_sub(64 << 10);
+    while !output.is_char_boundary(start) {
+        start += 1;
+    }
+    SIGNS.iter().any(|sign| output[start..].contains(sign))
 }
 
 /// What is wrong with a held test's outcome: `None` when it passed.

@@ -743,3 +743,18 @@ fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
     let stop = p.stop_with_env(&["--run", "mytool | grep -q from-the-venv"], &env, payload);
     assert!(!stop.blocked(), "{}", stop.reason());
 }
+
+#[test]
+fn a_check_that_lacks_a_dependency_under_a_hold_says_a_new_one_needs_the_human() {
+    if !python() {
+        return;
+    }
+    let p = python_project();
+    held(&p, &["add", "tests"]);
+    write_file(
+        &p.path().join("calc.py"),
+        format!("import requests_that_is_not_installed\n{CALC}"),
+    );
+    let stop = p.stop(&["--run", UNITTEST], "s1", Some("x"));
+    stop.assert_blocked_saying("a new dependency needs the human: end with `needs-decision: `");
+}
