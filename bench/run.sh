@@ -234,7 +234,8 @@ held_project() {
   printf '__pycache__/\n' >"$1/.gitignore"
   git -C "$1" init -q
   git -C "$1" add -A
-  git -C "$1" -c user.name=bench -c user.email=bench@example.invalid commit -qm files
+  # No `gc --auto` left running in the background (it packs 100,000 loose objects).
+  git -C "$1" -c gc.auto=0 -c user.name=bench -c user.email=bench@example.invalid commit -qm files
   jq -c --arg cwd "$1" '.cwd = $cwd | .session_id = "held" | .last_assistant_message = "Done.\n\n<promise>DONE</promise>"' \
     "$samples/claude-stop.json" >"$1.stop.json"
 }
@@ -282,7 +283,7 @@ perl -e '
   }
   print "</testsuite>\n</testsuites>\n";' >"$work/junit/report.xml"
 git -C "$work/junit" add report.xml
-git -C "$work/junit" -c user.name=bench -c user.email=bench@example.invalid commit -qm report
+git -C "$work/junit" -c gc.auto=0 -c user.name=bench -c user.email=bench@example.invalid commit -qm report
 (cd "$work/junit" && "$sg" hold add tests >/dev/null)
 held_pass "$work/junit" "cp report.xml /dev/null"
 held_pass "$work/junit" "cp report.xml {junit}"

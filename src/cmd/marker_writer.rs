@@ -630,6 +630,7 @@ fn run(
                     snapshot.path(),
                     hold,
                     &bytes_of,
+                    None,
                 )?);
             }
             if !snapshot.protected {

@@ -312,7 +312,14 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
     let snapshot = snapshot::take(project, limits)?;
     let hold_dir = hold::dir(project);
     let stored = |held: &HeldFile| hold::blob_in(&hold_dir, &held.blob);
-    let applied = apply(&top(project)?, snapshot.path(), hold, &stored)?;
+    let copies = hold::env_dir(project);
+    let applied = apply(
+        &top(project)?,
+        snapshot.path(),
+        hold,
+        &stored,
+        Some(&copies),
+    )?;
     Ok(Prepared {
         snapshot,
         read_only: applied.read_only,
@@ -336,6 +343,7 @@ pub fn apply(
     copy: &Path,
     hold: &Hold,
     bytes_of: &dyn Fn(&HeldFile) -> Result<Vec<u8>>,
+    env_copies: Option<&Path>,
 ) -> Result<Applied> {
     let copy = std::fs::canonicalize(copy).map_err(|e| Error::io("read", copy, &e))?;
     for held in &hold.files {
@@ -363,13 +371,22 @@ pub fn apply(
         }
     }
     let mut bound = Vec::new();
-    for env in &hold.env {
-        let live = top.join(env);
+    let sources = hold
+        .env
+        .iter()
+        .map(|env| (env.clone(), top.join(env)))
+        .chain(hold.env_copies.iter().map(|held| {
+            (
+                held.path.clone(),
+                env_copies.map_or_else(PathBuf::new, |dir| dir.join(&held.copy)),
+            )
+        }));
+    for (env, live) in sources {
         let Ok(meta) = std::fs::metadata(&live) else {
             continue;
         };
         // The mount point: an empty directory or file where the environment goes.
-        let place = real_parent(&copy, env)?;
+        let place = real_parent(&copy, &env)?;
         remove_any(&place)?;
         if meta.is_dir() {
             std::fs::create_dir(&place).map_err(|e| Error::io("create", &place, &e))?;
@@ -657,5 +674,66 @@ pub fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<(
         hold::store_blob(project, &file.blob, &bytes)?;
         record.files.push(file);
     }
+    Ok(())
+}
+
+/// Holds the environment at `path` (from the top) as a copy in the hold's `env/`: every file,
+/// link and directory as it is now, modes kept; refused over `max` bytes, and nothing kept.
+pub fn copy_env(project: &Project, path: &str, max: u64) -> Result<hold::EnvCopy> {
+    let from = top(project)?.join(path);
+    let name = crate::sys::digest::sha256_hex(path.as_bytes())[..16].to_string();
+    let dir = hold::env_dir(project);
+    files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    let fresh = tempfile::Builder::new()
+        .prefix("new-")
+        .tempdir_in(&dir)
+        .map_err(|e| Error::io("create a copy in", &dir, &e))?;
+    let mut bytes = 0;
+    copy_tree(&from, &fresh.path().join("env"), &mut bytes, max, path)?;
+    let place = dir.join(&name);
+    let _ = std::fs::remove_dir_all(&place);
+    std::fs::rename(fresh.path().join("env"), &place)
+        .map_err(|e| Error::io("keep the copy at", &place, &e))?;
+    Ok(hold::EnvCopy {
+        path: path.to_string(),
+        copy: name,
+        bytes,
+        made_at: crate::sys::time::now_rfc3339(),
+    })
+}
+
+/// Copies `from` to `to` (links as links), counting `bytes` against `max`.
+fn copy_tree(from: &Path, to: &Path, bytes: &mut u64, max: u64, shown: &str) -> Result<()> {
+    let meta = std::fs::symlink_metadata(from).map_err(|e| Error::io("read", from, &e))?;
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(from).map_err(|e| Error::io("read", from, &e))?;
+        return files::symlink(target.as_os_str(), to).map_err(|e| Error::io("copy", to, &e));
+    }
+    if meta.is_dir() {
+        std::fs::create_dir(to).map_err(|e| Error::io("create", to, &e))?;
+        let entries = std::fs::read_dir(from).map_err(|e| Error::io("read", from, &e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io("read", from, &e))?;
+            copy_tree(
+                &entry.path(),
+                &to.join(entry.file_name()),
+                bytes,
+                max,
+                shown,
+            )?;
+        }
+        return Ok(());
+    }
+    if !meta.is_file() {
+        return Ok(());
+    }
+    *bytes += meta.len();
+    if *bytes > max {
+        return Err(Error::usage(format!(
+            "{shown} is larger than {}: declare it bound as it is (without --copy), or raise --max-size",
+            files::human_bytes(max)
+        )));
+    }
+    std::fs::copy(from, to).map_err(|e| Error::io("copy", from, &e))?;
     Ok(())
 }

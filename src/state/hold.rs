@@ -42,10 +42,33 @@ pub struct Hold {
     /// check's copy as it is in the project, read-only.
     #[serde(default)]
     pub env: Vec<String>,
+    /// What the check needs that git ignores, held as a copy made when it was declared
+    /// (`hold add --env PATH --copy`), renewed only by `hold refresh --env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_copies: Vec<EnvCopy>,
     /// Per-test rules: the tests that passed when the hold was made, and those the human
     /// names; `None` until a baseline is recorded or a test is named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests: Option<TestRules>,
+}
+
+/// A declared environment held as a copy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvCopy {
+    /// Where it is in the project (and goes in the check's copy), from the top.
+    pub path: String,
+    /// Its copy's directory under the hold's `env/`.
+    pub copy: String,
+    pub bytes: u64,
+    pub made_at: String,
+}
+
+/// The largest environment held as a copy by default (`--max-size`).
+pub const DEFAULT_MAX_ENV: u64 = 2 << 30;
+
+/// Where the copies of held environments are.
+pub fn env_dir(project: &Project) -> PathBuf {
+    dir(project).join("env")
 }
 
 /// What the tests must do under the hold (SPEC §11), by their identities.
@@ -106,6 +129,7 @@ impl Hold {
             patterns: Vec::new(),
             files: Vec::new(),
             env: Vec::new(),
+            env_copies: Vec::new(),
             tests: None,
         }
     }
@@ -131,6 +155,7 @@ impl Hold {
         self.patterns.dedup_by(|a, b| a.pattern == b.pattern);
         self.env.sort();
         self.env.dedup();
+        self.env_copies.sort_by(|a, b| a.path.cmp(&b.path));
         self.updated_at = crate::sys::time::now_rfc3339();
     }
 }

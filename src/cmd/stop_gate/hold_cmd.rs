@@ -24,7 +24,10 @@ stop-gate hold: hold the tests that judge the work, so the agent cannot weaken t
 Usage:
   stop-gate hold add [--at REV] PATH|GLOB...   hold them as the tree (or commit REV) has them
   stop-gate hold add [--at REV]                hold what the repository's .vigil-hold names
-  stop-gate hold add --env PATH...             what the check needs that git ignores (.venv)
+  stop-gate hold add --env PATH... [--copy [--max-size SIZE]]
+                                               what the check needs that git ignores (.venv):
+                                               bound as it is, or held as a copy made now
+  stop-gate hold refresh --env                 copy the environments held as copies again
   stop-gate hold show [--json]                 what is held
   stop-gate hold diff [--patch]                how the tree differs (exit 1 when it does)
   stop-gate hold refresh [PATH|GLOB...]        renew held files from the tree (a change you made)
@@ -51,7 +54,9 @@ files the verdict names, every held file as held and read-only, new files under 
 left out, build and cache directories (CARGO_TARGET_DIR, PYTHONPYCACHEPREFIX, GOCACHE,
 XDG_CACHE_HOME) in a check cache of the protected state. A declaration while a held file is
 modified or deleted is refused, naming it. What git ignores is not in the copy: declare what
-the check needs with --env (linked into the copy read-only, as it is in the project).
+the check needs with --env: mounted in the copy read-only, as it is in the project, or with
+--copy as a copy made now (its size told, refused over --max-size, default 2G), which what the
+agent installs later does not reach; a new dependency then needs the human's refresh --env.
 Under --protect the file-tool guard refuses writes to held files and new runner configuration
 (conftest.py, pytest.ini, package.json, ...) under a held path.
 
@@ -81,6 +86,8 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     };
     let mut at: Option<String> = None;
     let mut env = false;
+    let mut copy = false;
+    let mut max_size = hold::DEFAULT_MAX_ENV;
     let mut json = false;
     let mut patch = false;
     let mut all = false;
@@ -92,7 +99,11 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         match arg {
             Short('h') | Long("help") => return print(HELP.as_bytes()),
             Long("at") if action == "add" => at = Some(string_value(&mut parser, "--at")?),
-            Long("env") if action == "add" => env = true,
+            Long("env") if matches!(action.as_str(), "add" | "refresh") => env = true,
+            Long("copy") if action == "add" => copy = true,
+            Long("max-size") if action == "add" => {
+                max_size = crate::cli::flags::size(&string_value(&mut parser, "--max-size")?)?;
+            }
             Long("json") if action == "show" => json = true,
             Long("patch") if action == "diff" => patch = true,
             Long("all") if action == "release" => all = true,
@@ -141,7 +152,14 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         timeout: std::time::Duration::from_secs(timeout),
     };
     match action.as_str() {
-        "add" if env => add_env(&project, &paths),
+        "add" if env => add_env(&project, &paths, copy.then_some(max_size)),
+        "add" if copy => Err(Error::usage(
+            "--copy goes with --env: hold add --env .venv --copy",
+        )),
+        "refresh" if env && paths.is_empty() => refresh_env(&project),
+        "refresh" if env => Err(Error::usage(
+            "hold refresh --env renews every environment held as a copy; it takes no paths",
+        )),
         "add" => {
             let exit = add(&project, &paths, at.as_deref())?;
             match baseline {
@@ -208,7 +226,7 @@ fn add(project: &Project, args: &[String], at: Option<&str>) -> Result<Exit> {
     print(format!("stop-gate: {}\n", added.told()).as_bytes())
 }
 
-fn add_env(project: &Project, args: &[String]) -> Result<Exit> {
+fn add_env(project: &Project, args: &[String], copy: Option<u64>) -> Result<Exit> {
     if args.is_empty() {
         return Err(Error::usage(
             "hold add --env needs what the check needs, e.g. stop-gate hold add --env .venv",
@@ -231,19 +249,56 @@ fn add_env(project: &Project, args: &[String]) -> Result<Exit> {
                 "`{path}` is not there; make it (e.g. the virtualenv) before declaring it"
             )));
         }
-        record.env.push(path.clone());
-        named.push(path);
+        record.env.retain(|e| *e != path);
+        record.env_copies.retain(|e| e.path != path);
+        match copy {
+            Some(max) => {
+                let held = held::copy_env(project, &path, max)?;
+                named.push(format!(
+                    "{path} as a copy of {} made now",
+                    crate::sys::files::human_bytes(held.bytes)
+                ));
+                record.env_copies.push(held);
+            }
+            None => {
+                named.push(format!("{path} read-only, as it is in the project"));
+                record.env.push(path);
+            }
+        }
     }
     record.settle();
     hold::save(project, &record)?;
     warn_if_reachable(project);
     print(
         format!(
-            "stop-gate: the check under the hold gets {} read-only, as it is in the project\n",
+            "stop-gate: the check under the hold gets {}\n",
             named.join(", ")
         )
         .as_bytes(),
     )
+}
+
+/// `hold refresh --env`: every environment held as a copy, copied again as it is now.
+fn refresh_env(project: &Project) -> Result<Exit> {
+    let mut record = loaded(project)?;
+    if record.env_copies.is_empty() {
+        return Err(Error::usage(
+            "no environment is held as a copy (hold add --env PATH --copy makes one)",
+        ));
+    }
+    let mut said = Vec::new();
+    for held in &mut record.env_copies {
+        let max = hold::DEFAULT_MAX_ENV.max(held.bytes.saturating_mul(2));
+        *held = held::copy_env(project, &held.path, max)?;
+        said.push(format!(
+            "{} ({})",
+            held.path,
+            crate::sys::files::human_bytes(held.bytes)
+        ));
+    }
+    record.settle();
+    hold::save(project, &record)?;
+    print(format!("stop-gate: renewed the held copy of {}\n", said.join(", ")).as_bytes())
 }
 
 fn loaded(project: &Project) -> Result<Hold> {
@@ -295,7 +350,15 @@ fn show(project: &Project, json: bool) -> Result<Exit> {
     }
     for env in &record.env {
         text.push_str(&format!(
-            "  env {env}  (linked into the check's copy, read-only)\n"
+            "  env {env}  (in the check's copy, read-only, as it is)\n"
+        ));
+    }
+    for held in &record.env_copies {
+        text.push_str(&format!(
+            "  env {}  (held as a copy of {}, made {}; hold refresh --env renews it)\n",
+            held.path,
+            crate::sys::files::human_bytes(held.bytes),
+            held.made_at
         ));
     }
     if let Some(rules) = &record.tests {
@@ -469,10 +532,19 @@ fn release(project: &Project, args: &[String], all: bool) -> Result<Exit> {
     let mut record = loaded(project)?;
     let top = held::top(project)?;
     let chosen = normalized(&top, args)?;
-    let before = (record.patterns.len(), record.env.len());
+    let count = |r: &Hold| (r.patterns.len(), r.env.len(), r.env_copies.len());
+    let before = count(&record);
     record.patterns.retain(|p| !chosen.contains(&p.pattern));
     record.env.retain(|e| !chosen.contains(e));
-    if (record.patterns.len(), record.env.len()) == before {
+    for held in record
+        .env_copies
+        .iter()
+        .filter(|e| chosen.contains(&e.path))
+    {
+        let _ = std::fs::remove_dir_all(hold::env_dir(project).join(&held.copy));
+    }
+    record.env_copies.retain(|e| !chosen.contains(&e.path));
+    if count(&record) == before {
         return Err(Error::usage(format!(
             "{} is not held as named; see stop-gate hold show",
             chosen.join(", ")

@@ -758,3 +758,33 @@ fn a_check_that_lacks_a_dependency_under_a_hold_says_a_new_one_needs_the_human()
     let stop = p.stop(&["--run", UNITTEST], "s1", Some("x"));
     stop.assert_blocked_saying("a new dependency needs the human: end with `needs-decision: `");
 }
+
+#[test]
+fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_installs_later() {
+    let p = python_project();
+    write_file(&p.path().join(".gitignore"), ".venv/\n");
+    git(p.path(), &["add", ".gitignore"]);
+    git(p.path(), &["commit", "-qm", "ignore"]);
+    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
+    held(&p, &["add", "tests"]);
+    let told = held(&p, &["add", "--env", ".venv", "--copy"]);
+    assert!(
+        told.contains(".venv as a copy of 10 bytes made now"),
+        "{told}"
+    );
+    // The agent's later change to the environment (a planted sitecustomize, a new package).
+    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 2\n");
+    let check = "grep -q 'VALUE = 1' .venv/lib/dep.py";
+    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    assert!(!stop.blocked(), "{}", stop.reason());
+    // The human takes the new environment.
+    let told = held(&p, &["refresh", "--env"]);
+    assert!(told.contains("renewed the held copy of .venv"), "{told}");
+    assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(held(&p, &["show"]).contains("env .venv  (held as a copy of 10 bytes"));
+    // Over the limit: refused, nothing kept.
+    let out = hold(&p, &["add", "--env", ".venv", "--copy", "--max-size", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let line = assert_one_line_error(&out, "stop-gate");
+    assert!(line.contains("larger than 5 bytes"), "{line}");
+}
