@@ -612,25 +612,30 @@ fn run(
     // CI holds too (SPEC §11): the held paths as REF has them, taken before anything runs.
     let ci_hold = match &options.hold_from {
         Some(rev) => Some(held::from_ref(project, rev, &options.hold)?),
+        // A snapshot run on this machine holds what the human holds here, as the gate does.
+        None if subject_id.is_none() => crate::state::hold::load(project)?
+            .map(|hold| (hold, std::collections::HashMap::new(), "hold".to_string())),
         None => None,
     };
+    let hold_dir = crate::state::hold::dir(project);
     let mut applied = None;
     let snapshot = match subject_id {
         Some(_) => None,
         None => {
             let snapshot = snapshot::take(project, limits)?;
             if let Some((hold, blobs, _)) = &ci_hold {
-                let bytes_of = |file: &crate::state::hold::HeldFile| {
-                    blobs.get(&file.blob).cloned().ok_or_else(|| {
-                        Error::input(format!("the held copy of {} is missing", file.path))
-                    })
+                let bytes_of = |file: &crate::state::hold::HeldFile| match blobs.get(&file.blob) {
+                    Some(bytes) => Ok(bytes.clone()),
+                    None => crate::state::hold::blob_in(&hold_dir, &file.blob),
                 };
+                let copies = crate::state::hold::env_dir(project);
                 applied = Some(held::apply(
                     &held::top(project)?,
+                    &project.dir,
                     snapshot.path(),
                     hold,
                     &bytes_of,
-                    None,
+                    blobs.is_empty().then_some(copies.as_path()),
                 )?);
             }
             if !snapshot.protected {
@@ -667,7 +672,10 @@ fn run(
                     .as_ref()
                     .map(|a| a.read_only.clone())
                     .unwrap_or_default(),
-                bound: Vec::new(),
+                bound: applied
+                    .as_ref()
+                    .map(|a| a.bound.clone())
+                    .unwrap_or_default(),
                 env: Vec::new(),
                 work: snapshot.path().to_path_buf(),
                 cwd: snapshot.cwd.clone(),

@@ -195,7 +195,7 @@ impl Comparison {
             .changed
             .iter()
             .take(max)
-            .map(|(path, change)| format!("{path} ({})", change.word()))
+            .map(|(path, change)| format!("{} ({})", hold::shown(path), change.word()))
             .collect::<Vec<_>>()
             .join(", ");
         if self.changed.len() > max {
@@ -227,13 +227,13 @@ pub fn compare(project: &Project, hold: &Hold) -> Result<Comparison> {
     Ok(comparison)
 }
 
-/// The files under a held pattern in the live tree that the hold does not hold and git does not
-/// ignore (what informs: the check's copy decides, not this list).
+/// What the check's copy would leave out of the live tree (files git does not ignore): new
+/// tests under a held pattern, runner configuration in a held path or on the way to one, names
+/// that are not UTF-8 there (what informs: the copy decides, not this list).
 fn unheld_live(top: &Path, project: &Project, hold: &Hold) -> Vec<String> {
     let matcher = hold.matcher();
     let mut found = BTreeSet::new();
-    for prefix in prefixes(hold) {
-        let start = top.join(&prefix);
+    for (start, deep) in areas(top, hold, &project.dir) {
         if !start.exists() {
             continue;
         }
@@ -241,6 +241,7 @@ fn unheld_live(top: &Path, project: &Project, hold: &Hold) -> Vec<String> {
             .hidden(false)
             .parents(true)
             .require_git(false)
+            .max_depth((!deep).then_some(1))
             .filter_entry(|e| e.file_name() != ".git")
             .build();
         for entry in walk.flatten() {
@@ -250,11 +251,14 @@ fn unheld_live(top: &Path, project: &Project, hold: &Hold) -> Vec<String> {
             if entry.path().starts_with(&project.state) {
                 continue;
             }
-            let Some(path) = relative(top, entry.path()) else {
-                continue;
-            };
-            if matcher.matches(&path) && hold.file(&path).is_none() {
-                found.insert(path);
+            match relative(top, entry.path()) {
+                Some(path) if hold.unheld(&matcher, &path).is_some() => {
+                    found.insert(path);
+                }
+                Some(_) => {}
+                None => {
+                    found.insert(lossy(top, entry.path()));
+                }
             }
             if found.len() >= MAX_NAMED {
                 return found.into_iter().collect();
@@ -264,28 +268,36 @@ fn unheld_live(top: &Path, project: &Project, hold: &Hold) -> Vec<String> {
     found.into_iter().collect()
 }
 
-/// Each pattern's literal prefix, none inside another.
-fn prefixes(hold: &Hold) -> Vec<String> {
-    let mut all: Vec<String> = hold
-        .patterns
-        .iter()
-        .map(|p| hold::literal_prefix(&p.pattern).to_string())
-        .collect();
-    all.sort();
-    all.dedup();
-    let kept: Vec<String> = all
-        .iter()
-        .filter(|p| {
-            !all.iter().any(|other| {
-                other != *p
-                    && (other.is_empty()
-                        || p.strip_prefix(other.as_str())
-                            .is_some_and(|rest| rest.starts_with('/')))
-            })
-        })
-        .cloned()
-        .collect();
-    kept
+/// Where files the copy leaves out can be: each held prefix and all below it (`deep`), and
+/// each directory on the way to one, and the project's (the check's) directory, alone.
+fn areas(top: &Path, hold: &Hold, project: &Path) -> Vec<(PathBuf, bool)> {
+    let mut areas = Vec::new();
+    let mut shallow = BTreeSet::new();
+    for prefix in hold.prefixes() {
+        areas.push((top.join(&prefix), true));
+        let mut dir = String::new();
+        shallow.insert(String::new());
+        for part in prefix.split('/').filter(|p| !p.is_empty()) {
+            if !dir.is_empty() {
+                dir.push('/');
+            }
+            dir.push_str(part);
+            shallow.insert(dir.clone());
+        }
+    }
+    if let Some(here) = relative(top, &crate::sys::paths::canonical(project)) {
+        shallow.insert(here);
+    }
+    areas.extend(shallow.into_iter().map(|dir| (top.join(dir), false)));
+    areas
+}
+
+/// A path from the top as a person reads it, whatever bytes its name holds.
+fn lossy(top: &Path, path: &Path) -> String {
+    path.strip_prefix(top)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
 }
 
 fn relative(top: &Path, path: &Path) -> Option<String> {
@@ -315,6 +327,7 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
     let copies = hold::env_dir(project);
     let applied = apply(
         &top(project)?,
+        &project.dir,
         snapshot.path(),
         hold,
         &stored,
@@ -340,6 +353,7 @@ pub struct Applied {
 /// pattern removed, the declared environment's mount points made.
 pub fn apply(
     top: &Path,
+    project_dir: &Path,
     copy: &Path,
     hold: &Hold,
     bytes_of: &dyn Fn(&HeldFile) -> Result<Vec<u8>>,
@@ -358,12 +372,18 @@ pub fn apply(
     }
     let matcher = hold.matcher();
     let mut left_out = Vec::new();
-    for prefix in prefixes(hold) {
-        remove_unheld(&copy, &copy.join(&prefix), hold, &matcher, &mut left_out)?;
+    let here = crate::sys::paths::canonical(project_dir);
+    let here = here
+        .strip_prefix(top)
+        .map(|rest| copy.join(rest))
+        .unwrap_or_else(|_| copy.clone());
+    for (start, deep) in areas(&copy, hold, &here) {
+        remove_unheld(&copy, &start, deep, hold, &matcher, &mut left_out)?;
     }
     left_out.sort();
+    left_out.dedup();
     let mut read_only = Vec::new();
-    for prefix in prefixes(hold) {
+    for prefix in hold.prefixes() {
         if prefix.is_empty() {
             read_only.extend(hold.files.iter().map(|f| copy.join(&f.path)));
         } else if std::fs::symlink_metadata(copy.join(&prefix)).is_ok() {
@@ -382,9 +402,17 @@ pub fn apply(
             )
         }));
     for (env, live) in sources {
-        let Ok(meta) = std::fs::metadata(&live) else {
+        // What is mounted is the human's declared place, never where a link the agent made
+        // leads (the state home, the user's sockets).
+        refuse_links(top, &env)?;
+        let Ok(meta) = std::fs::symlink_metadata(&live) else {
             continue;
         };
+        if meta.file_type().is_symlink() {
+            return Err(Error::input(format!(
+                "the held copy of the environment {env} is a link; make it again with `stop-gate hold add --env {env} --copy`"
+            )));
+        }
         // The mount point: an empty directory or file where the environment goes.
         let place = real_parent(&copy, &env)?;
         remove_any(&place)?;
@@ -400,6 +428,31 @@ pub fn apply(
         bound,
         left_out,
     })
+}
+
+/// Refuses a declared environment `env` (from the repository's `top`) whose path holds a
+/// link, or that is not inside the repository as it really is.
+fn refuse_links(top: &Path, env: &str) -> Result<()> {
+    let mut at = top.to_path_buf();
+    for part in env.split('/') {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(Error::input(format!(
+                    "the declared environment {env} goes through a link ({}), which could show the check what it must not see; make it a real directory, or declare it again",
+                    at.display()
+                )));
+            }
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    if !crate::sys::paths::canonical(&at).starts_with(top) {
+        return Err(Error::input(format!(
+            "the declared environment {env} is not inside the repository"
+        )));
+    }
+    Ok(())
 }
 
 /// A hold made in memory from the commit `rev` (CI's `marker-writer run --hold-from`): the
@@ -469,6 +522,7 @@ fn put(copy: &Path, path: &str, mode: &str, bytes: &[u8]) -> Result<()> {
 /// `copy/path`, its parent directories made real (a link or file in the way of one removed,
 /// so a held file is never written through a link the agent made).
 fn real_parent(copy: &Path, path: &str) -> Result<PathBuf> {
+    hold::check_path(path)?;
     let parts: Vec<&str> = path.split('/').collect();
     let mut at = copy.to_path_buf();
     for part in &parts[..parts.len().saturating_sub(1)] {
@@ -493,11 +547,12 @@ fn remove_any(path: &Path) -> Result<()> {
     }
 }
 
-/// Removes from the copy, below `start`, every file or link under a held pattern that the hold
-/// does not hold.
+/// Removes from the copy at `start` (all below it when `deep`, else its own files) every file or
+/// link the hold leaves out (`Hold::unheld`), and any whose name is not UTF-8 (no hold holds one).
 fn remove_unheld(
     copy: &Path,
     start: &Path,
+    deep: bool,
     hold: &Hold,
     matcher: &Matcher,
     left_out: &mut Vec<String>,
@@ -506,20 +561,27 @@ fn remove_unheld(
         Ok(meta) => meta,
         Err(_) => return Ok(()),
     };
-    if meta.is_dir() {
-        let entries = std::fs::read_dir(start).map_err(|e| Error::io("read", start, &e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io("read", start, &e))?;
-            remove_unheld(copy, &entry.path(), hold, matcher, left_out)?;
+    if !meta.is_dir() {
+        let out = match relative(copy, start) {
+            Some(path) => hold.unheld(matcher, &path).is_some().then_some(path),
+            None => Some(lossy(copy, start)),
+        };
+        if let Some(path) = out {
+            std::fs::remove_file(start).map_err(|e| Error::io("remove", start, &e))?;
+            left_out.push(path);
         }
         return Ok(());
     }
-    let Some(path) = relative(copy, start) else {
-        return Ok(());
-    };
-    if matcher.matches(&path) && hold.file(&path).is_none() {
-        std::fs::remove_file(start).map_err(|e| Error::io("remove", start, &e))?;
-        left_out.push(path);
+    let entries = std::fs::read_dir(start).map_err(|e| Error::io("read", start, &e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read", start, &e))?;
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io("read", start, &e))?;
+        if kind.is_dir() && !deep {
+            continue;
+        }
+        remove_unheld(copy, &entry.path(), deep, hold, matcher, left_out)?;
     }
     Ok(())
 }
@@ -609,16 +671,26 @@ pub struct Added {
     pub patterns: Vec<String>,
     pub added: usize,
     pub total: usize,
+    /// Runner configuration on the way to the held tests that the hold does not hold.
+    pub config: Vec<String>,
 }
 
 impl Added {
     pub fn told(&self) -> String {
-        format!(
+        let mut told = format!(
             "held {} files under {} ({} files held in all); the Stop hook's check now runs on them as held, and a declaration while one differs is refused",
             self.added,
             self.patterns.join(", "),
             self.total
-        )
+        );
+        if !self.config.is_empty() {
+            let shown: Vec<String> = self.config.iter().map(|p| hold::shown(p)).collect();
+            told.push_str(&format!(
+                "; not held, so left out of the check's copy: {} (runner configuration on the way to the tests; hold it too if the tests need it)",
+                shown.join(", ")
+            ));
+        }
+        told
     }
 }
 
@@ -661,10 +733,18 @@ pub fn add(project: &Project, patterns: &[String], at: Option<&str>) -> Result<A
     }
     record.settle();
     hold::save(project, &record)?;
+    // Runner configuration the hold now leaves out of the check's copy: the human is told,
+    // since a project's own conftest.py at the top may be one its tests need.
+    let matcher = record.matcher();
+    let config = unheld_live(&top(project)?, project, &record)
+        .into_iter()
+        .filter(|path| record.unheld(&matcher, path) == Some(hold::Unheld::RunnerConfig))
+        .collect();
     Ok(Added {
         patterns: patterns.to_vec(),
         added,
         total: record.files.len(),
+        config,
     })
 }
 
@@ -680,7 +760,9 @@ pub fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<(
 /// Holds the environment at `path` (from the top) as a copy in the hold's `env/`: every file,
 /// link and directory as it is now, modes kept; refused over `max` bytes, and nothing kept.
 pub fn copy_env(project: &Project, path: &str, max: u64) -> Result<hold::EnvCopy> {
-    let from = top(project)?.join(path);
+    let top = top(project)?;
+    refuse_links(&top, path)?;
+    let from = top.join(path);
     let name = crate::sys::digest::sha256_hex(path.as_bytes())[..16].to_string();
     let dir = hold::env_dir(project);
     files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;

@@ -113,7 +113,7 @@ pub struct Run {
 /// The hold a `run --hold-from` ran under (SPEC §11).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldRun {
-    /// The commit the held paths were taken from.
+    /// The commit the held paths were taken from, or `hold`: the human's hold on this machine.
     pub from: String,
     /// What was held: paths and globs from the repository's top.
     pub patterns: Vec<String>,

@@ -168,6 +168,13 @@ fn check_path(
     let mut changed = false;
     let mut entries = Vec::new();
     for entry in std::env::split_paths(&path) {
+        // An empty or relative entry names the directory the check runs in: the project.
+        if !entry.is_absolute() {
+            return Err(format!(
+                "stop-gate: the check's PATH holds {:?}, a relative entry, which finds programs in the project the agent can write; take it off PATH",
+                entry.display().to_string()
+            ));
+        }
         let real = crate::sys::paths::canonical(&entry);
         let Ok(inside) = real.strip_prefix(&top) else {
             entries.push(entry);
@@ -311,7 +318,11 @@ fn moved(rules: Option<&TestRules>, ran: &Ran) -> Vec<String> {
     ] {
         for id in ids {
             if now(id) != then {
-                moved.push(format!("{id} ({then} -> {})", now(id)));
+                moved.push(format!(
+                    "{} ({then} -> {})",
+                    crate::state::hold::shown(id),
+                    now(id)
+                ));
             }
         }
     }
@@ -372,6 +383,18 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
                 problems.push(problem);
             }
         }
+        // A test that failed at the baseline is what the work fixes: it may fail still (the
+        // exit says so), but it may not be skipped or made to vanish.
+        for id in &rules.failed {
+            if rules.flaky.contains(id) {
+                continue;
+            }
+            match results.outcome(id) {
+                Some(Outcome::Passed | Outcome::Failed) => {}
+                Some(Outcome::Skipped) => problems.push(format!("{id} (turned skipped)")),
+                None => problems.push(format!("{id} (gone: deleted, renamed or not run)")),
+            }
+        }
     }
     if let Err(failure) = &ran.checked.result {
         let mut line = failure.line.clone();
@@ -389,6 +412,30 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
         return Err(Refusal {
             line,
             detail: failure.tail.clone(),
+        });
+    }
+    // The runner reported failures, whatever the exit (a hook that sets the exit status).
+    let reported = results
+        .failed
+        .unwrap_or(0)
+        .max(ran.printed.failed.unwrap_or(0));
+    if reported > 0 {
+        let failing: Vec<String> = results
+            .tests
+            .iter()
+            .filter(|(_, o)| **o == Outcome::Failed)
+            .map(|(id, _)| id.clone())
+            .collect();
+        return Err(Refusal {
+            line: format!(
+                "stop-gate: `{shown}` exited 0, but its runner reports {reported} failed{}; a check passes only when its tests do",
+                if failing.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", named(&failing))
+                }
+            ),
+            detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
         });
     }
     if by_name && results.tests.is_empty() {
@@ -456,7 +503,7 @@ pub fn named(items: &[String]) -> String {
     let mut text = items
         .iter()
         .take(NAMED)
-        .cloned()
+        .map(|item| crate::state::hold::shown(item))
         .collect::<Vec<_>>()
         .join(", ");
     if items.len() > NAMED {

@@ -1021,6 +1021,16 @@ impl Gate {
                 "stop-gate: {e}; the stop is blocked while the human's hold on the tests cannot be read"
             ))
         })?;
+        if hold.is_none()
+            && let Some(outer) = hold::above(&self.project)
+        {
+            return Err(Failure::line(format!(
+                "stop-gate: the human holds the tests of {}, and {} is a repository of its own inside it that git was not told of (a `.git` made there); the stop is blocked: remove {}/.git",
+                outer.display(),
+                self.project.dir.display(),
+                self.project.dir.display()
+            )));
+        }
         if let Some(hold) = &hold {
             let compared = held::compare(&self.project, hold).map_err(|e| {
                 Failure::line(format!(
@@ -1031,9 +1041,9 @@ impl Gate {
                 differ: compared
                     .changed
                     .iter()
-                    .map(|(path, change)| format!("{path} ({})", change.word()))
+                    .map(|(path, change)| format!("{} ({})", hold::shown(path), change.word()))
                     .collect(),
-                new_tests: compared.new.clone(),
+                new_tests: compared.new.iter().map(|p| hold::shown(p)).collect(),
                 moved: Vec::new(),
             });
             if !compared.changed.is_empty() {
@@ -1041,7 +1051,7 @@ impl Gate {
             }
             if !compared.new.is_empty() {
                 self::notice(format!(
-                    "vigil: new files under the human's hold, not judged by it (the check's copy leaves them out): {}",
+                    "vigil: files the human's hold does not judge (a check under the hold leaves them out): {}",
                     held_check::named(&compared.new)
                 ));
             }
@@ -1125,14 +1135,35 @@ impl Gate {
             .map_err(|e| Failure::line(format!("stop-gate: {e}")))?;
         for required in &config.markers {
             let check = &required.check;
-            if let Err(denial) = marker::verify(
+            let verified = marker::verify(
                 &self.project,
                 check,
                 &subject,
                 config.marker_max_age,
                 &trust,
                 required.command.as_deref(),
-            ) {
+            );
+            // Under a hold a marker counts only when its run held the same tests (SPEC §11): a
+            // run of the tree as the agent left it could include what the hold leaves out.
+            if let (Ok(payload), Some(hold)) = (&verified, &hold) {
+                let digest = held::digest(hold);
+                let recorded = payload
+                    .run
+                    .as_ref()
+                    .and_then(|run| run.hold.as_ref())
+                    .map(|h| h.digest.as_str());
+                if recorded != Some(digest.as_str()) {
+                    return Err(Failure::line(format!(
+                        "stop-gate: marker `{check}` was not made under the human's hold on the tests ({}); a protected writer must run it holding the same tests: `marker-writer run --check {check} --snapshot -- CMD` here, or `--hold-from REF` in CI",
+                        if recorded.is_some() {
+                            "its run held other files"
+                        } else {
+                            "its run records no hold"
+                        }
+                    )));
+                }
+            }
+            if let Err(denial) = verified {
                 // What to paste: a command with shell syntax runs (and is recorded) as sh -c.
                 let command = match required.command.as_deref() {
                     Some(command) if payload::needs_shell(command) => {
@@ -1156,8 +1187,7 @@ fn held_differ(compared: &held::Comparison) -> String {
     let first = compared
         .changed
         .first()
-        .map(|(path, _)| path.as_str())
-        .unwrap_or("PATH");
+        .map_or_else(|| "PATH".to_string(), |(path, _)| hold::shown(path));
     format!(
         "stop-gate: held files differ from the human's hold: {}; the tests that judge the work are the human's, so put them back as held (`stop-gate hold diff` shows how they differ; `stop-gate hold cat {first} > {first}` restores one), and if a held test is wrong, end with `needs-decision: ` and why, for the human to run `stop-gate hold refresh {first}`",
         compared.changed_phrase(10)

@@ -67,8 +67,8 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, project: &Path) -> R
 }
 
 /// Whether `tool` may write what `input` names under the human's `hold` (SPEC §11): never a
-/// held file, and no runner configuration (`conftest.py`, `pytest.ini`, …) under a held path;
-/// new tests are the agent's to add. `top` is the repository's top, where held paths start.
+/// held file, and no runner configuration in a held path (`pytest.ini`, `package.json`, …) or
+/// on the way to one (`conftest.py`, `sitecustomize.py`, …); new tests are the agent's to add. `top` is the repository's top, where held paths start.
 /// `Err` is the one useful line, for the model.
 pub fn judge_held(
     tool: &str,
@@ -103,8 +103,7 @@ pub fn judge_held(
                 "vigil: {relative} is held by the human; if the test is wrong, end with `needs-decision:` and say why"
             ));
         }
-        let name = relative.rsplit('/').next().unwrap_or("");
-        if matcher.matches(&relative) && hold::is_runner_config(name) {
+        if hold.unheld(&matcher, &relative) == Some(hold::Unheld::RunnerConfig) {
             return Err(format!(
                 "vigil: {relative} would configure the test runner under the human's hold, which the agent does not change; add tests as new test files, or end with `needs-decision:` and say why"
             ));

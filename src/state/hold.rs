@@ -147,6 +147,47 @@ impl Hold {
         Matcher::new(self.patterns.iter().map(|p| p.pattern.as_str()))
     }
 
+    /// Each pattern's literal prefix (the directory, or file, all it matches is in), none
+    /// inside another; `""` is the top.
+    pub fn prefixes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .patterns
+            .iter()
+            .map(|p| literal_prefix(&p.pattern).to_string())
+            .collect();
+        all.sort();
+        all.dedup();
+        all.iter()
+            .filter(|p| !all.iter().any(|other| other != *p && within(p, other)))
+            .cloned()
+            .collect()
+    }
+
+    /// Why the file at `path` (from the top) is left out of the check's copy, when the hold
+    /// does not hold it: under a held pattern, or runner configuration in a held path (any
+    /// name `is_runner_config` knows) or on the way to one (`RUNNER_CODE`). `None`: it is
+    /// held, or is the project's own to change.
+    pub fn unheld(&self, matcher: &Matcher, path: &str) -> Option<Unheld> {
+        if self.file(path).is_some() {
+            return None;
+        }
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let prefixes = self.prefixes();
+        let inside = prefixes
+            .iter()
+            .any(|prefix| !prefix.is_empty() && within(path, prefix));
+        if (inside || matcher.matches(path)) && is_runner_config(name) {
+            return Some(Unheld::RunnerConfig);
+        }
+        let on_the_way = prefixes
+            .iter()
+            .any(|prefix| prefix.is_empty() || within(prefix, dir) || within(dir, prefix));
+        if on_the_way && RUNNER_CODE.contains(&name) {
+            return Some(Unheld::RunnerConfig);
+        }
+        matcher.matches(path).then_some(Unheld::NewTest)
+    }
+
     /// Keeps the files sorted by path, one entry each (the last one given wins).
     pub fn settle(&mut self) {
         self.files.reverse();
@@ -164,6 +205,12 @@ impl Default for Hold {
     fn default() -> Hold {
         Hold::new()
     }
+}
+
+/// A path or test name as a person reads it: one line, no escape sequences, no reordering
+/// characters, defanged, at most 300 characters (the agent chooses file and test names).
+pub fn shown(name: &str) -> String {
+    crate::verdict::defang::field_max(name, 300)
 }
 
 /// Whether a pattern is a glob rather than a path.
@@ -185,6 +232,15 @@ pub fn literal_prefix(pattern: &str) -> &str {
         end = at + part.len();
     }
     &pattern[..end]
+}
+
+/// Whether `path` is `dir` or below it (`""` is the top, which holds everything).
+pub fn within(path: &str, dir: &str) -> bool {
+    dir.is_empty()
+        || path == dir
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn pattern_parts(pattern: &str) -> impl Iterator<Item = (usize, &str)> {
@@ -268,6 +324,27 @@ pub const RUNNER_CONFIG: &[&str] = &[
     "go.mod",
 ];
 
+/// File names a test runner imports as code from any directory on the way to the tests (pytest's
+/// `conftest.py` from the top down, a module that shadows the runner, Python's start-up
+/// hooks): under a hold they are held or left out of the check's copy, wherever they stand
+/// between the repository's top and a held path.
+pub const RUNNER_CODE: &[&str] = &[
+    "conftest.py",
+    "pytest.py",
+    "unittest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+];
+
+/// Why a file the hold does not hold is left out of the check's copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unheld {
+    /// It is under a held pattern: a new test, which the hold does not judge.
+    NewTest,
+    /// It configures or runs inside the test runner, in a held path or on the way to one.
+    RunnerConfig,
+}
+
 /// Whether a file name configures a test runner (its own name, or `jest.config.*`,
 /// `vitest.config.*` and the like).
 pub fn is_runner_config(name: &str) -> bool {
@@ -315,7 +392,56 @@ pub fn load_from(dir: &Path) -> Result<Option<Hold>> {
             hold.schema
         )));
     }
+    // Every path it names stays inside the repository, and every copy in the hold's own
+    // directory: a record in the fallback state is the agent's to write.
+    let damaged = |what: &str| {
+        Error::input(format!(
+            "the hold {} names {what}; make it again with `stop-gate hold add`",
+            path.display()
+        ))
+    };
+    for name in hold
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(hold.env.iter().map(String::as_str))
+        .chain(hold.env_copies.iter().map(|e| e.path.as_str()))
+        .chain(hold.patterns.iter().map(|p| p.pattern.as_str()))
+    {
+        check_path(name)
+            .map_err(|_| damaged(&format!("a path outside the repository ({name:?})")))?;
+    }
+    for file in &hold.files {
+        blob_name(&file.blob).map_err(|_| damaged("a held copy that is no blob id"))?;
+        if !matches!(file.mode.as_str(), "100644" | "100755" | "120000") {
+            return Err(damaged("a file of no mode git knows"));
+        }
+    }
+    if hold
+        .env_copies
+        .iter()
+        .any(|e| e.copy.len() != 16 || !e.copy.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(damaged("an environment copy outside the hold"));
+    }
+    if !hold.files.windows(2).all(|w| w[0].path < w[1].path) {
+        return Err(damaged("its files out of order"));
+    }
     Ok(Some(hold))
+}
+
+/// A repository above this project whose hold covers it: the agent can make a directory below
+/// the top a repository of its own (`git init`, a `.git/HEAD`), which moves where the search
+/// for the top ends and so where a hold is looked for. A repository the outer one registered
+/// (a worktree, a submodule) is a project of its own; any other is covered by the outer hold.
+pub fn above(project: &Project) -> Option<PathBuf> {
+    let home = crate::state::protected::home()?;
+    project.dir.ancestors().skip(1).find_map(|outer| {
+        let dir = crate::state::protected::dir_in(&home, outer);
+        let held = std::fs::symlink_metadata(dir.join("hold").join(RECORD)).is_ok();
+        (held && !crate::state::protected::registered(&project.dir, outer))
+            .then(|| outer.to_path_buf())
+    })
 }
 
 /// Saves the hold (atomically, on the disk before it returns).
@@ -441,6 +567,48 @@ mod tests {
         check_path("tests/test_a.py").unwrap();
         assert!(blob_name("../../x").is_err());
         assert!(blob_name(&"a".repeat(40)).is_ok());
+    }
+
+    #[test]
+    fn runner_configuration_in_a_held_path_or_on_the_way_to_one_is_left_out() {
+        let mut hold = Hold::new();
+        hold.patterns.push(Pattern {
+            pattern: "pkg/tests/test_*.py".into(),
+            at: WORKING_TREE.into(),
+        });
+        hold.files.push(HeldFile {
+            path: "pkg/tests/test_a.py".into(),
+            blob: "a".repeat(40),
+            mode: "100644".into(),
+        });
+        let m = hold.matcher();
+        assert_eq!(hold.unheld(&m, "pkg/tests/test_a.py"), None);
+        assert_eq!(
+            hold.unheld(&m, "pkg/tests/test_b.py"),
+            Some(Unheld::NewTest)
+        );
+        for config in [
+            "pkg/tests/conftest.py",
+            "pkg/tests/sub/pytest.ini",
+            "conftest.py",
+            "pkg/conftest.py",
+            "pytest.py",
+        ] {
+            assert_eq!(
+                hold.unheld(&m, config),
+                Some(Unheld::RunnerConfig),
+                "{config}"
+            );
+        }
+        // Beside the way to the tests, and the project's own manifests, are the project's.
+        for own in [
+            "other/conftest.py",
+            "pyproject.toml",
+            "pkg/calc.py",
+            "pkg/tests/helpers.py",
+        ] {
+            assert_eq!(hold.unheld(&m, own), None, "{own}");
+        }
     }
 
     #[test]

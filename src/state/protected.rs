@@ -97,7 +97,7 @@ pub fn project_top(start: &Path) -> PathBuf {
 /// `gitdir` names it back (`git worktree add`), or a directory under `<that>/.git/modules/`
 /// (a submodule). What registers it is written in a git directory the agent cannot write
 /// under `--protect`; a bare `git init` registers nothing.
-fn registered(dir: &Path, outer: &Path) -> bool {
+pub fn registered(dir: &Path, outer: &Path) -> bool {
     let dotgit = dir.join(".git");
     let small_file =
         std::fs::symlink_metadata(&dotgit).is_ok_and(|meta| meta.is_file() && meta.len() <= 4096);

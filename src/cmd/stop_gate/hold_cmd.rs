@@ -429,14 +429,15 @@ fn diff(project: &Project, patch: bool) -> Result<Exit> {
     let mut text = String::new();
     let top = held::top(project)?;
     for (path, change) in &compared.changed {
-        text.push_str(&format!("{} {path}\n", change.word()));
+        text.push_str(&format!("{} {}\n", change.word(), hold::shown(path)));
         if patch && *change == Change::Modified {
             text.push_str(&unified(project, &record, &top, path)?);
         }
     }
     for path in &compared.new {
         text.push_str(&format!(
-            "new {path} (not held: the check's copy leaves it out)\n"
+            "new {} (not held: the check's copy leaves it out)\n",
+            hold::shown(path)
         ));
     }
     if text.is_empty() {

@@ -342,7 +342,7 @@ fn a_test_the_human_names_must_pass_whatever_the_exit() {
     let p = pytest_project(check);
     held(&p, &["must-pass", "tests.test_calc::test_add"]);
     let stop = p.stop(&["--run", check], "s1", Some("x"));
-    stop.assert_blocked_saying("tests.test_calc::test_add (failed)");
+    stop.assert_blocked_saying("its runner reports 1 failed: tests.test_calc::test_add");
     write_file(&p.path().join("calc.py"), FIXED);
     let stop = p.stop(&["--run", check], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());

@@ -8,6 +8,7 @@ mod config_change;
 mod confinement;
 mod fails_closed;
 mod guard;
+mod held_attacks;
 mod held_faults;
 mod held_results;
 mod held_tests;
