@@ -415,7 +415,19 @@ fn execute(action: Action, options: Options) -> Result<u8> {
             let max_age = options.max_age.unwrap_or(payload::DEFAULT_MAX_AGE);
             let trust = signing::trusted_keys(&project, options.verify_key.as_deref())?;
             let command = options.bound_to.as_deref();
-            match marker::verify_from(&project, &check, &subject_id, max_age, &trust, command) {
+            let verified =
+                marker::verify_from(&project, &check, &subject_id, max_age, &trust, command);
+            // Under the human's hold, what the gate counts (SPEC §11): a run that held it.
+            if let (Ok((payload, _)), Some(hold)) = (&verified, crate::state::hold::load(&project)?)
+                && let Err(why) = held::marker_held(payload, &hold)
+            {
+                diagnostic(
+                    NAME,
+                    &format!("{check}: not made under the human's hold on the tests ({why})"),
+                );
+                return Ok(Exit::Negative.code());
+            }
+            match verified {
                 Ok((payload, source)) => print(
                     format!(
                         "{check}: passed for {subject_id}, written {} by {}@{}{}\n",

@@ -819,3 +819,21 @@ fn copy_tree(from: &Path, to: &Path, bytes: &mut u64, max: u64, shown: &str) -> 
     std::fs::copy(from, to).map_err(|e| Error::io("copy", from, &e))?;
     Ok(())
 }
+
+/// Whether a marker's run held the same tests as `hold` (SPEC §11: under a hold the verdict's
+/// subject is the tree and the hold): `Err` says why not, as a phrase.
+pub fn marker_held(
+    payload: &crate::evidence::payload::Payload,
+    hold: &Hold,
+) -> std::result::Result<(), &'static str> {
+    let recorded = payload
+        .run
+        .as_ref()
+        .and_then(|run| run.hold.as_ref())
+        .map(|h| h.digest.as_str());
+    match recorded {
+        Some(found) if found == digest(hold) => Ok(()),
+        Some(_) => Err("its run held other files"),
+        None => Err("its run records no hold"),
+    }
+}

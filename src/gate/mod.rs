@@ -1145,23 +1145,12 @@ impl Gate {
             );
             // Under a hold a marker counts only when its run held the same tests (SPEC §11): a
             // run of the tree as the agent left it could include what the hold leaves out.
-            if let (Ok(payload), Some(hold)) = (&verified, &hold) {
-                let digest = held::digest(hold);
-                let recorded = payload
-                    .run
-                    .as_ref()
-                    .and_then(|run| run.hold.as_ref())
-                    .map(|h| h.digest.as_str());
-                if recorded != Some(digest.as_str()) {
-                    return Err(Failure::line(format!(
-                        "stop-gate: marker `{check}` was not made under the human's hold on the tests ({}); a protected writer must run it holding the same tests: `marker-writer run --check {check} --snapshot -- CMD` here, or `--hold-from REF` in CI",
-                        if recorded.is_some() {
-                            "its run held other files"
-                        } else {
-                            "its run records no hold"
-                        }
-                    )));
-                }
+            if let (Ok(payload), Some(hold)) = (&verified, &hold)
+                && let Err(why) = held::marker_held(payload, hold)
+            {
+                return Err(Failure::line(format!(
+                    "stop-gate: marker `{check}` was not made under the human's hold on the tests ({why}); a protected writer must run it holding the same tests: `marker-writer run --check {check} --snapshot -- CMD` here, or `--hold-from REF` in CI"
+                )));
             }
             if let Err(denial) = verified {
                 // What to paste: a command with shell syntax runs (and is recorded) as sh -c.

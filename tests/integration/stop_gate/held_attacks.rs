@@ -236,6 +236,14 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     assert!(out.status.success(), "{}", said(&out));
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     stop.assert_blocked_saying("was not made under the human's hold");
+    // marker-writer verify computes the same.
+    let out = marker_writer_in(p.path(), &["verify", "--check", "ci"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        said(&out).contains("not made under the human's hold on the tests"),
+        "{}",
+        said(&out)
+    );
     // Run under the hold (a snapshot holds what is held here), the agent's file is left out,
     // and the marker says failed.
     let out = write(&["--snapshot"]);
@@ -245,6 +253,7 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     assert!(out.status.success(), "{}", said(&out));
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());
+    ok(marker_writer_in(p.path(), &["verify", "--check", "ci"]));
 }
 
 #[test]
