@@ -32,6 +32,7 @@ use crate::evidence::subject::Subject;
 use crate::evidence::subject::worktree::DEFAULT_MAX_FILE_SIZE;
 use crate::exit::Code as ExitCode;
 use crate::exit::Exit;
+use crate::gate::held_check;
 use crate::reach::confine;
 use crate::reach::confine::Plan;
 use crate::reach::confine::Unavailable;
@@ -353,6 +354,20 @@ fn execute(action: Action, options: Options) -> Result<u8> {
     // Inside the agent's sandbox the protected state is read-only: refuse before running.
     if action.writes() {
         marker::writable_dir(&project, &check)?;
+    }
+    // The human holds the tests here (SPEC §11): a run of this worktree vouches only in a copy
+    // that holds them, as the gate's check runs, so that the gate and verify count it.
+    let mut options = options;
+    if action == Action::Run
+        && !options.snapshot
+        && subject == Subject::Worktree
+        && crate::state::hold::load(&project)?.is_some()
+    {
+        diagnostic(
+            NAME,
+            "the tests are held here (stop-gate hold show): the run is in a copy that holds them (--snapshot)",
+        );
+        options.snapshot = true;
     }
     if action == Action::Run && options.snapshot {
         return run(
@@ -677,6 +692,9 @@ fn run(
         cmd.args(&options.command[1..]);
         cmd
     };
+    let cache = applied
+        .as_ref()
+        .and_then(|_| held_check::check_cache(project).ok());
     let mut cmd = match &snapshot {
         Some(snapshot) => {
             let plan = Plan {
@@ -688,10 +706,19 @@ fn run(
                     .as_ref()
                     .map(|a| a.bound.clone())
                     .unwrap_or_default(),
-                env: Vec::new(),
+                // Under a hold, builds go to the check cache, as the gate's check's do.
+                env: match (&applied, &cache) {
+                    (Some(_), Some(cache)) => held_check::cache_variables(cache),
+                    _ => Vec::new(),
+                },
                 work: snapshot.path().to_path_buf(),
                 cwd: snapshot.cwd.clone(),
-                writable: options.check_write.clone(),
+                writable: options
+                    .check_write
+                    .iter()
+                    .cloned()
+                    .chain(applied.as_ref().and(cache.clone()))
+                    .collect(),
                 network: options.check_network,
                 hide: signing::sign_key_path(options.sign_key.as_deref())
                     .into_iter()

@@ -207,14 +207,14 @@ fn check_path(
 
 /// The project's check cache (SPEC §11): build and cache directories that only confined checks
 /// under a hold write, in the protected state, so a Stop is not a cold build.
-fn check_cache(project: &Project) -> std::io::Result<PathBuf> {
+pub fn check_cache(project: &Project) -> std::io::Result<PathBuf> {
     let dir = project.protected().dir.join("check-cache");
     files::make_private_dir(&dir)?;
     Ok(dir)
 }
 
 /// The variables that send build and cache directories into the check cache.
-fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
+pub fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
     [
         ("CARGO_TARGET_DIR", "cargo-target"),
         ("PYTHONPYCACHEPREFIX", "pycache"),

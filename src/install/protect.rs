@@ -44,6 +44,9 @@ pub struct Protection {
     pub created_deny: bool,
     /// The deny rules added (those already there were the user's).
     pub deny_added: Vec<String>,
+    /// The deny rules added for the files the human holds (SPEC §11), kept in step with the
+    /// hold by every install (`sync_held`).
+    pub held_added: Vec<String>,
 }
 
 impl Protection {
@@ -68,6 +71,64 @@ impl Protection {
             }
         }
     }
+}
+
+/// The most held files `--protect` lists one by one in the sandbox's rules; past it none is
+/// listed (the file tools' guard and the Stop still hold them all), and the doctor says so.
+pub const MAX_HELD_RULES: usize = 500;
+
+/// The deny rules for the files the human holds in the project at `project` (paths from the
+/// repository's `top`): `Edit(/path)` from the project's root, which Claude Code's sandbox also
+/// applies to the Bash tool's writes. Empty past [`MAX_HELD_RULES`].
+pub fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
+    if held.len() > MAX_HELD_RULES {
+        return Vec::new();
+    }
+    let below = paths::canonical(project)
+        .strip_prefix(paths::canonical(top))
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let below = below.to_string_lossy().replace('\\', "/");
+    held.iter()
+        .filter_map(|path| match below.as_str() {
+            "" => Some(path.as_str()),
+            dir => path.strip_prefix(dir)?.strip_prefix('/'),
+        })
+        // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
+        .filter(|path| !path.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
+        .map(|path| format!("Edit(/{path})"))
+        .collect()
+}
+
+/// Keeps the held files' deny rules in `root` as `wanted`: the rules vigil added for files no
+/// longer held are taken out, those now held added (a rule the user had already is theirs);
+/// `done.held_added` is what vigil added. Whether `root` changed.
+pub fn sync_held(root: &mut Map<String, Value>, done: &mut Protection, wanted: &[String]) -> bool {
+    let Some(deny) = root
+        .get_mut("permissions")
+        .and_then(|p| p.get_mut("deny"))
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    let before = deny.len();
+    let stale: Vec<String> = done
+        .held_added
+        .iter()
+        .filter(|rule| !wanted.contains(rule))
+        .cloned()
+        .collect();
+    deny.retain(|rule| !rule.as_str().is_some_and(|r| stale.iter().any(|s| s == r)));
+    done.held_added.retain(|rule| !stale.contains(rule));
+    let mut changed = deny.len() != before;
+    for rule in wanted {
+        if !deny.iter().any(|r| r.as_str() == Some(rule.as_str())) {
+            deny.push(json!(rule));
+            done.held_added.push(rule.clone());
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// What the deny rules keep the Edit and Write tools off.
@@ -246,9 +307,9 @@ pub fn revert(root: &mut Map<String, Value>, done: &Protection) {
     if let Some(Value::Object(permissions)) = root.get_mut("permissions") {
         if let Some(Value::Array(deny)) = permissions.get_mut("deny") {
             deny.retain(|rule| {
-                !rule
-                    .as_str()
-                    .is_some_and(|r| done.deny_added.iter().any(|a| a == r))
+                !rule.as_str().is_some_and(|r| {
+                    done.deny_added.iter().any(|a| a == r) || done.held_added.iter().any(|a| a == r)
+                })
             });
             if done.created_deny && deny.is_empty() {
                 permissions.remove("deny");
@@ -267,6 +328,7 @@ pub fn to_value(done: &Protection) -> Value {
         "created_permissions": done.created_permissions,
         "created_deny": done.created_deny,
         "deny_added": done.deny_added,
+        "held_added": done.held_added,
     })
 }
 
@@ -290,6 +352,14 @@ pub fn from_value(value: &Value) -> Option<Protection> {
             .get("deny_added")?
             .as_array()?
             .iter()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect(),
+        // Absent in records from before holds.
+        held_added: value
+            .get("held_added")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
             .filter_map(|r| r.as_str().map(str::to_string))
             .collect(),
     })

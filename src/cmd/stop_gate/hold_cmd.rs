@@ -200,8 +200,15 @@ fn normalize(top: &Path, arg: &str) -> Result<String> {
     held::normalize(top, &here, arg)
 }
 
-/// Says where the hold is kept when the agent could write it there.
+/// Says where the hold is kept when the agent could write it there, and, where Claude Code's
+/// sandbox is on, how its rules come to list the held files.
 fn warn_if_reachable(project: &Project) {
+    if crate::reach::sandbox::sandbox_on(&project.dir) {
+        diagnostic(
+            NAME,
+            "the sandbox's rules list the held files as the last `install.sh --protect` found them: run it again (or settings-merge install --protect) so the agent's shell cannot write them from the next session; the file tools' guard and the Stop hold them already",
+        );
+    }
     let place = project.protected();
     if place.agent_writable() {
         diagnostic(
@@ -524,6 +531,7 @@ fn release(project: &Project, args: &[String], all: bool) -> Result<Exit> {
             ));
         }
         let said = if hold::release(project)? {
+            warn_if_reachable(project);
             "stop-gate: the hold is released: the check runs on the tree as it is"
         } else {
             "stop-gate: nothing was held"

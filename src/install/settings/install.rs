@@ -237,6 +237,17 @@ pub fn install(
         }
         None => false,
     };
+    // The files the human holds, listed in the sandbox's rules of a protected install, as the
+    // hold is now (SPEC §11): an install after `stop-gate hold` brings them in step.
+    let held = match &mut installed.protect {
+        Some(done) if !cfg!(windows) && plan.engine == Engine::Claude => {
+            let project = target.project();
+            let wanted = held_rules_of(&project);
+            protect::sync_held(&mut root, done, &wanted)
+        }
+        _ => false,
+    };
+    let protected = protected || held;
     let after =
         if added == 0 && dropped == 0 && !protected && previous.is_some() && before.is_some() {
             before.clone()
@@ -378,6 +389,20 @@ pub fn install(
 /// Also the group it is in. Only a stop-gate this install would write (the same binary, by
 /// the same path or the same PATH search) counts: a gate of the user's own, at another path,
 /// is theirs, and stays as it is.
+/// The deny rules for the files held in `project`'s repository (none without a hold, or one
+/// that cannot be read: the Stop blocks on that, and says so).
+fn held_rules_of(project: &Path) -> Vec<String> {
+    let project = crate::state::project::Project::at(project).for_reading();
+    let Ok(Some(hold)) = crate::state::hold::load(&project) else {
+        return Vec::new();
+    };
+    let Ok(top) = crate::sys::git::Repository::locate(&project.dir).map(|r| r.top) else {
+        return Vec::new();
+    };
+    let held: Vec<String> = hold.files.iter().map(|f| f.path.clone()).collect();
+    protect::held_rules(&top, &project.dir, &held)
+}
+
 fn stop_gate_flags(
     root: &Map<String, Value>,
     binaries: &Binaries,

@@ -223,17 +223,29 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
         .file("tests/t.sh", "grep -q fixed code.txt\n")
         .file("code.txt", "broken\n")
         .build();
-    hold(&p, &["add", "tests"]);
-    // The agent's new test file makes the in-place run pass; the hold leaves it out.
+    // The agent's new test file makes a run of the tree as it is pass.
     write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
-    let write = |extra: &[&str]| {
-        let mut args = vec!["run", "--check", "ci"];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "sh", "-c", "sh tests/zz.sh || sh tests/t.sh"]);
-        marker_writer_in(p.path(), &args)
+    let write = || {
+        marker_writer_in(
+            p.path(),
+            &[
+                "run",
+                "--check",
+                "ci",
+                "--",
+                "sh",
+                "-c",
+                "sh tests/zz.sh || sh tests/t.sh",
+            ],
+        )
     };
-    let out = write(&[]);
+    // Made before the human held the tests (the agent's file set aside while they are held,
+    // then back: the tree is the one the marker names).
+    let out = write();
     assert!(out.status.success(), "{}", said(&out));
+    std::fs::remove_file(p.path().join("tests/zz.sh")).unwrap();
+    hold(&p, &["add", "tests"]);
+    write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     stop.assert_blocked_saying("was not made under the human's hold");
     // marker-writer verify computes the same.
@@ -244,12 +256,17 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
         "{}",
         said(&out)
     );
-    // Run under the hold (a snapshot holds what is held here), the agent's file is left out,
-    // and the marker says failed.
-    let out = write(&["--snapshot"]);
+    // Run now, the run is in a copy that holds the tests (the agent's file is left out), and
+    // the marker says failed until the code is fixed.
+    let out = write();
     assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("the tests are held here"),
+        "{}",
+        said(&out)
+    );
     write_file(&p.path().join("code.txt"), "fixed\n");
-    let out = write(&["--snapshot"]);
+    let out = write();
     assert!(out.status.success(), "{}", said(&out));
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());

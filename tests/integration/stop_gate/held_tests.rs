@@ -788,3 +788,57 @@ fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_insta
     let line = assert_one_line_error(&out, "stop-gate");
     assert!(line.contains("larger than 5 bytes"), "{line}");
 }
+
+/// The deny rules of `p`'s local settings.
+fn deny_rules(p: &Project) -> Vec<String> {
+    let settings = json_of(&p.settings());
+    settings["permissions"]["deny"]
+        .as_array()
+        .map(|rules| {
+            rules
+                .iter()
+                .filter_map(|r| r.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn protect_lists_the_held_files_in_the_sandboxs_rules_and_keeps_them_in_step() {
+    let p = Project::builder()
+        .git()
+        .home()
+        .file("calc.py", CALC)
+        .file("tests/__init__.py", "")
+        .file("tests/test_calc.py", TEST)
+        .build();
+    held(&p, &["add", "tests"]);
+    p.install(&["--protect", "--run", "true"]);
+    let rules = deny_rules(&p);
+    for held in ["Edit(/tests/__init__.py)", "Edit(/tests/test_calc.py)"] {
+        assert!(rules.contains(&held.to_string()), "{rules:?}");
+    }
+    // Released in part, then installed again: only what is held is listed.
+    held(&p, &["release", "--all"]);
+    held(&p, &["add", "tests/test_calc.py"]);
+    p.install(&["--protect", "--run", "true"]);
+    let rules = deny_rules(&p);
+    assert!(
+        rules.contains(&"Edit(/tests/test_calc.py)".to_string()),
+        "{rules:?}"
+    );
+    assert!(
+        !rules.contains(&"Edit(/tests/__init__.py)".to_string()),
+        "{rules:?}"
+    );
+    // Uninstall takes them back with the rest.
+    let out = settings_merge()
+        .env("HOME", p.home())
+        .args(["uninstall", "--settings"])
+        .arg(p.settings())
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(!p.settings().exists() || !deny_rules(&p).iter().any(|r| r.contains("tests/")));
+}
