@@ -309,3 +309,17 @@ fn holding_the_tests_says_which_runner_configuration_on_the_way_is_left_out() {
     let told = hold(&p, &["add", "conftest.py"]);
     assert!(!told.contains("left out"), "{told}");
 }
+
+#[test]
+fn a_failing_test_deselected_away_is_gone_by_name() {
+    if !pytest() {
+        return;
+    }
+    let p = project();
+    write_file(
+        &p.path().join("pyproject.toml"),
+        "[tool.pytest.ini_options]\naddopts = \"--deselect tests/test_calc.py::test_sub\"\n",
+    );
+    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    stop.assert_blocked_saying("tests.test_calc::test_sub (gone: deleted, renamed or not run)");
+}
