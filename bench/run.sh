@@ -199,11 +199,11 @@ check_row "Stop, a \`true\` check, confined (bubblewrap); last column: what conf
 
 # The human's hold (issue 41): a declared Stop whose check runs confined in a prepared copy of
 # the project (the files git does not ignore, copied and hashed, the held tests restored and
-# read-only), beside the same Stop and check with nothing held (confined in the project). Each
-# run ends a loop started afresh (not timed) by declaring, so each Stop also records the tree
-# it vouched for: under the hold the copy's hash, else a hash of the tree. The last column is
-# what the hold adds. 100,000 files (a copy of them on each Stop) come with the largest size
-# set, in at most 5 runs a row; BENCH_HELD_FILES="1,000 100,000" chooses the projects.
+# read-only), beside the same Stop and check in a project alike with nothing held (confined in
+# the project). Each run ends a loop started afresh (not timed) by declaring, so each Stop also
+# records the tree it vouched for: under the hold the copy's hash, else a hash of the tree. The
+# last column is what the hold adds. 100,000 files (a copy of them on each Stop) come with the
+# largest size set, in at most 5 runs a row; BENCH_HELD_FILES="1,000 100,000" chooses.
 held_files=${BENCH_HELD_FILES:-}
 if [ -z "$held_files" ]; then
   case " $sizes " in
@@ -211,12 +211,39 @@ if [ -z "$held_files" ]; then
     *) held_files="1,000" ;;
   esac
 fi
-# held_project DIR FILES: a git project of FILES source files, 100 to a directory, and tests/
-# of 50 Python test files; its declared Stop in DIR.stop.json.
+# medians_ms PREPARE CMD [PREPARE CMD]...: each CMD's median as median_ms times it, on one line.
+# The loop timer alternates their runs, so that a machine or a file system that drifts during
+# the row weighs on each alike (a held Stop makes and removes a copy of the project on each
+# run); hyperfine times them one after the other.
+medians_ms() {
+  local -a args=("$@") times=() out=()
+  local n=$(($# / 2)) i j start end
+  if [ "$timer" = hyperfine ]; then
+    for ((j = 0; j < n; j++)); do out+=("$(median_ms "${args[2 * j + 1]}" "${args[2 * j]}")"); done
+    echo "${out[*]}"
+    return
+  fi
+  for ((i = 0; i < runs + 3; i++)); do
+    for ((j = 0; j < n; j++)); do
+      eval "${args[2 * j]}" >/dev/null 2>&1 || true
+      start=$(date +%s%N)
+      eval "${args[2 * j + 1]}" >/dev/null 2>&1 || true
+      end=$(date +%s%N)
+      if ((i >= 3)); then times[j]+="$((end - start)) "; fi
+    done
+  done
+  for ((j = 0; j < n; j++)); do
+    out+=("$(tr ' ' '\n' <<<"${times[j]}" | grep . | sort -n | awk '{a[NR]=$1} END {printf "%.3f\n", a[int((NR+1)/2)]/1e6}')")
+  done
+  echo "${out[*]}"
+}
+# held_project DIR FILES TESTS [REPORT]: a git project of FILES source files, 100 to a
+# directory, tests/ of TESTS Python test files, and REPORT as report.xml; its declared Stop in
+# DIR.stop.json.
 held_project() {
   mkdir -p "$1/tests"
   (cd "$1" && perl -e '
-    my $files = shift;
+    my ($files, $tests) = @ARGV;
     for my $d (1 .. int(($files + 99) / 100)) {
       mkdir "src$d" or die "src$d: $!";
       for my $f (1 .. 100) {
@@ -226,12 +253,13 @@ held_project() {
         close $fh;
       }
     }
-    for my $t (1 .. 50) {
+    for my $t (1 .. $tests) {
       open my $fh, ">", sprintf("tests/test_m%02d.py", $t) or die "tests: $!";
       printf $fh "import unittest\n\n\nclass Test%02d(unittest.TestCase):\n    def test_value(self):\n        self.assertEqual(%d + 1, %d)\n", $t, $t, $t + 1;
       close $fh;
-    }' "$2")
+    }' "$2" "$3")
   printf '__pycache__/\n' >"$1/.gitignore"
+  [ -z "${4:-}" ] || cp "$4" "$1/report.xml"
   git -C "$1" init -q
   git -C "$1" add -A
   # No `gc --auto` left running in the background (it packs 100,000 loose objects).
@@ -246,9 +274,6 @@ held_pass() { # DIR CHECK: one declared Stop with `--run CHECK`, which must pass
   [ "$(cd "$1" && "$sg" loop status --session held --json | jq -r .status)" = passed ] ||
     { echo "bench: in $1, a declared Stop with the check \`$2\` did not pass" >&2; exit 1; }
 }
-held_ms() { # DIR CHECK: the median declared Stop with `--run CHECK`, each on a loop started afresh
-  median_ms "$sg --run '$2' <$1.stop.json" "cd $1 && $held_start"
-}
 held_row() { # JOB INPUT MS OTHER-MS OTHER-NAME: the last column is MS - OTHER-MS
   printf '| %s | %s | %s | %s (%s) | %s | %s |\n' "$1" "$2" "$3" "$4" "$5" "$(ratio "$3" "$true_ms")" \
     "$(awk -v a="$3" -v b="$4" 'BEGIN { if (b + 0 > 0) printf "%+.1f ms", a - b; else print "-" }')"
@@ -257,23 +282,28 @@ for label in $held_files; do
   n=${label//,/}
   held_runs=$runs
   if [ "$n" -ge 100000 ] && [ "$runs" -gt 5 ]; then held_runs=5; fi
-  held_project "$work/held$n" "$n"
-  held_pass "$work/held$n" true
-  unheld=$(runs=$held_runs held_ms "$work/held$n" true)
-  (cd "$work/held$n" && "$sg" hold add tests >/dev/null)
-  held_pass "$work/held$n" true
-  held=$(runs=$held_runs held_ms "$work/held$n" true)
+  # Two projects alike: one held, one not, their Stops alternated.
+  free=$work/free$n
+  held=$work/held$n
+  held_project "$free" "$n" 50
+  held_project "$held" "$n" 50
+  (cd "$held" && "$sg" hold add tests >/dev/null)
+  held_pass "$free" true
+  held_pass "$held" true
+  read -r free_ms held_ms < <(runs=$held_runs medians_ms \
+    "cd $free && $held_start" "$sg --run true <$free.stop.json" \
+    "cd $held && $held_start" "$sg --run true <$held.stop.json")
   held_row "stop-gate --run true, tests held" \
     "declared Stop, $label files and tests/ (50 files) held, the check in their copy ($held_runs runs); last column: what the hold adds" \
-    "$held" "$unheld" "nothing held"
-  rm -rf "$work/held$n"
+    "$held_ms" "$free_ms" "nothing held"
+  rm -rf "$free" "$held"
 done
 
 # A JUnit report of 10,000 tests read test by test (quick-xml): a held Stop whose check copies
 # the report to {junit}, beside the same copy to /dev/null (no report to read), in a project of
-# 100 files; then with a baseline of those 10,000 tests recorded (`hold baseline`), each of
-# which must pass by name.
-held_project "$work/junit" 100
+# three files (the report, .gitignore and the one test held: the copy costs little); and the
+# same in a second such project whose hold has a baseline of those 10,000 tests (`hold
+# baseline`), each of which must pass by name.
 perl -e '
   print qq{<?xml version="1.0" encoding="utf-8"?>\n<testsuites name="pytest tests">\n};
   print qq{<testsuite name="pytest" errors="0" failures="0" skipped="0" tests="10000" time="41.250" timestamp="2026-01-01T00:00:00.000000+00:00" hostname="bench">\n};
@@ -281,27 +311,29 @@ perl -e '
     my $m = int(($i - 1) / 100) + 1;
     printf qq{<testcase classname="tests.test_parser%03d.TestParse" name="test_case_%05d" file="tests/test_parser%03d.py" line="%d" time="0.004" />\n}, $m, $i, $m, 10 * (($i - 1) % 100) + 3;
   }
-  print "</testsuite>\n</testsuites>\n";' >"$work/junit/report.xml"
-git -C "$work/junit" add report.xml
-git -C "$work/junit" -c gc.auto=0 -c user.name=bench -c user.email=bench@example.invalid commit -qm report
-(cd "$work/junit" && "$sg" hold add tests >/dev/null)
+  print "</testsuite>\n</testsuites>\n";' >"$work/report.xml"
+report_kib=$(( $(wc -c <"$work/report.xml") / 1024 ))
+for dir in "$work/junit" "$work/judged"; do
+  held_project "$dir" 0 1 "$work/report.xml"
+  (cd "$dir" && "$sg" hold add tests >/dev/null)
+done
+(cd "$work/judged" && "$sg" hold baseline "cp report.xml {junit}" >/dev/null)
+[ "$(cd "$work/judged" && "$sg" hold show --json | jq '.tests.passed | length')" = 10000 ] ||
+  { echo "bench: the baseline did not record the report's 10,000 tests as passed" >&2; exit 1; }
 held_pass "$work/junit" "cp report.xml /dev/null"
 held_pass "$work/junit" "cp report.xml {junit}"
-report_kib=$(( $(wc -c <"$work/junit/report.xml") / 1024 ))
-unread=$(held_ms "$work/junit" "cp report.xml /dev/null")
-read_ms=$(held_ms "$work/junit" "cp report.xml {junit}")
+held_pass "$work/judged" "cp report.xml {junit}"
+read -r unread_ms read_ms judged_ms < <(medians_ms \
+  "cd $work/junit && $held_start" "$sg --run 'cp report.xml /dev/null' <$work/junit.stop.json" \
+  "cd $work/junit && $held_start" "$sg --run 'cp report.xml {junit}' <$work/junit.stop.json" \
+  "cd $work/judged && $held_start" "$sg --run 'cp report.xml {junit}' <$work/judged.stop.json")
 held_row "stop-gate --run 'cp REPORT {junit}', tests held" \
   "declared Stop, a JUnit report of 10,000 tests ($report_kib KiB) read, no baseline; last column: what reading it adds" \
-  "$read_ms" "$unread" "\`cp REPORT /dev/null\`"
-(cd "$work/junit" && "$sg" hold baseline "cp report.xml {junit}" >/dev/null)
-[ "$(cd "$work/junit" && "$sg" hold show --json | jq '.tests.passed | length')" = 10000 ] ||
-  { echo "bench: the baseline did not record the report's 10,000 tests as passed" >&2; exit 1; }
-held_pass "$work/junit" "cp report.xml {junit}"
-judged=$(held_ms "$work/junit" "cp report.xml {junit}")
+  "$read_ms" "$unread_ms" "\`cp REPORT /dev/null\`"
 held_row "stop-gate --run 'cp REPORT {junit}', tests held" \
   "declared Stop, the same report judged against a baseline of its 10,000 tests (each must pass by name); last column: what reading and judging it adds" \
-  "$judged" "$unread" "\`cp REPORT /dev/null\`"
-rm -rf "$work/junit"
+  "$judged_ms" "$unread_ms" "\`cp REPORT /dev/null\`"
+rm -rf "$work/junit" "$work/judged" "$work/report.xml"
 
 # --max-tokens: a loop whose transcript has grown to 100 MB of usage records. After the
 # first Stop, each reads only what was appended since (here nothing); the baseline reads the
