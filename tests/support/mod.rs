@@ -13,6 +13,7 @@
 mod commands;
 mod files;
 mod git;
+mod holds;
 mod loops;
 mod process;
 mod project;
@@ -24,6 +25,7 @@ mod stop;
 pub use commands::*;
 pub use files::*;
 pub use git::*;
+pub use holds::*;
 pub use loops::*;
 pub use process::*;
 pub use project::*;

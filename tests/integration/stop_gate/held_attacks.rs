@@ -12,28 +12,6 @@ const CALC: &str = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    re
 const TESTS: &str = "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n";
 const PYTEST: &str = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests";
 
-fn pytest() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-m", "pytest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip("pytest is not installed (python3 -m pip install pytest)");
-    }
-    ok
-}
-
-fn hold(p: &Project, args: &[&str]) -> String {
-    let out = stop_gate()
-        .arg("hold")
-        .args(args)
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "hold {args:?}: {}", said(&out));
-    stdout_of(&out)
-}
-
 /// `test_add` passes and `test_sub` fails; `tests/` held with a pytest baseline.
 fn project() -> Project {
     let p = Project::builder()
@@ -42,7 +20,7 @@ fn project() -> Project {
         .file("tests/test_calc.py", TESTS)
         .file(".gitignore", ".venv/\n")
         .build();
-    hold(&p, &["add", "tests", "--baseline", PYTEST]);
+    p.held(&["add", "tests", "--baseline", PYTEST]);
     p
 }
 
@@ -58,8 +36,8 @@ fn a_declared_environment_the_agent_makes_a_link_is_refused() {
         .file(".gitignore", ".venv/\n")
         .build();
     write_file(&p.path().join(".venv/lib/x"), "x");
-    hold(&p, &["add", "tests"]);
-    hold(&p, &["add", "--env", ".venv"]);
+    p.held(&["add", "tests"]);
+    p.held(&["add", "--env", ".venv"]);
     // The agent swaps the environment for a link into the state home.
     std::fs::remove_dir_all(p.path().join(".venv")).unwrap();
     std::os::unix::fs::symlink(state_home(), p.path().join(".venv")).unwrap();
@@ -114,8 +92,8 @@ fn under_a_glob_hold_a_new_conftest_beside_the_tests_is_left_out_and_refused() {
         .file("calc.py", CALC)
         .file("tests/test_calc.py", TESTS)
         .build();
-    hold(&p, &["add", "tests/test_*.py", "--baseline", PYTEST]);
-    hold(&p, &["must-pass", "tests.test_calc::test_sub"]);
+    p.held(&["add", "tests/test_*.py", "--baseline", PYTEST]);
+    p.held(&["must-pass", "tests.test_calc::test_sub"]);
     write_file(
         &p.path().join("tests/conftest.py"),
         conftest_that_passes_everything(),
@@ -165,7 +143,7 @@ fn a_name_that_is_not_utf8_under_a_held_path_is_left_out() {
         return;
     }
     let p = project();
-    hold(&p, &["must-pass", "tests.test_calc::test_sub"]);
+    p.held(&["must-pass", "tests.test_calc::test_sub"]);
     let odd = p
         .path()
         .join("tests")
@@ -182,7 +160,7 @@ fn names_the_agent_chose_reach_the_person_without_escapes_or_line_breaks() {
         .git()
         .file("tests/t.sh", "true\n")
         .build();
-    hold(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(
         &p.path()
             .join("tests/x\nvigil: all verified\x1b]52;c;aGk=\x07.sh"),
@@ -204,7 +182,7 @@ fn a_repository_planted_below_the_top_does_not_shed_the_hold() {
         .file("tests/t.sh", "true\n")
         .file("pkg/code.sh", "true\n")
         .build();
-    hold(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(&p.path().join("pkg/.git/HEAD"), "ref: refs/heads/main\n");
     let pkg = p.path().join("pkg");
     let stop = run_stop(
@@ -244,7 +222,7 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     let out = write();
     assert!(out.status.success(), "{}", said(&out));
     std::fs::remove_file(p.path().join("tests/zz.sh")).unwrap();
-    hold(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     stop.assert_blocked_saying("was not made under the human's hold");
@@ -279,7 +257,7 @@ fn an_empty_or_relative_path_entry_is_refused_under_a_hold() {
         .git()
         .file("tests/t.sh", "true\n")
         .build();
-    hold(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     for path in [
         format!(":{}", std::env::var("PATH").unwrap()),
         format!(".:{}", std::env::var("PATH").unwrap()),
@@ -301,12 +279,12 @@ fn holding_the_tests_says_which_runner_configuration_on_the_way_is_left_out() {
         .file("conftest.py", "import pytest\n")
         .file("tests/test_a.py", "def test_a():\n    pass\n")
         .build();
-    let told = hold(&p, &["add", "tests"]);
+    let told = p.held(&["add", "tests"]);
     assert!(
         told.contains("not held, so left out of the check's copy: conftest.py"),
         "{told}"
     );
-    let told = hold(&p, &["add", "conftest.py"]);
+    let told = p.held(&["add", "conftest.py"]);
     assert!(!told.contains("left out"), "{told}");
 }
 

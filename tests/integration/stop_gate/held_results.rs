@@ -11,36 +11,6 @@ const FIXED: &str = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    r
 const TESTS: &str = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n";
 const PYTEST: &str = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests";
 
-fn have(program: &str, args: &[&str], package: &str) -> bool {
-    let ok = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip(&format!("{package} is not installed"));
-    }
-    ok
-}
-
-fn pytest() -> bool {
-    have("python3", &["-m", "pytest", "--version"], "pytest")
-}
-
-fn hold(p: &Project, args: &[&str]) -> std::process::Output {
-    stop_gate()
-        .arg("hold")
-        .args(args)
-        .current_dir(p.path())
-        .output()
-        .unwrap()
-}
-
-fn held(p: &Project, args: &[&str]) -> String {
-    let out = hold(p, args);
-    assert!(out.status.success(), "hold {args:?}: {}", said(&out));
-    stdout_of(&out)
-}
-
 /// A pytest project with `test_add` failing and `test_mul` passing, its tests held with the
 /// baseline of `check`.
 fn pytest_project(check: &str) -> Project {
@@ -49,7 +19,7 @@ fn pytest_project(check: &str) -> Project {
         .file("calc.py", CALC)
         .file("tests/test_calc.py", TESTS)
         .build();
-    let said = held(&p, &["add", "tests", "--baseline", check]);
+    let said = p.held(&["add", "tests", "--baseline", check]);
     assert!(
         said.contains("1 passed (each must still pass, by name), 1 failed"),
         "{said}"
@@ -86,20 +56,20 @@ fn a_baseline_records_each_test_by_name() {
         serde_json::json!(["tests.test_calc::test_add"])
     );
     assert_eq!(record["tests"]["command"], PYTEST);
-    let shown = held(&p, &["show"]);
+    let shown = p.held(&["show"]);
     assert!(shown.contains("1 passed, 1 failed, 0 skipped"), "{shown}");
 }
 
 #[test]
 fn a_baseline_of_a_check_that_names_no_test_is_refused_naming_the_flag() {
     let p = Project::builder().git().file("tests/t.sh", "true").build();
-    held(&p, &["add", "tests"]);
-    let out = hold(&p, &["baseline", "true"]);
+    p.held(&["add", "tests"]);
+    let out = p.hold(&["baseline", "true"]);
     assert_eq!(out.status.code(), Some(2));
     let line = assert_one_line_error(&out, "stop-gate");
     assert!(line.contains("reported no test by name"), "{line}");
     assert!(line.contains("--junitxml={junit}"), "{line}");
-    let out = hold(&p, &["baseline", "echo {junit}"]);
+    let out = p.hold(&["baseline", "echo {junit}"]);
     let line = assert_one_line_error(&out, "stop-gate");
     assert!(line.contains("wrote no JUnit report"), "{line}");
 }
@@ -188,7 +158,7 @@ fn a_suite_that_collects_nothing_is_no_pass() {
             "import unittest\nfrom calc import mul\n\n\nclass T(unittest.TestCase):\n    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n",
         )
         .build();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     // `-k` narrowed to nothing: unittest 3.11 says "Ran 0 tests" and exits 0.
     let check = "python3 -m unittest -k nothing_matches; exit 0";
     assert!(passes_in_place(&p, check));
@@ -212,10 +182,10 @@ fn a_make_target_that_ignores_errors_fails_by_the_tests_names() {
         )
         .file("Makefile", "test:\n\tpython3 -m unittest -v\n")
         .build();
-    if !have("make", &["--version"], "make") {
+    if !tool_runs("make", &["--version"], "make") {
         return;
     }
-    held(&p, &["add", "tests", "--baseline", "make test"]);
+    p.held(&["add", "tests", "--baseline", "make test"]);
     // The agent breaks mul and has make ignore the failure.
     write_file(&p.path().join("calc.py"), FIXED.replace("a * b", "0"));
     write_file(
@@ -229,7 +199,7 @@ fn a_make_target_that_ignores_errors_fails_by_the_tests_names() {
 
 #[test]
 fn a_narrowed_npm_test_script_fails_by_the_tests_names() {
-    if !have("node", &["--version"], "node") || !have("npm", &["--version"], "npm") {
+    if !tool_runs("node", &["--version"], "node") || !tool_runs("npm", &["--version"], "npm") {
         return;
     }
     let test = |name: &str, body: &str| {
@@ -259,7 +229,7 @@ fn a_narrowed_npm_test_script_fails_by_the_tests_names() {
     // Through npm, as the project runs it: node's runner prints TAP where its output is no
     // terminal, which names each test.
     let check = "npm test --silent";
-    let said = held(&p, &["add", "tests", "--baseline", check]);
+    let said = p.held(&["add", "tests", "--baseline", check]);
     assert!(said.contains("1 passed"), "{said}");
     // The agent breaks mul and narrows the script to the test it fixed.
     write_file(
@@ -298,7 +268,7 @@ fn crate_project() -> Project {
 #[test]
 fn an_ignored_cargo_test_fails_the_stop_by_name() {
     let p = crate_project();
-    let said = held(&p, &["add", "tests", "--baseline", "cargo test --offline"]);
+    let said = p.held(&["add", "tests", "--baseline", "cargo test --offline"]);
     assert!(said.contains("1 passed"), "{said}");
     // The build went to the check cache, not the project.
     assert!(!p.path().join("target").exists());
@@ -340,7 +310,7 @@ fn a_test_the_human_names_must_pass_whatever_the_exit() {
     }
     let check = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests; exit 0";
     let p = pytest_project(check);
-    held(&p, &["must-pass", "tests.test_calc::test_add"]);
+    p.held(&["must-pass", "tests.test_calc::test_add"]);
     let stop = p.stop(&["--run", check], "s1", Some("x"));
     stop.assert_blocked_saying("its runner reports 1 failed: tests.test_calc::test_add");
     write_file(&p.path().join("calc.py"), FIXED);
@@ -366,7 +336,7 @@ fn a_check_with_per_test_rules_that_names_no_test_is_refused_naming_the_flag() {
 #[test]
 fn the_junit_report_is_written_outside_the_project_and_never_left_behind() {
     let p = Project::builder().git().file("tests/t", "").build();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let check = "case {junit} in \"$PWD\"*) exit 3;; esac; printf '<testsuites><testsuite><testcase name=\"t\"/></testsuite></testsuites>' > {junit}";
     let stop = p.stop(&["--run", check], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());
@@ -428,7 +398,7 @@ fn the_conftest_attack_from_the_packages_own_init_is_not_caught_as_security_md_s
             "from calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_one():\n    assert add(1, 0) == 1\n",
         )
         .build();
-    held(&p, &["add", "tests", "--baseline", PYTEST]);
+    p.held(&["add", "tests", "--baseline", PYTEST]);
     write_file(
         &p.path().join("calc/__init__.py"),
         "import _pytest.reports as _r\n\n_orig = _r.TestReport.from_item_and_call\n\n\ndef _pass(item, call):\n    report = _orig(item, call)\n    report.outcome = 'passed'\n    report.longrepr = None\n    return report\n\n\n_r.TestReport.from_item_and_call = staticmethod(_pass)\n\n\ndef add(a, b):\n    return a - b\n",

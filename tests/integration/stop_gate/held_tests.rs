@@ -4,8 +4,6 @@
 //! (its edits in the tree, its code run by the check) in a real repository with a genuinely
 //! failing test, and must be refused.
 
-use std::path::Path;
-
 use super::DECLARED;
 use crate::support::*;
 
@@ -24,46 +22,15 @@ fn python_project() -> Project {
         .build()
 }
 
-/// `stop-gate hold ARGS` in `dir`.
-fn hold_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    stop_gate()
-        .arg("hold")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
-}
-
-fn hold(p: &Project, args: &[&str]) -> std::process::Output {
-    hold_in(p.path(), args)
-}
-
-fn held(p: &Project, args: &[&str]) -> String {
-    let out = hold(p, args);
-    assert!(out.status.success(), "hold {args:?}: {}", said(&out));
-    stdout_of(&out)
-}
-
 /// The project's loop s1, started, then a declaration under `--run check`.
 fn declare(p: &Project, check: &str) -> Stop {
     p.stop(&["--run", check], "s1", Some(DECLARED))
 }
 
-fn python() -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip("python3 is not installed");
-    }
-    ok
-}
-
 #[test]
 fn hold_add_keeps_the_tests_in_the_protected_state_and_never_changes_the_tree() {
     let p = python_project();
-    let said = held(&p, &["add", "tests/"]);
+    let said = p.held(&["add", "tests/"]);
     assert!(said.contains("held 2 files under tests"), "{said}");
     let record = json_of(&p.protected().join("hold/hold.json"));
     assert_valid("hold.schema.json", &record);
@@ -92,7 +59,7 @@ fn a_declaration_while_a_held_test_is_edited_is_refused_naming_it() {
         return;
     }
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.start_ok("s1", 5, "Make the tests pass.");
     // The agent's edit: the assertion now agrees with the bug.
     write_file(
@@ -121,7 +88,7 @@ fn a_declaration_while_a_held_test_is_deleted_or_skipped_is_refused() {
         return;
     }
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.start_ok("s1", 5, "Make the tests pass.");
     std::fs::remove_file(p.path().join("tests/test_calc.py")).unwrap();
     let stop = declare(&p, UNITTEST);
@@ -172,7 +139,7 @@ fn a_new_conftest_under_a_held_path_is_left_out_of_the_checks_copy() {
         return;
     }
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.start_ok("s1", 5, "Make the tests pass.");
     // The agent's conftest turns every failure into a pass, then erases itself after the run.
     write_file(
@@ -202,24 +169,13 @@ fn a_new_conftest_under_a_held_path_is_left_out_of_the_checks_copy() {
     );
 }
 
-fn pytest() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-m", "pytest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        skip("pytest is not installed (python3 -m pip install pytest)");
-    }
-    ok
-}
-
 #[test]
 fn a_check_cannot_rewrite_a_held_test_while_it_runs() {
     if !python() {
         return;
     }
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     // The check's own code edits the held test before the runner reads it.
     let attack = format!("sed -i 's/4)/0)/' tests/test_calc.py; {UNITTEST}");
     let stop = p.stop(&["--run", &attack], "s1", Some("x"));
@@ -240,7 +196,7 @@ fn a_check_cannot_rewrite_a_held_test_while_it_runs() {
 #[test]
 fn what_a_check_writes_under_a_hold_is_discarded_with_its_copy() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let stop = p.stop(
         &["--run", "echo made > made.txt && test -f made.txt"],
         "s1",
@@ -254,7 +210,7 @@ fn what_a_check_writes_under_a_hold_is_discarded_with_its_copy() {
 #[test]
 fn the_check_under_a_hold_runs_on_the_content_the_verdict_names() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     // An untracked file that git does not ignore is in the copy; an ignored one is not.
     write_file(&p.path().join(".gitignore"), "ignored.txt\n");
     write_file(&p.path().join("new.txt"), "n");
@@ -273,19 +229,16 @@ fn the_check_under_a_hold_runs_on_the_content_the_verdict_names() {
 #[test]
 fn a_legitimate_test_change_passes_once_the_human_refreshes_it() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.start_ok("s1", 5, "Make the tests pass.");
     let changed = TEST.replace("(2, 2), 4", "(2, 3), 5");
     write_file(&p.path().join("tests/test_calc.py"), &changed);
     assert!(declare(&p, "true").blocked());
-    let said = held(&p, &["refresh", "tests/test_calc.py"]);
+    let said = p.held(&["refresh", "tests/test_calc.py"]);
     assert!(said.contains("renewed tests/test_calc.py"), "{said}");
     let stop = declare(&p, "true");
     assert!(!stop.blocked(), "{}", stop.reason());
-    assert_eq!(
-        stdout_of(&hold(&p, &["cat", "tests/test_calc.py"])),
-        changed
-    );
+    assert_eq!(stdout_of(&p.hold(&["cat", "tests/test_calc.py"])), changed);
 }
 
 #[test]
@@ -297,13 +250,13 @@ fn a_hold_at_a_commit_is_what_the_commit_has() {
         TEST.replace("4)", "0)"),
     );
     let head = git(p.path(), &["rev-parse", "HEAD"]);
-    held(&p, &["add", "--at", "HEAD", "tests"]);
+    p.held(&["add", "--at", "HEAD", "tests"]);
     let record = json_of(&p.protected().join("hold/hold.json"));
     assert_eq!(record["patterns"][0]["at"], head.trim());
     let stop = p.stop(&["--run", "true"], "s1", Some("x"));
     assert!(stop.blocked());
     assert!(stop.reason().contains("tests/test_calc.py (modified)"));
-    let out = hold(&p, &["diff", "--patch"]);
+    let out = p.hold(&["diff", "--patch"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout_of(&out);
     assert!(text.contains("modified tests/test_calc.py"), "{text}");
@@ -324,14 +277,14 @@ fn hold_diff_names_modified_deleted_and_new_files() {
         .file("tests/a.py", "a")
         .file("tests/b.py", "b")
         .build();
-    held(&p, &["add", "tests"]);
-    let out = hold(&p, &["diff"]);
+    p.held(&["add", "tests"]);
+    let out = p.hold(&["diff"]);
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     assert_eq!(stdout_of(&out), "the 2 held files are as held\n");
     write_file(&p.path().join("tests/a.py"), "A");
     std::fs::remove_file(p.path().join("tests/b.py")).unwrap();
     write_file(&p.path().join("tests/c.py"), "c");
-    let out = hold(&p, &["diff"]);
+    let out = p.hold(&["diff"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         stdout_of(&out),
@@ -346,7 +299,7 @@ fn a_glob_holds_what_it_matches_and_the_copy_leaves_out_unheld_matches() {
         .file("pkg/a_test.go", "a")
         .file("pkg/a.go", "code")
         .build();
-    held(&p, &["add", "**/*_test.go"]);
+    p.held(&["add", "**/*_test.go"]);
     write_file(&p.path().join("pkg/b_test.go"), "b");
     write_file(&p.path().join("pkg/b.go"), "more code");
     let stop = p.stop(
@@ -363,7 +316,7 @@ fn a_glob_holds_what_it_matches_and_the_copy_leaves_out_unheld_matches() {
 #[test]
 fn every_worktree_of_the_repository_uses_the_hold() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let other = p.root().join("other");
     git(
         p.path(),
@@ -393,10 +346,10 @@ fn what_git_ignores_reaches_the_check_only_when_the_human_declares_it() {
     git(p.path(), &["add", ".gitignore"]);
     git(p.path(), &["commit", "-qm", "ignore"]);
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let check = "test -f .venv/lib/dep.py";
     assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
-    let said = held(&p, &["add", "--env", ".venv"]);
+    let said = p.held(&["add", "--env", ".venv"]);
     assert!(said.contains(".venv read-only"), "{said}");
     let stop = p.stop(&["--run", check], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());
@@ -412,7 +365,7 @@ fn what_git_ignores_reaches_the_check_only_when_the_human_declares_it() {
 #[test]
 fn build_directories_under_a_hold_go_to_the_check_cache() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let stop = p.stop(
         &[
             "--run",
@@ -436,7 +389,7 @@ fn build_directories_under_a_hold_go_to_the_check_cache() {
 #[test]
 fn a_damaged_hold_blocks_the_stop_and_the_guard() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(&p.protected().join("hold/hold.json"), "{not json");
     let stop = p.stop(&["--run", "true"], "s1", Some("x"));
     assert!(stop.blocked());
@@ -458,7 +411,7 @@ fn write_tool(p: &Project, path: &str) -> Option<String> {
 #[test]
 fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let denied = write_tool(&p, "tests/test_calc.py").expect("a held file is denied");
     assert_eq!(
         denied,
@@ -507,7 +460,7 @@ fn hold_refuses_paths_it_cannot_hold_in_one_line() {
         (vec!["release"], "or --all"),
         (vec!["add", "--env", ".venv"], "there is no hold yet"),
     ] {
-        let out = hold(&p, &args);
+        let out = p.hold(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
         let line = assert_one_line_error(&out, "stop-gate");
         assert!(line.contains(says), "{args:?}: {line}");
@@ -518,12 +471,12 @@ fn hold_refuses_paths_it_cannot_hold_in_one_line() {
 #[test]
 fn hold_release_takes_the_hold_away() {
     let p = python_project();
-    held(&p, &["add", "tests/test_calc.py", "tests/__init__.py"]);
-    let said = held(&p, &["release", "tests/__init__.py"]);
+    p.held(&["add", "tests/test_calc.py", "tests/__init__.py"]);
+    let said = p.held(&["release", "tests/__init__.py"]);
     assert!(said.contains("1 files stay held"), "{said}");
-    let said = held(&p, &["release", "--all"]);
+    let said = p.held(&["release", "--all"]);
     assert!(said.contains("the hold is released"), "{said}");
-    assert_eq!(hold(&p, &["show"]).status.code(), Some(1));
+    assert_eq!(p.hold(&["show"]).status.code(), Some(1));
     // Weakened, and no hold: the check runs in place as before.
     write_file(&p.path().join("tests/test_calc.py"), "x");
     assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
@@ -532,7 +485,7 @@ fn hold_release_takes_the_hold_away() {
 #[test]
 fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.start_ok("s1", 1, "Make the tests pass.");
     write_file(
         &p.path().join("tests/test_calc.py"),
@@ -582,7 +535,7 @@ fn the_humans_vigil_hold_prompt_holds_the_tests_and_a_mention_holds_nothing() {
             "{mention}"
         );
     }
-    assert_eq!(hold(&p, &["show"]).status.code(), Some(1));
+    assert_eq!(p.hold(&["show"]).status.code(), Some(1));
     let said = p.prompt("s1", "/vigil-hold tests/test_calc.py");
     let context = said["hookSpecificOutput"]["additionalContext"]
         .as_str()
@@ -615,11 +568,11 @@ fn a_hold_made_without_paths_holds_what_the_repositorys_vigil_hold_names() {
     write_file(&p.path().join(".vigil-hold"), "# the tests\ntests\n");
     // The setting alone holds nothing: a human makes the hold.
     assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
-    let said = held(&p, &["add"]);
+    let said = p.held(&["add"]);
     assert!(said.contains("held 2 files under tests"), "{said}");
     git(p.path(), &["add", ".vigil-hold"]);
     git(p.path(), &["commit", "-qm", "what to hold"]);
-    held(&p, &["release", "--all"]);
+    p.held(&["release", "--all"]);
     let said = p.prompt("s2", "/vigil-hold --at HEAD");
     assert!(
         said["systemMessage"]
@@ -633,7 +586,7 @@ fn a_hold_made_without_paths_holds_what_the_repositorys_vigil_hold_names() {
 #[test]
 fn the_next_session_is_told_what_is_held_and_what_differs() {
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(&p.path().join("tests/test_calc.py"), "weakened\n");
     let out = session_start(p.path(), "s9", "startup");
     assert!(out.status.success(), "{}", said(&out));
@@ -681,7 +634,7 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
         pin.contains("`make` runs the Makefile") && pin.contains("holding a whole manifest"),
         "{pin}"
     );
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let p2 = python_project();
     p2.install(&["--run", "python3 -m pytest -q tests"]);
     let said = doctor(&p2);
@@ -696,7 +649,7 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
         "{pin}"
     );
     // Pinned, and held: nothing to propose.
-    held(&p2, &["add", "tests"]);
+    p2.held(&["add", "tests"]);
     p2.install(&[
         "--run",
         "python3 -P -m pytest -q -c tests/pytest.ini -o addopts= tests",
@@ -724,7 +677,7 @@ fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
     let tool = p.path().join(".venv/bin/mytool");
     write_file(&tool, "#!/bin/sh\necho from-the-venv\n");
     make_executable(&tool);
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     let path = format!(
         "{}:{}",
         p.path().join(".venv/bin").display(),
@@ -739,7 +692,7 @@ fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
         "{}",
         stop.reason()
     );
-    held(&p, &["add", "--env", ".venv"]);
+    p.held(&["add", "--env", ".venv"]);
     let stop = p.stop_with_env(&["--run", "mytool | grep -q from-the-venv"], &env, payload);
     assert!(!stop.blocked(), "{}", stop.reason());
 }
@@ -750,7 +703,7 @@ fn a_check_that_lacks_a_dependency_under_a_hold_says_a_new_one_needs_the_human()
         return;
     }
     let p = python_project();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     write_file(
         &p.path().join("calc.py"),
         format!("import requests_that_is_not_installed\n{CALC}"),
@@ -766,8 +719,8 @@ fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_insta
     git(p.path(), &["add", ".gitignore"]);
     git(p.path(), &["commit", "-qm", "ignore"]);
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
-    held(&p, &["add", "tests"]);
-    let told = held(&p, &["add", "--env", ".venv", "--copy"]);
+    p.held(&["add", "tests"]);
+    let told = p.held(&["add", "--env", ".venv", "--copy"]);
     assert!(
         told.contains(".venv as a copy of 10 bytes made now"),
         "{told}"
@@ -778,12 +731,15 @@ fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_insta
     let stop = p.stop(&["--run", check], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());
     // The human takes the new environment.
-    let told = held(&p, &["refresh", "--env"]);
+    let told = p.held(&["refresh", "--env"]);
     assert!(told.contains("renewed the held copy of .venv"), "{told}");
     assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
-    assert!(held(&p, &["show"]).contains("env .venv  (held as a copy of 10 bytes"));
+    assert!(
+        p.held(&["show"])
+            .contains("env .venv  (held as a copy of 10 bytes")
+    );
     // Over the limit: refused, nothing kept.
-    let out = hold(&p, &["add", "--env", ".venv", "--copy", "--max-size", "5"]);
+    let out = p.hold(&["add", "--env", ".venv", "--copy", "--max-size", "5"]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     let line = assert_one_line_error(&out, "stop-gate");
     assert!(line.contains("larger than 5 bytes"), "{line}");
@@ -812,15 +768,15 @@ fn protect_lists_the_held_files_in_the_sandboxs_rules_and_keeps_them_in_step() {
         .file("tests/__init__.py", "")
         .file("tests/test_calc.py", TEST)
         .build();
-    held(&p, &["add", "tests"]);
+    p.held(&["add", "tests"]);
     p.install(&["--protect", "--run", "true"]);
     let rules = deny_rules(&p);
     for held in ["Edit(/tests/__init__.py)", "Edit(/tests/test_calc.py)"] {
         assert!(rules.contains(&held.to_string()), "{rules:?}");
     }
     // Released in part, then installed again: only what is held is listed.
-    held(&p, &["release", "--all"]);
-    held(&p, &["add", "tests/test_calc.py"]);
+    p.held(&["release", "--all"]);
+    p.held(&["add", "tests/test_calc.py"]);
     p.install(&["--protect", "--run", "true"]);
     let rules = deny_rules(&p);
     assert!(
