@@ -90,6 +90,29 @@ impl Report {
     }
 }
 
+/// Runs the check `command` confined as `plan` says, `{junit}` in it replaced by a fresh report
+/// path that the check may write (and that its failure line shows as `{junit}` again): what it
+/// did, and the report to read.
+pub fn run_reported(
+    project: &Project,
+    command: &str,
+    mut plan: Plan,
+    required: impl FnOnce() -> bool,
+    timeout: Duration,
+    capture: usize,
+) -> Result<(Checked, Option<Report>), String> {
+    let (command, report) = Report::for_command(project, command)
+        .map_err(|e| format!("stop-gate: cannot make a place for the check's JUnit report: {e}"))?;
+    if let Some(report) = &report {
+        plan.writable.push(report.dir().to_path_buf());
+    }
+    let mut checked = command::run_check(&command, &plan, required, timeout, capture);
+    if let Some(report) = &report {
+        checked = report.shown(checked);
+    }
+    Ok((checked, report))
+}
+
 /// One run of the check under the hold.
 pub struct Ran {
     pub checked: Checked,
@@ -129,15 +152,14 @@ pub fn run_once(
     if let Some(path) = check_path(project, hold, &prepared)? {
         plan.env.push(("PATH".to_string(), path));
     }
-    let (command, report) = Report::for_command(project, command)
-        .map_err(|e| format!("stop-gate: cannot make a place for the check's JUnit report: {e}"))?;
-    if let Some(report) = &report {
-        plan.writable.push(report.dir().to_path_buf());
-    }
-    let mut checked = command::run_check(&command, &plan, required, timeout, command::OUTPUT_WHOLE);
-    if let Some(report) = &report {
-        checked = report.shown(checked);
-    }
+    let (checked, report) = run_reported(
+        project,
+        command,
+        plan,
+        required,
+        timeout,
+        command::OUTPUT_WHOLE,
+    )?;
     let printed = results::from_output(&checked.output);
     let results = match &report {
         Some(report) => report.read(),

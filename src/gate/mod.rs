@@ -1065,7 +1065,7 @@ impl Gate {
                     .min(left)
                     .max(std::time::Duration::from_secs(1))
             };
-            let mut plan = command::plan(
+            let plan = command::plan(
                 &self.project,
                 config.check_write.clone(),
                 config.check_network,
@@ -1095,20 +1095,15 @@ impl Gate {
                     detail: r.detail,
                 })?;
             } else {
-                let (command, report) = held_check::Report::for_command(&self.project, command)
-                    .map_err(|e| {
-                        Failure::line(format!(
-                            "stop-gate: cannot make a place for the check's JUnit report: {e}"
-                        ))
-                    })?;
-                if let Some(report) = &report {
-                    plan.writable.push(report.dir().to_path_buf());
-                }
-                let mut checked =
-                    command::run_check(&command, &plan, required, timeout(), command::OUTPUT_TAIL);
-                if let Some(report) = &report {
-                    checked = report.shown(checked);
-                }
+                let (checked, _) = held_check::run_reported(
+                    &self.project,
+                    command,
+                    plan,
+                    required,
+                    timeout(),
+                    command::OUTPUT_TAIL,
+                )
+                .map_err(Failure::line)?;
                 if let Some(notice) = checked.unconfined {
                     self::notice(notice);
                 }
