@@ -139,6 +139,14 @@ pub fn run_once(
     let prepared = held::prepare(project, hold, limits).map_err(|e| {
         format!("stop-gate: the check's copy under the human's hold could not be made: {e}")
     })?;
+    // A copy in the temporary directory (the protected state could not take it) is one the
+    // sandboxed agent can write while the check runs.
+    if !prepared.snapshot.protected && !project.protected().agent_writable() {
+        return Err(format!(
+            "stop-gate: the check's copy under the human's hold could not be made in the protected state ({}), and a copy elsewhere is within the agent's reach; the stop is blocked",
+            project.protected().dir.join("snapshots").display()
+        ));
+    }
     let mut plan = base.clone();
     plan.work = prepared.snapshot.path().to_path_buf();
     plan.cwd = prepared.snapshot.cwd.clone();

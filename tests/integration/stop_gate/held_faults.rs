@@ -40,12 +40,17 @@ fn held_project() -> Project {
 /// stop-gate (a Stop with `--run true` of a session of its own) under strace, with `inject`
 /// on the system calls that touch `path`.
 fn stop_faulted(p: &Project, path: &Path, syscall: &str, session: &str) -> Stop {
+    stop_faulted_with(p, path, syscall, "EIO", session)
+}
+
+/// `stop_faulted`, the fault `errno`.
+fn stop_faulted_with(p: &Project, path: &Path, syscall: &str, errno: &str, session: &str) -> Stop {
     let mut cmd = std::process::Command::new("strace");
     isolated(&mut cmd)
         .args(["-f", "-qq", "-o", "/dev/null", "-P"])
         .arg(path)
         .args(["-e", &format!("trace={syscall}")])
-        .args(["-e", &format!("inject={syscall}:error=EIO")])
+        .args(["-e", &format!("inject={syscall}:error={errno}")])
         .arg(bin_dir().join("stop-gate"))
         .args(["--run", "true"])
         .current_dir(p.path());
@@ -85,6 +90,20 @@ fn an_io_error_on_the_hold_or_a_held_copy_blocks_the_stop() {
         let stop = stop_faulted(&p, &blob, syscall, &format!("b-{syscall}"));
         stop.assert_blocked_saying("Input/output error");
     }
+}
+
+#[test]
+fn a_full_disk_where_the_checks_copy_goes_blocks_rather_than_copy_within_the_agents_reach() {
+    if !strace() {
+        return;
+    }
+    let p = held_project();
+    // The copy's directory in the protected state cannot be made; the temporary directory,
+    // which the sandboxed agent can write, is no place for it.
+    let snapshots = p.protected().join("snapshots");
+    let _ = std::fs::remove_dir_all(&snapshots);
+    let stop = stop_faulted_with(&p, &snapshots, "mkdir", "ENOSPC", "full");
+    stop.assert_blocked_saying("could not be made in the protected state");
 }
 
 #[test]
