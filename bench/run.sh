@@ -197,13 +197,15 @@ check_row() { # LABEL
 }
 check_row "Stop, a \`true\` check, confined (bubblewrap); last column: what confinement adds"
 
-# The human's hold (issue 41): a declared Stop whose check runs confined in a prepared copy of
-# the project (the files git does not ignore, copied and hashed, the held tests restored and
-# read-only), beside the same Stop and check in a project alike with nothing held (confined in
-# the project). Each run ends a loop started afresh (not timed) by declaring, so each Stop also
-# records the tree it vouched for: under the hold the copy's hash, else a hash of the tree. The
-# last column is what the hold adds. 100,000 files (a copy of them on each Stop) come with the
-# largest size set, in at most 5 runs a row; BENCH_HELD_FILES="1,000 100,000" chooses.
+# The human's hold (issue 41): a declared Stop whose check runs confined in the warm copy of
+# the project (kept in the protected state and brought to the tree by what changed: the held
+# tests as held and read-only), beside the same Stop and check in a project alike with nothing
+# held (confined in the project), and beside the held Stop in a copy made afresh
+# (VIGIL_CHECK_COPY=fresh: every file copied and hashed). Before each run the agent edits 5
+# files and a loop is started afresh (not timed); each Stop ends it by declaring, so each also
+# records the tree it vouched for: under the hold the copy's id, else a hash of the tree. The
+# last column is what the hold adds. 100,000 files come with the largest size set, in at most
+# 5 runs a row; BENCH_HELD_FILES="1,000 100,000" chooses.
 held_files=${BENCH_HELD_FILES:-}
 if [ -z "$held_files" ]; then
   case " $sizes " in
@@ -290,12 +292,17 @@ for label in $held_files; do
   (cd "$held" && "$sg" hold add tests >/dev/null)
   held_pass "$free" true
   held_pass "$held" true
-  read -r free_ms held_ms < <(runs=$held_runs medians_ms \
-    "cd $free && $held_start" "$sg --run true <$free.stop.json" \
-    "cd $held && $held_start" "$sg --run true <$held.stop.json")
+  edits() { echo "for i in 1 2 3 4 5; do echo \"# \$\$\" >>$1/src\$i/m1.py; done"; }
+  read -r free_ms held_ms fresh_ms < <(runs=$held_runs medians_ms \
+    "cd $free && $held_start && $(edits "$free")" "$sg --run true <$free.stop.json" \
+    "cd $held && $held_start && $(edits "$held")" "$sg --run true <$held.stop.json" \
+    "cd $held && $held_start && $(edits "$held")" "VIGIL_CHECK_COPY=fresh $sg --run true <$held.stop.json")
   held_row "stop-gate --run true, tests held" \
-    "declared Stop, $label files and tests/ (50 files) held, the check in their copy ($held_runs runs); last column: what the hold adds" \
+    "declared Stop after 5 files edited, $label files and tests/ (50 files) held, the check in the warm copy ($held_runs runs); last column: what the hold adds" \
     "$held_ms" "$free_ms" "nothing held"
+  held_row "stop-gate --run true, tests held, a fresh copy" \
+    "the same Stop with VIGIL_CHECK_COPY=fresh (every file copied); last column: what the warm copy saves" \
+    "$fresh_ms" "$held_ms" "the warm copy"
   rm -rf "$free" "$held"
 done
 

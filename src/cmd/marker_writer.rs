@@ -662,6 +662,7 @@ fn run(
                     snapshot.path(),
                     hold,
                     &bytes_of,
+                    &|_| false,
                     blobs.is_empty().then_some(copies.as_path()),
                 )?);
             }

@@ -321,9 +321,16 @@ pub struct Prepared {
 /// held files written from the hold's copies (edited ones restored, deleted ones back), unheld
 /// files under a held pattern removed, the declared environment's mount points made (the confinement shows it there, read-only).
 pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepared> {
-    let snapshot = snapshot::take(project, limits)?;
+    let snapshot = snapshot::take_warm(project, limits)?;
     let hold_dir = hold::dir(project);
     let stored = |held: &HeldFile| hold::blob_in(&hold_dir, &held.blob);
+    // In a warm copy, a held file the copy already holds as held is left as it is.
+    let kept = |held: &HeldFile| {
+        snapshot
+            .warm()
+            .and_then(|synced| synced.entry(held.path.as_bytes()))
+            .is_some_and(|(mode, id)| tree::hex(&id) == held.blob && mode_octal(mode) == held.mode)
+    };
     let copies = hold::env_dir(project);
     let applied = apply(
         &top(project)?,
@@ -331,8 +338,12 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
         snapshot.path(),
         hold,
         &stored,
+        &kept,
         Some(&copies),
     )?;
+    // An unwritten seal leaves the last one, before every change made here: the next Stop
+    // then reads again what changed since, and believes no more.
+    let _ = snapshot.seal();
     Ok(Prepared {
         snapshot,
         read_only: applied.read_only,
@@ -357,10 +368,14 @@ pub fn apply(
     copy: &Path,
     hold: &Hold,
     bytes_of: &dyn Fn(&HeldFile) -> Result<Vec<u8>>,
+    kept: &dyn Fn(&HeldFile) -> bool,
     env_copies: Option<&Path>,
 ) -> Result<Applied> {
     let copy = std::fs::canonicalize(copy).map_err(|e| Error::io("read", copy, &e))?;
     for held in &hold.files {
+        if kept(held) {
+            continue;
+        }
         let bytes = bytes_of(held)?;
         if tree::hex(&tree::blob_id(&bytes)?) != held.blob {
             return Err(Error::input(format!(
@@ -503,6 +518,15 @@ pub fn digest(hold: &Hold) -> String {
         .map(|f| format!("{} {} {}\n", f.mode, f.blob, f.path))
         .collect();
     format!("sha256:{}", crate::sys::digest::sha256_hex(text.as_bytes()))
+}
+
+/// A tree mode as a hold records it.
+fn mode_octal(mode: tree::Mode) -> &'static str {
+    match mode {
+        tree::Mode::File => "100644",
+        tree::Mode::Executable => "100755",
+        tree::Mode::Symlink => "120000",
+    }
 }
 
 /// Writes a held file into the copy at `path`, through real directories only.

@@ -5,16 +5,19 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::evidence::subject::{self, Limits};
+use crate::evidence::subject::worktree::Synced;
+use crate::evidence::subject::{self, Limits, tree};
 use crate::reach;
 use crate::state::project::Project;
 use crate::state::protected;
 use crate::sys::files;
 use crate::sys::git::Repository;
+use crate::sys::lock::FileLock;
 
-/// A copy of the worktree, removed when dropped.
+/// A copy of the worktree: a fresh one is removed when dropped; a warm one (under a hold) is
+/// kept for the next Stop, locked while in use.
 pub struct Snapshot {
-    dir: tempfile::TempDir,
+    place: Place,
     /// The id of exactly what was copied.
     pub subject: String,
     /// Where the command starts: the copy of the directory marker-writer was run from.
@@ -24,9 +27,39 @@ pub struct Snapshot {
     pub protected: bool,
 }
 
+enum Place {
+    Fresh(tempfile::TempDir),
+    Warm {
+        copy: PathBuf,
+        index: PathBuf,
+        synced: Synced,
+        _lock: FileLock,
+    },
+}
+
 impl Snapshot {
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        match &self.place {
+            Place::Fresh(dir) => dir.path(),
+            Place::Warm { copy, .. } => copy,
+        }
+    }
+
+    /// What a warm copy holds, file by file (`None` for a fresh copy).
+    pub fn warm(&self) -> Option<&Synced> {
+        match &self.place {
+            Place::Fresh(_) => None,
+            Place::Warm { synced, .. } => Some(synced),
+        }
+    }
+
+    /// Seals a warm copy once it is as the check must find it (its cache written): what
+    /// changes it afterwards is undone before the next check. A fresh copy needs nothing.
+    pub fn seal(&self) -> Result<()> {
+        match &self.place {
+            Place::Fresh(_) => Ok(()),
+            Place::Warm { index, synced, .. } => synced.seal(index),
+        }
     }
 }
 
@@ -48,26 +81,105 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     };
     let subject = subject::worktree_snapshot(project, limits, dir.path())?;
     links_stay_inside(dir.path())?;
-    // The command runs where the gate's check runs: at the project (SPEC §2), whatever
-    // directory the writer was started in.
+    let cwd = start_in(project, dir.path())?;
+    Ok(Snapshot {
+        place: Place::Fresh(dir),
+        subject,
+        cwd,
+        protected: in_protected,
+    })
+}
+
+/// The warm copy of the project's worktree (SPEC §11), in the protected state, brought to the
+/// tree by what changed since the last one; a fresh copy ([`take`]) where there is no
+/// protected state, where another check holds the warm one, or where it cannot be brought
+/// to the tree (it is then discarded, and made anew next time). Unix only: Windows keeps no
+/// change time to believe.
+pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
+    if !cfg!(unix) || std::env::var_os("VIGIL_CHECK_COPY").is_some_and(|v| v == "fresh") {
+        return take(project, limits);
+    }
+    let Some(dir) = protected::project_dir(&project.dir).map(|dir| dir.join("check-copy")) else {
+        return take(project, limits);
+    };
+    if files::make_private_dir(&dir).is_err() {
+        return take(project, limits);
+    }
+    let Ok(lock) = FileLock::acquire(&dir.join("lock"), std::time::Duration::ZERO) else {
+        return take(project, limits);
+    };
+    let copy = dir.join("copy");
+    let index = dir.join("index");
+    let synced = subject::worktree_warm(project, limits, &copy, &index).and_then(|synced| {
+        for link in synced.links() {
+            link_stays_inside(&copy, link)?;
+        }
+        Ok(synced)
+    });
+    let synced = match synced {
+        Ok(synced) => synced,
+        Err(_) => {
+            // Made anew next time; this check runs in a fresh copy, which says what failed.
+            discard(&copy, &index);
+            drop(lock);
+            return take(project, limits);
+        }
+    };
+    let cwd = start_in(project, &copy)?;
+    Ok(Snapshot {
+        subject: format!("git-tree:{}", tree::hex(&synced.tree)),
+        place: Place::Warm {
+            copy,
+            index,
+            synced,
+            _lock: lock,
+        },
+        cwd,
+        protected: true,
+    })
+}
+
+/// Removes a warm copy and its cache, so the next one starts from nothing.
+fn discard(copy: &Path, index: &Path) {
+    let _ = std::fs::remove_file(index);
+    let aside = copy.with_file_name(format!("discarded-{}", std::process::id()));
+    if std::fs::rename(copy, &aside).is_ok() {
+        let _ = std::fs::remove_dir_all(&aside);
+    } else {
+        let _ = std::fs::remove_dir_all(copy);
+    }
+}
+
+/// Where the command starts in the copy at `root`: the copy of the project's directory (the
+/// gate's check runs at the project, SPEC §2, whatever directory the writer was started in),
+/// or the nearest directory above it that the copy has.
+fn start_in(project: &Project, root: &Path) -> Result<PathBuf> {
     let top = Repository::locate(&project.dir)?.top;
     let here = std::fs::canonicalize(&project.dir)
         .ok()
         .and_then(|dir| dir.strip_prefix(&top).ok().map(Path::to_path_buf))
         .unwrap_or_default();
-    let cwd = dir.path().join(here);
+    let cwd = root.join(here);
     // A directory that held only ignored files is not in the copy: start at the nearest one.
-    let cwd = cwd
+    Ok(cwd
         .ancestors()
         .find(|d| d.is_dir())
-        .unwrap_or(dir.path())
-        .to_path_buf();
-    Ok(Snapshot {
-        dir,
-        subject,
-        cwd,
-        protected: in_protected,
-    })
+        .unwrap_or(root)
+        .to_path_buf())
+}
+
+/// A link of the warm copy at `relative` leads inside the copy (as [`links_stay_inside`]
+/// judges each link of a fresh one).
+fn link_stays_inside(copy: &Path, relative: &[u8]) -> Result<()> {
+    let root = std::fs::canonicalize(copy).map_err(|e| Error::io("read the snapshot", copy, &e))?;
+    let path = root.join(crate::sys::paths::os_str(relative));
+    match reach::resolve(&path) {
+        Some(place) if place.starts_with(&root) => Ok(()),
+        _ => Err(Error::input(format!(
+            "{} is a symlink that leads out of the tree",
+            String::from_utf8_lossy(relative)
+        ))),
+    }
 }
 
 /// Every link in the copy leads inside it, judged by where it resolves: a link whose target

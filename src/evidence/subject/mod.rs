@@ -109,6 +109,23 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
     worktree::tree_id(&project.dir, &options(project, limits, snapshot))
 }
 
+/// The warm copy at `copy` (its cache at `index`) brought to the project's worktree: the id
+/// of exactly what it then holds (SPEC §11).
+pub fn worktree_warm(
+    project: &Project,
+    limits: Limits,
+    copy: &Path,
+    index: &Path,
+) -> Result<worktree::Synced> {
+    let repository = Repository::locate(&project.dir)?;
+    let warm = worktree::warm::Warm::load(index, copy);
+    let options = worktree::Options {
+        warm: Some(&warm),
+        ..options(project, limits, Some(copy))
+    };
+    worktree::warm_sync(&repository, &options)
+}
+
 /// The project's worktree as its subject hashes it: each file's path from the top and blob id
 /// (hex), in byte order.
 pub fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
@@ -132,6 +149,7 @@ fn options<'a>(
         deadline: limits.deadline,
         exclude: Some(&project.state),
         snapshot,
+        warm: None,
     }
 }
 

@@ -39,7 +39,11 @@ pub struct Options<'a> {
     /// `run --snapshot`: every file hashed is also written here, from the same bytes, so the
     /// copy is exactly the content the id names.
     pub snapshot: Option<&'a Path>,
+    /// With `snapshot`, the warm copy's cache: the copy is kept, and brought to the tree.
+    pub warm: Option<&'a warm::Warm>,
 }
+
+pub mod warm;
 
 /// What the index caches for a tracked path: its stat data, blob id and mode. Only
 /// `by_stat` believes it, for what informs (SPEC §9); no gate reads it.
@@ -126,27 +130,33 @@ impl Known<'_> {
         if !stat.regular || file_mode(stat.owner_may_execute) != cached.mode {
             return None;
         }
-        // As the index keeps them: seconds and sizes cut to 32 bits.
-        let time = |secs: i64, nsecs: i64| gix_index::entry::stat::Time {
-            secs: secs as u32,
-            nsecs: nsecs as u32,
-        };
-        let now = gix_index::entry::Stat {
-            mtime: time(stat.mtime.0, stat.mtime.1),
-            ctime: time(stat.ctime.0, stat.ctime.1),
-            dev: stat.dev as u32,
-            ino: stat.ino as u32,
-            uid: stat.uid,
-            gid: stat.gid,
-            size: stat.size as u32,
-        };
-        cached.stat.matches(&now, STAT_MATCH).then_some(cached)
+        cached
+            .stat
+            .matches(&index_stat(&stat), STAT_MATCH)
+            .then_some(cached)
     }
 
     /// Whether what was hashed differs from what the index holds (or the index lacks it).
     fn differs(&self, hashed: &Hashed) -> bool {
         self.cached(0..self.tracked.paths.len(), &hashed.path)
             .is_none_or(|cached| cached.mode != hashed.mode || cached.id != hashed.id)
+    }
+}
+
+/// Stat data as the index keeps it: seconds and sizes cut to 32 bits.
+fn index_stat(stat: &files::StatAt) -> gix_index::entry::Stat {
+    let time = |secs: i64, nsecs: i64| gix_index::entry::stat::Time {
+        secs: secs as u32,
+        nsecs: nsecs as u32,
+    };
+    gix_index::entry::Stat {
+        mtime: time(stat.mtime.0, stat.mtime.1),
+        ctime: time(stat.ctime.0, stat.ctime.1),
+        dev: stat.dev as u32,
+        ino: stat.ino as u32,
+        uid: stat.uid,
+        gid: stat.gid,
+        size: stat.size as u32,
     }
 }
 
@@ -178,7 +188,24 @@ const MAX_STAT_INDEX: u64 = 64 << 20;
 /// walk asks, and believes it; for a gate `cached` stays empty). A submodule or a sparse
 /// checkout denies: the files the tree would name are not all on disk to be read.
 fn tracked(repository: &Repository, cache: bool) -> Result<Tracked> {
-    let path = repository.git_dir.join("index");
+    read_index(&repository.git_dir.join("index"), cache)
+}
+
+impl Tracked {
+    fn empty() -> Tracked {
+        Tracked {
+            paths: Vec::new(),
+            cached: Vec::new(),
+            cached_bytes: 0,
+            written: filetime::FileTime::zero(),
+        }
+    }
+}
+
+/// The paths of the index at `path` (a repository's, or the warm copy's cache), with `cache`
+/// what it caches for each.
+fn read_index(path: &Path, cache: bool) -> Result<Tracked> {
+    let path = path.to_path_buf();
     // Taken before the read: an index written meanwhile only makes more entries racy.
     let written = std::fs::symlink_metadata(&path).map_or(filetime::FileTime::zero(), |m| {
         filetime::FileTime::from_last_modification_time(&m)
@@ -323,6 +350,8 @@ struct Hashed {
     id: ObjectId,
     /// In a `by_stat` walk: whether it differs from the index (or is not in it).
     changed: bool,
+    /// In a warm walk: the stat data it was read with, for the cache.
+    stat: Option<gix_index::entry::Stat>,
 }
 
 /// The tree id of `repository`'s working tree, from the bytes of every file.
@@ -466,6 +495,54 @@ fn walk(
     Ok((ByStat { tree, changed }, files))
 }
 
+/// The warm copy brought to the working tree (`options.snapshot` the copy, `options.warm` its
+/// cache): what the check wrote removed, each changed file read, hashed and copied, each
+/// unchanged one taken from the cache, what is gone removed. The tree's id is that of the copy.
+pub fn warm_sync(repository: &Repository, options: &Options) -> Result<Synced> {
+    let warm = options
+        .warm
+        .ok_or_else(|| Error::input("a warm walk needs its cache"))?;
+    warm.sweep()?;
+    let (by_stat, files) = walk(repository, options, None)?;
+    warm.prune(&files)?;
+    Ok(Synced {
+        tree: by_stat
+            .tree
+            .ok_or_else(|| Error::input("the tree was not hashed"))?,
+        files,
+    })
+}
+
+/// A warm copy as [`warm_sync`] left it.
+pub struct Synced {
+    pub tree: ObjectId,
+    files: Vec<Hashed>,
+}
+
+impl Synced {
+    /// The links of the tree, by their paths from the top.
+    pub fn links(&self) -> impl Iterator<Item = &[u8]> {
+        self.files
+            .iter()
+            .filter(|f| f.mode == Mode::Symlink)
+            .map(|f| f.path.as_slice())
+    }
+
+    /// The mode and blob id the copy holds at `path`.
+    pub fn entry(&self, path: &[u8]) -> Option<(Mode, ObjectId)> {
+        let at = self
+            .files
+            .binary_search_by(|f| f.path.as_slice().cmp(path))
+            .ok()?;
+        Some((self.files[at].mode, self.files[at].id))
+    }
+
+    /// Writes the cache: after the last change vigil makes to the copy, before the check runs.
+    pub fn seal(&self, index: &Path) -> Result<()> {
+        warm::seal(index, &self.files)
+    }
+}
+
 /// Where the disk keeps no modes (Windows: `core.fileMode` and `core.symlinks` false), a file's
 /// mode is what the index records for its path, as `git add` keeps it there: executable, or a
 /// link checked out as a file that holds its target (the same blob). A file the index does not
@@ -499,8 +576,14 @@ struct Rules {
 /// Work for a walker: a directory to read, by its path from the top ("" for the top), or a
 /// large file to hash on its own, so that several threads share one directory's big files.
 enum Job {
-    Dir { dir: Vec<u8>, rules: Arc<Rules> },
-    File { relative: Vec<u8> },
+    Dir {
+        dir: Vec<u8>,
+        rules: Arc<Rules>,
+    },
+    File {
+        relative: Vec<u8>,
+        stat: Option<gix_index::entry::Stat>,
+    },
 }
 
 /// From this size, with several threads, a file is hashed as a job of its own.
@@ -524,6 +607,8 @@ struct Walk<'a> {
     found: Mutex<Vec<Hashed>>,
     /// In a `by_stat` walk, the index's stat data.
     known: Option<&'a Known<'a>>,
+    /// In a warm walk, the warm copy's cache.
+    warm: Option<Known<'a>>,
 }
 
 #[derive(Default)]
@@ -577,6 +662,11 @@ impl<'a> Walk<'a> {
             ready: std::sync::Condvar::new(),
             found: Mutex::default(),
             known,
+            warm: options.warm.map(|warm| Known {
+                tracked: &warm.tracked,
+                subject: true,
+                attributes: std::sync::atomic::AtomicBool::new(false),
+            }),
         }
     }
 
@@ -632,7 +722,9 @@ impl<'a> Walk<'a> {
             };
             let result = match job {
                 Job::Dir { dir, rules } => self.read_dir(&dir, &rules, &mut reader, &mut mine),
-                Job::File { relative } => self.hash_large(relative, &mut reader, &mut mine),
+                Job::File { relative, stat } => {
+                    self.hash_large(relative, stat, &mut reader, &mut mine)
+                }
             };
             let mut queue = self.queue.lock().unwrap();
             queue.busy -= 1;
@@ -652,6 +744,7 @@ impl<'a> Walk<'a> {
     fn hash_large(
         &self,
         relative: Vec<u8>,
+        stat: Option<gix_index::entry::Stat>,
         reader: &mut Reader,
         found: &mut Vec<Hashed>,
     ) -> Result<Vec<Job>> {
@@ -659,7 +752,10 @@ impl<'a> Walk<'a> {
         let shown = String::from_utf8_lossy(&relative).into_owned();
         let file = files::open_no_follow(&self.top.join(paths::os_str(&relative)))
             .map_err(|e| unreadable(&shown, &e))?;
-        found.extend(self.compared(reader.hash(Source::File(file), relative)?));
+        found.extend(
+            self.compared(reader.hash(Source::File(file), relative)?)
+                .map(|hashed| Hashed { stat, ..hashed }),
+        );
         Ok(Vec::new())
     }
 
@@ -712,6 +808,8 @@ impl<'a> Walk<'a> {
         };
         let mut jobs = Vec::new();
         let range = self.known.map(|known| known.range(dir));
+        let warm_range = self.warm.as_ref().map(|known| known.range(dir));
+        let copy_dir = self.options.warm.and_then(|warm| warm.copy_dir(dir));
         for (name, kind) in entries {
             let name = paths::bytes(&name);
             if name == b".git" {
@@ -776,6 +874,7 @@ impl<'a> Walk<'a> {
                     shown()
                 )));
             }
+            let mut stat = None;
             let source = if kind.is_symlink() {
                 Source::Link(
                     files::readlink_at(&handle, &cname).map_err(|e| unreadable(&shown(), &e))?,
@@ -794,6 +893,7 @@ impl<'a> Walk<'a> {
                             mode: cached.mode,
                             id: cached.id,
                             changed: false,
+                            stat: None,
                         });
                         continue;
                     }
@@ -804,20 +904,38 @@ impl<'a> Walk<'a> {
                             mode: Mode::File,
                             id: [0; 20],
                             changed: true,
+                            stat: None,
                         });
                         continue;
                     }
+                }
+                if let (Some(known), Some(warm), Some(range)) =
+                    (&self.warm, self.options.warm, warm_range.clone())
+                {
+                    if let Some(kept) =
+                        warm.kept(known, range, &relative, &handle, copy_dir.as_ref(), &cname)
+                    {
+                        found.push(kept);
+                        continue;
+                    }
+                    // Taken before the read: a change after it is seen next time.
+                    stat = files::stat_at(&handle, &cname)
+                        .filter(|s| s.regular)
+                        .map(|s| index_stat(&s));
                 }
                 let file = files::open_at_no_follow(&handle, &cname)
                     .map_err(|e| unreadable(&shown(), &e))?;
                 let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;
                 if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
-                    jobs.push(Job::File { relative });
+                    jobs.push(Job::File { relative, stat });
                     continue;
                 }
                 Source::File(file)
             };
-            found.extend(self.compared(reader.hash(source, relative)?));
+            found.extend(
+                self.compared(reader.hash(source, relative)?)
+                    .map(|hashed| Hashed { stat, ..hashed }),
+            );
         }
         Ok(jobs)
     }
@@ -988,6 +1106,15 @@ impl<'a> Reader<'a> {
         Ok(None)
     }
 
+    /// Where a file goes in the snapshot (in a warm copy, in place of whatever is there).
+    fn copy_path(&self, snapshot: &Path, relative: &[u8]) -> Result<PathBuf> {
+        if self.options.warm.is_some() {
+            warm::place(snapshot, relative)
+        } else {
+            copy_path(snapshot, relative)
+        }
+    }
+
     fn hash(&mut self, source: Source, relative: Vec<u8>) -> Result<Option<Hashed>> {
         let shown = || String::from_utf8_lossy(&relative).into_owned();
         let (mode, id) = match source {
@@ -1001,7 +1128,7 @@ impl<'a> Reader<'a> {
                             String::from_utf8_lossy(&target)
                         )));
                     }
-                    let copy = copy_path(snapshot, &relative)?;
+                    let copy = self.copy_path(snapshot, &relative)?;
                     files::symlink(&paths::os_str(&target), &copy)
                         .map_err(|e| Error::io("write", &copy, &e))?;
                 }
@@ -1023,6 +1150,7 @@ impl<'a> Reader<'a> {
             mode,
             id,
             changed: false,
+            stat: None,
         }))
     }
 
@@ -1045,7 +1173,7 @@ impl<'a> Reader<'a> {
         let mode = file_mode(files::owner_may_execute(&meta));
         let mut copy = match self.options.snapshot {
             Some(snapshot) => {
-                let path = copy_path(snapshot, relative)?;
+                let path = self.copy_path(snapshot, relative)?;
                 let perms = if mode == Mode::Executable {
                     0o755
                 } else {

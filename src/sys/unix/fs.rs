@@ -191,6 +191,16 @@ pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o100 != 0
 }
 
+/// When the kernel last changed a file's inode (content, mode, links, name): no call sets it
+/// to a time of the caller's choosing.
+pub fn change_time(meta: &std::fs::Metadata) -> Option<filetime::FileTime> {
+    use std::os::unix::fs::MetadataExt;
+    Some(filetime::FileTime::from_unix_time(
+        meta.ctime(),
+        meta.ctime_nsec() as u32,
+    ))
+}
+
 /// Whether an open failed because the file's holder is removing it: never on Unix, where a
 /// removed name is simply gone.
 pub fn being_removed(_: &std::io::Error) -> bool {

@@ -343,6 +343,11 @@ pub const MODES_ON_DISK: bool = false;
 /// dot or space, `::$DATA`, reserved names): `core.protectNTFS` is on there.
 pub const NTFS_NAMES: bool = true;
 
+/// Windows keeps no change time that std reads: `None`, so nothing is believed by it.
+pub fn change_time(_: &std::fs::Metadata) -> Option<filetime::FileTime> {
+    None
+}
+
 /// Git for Windows does not record the executable bit (`core.fileMode` is false).
 pub fn owner_may_execute(_: &std::fs::Metadata) -> bool {
     false

@@ -45,10 +45,24 @@ fn stop_faulted(p: &Project, path: &Path, syscall: &str, session: &str) -> Stop 
 
 /// `stop_faulted`, the fault `errno`.
 fn stop_faulted_with(p: &Project, path: &Path, syscall: &str, errno: &str, session: &str) -> Stop {
+    stop_faulted_at(p, &[path], syscall, errno, session, &[])
+}
+
+/// `stop_faulted_with` on the system calls that touch any of `paths`, with `env` set.
+fn stop_faulted_at(
+    p: &Project,
+    paths: &[&Path],
+    syscall: &str,
+    errno: &str,
+    session: &str,
+    env: &[(&str, &str)],
+) -> Stop {
     let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(path)
+    isolated(&mut cmd).args(["-f", "-qq", "-o", "/dev/null"]);
+    for path in paths {
+        cmd.arg("-P").arg(path);
+    }
+    cmd.envs(env.iter().copied())
         .args(["-e", &format!("trace={syscall}")])
         .args(["-e", &format!("inject={syscall}:error={errno}")])
         .arg(bin_dir().join("stop-gate"))
@@ -85,9 +99,18 @@ fn an_io_error_on_the_hold_or_a_held_copy_blocks_the_stop() {
         stop.assert_blocked_saying("Input/output error");
         assert!(stop.reason().contains("hold"), "{}", stop.reason());
     }
+    // A held copy is read where the check's copy needs it: always in a fresh copy (a warm
+    // copy holds the held bytes already, from the tree that was just compared with them).
     let blob = blob_of(&p);
     for syscall in ["openat", "read"] {
-        let stop = stop_faulted(&p, &blob, syscall, &format!("b-{syscall}"));
+        let stop = stop_faulted_at(
+            &p,
+            &[&blob],
+            syscall,
+            "EIO",
+            &format!("b-{syscall}"),
+            &[("VIGIL_CHECK_COPY", "fresh")],
+        );
         stop.assert_blocked_saying("Input/output error");
     }
 }
@@ -101,8 +124,10 @@ fn a_full_disk_where_the_checks_copy_goes_blocks_rather_than_copy_within_the_age
     // The copy's directory in the protected state cannot be made; the temporary directory,
     // which the sandboxed agent can write, is no place for it.
     let snapshots = p.protected().join("snapshots");
+    let warm = p.protected().join("check-copy");
     let _ = std::fs::remove_dir_all(&snapshots);
-    let stop = stop_faulted_with(&p, &snapshots, "mkdir", "ENOSPC", "full");
+    let _ = std::fs::remove_dir_all(&warm);
+    let stop = stop_faulted_at(&p, &[&snapshots, &warm], "mkdir", "ENOSPC", "full", &[]);
     stop.assert_blocked_saying("could not be made in the protected state");
 }
 
@@ -128,19 +153,7 @@ fn a_hold_writer_killed_at_any_system_call_leaves_the_old_hold_or_the_new() {
             .unwrap()
     };
     // How many system calls a whole refresh makes.
-    let mut calls = std::process::Command::new("strace");
-    isolated(&mut calls)
-        .args(["-f", "-qq", "-c", "-o", "/dev/stdout"])
-        .arg(bin_dir().join("stop-gate"))
-        .args(["hold", "refresh"])
-        .current_dir(p.path());
-    let summary = stdout_of(&calls.output().unwrap());
-    let total: usize = summary
-        .lines()
-        .find(|l| l.trim_end().ends_with("total"))
-        .and_then(|l| l.split_whitespace().nth(3))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{summary}"));
+    let total = system_calls(p.path(), &["hold", "refresh"], b"");
     // Back to the old hold and the new tree, then killed at every few calls.
     std::fs::write(&record, serde_json::to_vec(&old).unwrap()).unwrap();
     let mut new = None;
@@ -166,6 +179,24 @@ fn a_hold_writer_killed_at_any_system_call_leaves_the_old_hold_or_the_new() {
         }
     }
     assert!(new.is_some(), "no run got as far as the new hold");
+}
+
+/// How many system calls `stop-gate ARGS` makes in `dir`, reading `stdin`, its children's
+/// included.
+fn system_calls(dir: &Path, args: &[&str], stdin: &[u8]) -> usize {
+    let mut calls = std::process::Command::new("strace");
+    isolated(&mut calls)
+        .args(["-f", "-qq", "-c", "-o", "/dev/stdout"])
+        .arg(bin_dir().join("stop-gate"))
+        .args(args)
+        .current_dir(dir);
+    let summary = stdout_of(&output_with_stdin(calls, stdin));
+    summary
+        .lines()
+        .find(|l| l.trim_end().ends_with("total"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"))
 }
 
 /// A way to damage the hold's record.
@@ -232,4 +263,128 @@ fn a_hold_record_that_is_a_link_empty_huge_or_of_wrong_types_blocks_the_stop() {
         std::fs::write(&record, &good).unwrap();
     }
     assert!(!p.stop(&["--run", "true"], "s-last", Some("x")).blocked());
+}
+
+/// A Stop of `p` with `--run CHECK` under strace (`strace_args` before the program): blocked
+/// or not, and what strace wrote (where it says `INJECTED`).
+fn stop_traced(p: &Project, strace_args: &[&str], check: &str, session: &str) -> (bool, String) {
+    let log = p.root().join(format!("strace-{session}.log"));
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o"])
+        .arg(&log)
+        .args(strace_args)
+        .arg(bin_dir().join("stop-gate"))
+        .args(["--run", check])
+        .current_dir(p.path());
+    let out = output_with_stdin(cmd, p.payload(session, Some("x")).to_string().as_bytes());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let traced = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (text.contains("\"block\""), traced)
+}
+
+#[test]
+fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
+    if !strace() {
+        return;
+    }
+    let p = held_project();
+    write_file(&p.path().join("src/a.txt"), "a\n");
+    assert!(
+        !p.stop(&["--run", "grep -q a src/a.txt"], "s0", Some("x"))
+            .blocked()
+    );
+    let dir = p.protected().join("check-copy");
+    let copy = dir.join("copy/src/a.txt");
+    let index = dir.join("index");
+    assert!(copy.is_file() && index.is_file(), "no warm copy was made");
+    // Each fault on the copy's file or the cache, on a Stop after an edit: the check sees
+    // the edit (it blocks), and the next Stop, unfaulted, sees the edit undone (it passes).
+    // The cache is written into its directory and renamed there (the seal).
+    let faults: [(&std::path::Path, &str, &str); 6] = [
+        (&copy, "unlink", "EIO"),
+        (&copy, "openat", "EIO"),
+        (&copy, "write", "ENOSPC"),
+        (&index, "openat", "EIO"),
+        (&dir, "openat", "ENOSPC"),
+        (&dir, "renameat2", "EIO"),
+    ];
+    for (at, (path, syscall, errno)) in faults.into_iter().enumerate() {
+        write_file(&p.path().join("src/a.txt"), "z\n");
+        let path = path.to_str().unwrap();
+        let (blocked, traced) = stop_traced(
+            &p,
+            &[
+                "-P",
+                path,
+                "-e",
+                &format!("trace={syscall}"),
+                "-e",
+                &format!("inject={syscall}:error={errno}"),
+            ],
+            "grep -q a src/a.txt",
+            &format!("f{at}"),
+        );
+        assert!(
+            blocked,
+            "{syscall} {errno} on {path}: the copy's old bytes were checked"
+        );
+        write_file(&p.path().join("src/a.txt"), "a\n");
+        let stop = p.stop(
+            &["--run", "grep -q a src/a.txt"],
+            &format!("g{at}"),
+            Some("x"),
+        );
+        assert!(
+            !stop.blocked(),
+            "{syscall} {errno} on {path}: {}",
+            stop.reason()
+        );
+    }
+}
+
+#[test]
+fn a_warm_stop_killed_at_any_system_call_leaves_the_next_one_judging_the_tree() {
+    if !strace() {
+        return;
+    }
+    let p = held_project();
+    write_file(&p.path().join("src/a.txt"), "a\n");
+    write_file(&p.path().join("src/b.txt"), "b\n");
+    let check = "grep -q a src/a.txt && test ! -e src/c.txt";
+    assert!(!p.stop(&["--run", check], "s0", Some("x")).blocked());
+    // How many system calls a warm Stop after an edit makes.
+    let payload = p.payload("count", Some("x")).to_string();
+    let total = system_calls(p.path(), &["--run", check], payload.as_bytes());
+    let step = (total / 40).max(1);
+    for n in (1..=total).step_by(step) {
+        // The agent's edit: the check must fail on it, whatever a killed Stop left.
+        write_file(&p.path().join("src/a.txt"), "z\n");
+        write_file(&p.path().join("src/c.txt"), "c\n");
+        // Killed at call n (the Stop says nothing, or blocks if it got that far).
+        let mut cmd = std::process::Command::new("strace");
+        isolated(&mut cmd)
+            .args(["-f", "-qq", "-o", "/dev/null"])
+            .args(["-e", &format!("inject=all:signal=KILL:when={n}")])
+            .arg(bin_dir().join("stop-gate"))
+            .args(["--run", check])
+            .current_dir(p.path());
+        output_with_stdin(
+            cmd,
+            p.payload(&format!("k{n}"), Some("x"))
+                .to_string()
+                .as_bytes(),
+        );
+        let stop = p.stop(&["--run", check], &format!("a{n}"), Some("x"));
+        assert!(
+            stop.blocked(),
+            "killed at {n}: the next Stop checked old bytes"
+        );
+        write_file(&p.path().join("src/a.txt"), "a\n");
+        std::fs::remove_file(p.path().join("src/c.txt")).unwrap();
+        let stop = p.stop(&["--run", check], &format!("b{n}"), Some("x"));
+        assert!(!stop.blocked(), "killed at {n}: {}", stop.reason());
+    }
 }

@@ -12,6 +12,7 @@ mod held_attacks;
 mod held_faults;
 mod held_results;
 mod held_tests;
+mod held_warm;
 mod limits;
 mod loop_commands;
 mod loop_ends;

@@ -1,0 +1,277 @@
+//! The warm copy (SPEC §11): the copy a check under a hold runs in, kept in the protected state
+//! from one Stop to the next and brought to the tree's content by what changed, so a Stop costs
+//! the stat calls of the tree rather than a copy of it.
+//!
+//! What it believes, and why the agent cannot turn it into approval:
+//!
+//! - A live file is taken as the blob the cache names when its stat data (size, mtime, ctime,
+//!   inode, owner) is what the cache recorded when vigil last read it, and that record is not
+//!   racy (changed at or after the cache was written), as git's index is believed. The cache is
+//!   vigil's own, in the protected state: the agent cannot write it, and it cannot set a file's
+//!   ctime (only the kernel does, to its clock, on every change).
+//! - A file or directory of the copy is taken as vigil left it when its ctime is before the
+//!   cache was written (the seal): every change the check makes to it later moves its ctime past
+//!   the seal. Everything else is read, replaced or removed before the next check runs, so what
+//!   a check writes is discarded, as a fresh copy discards it.
+//!
+//! The copy and the subject are always one: the id of each file is that of the bytes vigil
+//! wrote to the copy. A cache that is missing or damaged believes nothing.
+
+use std::path::{Path, PathBuf};
+
+use super::{Hashed, Known, Tracked};
+use crate::error::{Error, Result};
+use crate::evidence::subject::tree::Mode;
+use crate::sys::{atomic, files, paths};
+
+/// The cache and the copy it describes.
+pub struct Warm {
+    pub(super) tracked: Tracked,
+    pub(super) copy: PathBuf,
+}
+
+impl Warm {
+    /// The cache at `index` for the copy at `copy`; one that cannot be read believes nothing.
+    pub fn load(index: &Path, copy: &Path) -> Warm {
+        let tracked = super::read_index(index, true).unwrap_or_else(|_| Tracked::empty());
+        Warm {
+            tracked,
+            copy: copy.to_path_buf(),
+        }
+    }
+
+    /// The time before which the copy is as vigil left it (the cache's own mtime).
+    fn sealed(&self) -> filetime::FileTime {
+        self.tracked.written
+    }
+
+    /// Whether `name` in the copy's directory `copy_dir` is unchanged since the seal: a
+    /// regular file of `mode` and `size`, its ctime and mtime before the seal.
+    fn copy_intact(
+        &self,
+        copy_dir: &std::fs::File,
+        name: &std::ffi::OsStr,
+        mode: Mode,
+        size: u32,
+    ) -> bool {
+        let Some(stat) = files::stat_at(copy_dir, name) else {
+            return false;
+        };
+        let time =
+            |(secs, nsecs): (i64, i64)| filetime::FileTime::from_unix_time(secs, nsecs as u32);
+        stat.regular
+            && stat.size as u32 == size
+            && super::file_mode(stat.owner_may_execute) == mode
+            && self.before_seal(time(stat.ctime), time(stat.mtime))
+    }
+
+    /// Whether times `ctime` and `mtime` are before the seal (never, without a cache).
+    fn before_seal(&self, ctime: filetime::FileTime, mtime: filetime::FileTime) -> bool {
+        let sealed = self.sealed();
+        sealed != filetime::FileTime::zero() && ctime < sealed && mtime < sealed
+    }
+
+    /// `before_seal` of a directory's metadata.
+    fn dir_before_seal(&self, meta: &std::fs::Metadata) -> bool {
+        files::change_time(meta).is_some_and(|ctime| {
+            self.before_seal(ctime, filetime::FileTime::from_last_modification_time(meta))
+        })
+    }
+
+    /// The copy's directory `dir` (from the top), opened for [`Warm::kept`]; `None` when it is
+    /// not a directory (nothing in it is then kept).
+    pub(super) fn copy_dir(&self, dir: &[u8]) -> Option<std::fs::File> {
+        files::open_dir_no_follow(&self.copy.join(paths::os_str(dir))).ok()
+    }
+
+    /// The file `name` of the live directory `dir` as the cache holds it, when the cache may
+    /// be believed for it and its copy is intact: then it is neither read nor copied.
+    pub(super) fn kept(
+        &self,
+        known: &Known,
+        range: std::ops::Range<usize>,
+        relative: &[u8],
+        dir: &std::fs::File,
+        copy_dir: Option<&std::fs::File>,
+        name: &std::ffi::OsStr,
+    ) -> Option<Hashed> {
+        let cached = known.unchanged(range, relative, dir, name)?;
+        if !self.copy_intact(copy_dir?, name, cached.mode, cached.stat.size) {
+            return None;
+        }
+        Some(Hashed {
+            path: relative.to_vec(),
+            mode: cached.mode,
+            id: cached.id,
+            changed: false,
+            stat: Some(cached.stat),
+        })
+    }
+
+    /// Before the walk: every directory of the copy changed since the seal is read, and what
+    /// the cache does not name in it removed (what a check wrote), so that no link or file the
+    /// check made is written through or left for the next check. A directory unchanged since
+    /// the seal holds only what vigil put there.
+    pub(super) fn sweep(&self) -> Result<()> {
+        let expected = Expected::of(self.tracked.paths.iter().map(Vec::as_slice));
+        files::make_private_dir(&self.copy).map_err(|e| Error::io("create", &self.copy, &e))?;
+        let mut dirs = vec![Vec::new()];
+        while let Some(dir) = dirs.pop() {
+            let path = self.copy.join(paths::os_str(&dir));
+            let meta =
+                std::fs::symlink_metadata(&path).map_err(|e| Error::io("read", &path, &e))?;
+            let children = expected.dirs_in(&dir);
+            if self.dir_before_seal(&meta) {
+                dirs.extend(children.into_iter().filter(|child| {
+                    std::fs::symlink_metadata(self.copy.join(paths::os_str(child)))
+                        .is_ok_and(|m| m.is_dir())
+                }));
+                continue;
+            }
+            for entry in std::fs::read_dir(&path).map_err(|e| Error::io("read", &path, &e))? {
+                let entry = entry.map_err(|e| Error::io("read", &path, &e))?;
+                let mut relative = dir.clone();
+                if !relative.is_empty() {
+                    relative.push(b'/');
+                }
+                relative.extend_from_slice(paths::bytes(&entry.file_name()));
+                let kind = entry
+                    .file_type()
+                    .map_err(|e| Error::io("read", &path, &e))?;
+                if kind.is_dir() && expected.is_dir(&relative) {
+                    dirs.push(relative);
+                } else if !(kind.is_file() && expected.is_file(&relative)) {
+                    remove_any(&entry.path())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the walk: what the cache named and the tree no longer holds goes from the copy,
+    /// and the directories it leaves empty.
+    pub(super) fn prune(&self, files: &[Hashed]) -> Result<()> {
+        let mut next = files.iter().map(|f| f.path.as_slice()).peekable();
+        for path in &self.tracked.paths {
+            while next.next_if(|now| *now < path.as_slice()).is_some() {}
+            if next.peek() == Some(&path.as_slice()) {
+                continue;
+            }
+            let mut place = self.copy.join(paths::os_str(path));
+            match std::fs::symlink_metadata(&place) {
+                Ok(meta) if !meta.is_dir() => {
+                    std::fs::remove_file(&place).map_err(|e| Error::io("remove", &place, &e))?;
+                }
+                _ => continue,
+            }
+            while place.pop() && place != self.copy && std::fs::remove_dir(&place).is_ok() {}
+        }
+        Ok(())
+    }
+}
+
+/// The paths a cache names, and the directories on the way to them, for the sweep.
+struct Expected<'a> {
+    files: std::collections::HashSet<&'a [u8]>,
+    /// Each directory (from the top, "" for it) and its subdirectories.
+    dirs: std::collections::HashMap<&'a [u8], Vec<&'a [u8]>>,
+}
+
+impl<'a> Expected<'a> {
+    fn of(paths: impl Iterator<Item = &'a [u8]>) -> Expected<'a> {
+        let mut files = std::collections::HashSet::new();
+        let mut dirs: std::collections::HashMap<&[u8], Vec<&[u8]>> =
+            std::collections::HashMap::new();
+        dirs.insert(b"", Vec::new());
+        for path in paths {
+            files.insert(path);
+            let mut parent: &[u8] = b"";
+            for (at, byte) in path.iter().enumerate() {
+                if *byte != b'/' {
+                    continue;
+                }
+                let dir = &path[..at];
+                if !dirs.contains_key(dir) {
+                    dirs.insert(dir, Vec::new());
+                    dirs.entry(parent).or_default().push(dir);
+                }
+                parent = dir;
+            }
+        }
+        Expected { files, dirs }
+    }
+
+    fn is_file(&self, path: &[u8]) -> bool {
+        self.files.contains(path)
+    }
+
+    fn is_dir(&self, path: &[u8]) -> bool {
+        self.dirs.contains_key(path)
+    }
+
+    fn dirs_in(&self, dir: &[u8]) -> Vec<Vec<u8>> {
+        self.dirs
+            .get(dir)
+            .map(|children| children.iter().map(|c| c.to_vec()).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Where a file goes in the warm copy: its parent directories made real (a file or link the
+/// check left in the way of one removed, never followed), and whatever is at the path removed.
+pub(super) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
+    let mut at = copy.to_path_buf();
+    let parts: Vec<&[u8]> = relative.split(|b| *b == b'/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(paths::os_str(part));
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(_) => remove_any(&at)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir(&at).map_err(|e| Error::io("create", &at, &e))?;
+    }
+    let path = copy.join(paths::os_str(relative));
+    remove_any(&path)?;
+    Ok(path)
+}
+
+fn remove_any(path: &Path) -> Result<()> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => Ok(()),
+    };
+    removed.map_err(|e| Error::io("remove", path, &e))
+}
+
+/// Writes the cache of `files` (those with stat data: links and files read outside the walk
+/// are read again next time) to `index`, in git's index format. Its mtime is the seal: it is
+/// written after the last change vigil makes to the copy, before the check runs.
+pub(super) fn seal(index: &Path, files: &[Hashed]) -> Result<()> {
+    let mut state = gix_index::State::new(gix_index::hash::Kind::Sha1);
+    for file in files {
+        let Some(stat) = file.stat else { continue };
+        let mode = match file.mode {
+            Mode::File => gix_index::entry::Mode::FILE,
+            Mode::Executable => gix_index::entry::Mode::FILE_EXECUTABLE,
+            Mode::Symlink => continue,
+        };
+        state.dangerously_push_entry(
+            stat,
+            gix_index::hash::ObjectId::from_bytes_or_panic(&file.id),
+            gix_index::entry::Flags::empty(),
+            mode,
+            file.path.as_slice().into(),
+        );
+    }
+    state.sort_entries();
+    let mut bytes = Vec::new();
+    state
+        .write_to(&mut bytes, gix_index::write::Options::default())
+        .map_err(|e| Error::Io(format!("cannot write the check's cache: {e}")))?;
+    // The trailer git's reader expects (no checksum: the file is in the protected state).
+    bytes.extend_from_slice(&[0u8; 20]);
+    atomic::write_atomic_as(index, &bytes, 0o600, atomic::Durability::Skip)
+        .map_err(|e| Error::io("write", index, &e))
+}
