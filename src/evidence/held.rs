@@ -343,7 +343,7 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
     )?;
     // An unwritten seal leaves the last one, before every change made here: the next Stop
     // then reads again what changed since, and believes no more.
-    let _ = snapshot.seal();
+    let _ = snapshot.seal(&applied.touched);
     Ok(Prepared {
         snapshot,
         read_only: applied.read_only,
@@ -354,6 +354,8 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
 
 /// What [`apply`] did to a copy.
 pub struct Applied {
+    /// Paths (or directories) of the copy written or removed here, from the top.
+    pub touched: Vec<String>,
     pub read_only: Vec<PathBuf>,
     pub bound: Vec<(PathBuf, PathBuf)>,
     pub left_out: Vec<String>,
@@ -372,6 +374,7 @@ pub fn apply(
     env_copies: Option<&Path>,
 ) -> Result<Applied> {
     let copy = std::fs::canonicalize(copy).map_err(|e| Error::io("read", copy, &e))?;
+    let mut touched = Vec::new();
     for held in &hold.files {
         if kept(held) {
             continue;
@@ -384,6 +387,7 @@ pub fn apply(
             )));
         }
         put(&copy, &held.path, &held.mode, &bytes)?;
+        touched.push(held.path.clone());
     }
     let matcher = hold.matcher();
     let mut left_out = Vec::new();
@@ -437,8 +441,11 @@ pub fn apply(
             files::create_new(&place, 0o644).map_err(|e| Error::io("create", &place, &e))?;
         }
         bound.push((live, place));
+        touched.push(env);
     }
+    touched.extend(left_out.iter().cloned());
     Ok(Applied {
+        touched,
         read_only,
         bound,
         left_out,

@@ -54,11 +54,12 @@ impl Snapshot {
     }
 
     /// Seals a warm copy once it is as the check must find it (its cache written): what
-    /// changes it afterwards is undone before the next check. A fresh copy needs nothing.
-    pub fn seal(&self) -> Result<()> {
+    /// changes it afterwards is undone before the next check. `touched`: the paths changed in
+    /// it since it was brought to the tree (read again next time). A fresh copy needs nothing.
+    pub fn seal(&self, touched: &[String]) -> Result<()> {
         match &self.place {
             Place::Fresh(_) => Ok(()),
-            Place::Warm { index, synced, .. } => synced.seal(index),
+            Place::Warm { index, synced, .. } => synced.seal(index, touched),
         }
     }
 }
@@ -120,7 +121,7 @@ pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
         Ok(synced) => synced,
         Err(_) => {
             // Made anew next time; this check runs in a fresh copy, which says what failed.
-            discard(&copy, &index);
+            subject::worktree::warm::discard(&copy, &index);
             drop(lock);
             return take(project, limits);
         }
@@ -137,17 +138,6 @@ pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
         cwd,
         protected: true,
     })
-}
-
-/// Removes a warm copy and its cache, so the next one starts from nothing.
-fn discard(copy: &Path, index: &Path) {
-    let _ = std::fs::remove_file(index);
-    let aside = copy.with_file_name(format!("discarded-{}", std::process::id()));
-    if std::fs::rename(copy, &aside).is_ok() {
-        let _ = std::fs::remove_dir_all(&aside);
-    } else {
-        let _ = std::fs::remove_dir_all(copy);
-    }
 }
 
 /// Where the command starts in the copy at `root`: the copy of the project's directory (the

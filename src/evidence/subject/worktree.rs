@@ -538,8 +538,9 @@ impl Synced {
     }
 
     /// Writes the cache: after the last change vigil makes to the copy, before the check runs.
-    pub fn seal(&self, index: &Path) -> Result<()> {
-        warm::seal(index, &self.files)
+    /// `touched`: the paths (or directories) changed in the copy since the walk.
+    pub fn seal(&self, index: &Path, touched: &[String]) -> Result<()> {
+        warm::seal(index, &self.files, touched)
     }
 }
 
@@ -920,7 +921,7 @@ impl<'a> Walk<'a> {
                     }
                     // Taken before the read: a change after it is seen next time.
                     stat = files::stat_at(&handle, &cname)
-                        .filter(|s| s.regular)
+                        .filter(|s| s.regular && warm.settled(s))
                         .map(|s| index_stat(&s));
                 }
                 let file = files::open_at_no_follow(&handle, &cname)

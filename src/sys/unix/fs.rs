@@ -173,6 +173,32 @@ pub fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
+/// Gives the directory at `path` (never through a link) the mode `mode` and no ACL: what a
+/// check may have set on a directory of its copy (a mode that hides it from the next check or
+/// keeps vigil out, a default ACL its new files would inherit) is undone.
+pub fn reset_dir(path: &Path, mode: u32) -> std::io::Result<()> {
+    if !std::fs::symlink_metadata(path)?.is_dir() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a directory",
+        ));
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a NUL in the path"))?;
+    for name in [c"system.posix_acl_access", c"system.posix_acl_default"] {
+        // SAFETY: NUL-terminated path and name.
+        if unsafe { libc::lremovexattr(c_path.as_ptr(), name.as_ptr()) } != 0 {
+            let e = std::io::Error::last_os_error();
+            // No such ACL, or a file system without them: nothing to undo.
+            if !matches!(e.raw_os_error(), Some(libc::ENODATA) | Some(libc::ENOTSUP)) {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Whether a file's mode lets anyone run it.
 pub fn is_executable(_: &Path, meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o111 != 0

@@ -343,6 +343,11 @@ pub const MODES_ON_DISK: bool = false;
 /// dot or space, `::$DATA`, reserved names): `core.protectNTFS` is on there.
 pub const NTFS_NAMES: bool = true;
 
+/// Windows: a directory of a warm copy is never kept (no change time), so nothing to undo.
+pub fn reset_dir(_: &Path, _: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// Windows keeps no change time that std reads: `None`, so nothing is believed by it.
 pub fn change_time(_: &std::fs::Metadata) -> Option<filetime::FileTime> {
     None

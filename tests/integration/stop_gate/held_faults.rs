@@ -328,6 +328,10 @@ fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
             &format!("f{at}"),
         );
         assert!(
+            traced.contains("INJECTED"),
+            "{syscall} on {path} was never made:\n{traced}"
+        );
+        assert!(
             blocked,
             "{syscall} {errno} on {path}: the copy's old bytes were checked"
         );

@@ -156,3 +156,120 @@ fn a_warm_copy_another_check_holds_leaves_this_one_a_fresh_copy() {
     );
     drop(lock);
 }
+
+/// The agent's helper, left running in the background: once vigil's first read of PATH ends
+/// (the comparison with the hold), it rewrites the file in place with NEW, the same size.
+const FLIP: &str = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+path, new, ready = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+fd = libc.inotify_init()
+libc.inotify_add_watch(fd, path.encode(), 0x10)  # IN_CLOSE_NOWRITE
+open(ready, "w").close()
+os.read(fd, 4096)
+f = os.open(path, os.O_WRONLY)
+os.pwrite(f, new, 0)
+os.close(f)
+"#;
+
+#[test]
+fn a_held_file_swapped_between_the_comparison_and_the_copy_is_read_again_after_a_refresh() {
+    if !python() {
+        return;
+    }
+    let p = Project::builder()
+        .git()
+        .file("tests/t.sh", "exit 0\n")
+        .build();
+    p.held(&["add", "tests"]);
+    // Files under the held path after it, so the copy's walk reaches the test after the helper
+    // has swapped it.
+    for n in 0..300 {
+        write_file(&p.path().join(format!("tests/junk/{n}")), "");
+    }
+    assert!(
+        !p.stop(&["--run", "sh tests/t.sh"], "s0", Some("x"))
+            .blocked()
+    );
+    let ready = p.root().join("flip.ready");
+    let mut flip = std::process::Command::new("python3")
+        .args(["-c", FLIP])
+        .arg(p.path().join("tests/t.sh"))
+        .arg("exit 1\n")
+        .arg(&ready)
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Whether the swap came before the copy or after, the check ran the held bytes.
+    assert!(
+        !p.stop(&["--run", "sh tests/t.sh"], "s1", Some("x"))
+            .blocked()
+    );
+    flip.wait().unwrap();
+    let stop = p.stop(&["--run", "sh tests/t.sh"], "s2", Some("x"));
+    stop.assert_blocked_saying("differ");
+    // The human takes the new test as the one that holds; the copy must run it.
+    p.held(&["refresh", "tests/t.sh"]);
+    for session in ["s3", "s4"] {
+        let stop = p.stop(&["--run", "sh tests/t.sh"], session, Some("x"));
+        assert!(
+            stop.blocked(),
+            "{session}: the check ran the test the hold wrote before"
+        );
+    }
+}
+
+/// A file that takes longer than a clock tick to copy, and is copied last (tracked, in an
+/// ignored directory that sorts last: read after the walk), so what the walk wrote before it
+/// is sealed well before the check.
+fn slow_file(p: &Project) {
+    write_file(&p.path().join(".gitignore"), "*.log\nzz/\n");
+    std::fs::create_dir_all(p.path().join("zz")).unwrap();
+    std::fs::write(p.path().join("zz/big"), vec![b'x'; 8 << 20]).unwrap();
+    git(p.path(), &["add", "-f", "zz/big"]);
+}
+
+#[test]
+fn a_link_or_an_ignored_tracked_file_the_tree_drops_is_gone_from_the_copy() {
+    let p = project();
+    slow_file(&p);
+    write_file(&p.path().join("src/keep.log"), "kept\n");
+    git(p.path(), &["add", "-f", "src/keep.log"]);
+    std::os::unix::fs::symlink("a.txt", p.path().join("src/needed")).unwrap();
+    let gone = "test ! -e src/needed && test ! -e src/keep.log";
+    for session in ["s1", "s2"] {
+        assert!(p.stop(&["--run", gone], session, Some("x")).blocked());
+    }
+    std::fs::remove_file(p.path().join("src/needed")).unwrap();
+    git(p.path(), &["rm", "-q", "--cached", "src/keep.log"]);
+    std::fs::remove_file(p.path().join("src/keep.log")).unwrap();
+    for session in ["s3", "s4"] {
+        let stop = p.stop(&["--run", gone], session, Some("x"));
+        assert!(!stop.blocked(), "{session}: {}", stop.reason());
+    }
+}
+
+#[test]
+fn modes_the_check_gives_directories_of_its_copy_are_undone() {
+    let p = project();
+    write_file(&p.path().join("src/sub/x"), "x\n");
+    slow_file(&p);
+    let check =
+        "test -w src && test -r src/sub/x || exit 0; chmod 000 src/sub; chmod 0555 src; exit 1";
+    for session in ["s1", "s2", "s3"] {
+        let stop = p.stop(&["--run", check], session, Some("x"));
+        assert!(
+            stop.blocked(),
+            "{session}: the modes an earlier check set were kept"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(p.protected().join("check-copy"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|name| name.to_string_lossy().starts_with("discarded"))
+        .collect();
+    assert!(left.is_empty(), "copies left behind: {left:?}");
+}

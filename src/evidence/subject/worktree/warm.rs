@@ -28,7 +28,13 @@ use crate::sys::{atomic, files, paths};
 pub struct Warm {
     pub(super) tracked: Tracked,
     pub(super) copy: PathBuf,
+    /// When this sync began: a file changed since (less a clock tick) is read again next time.
+    started: std::time::SystemTime,
 }
+
+/// Longer than a tick of the clock the kernel stamps files with (1 to 10 ms): a file changed
+/// within it of being read could change again with the same stat data.
+const TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Warm {
     /// The cache at `index` for the copy at `copy`; one that cannot be read believes nothing.
@@ -37,7 +43,18 @@ impl Warm {
         Warm {
             tracked,
             copy: copy.to_path_buf(),
+            started: std::time::SystemTime::now(),
         }
+    }
+
+    /// Whether a live file's stat data, taken before it is read, may go into the cache: its
+    /// change time is a tick before this sync began, so any later change moves it (a file
+    /// changed within the same tick as the read could keep its stat data, where the kernel
+    /// stamps files by the tick).
+    pub(super) fn settled(&self, stat: &files::StatAt) -> bool {
+        let ctime = std::time::UNIX_EPOCH
+            + std::time::Duration::new(stat.ctime.0.max(0) as u64, stat.ctime.1.max(0) as u32);
+        ctime + TICK < self.started
     }
 
     /// The time before which the copy is as vigil left it (the cache's own mtime).
@@ -96,7 +113,10 @@ impl Warm {
         name: &std::ffi::OsStr,
     ) -> Option<Hashed> {
         let cached = known.unchanged(range, relative, dir, name)?;
-        if !self.copy_intact(copy_dir?, name, cached.mode, cached.stat.size) {
+        // Zeroed: a path vigil placed and must read again (a link, what a hold wrote over).
+        if cached.stat == gix_index::entry::Stat::default()
+            || !self.copy_intact(copy_dir?, name, cached.mode, cached.stat.size)
+        {
             return None;
         }
         Some(Hashed {
@@ -121,13 +141,17 @@ impl Warm {
             let meta =
                 std::fs::symlink_metadata(&path).map_err(|e| Error::io("read", &path, &e))?;
             let children = expected.dirs_in(&dir);
-            if self.dir_before_seal(&meta) {
+            if meta.is_dir() && self.dir_before_seal(&meta) {
                 dirs.extend(children.into_iter().filter(|child| {
                     std::fs::symlink_metadata(self.copy.join(paths::os_str(child)))
                         .is_ok_and(|m| m.is_dir())
                 }));
                 continue;
             }
+            // Changed since the seal: its mode and ACL as vigil makes a directory, then what
+            // the check added in it removed.
+            let mode = if dir.is_empty() { 0o700 } else { 0o755 };
+            files::reset_dir(&path, mode).map_err(|e| Error::io("reset", &path, &e))?;
             for entry in std::fs::read_dir(&path).map_err(|e| Error::io("read", &path, &e))? {
                 let entry = entry.map_err(|e| Error::io("read", &path, &e))?;
                 let mut relative = dir.clone();
@@ -236,26 +260,69 @@ pub(super) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// Removes what is at `path`, a directory with all it holds, whatever modes a check gave the
+/// directories in it.
 fn remove_any(path: &Path) -> Result<()> {
     let removed = match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(meta) if meta.is_dir() => remove_tree(path),
         Ok(_) => std::fs::remove_file(path),
         Err(_) => Ok(()),
     };
     removed.map_err(|e| Error::io("remove", path, &e))
 }
 
-/// Writes the cache of `files` (those with stat data: links and files read outside the walk
-/// are read again next time) to `index`, in git's index format. Its mtime is the seal: it is
-/// written after the last change vigil makes to the copy, before the check runs.
-pub(super) fn seal(index: &Path, files: &[Hashed]) -> Result<()> {
+fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    if std::fs::remove_dir_all(dir).is_ok() {
+        return Ok(());
+    }
+    // A directory the check made unreadable or unwritable: opened up, never through a link.
+    let _ = files::reset_dir(dir, 0o700);
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            remove_tree(&entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    std::fs::remove_dir(dir)
+}
+
+/// Removes a warm copy and its cache, so the next sync starts from nothing.
+pub fn discard(copy: &Path, index: &Path) {
+    let _ = std::fs::remove_file(index);
+    let aside = copy.with_file_name(format!("discarded-{}", std::process::id()));
+    let gone = if std::fs::rename(copy, &aside).is_ok() {
+        remove_tree(&aside)
+    } else {
+        remove_tree(copy)
+    };
+    let _ = gone;
+}
+
+/// Writes the cache of `files` to `index`, in git's index format. Every path vigil placed is
+/// in it, so that it is removed from the copy once the tree no longer has it; those it must
+/// read again next time carry zeroed stat data: links, files read outside the walk or not
+/// settled, and what `touched` names (paths, or directories of them, that a hold wrote over
+/// or removed after the walk). Its mtime is the seal: it is written after the last change
+/// vigil makes to the copy, before the check runs.
+pub(super) fn seal(index: &Path, files: &[Hashed], touched: &[String]) -> Result<()> {
     let mut state = gix_index::State::new(gix_index::hash::Kind::Sha1);
+    let under = |path: &[u8]| {
+        touched.iter().any(|t| {
+            let t = t.as_bytes();
+            path.starts_with(t) && (path.len() == t.len() || path[t.len()] == b'/')
+        })
+    };
     for file in files {
-        let Some(stat) = file.stat else { continue };
         let mode = match file.mode {
             Mode::File => gix_index::entry::Mode::FILE,
             Mode::Executable => gix_index::entry::Mode::FILE_EXECUTABLE,
-            Mode::Symlink => continue,
+            Mode::Symlink => gix_index::entry::Mode::SYMLINK,
+        };
+        let stat = match file.stat {
+            Some(stat) if file.mode != Mode::Symlink && !under(&file.path) => stat,
+            _ => gix_index::entry::Stat::default(),
         };
         state.dangerously_push_entry(
             stat,
