@@ -292,7 +292,8 @@ for label in $held_files; do
   (cd "$held" && "$sg" hold add tests >/dev/null)
   held_pass "$free" true
   held_pass "$held" true
-  edits() { echo "for i in 1 2 3 4 5; do echo \"# \$\$\" >>$1/src\$i/m1.py; done"; }
+  # (its own loop variable: the timer's `i` is the one that counts runs)
+  edits() { echo "for edit in 1 2 3 4 5; do echo \"# \$\$\" >>$1/src\$edit/m1.py; done"; }
   read -r free_ms held_ms fresh_ms < <(runs=$held_runs medians_ms \
     "cd $free && $held_start && $(edits "$free")" "$sg --run true <$free.stop.json" \
     "cd $held && $held_start && $(edits "$held")" "$sg --run true <$held.stop.json" \

@@ -140,6 +140,17 @@ pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
     })
 }
 
+/// Removes the project's warm copy once nothing is held (it is as large as the project's
+/// files); one a check holds now is left for the next release.
+pub fn discard_warm(project: &Project) {
+    let Some(dir) = protected::project_dir(&project.dir).map(|dir| dir.join("check-copy")) else {
+        return;
+    };
+    if let Ok(_lock) = FileLock::acquire(&dir.join("lock"), std::time::Duration::ZERO) {
+        subject::worktree::warm::discard(&dir.join("copy"), &dir.join("index"));
+    }
+}
+
 /// Where the command starts in the copy at `root`: the copy of the project's directory (the
 /// gate's check runs at the project, SPEC §2, whatever directory the writer was started in),
 /// or the nearest directory above it that the copy has.

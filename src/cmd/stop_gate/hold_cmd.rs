@@ -9,6 +9,7 @@ use lexopt::prelude::*;
 use crate::cli::flags::{print, string_value};
 use crate::cli::output::diagnostic;
 use crate::evidence::held::{self, Change, Taken};
+use crate::evidence::snapshot;
 use crate::evidence::subject::Limits;
 use crate::gate::held_check;
 use crate::state::hold::{self, Hold, Matcher};
@@ -531,6 +532,7 @@ fn release(project: &Project, args: &[String], all: bool) -> Result<Exit> {
             ));
         }
         let said = if hold::release(project)? {
+            snapshot::discard_warm(project);
             warn_if_reachable(project);
             "stop-gate: the hold is released: the check runs on the tree as it is"
         } else {
@@ -561,6 +563,7 @@ fn release(project: &Project, args: &[String], all: bool) -> Result<Exit> {
     }
     if record.patterns.is_empty() {
         hold::release(project)?;
+        snapshot::discard_warm(project);
         return print(b"stop-gate: the hold is released: the check runs on the tree as it is\n");
     }
     let matcher = record.matcher();

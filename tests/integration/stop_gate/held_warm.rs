@@ -273,3 +273,14 @@ fn modes_the_check_gives_directories_of_its_copy_are_undone() {
         .collect();
     assert!(left.is_empty(), "copies left behind: {left:?}");
 }
+
+#[test]
+fn releasing_the_hold_removes_the_warm_copy() {
+    let p = project();
+    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    let dir = p.protected().join("check-copy");
+    assert!(dir.join("copy/src/a.txt").is_file());
+    p.held(&["release", "--all"]);
+    assert!(!dir.join("copy").exists(), "the copy outlived the hold");
+    assert!(!dir.join("index").exists());
+}
