@@ -59,7 +59,12 @@ impl Snapshot {
     pub fn seal(&self, touched: &[String]) -> Result<()> {
         match &self.place {
             Place::Fresh(_) => Ok(()),
-            Place::Warm { index, synced, .. } => synced.seal(index, touched),
+            Place::Warm {
+                index,
+                copy,
+                synced,
+                ..
+            } => synced.seal(index, copy, touched),
         }
     }
 }

@@ -149,6 +149,16 @@ pub fn run_once(
     }
     let mut plan = base.clone();
     plan.work = prepared.snapshot.path().to_path_buf();
+    // The live tree is not the check's to see: hidden, so nothing the agent puts there (a
+    // socket a process it left running listens on) reaches the check, which could hand that
+    // process a handle on the copy that outlives the check. Not where the copy itself or the
+    // user's home lies inside it (the fallback state, a project at the home).
+    let top = held::top(project).map_err(|e| format!("stop-gate: {e}"))?;
+    let work = crate::sys::paths::canonical(&plan.work);
+    let home = crate::sys::user::home().map(|home| crate::sys::paths::canonical(&home));
+    if !work.starts_with(&top) && !home.is_some_and(|home| home.starts_with(&top)) {
+        plan.hide.push(top);
+    }
     plan.cwd = prepared.snapshot.cwd.clone();
     plan.read_only = prepared.read_only.clone();
     plan.bound = prepared.bound.clone();

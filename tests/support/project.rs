@@ -32,6 +32,7 @@ pub struct ProjectBuilder {
     git: bool,
     home: bool,
     install: Option<Vec<String>>,
+    outside_tmp: bool,
 }
 
 impl ProjectBuilder {
@@ -62,6 +63,13 @@ impl ProjectBuilder {
         self
     }
 
+    /// Made outside the system's temporary directory (in cargo's own, under `target/`), where
+    /// a confined check sees it: a check hides `/tmp`.
+    pub fn outside_tmp(mut self) -> ProjectBuilder {
+        self.outside_tmp = true;
+        self
+    }
+
     /// A HOME of the project's own, for the installer and the hooks ([`Project::home`]).
     pub fn home(mut self) -> ProjectBuilder {
         self.home = true;
@@ -76,7 +84,11 @@ impl ProjectBuilder {
     }
 
     pub fn build(self) -> Project {
-        let root = tempfile::tempdir().unwrap();
+        let root = if self.outside_tmp {
+            tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
         let top = match &self.named {
             Some(name) => root.path().join(name),
             None => root.path().to_path_buf(),

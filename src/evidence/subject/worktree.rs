@@ -539,8 +539,8 @@ impl Synced {
 
     /// Writes the cache: after the last change vigil makes to the copy, before the check runs.
     /// `touched`: the paths (or directories) changed in the copy since the walk.
-    pub fn seal(&self, index: &Path, touched: &[String]) -> Result<()> {
-        warm::seal(index, &self.files, touched)
+    pub fn seal(&self, index: &Path, copy: &Path, touched: &[String]) -> Result<()> {
+        warm::seal(index, copy, &self.files, touched)
     }
 }
 

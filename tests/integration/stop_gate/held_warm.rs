@@ -284,3 +284,120 @@ fn releasing_the_hold_removes_the_warm_copy() {
     assert!(!dir.join("copy").exists(), "the copy outlived the hold");
     assert!(!dir.join("index").exists());
 }
+
+/// The agent's background process: listens on SOCKET, takes a directory handle a check sends
+/// it, then keeps `src/a.txt` under that directory saying `ok` for a few seconds.
+const LISTENER: &str = r#"
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1]); s.listen(1); s.settimeout(8)
+open(sys.argv[2], "w").close()
+try:
+    c, _ = s.accept()
+except socket.timeout:
+    sys.exit(0)
+_, fds, _, _ = socket.recv_fds(c, 10, 1)
+end = time.time() + 6
+while time.time() < end:
+    try:
+        f = os.open("src/a.txt", os.O_WRONLY | os.O_TRUNC, dir_fd=fds[0])
+        os.write(f, b"ok\n"); os.close(f)
+    except OSError:
+        pass
+    time.sleep(0.001)
+"#;
+
+/// The check's side: sends its working directory to the socket, if it can reach it.
+const SENDER: &str = r#"
+import os, socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sys.argv[1])
+    socket.send_fds(s, [b"x"], [os.open(".", os.O_RDONLY | os.O_DIRECTORY)])
+    s.close()
+except OSError:
+    pass
+"#;
+
+#[test]
+fn a_check_cannot_hand_its_copy_to_a_process_the_agent_left_running() {
+    if !python() {
+        return;
+    }
+    // Where a check sees it (a check hides /tmp, and its own /tmp is private).
+    let p = Project::builder()
+        .git()
+        .outside_tmp()
+        .file("tests/t.sh", "true\n")
+        .file("src/a.txt", "no\n")
+        .build();
+    p.held(&["add", "tests"]);
+    let socket = p.path().join(".agent.sock");
+    let ready = p.root().join("listening");
+    let mut listener = std::process::Command::new("python3")
+        .args(["-c", LISTENER])
+        .arg(&socket)
+        .arg(&ready)
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Once, with the code that hands the copy over; then the agent takes that code away.
+    let send = format!(
+        "python3 -c '{}' {}; grep -q ok src/a.txt",
+        SENDER.replace('\'', "\"").trim(),
+        socket.display()
+    );
+    // What it does in this run is the agent's code at work, as in a fresh copy; what counts
+    // is the runs after it.
+    p.stop(&["--run", &send], "s1", Some("x"));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for session in ["s2", "s3"] {
+        let stop = p.stop(&["--run", "grep -q ok src/a.txt"], session, Some("x"));
+        assert!(
+            stop.blocked(),
+            "{session}: the process the agent left rewrote the copy"
+        );
+    }
+    let _ = listener.kill();
+    let _ = listener.wait();
+}
+
+#[test]
+fn a_directory_the_check_moves_in_place_of_another_is_not_taken_for_it() {
+    let p = Project::builder()
+        .git()
+        .file(
+            "tests/t.sh",
+            ". src/lib.sh\n[ \"$(cat src/a.txt)\" = ok ]\n",
+        )
+        .file("src/lib.sh", ": lib\n")
+        .file("src/a.txt", "no\n")
+        .build();
+    p.held(&["add", "tests"]);
+    slow_file(&p);
+    // The agent's code, once: the check swaps src/ for a directory of its choosing (whose
+    // files keep the times they had), and a directory below it comes along.
+    write_file(&p.path().join("decoy/a.txt"), "ok\n");
+    write_file(&p.path().join("decoy/sub/deep/extra.sh"), "exit 0\n");
+    write_file(
+        &p.path().join("src/lib.sh"),
+        "if [ -d decoy ]; then mv src src.old; mv decoy src; cp src.old/lib.sh src/; fi\n",
+    );
+    p.stop(&["--run", "sh tests/t.sh"], "s1", Some("x"));
+    // Then the agent takes its code away; src/a.txt still says no.
+    std::fs::remove_dir_all(p.path().join("decoy")).unwrap();
+    write_file(&p.path().join("src/lib.sh"), ": lib\n");
+    for session in ["s2", "s3"] {
+        let stop = p.stop(
+            &["--run", "sh tests/t.sh && test ! -e src/sub"],
+            session,
+            Some("x"),
+        );
+        assert!(
+            stop.blocked(),
+            "{session}: the directory the check moved in was kept"
+        );
+    }
+}

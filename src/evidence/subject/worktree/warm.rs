@@ -28,6 +28,10 @@ use crate::sys::{atomic, files, paths};
 pub struct Warm {
     pub(super) tracked: Tracked,
     pub(super) copy: PathBuf,
+    /// Each directory of the copy vigil left, by its inode when sealed: one in its place with
+    /// another (a directory the check moved there, whose files keep their old times) is not
+    /// vigil's, whatever its times say.
+    dirs: std::collections::HashMap<Vec<u8>, u64>,
     /// When this sync began: a file changed since (less a clock tick) is read again next time.
     started: std::time::SystemTime,
 }
@@ -40,9 +44,18 @@ impl Warm {
     /// The cache at `index` for the copy at `copy`; one that cannot be read believes nothing.
     pub fn load(index: &Path, copy: &Path) -> Warm {
         let tracked = super::read_index(index, true).unwrap_or_else(|_| Tracked::empty());
+        let dirs = files::read_regular(&dirs_file(index), MAX_DIRS, true)
+            .ok()
+            .flatten()
+            .and_then(|bytes| serde_json::from_slice::<Vec<(String, u64)>>(&bytes).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(path, ino)| (path.into_bytes(), ino))
+            .collect();
         Warm {
             tracked,
             copy: copy.to_path_buf(),
+            dirs,
             started: std::time::SystemTime::now(),
         }
     }
@@ -140,6 +153,12 @@ impl Warm {
             let path = self.copy.join(paths::os_str(&dir));
             let meta =
                 std::fs::symlink_metadata(&path).map_err(|e| Error::io("read", &path, &e))?;
+            // Not the directory vigil left there (moved in whole by the check): removed, all
+            // it holds with it, and made again by the walk.
+            if !dir.is_empty() && (!meta.is_dir() || self.dirs.get(&dir) != Some(&inode(&meta))) {
+                remove_any(&path)?;
+                continue;
+            }
             let children = expected.dirs_in(&dir);
             if meta.is_dir() && self.dir_before_seal(&meta) {
                 dirs.extend(children.into_iter().filter(|child| {
@@ -241,6 +260,24 @@ impl<'a> Expected<'a> {
     }
 }
 
+/// The largest list of the copy's directories read.
+const MAX_DIRS: u64 = 256 << 20;
+
+/// Where the inodes of the copy's directories are kept, beside the cache.
+fn dirs_file(index: &Path) -> PathBuf {
+    index.with_file_name("dirs")
+}
+
+#[cfg(unix)]
+fn inode(meta: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(meta)
+}
+
+#[cfg(not(unix))]
+fn inode(_: &std::fs::Metadata) -> u64 {
+    0
+}
+
 /// Where a file goes in the warm copy: its parent directories made real (a file or link the
 /// check left in the way of one removed, never followed), and whatever is at the path removed.
 pub(super) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
@@ -291,6 +328,7 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
 /// Removes a warm copy and its cache, so the next sync starts from nothing.
 pub fn discard(copy: &Path, index: &Path) {
     let _ = std::fs::remove_file(index);
+    let _ = std::fs::remove_file(dirs_file(index));
     let aside = copy.with_file_name(format!("discarded-{}", std::process::id()));
     let gone = if std::fs::rename(copy, &aside).is_ok() {
         remove_tree(&aside)
@@ -306,7 +344,27 @@ pub fn discard(copy: &Path, index: &Path) {
 /// settled, and what `touched` names (paths, or directories of them, that a hold wrote over
 /// or removed after the walk). Its mtime is the seal: it is written after the last change
 /// vigil makes to the copy, before the check runs.
-pub(super) fn seal(index: &Path, files: &[Hashed], touched: &[String]) -> Result<()> {
+pub(super) fn seal(index: &Path, copy: &Path, files: &[Hashed], touched: &[String]) -> Result<()> {
+    // The directories first: their inodes as the seal leaves them (a name that is not UTF-8
+    // is left out, and its directory is made again each time).
+    let expected = Expected::of(files.iter().map(|f| f.path.as_slice()));
+    let mut dirs = Vec::new();
+    for dir in expected.dirs.keys().filter(|d| !d.is_empty()) {
+        let (Ok(name), Ok(meta)) = (
+            std::str::from_utf8(dir),
+            std::fs::symlink_metadata(copy.join(paths::os_str(dir))),
+        ) else {
+            continue;
+        };
+        if meta.is_dir() {
+            dirs.push((name.to_string(), inode(&meta)));
+        }
+    }
+    let listed = serde_json::to_vec(&dirs)
+        .map_err(|e| Error::Io(format!("cannot write the check's cache: {e}")))?;
+    let at = dirs_file(index);
+    atomic::write_atomic_as(&at, &listed, 0o600, atomic::Durability::Skip)
+        .map_err(|e| Error::io("write", &at, &e))?;
     let mut state = gix_index::State::new(gix_index::hash::Kind::Sha1);
     let under = |path: &[u8]| {
         touched.iter().any(|t| {
