@@ -577,14 +577,8 @@ struct Rules {
 /// Work for a walker: a directory to read, by its path from the top ("" for the top), or a
 /// large file to hash on its own, so that several threads share one directory's big files.
 enum Job {
-    Dir {
-        dir: Vec<u8>,
-        rules: Arc<Rules>,
-    },
-    File {
-        relative: Vec<u8>,
-        stat: Option<gix_index::entry::Stat>,
-    },
+    Dir { dir: Vec<u8>, rules: Arc<Rules> },
+    File { relative: Vec<u8> },
 }
 
 /// From this size, with several threads, a file is hashed as a job of its own.
@@ -723,9 +717,7 @@ impl<'a> Walk<'a> {
             };
             let result = match job {
                 Job::Dir { dir, rules } => self.read_dir(&dir, &rules, &mut reader, &mut mine),
-                Job::File { relative, stat } => {
-                    self.hash_large(relative, stat, &mut reader, &mut mine)
-                }
+                Job::File { relative } => self.hash_large(relative, &mut reader, &mut mine),
             };
             let mut queue = self.queue.lock().unwrap();
             queue.busy -= 1;
@@ -745,7 +737,6 @@ impl<'a> Walk<'a> {
     fn hash_large(
         &self,
         relative: Vec<u8>,
-        stat: Option<gix_index::entry::Stat>,
         reader: &mut Reader,
         found: &mut Vec<Hashed>,
     ) -> Result<Vec<Job>> {
@@ -753,10 +744,7 @@ impl<'a> Walk<'a> {
         let shown = String::from_utf8_lossy(&relative).into_owned();
         let file = files::open_no_follow(&self.top.join(paths::os_str(&relative)))
             .map_err(|e| unreadable(&shown, &e))?;
-        found.extend(
-            self.compared(reader.hash(Source::File(file), relative)?)
-                .map(|hashed| Hashed { stat, ..hashed }),
-        );
+        found.extend(self.compared(reader.hash(Source::File(file), relative)?));
         Ok(Vec::new())
     }
 
@@ -912,23 +900,29 @@ impl<'a> Walk<'a> {
                 }
                 if let (Some(known), Some(warm), Some(range)) =
                     (&self.warm, self.options.warm, warm_range.clone())
-                {
-                    if let Some(kept) =
+                    && let Some(kept) =
                         warm.kept(known, range, &relative, &handle, copy_dir.as_ref(), &cname)
-                    {
-                        found.push(kept);
-                        continue;
-                    }
-                    // Taken before the read: a change after it is seen next time.
-                    stat = files::stat_at(&handle, &cname)
-                        .filter(|s| s.regular && warm.settled(s))
-                        .map(|s| index_stat(&s));
+                {
+                    found.push(kept);
+                    continue;
                 }
                 let file = files::open_at_no_follow(&handle, &cname)
                     .map_err(|e| unreadable(&shown(), &e))?;
-                let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1;
+                if let Some(warm) = self.options.warm {
+                    // Of the file opened, its pages clean, before the read: a change after it
+                    // (through a memory mapping too) moves its change time, seen next time.
+                    stat = files::settle_pages(&file)
+                        .then(|| files::stat_of(&file))
+                        .flatten()
+                        .filter(|s| s.regular && warm.settled(s))
+                        .map(|s| index_stat(&s));
+                }
+                // In a warm walk a large file is read here, from the file just opened: reopened
+                // by its path, it could be another file than the one whose stat was taken.
+                let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1
+                    && self.options.warm.is_none();
                 if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
-                    jobs.push(Job::File { relative, stat });
+                    jobs.push(Job::File { relative });
                     continue;
                 }
                 Source::File(file)

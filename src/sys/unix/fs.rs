@@ -123,6 +123,66 @@ pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
     })
 }
 
+/// What [`stat_at`] sees, of a file already open (`fstat`): its data and its stat data are
+/// then of one file, whatever is renamed around it.
+pub fn stat_of(file: &File) -> Option<StatAt> {
+    let meta = file.metadata().ok()?;
+    Some(StatAt {
+        regular: meta.file_type().is_file(),
+        owner_may_execute: meta.mode() & 0o100 != 0,
+        mtime: (meta.mtime(), meta.mtime_nsec()),
+        ctime: (meta.ctime(), meta.ctime_nsec()),
+        dev: meta.dev(),
+        ino: meta.ino(),
+        uid: meta.uid(),
+        gid: meta.gid(),
+        size: meta.size(),
+    })
+}
+
+/// Writes out the file's dirty pages and waits (`sync_file_range`, no disk flush): its pages
+/// are clean then, and a write through a shared memory mapping faults again and moves the
+/// file's change time, which it does not while its page stays dirty. Whether it was done.
+#[cfg(target_os = "linux")]
+pub fn settle_pages(file: &File) -> bool {
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+        | libc::SYNC_FILE_RANGE_WRITE
+        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: a valid descriptor; the whole file.
+    unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) == 0 }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn settle_pages(_: &File) -> bool {
+    false
+}
+
+/// Whether the file system at `path` moves a file's change time for every write, a write
+/// through a shared memory mapping included (ext4, XFS, Btrfs, by their `page_mkwrite`):
+/// tmpfs and others do not, so stat data cannot vouch for a file's bytes there.
+#[cfg(target_os = "linux")]
+pub fn stamps_every_write(path: &Path) -> bool {
+    const EXT4: u64 = 0xEF53;
+    const XFS: u64 = 0x5846_5342;
+    const BTRFS: u64 = 0x9123_683E;
+    let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut found = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: a NUL-terminated path and room for the answer, read only when the call succeeded.
+    if unsafe { libc::statfs(c_path.as_ptr(), found.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: statfs filled it.
+    let kind = unsafe { found.assume_init() }.f_type as u64;
+    matches!(kind, EXT4 | XFS | BTRFS)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn stamps_every_write(_: &Path) -> bool {
+    false
+}
+
 /// `readlinkat`: a symlink's target, by name in an open directory.
 pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
     let name = c_name(name)?;
@@ -153,6 +213,11 @@ pub fn links(file: &File) -> std::io::Result<u64> {
 pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
     let meta = file.metadata()?;
     Ok((meta.dev(), meta.ino()))
+}
+
+/// The inode number of what `meta` describes.
+pub fn inode(meta: &std::fs::Metadata) -> u64 {
+    meta.ino()
 }
 
 /// Whether `path` names the open `file` itself (not following a link at `path`).

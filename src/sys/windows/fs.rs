@@ -343,6 +343,26 @@ pub const MODES_ON_DISK: bool = false;
 /// dot or space, `::$DATA`, reserved names): `core.protectNTFS` is on there.
 pub const NTFS_NAMES: bool = true;
 
+/// Windows: no inode numbers that std reads (unused: no warm copy here).
+pub fn inode(_: &std::fs::Metadata) -> u64 {
+    0
+}
+
+/// Windows: stat data of an open file (unused: no warm copy here).
+pub fn stat_of(_: &File) -> Option<StatAt> {
+    None
+}
+
+/// Windows: no warm copy, so no pages to settle.
+pub fn settle_pages(_: &File) -> bool {
+    false
+}
+
+/// Windows: no change time to believe.
+pub fn stamps_every_write(_: &Path) -> bool {
+    false
+}
+
 /// Windows: a directory of a warm copy is never kept (no change time), so nothing to undo.
 pub fn reset_dir(_: &Path, _: u32) -> std::io::Result<()> {
     Ok(())

@@ -401,3 +401,60 @@ fn a_directory_the_check_moves_in_place_of_another_is_not_taken_for_it() {
         );
     }
 }
+
+/// The agent's background process: maps `src/a.txt` shared, writes `good` through the mapping
+/// (its page dirty and writable then), waits for GO, writes `bad!` through the same mapping
+/// (no fault, so, where its page was left dirty, no new change time), and says DONE.
+const MAPPER: &str = r#"
+import mmap, os, sys, time
+f = open("src/a.txt", "r+b")
+m = mmap.mmap(f.fileno(), 0)
+m[0:5] = b"good\n"
+open(sys.argv[1], "w").close()
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+m[0:5] = b"bad!\n"
+open(sys.argv[3], "w").close()
+time.sleep(30)
+"#;
+
+#[test]
+fn a_write_through_a_memory_mapping_reaches_the_next_check() {
+    if !python() {
+        return;
+    }
+    let p = project();
+    slow_file(&p);
+    write_file(&p.path().join("src/a.txt"), "xxxx\n");
+    let (ready, go, done) = (
+        p.root().join("ready"),
+        p.root().join("go"),
+        p.root().join("done"),
+    );
+    let mut mapper = std::process::Command::new("python3")
+        .args(["-c", MAPPER])
+        .args([&ready, &go, &done])
+        .current_dir(p.path())
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // Settled (a tick old) before the Stop reads it, so its stat data may be kept.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let check = "grep -q good src/a.txt";
+    assert!(!p.stop(&["--run", check], "s1", Some("x")).blocked());
+    write_file(&go, "");
+    while !done.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    for session in ["s2", "s3"] {
+        let stop = p.stop(&["--run", check], session, Some("x"));
+        assert!(
+            stop.blocked(),
+            "{session}: the copy kept what the mapping overwrote"
+        );
+    }
+    let _ = mapper.kill();
+    let _ = mapper.wait();
+}

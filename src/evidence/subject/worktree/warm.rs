@@ -155,7 +155,9 @@ impl Warm {
                 std::fs::symlink_metadata(&path).map_err(|e| Error::io("read", &path, &e))?;
             // Not the directory vigil left there (moved in whole by the check): removed, all
             // it holds with it, and made again by the walk.
-            if !dir.is_empty() && (!meta.is_dir() || self.dirs.get(&dir) != Some(&inode(&meta))) {
+            if !dir.is_empty()
+                && (!meta.is_dir() || self.dirs.get(&dir) != Some(&files::inode(&meta)))
+            {
                 remove_any(&path)?;
                 continue;
             }
@@ -268,16 +270,6 @@ fn dirs_file(index: &Path) -> PathBuf {
     index.with_file_name("dirs")
 }
 
-#[cfg(unix)]
-fn inode(meta: &std::fs::Metadata) -> u64 {
-    std::os::unix::fs::MetadataExt::ino(meta)
-}
-
-#[cfg(not(unix))]
-fn inode(_: &std::fs::Metadata) -> u64 {
-    0
-}
-
 /// Where a file goes in the warm copy: its parent directories made real (a file or link the
 /// check left in the way of one removed, never followed), and whatever is at the path removed.
 pub(super) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
@@ -357,7 +349,7 @@ pub(super) fn seal(index: &Path, copy: &Path, files: &[Hashed], touched: &[Strin
             continue;
         };
         if meta.is_dir() {
-            dirs.push((name.to_string(), inode(&meta)));
+            dirs.push((name.to_string(), files::inode(&meta)));
         }
     }
     let listed = serde_json::to_vec(&dirs)
