@@ -99,9 +99,9 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
 /// The warm copy of the project's worktree (SPEC §11), in the protected state, brought to the
 /// tree by what changed since the last one; a fresh copy ([`take`]) where there is no
 /// protected state, where another check holds the warm one, or where it cannot be brought
-/// to the tree (it is then discarded, and made anew next time), or where a file system does
-/// not move a change time for every write (tmpfs, for a write through a memory mapping; only
-/// ext4, XFS and Btrfs on Linux are known to).
+/// to the tree (it is then discarded, and made anew next time), or where the state home's
+/// file system does not move a change time for every write (tmpfs, for a write through a
+/// memory mapping; only ext4, XFS and Btrfs on Linux are known to).
 pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
     if !cfg!(unix) || std::env::var_os("VIGIL_CHECK_COPY").is_some_and(|v| v == "fresh") {
         return take(project, limits);
@@ -115,12 +115,9 @@ pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
     let Ok(lock) = FileLock::acquire(&dir.join("lock"), std::time::Duration::ZERO) else {
         return take(project, limits);
     };
-    // Stat data vouches for bytes only where every write moves a change time: the tree's
-    // file system and the copy's both.
-    let stamped = Repository::locate(&project.dir)
-        .is_ok_and(|repository| files::stamps_every_write(&repository.top))
-        && files::stamps_every_write(&dir);
-    if !stamped {
+    // The copy is believed as vigil left it only where every write the check makes to it
+    // moves a change time (a write through a memory mapping included).
+    if !files::stamps_every_write(&dir) {
         return take(project, limits);
     }
     let copy = dir.join("copy");

@@ -12,7 +12,7 @@ use crate::sys::platform::fs as os;
 pub use os::{
     MODES_ON_DISK, NTFS_NAMES, being_removed, can_write, change_time, create_new, identity, inode,
     make_private_dir, open_at_no_follow, owner_may_execute, program_name, readlink_at, reset_dir,
-    same_file, set_mode, settle_pages, stamps_every_write, stat_at, stat_of, stdin_file, symlink,
+    same_file, set_mode, stamps_every_write, stat_at, stat_of, stdin_file, symlink,
 };
 
 /// Whether standard input is a terminal: a hook run by hand, not by an engine.

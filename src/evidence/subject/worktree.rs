@@ -7,7 +7,7 @@
 //! and every file named is read and hashed, in parallel.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -898,27 +898,35 @@ impl<'a> Walk<'a> {
                         continue;
                     }
                 }
+                let mut file = files::open_at_no_follow(&handle, &cname)
+                    .map_err(|e| unreadable(&shown(), &e))?;
                 if let (Some(known), Some(warm), Some(range)) =
                     (&self.warm, self.options.warm, warm_range.clone())
-                    && let Some(kept) =
-                        warm.kept(known, range, &relative, &handle, copy_dir.as_ref(), &cname)
                 {
-                    found.push(kept);
-                    continue;
-                }
-                let file = files::open_at_no_follow(&handle, &cname)
-                    .map_err(|e| unreadable(&shown(), &e))?;
-                if let Some(warm) = self.options.warm {
-                    // Of the file opened, its pages clean, before the read: a change after it
-                    // (through a memory mapping too) moves its change time, seen next time.
-                    stat = files::settle_pages(&file)
-                        .then(|| files::stat_of(&file))
-                        .flatten()
-                        .filter(|s| s.regular && warm.settled(s))
+                    // Every file is read (its stat data vouches for nothing: a write through a
+                    // memory mapping, or one still under way, leaves it as it was); what the
+                    // copy already holds is not written again.
+                    if let Some(cached) =
+                        warm.copy_holds(known, range, &relative, copy_dir.as_ref(), &cname)
+                        && reader.probe(&mut file, &relative)? == Some((cached.mode, cached.id))
+                    {
+                        found.push(Hashed {
+                            path: relative,
+                            mode: cached.mode,
+                            id: cached.id,
+                            changed: false,
+                            stat: Some(cached.stat),
+                        });
+                        continue;
+                    }
+                    file.seek(std::io::SeekFrom::Start(0))
+                        .map_err(|e| unreadable(&shown(), &e))?;
+                    stat = files::stat_of(&file)
+                        .filter(|s| s.regular)
                         .map(|s| index_stat(&s));
                 }
-                // In a warm walk a large file is read here, from the file just opened: reopened
-                // by its path, it could be another file than the one whose stat was taken.
+                // In a warm walk a large file is read here, from the file just opened (and
+                // perhaps read once already).
                 let parallel = self.threads.load(std::sync::atomic::Ordering::Relaxed) > 1
                     && self.options.warm.is_none();
                 if parallel && file.metadata().is_ok_and(|m| m.len() >= LARGE_FILE) {
@@ -1147,6 +1155,35 @@ impl<'a> Reader<'a> {
             changed: false,
             stat: None,
         }))
+    }
+
+    /// A regular file's mode and blob id, read without copying it anywhere; `None` when it
+    /// changed under the read (the caller then reads it again, copying).
+    fn probe(&mut self, file: &mut File, relative: &[u8]) -> Result<Option<(Mode, ObjectId)>> {
+        let shown = || String::from_utf8_lossy(relative).into_owned();
+        let meta = file.metadata().map_err(|e| unreadable(&shown(), &e))?;
+        if !meta.is_file() || meta.len() > self.options.max_file_size {
+            return Ok(None);
+        }
+        let mode = file_mode(files::owner_may_execute(&meta));
+        let mut hasher = BlobHasher::new(meta.len());
+        let mut left = meta.len();
+        loop {
+            // As `file` reads: one byte more than is left, so a small file costs one read.
+            let ask = usize::try_from(left.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK));
+            let n = match file.read(&mut self.buffer[..ask]) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(unreadable(&shown(), &e)),
+            };
+            left = left.saturating_sub(n as u64);
+            hasher.update(&self.buffer[..n]);
+            if n < ask && left == 0 {
+                break;
+            }
+        }
+        Ok(hasher.finish(&shown())?.map(|id| (mode, id)))
     }
 
     /// A regular file's mode and blob id, from one read of its bytes; `None` when it changed

@@ -140,23 +140,6 @@ pub fn stat_of(file: &File) -> Option<StatAt> {
     })
 }
 
-/// Writes out the file's dirty pages and waits (`sync_file_range`, no disk flush): its pages
-/// are clean then, and a write through a shared memory mapping faults again and moves the
-/// file's change time, which it does not while its page stays dirty. Whether it was done.
-#[cfg(target_os = "linux")]
-pub fn settle_pages(file: &File) -> bool {
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-        | libc::SYNC_FILE_RANGE_WRITE
-        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: a valid descriptor; the whole file.
-    unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, flags) == 0 }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub fn settle_pages(_: &File) -> bool {
-    false
-}
-
 /// Whether the file system at `path` moves a file's change time for every write, a write
 /// through a shared memory mapping included (ext4, XFS, Btrfs, by their `page_mkwrite`):
 /// tmpfs and others do not, so stat data cannot vouch for a file's bytes there.

@@ -353,11 +353,6 @@ pub fn stat_of(_: &File) -> Option<StatAt> {
     None
 }
 
-/// Windows: no warm copy, so no pages to settle.
-pub fn settle_pages(_: &File) -> bool {
-    false
-}
-
 /// Windows: no change time to believe.
 pub fn stamps_every_write(_: &Path) -> bool {
     false

@@ -1,21 +1,22 @@
 //! The warm copy (SPEC §11): the copy a check under a hold runs in, kept in the protected state
-//! from one Stop to the next and brought to the tree's content by what changed, so a Stop costs
-//! the stat calls of the tree rather than a copy of it.
+//! from one Stop to the next and brought to the tree's content by what changed, so a Stop reads
+//! and hashes the tree (as an unheld Stop does) but writes only what changed.
 //!
 //! What it believes, and why the agent cannot turn it into approval:
 //!
-//! - A live file is taken as the blob the cache names when its stat data (size, mtime, ctime,
-//!   inode, owner) is what the cache recorded when vigil last read it, and that record is not
-//!   racy (changed at or after the cache was written), as git's index is believed. The cache is
-//!   vigil's own, in the protected state: the agent cannot write it, and it cannot set a file's
-//!   ctime (only the kernel does, to its clock, on every change).
+//! - Nothing of the live tree but its bytes: every file is read and hashed on every Stop (SPEC
+//!   §9: stat data vouches for no content; a write through a memory mapping, or one still under
+//!   way, leaves it as it was). The cache (git's index format, in the protected state, which
+//!   the agent cannot write) says what the copy holds at each path.
 //! - A file or directory of the copy is taken as vigil left it when its ctime is before the
-//!   cache was written (the seal): every change the check makes to it later moves its ctime past
-//!   the seal. Everything else is read, replaced or removed before the next check runs, so what
-//!   a check writes is discarded, as a fresh copy discards it.
+//!   cache was written (the seal), and a directory only while it keeps the inode it was sealed
+//!   with: every change the check makes to the copy later moves a ctime past the seal (on the
+//!   file systems where a write through a memory mapping is stamped too: ext4, XFS, Btrfs).
+//!   Everything else is replaced or removed before the next check runs, so what a check writes
+//!   is discarded, as a fresh copy discards it.
 //!
-//! The copy and the subject are always one: the id of each file is that of the bytes vigil
-//! wrote to the copy. A cache that is missing or damaged believes nothing.
+//! The copy and the subject are always one: the id of each file is that of the bytes in the
+//! copy. A cache that is missing or damaged believes nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -32,13 +33,7 @@ pub struct Warm {
     /// another (a directory the check moved there, whose files keep their old times) is not
     /// vigil's, whatever its times say.
     dirs: std::collections::HashMap<Vec<u8>, u64>,
-    /// When this sync began: a file changed since (less a clock tick) is read again next time.
-    started: std::time::SystemTime,
 }
-
-/// Longer than a tick of the clock the kernel stamps files with (1 to 10 ms): a file changed
-/// within it of being read could change again with the same stat data.
-const TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Warm {
     /// The cache at `index` for the copy at `copy`; one that cannot be read believes nothing.
@@ -56,18 +51,7 @@ impl Warm {
             tracked,
             copy: copy.to_path_buf(),
             dirs,
-            started: std::time::SystemTime::now(),
         }
-    }
-
-    /// Whether a live file's stat data, taken before it is read, may go into the cache: its
-    /// change time is a tick before this sync began, so any later change moves it (a file
-    /// changed within the same tick as the read could keep its stat data, where the kernel
-    /// stamps files by the tick).
-    pub(super) fn settled(&self, stat: &files::StatAt) -> bool {
-        let ctime = std::time::UNIX_EPOCH
-            + std::time::Duration::new(stat.ctime.0.max(0) as u64, stat.ctime.1.max(0) as u32);
-        ctime + TICK < self.started
     }
 
     /// The time before which the copy is as vigil left it (the cache's own mtime).
@@ -114,31 +98,26 @@ impl Warm {
         files::open_dir_no_follow(&self.copy.join(paths::os_str(dir))).ok()
     }
 
-    /// The file `name` of the live directory `dir` as the cache holds it, when the cache may
-    /// be believed for it and its copy is intact: then it is neither read nor copied.
-    pub(super) fn kept(
+    /// What the copy holds at `relative` (`name` in the copy's directory `copy_dir`), as the
+    /// cache names it, when that file is as vigil left it: the live file is then read and,
+    /// when its bytes are these, not copied again.
+    pub(super) fn copy_holds(
         &self,
         known: &Known,
         range: std::ops::Range<usize>,
         relative: &[u8],
-        dir: &std::fs::File,
         copy_dir: Option<&std::fs::File>,
         name: &std::ffi::OsStr,
-    ) -> Option<Hashed> {
-        let cached = known.unchanged(range, relative, dir, name)?;
-        // Zeroed: a path vigil placed and must read again (a link, what a hold wrote over).
+    ) -> Option<super::Cached> {
+        let cached = known.cached(range, relative)?;
+        // Zeroed: a path vigil placed and must write again (a link, what a hold wrote over).
         if cached.stat == gix_index::entry::Stat::default()
+            || cached.mode == Mode::Symlink
             || !self.copy_intact(copy_dir?, name, cached.mode, cached.stat.size)
         {
             return None;
         }
-        Some(Hashed {
-            path: relative.to_vec(),
-            mode: cached.mode,
-            id: cached.id,
-            changed: false,
-            stat: Some(cached.stat),
-        })
+        Some(cached)
     }
 
     /// Before the walk: every directory of the copy changed since the seal is read, and what
