@@ -310,10 +310,10 @@ pub fn discard(copy: &Path, index: &Path) {
 }
 
 /// Writes the cache of `files` to `index`, in git's index format. Every path vigil placed is
-/// in it, so that it is removed from the copy once the tree no longer has it; those it must
-/// read again next time carry zeroed stat data: links, files read outside the walk or not
-/// settled, and what `touched` names (paths, or directories of them, that a hold wrote over
-/// or removed after the walk). Its mtime is the seal: it is written after the last change
+/// in it, so that it is removed from the copy once the tree no longer has it; those whose
+/// copy must be written again next time carry zeroed stat data: links, files read outside the
+/// walk, and what `touched` names (paths, or directories of them, that a hold wrote over or
+/// removed after the walk). Its mtime is the seal: it is written after the last change
 /// vigil makes to the copy, before the check runs.
 pub(super) fn seal(index: &Path, copy: &Path, files: &[Hashed], touched: &[String]) -> Result<()> {
     // The directories first: their inodes as the seal leaves them (a name that is not UTF-8
