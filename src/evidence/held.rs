@@ -434,7 +434,6 @@ pub fn apply(
         }
         // The mount point: an empty directory or file where the environment goes.
         let place = real_parent(&copy, &env)?;
-        remove_any(&place)?;
         if meta.is_dir() {
             std::fs::create_dir(&place).map_err(|e| Error::io("create", &place, &e))?;
         } else {
@@ -539,7 +538,6 @@ fn mode_octal(mode: tree::Mode) -> &'static str {
 /// Writes a held file into the copy at `path`, through real directories only.
 fn put(copy: &Path, path: &str, mode: &str, bytes: &[u8]) -> Result<()> {
     let place = real_parent(copy, path)?;
-    remove_any(&place)?;
     if mode == "120000" {
         return files::symlink(&paths::os_str(bytes), &place)
             .map_err(|e| Error::io("write", &place, &e));
@@ -550,32 +548,12 @@ fn put(copy: &Path, path: &str, mode: &str, bytes: &[u8]) -> Result<()> {
         .map_err(|e| Error::io("write", &place, &e))
 }
 
-/// `copy/path`, its parent directories made real (a link or file in the way of one removed,
-/// so a held file is never written through a link the agent made).
+/// Where `path` goes in `copy`: its parent directories made real and whatever is at it
+/// removed (a link or file in the way removed, never followed, so a held file is never
+/// written through a link the agent made), as the warm copy places its files.
 fn real_parent(copy: &Path, path: &str) -> Result<PathBuf> {
     hold::check_path(path)?;
-    let parts: Vec<&str> = path.split('/').collect();
-    let mut at = copy.to_path_buf();
-    for part in &parts[..parts.len().saturating_sub(1)] {
-        at.push(part);
-        match std::fs::symlink_metadata(&at) {
-            Ok(meta) if meta.is_dir() => continue,
-            Ok(_) => remove_any(&at)?,
-            Err(_) => {}
-        }
-        std::fs::create_dir(&at).map_err(|e| Error::io("create", &at, &e))?;
-    }
-    Ok(copy.join(path))
-}
-
-fn remove_any(path: &Path) -> Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => {
-            std::fs::remove_dir_all(path).map_err(|e| Error::io("remove", path, &e))
-        }
-        Ok(_) => std::fs::remove_file(path).map_err(|e| Error::io("remove", path, &e)),
-        Err(_) => Ok(()),
-    }
+    subject::worktree::warm::place(copy, path.as_bytes())
 }
 
 /// Removes from the copy at `start` (all below it when `deep`, else its own files) every file or

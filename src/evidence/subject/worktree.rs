@@ -1166,24 +1166,9 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let mode = file_mode(files::owner_may_execute(&meta));
-        let mut hasher = BlobHasher::new(meta.len());
-        let mut left = meta.len();
-        loop {
-            // As `file` reads: one byte more than is left, so a small file costs one read.
-            let ask = usize::try_from(left.saturating_add(1)).map_or(CHUNK, |n| n.min(CHUNK));
-            let n = match file.read(&mut self.buffer[..ask]) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(unreadable(&shown(), &e)),
-            };
-            left = left.saturating_sub(n as u64);
-            hasher.update(&self.buffer[..n]);
-            if n < ask && left == 0 {
-                break;
-            }
-        }
-        Ok(hasher.finish(&shown())?.map(|id| (mode, id)))
+        Ok(self
+            .hash_bytes(file, meta.len(), None, relative)?
+            .map(|id| (mode, id)))
     }
 
     /// A regular file's mode and blob id, from one read of its bytes; `None` when it changed
@@ -1215,6 +1200,21 @@ impl<'a> Reader<'a> {
             }
             None => None,
         };
+        Ok(self
+            .hash_bytes(&mut file, size, copy.as_mut(), relative)?
+            .map(|id| (mode, id)))
+    }
+
+    /// The blob id of the `size` bytes `file` holds, each written to `copy` as it is read;
+    /// `None` when they were not `size` bytes (the file changed under the read).
+    fn hash_bytes(
+        &mut self,
+        file: &mut File,
+        size: u64,
+        mut copy: Option<&mut File>,
+        relative: &[u8],
+    ) -> Result<Option<ObjectId>> {
+        let shown = || String::from_utf8_lossy(relative).into_owned();
         let mut hasher = BlobHasher::new(size);
         let mut left = size;
         loop {
@@ -1229,7 +1229,7 @@ impl<'a> Reader<'a> {
             };
             left = left.saturating_sub(n as u64);
             hasher.update(&self.buffer[..n]);
-            if let Some(copy) = &mut copy {
+            if let Some(copy) = copy.as_mut() {
                 copy.write_all(&self.buffer[..n]).map_err(|e| {
                     Error::Io(format!("cannot copy {} to the snapshot: {e}", shown()))
                 })?;
@@ -1238,7 +1238,7 @@ impl<'a> Reader<'a> {
                 break;
             }
         }
-        Ok(hasher.finish(&shown())?.map(|id| (mode, id)))
+        hasher.finish(&shown())
     }
 }
 

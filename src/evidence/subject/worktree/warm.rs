@@ -251,7 +251,7 @@ fn dirs_file(index: &Path) -> PathBuf {
 
 /// Where a file goes in the warm copy: its parent directories made real (a file or link the
 /// check left in the way of one removed, never followed), and whatever is at the path removed.
-pub(super) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
+pub fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
     let mut at = copy.to_path_buf();
     let parts: Vec<&[u8]> = relative.split(|b| *b == b'/').collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
