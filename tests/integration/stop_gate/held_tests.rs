@@ -22,6 +22,15 @@ fn python_project() -> Project {
         .build()
 }
 
+/// `python_project` whose `.venv/` git ignores (a committed `.gitignore`).
+fn python_project_ignoring_its_venv() -> Project {
+    let p = python_project();
+    write_file(&p.path().join(".gitignore"), ".venv/\n");
+    git(p.path(), &["add", ".gitignore"]);
+    git(p.path(), &["commit", "-qm", "ignore"]);
+    p
+}
+
 /// The project's loop s1, started, then a declaration under `--run check`.
 fn declare(p: &Project, check: &str) -> Stop {
     p.stop(&["--run", check], "s1", Some(DECLARED))
@@ -341,10 +350,7 @@ fn every_worktree_of_the_repository_uses_the_hold() {
 
 #[test]
 fn what_git_ignores_reaches_the_check_only_when_the_human_declares_it() {
-    let p = python_project();
-    write_file(&p.path().join(".gitignore"), ".venv/\n");
-    git(p.path(), &["add", ".gitignore"]);
-    git(p.path(), &["commit", "-qm", "ignore"]);
+    let p = python_project_ignoring_its_venv();
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
     p.held(&["add", "tests"]);
     let check = "test -f .venv/lib/dep.py";
@@ -670,10 +676,7 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
 
 #[test]
 fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
-    let p = python_project();
-    write_file(&p.path().join(".gitignore"), ".venv/\n");
-    git(p.path(), &["add", ".gitignore"]);
-    git(p.path(), &["commit", "-qm", "ignore"]);
+    let p = python_project_ignoring_its_venv();
     let tool = p.path().join(".venv/bin/mytool");
     write_file(&tool, "#!/bin/sh\necho from-the-venv\n");
     make_executable(&tool);
@@ -714,10 +717,7 @@ fn a_check_that_lacks_a_dependency_under_a_hold_says_a_new_one_needs_the_human()
 
 #[test]
 fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_installs_later() {
-    let p = python_project();
-    write_file(&p.path().join(".gitignore"), ".venv/\n");
-    git(p.path(), &["add", ".gitignore"]);
-    git(p.path(), &["commit", "-qm", "ignore"]);
+    let p = python_project_ignoring_its_venv();
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
     p.held(&["add", "tests"]);
     let told = p.held(&["add", "--env", ".venv", "--copy"]);
