@@ -8,10 +8,12 @@ use serde_json::{Map, Value};
 use crate::cli::input::Source;
 use crate::error::{Error, Result};
 
-/// What a hook prints (SPEC §2), for every event: each field left out when absent. Built by
-/// the Stop and UserPromptSubmit answers (`gate::StopOutput`, `slash::PromptOutput`).
-#[derive(serde::Serialize)]
-pub(crate) struct Wire<'a> {
+/// What a hook prints (SPEC §2), for every event and every answer: each field left out when
+/// absent, serialised once, by [`Wire::line`]. Every answer is built as one: the Stop's
+/// (`gate::StopOutput`), the prompt's (`slash::PromptOutput`), the guard's and the settings
+/// hook's.
+#[derive(Default, serde::Serialize)]
+pub struct Wire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -19,16 +21,38 @@ pub(crate) struct Wire<'a> {
     #[serde(rename = "systemMessage", skip_serializing_if = "Option::is_none")]
     pub system_message: Option<&'a str>,
     #[serde(rename = "hookSpecificOutput", skip_serializing_if = "Option::is_none")]
-    pub hook_specific_output: Option<Context<'a>>,
+    pub hook_specific_output: Option<Specific<'a>>,
+    /// Claude Code's desktop notification (OSC 9 and 777), for the person.
+    #[serde(rename = "terminalSequence", skip_serializing_if = "Option::is_none")]
+    pub terminal_sequence: Option<&'a str>,
 }
 
-/// `hookSpecificOutput`: context added for the model.
-#[derive(serde::Serialize)]
-pub(crate) struct Context<'a> {
+impl Wire<'_> {
+    /// The JSON line for stdout, or nothing when the answer says nothing (a silent allow).
+    pub fn line(&self) -> Option<String> {
+        let silent = self.decision.is_none()
+            && self.reason.is_none()
+            && self.system_message.is_none()
+            && self.hook_specific_output.is_none()
+            && self.terminal_sequence.is_none();
+        (!silent).then(|| serde_json::to_string(self).expect("a hook's answer serializes"))
+    }
+}
+
+/// `hookSpecificOutput`: context added for the model, or a tool call's permission.
+#[derive(Default, serde::Serialize)]
+pub struct Specific<'a> {
     #[serde(rename = "hookEventName")]
     pub hook_event_name: &'static str,
-    #[serde(rename = "additionalContext")]
-    pub additional_context: &'a str,
+    #[serde(rename = "additionalContext", skip_serializing_if = "Option::is_none")]
+    pub additional_context: Option<&'a str>,
+    #[serde(rename = "permissionDecision", skip_serializing_if = "Option::is_none")]
+    pub permission_decision: Option<&'static str>,
+    #[serde(
+        rename = "permissionDecisionReason",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub permission_decision_reason: Option<&'a str>,
 }
 
 /// Hook input larger than this is malformed (SPEC §2).
@@ -68,6 +92,8 @@ pub struct HookInput {
     /// PreToolUse: the tool about to run, and its input (an object).
     pub tool_name: Option<String>,
     pub tool_input: Option<Value>,
+    /// ConfigChange: the settings file that changed (`source` says which kind).
+    pub file_path: Option<PathBuf>,
 }
 
 /// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent.
@@ -117,7 +143,8 @@ impl BackgroundTask {
     }
 }
 
-/// The events vigil handles, and the rest by name.
+/// The hook events vigil handles, and the rest by name. Adding one: DEVELOPMENT.md, "A new
+/// hook event".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HookEvent {
     Stop,
@@ -128,7 +155,92 @@ pub enum HookEvent {
     UserPromptSubmit,
     StopFailure,
     PreToolUse,
+    ConfigChange,
     Other(String),
+}
+
+impl HookEvent {
+    /// Every event vigil handles.
+    pub const HANDLED: [HookEvent; 9] = [
+        HookEvent::Stop,
+        HookEvent::SubagentStop,
+        HookEvent::SessionStart,
+        HookEvent::SessionEnd,
+        HookEvent::PreCompact,
+        HookEvent::UserPromptSubmit,
+        HookEvent::StopFailure,
+        HookEvent::PreToolUse,
+        HookEvent::ConfigChange,
+    ];
+
+    /// The event's name, as the engines send it in `hook_event_name` and key it in settings.
+    pub fn name(&self) -> &str {
+        match self {
+            HookEvent::Stop => "Stop",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::SessionStart => "SessionStart",
+            HookEvent::SessionEnd => "SessionEnd",
+            HookEvent::PreCompact => "PreCompact",
+            HookEvent::UserPromptSubmit => "UserPromptSubmit",
+            HookEvent::StopFailure => "StopFailure",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::ConfigChange => "ConfigChange",
+            HookEvent::Other(name) => name,
+        }
+    }
+
+    /// The event of this name.
+    pub fn named(name: &str) -> HookEvent {
+        HookEvent::HANDLED
+            .into_iter()
+            .find(|event| event.name() == name)
+            .unwrap_or_else(|| HookEvent::Other(name.to_string()))
+    }
+}
+
+/// A hook's stdin, read once: the event it names, and its fields. The event is known whenever
+/// the input is a JSON object naming one, even when a field of it has the wrong type, so that
+/// each event's handler decides what input it cannot read means (a gate denies, a prompt
+/// goes on).
+#[derive(Debug)]
+pub struct Hook {
+    pub event: Option<HookEvent>,
+    pub input: Result<HookInput>,
+}
+
+impl Hook {
+    /// Reads and parses hook input from a source, refusing more than 16 MiB.
+    pub fn read(source: &Source) -> Hook {
+        match source.read_capped(MAX_HOOK_INPUT, "hook input") {
+            Ok(bytes) => Hook::parse(&bytes),
+            Err(e) => Hook {
+                event: None,
+                input: Err(Error::Input(e.to_string())),
+            },
+        }
+    }
+
+    /// Parses hook input once. Malformed (SPEC §2): empty, over 16 MiB, not UTF-8, not JSON,
+    /// not an object, or a known field of the wrong type. Unknown fields are ignored.
+    pub fn parse(bytes: &[u8]) -> Hook {
+        let object = match object_of(bytes) {
+            Ok(object) => object,
+            Err(e) => {
+                return Hook {
+                    event: None,
+                    input: Err(e),
+                };
+            }
+        };
+        let event = object
+            .get("hook_event_name")
+            .and_then(Value::as_str)
+            .map(HookEvent::named);
+        Hook {
+            event,
+            input: HookInput::of(&object),
+        }
+    }
 }
 
 impl HookInput {
@@ -138,84 +250,77 @@ impl HookInput {
         HookInput::parse(&bytes)
     }
 
-    /// Parses hook input. Malformed (SPEC §2): empty, over 16 MiB, not UTF-8, not JSON,
-    /// not an object, or a known field of the wrong type. Unknown fields are ignored.
+    /// Parses hook input (as [`Hook::parse`]).
     pub fn parse(bytes: &[u8]) -> Result<HookInput> {
-        if bytes.len() as u64 > MAX_HOOK_INPUT {
-            return Err(Error::input(
-                "hook input is larger than 16 MiB; refusing to read it",
-            ));
-        }
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            Error::input(format!(
-                "hook input is not valid UTF-8 (bad byte at offset {})",
-                e.valid_up_to()
-            ))
-        })?;
-        if text.trim().is_empty() {
-            return Err(Error::input(
-                "hook input is empty; a hook expects the event's JSON on stdin",
-            ));
-        }
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| Error::input(format!("hook input is not JSON: {e}")))?;
-        let Value::Object(object) = value else {
-            return Err(Error::input(format!(
-                "hook input is {}, not a JSON object",
-                json_type(&value)
-            )));
-        };
+        HookInput::of(&object_of(bytes)?)
+    }
+
+    /// The fields of a hook's JSON object.
+    fn of(object: &Map<String, Value>) -> Result<HookInput> {
         Ok(HookInput {
-            session_id: string_field(&object, "session_id")?,
-            transcript_path: string_field(&object, "transcript_path")?.map(PathBuf::from),
-            cwd: string_field(&object, "cwd")?.map(PathBuf::from),
-            hook_event_name: string_field(&object, "hook_event_name")?,
-            stop_hook_active: bool_field(&object, "stop_hook_active")?,
-            last_assistant_message: string_field(&object, "last_assistant_message")?,
-            source: string_field(&object, "source")?,
-            reason: string_field(&object, "reason")?,
-            turn_id: string_field(&object, "turn_id")?,
-            prompt: string_field(&object, "prompt")?,
-            background_tasks: tasks_field(&object, "background_tasks")?,
-            agent_id: string_field(&object, "agent_id")?,
-            agent_type: string_field(&object, "agent_type")?,
-            agent_transcript_path: string_field(&object, "agent_transcript_path")?
+            session_id: string_field(object, "session_id")?,
+            transcript_path: string_field(object, "transcript_path")?.map(PathBuf::from),
+            cwd: string_field(object, "cwd")?.map(PathBuf::from),
+            hook_event_name: string_field(object, "hook_event_name")?,
+            stop_hook_active: bool_field(object, "stop_hook_active")?,
+            last_assistant_message: string_field(object, "last_assistant_message")?,
+            source: string_field(object, "source")?,
+            reason: string_field(object, "reason")?,
+            turn_id: string_field(object, "turn_id")?,
+            prompt: string_field(object, "prompt")?,
+            background_tasks: tasks_field(object, "background_tasks")?,
+            agent_id: string_field(object, "agent_id")?,
+            agent_type: string_field(object, "agent_type")?,
+            agent_transcript_path: string_field(object, "agent_transcript_path")?
                 .map(PathBuf::from),
-            error: string_field(&object, "error")?,
+            error: string_field(object, "error")?,
             error_details: match object.get("error_details") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(other) => Some(other.to_string()),
             },
-            tool_name: string_field(&object, "tool_name")?,
+            tool_name: string_field(object, "tool_name")?,
             tool_input: match object.get("tool_input") {
                 None | Some(Value::Null) => None,
                 Some(value @ Value::Object(_)) => Some(value.clone()),
                 Some(other) => return Err(wrong_type("tool_input", "an object", other)),
             },
+            file_path: string_field(object, "file_path")?.map(PathBuf::from),
         })
     }
 
     pub fn event(&self) -> Option<HookEvent> {
-        self.hook_event_name.as_deref().map(|name| match name {
-            "Stop" => HookEvent::Stop,
-            "SubagentStop" => HookEvent::SubagentStop,
-            "SessionStart" => HookEvent::SessionStart,
-            "SessionEnd" => HookEvent::SessionEnd,
-            "PreCompact" => HookEvent::PreCompact,
-            "UserPromptSubmit" => HookEvent::UserPromptSubmit,
-            "StopFailure" => HookEvent::StopFailure,
-            "PreToolUse" => HookEvent::PreToolUse,
-            other => HookEvent::Other(other.to_string()),
-        })
+        self.hook_event_name.as_deref().map(HookEvent::named)
     }
 }
 
-/// The event hook input that may not parse as vigil's fields names, when it is a JSON object
-/// naming one.
-pub fn event_name(bytes: &[u8]) -> Option<String> {
-    let value = serde_json::from_slice::<Value>(bytes).ok()?;
-    Some(value.get("hook_event_name")?.as_str()?.to_string())
+/// Hook input as a JSON object, or why it is malformed.
+fn object_of(bytes: &[u8]) -> Result<Map<String, Value>> {
+    if bytes.len() as u64 > MAX_HOOK_INPUT {
+        return Err(Error::input(
+            "hook input is larger than 16 MiB; refusing to read it",
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::input(format!(
+            "hook input is not valid UTF-8 (bad byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(Error::input(
+            "hook input is empty; a hook expects the event's JSON on stdin",
+        ));
+    }
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| Error::input(format!("hook input is not JSON: {e}")))?;
+    match value {
+        Value::Object(object) => Ok(object),
+        other => Err(Error::input(format!(
+            "hook input is {}, not a JSON object",
+            json_type(&other)
+        ))),
+    }
 }
 
 fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String>> {
@@ -353,5 +458,45 @@ mod tests {
     fn event_names_map_to_events() {
         let input = HookInput::parse(br#"{"hook_event_name":"PreCompact"}"#).unwrap();
         assert_eq!(input.event(), Some(HookEvent::PreCompact));
+        for event in HookEvent::HANDLED {
+            assert_eq!(HookEvent::named(event.name()), event);
+        }
+        assert_eq!(
+            HookEvent::named("Notification"),
+            HookEvent::Other("Notification".into())
+        );
+    }
+
+    #[test]
+    fn the_event_is_read_with_the_input_even_when_a_field_is_malformed() {
+        let hook = Hook::parse(br#"{"hook_event_name":"ConfigChange","session_id":7}"#);
+        assert_eq!(hook.event, Some(HookEvent::ConfigChange));
+        assert!(hook.input.is_err());
+        let hook = Hook::parse(b"not json");
+        assert_eq!(hook.event, None);
+        assert!(hook.input.is_err());
+    }
+
+    #[test]
+    fn an_answer_that_says_nothing_prints_nothing() {
+        assert_eq!(Wire::default().line(), None);
+        let told = Wire {
+            terminal_sequence: Some("x"),
+            ..Wire::default()
+        };
+        assert_eq!(told.line().unwrap(), r#"{"terminalSequence":"x"}"#);
+        let denied = Wire {
+            hook_specific_output: Some(Specific {
+                hook_event_name: "PreToolUse",
+                permission_decision: Some("deny"),
+                permission_decision_reason: Some("r"),
+                ..Specific::default()
+            }),
+            ..Wire::default()
+        };
+        assert_eq!(
+            denied.line().unwrap(),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"r"}}"#
+        );
     }
 }

@@ -15,12 +15,10 @@ use crate::cli::input::Source;
 use crate::cli::output::diagnostic;
 use crate::exit::Code as ExitCode;
 use crate::handoff::{self, HandoffKind};
-use crate::state::loop_state::Failure;
 use crate::state::loops;
 use crate::state::project::{Project, SessionId};
+use crate::sys::process;
 use crate::sys::time::Deadline;
-use crate::sys::{process, time};
-use crate::verdict::defang;
 use crate::{Error, Result};
 
 const NAME: &str = "session-end-handoff";
@@ -110,28 +108,14 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             .ok_or_else(|| Error::input("the hook input has no session_id"))?,
     )?;
     let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
-    // A failed turn (StopFailure) is recorded in the session and its loop, which waits,
-    // interrupted, for the session's next stop; the checkpoint below tells it too.
+    // A failed turn (StopFailure) is recorded in the session and its loop.
     if input.event() == Some(HookEvent::StopFailure)
-        && let Some((error, error_details, message)) = handoff::failure_fields(&input, 200)
+        && let Err(e) = handoff::record_failure(&project, &session, &input)
     {
-        let failure = Failure {
-            error,
-            error_details,
-            message,
-            at: time::now_rfc3339(),
-            iteration: None,
-            agent_id: input
-                .agent_id
-                .as_deref()
-                .map(|id| defang::field_max(id, 128)),
-        };
-        if let Err(e) = loops::record_failure(&project, &session, failure) {
-            diagnostic(
-                NAME,
-                &format!("{e}; the failed turn was not recorded in the session"),
-            );
-        }
+        diagnostic(
+            NAME,
+            &format!("{e}; the failed turn was not recorded in the session"),
+        );
     }
     // A turn of the session's loop that Claude Code ended over the gate's block (its own cap
     // on consecutive blocks) is recorded: the loop is interrupted, and the handoff says so.

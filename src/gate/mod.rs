@@ -14,7 +14,7 @@ pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker
 use crate::cli::flags;
 use crate::cli::hook::BackgroundTask;
 use crate::cli::hook::TaskKind;
-use crate::cli::hook::{Context, HookEvent, HookInput, Wire};
+use crate::cli::hook::{HookEvent, HookInput, Specific, Wire};
 use crate::cli::output;
 use crate::error::Error;
 use crate::error::Result;
@@ -69,31 +69,28 @@ pub enum StopOutput {
 impl StopOutput {
     /// The JSON line for stdout, or nothing for a silent allow.
     pub fn to_json(&self) -> Option<String> {
-        self.to_json_as(Feedback::Block, false)
+        self.wire(Feedback::Block, false).line()
     }
 
-    /// The JSON line with a block given as `feedback`; `subagent` for a SubagentStop (which
+    /// The answer with a block given as `feedback`; `subagent` for a SubagentStop (which
     /// always gets `decision: block`).
-    pub fn to_json_as(&self, feedback: Feedback, subagent: bool) -> Option<String> {
-        let wire = match self {
-            StopOutput::Allow(None) => return None,
-            StopOutput::Allow(Some(message)) => Wire {
-                decision: None,
-                reason: None,
-                system_message: Some(message),
-                hook_specific_output: None,
+    pub fn wire(&self, feedback: Feedback, subagent: bool) -> Wire<'_> {
+        match self {
+            StopOutput::Allow(message) => Wire {
+                system_message: message.as_deref(),
+                ..Wire::default()
             },
             StopOutput::Block {
                 reason,
                 system_message,
             } if feedback == Feedback::Context && !subagent => Wire {
-                decision: None,
-                reason: None,
                 system_message: system_message.as_deref(),
-                hook_specific_output: Some(Context {
+                hook_specific_output: Some(Specific {
                     hook_event_name: "Stop",
-                    additional_context: reason,
+                    additional_context: Some(reason),
+                    ..Specific::default()
                 }),
+                ..Wire::default()
             },
             StopOutput::Block {
                 reason,
@@ -102,11 +99,41 @@ impl StopOutput {
                 decision: Some("block"),
                 reason: Some(reason),
                 system_message: system_message.as_deref(),
-                hook_specific_output: None,
+                ..Wire::default()
             },
-        };
-        Some(serde_json::to_string(&wire).expect("stop output serializes"))
+        }
     }
+
+    /// The output with `notice` added to what the person reads, after anything there.
+    fn told(self, notice: Option<String>) -> StopOutput {
+        let Some(notice) = notice else {
+            return self;
+        };
+        let join = |message: Option<String>| {
+            Some(match message {
+                Some(message) => format!("{message}\n{notice}"),
+                None => notice.clone(),
+            })
+        };
+        match self {
+            StopOutput::Allow(message) => StopOutput::Allow(join(message)),
+            StopOutput::Block {
+                reason,
+                system_message,
+            } => StopOutput::Block {
+                reason,
+                system_message: join(system_message),
+            },
+        }
+    }
+}
+
+/// What the gate decided at a Stop: its answer, with every line the person must hear in it,
+/// and the line of the loop that settled at this Stop, if one did (its wake's, SPEC §10).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub output: StopOutput,
+    pub settled: Option<String>,
 }
 
 /// How long after its deadline the watchdog answers for a gate that has not: room for the
@@ -173,18 +200,6 @@ impl Watchdog {
     }
 }
 
-thread_local! {
-    /// What the human must hear whatever the decision: the check ran unconfined.
-    static NOTICE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-    /// A loop ended at this Stop: the line of its wake, for the person's desktop notification.
-    static SETTLED: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// The loop that ended at this Stop, if one did: its wake's line (SPEC §10), taken once.
-pub fn settled_here() -> Option<String> {
-    SETTLED.with(|s| s.borrow_mut().take())
-}
-
 /// The `terminalSequence` that tells the person `line` (SPEC §10): a desktop notification as
 /// OSC 9 and as OSC 777, which Claude Code emits for the hook (it allows only those, and BEL).
 /// Control characters go, and `;` (OSC 777's separator); the body begins with `vigil`, since
@@ -199,47 +214,41 @@ pub fn desktop_notification(line: &str) -> String {
     format!("\u{1b}]9;{body}\u{7}\u{1b}]777;notify;vigil;{body}\u{7}")
 }
 
-/// Adds a line the human must hear, whatever the decision, before any already there.
-fn notice(told: String) {
-    NOTICE.with(|n| {
-        let mut n = n.borrow_mut();
-        *n = Some(match n.take() {
-            Some(other) => format!("{told}\n{other}"),
-            None => told,
-        });
-    });
+/// What the person must hear whatever the decision (a check that ran unconfined, a settings
+/// change blocked), and what settled, gathered while the gate decides.
+#[derive(Default)]
+struct Heard {
+    notices: Vec<String>,
+    settled: Option<String>,
+}
+
+impl Heard {
+    /// The notices, the latest first, as one message.
+    fn notice(&self) -> Option<String> {
+        (!self.notices.is_empty()).then(|| {
+            let mut lines: Vec<&str> = self.notices.iter().map(String::as_str).collect();
+            lines.reverse();
+            lines.join("\n")
+        })
+    }
 }
 
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
-pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> StopOutput {
-    let output = decide_checked(config, input);
-    match NOTICE.with(|n| n.borrow_mut().take()) {
-        None => output,
-        Some(notice) => {
-            let join = |message: Option<String>| {
-                Some(match message {
-                    Some(message) => format!("{message}\n{notice}"),
-                    None => notice.clone(),
-                })
-            };
-            match output {
-                StopOutput::Allow(message) => StopOutput::Allow(join(message)),
-                StopOutput::Block {
-                    reason,
-                    system_message,
-                } => StopOutput::Block {
-                    reason,
-                    system_message: join(system_message),
-                },
-            }
-        }
+pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> Decision {
+    let heard = std::cell::RefCell::new(Heard::default());
+    let output = decide_checked(config, input, &heard);
+    let heard = heard.into_inner();
+    Decision {
+        output: output.told(heard.notice()),
+        settled: heard.settled,
     }
 }
 
 fn decide_checked(
     config: Result<GateConfig, Error>,
     input: Result<HookInput, Error>,
+    heard: &std::cell::RefCell<Heard>,
 ) -> StopOutput {
     // Debug builds only (the test suite's): a way to make the gate panic, to prove it blocks.
     #[cfg(debug_assertions)]
@@ -280,6 +289,7 @@ fn decide_checked(
         stop_hook_active,
         scope,
         deadline,
+        heard,
     };
 
     let input = match input {
@@ -338,7 +348,7 @@ fn decide_checked(
         && let Ok(untold) = session::tell_blocked_changes(&gate.project, &session)
     {
         for reason in untold {
-            notice(format!(
+            gate.tell(format!(
                 "vigil blocked a settings change during this session: {reason}"
             ));
         }
@@ -366,9 +376,9 @@ fn decide_checked(
         && let Some(transcript) = input.transcript_path.as_deref()
     {
         match loops::engine_cut_of(&gate.project, &session, state, transcript) {
-            Ok(Some(told)) => notice(told),
+            Ok(Some(told)) => gate.tell(told),
             Ok(None) => {}
-            Err(e) => notice(format!(
+            Err(e) => gate.tell(format!(
                 "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
             )),
         }
@@ -387,7 +397,7 @@ fn decide_checked(
         && let Some(transcript) = input.transcript_path.as_deref()
         && let Some(told) = loops::witness_unrecorded(&gate.project, &session, transcript)
     {
-        notice(told);
+        gate.tell(told);
     }
     match gate.checks(&config) {
         Ok(()) => {
@@ -400,7 +410,7 @@ fn decide_checked(
     }
 }
 
-struct Gate {
+struct Gate<'h> {
     project: Project,
     max_blocks: u32,
     stop_hook_active: bool,
@@ -408,6 +418,8 @@ struct Gate {
     /// `--deadline` from the start: an engine that kills a slow hook lets the stop through
     /// unchecked, so the gate answers by then, and a check it could not finish denies.
     deadline: Deadline,
+    /// What the person must hear, and what settled (`decide` returns them).
+    heard: &'h std::cell::RefCell<Heard>,
 }
 
 /// A failing check: the one useful line, and detail the model can use.
@@ -615,7 +627,12 @@ fn defang_except(text: &str, keep: &str) -> String {
     text.split(keep).map(defang).collect::<Vec<_>>().join(keep)
 }
 
-impl Gate {
+impl Gate<'_> {
+    /// Adds a line the person must hear, whatever the decision.
+    fn tell(&self, line: String) {
+        self.heard.borrow_mut().notices.push(line);
+    }
+
     /// Blocks within the budget; when it is spent, allows and says the work is NOT verified.
     fn deny(&self, session: &SessionId, reason: &str) -> StopOutput {
         let reason = cap(reason, MAX_REASON);
@@ -948,7 +965,7 @@ impl Gate {
             wakes::settle(state);
             if let Some(report) = &state.report {
                 let line = wakes::loop_line(state, report);
-                SETTLED.with(|s| *s.borrow_mut() = Some(line));
+                self.heard.borrow_mut().settled = Some(line);
             }
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
@@ -1050,7 +1067,7 @@ impl Gate {
                 return Err(Failure::line(held_differ(&compared)));
             }
             if !compared.new.is_empty() {
-                self::notice(format!(
+                self.tell(format!(
                     "vigil: files the human's hold does not judge (a check under the hold leaves them out): {}",
                     held_check::named(&compared.new)
                 ));
@@ -1084,7 +1101,7 @@ impl Gate {
                     config.limits(self.deadline),
                 );
                 for line in decided.notices {
-                    self::notice(line);
+                    self.tell(line);
                 }
                 if let Some(held) = told.held.as_mut() {
                     held.moved = decided.moved;
@@ -1105,7 +1122,7 @@ impl Gate {
                 )
                 .map_err(Failure::line)?;
                 if let Some(notice) = checked.unconfined {
-                    self::notice(notice);
+                    self.tell(notice);
                 }
                 checked.result.map_err(|f| Failure {
                     line: f.line,

@@ -4,10 +4,15 @@
 //! begins with one starts or cancels a loop, or holds the tests: a mention, a quote, a `<task-notification>` turn (background work ending),
 //! or anything the agent writes never does. The commands' own `!` blocks only show the result.
 
-use crate::cli::hook::{Context, HookInput, Wire};
+use std::path::Path;
+
+use crate::cli::hook::{HookInput, Specific, Wire};
+use crate::error::Error;
 use crate::state::loop_state::StartedBy;
 use crate::state::loops::{self};
 use crate::state::project::{Project, SessionId};
+use crate::state::session;
+use crate::state::wakes;
 
 /// What a prompt asks of vigil.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,31 +64,161 @@ pub enum PromptOutput {
 
 impl PromptOutput {
     pub fn to_json(&self) -> Option<String> {
-        let wire = match self {
-            PromptOutput::Nothing => return None,
+        self.wire().line()
+    }
+
+    /// The answer as the engines read it.
+    pub fn wire(&self) -> Wire<'_> {
+        match self {
+            PromptOutput::Nothing => Wire::default(),
             PromptOutput::Done { context, message } => Wire {
-                decision: None,
-                reason: None,
                 system_message: Some(message),
-                hook_specific_output: Some(Context {
+                hook_specific_output: Some(Specific {
                     hook_event_name: "UserPromptSubmit",
-                    additional_context: context,
+                    additional_context: Some(context),
+                    ..Specific::default()
                 }),
+                ..Wire::default()
             },
             PromptOutput::Told(message) => Wire {
-                decision: None,
-                reason: None,
                 system_message: Some(message),
-                hook_specific_output: None,
+                ..Wire::default()
             },
             PromptOutput::Refused(reason) => Wire {
                 decision: Some("block"),
                 reason: Some(reason),
-                system_message: None,
-                hook_specific_output: None,
+                ..Wire::default()
             },
-        };
-        Some(serde_json::to_string(&wire).expect("prompt output serializes"))
+        }
+    }
+
+    /// This answer with `told` added to what the model reads with the prompt and to what the
+    /// person reads. A refused prompt is left as it is: what it would be told comes with the
+    /// next.
+    fn with_told(self, told: &str) -> PromptOutput {
+        match self {
+            PromptOutput::Nothing => PromptOutput::Done {
+                context: told.to_string(),
+                message: told.to_string(),
+            },
+            PromptOutput::Done { context, message } => PromptOutput::Done {
+                context: format!("{context}\n\n{told}"),
+                message: format!("{message}\n{told}"),
+            },
+            PromptOutput::Told(message) => PromptOutput::Done {
+                context: told.to_string(),
+                message: format!("{message}\n{told}"),
+            },
+            refused @ PromptOutput::Refused(_) => refused,
+        }
+    }
+}
+
+/// A prompt hook's answer, the wakes it tells (done when the answer is written out, put back
+/// when it is not: the alarm answered first), and a line for stderr.
+pub struct Prompted {
+    pub output: PromptOutput,
+    pub woken: Vec<wakes::Claimed>,
+    pub said: Option<String>,
+}
+
+/// The UserPromptSubmit hook: the human's `/vigil-loop` or `/vigil-cancel`; for any prompt, a
+/// turn of the session's loop that the engine ended over the gate's block since the loop last
+/// moved (read from the transcript's tail), recorded and told; and work that settled while no
+/// waiter was live (SPEC §10), as context for the model. `config` is the hook's state
+/// directory, or what is wrong with its flags. Input it cannot read lets the prompt through
+/// (and is said on stderr): only a prompt that is plainly a vigil command is ever held up.
+pub fn hook(config: Result<Option<&Path>, &Error>, input: &Result<HookInput, Error>) -> Prompted {
+    let input = match input {
+        Ok(input) => input,
+        Err(e) => {
+            return Prompted {
+                output: PromptOutput::Nothing,
+                woken: Vec::new(),
+                said: Some(format!(
+                    "{e}; the prompt goes on, and no loop was started or cancelled"
+                )),
+            };
+        }
+    };
+    let told = engine_cut(config, input);
+    let output = match (command_output(config, input), told) {
+        (PromptOutput::Nothing, Some(told)) => PromptOutput::Told(told),
+        (PromptOutput::Done { context, message }, Some(told)) => PromptOutput::Done {
+            context,
+            message: format!("{message}\n{told}"),
+        },
+        // Recorded already: said with the refusal, or it would never be said.
+        (PromptOutput::Refused(reason), Some(told)) => {
+            PromptOutput::Refused(format!("{reason}\n{told}"))
+        }
+        (output, _) => output,
+    };
+    // A prompt that is blocked hears no wakes: they come with the next.
+    let woken = match output {
+        PromptOutput::Refused(_) => Vec::new(),
+        _ => prompt_wakes(config, input),
+    };
+    let output = match woken.is_empty() {
+        true => output,
+        false => output.with_told(&wakes::told(&woken)),
+    };
+    Prompted {
+        output,
+        woken,
+        said: None,
+    }
+}
+
+/// The wakes this prompt's session hears, when no waiter is live to deliver them.
+fn prompt_wakes(config: Result<Option<&Path>, &Error>, input: &HookInput) -> Vec<wakes::Claimed> {
+    let Ok(state_dir) = config else {
+        return Vec::new();
+    };
+    let Some(session) = input
+        .session_id
+        .as_deref()
+        .and_then(|id| SessionId::parse(id).ok())
+    else {
+        return Vec::new();
+    };
+    let project = Project::resolve(state_dir, input.cwd.as_deref()).for_reading();
+    wakes::for_context(&project, &session)
+}
+
+/// What the engine's cut of this session's loop, if there was a new one, has the human hear.
+fn engine_cut(config: Result<Option<&Path>, &Error>, input: &HookInput) -> Option<String> {
+    let state_dir = config.ok()?;
+    let transcript = input.transcript_path.as_deref()?;
+    let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
+    // Looked up as a reader: a running loop's place is there already, and none is made.
+    let project = Project::resolve(state_dir, input.cwd.as_deref()).for_reading();
+    let cut = match session::peek(&project, &session) {
+        Ok(Some(record)) => match &record.ralph {
+            Some(state) => loops::engine_cut_of(&project, &session, state, transcript),
+            None => Ok(None),
+        },
+        // No record at all, but the transcript holds the loop's blocks: the witness.
+        Ok(None) => Ok(loops::witness_unrecorded(&project, &session, transcript)),
+        Err(_) => Ok(None),
+    };
+    cut.unwrap_or_else(|e| {
+        Some(format!(
+            "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
+        ))
+    })
+}
+
+/// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
+fn command_output(config: Result<Option<&Path>, &Error>, input: &HookInput) -> PromptOutput {
+    if command_of(input.prompt.as_deref().unwrap_or("")) == Command::None {
+        return PromptOutput::Nothing;
+    }
+    match config {
+        Ok(state_dir) => handle(&Project::resolve(state_dir, input.cwd.as_deref()), input),
+        Err(e) => PromptOutput::Refused(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
+        )),
     }
 }
 

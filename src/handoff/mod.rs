@@ -152,6 +152,24 @@ pub fn failure_fields(
     ))
 }
 
+/// StopFailure (SPEC §6): the failed turn, recorded in the session and its loop, which waits,
+/// interrupted, for the session's next stop (the checkpoint tells it too). Nothing for input
+/// that names no error.
+pub fn record_failure(project: &Project, session: &SessionId, input: &HookInput) -> Result<()> {
+    let Some((error, error_details, message)) = failure_fields(input, 200) else {
+        return Ok(());
+    };
+    let failure = loop_state::Failure {
+        error,
+        error_details,
+        message,
+        at: time::now_rfc3339(),
+        iteration: None,
+        agent_id: input.agent_id.as_deref().map(|id| field_max(id, 128)),
+    };
+    loops::record_failure(project, session, failure)
+}
+
 /// The longest error category kept.
 const MAX_ERROR: usize = 64;
 

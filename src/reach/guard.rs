@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::cli::hook::HookInput;
+use crate::error::Error;
 use crate::reach::{self, MAX_LINKS, lexical, resolve};
 use crate::state::hold::{self, Hold};
+use crate::state::project::Project;
 use crate::sys::{paths, user};
 
 /// The tools that write files, and the field of their input that names the file.
@@ -23,6 +26,50 @@ pub const WRITERS: &[(&str, &str)] = &[
 
 /// The matcher of vigil's PreToolUse group.
 pub const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
+
+/// The PreToolUse hook (under `--protect`): a file tool's write within the agent's reach, and
+/// clear of the human's hold, passes (`None`); any other is denied with its one useful line.
+/// A hook whose flags are wrong (`config`), or input it cannot read, denies the write, as a
+/// gate does.
+pub fn hook(config: Result<(), &Error>, input: &Result<HookInput, Error>) -> Option<String> {
+    let verdict = match (config, input) {
+        (Err(e), _) => Err(format!(
+            "vigil: config error: {e}; fix the stop-gate command of the PreToolUse hook"
+        )),
+        (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
+        (Ok(()), Ok(input)) => {
+            // The project as Claude Code's sandbox has it: the directory it runs in.
+            let start = Project::start_dir(input.cwd.as_deref());
+            let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
+            let tool = input.tool_name.as_deref().unwrap_or("");
+            judge(tool, input.tool_input.as_ref(), &cwd, &start)
+                .and_then(|()| held_write(tool, input, &cwd))
+        }
+    };
+    verdict.err()
+}
+
+/// The guard's part of the human's hold (SPEC §11): a write to a held file, or new runner
+/// configuration under a held path, is denied. A hold that cannot be read denies the write.
+fn held_write(tool: &str, input: &HookInput, cwd: &Path) -> Result<(), String> {
+    if !WRITERS.iter().any(|(name, _)| *name == tool) {
+        return Ok(());
+    }
+    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
+    let hold = match hold::load(&project) {
+        Ok(Some(hold)) => hold,
+        Ok(None) => return Ok(()),
+        Err(e) => {
+            return Err(format!(
+                "vigil: {e}; the write is denied while the human's hold cannot be read"
+            ));
+        }
+    };
+    let top = crate::sys::git::Repository::locate(&project.dir)
+        .map(|r| r.top)
+        .unwrap_or_else(|_| project.dir.clone());
+    judge_held(tool, input.tool_input.as_ref(), cwd, &top, &hold)
+}
 
 /// Whether `tool` may write what `input` names; `Err` is the one useful line. `cwd` resolves a
 /// relative path; `project` is the directory Claude Code runs in (`$CLAUDE_PROJECT_DIR`), which

@@ -15,16 +15,13 @@ use crate::cli::defs;
 use crate::cli::defs::Scope;
 use crate::cli::flags;
 use crate::cli::flags::{help, print, string_value};
-use crate::cli::hook;
-use crate::cli::hook::HookEvent;
-use crate::cli::hook::HookInput;
-use crate::cli::hook::MAX_HOOK_INPUT;
+use crate::cli::hook::{Hook, HookEvent, HookInput, Specific, Wire};
+use crate::cli::input::Source;
 use crate::cli::output::{diagnostic, stdout};
 use crate::exit::Code as ExitCode;
 use crate::gate::project_config;
 use crate::gate::slash;
 use crate::gate::slash::Command;
-use crate::gate::slash::PromptOutput;
 use crate::gate::{self, GateConfig};
 use crate::install::planted;
 use crate::install::planted::What;
@@ -32,7 +29,6 @@ use crate::install::settings;
 use crate::install::settings::live;
 use crate::reach::guard;
 use crate::reach::sandbox;
-use crate::state::hold;
 use crate::state::loop_state;
 use crate::state::loop_state::StartedBy;
 use crate::state::loops::{self, StartRequest, Word};
@@ -248,71 +244,75 @@ pub fn main() -> ExitCode {
         .as_ref()
         .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
     let watchdog = gate::Watchdog::start(deadline);
-    // Stdin is known not to be a terminal (checked above): read it as it is.
-    let raw = read_capped(
-        std::io::stdin().lock(),
-        MAX_HOOK_INPUT,
-        "hook input",
-        "-".as_ref(),
-    );
-    let input = raw
-        .as_ref()
-        .map_err(|e| Error::Input(e.to_string()))
-        .and_then(|bytes| HookInput::parse(bytes));
-    // The event, read once: from the input as parsed, else from input vigil could not read
-    // as its fields but that is a JSON object naming one.
-    let event = match (&input, &raw) {
-        (Ok(input), _) => input.hook_event_name.clone(),
-        (Err(_), Ok(bytes)) => hook::event_name(bytes),
-        (Err(_), Err(_)) => None,
-    };
-    // PreToolUse (under --protect): the file tools write only within the agent's reach. Input
-    // it cannot read denies the write, as a gate does.
-    if event.as_deref() == Some("PreToolUse") {
-        watchdog.answer(pre_tool_use(&config, &input));
-        return ExitCode::SUCCESS;
-    }
-    // ConfigChange (under --protect): a settings change that takes the protection away does
-    // not reach the running session. Input it cannot read blocks the change.
-    if let (Some("ConfigChange"), Ok(bytes)) = (event.as_deref(), &raw) {
-        watchdog.answer(config_change(bytes));
-        return ExitCode::SUCCESS;
-    }
-    // A prompt hook that cannot read its input lets the prompt through: only a prompt that is
-    // plainly a vigil command is ever held up.
-    if let (Err(e), Some("UserPromptSubmit")) = (&input, event.as_deref()) {
-        watchdog.answer(None);
-        diagnostic(
-            NAME,
-            &format!("{e}; the prompt goes on, and no loop was started or cancelled"),
-        );
-        return ExitCode::SUCCESS;
-    }
-    if let Ok(prompt) = &input
-        && prompt.event() == Some(HookEvent::UserPromptSubmit)
-    {
-        let output = prompt_hook(&config, prompt);
-        // Work that settled while no waiter was live (SPEC §10), as context for the model (a
-        // prompt that is blocked has none: they come with the next).
-        let woken = match output {
-            PromptOutput::Refused(_) => Vec::new(),
-            _ => prompt_wakes(&config, prompt),
-        };
-        let output = output.to_json();
-        let output = match woken.is_empty() {
-            true => output,
-            false => Some(with_context(output, &wakes::told(&woken))),
-        };
-        if watchdog.answer(output) {
-            woken.into_iter().for_each(wakes::Claimed::done);
-        } else {
-            woken.into_iter().for_each(wakes::Claimed::put_back);
+    // Read once; stdin is known not to be a terminal (checked above).
+    let Hook { event, input } = Hook::read(&Source::Stdin);
+    // Each event to the layer that owns its decision; every other (Stop, SubagentStop, or an
+    // event this hook was not wired for) is decided as a Stop, which input it cannot read
+    // denies.
+    match event {
+        // Under --protect: the file tools write only within the agent's reach.
+        Some(HookEvent::PreToolUse) => {
+            let reason = guard::hook(config.as_ref().map(drop), &input);
+            let specific = reason.as_deref().map(|reason| Specific {
+                hook_event_name: "PreToolUse",
+                permission_decision: Some("deny"),
+                permission_decision_reason: Some(reason),
+                ..Specific::default()
+            });
+            watchdog.answer(
+                Wire {
+                    hook_specific_output: specific,
+                    ..Wire::default()
+                }
+                .line(),
+            );
         }
-        return ExitCode::SUCCESS;
+        // Under --protect: a settings change that takes the protection away does not reach
+        // the running session. The person sees it too: a change made on disk does not reach
+        // this session.
+        Some(HookEvent::ConfigChange) => {
+            let reason = live::hook(&input);
+            watchdog.answer(
+                Wire {
+                    decision: reason.as_ref().map(|_| "block"),
+                    reason: reason.as_deref(),
+                    system_message: reason.as_deref(),
+                    ..Wire::default()
+                }
+                .line(),
+            );
+        }
+        Some(HookEvent::UserPromptSubmit) => {
+            let state_dir = config.as_ref().map(|c| c.state_dir.as_deref());
+            let prompted = slash::hook(state_dir, &input);
+            if watchdog.answer(prompted.output.to_json()) {
+                prompted.woken.into_iter().for_each(wakes::Claimed::done);
+            } else {
+                prompted
+                    .woken
+                    .into_iter()
+                    .for_each(wakes::Claimed::put_back);
+            }
+            if let Some(line) = prompted.said {
+                diagnostic(NAME, &line);
+            }
+        }
+        event => {
+            let subagent = event == Some(HookEvent::SubagentStop) && input.is_ok();
+            watchdog.answer(stop(config, input, feedback, subagent));
+        }
     }
-    let subagent = input
-        .as_ref()
-        .is_ok_and(|i| i.event() == Some(HookEvent::SubagentStop));
+    // A hook exits 0 whatever it decided: the decision is in the JSON.
+    ExitCode::SUCCESS
+}
+
+/// The Stop (or SubagentStop) hook's answer: the gate's decision as the engine reads it.
+fn stop(
+    config: Result<GateConfig>,
+    input: Result<HookInput>,
+    feedback: gate::Feedback,
+    subagent: bool,
+) -> Option<String> {
     // The plugin's Stop hook: the project's own flags, now that the input names the project.
     let config = match (config, &input) {
         (Ok(hook), Ok(input)) if hook.project_config => {
@@ -326,67 +326,16 @@ pub fn main() -> ExitCode {
     // Claude Code's (Codex's input has a turn_id, and its Stop output no such field).
     let notify = config.as_ref().is_ok_and(|c| c.desktop_notification)
         && input.as_ref().is_ok_and(|i| i.turn_id.is_none());
-    let answer = gate::decide(config, input).to_json_as(feedback, subagent);
-    let answer = match gate::settled_here() {
-        Some(line) if notify => with_terminal_sequence(answer, &gate::desktop_notification(&line)),
-        _ => answer,
+    let decision = gate::decide(config, input);
+    let sequence = match decision.settled {
+        Some(line) if notify => Some(gate::desktop_notification(&line)),
+        _ => None,
     };
-    watchdog.answer(answer);
-    // A hook exits 0 whatever it decided: the decision is in the JSON.
-    ExitCode::SUCCESS
-}
-
-/// The wakes this prompt's session hears, when no waiter is live to deliver them.
-fn prompt_wakes(config: &Result<GateConfig>, input: &HookInput) -> Vec<wakes::Claimed> {
-    let Ok(config) = config else {
-        return Vec::new();
-    };
-    let Some(session) = input
-        .session_id
-        .as_deref()
-        .and_then(|id| SessionId::parse(id).ok())
-    else {
-        return Vec::new();
-    };
-    let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
-    wakes::for_context(&project, &session)
-}
-
-/// A hook's JSON answer as an object to add fields to (an empty one when it had none).
-fn answer_object(answer: Option<&str>) -> serde_json::Map<String, serde_json::Value> {
-    answer
-        .and_then(|json| serde_json::from_str(json).ok())
-        .unwrap_or_default()
-}
-
-/// A UserPromptSubmit answer with `context` added to what the model reads with the prompt,
-/// and to what the person reads.
-fn with_context(answer: Option<String>, context: &str) -> String {
-    let mut object = answer_object(answer.as_deref());
-    let told = match object.get("systemMessage").and_then(|m| m.as_str()) {
-        Some(before) => format!("{before}\n{context}"),
-        None => context.to_string(),
-    };
-    object.insert("systemMessage".into(), told.into());
-    let specific = object
-        .entry("hookSpecificOutput")
-        .or_insert_with(|| serde_json::json!({"hookEventName": "UserPromptSubmit"}));
-    if let Some(specific) = specific.as_object_mut() {
-        let joined = match specific.get("additionalContext").and_then(|c| c.as_str()) {
-            Some(before) => format!("{before}\n\n{context}"),
-            None => context.to_string(),
-        };
-        specific.insert("additionalContext".into(), joined.into());
+    Wire {
+        terminal_sequence: sequence.as_deref(),
+        ..decision.output.wire(feedback, subagent)
     }
-    serde_json::Value::Object(object).to_string()
-}
-
-/// The Stop's answer with `terminalSequence` added (an allow with no message gets an object of
-/// its own).
-fn with_terminal_sequence(answer: Option<String>, sequence: &str) -> Option<String> {
-    let mut object = answer_object(answer.as_deref());
-    object.insert("terminalSequence".into(), sequence.into());
-    Some(serde_json::Value::Object(object).to_string())
+    .line()
 }
 
 /// `VIGIL_DISABLE=1` (SPEC §2): the hook allows at once, writes nothing, and says so in one
@@ -396,16 +345,10 @@ fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
     if files::stdin_is_terminal() {
         return ExitCode::SUCCESS;
     }
-    let input = read_capped(
-        std::io::stdin().lock(),
-        MAX_HOOK_INPUT,
-        "hook input",
-        "-".as_ref(),
-    )
-    .ok()
-    .and_then(|bytes| HookInput::parse(&bytes).ok());
+    let Hook { event, input } = Hook::read(&Source::Stdin);
+    let input = input.ok();
     let mut message = "vigil is disabled by VIGIL_DISABLE".to_string();
-    match input.as_ref().and_then(HookInput::event) {
+    match input.as_ref().and(event) {
         Some(HookEvent::UserPromptSubmit) => {
             let prompt = input.as_ref().and_then(|i| i.prompt.as_deref());
             if slash::command_of(prompt.unwrap_or("")) == Command::None {
@@ -433,143 +376,12 @@ fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
         }
         _ => {}
     }
-    let _ = stdout(format!("{}\n", serde_json::json!({ "systemMessage": message })).as_bytes());
+    let answer = Wire {
+        system_message: Some(&message),
+        ..Wire::default()
+    };
+    let _ = stdout(format!("{}\n", answer.line().unwrap_or_default()).as_bytes());
     ExitCode::SUCCESS
-}
-
-/// PreToolUse: a file tool's write within the agent's reach passes silently; any other is
-/// denied with its one useful line.
-fn pre_tool_use(config: &Result<GateConfig>, input: &Result<HookInput>) -> Option<String> {
-    let verdict = match (config, input) {
-        (Err(e), _) => Err(format!(
-            "vigil: config error: {e}; fix the stop-gate command of the PreToolUse hook"
-        )),
-        (_, Err(e)) => Err(format!("vigil: {e}; the write is denied")),
-        (Ok(_), Ok(input)) => {
-            // The project as Claude Code's sandbox has it: the directory it runs in.
-            let start = Project::start_dir(input.cwd.as_deref());
-            let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
-            let tool = input.tool_name.as_deref().unwrap_or("");
-            guard::judge(tool, input.tool_input.as_ref(), &cwd, &start)
-                .and_then(|()| held_write(tool, input, &cwd))
-        }
-    };
-    let reason = verdict.err()?;
-    Some(
-        serde_json::json!({"hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": reason,
-        }})
-        .to_string(),
-    )
-}
-
-/// The guard's part of the human's hold (SPEC §11): a write to a held file, or new runner
-/// configuration under a held path, is denied. A hold that cannot be read denies the write.
-fn held_write(tool: &str, input: &HookInput, cwd: &Path) -> std::result::Result<(), String> {
-    if !guard::WRITERS.iter().any(|(name, _)| *name == tool) {
-        return Ok(());
-    }
-    let project = Project::resolve(None, input.cwd.as_deref()).for_reading();
-    let hold = match hold::load(&project) {
-        Ok(Some(hold)) => hold,
-        Ok(None) => return Ok(()),
-        Err(e) => {
-            return Err(format!(
-                "vigil: {e}; the write is denied while the human's hold cannot be read"
-            ));
-        }
-    };
-    let top = crate::sys::git::Repository::locate(&project.dir)
-        .map(|r| r.top)
-        .unwrap_or_else(|_| project.dir.clone());
-    guard::judge_held(tool, input.tool_input.as_ref(), cwd, &top, &hold)
-}
-
-/// ConfigChange: a change that keeps vigil's protection loads silently; one that takes it away
-/// is blocked with its one useful line, shown to the person as well.
-fn config_change(bytes: &[u8]) -> Option<String> {
-    let payload: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
-    let text = |name: &str| payload.get(name).and_then(serde_json::Value::as_str);
-    let project = Project::resolve(None, text("cwd").map(std::path::Path::new));
-    let verdict = match text("source") {
-        Some(source) => {
-            let shown = text("file_path").map(std::path::Path::new);
-            live::judge(source, shown, &project.dir)
-        }
-        None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
-    };
-    let reason = verdict.err()?;
-    // Kept for the next Stop and for `loop run`: under `claude -p` this message is shown nowhere.
-    if let Some(session) = text("session_id").and_then(|id| SessionId::parse(id).ok()) {
-        let _ = session::note_blocked_change(&project, &session, &reason);
-    }
-    // The person sees it too: a change they made on disk does not reach this session.
-    Some(
-        serde_json::json!({"decision": "block", "reason": reason, "systemMessage": reason})
-            .to_string(),
-    )
-}
-
-/// UserPromptSubmit: the human's `/vigil-loop` or `/vigil-cancel`; and for any prompt, a turn
-/// of the session's loop that the engine ended over the gate's block since the loop last moved
-/// (read from the transcript's tail) is recorded and told.
-fn prompt_hook(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
-    let told = engine_cut(config, input);
-    let output = prompt_command(config, input);
-    match (output, told) {
-        (PromptOutput::Nothing, Some(told)) => PromptOutput::Told(told),
-        (PromptOutput::Done { context, message }, Some(told)) => PromptOutput::Done {
-            context,
-            message: format!("{message}\n{told}"),
-        },
-        // Recorded already: said with the refusal, or it would never be said.
-        (PromptOutput::Refused(reason), Some(told)) => {
-            PromptOutput::Refused(format!("{reason}\n{told}"))
-        }
-        (output, _) => output,
-    }
-}
-
-/// What the engine's cut of this session's loop, if there was a new one, has the human hear.
-fn engine_cut(config: &Result<GateConfig>, input: &HookInput) -> Option<String> {
-    let config = config.as_ref().ok()?;
-    let transcript = input.transcript_path.as_deref()?;
-    let session = SessionId::parse(input.session_id.as_deref()?).ok()?;
-    // Looked up as a reader: a running loop's place is there already, and none is made.
-    let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).for_reading();
-    let cut = match session::peek(&project, &session) {
-        Ok(Some(record)) => match &record.ralph {
-            Some(state) => loops::engine_cut_of(&project, &session, state, transcript),
-            None => Ok(None),
-        },
-        // No record at all, but the transcript holds the loop's blocks: the witness.
-        Ok(None) => Ok(loops::witness_unrecorded(&project, &session, transcript)),
-        Err(_) => Ok(None),
-    };
-    cut.unwrap_or_else(|e| {
-        Some(format!(
-            "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
-        ))
-    })
-}
-
-/// The human's `/vigil-loop` or `/vigil-cancel`, nothing else.
-fn prompt_command(config: &Result<GateConfig>, input: &HookInput) -> PromptOutput {
-    let command = slash::command_of(input.prompt.as_deref().unwrap_or(""));
-    if command == Command::None {
-        return PromptOutput::Nothing;
-    }
-    match config {
-        Ok(config) => {
-            let project = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref());
-            slash::handle(&project, input)
-        }
-        Err(e) => PromptOutput::Refused(format!(
-            "vigil: config error: {e}; fix the stop-gate command of the UserPromptSubmit hook"
-        )),
-    }
 }
 
 /// The gate's flags for the plugin's Stop hook (`--project-config`): the project's own, as

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::wiring::{self, Args, When};
 use super::*;
 use crate::gate::GateConfig;
 use crate::gate::contract::Contract;
@@ -47,28 +48,16 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         Err(e) => return vec![Finding::Fail(e.to_string())],
     };
     let handlers = vigil_handlers(&root);
-    let expected: &[(&str, &str)] = match engine {
-        Engine::Claude => &[
-            ("Stop", "stop-gate"),
-            ("SessionStart", "session-start-loader"),
-            ("SessionEnd", "session-end-handoff"),
-            ("PreCompact", "session-end-handoff"),
-            ("UserPromptSubmit", "stop-gate"),
-        ],
-        Engine::Codex => &[
-            ("Stop", "stop-gate"),
-            ("Stop", "session-end-handoff"),
-            ("SessionStart", "session-start-loader"),
-            ("SessionEnd", "session-end-handoff"),
-            ("PreCompact", "session-end-handoff"),
-            ("UserPromptSubmit", "stop-gate"),
-        ],
-    };
+    // What every install wires (the waiter aside, checked on its own below).
+    let expected: Vec<(&str, &str)> = wiring::of(engine)
+        .filter(|w| w.when == When::Always && w.args != Args::Wait)
+        .map(|w| (w.event.name(), w.binary))
+        .collect();
     // The plugin runs vigil's hooks itself: a file without them is as it should be.
     let plugin = engine == Engine::Claude
         && handlers.is_empty()
         && plugin_enabled_in(target, &root).is_some();
-    for (event, binary) in expected {
+    for (event, binary) in &expected {
         let count = handlers
             .iter()
             .filter(|(e, _, _, c)| e == event && vigil_binary(c) == Some(binary) && !is_waiter(c))
@@ -101,22 +90,26 @@ pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Ve
         findings.extend(protection(target, &root, &handlers));
         findings.extend(planted(target));
     }
-    // Wired by install when it applies: StopFailure (Claude Code) records a turn that ended on
-    // an API error; SubagentStop runs the gate when it checks subagents' reports.
-    let optional: &[&str] = match engine {
-        // PreToolUse and ConfigChange: the guard and the settings hook of --protect.
-        Engine::Claude => &["StopFailure", "SubagentStop", "PreToolUse", "ConfigChange"],
-        Engine::Codex => &["SubagentStop"],
-    };
-    if engine == Engine::Claude
-        && !plugin
-        && !handlers.iter().any(|(e, _, _, c)| {
-            e == "StopFailure" && vigil_binary(c) == Some("session-end-handoff")
-        })
-    {
-        findings.push(Finding::Warn(
-            "StopFailure does not run session-end-handoff; run ./install.sh again\nso a turn that ends on an API error (a rate limit, a 529) is not recorded and the next session is not told".into(),
-        ));
+    // Wired when it applies (SubagentStop when the gate checks subagents' reports, the guard
+    // and the settings hook under --protect), or always but missed only with a warning
+    // (StopFailure, which records a turn that ended on an API error).
+    let optional: Vec<&str> = wiring::of(engine)
+        .filter(|w| w.when != When::Always)
+        .map(|w| w.event.name())
+        .collect();
+    for wiring in wiring::of(engine) {
+        if let When::Recommended(why) = wiring.when
+            && !plugin
+            && !handlers.iter().any(|(e, _, _, c)| {
+                e == wiring.event.name() && vigil_binary(c) == Some(wiring.binary)
+            })
+        {
+            findings.push(Finding::Warn(format!(
+                "{} does not run {}; run ./install.sh again\n{why}",
+                wiring.event.name(),
+                wiring.binary
+            )));
+        }
     }
     findings.extend(contracts(target, &handlers));
     let mut events: std::collections::BTreeSet<&str> = expected.iter().map(|(e, _)| *e).collect();

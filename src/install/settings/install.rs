@@ -129,17 +129,9 @@ pub fn install(
         Some(chosen) => chosen.clone(),
         None => super::loader_sync_notes(&root),
     };
-    let mut wanted = entries(plan, &gate_after, sync_notes.as_deref());
     // The file tools' guard comes with --protect, and stays with it through later installs.
-    if plan.engine == super::Engine::Claude
-        && (plan.protect.is_some() || installed.protect.is_some())
-    {
-        wanted.push(super::guard_entry(&plan.binaries));
-        // The ConfigChange hook keeps the sandbox on; Windows has none to keep.
-        if !cfg!(windows) {
-            wanted.push(super::config_change_entry(&plan.binaries));
-        }
-    }
+    let protect = plan.protect.is_some() || installed.protect.is_some();
+    let wanted = entries(plan, &gate_after, sync_notes.as_deref(), protect);
     // The group the flags were read from is replaced by the new one, which carries them, even
     // when the record of installing it is gone: else a second gate would run beside it.
     let dropped_source = match &gate_group {

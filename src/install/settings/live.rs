@@ -18,9 +18,12 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::{Installed, Target, installed_of, parse};
+use crate::cli::hook::HookInput;
 use crate::error;
 use crate::install::protect::SANDBOX;
 use crate::reach;
+use crate::state::project::{Project, SessionId};
+use crate::state::session;
 use crate::sys::files;
 use crate::sys::paths;
 
@@ -53,6 +56,31 @@ fn settings_file(source: &str, shown: Option<&Path>, project: &Path) -> Option<P
         "user_settings" => user_settings(),
         _ => Some(project.join(".claude").join(name)),
     }
+}
+
+/// The ConfigChange hook (under `--protect`): a change that keeps vigil's protection loads
+/// (`None`); one that takes it away is blocked with its one useful line, kept in the session's
+/// record for the next Stop and for `loop run` (under `claude -p` the hook's own message is
+/// shown nowhere). Input it cannot read blocks the change.
+pub fn hook(input: &error::Result<HookInput>) -> Option<String> {
+    let input = match input {
+        Ok(input) => input,
+        Err(e) => return Some(format!("vigil: {e}; the change is blocked")),
+    };
+    let project = Project::resolve(None, input.cwd.as_deref());
+    let verdict = match input.source.as_deref() {
+        Some(source) => judge(source, input.file_path.as_deref(), &project.dir),
+        None => Err("vigil: the ConfigChange input names no source; the change is blocked".into()),
+    };
+    let reason = verdict.err()?;
+    if let Some(session) = input
+        .session_id
+        .as_deref()
+        .and_then(|id| SessionId::parse(id).ok())
+    {
+        let _ = session::note_blocked_change(&project, &session, &reason);
+    }
+    Some(reason)
 }
 
 /// Judges one ConfigChange: `source` as Claude Code names it, `shown` the file it shows its

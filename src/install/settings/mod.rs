@@ -12,6 +12,7 @@ mod doctor;
 mod install;
 pub mod live;
 mod uninstall;
+pub mod wiring;
 
 pub use crate::cli::flags::shell_quote;
 pub use doctor::{check, gate_wired, other_stop_hooks_of};
@@ -33,12 +34,12 @@ use crate::install::gateflags::GateFlags;
 use crate::install::protect;
 use crate::install::protect::Guarded;
 use crate::install::protect::Protection;
-use crate::reach::guard::MATCHER;
 use crate::state::protected;
 use crate::state::protected::RECORD_FILE;
 use crate::sys::atomic::write_atomic;
 use crate::sys::files;
 use crate::sys::lock::FileLock;
+use wiring::{Args, When, Wiring};
 
 pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
 
@@ -84,10 +85,16 @@ pub struct Entry {
     pub group: Value,
 }
 
-/// The entries of a plan (SPEC §8's default set), the Stop handler's stop-gate with `gate`,
-/// the loader syncing notes from `sync_notes` when it names a remote.
-pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<Entry> {
-    let stop_args: String = gate
+/// The entries of a plan (SPEC §8's set, from `wiring`), the Stop handler's stop-gate with
+/// `gate`, the loader syncing notes from `sync_notes` when it names a remote, and with
+/// `protect` the guard and the settings hook of `--protect`.
+pub fn entries(
+    plan: &Plan,
+    gate: &GateFlags,
+    sync_notes: Option<&str>,
+    protect: bool,
+) -> Vec<Entry> {
+    let gate_args: String = gate
         .words()
         .iter()
         .map(|word| format!(" {}", shell_quote(word)))
@@ -98,14 +105,23 @@ pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<E
         .deadline()
         .map(|d| (d + 30).max(HOOK_TIMEOUT_SECS))
         .or(gate.has_run().then_some(HOOK_TIMEOUT_SECS));
-    let handler = |binary: &str, args: &str| {
+    let handler = |wiring: &Wiring| {
+        let args = match wiring.args {
+            Args::None => String::new(),
+            Args::Checkpoint => " --checkpoint".to_string(),
+            Args::Gate => gate_args.clone(),
+            Args::Wait => return waiter_handler(&plan.binaries),
+            Args::SyncNotes => sync_notes
+                .map(|remote| format!(" --sync-notes {}", shell_quote(remote)))
+                .unwrap_or_default(),
+        };
         let mut handler = if plan.engine == Engine::Claude {
-            runs(&plan.binaries, binary, args)
+            runs(&plan.binaries, wiring.binary, &args)
         } else {
             // Codex has no exec form (`args`): a command line, whatever the system.
-            json!({"type": "command", "command": command(&plan.binaries, binary, args)})
+            json!({"type": "command", "command": command(&plan.binaries, wiring.binary, &args)})
         };
-        if binary == "stop-gate"
+        if wiring.args == Args::Gate
             && !args.is_empty()
             && let Some(timeout) = handler_timeout
         {
@@ -113,68 +129,34 @@ pub fn entries(plan: &Plan, gate: &GateFlags, sync_notes: Option<&str>) -> Vec<E
         }
         handler
     };
-    let group = |handlers: Vec<Value>| json!({ "hooks": handlers });
-    // Codex's Stop also leaves the handoff checkpoint, so a session cut short still leaves a
-    // record (SPEC §8); Codex sends SessionEnd at the end of `codex exec` too (0.171.0).
-    let mut stop = vec![handler("stop-gate", &stop_args)];
-    if plan.engine == Engine::Codex {
-        stop.push(handler("session-end-handoff", " --checkpoint"));
-    }
-    let mut entries = vec![
-        Entry {
-            event: "Stop",
-            group: group(stop),
-        },
-        Entry {
-            event: "SessionStart",
-            group: group(vec![handler(
-                "session-start-loader",
-                &sync_notes
-                    .map(|remote| format!(" --sync-notes {}", shell_quote(remote)))
-                    .unwrap_or_default(),
-            )]),
-        },
-        Entry {
-            event: "SessionEnd",
-            group: group(vec![handler("session-end-handoff", "")]),
-        },
-        Entry {
-            event: "PreCompact",
-            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
-        },
-        // The human's /vigil-loop and /vigil-cancel, read from the prompt as typed.
-        Entry {
-            event: "UserPromptSubmit",
-            group: group(vec![handler("stop-gate", "")]),
-        },
-    ];
-    // The waiter (SPEC §10): in the background, until a loop that reports to this session or
-    // project settles (Claude Code's asyncRewake; Codex 0.171.0 has no async hook, and hears
-    // its wakes at SessionStart and UserPromptSubmit). A group of its own, after the gate's
-    // (Claude Code runs a Stop's handlers at once, whatever their order).
-    if plan.engine == Engine::Claude {
-        entries.insert(
-            1,
-            Entry {
-                event: "Stop",
-                group: group(vec![waiter_handler(&plan.binaries)]),
-            },
-        );
-    }
-    // A turn that ends on an API error is recorded, and the next session told (Claude Code;
-    // Codex 0.171.0 has no StopFailure).
-    if plan.engine == Engine::Claude {
-        entries.push(Entry {
-            event: "StopFailure",
-            group: group(vec![handler("session-end-handoff", " --checkpoint")]),
-        });
-    }
-    // A gate for subagents' reports runs on SubagentStop too, with the Stop handler's flags.
-    if gate.gates_subagents() {
-        entries.push(Entry {
-            event: "SubagentStop",
-            group: group(vec![handler("stop-gate", &stop_args)]),
-        });
+    let mut entries: Vec<Entry> = Vec::new();
+    for wiring in wiring::of(plan.engine) {
+        let wanted = match wiring.when {
+            When::Always | When::Recommended(_) => true,
+            When::Subagents => gate.gates_subagents(),
+            When::Protect { unix } => protect && !(unix && cfg!(windows)),
+        };
+        if !wanted {
+            continue;
+        }
+        let handler = handler(wiring);
+        match entries.last_mut() {
+            Some(last) if wiring.joins => {
+                if let Some(hooks) = last.group["hooks"].as_array_mut() {
+                    hooks.push(handler);
+                }
+            }
+            _ => {
+                let group = match wiring.matcher {
+                    Some(matcher) => json!({"matcher": matcher, "hooks": [handler]}),
+                    None => json!({ "hooks": [handler] }),
+                };
+                entries.push(Entry {
+                    event: wiring.event.name(),
+                    group,
+                });
+            }
+        }
     }
     entries
 }
@@ -194,30 +176,6 @@ pub fn waiter_handler(binaries: &Binaries) -> Value {
 pub fn is_waiter(command: &str) -> bool {
     vigil_binary(command) == Some("stop-gate")
         && handler_args(command).is_some_and(|args| args.first().is_some_and(|a| a == "wait"))
-}
-
-/// `--protect`'s PreToolUse group: stop-gate holds the file-writing tools to the agent's
-/// reach (SPEC §9), named by the matcher Claude Code tests tool names against.
-pub fn guard_entry(binaries: &Binaries) -> Entry {
-    Entry {
-        event: "PreToolUse",
-        group: json!({
-            "matcher": MATCHER,
-            "hooks": [runs(binaries, "stop-gate", "")],
-        }),
-    }
-}
-
-/// The ConfigChange handler `--protect` adds (Claude Code): stop-gate blocks a settings change
-/// that would take the protection away from the running session (`live`).
-pub fn config_change_entry(binaries: &Binaries) -> Entry {
-    Entry {
-        event: "ConfigChange",
-        group: json!({
-            "matcher": "local_settings|project_settings|user_settings",
-            "hooks": [runs(binaries, "stop-gate", "")],
-        }),
-    }
 }
 
 /// The handler line of `binary` with no flags, in every form an install on this system writes

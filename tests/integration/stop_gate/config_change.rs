@@ -363,6 +363,14 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
         .raw(br#"{"hook_event_name": "ConfigChange", "file_path": "/x"}"#.to_vec())
         .expect("no source blocks");
     assert!(reason.contains("source"), "{reason}");
+    // Input read once, as every hook's: a field of the wrong type blocks the change.
+    let reason = p
+        .raw(
+            br#"{"hook_event_name": "ConfigChange", "source": "local_settings", "session_id": 7}"#
+                .to_vec(),
+        )
+        .expect("input it cannot read blocks");
+    assert!(reason.contains("`session_id` must be a string"), "{reason}");
     std::fs::remove_file(p.settings()).unwrap();
     let reason = p
         .change("local_settings", Some(&p.settings()))
