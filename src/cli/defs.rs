@@ -4,7 +4,14 @@
 //! both `--help` texts, the installer's handler rewriting and `install.sh` (which checks a value
 //! before it builds anything) all read it, so none of them can know a flag the others do not.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::cli::flags;
+use crate::error::{Error, Result};
+use crate::sys::time;
 
 /// The table, as the binaries carry it.
 pub const TABLE: &str = include_str!("stop-gate.flags");
@@ -20,6 +27,8 @@ pub enum Scope {
     Run,
     /// `install.sh` and `settings-merge install`, which write it into the Stop handler.
     Install,
+    /// `stop-gate wait`, the waiter.
+    Wait,
 }
 
 impl Scope {
@@ -29,8 +38,140 @@ impl Scope {
             Scope::Start => "start",
             Scope::Run => "run",
             Scope::Install => "install",
+            Scope::Wait => "wait",
         }
     }
+}
+
+/// What a flag's value must be: the table's `rule` column, read. `install.sh`'s `check_value`
+/// implements the same rules for the flags it takes, with the same messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// `-`: the flag takes no value.
+    None,
+    /// `int:MIN:MAX`: a whole number from MIN to MAX.
+    Int(u64, u64),
+    /// `stall:MIN:MAX`: 0 (never), or a whole number of passes from MIN to MAX.
+    Stall(u64, u64),
+    /// `duration` (`45s`, `30m`, `24h`, `7d`); `duration:1`, of a second or more.
+    Duration { at_least_a_second: bool },
+    /// `tokens`: a whole number of tokens, 1 or more (`500000`, `500k`, `2m`).
+    Tokens,
+    /// `size`: bytes, or a whole number and K, M, G or T.
+    Size,
+    /// `command`: a shell command, not blank.
+    Command,
+    /// `marker`: `CHECK[=CMD]` (the gate reads the check's name).
+    Marker,
+    /// `contract`: a JSON Schema file, or `default`.
+    Contract,
+    /// `remote`: a git remote's name or URL.
+    Remote,
+    /// `text`: any UTF-8 text.
+    Text,
+    /// `path`: a path, as the system spells it (not necessarily UTF-8).
+    Path,
+    /// `absolute`: an absolute directory.
+    Absolute,
+    /// `enum:A:B…`: one of these words.
+    Choice(Vec<&'static str>),
+}
+
+impl Rule {
+    /// The rule a `rule` cell spells; `None` for one no parser knows.
+    pub fn parse(cell: &'static str) -> Option<Rule> {
+        let parts: Vec<&'static str> = cell.split(':').collect();
+        let number = |text: &str| text.parse::<u64>().ok();
+        Some(match parts[..] {
+            ["-"] => Rule::None,
+            ["int", min, max] => Rule::Int(number(min)?, number(max)?),
+            ["stall", min, max] => Rule::Stall(number(min)?, number(max)?),
+            ["duration"] => Rule::Duration {
+                at_least_a_second: false,
+            },
+            ["duration", "1"] => Rule::Duration {
+                at_least_a_second: true,
+            },
+            ["tokens"] => Rule::Tokens,
+            ["size"] => Rule::Size,
+            ["command"] => Rule::Command,
+            ["marker"] => Rule::Marker,
+            ["contract"] => Rule::Contract,
+            ["remote"] => Rule::Remote,
+            ["text"] => Rule::Text,
+            ["path"] => Rule::Path,
+            ["absolute"] => Rule::Absolute,
+            ["enum", ..] if parts.len() > 2 && parts[1..].iter().all(|c| !c.is_empty()) => {
+                Rule::Choice(parts[1..].to_vec())
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl Rule {
+    /// What a value must be, as GUIDE's flag reference says it.
+    pub fn describe(&self) -> String {
+        match self {
+            Rule::None => "no value".into(),
+            Rule::Int(min, max) => format!("a whole number, {min} to {max}"),
+            Rule::Stall(min, max) => format!("0 (never), or {min} to {max}"),
+            Rule::Duration {
+                at_least_a_second: false,
+            } => "a duration: 45s, 30m, 24h, 7d".into(),
+            Rule::Duration {
+                at_least_a_second: true,
+            } => "a duration of 1s or more: 45s, 30m, 24h, 7d".into(),
+            Rule::Tokens => "tokens, 1 or more: 500000, 500k, 2m".into(),
+            Rule::Size => "bytes, or with K, M, G, T: 512M".into(),
+            Rule::Command => "a shell command".into(),
+            Rule::Marker => "a check name, then `=CMD` if you like".into(),
+            Rule::Contract => "a JSON Schema file, or `default`".into(),
+            Rule::Remote => "a git remote: a name or a URL".into(),
+            Rule::Text => "text".into(),
+            Rule::Path => "a path".into(),
+            Rule::Absolute => "an absolute directory".into(),
+            Rule::Choice(choices) => choices
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(" or "),
+        }
+    }
+}
+
+/// GUIDE.md's flag reference: every flag of the table, where it is taken, what it takes and
+/// what it does, as a Markdown table (a test keeps GUIDE's copy the same).
+pub fn reference() -> String {
+    let cell = |text: &str| {
+        text.replace('|', "\\|")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut text = String::from("| flag | taken by | value | what it does |\n|---|---|---|---|\n");
+    for flag in all() {
+        let help = flag.help.or(flag.loop_help).unwrap_or("");
+        let mut scopes: Vec<&str> = Vec::new();
+        for (scope, shown) in [
+            (Scope::Hook, "the hook"),
+            (Scope::Start, "`loop start`"),
+            (Scope::Run, "`loop run`"),
+            (Scope::Wait, "`wait`"),
+            (Scope::Install, "install"),
+        ] {
+            if flag.in_scope(scope) {
+                scopes.push(shown);
+            }
+        }
+        text.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            cell(&flag.usage()),
+            scopes.join(", "),
+            cell(&flag.rule.describe()),
+            cell(help)
+        ));
+    }
+    text
 }
 
 /// One row of the table.
@@ -40,8 +181,8 @@ pub struct Flag {
     pub name: &'static str,
     /// What it takes (`CMD`); `None` for a flag that stands alone.
     pub value: Option<&'static str>,
-    /// What a value must be: `int:MIN:MAX`, `duration`, `enum:A:B`, … (`install.sh` checks it).
-    pub rule: &'static str,
+    /// What a value must be.
+    pub rule: Rule,
     scopes: &'static str,
     /// A value it takes.
     pub example: Option<&'static str>,
@@ -67,6 +208,192 @@ impl Flag {
             None => self.name.to_string(),
         }
     }
+
+    /// An error naming this flag.
+    fn refused(&self, why: String) -> Error {
+        Error::usage(format!("{} {why}", self.name))
+    }
+
+    /// A rule this flag does not have, asked of it: the parser and the table disagree.
+    fn not_its_rule(&self, asked: &str) -> Error {
+        Error::usage(format!(
+            "{} is read as {asked}, but the flag table gives it {:?} (a bug: please report it)",
+            self.name, self.rule
+        ))
+    }
+
+    /// A flag of the table that a parser of its scope does not read: a bug, said as an error.
+    pub fn unread(&self) -> Error {
+        Error::usage(format!(
+            "{} is in the flag table, but this command does not read it (a bug: please report it)",
+            self.name
+        ))
+    }
+
+    /// The value as a whole number its rule allows (`int`, `stall`).
+    pub fn number(&self, text: &str) -> Result<u64> {
+        let n = text.parse::<u64>().ok();
+        match self.rule {
+            Rule::Int(min, max) => match n {
+                Some(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(self.refused(format!(
+                    "takes a whole number from {min} to {max}, not {text:?}"
+                ))),
+            },
+            Rule::Stall(min, max) => match n {
+                Some(n) if n == 0 || (min..=max).contains(&n) => Ok(n),
+                _ => Err(self.refused(format!(
+                    "takes 0 (never) or a whole number of passes from {min} to {max}, not {text:?}: it counts the same message on that many passes in a row"
+                ))),
+            },
+            _ => Err(self.not_its_rule("a number")),
+        }
+    }
+
+    /// The value as a duration (`duration`, `duration:1`).
+    pub fn duration(&self, text: &str) -> Result<Duration> {
+        let Rule::Duration { at_least_a_second } = self.rule else {
+            return Err(self.not_its_rule("a duration"));
+        };
+        let duration =
+            time::parse_duration(text).map_err(|e| Error::usage(format!("{}: {e}", self.name)))?;
+        if at_least_a_second && duration < Duration::from_secs(1) {
+            return Err(self.refused(format!(
+                "takes a duration of a second or more (45s, 30m, 2h, 7d), not {text:?}"
+            )));
+        }
+        Ok(duration)
+    }
+
+    /// The value as a number of tokens, 1 or more (`500000`, `500k`, `2m`).
+    pub fn tokens(&self, text: &str) -> Result<u64> {
+        if self.rule != Rule::Tokens {
+            return Err(self.not_its_rule("tokens"));
+        }
+        let (digits, scale) = match text.as_bytes().last() {
+            Some(b'k' | b'K') => (&text[..text.len() - 1], 1_000),
+            Some(b'm' | b'M') => (&text[..text.len() - 1], 1_000_000),
+            _ => (text, 1),
+        };
+        match digits
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(scale))
+        {
+            Some(n) if n > 0 => Ok(n),
+            _ => Err(self.refused(format!(
+                "takes a whole number of tokens (500000, 500k, 2m), not {text:?}"
+            ))),
+        }
+    }
+
+    /// The value as a size in bytes.
+    pub fn size(&self, text: &str) -> Result<u64> {
+        if self.rule != Rule::Size {
+            return Err(self.not_its_rule("a size"));
+        }
+        flags::size(text).map_err(|e| Error::usage(format!("{}: {e}", self.name)))
+    }
+
+    /// The value as one of its rule's words.
+    pub fn choice(&self, text: &str) -> Result<&'static str> {
+        let Rule::Choice(choices) = &self.rule else {
+            return Err(self.not_its_rule("a choice"));
+        };
+        choices
+            .iter()
+            .find(|choice| **choice == text)
+            .copied()
+            .ok_or_else(|| self.refused(format!("is {}, not {text:?}", choices.join(" or "))))
+    }
+
+    /// The value as a command that is not blank.
+    pub fn command(&self, text: &str) -> Result<String> {
+        if self.rule != Rule::Command {
+            return Err(self.not_its_rule("a command"));
+        }
+        if text.trim().is_empty() {
+            return Err(self.refused("needs a command".into()));
+        }
+        Ok(text.to_string())
+    }
+
+    /// The value as an absolute directory.
+    pub fn absolute(&self, value: OsString) -> Result<PathBuf> {
+        if self.rule != Rule::Absolute {
+            return Err(self.not_its_rule("an absolute directory"));
+        }
+        let dir = PathBuf::from(value);
+        if !dir.is_absolute() {
+            return Err(self.refused(format!(
+                "needs an absolute directory, not {}",
+                dir.display()
+            )));
+        }
+        Ok(dir)
+    }
+
+    /// The value as text: UTF-8, which a path need not be.
+    pub fn text(&self, value: OsString) -> Result<String> {
+        value
+            .into_string()
+            .map_err(|_| Error::usage(format!("the value of {} is not valid UTF-8", self.name)))
+    }
+}
+
+/// The flag `name` of `scope`, which a parser names: one the table does not give the scope is
+/// a bug, said as an error rather than a panic (a gate that panics lets the stop through).
+pub fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
+    find(scope, name).ok_or_else(|| {
+        Error::usage(format!(
+            "{name} is not in the flag table for {} (a bug: please report it)",
+            scope.word()
+        ))
+    })
+}
+
+/// A command line read against the table: each flag `scope` takes, with its value when it
+/// takes one. `-h` and `--help` come as `None`; anything else is an error naming it.
+pub struct Args {
+    parser: lexopt::Parser,
+    scope: Scope,
+}
+
+impl Args {
+    pub fn new(args: Vec<OsString>, scope: Scope) -> Args {
+        Args {
+            parser: lexopt::Parser::from_args(args),
+            scope,
+        }
+    }
+
+    /// The next flag and its value; `Ok(None)` at the end.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<Option<Given>> {
+        use lexopt::prelude::*;
+        let Some(arg) = self.parser.next()? else {
+            return Ok(None);
+        };
+        let flag = match arg {
+            Short('h') | Long("help") => return Ok(Some(Given::Help)),
+            Long(name) => match find_long(self.scope, name) {
+                Some(flag) => flag,
+                None => return Err(arg.unexpected().into()),
+            },
+            _ => return Err(arg.unexpected().into()),
+        };
+        let value = match flag.takes_value() {
+            true => Some(self.parser.value()?),
+            false => None,
+        };
+        Ok(Some(Given::Flag(flag, value)))
+    }
+}
+
+/// One flag of a command line, as [`Args`] reads it.
+pub enum Given {
+    Help,
+    Flag(&'static Flag, Option<OsString>),
 }
 
 /// Every flag, in the table's order.
@@ -87,7 +414,7 @@ pub fn all() -> &'static [Flag] {
                 Some(Flag {
                     name,
                     value: given(value),
-                    rule,
+                    rule: Rule::parse(rule)?,
                     scopes,
                     example: given(example),
                     help: given(help),
@@ -134,6 +461,15 @@ pub fn options(scope: Scope, loop_help: bool) -> String {
     text
 }
 
+/// The flags of `scope` as a usage line shows them, each in brackets: `[--give-up SECS]
+/// [--poll-ms MS]`.
+pub fn synopsis(scope: Scope) -> String {
+    of(scope)
+        .map(|flag| format!("[{}]", flag.usage()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 const HELP_COLUMN: usize = 28;
 const HELP_WIDTH: usize = 96;
 
@@ -176,41 +512,16 @@ mod tests {
         assert_eq!(
             all().len(),
             rows,
-            "a row of stop-gate.flags without its 7 fields"
+            "a row of stop-gate.flags without its 7 fields, or with a rule no parser knows"
         );
-        let scopes = ["hook", "start", "run", "install"];
+        let scopes = ["hook", "start", "run", "install", "wait"];
         for flag in all() {
             assert!(flag.name.starts_with("--"), "{flag:?}");
             assert!(
                 flag.scopes.split(',').all(|s| scopes.contains(&s)),
                 "{flag:?}"
             );
-            assert_eq!(flag.takes_value(), flag.rule != "-", "{flag:?}");
-            // The rules install.sh knows, numbers where it reads numbers.
-            let parts: Vec<&str> = flag.rule.split(':').collect();
-            let known = match parts[..] {
-                ["int" | "stall", min, max] => {
-                    min.parse::<u64>().is_ok() && max.parse::<u64>().is_ok()
-                }
-                ["enum", ..] => parts.len() > 2 && parts[1..].iter().all(|c| !c.is_empty()),
-                ["duration", "1"] => true,
-                [kind] => matches!(
-                    kind,
-                    "-" | "command"
-                        | "duration"
-                        | "tokens"
-                        | "marker"
-                        | "check"
-                        | "contract"
-                        | "remote"
-                        | "text"
-                        | "path"
-                        | "absolute"
-                        | "size"
-                ),
-                _ => false,
-            };
-            assert!(known, "a rule install.sh does not know: {flag:?}");
+            assert_eq!(flag.takes_value(), flag.rule != Rule::None, "{flag:?}");
             assert_eq!(flag.takes_value(), flag.example.is_some(), "{flag:?}");
         }
         let mut names: Vec<&str> = all().iter().map(|f| f.name).collect();

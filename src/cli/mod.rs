@@ -5,4 +5,5 @@ pub mod defs;
 pub mod flags;
 pub mod hook;
 pub mod input;
+pub mod loop_args;
 pub mod output;

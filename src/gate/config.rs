@@ -5,12 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lexopt::prelude::*;
-
 use crate::cli::defs;
-use crate::cli::defs::Scope;
-use crate::cli::flags;
-use crate::cli::flags::{number, string_value};
+use crate::cli::defs::{Given, Scope};
 use crate::error::{Error, Result};
 use crate::evidence::payload;
 use crate::evidence::payload::CheckName;
@@ -20,8 +16,6 @@ use crate::gate::budget;
 use crate::gate::contract::DEFAULT_MAX_TOKENS;
 use crate::gate::contract::Source;
 use crate::state::loop_state::Limits;
-use crate::state::loops;
-use crate::sys::time;
 use crate::sys::time::Deadline;
 use crate::verdict::defang;
 
@@ -151,108 +145,52 @@ impl GateConfig {
     pub fn parse(args: Vec<OsString>) -> Result<Option<GateConfig>> {
         let mut config = GateConfig::default();
         let mut timeout = None;
-        let mut parser = lexopt::Parser::from_args(args);
-        while let Some(arg) = parser.next()? {
-            // Only what the table defines for the hook is a flag of the hook.
-            if let Long(name) = arg
-                && name != "help"
-                && defs::find_long(Scope::Hook, name).is_none()
-            {
-                return Err(arg.unexpected().into());
-            }
-            match arg {
-                Long("run") => {
-                    let command = string_value(&mut parser, "--run")?;
-                    if command.trim().is_empty() {
-                        return Err(Error::usage("--run needs a command"));
-                    }
-                    config.run = Some(command);
+        // Only what the table defines for the hook is a flag of the hook, and its value is
+        // checked by the rule the table gives it.
+        let mut args = defs::Args::new(args, Scope::Hook);
+        while let Some(given) = args.next()? {
+            let (flag, value) = match given {
+                Given::Help => return Ok(None),
+                Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+            };
+            let text = || flag.text(value.clone());
+            match flag.name {
+                "--run" => config.run = Some(flag.command(&text()?)?),
+                "--timeout" => timeout = Some(Duration::from_secs(flag.number(&text()?)?)),
+                "--deadline" => config.deadline = Duration::from_secs(flag.number(&text()?)?),
+                "--require-marker" => config.markers.push(RequiredMarker::parse(&text()?)?),
+                "--marker-max-age" => config.marker_max_age = flag.duration(&text()?)?,
+                "--max-file-size" => config.max_file_size = flag.size(&text()?)?,
+                "--max-blocks" => config.max_blocks = flag.number(&text()?)? as u32,
+                "--subagents" => config.subagents = true,
+                "--check-network" => config.check_network = true,
+                "--check-write" => config.check_write.push(flag.absolute(value)?),
+                "--stall-after" => {
+                    config.loop_limits.stall_after = Some(flag.number(&text()?)? as u32)
                 }
-                Long("timeout") => {
-                    timeout = Some(Duration::from_secs(number(
-                        &mut parser,
-                        "--timeout",
-                        1,
-                        86_400,
-                    )?))
+                "--max-duration" => {
+                    config.loop_limits.max_duration_secs = Some(flag.duration(&text()?)?.as_secs())
                 }
-                Long("deadline") => {
-                    config.deadline =
-                        Duration::from_secs(number(&mut parser, "--deadline", 20, 86_400)?)
+                "--max-tokens" => config.loop_limits.max_tokens = Some(flag.tokens(&text()?)?),
+                "--contract" => config.contract = Some(Source::parse(&text()?)?),
+                "--contract-max-tokens" => {
+                    config.contract_max_tokens = flag.number(&text()?)? as u32
                 }
-                Long("require-marker") => config.markers.push(RequiredMarker::parse(
-                    &string_value(&mut parser, "--require-marker")?,
-                )?),
-                Long("marker-max-age") => {
-                    config.marker_max_age =
-                        time::parse_duration(&string_value(&mut parser, "--marker-max-age")?)?
-                }
-                Long("max-file-size") => {
-                    config.max_file_size =
-                        flags::size(&string_value(&mut parser, "--max-file-size")?)?
-                }
-                Long("max-blocks") => {
-                    config.max_blocks = number(&mut parser, "--max-blocks", 0, 1000)? as u32
-                }
-                Long("subagents") => config.subagents = true,
-                Long("check-network") => config.check_network = true,
-                Long("check-write") => config
-                    .check_write
-                    .push(flags::absolute_dir(&mut parser, "--check-write")?),
-                Long("stall-after") => {
-                    config.loop_limits.stall_after = Some(loops::parse_stall_after(&string_value(
-                        &mut parser,
-                        "--stall-after",
-                    )?)?)
-                }
-                Long("max-duration") => {
-                    config.loop_limits.max_duration_secs = Some(
-                        loops::parse_max_duration(&string_value(&mut parser, "--max-duration")?)?
-                            .as_secs(),
-                    )
-                }
-                Long("max-tokens") => {
-                    config.loop_limits.max_tokens = Some(loops::parse_max_tokens(&string_value(
-                        &mut parser,
-                        "--max-tokens",
-                    )?)?)
-                }
-                Long("contract") => {
-                    config.contract =
-                        Some(Source::parse(&string_value(&mut parser, "--contract")?)?)
-                }
-                Long("contract-max-tokens") => {
-                    config.contract_max_tokens =
-                        number(&mut parser, "--contract-max-tokens", 1, 1_000_000)? as u32
-                }
-                Long("feedback") => {
-                    config.feedback = match string_value(&mut parser, "--feedback")?.as_str() {
-                        "block" => Feedback::Block,
+                "--feedback" => {
+                    config.feedback = match flag.choice(&text()?)? {
                         "context" => Feedback::Context,
-                        other => {
-                            return Err(Error::usage(format!(
-                                "--feedback is block or context, not {other:?}"
-                            )));
-                        }
+                        _ => Feedback::Block,
                     }
                 }
-                Long("desktop-notification") => {
-                    config.desktop_notification =
-                        match string_value(&mut parser, "--desktop-notification")?.as_str() {
-                            "on" => true,
-                            "off" => false,
-                            other => {
-                                return Err(Error::usage(format!(
-                                    "--desktop-notification is on or off, not {other:?}"
-                                )));
-                            }
-                        }
+                "--desktop-notification" => {
+                    config.desktop_notification = flag.choice(&text()?)? == "on"
                 }
-                Long("state-dir") => config.state_dir = Some(PathBuf::from(parser.value()?)),
-                Long("project-config") => config.project_config = true,
-                Long("verify-key") => config.verify_key = Some(PathBuf::from(parser.value()?)),
-                Short('h') | Long("help") => return Ok(None),
-                _ => return Err(arg.unexpected().into()),
+                "--state-dir" => config.state_dir = Some(PathBuf::from(value)),
+                "--project-config" => config.project_config = true,
+                "--verify-key" => config.verify_key = Some(PathBuf::from(value)),
+                // Handled before anything else (see `crate::cli::flags::check_config`).
+                "--check-config" => {}
+                _ => return Err(flag.unread()),
             }
         }
         let room = config.deadline - RESERVE;

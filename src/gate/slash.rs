@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::cli::hook::{HookInput, Specific, Wire};
+use crate::cli::loop_args;
 use crate::error::Error;
 use crate::state::loop_state::StartedBy;
 use crate::state::loops::{self};
@@ -244,8 +245,8 @@ pub fn handle(project: &Project, input: &HookInput) -> PromptOutput {
     };
     match command {
         Command::Loop(raw) => {
-            let words = loops::split_words(raw);
-            let mut request = match loops::parse_start(&words, Some(raw)) {
+            let words = loop_args::split_words(raw);
+            let mut request = match loop_args::parse_start(&words, Some(raw)) {
                 Ok(request) => request,
                 Err(e) => return refused(&e),
             };
@@ -336,7 +337,7 @@ fn hold(project: &Project, input: &HookInput, raw: &str) -> crate::Result<String
     use crate::Error;
     use crate::evidence::held;
 
-    let words: Vec<String> = loops::split_words(raw)
+    let words: Vec<String> = loop_args::split_words(raw)
         .into_iter()
         .map(|word| word.text)
         .collect();

@@ -120,9 +120,33 @@ fn loop_start_and_loop_run_take_every_flag_the_table_gives_them_and_no_other() {
 }
 
 #[test]
+fn the_waiter_takes_every_flag_the_table_gives_it_and_no_other() {
+    for flag in defs::all() {
+        let mut args = vec!["wait"];
+        args.extend(with_example(flag));
+        args.push("--help");
+        let out = stop_gate_with(&args);
+        // Every handler takes --check-config, which the doctor runs it with.
+        assert_eq!(
+            out.status.success(),
+            flag.in_scope(Scope::Wait) || flag.name == "--check-config",
+            "stop-gate {args:?}: {}",
+            said(&out)
+        );
+    }
+    let out = stop_gate_with(&["wait", "--poll-ms", "9", "--help"]);
+    assert!(
+        said(&out).contains("--poll-ms takes a whole number from 10 to 60000"),
+        "{}",
+        said(&out)
+    );
+}
+
+#[test]
 fn every_help_names_the_flags_the_table_gives_its_command() {
     let hook = stdout_of(&stop_gate_with(&["--help"]));
     let lp = stdout_of(&stop_gate_with(&["loop", "--help"]));
+    let wait = stdout_of(&stop_gate_with(&["wait", "--help"]));
     let merge = stdout_of(&settings_merge().arg("--help").output().unwrap());
     let install = stdout_of(
         &std::process::Command::new("bash")
@@ -143,6 +167,16 @@ fn every_help_names_the_flags_the_table_gives_its_command() {
         }
         if flag.in_scope(Scope::Start) {
             assert!(named(&lp), "stop-gate loop --help lacks {}", flag.name);
+        }
+        // The waiter's own help, and its usage line in the hook's.
+        if flag.in_scope(Scope::Wait) {
+            assert!(named(&wait), "stop-gate wait --help lacks {}", flag.name);
+            let line = hook.lines().find(|l| l.contains("stop-gate wait")).unwrap();
+            assert!(
+                named(line),
+                "stop-gate --help's wait line lacks {}",
+                flag.name
+            );
         }
         if flag.in_scope(Scope::Install) {
             assert!(named(&merge), "settings-merge --help lacks {}", flag.name);
@@ -245,4 +279,26 @@ fn install_sh_refuses_a_flag_without_its_value_or_with_one_it_does_not_take() {
         assert!(text.starts_with("install.sh: "), "{args:?}: {text}");
         assert_eq!(text.trim_end().lines().count(), 1, "{args:?}: {text}");
     }
+}
+
+/// GUIDE.md's flag reference is the table's: it cannot drift from what the parsers take.
+#[test]
+fn guides_flag_reference_is_made_from_the_table() {
+    let path = repo_path("GUIDE.md");
+    let guide = std::fs::read_to_string(&path).unwrap();
+    let begin = "<!-- flag reference: made from src/cli/stop-gate.flags; VIGIL_BLESS=1 cargo test --test integration flags rewrites it -->\n";
+    let end = "<!-- end of the flag reference -->";
+    let (head, rest) = guide
+        .split_once(begin)
+        .expect("GUIDE.md has the flag reference");
+    let (_, tail) = rest.split_once(end).expect("and its end");
+    let made = format!("{head}{begin}{}{end}{tail}", defs::reference());
+    if std::env::var_os("VIGIL_BLESS").is_some() {
+        std::fs::write(&path, &made).unwrap();
+        return;
+    }
+    assert!(
+        guide == made,
+        "GUIDE.md's flag reference is not the table's; `VIGIL_BLESS=1 cargo test --test integration flags` rewrites it"
+    );
 }

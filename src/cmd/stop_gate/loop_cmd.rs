@@ -32,13 +32,13 @@ pub(super) fn loop_start(args: Vec<OsString>) -> Result<Exit> {
         })
         .collect::<Result<_>>()?;
     // --args-stdin counts only among the leading flags: later it is text of the prompt.
-    let leading = loops::leading_flags(&args);
+    let leading = loop_args::leading_flags(&args);
     let request = if let Some(at) = args[..leading].iter().position(|a| a == "--args-stdin") {
         args.remove(at);
         // Flags on the command line (the slash command passes --session there, where the shell
         // can expand it) are defaults for what the raw text does not say.
         let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
-        let outer = loops::parse_start(&words, None)?;
+        let outer = loop_args::parse_start(&words, None)?;
         if outer.prompt.is_some() {
             return Err(Error::usage(
                 "with --args-stdin the prompt comes from stdin; give only flags on the command line",
@@ -52,12 +52,12 @@ pub(super) fn loop_start(args: Vec<OsString>) -> Result<Exit> {
         )?;
         let raw = files::utf8(bytes, "the arguments")?;
         let raw = raw.strip_suffix('\n').unwrap_or(&raw);
-        let mut request = loops::parse_start(&loops::split_words(raw), Some(raw))?;
+        let mut request = loop_args::parse_start(&loop_args::split_words(raw), Some(raw))?;
         request.merge_defaults(outer);
         request
     } else {
         let words: Vec<Word> = args.iter().map(|a| Word::plain(a)).collect();
-        loops::parse_start(&words, None)?
+        loop_args::parse_start(&words, None)?
     };
     if request.help {
         return help(&loop_help());
@@ -440,7 +440,7 @@ pub(super) fn loop_run(mut args: Vec<OsString>) -> Result<Exit> {
         .collect::<Result<_>>()?;
     let worktree = take_worktree(&mut flags)?;
     let words: Vec<Word> = flags.iter().map(|a| Word::plain(a)).collect();
-    let mut request = loops::parse_start(&words, None)?;
+    let mut request = loop_args::parse_start(&words, None)?;
     if let Some(name) = &worktree {
         request.name.get_or_insert_with(|| name.clone());
     }

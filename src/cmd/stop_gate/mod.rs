@@ -17,6 +17,7 @@ use crate::cli::flags;
 use crate::cli::flags::{help, print, string_value};
 use crate::cli::hook::{Hook, HookEvent, HookInput, Specific, Wire};
 use crate::cli::input::Source;
+use crate::cli::loop_args::{self, StartRequest, Word};
 use crate::cli::output::{diagnostic, stdout};
 use crate::exit::Code as ExitCode;
 use crate::gate::project_config;
@@ -31,7 +32,7 @@ use crate::reach::guard;
 use crate::reach::sandbox;
 use crate::state::loop_state;
 use crate::state::loop_state::StartedBy;
-use crate::state::loops::{self, StartRequest, Word};
+use crate::state::loops;
 use crate::state::project::{Project, SessionId};
 use crate::state::protected;
 use crate::state::session;
@@ -69,7 +70,7 @@ Usage:
   stop-gate loop list [--json]
   stop-gate hold add [--at REV] PATH|GLOB... | show | diff | refresh | release | cat
                                                   hold the tests that judge the work
-  stop-gate wait [--give-up SECS]                 < Stop hook JSON (asyncRewake: the waiter)
+  stop-gate wait {wait}  < Stop hook JSON (asyncRewake: the waiter)
 
 As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
 checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
@@ -161,7 +162,8 @@ Exit 0 on success, 1 when status or cancel finds no loop, 2 on a usage error.
 /// `stop-gate --help`: the hook's flags from the table.
 fn hook_help() -> String {
     format!(
-        "{HELP_HEAD}{}{}{HELP_TAIL}",
+        "{}{}{}{HELP_TAIL}",
+        HELP_HEAD.replace("{wait}", &defs::synopsis(Scope::Wait)),
         defs::options(Scope::Hook, false),
         defs::entry("-h, --help", "this text")
     )

@@ -9,8 +9,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use lexopt::prelude::*;
-
+use crate::cli::defs::{self, Given, Scope};
 use crate::cli::hook::{HookInput, MAX_HOOK_INPUT};
 use crate::cli::output::diagnostic;
 use crate::exit::Code as ExitCode;
@@ -23,9 +22,21 @@ use crate::{Error, Result};
 const NAME: &str = "stop-gate wait";
 const DEFAULT_POLL_MS: u64 = 2000;
 
-pub const HELP: &str = "\
-Usage: stop-gate wait [--give-up SECS] [--poll-ms MS]          < Stop hook JSON
+/// `stop-gate wait --help`, its flags from the table.
+pub fn help() -> String {
+    format!(
+        "Usage: stop-gate wait {}          < Stop hook JSON\n{HELP_BODY}{}{}{}{HELP_TAIL}",
+        defs::synopsis(Scope::Wait),
+        defs::options(Scope::Wait, false),
+        defs::entry(
+            "--check-config",
+            "check these flags and exit (the doctor runs the handler so)"
+        ),
+        defs::entry("-h, --help", "this text"),
+    )
+}
 
+const HELP_BODY: &str = "
 The waiter (Claude Code's Stop hook with \"asyncRewake\": true): in the background, it waits
 until a loop that reports to this session or to this project's main checkout settles (or a
 sync brings CI's verdict), then exits 2 with one line per change on stderr, which wakes the
@@ -38,11 +49,9 @@ the same session replaces the last; a waiter exits when the process that started
 Each wake is delivered once, only while it is news, and removed only once written out.
 
 Options:
-  --give-up SECS   stop waiting after SECS (default 3300: 55 minutes, under the handler's
-                   3600 s timeout)
-  --poll-ms MS     how often the queues are read (default 2000)
-  --check-config   check these flags and exit (the doctor runs the handler so)
-  -h, --help       this text
+";
+
+const HELP_TAIL: &str = "\
 Exit 0: nothing to tell (or gave up). 2: wakes were written on stderr. 1: the hook's input
 could not be read, or the state home written (one line on stderr).
 ";
@@ -58,33 +67,23 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options {
         give_up: Duration::from_secs(wakes::GIVE_UP_SECS),
         poll: Duration::from_millis(DEFAULT_POLL_MS),
-        check_only: false,
+        check_only: args.iter().any(|a| a == "--check-config"),
     };
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("give-up") => {
-                options.give_up = Duration::from_secs(number(&mut parser, "--give-up", 1, 86_400)?)
-            }
-            Long("poll-ms") => {
-                options.poll = Duration::from_millis(number(&mut parser, "--poll-ms", 10, 60_000)?)
-            }
-            Long("check-config") => options.check_only = true,
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
+    let args = args.into_iter().filter(|a| a != "--check-config").collect();
+    let mut args = defs::Args::new(args, Scope::Wait);
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        let number = flag.number(&flag.text(value)?)?;
+        match flag.name {
+            "--give-up" => options.give_up = Duration::from_secs(number),
+            "--poll-ms" => options.poll = Duration::from_millis(number),
+            _ => return Err(flag.unread()),
         }
     }
     Ok(Some(options))
-}
-
-fn number(parser: &mut lexopt::Parser, name: &str, min: u64, max: u64) -> Result<u64> {
-    let raw = parser.value()?.string()?;
-    match raw.parse::<u64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(Error::usage(format!(
-            "{name} takes a whole number from {min} to {max}, not {raw:?}"
-        ))),
-    }
 }
 
 /// The waiter, from its arguments to its exit code.
@@ -93,7 +92,7 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     let options = match parse(args) {
         Ok(Some(options)) => options,
         Ok(None) => {
-            let _ = crate::cli::output::stdout(HELP.as_bytes());
+            let _ = crate::cli::output::stdout(help().as_bytes());
             return ExitCode::SUCCESS;
         }
         Err(e) => {
