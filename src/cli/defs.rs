@@ -1,8 +1,11 @@
-//! stop-gate's flags, each defined once, in `stop-gate.flags` (tab-separated): its name, what it
-//! takes, the rule a value must meet, where it is taken (the Stop hook, `loop start`, `loop run`,
-//! the installer), an example, and its help. The hook's parser, `loop start`'s and `loop run`'s,
-//! both `--help` texts, the installer's handler rewriting and `install.sh` (which checks a value
-//! before it builds anything) all read it, so none of them can know a flag the others do not.
+//! Every binary's flags, each defined once, in a table per binary (`<binary>.flags`,
+//! tab-separated): the flag, what it takes, the rule a value must meet, where it is taken (the
+//! binary's commands: stop-gate's hook, `loop start`, `loop run`, `wait`, the installer;
+//! marker-writer's `run`, `verify`, …), an example, and its help. The parsers read a command
+//! line against it (`Args`) and check each value by its rule, each `--help` prints its options
+//! from it, GUIDE.md's flag reference is made from it, and `install.sh` reads stop-gate's to
+//! check a value before it builds anything, so none of them can know a flag the others do not.
+//! A flag may have a row per command where its meaning differs (marker-writer's `--timeout`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,33 +16,102 @@ use crate::cli::flags;
 use crate::error::{Error, Result};
 use crate::sys::time;
 
-/// The table, as the binaries carry it.
-pub const TABLE: &str = include_str!("stop-gate.flags");
-
-/// Where a flag is taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// The Stop hook: `stop-gate [FLAGS] < hook JSON`.
-    Hook,
-    /// `stop-gate loop start`, and `/vigil-loop`.
-    Start,
-    /// `stop-gate loop run`.
-    Run,
-    /// `install.sh` and `settings-merge install`, which write it into the Stop handler.
-    Install,
-    /// `stop-gate wait`, the waiter.
-    Wait,
+/// One binary's table, as the binaries carry it.
+pub struct Table {
+    /// The binary.
+    pub binary: &'static str,
+    text: &'static str,
+    rows: OnceLock<Vec<Flag>>,
 }
 
-impl Scope {
-    fn word(self) -> &'static str {
-        match self {
-            Scope::Hook => "hook",
-            Scope::Start => "start",
-            Scope::Run => "run",
-            Scope::Install => "install",
-            Scope::Wait => "wait",
+impl Table {
+    const fn new(binary: &'static str, text: &'static str) -> Table {
+        Table {
+            binary,
+            text,
+            rows: OnceLock::new(),
         }
+    }
+
+    /// Every row, in the table's order.
+    pub fn all(&self) -> &[Flag] {
+        self.rows.get_or_init(|| rows(self.text))
+    }
+
+    /// The table's text, as its file has it.
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
+
+    /// The commands its rows name, in the order they first appear.
+    pub fn scopes(&self) -> Vec<&'static str> {
+        let mut words: Vec<&'static str> = Vec::new();
+        for flag in self.all() {
+            for word in flag.scopes.split(',') {
+                if !words.contains(&word) {
+                    words.push(word);
+                }
+            }
+        }
+        words
+    }
+}
+
+/// Every binary's table.
+pub static TABLES: [Table; 6] = [
+    Table::new("stop-gate", include_str!("stop-gate.flags")),
+    Table::new("marker-writer", include_str!("marker-writer.flags")),
+    Table::new("settings-merge", include_str!("settings-merge.flags")),
+    Table::new("promise-matcher", include_str!("promise-matcher.flags")),
+    Table::new(
+        "session-start-loader",
+        include_str!("session-start-loader.flags"),
+    ),
+    Table::new(
+        "session-end-handoff",
+        include_str!("session-end-handoff.flags"),
+    ),
+];
+
+/// stop-gate's table, as `install.sh` reads it.
+pub const TABLE: &str = include_str!("stop-gate.flags");
+
+/// Where a flag is taken: a command of one binary (`stop-gate`'s `hook`, `marker-writer`'s
+/// `run`), as its table's `scopes` column names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub binary: &'static str,
+    pub word: &'static str,
+}
+
+#[allow(non_upper_case_globals)]
+impl Scope {
+    /// The Stop hook: `stop-gate [FLAGS] < hook JSON`.
+    pub const Hook: Scope = Scope::of("stop-gate", "hook");
+    /// `stop-gate loop start`, and `/vigil-loop`.
+    pub const Start: Scope = Scope::of("stop-gate", "start");
+    /// `stop-gate loop run`.
+    pub const Run: Scope = Scope::of("stop-gate", "run");
+    /// `install.sh` and `settings-merge install`, which write it into the Stop handler.
+    pub const Install: Scope = Scope::of("stop-gate", "install");
+    /// `stop-gate wait`, the waiter.
+    pub const Wait: Scope = Scope::of("stop-gate", "wait");
+
+    /// The command `word` of `binary`.
+    pub const fn of(binary: &'static str, word: &'static str) -> Scope {
+        Scope { binary, word }
+    }
+
+    /// The binary's table.
+    pub fn table(self) -> &'static Table {
+        TABLES
+            .iter()
+            .find(|table| table.binary == self.binary)
+            .unwrap_or(&TABLES[0])
+    }
+
+    fn word(self) -> &'static str {
+        self.word
     }
 }
 
@@ -140,29 +212,25 @@ impl Rule {
     }
 }
 
-/// GUIDE.md's flag reference: every flag of the table, where it is taken, what it takes and
-/// what it does, as a Markdown table (a test keeps GUIDE's copy the same).
-pub fn reference() -> String {
+/// GUIDE.md's flag reference for one binary: every flag of its table, where it is taken, what
+/// it takes and what it does, as a Markdown table (a test keeps GUIDE's copy the same).
+pub fn reference(table: &Table) -> String {
     let cell = |text: &str| {
         text.replace('|', "\\|")
             .replace('<', "&lt;")
             .replace('>', "&gt;")
     };
+    let shown = |word: &str| match (table.binary, word) {
+        ("stop-gate", "hook") => "the hook".to_string(),
+        ("stop-gate", "start") => "`loop start`".to_string(),
+        ("stop-gate", "run") => "`loop run`".to_string(),
+        ("stop-gate", "install") => "install".to_string(),
+        (_, word) => format!("`{word}`"),
+    };
     let mut text = String::from("| flag | taken by | value | what it does |\n|---|---|---|---|\n");
-    for flag in all() {
+    for flag in table.all() {
         let help = flag.help.or(flag.loop_help).unwrap_or("");
-        let mut scopes: Vec<&str> = Vec::new();
-        for (scope, shown) in [
-            (Scope::Hook, "the hook"),
-            (Scope::Start, "`loop start`"),
-            (Scope::Run, "`loop run`"),
-            (Scope::Wait, "`wait`"),
-            (Scope::Install, "install"),
-        ] {
-            if flag.in_scope(scope) {
-                scopes.push(shown);
-            }
-        }
+        let scopes: Vec<String> = flag.scope_words().map(shown).collect();
         text.push_str(&format!(
             "| `{}` | {} | {} | {} |\n",
             cell(&flag.usage()),
@@ -193,8 +261,14 @@ pub struct Flag {
 }
 
 impl Flag {
+    /// Whether `scope` takes it (of the flags of `scope`'s binary).
     pub fn in_scope(&self, scope: Scope) -> bool {
         self.scopes.split(',').any(|word| word == scope.word())
+    }
+
+    /// The commands that take it, as its row names them.
+    pub fn scope_words(&self) -> impl Iterator<Item = &'static str> {
+        self.scopes.split(',')
     }
 
     pub fn takes_value(&self) -> bool {
@@ -304,7 +378,15 @@ impl Flag {
             .iter()
             .find(|choice| **choice == text)
             .copied()
-            .ok_or_else(|| self.refused(format!("is {}, not {text:?}", choices.join(" or "))))
+            .ok_or_else(|| {
+                let (last, rest) = choices.split_last().unwrap_or((&"", &[]));
+                let listed = match rest {
+                    [] => last.to_string(),
+                    [one] => format!("{one} or {last}"),
+                    _ => format!("one of {}, or {last}", rest.join(", ")),
+                };
+                self.refused(format!("is {listed}, not {text:?}"))
+            })
     }
 
     /// The value as a command that is not blank.
@@ -333,6 +415,34 @@ impl Flag {
         Ok(dir)
     }
 
+    /// The value as a git remote: a name or a URL, never something read as a flag.
+    pub fn remote(&self, text: &str) -> Result<String> {
+        if self.rule != Rule::Remote {
+            return Err(self.not_its_rule("a remote"));
+        }
+        if text.is_empty() || text.starts_with('-') {
+            return Err(self.refused("needs a remote: a name (origin) or a URL".into()));
+        }
+        Ok(text.to_string())
+    }
+
+    /// Whether the value meets the flag's rule, whatever the rule (a flag passed on as text,
+    /// as settings-merge passes the gate's flags into the Stop handler). A check name, a
+    /// contract and a path are the reader's to check.
+    pub fn check(&self, text: &str) -> Result<()> {
+        match &self.rule {
+            Rule::Int(..) | Rule::Stall(..) => self.number(text).map(drop),
+            Rule::Duration { .. } => self.duration(text).map(drop),
+            Rule::Tokens => self.tokens(text).map(drop),
+            Rule::Size => self.size(text).map(drop),
+            Rule::Choice(_) => self.choice(text).map(drop),
+            Rule::Command => self.command(text).map(drop),
+            Rule::Remote => self.remote(text).map(drop),
+            Rule::Absolute => self.absolute(text.into()).map(drop),
+            Rule::None | Rule::Marker | Rule::Contract | Rule::Text | Rule::Path => Ok(()),
+        }
+    }
+
     /// The value as text: UTF-8, which a path need not be.
     pub fn text(&self, value: OsString) -> Result<String> {
         value
@@ -346,24 +456,30 @@ impl Flag {
 pub fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
     find(scope, name).ok_or_else(|| {
         Error::usage(format!(
-            "{name} is not in the flag table for {} (a bug: please report it)",
+            "{name} is not in {}'s flag table for {} (a bug: please report it)",
+            scope.binary,
             scope.word()
         ))
     })
 }
 
-/// A command line read against the table: each flag `scope` takes, with its value when it
-/// takes one. `-h` and `--help` come as `None`; anything else is an error naming it.
+/// A command line read against a table: each flag `scope` takes, with its value when it takes
+/// one, and the other arguments as they come. Anything else is an error naming it.
 pub struct Args {
     parser: lexopt::Parser,
-    scope: Scope,
+    scopes: Vec<Scope>,
 }
 
 impl Args {
     pub fn new(args: Vec<OsString>, scope: Scope) -> Args {
+        Args::in_scopes(args, &[scope])
+    }
+
+    /// A command line whose flags are those of any of `scopes`, the first that has it.
+    pub fn in_scopes(args: Vec<OsString>, scopes: &[Scope]) -> Args {
         Args {
             parser: lexopt::Parser::from_args(args),
-            scope,
+            scopes: scopes.to_vec(),
         }
     }
 
@@ -376,10 +492,11 @@ impl Args {
         };
         let flag = match arg {
             Short('h') | Long("help") => return Ok(Some(Given::Help)),
-            Long(name) => match find_long(self.scope, name) {
+            Long(name) => match self.scopes.iter().find_map(|s| find_long(*s, name)) {
                 Some(flag) => flag,
                 None => return Err(arg.unexpected().into()),
             },
+            Value(value) => return Ok(Some(Given::Value(value))),
             _ => return Err(arg.unexpected().into()),
         };
         let value = match flag.takes_value() {
@@ -388,46 +505,70 @@ impl Args {
         };
         Ok(Some(Given::Flag(flag, value)))
     }
+
+    /// The arguments after `--`, or after the first that is not a flag: all that is left.
+    pub fn rest(&mut self) -> Result<Vec<OsString>> {
+        Ok(self.parser.raw_args()?.collect())
+    }
 }
 
-/// One flag of a command line, as [`Args`] reads it.
+/// One argument of a command line, as [`Args`] reads it.
 pub enum Given {
+    /// `-h` or `--help`.
     Help,
+    /// A flag of the table, with its value when it takes one.
     Flag(&'static Flag, Option<OsString>),
+    /// An argument that is no flag (a file, a subcommand's operand).
+    Value(OsString),
 }
 
-/// Every flag, in the table's order.
+/// An argument no command of this kind takes, as lexopt says it.
+pub fn unexpected(value: OsString) -> Error {
+    lexopt::Error::UnexpectedArgument(value).into()
+}
+
+/// Every flag of stop-gate, in its table's order.
 pub fn all() -> &'static [Flag] {
-    static FLAGS: OnceLock<Vec<Flag>> = OnceLock::new();
-    FLAGS.get_or_init(|| {
-        TABLE
-            .lines()
-            .filter(|line| !line.is_empty() && !line.starts_with('#'))
-            .filter_map(|line| {
-                // A row without its 7 fields is no flag (a test keeps there being none): a
-                // panic here would come before the gate's watchdog, and let a stop through.
-                let fields: Vec<&'static str> = line.split('\t').collect();
-                let [name, value, rule, scopes, example, help, loop_help] = fields[..] else {
-                    return None;
-                };
-                let given = |field: &'static str| (field != "-").then_some(field);
-                Some(Flag {
-                    name,
-                    value: given(value),
-                    rule: Rule::parse(rule)?,
-                    scopes,
-                    example: given(example),
-                    help: given(help),
-                    loop_help: given(loop_help),
-                })
+    TABLES[0].all()
+}
+
+/// The rows of a table's text.
+fn rows(text: &'static str) -> Vec<Flag> {
+    text.lines()
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .filter_map(|line| {
+            // A row without its 7 fields is no flag (a test keeps there being none): a panic
+            // here would come before the gate's watchdog, and let a stop through.
+            let fields: Vec<&'static str> = line.split('\t').collect();
+            let [name, value, rule, scopes, example, help, loop_help] = fields[..] else {
+                return None;
+            };
+            let given = |field: &'static str| (field != "-").then_some(field);
+            Some(Flag {
+                name,
+                value: given(value),
+                rule: Rule::parse(rule)?,
+                scopes,
+                example: given(example),
+                help: given(help),
+                loop_help: given(loop_help),
             })
-            .collect()
-    })
+        })
+        .collect()
 }
 
 /// The flags taken in `scope`.
 pub fn of(scope: Scope) -> impl Iterator<Item = &'static Flag> {
-    all().iter().filter(move |flag| flag.in_scope(scope))
+    scope
+        .table()
+        .all()
+        .iter()
+        .filter(move |flag| flag.in_scope(scope))
+}
+
+/// Every row of `binary`'s table.
+pub fn of_binary(binary: &'static str) -> impl Iterator<Item = &'static Flag> {
+    Scope::of(binary, "").table().all().iter()
 }
 
 /// The flag `name` (`--run`) if `scope` takes it.
@@ -505,16 +646,44 @@ mod tests {
 
     #[test]
     fn every_row_has_its_fields_a_known_scope_and_a_rule() {
-        let rows = TABLE
-            .lines()
-            .filter(|line| !line.is_empty() && !line.starts_with('#'))
-            .count();
-        assert_eq!(
-            all().len(),
-            rows,
-            "a row of stop-gate.flags without its 7 fields, or with a rule no parser knows"
-        );
-        let scopes = ["hook", "start", "run", "install", "wait"];
+        for table in &TABLES {
+            let rows = table
+                .text()
+                .lines()
+                .filter(|line| !line.is_empty() && !line.starts_with('#'))
+                .count();
+            assert_eq!(
+                table.all().len(),
+                rows,
+                "a row of {}.flags without its 7 fields, or with a rule no parser knows",
+                table.binary
+            );
+            for flag in table.all() {
+                assert!(flag.name.starts_with("--"), "{flag:?}");
+                assert_eq!(flag.takes_value(), flag.rule != Rule::None, "{flag:?}");
+                assert_eq!(flag.takes_value(), flag.example.is_some(), "{flag:?}");
+                assert!(
+                    flag.help.or(flag.loop_help).is_some(),
+                    "{flag:?} has no help"
+                );
+            }
+        }
+        let scopes = [
+            "hook",
+            "start",
+            "run",
+            "install",
+            "wait",
+            "status",
+            "list",
+            "cancel",
+            "hold-add",
+            "hold-refresh",
+            "hold-show",
+            "hold-diff",
+            "hold-release",
+            "hold-baseline",
+        ];
         for flag in all() {
             assert!(flag.name.starts_with("--"), "{flag:?}");
             assert!(
@@ -524,11 +693,22 @@ mod tests {
             assert_eq!(flag.takes_value(), flag.rule != Rule::None, "{flag:?}");
             assert_eq!(flag.takes_value(), flag.example.is_some(), "{flag:?}");
         }
-        let mut names: Vec<&str> = all().iter().map(|f| f.name).collect();
-        names.sort();
-        let count = names.len();
-        names.dedup();
-        assert_eq!(names.len(), count, "a flag defined twice");
+        for table in &TABLES {
+            let mut taken: Vec<(&str, &str)> = table
+                .all()
+                .iter()
+                .flat_map(|f| f.scope_words().map(move |w| (f.name, w)))
+                .collect();
+            taken.sort();
+            let count = taken.len();
+            taken.dedup();
+            assert_eq!(
+                taken.len(),
+                count,
+                "a flag defined twice for one command of {}",
+                table.binary
+            );
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! What every binary's flag parsing shares: typed flag values with errors that name the flag.
+//! What every binary's door shares: sizes, `--check-config`, `--version`, help, the entry
+//! point, the off switch, shell quoting. Flags and their values are `defs`'.
 
 use crate::cli::output;
 use crate::cli::output::stdout;
@@ -7,37 +8,6 @@ use crate::exit::Code;
 use crate::exit::Exit;
 use crate::sys::atomic;
 use crate::sys::process;
-
-/// The value of `flag` as UTF-8.
-pub fn string_value(parser: &mut lexopt::Parser, flag: &str) -> Result<String> {
-    parser
-        .value()?
-        .into_string()
-        .map_err(|_| Error::usage(format!("the value of {flag} is not valid UTF-8")))
-}
-
-/// The value of `flag` as an absolute directory (`--check-write`).
-pub fn absolute_dir(parser: &mut lexopt::Parser, flag: &str) -> Result<std::path::PathBuf> {
-    let dir = std::path::PathBuf::from(parser.value()?);
-    if !dir.is_absolute() {
-        return Err(Error::usage(format!(
-            "{flag} needs an absolute directory, not {}",
-            dir.display()
-        )));
-    }
-    Ok(dir)
-}
-
-/// The value of `flag` as a whole number from `min` to `max`.
-pub fn number(parser: &mut lexopt::Parser, flag: &str, min: u64, max: u64) -> Result<u64> {
-    let text = string_value(parser, flag)?;
-    match text.parse::<u64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(Error::usage(format!(
-            "{flag} takes a whole number from {min} to {max}, not {text:?}"
-        ))),
-    }
-}
 
 /// A size: a whole number of bytes, or one followed by K, M, G or T (powers of 1024).
 pub fn size(text: &str) -> Result<u64> {

@@ -285,7 +285,12 @@ impl HookInput {
                 Some(value @ Value::Object(_)) => Some(value.clone()),
                 Some(other) => return Err(wrong_type("tool_input", "an object", other)),
             },
-            file_path: string_field(object, "file_path")?.map(PathBuf::from),
+            // Read only for ConfigChange, and leniently, as it always was: a field of another
+            // type makes no other event's input malformed.
+            file_path: object
+                .get("file_path")
+                .and_then(Value::as_str)
+                .map(PathBuf::from),
         })
     }
 

@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lexopt::prelude::*;
-
+use crate::cli::defs::{self, Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, number, print, shell_quote, string_value};
+use crate::cli::flags::{help, print, shell_quote};
 use crate::cli::output::diagnostic;
 use crate::error;
 use crate::error::{Error, Result};
@@ -92,56 +91,6 @@ trust    trusts a public key for this project's markers (--global: for every pro
          protected state outside the project; keys inside the project are never trusted
 
 Options:
-  --check NAME         the check: 1 to 64 of A-Z a-z 0-9 . _ -
-  --subject S          worktree (default, in a git repository): the tree of the working tree,
-                       untracked non-ignored files included; file:PATH: the file's sha256;
-                       stdin: the sha256 of standard input
-  --status STATUS      write: passed, failed, blocked or aborted
-  --note TEXT          write: a note kept in the payload
-  --command CMD        write: the command this status is for, which the writer did not run
-                       itself (a CI job's), recorded and signed with the payload; verify: the
-                       marker must record CMD (the same shell words, bare or as sh -c '...'),
-                       as stop-gate --require-marker CHECK=CMD asks
-  --timeout SECS       run: kill the command's whole process group after SECS
-  --snapshot           run: run CMD in a private copy of exactly the hashed content (under the
-                       state home), with only PATH HOME USER LOGNAME SHELL TERM LANG LC_* TZ
-                       of the environment, confined (bubblewrap): it writes only the copy and
-                       a private /tmp, sees no state home, signing key, ~/.claude, ~/.codex
-                       or ~/.ssh, no network, and cannot signal the writer; the payload
-                       records isolation: snapshot and confinement: bubblewrap (none where no
-                       confinement could be had, said on stderr). Without it the command
-                       runs in place, unconfined (for CI)
-  --keep-env NAME      run --snapshot, repeatable: also keep this variable (never VIGIL_*)
-  --hold-from REF      run: hold the tests as REF has them (the base branch, in CI): the paths
-                       REF's .vigil-hold names (or --hold's) are restored in the run's copy
-                       (implies --snapshot), read-only, unheld files under them left out; the
-                       payload records the hold (run.hold: REF's commit, the patterns, a digest)
-  --hold PATTERN       run --hold-from, repeatable: hold this path or glob instead of
-                       REF's .vigil-hold
-  --check-network      run --snapshot: the confined command may use the network
-  --check-write DIR    run --snapshot, repeatable: the confined command may also write DIR
-                       (an absolute path: a cache)
-  --max-file-size SIZE worktree: a larger file denies at once (default 1G; bytes, or K M G T)
-  --publish            run, write: also publish the payload as a git note for its content (a
-                       worktree subject), to be pushed with `sync --push`
-  --all                show: every marker for this content, local and from notes
-  --remote NAME|URL    sync: a remote of this repository, or a URL (default origin)
-  --push               sync: push the notes too
-  --check NAME         sync, repeatable: take this check's notes first, whatever else the
-                       remote holds (a sync takes at most 32 checks)
-  --timeout SECS       sync: the deadline for all of it (default 30)
-  --max-fetch SIZE     sync: refuse a remote whose notes take more (default 256M; bytes, or
-                       K M G T)
-  --global             trust: for every project, not only this one
-  --max-age DURATION   verify: how old a marker may be (default 24h; 45s, 30m, 24h, 7d)
-  --sign-key FILE      run, write: sign the payload with this secret key (or $VIGIL_SIGN_KEY)
-  --verify-key FILE    verify: markers must be signed by this key (or $VIGIL_VERIFY_KEY), and
-                       only by it; without it, by a key given to `marker-writer trust`; with
-                       no trusted key, unsigned markers count; with one, an unsigned or
-                       altered marker is `bad signature`
-  --out DIR            keygen: where the key pair goes
-  --state-dir DIR      where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
-  -h, --help           this text
 ";
 
 /// The binary's work, from its command line to its exit code.
@@ -152,7 +101,7 @@ pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let done = Invocation::parse(args).and_then(|command| match command {
         Some(command) => command.execute(),
-        None => help(HELP).map(Exit::code),
+        None => help(&help_text()).map(Exit::code),
     });
     match done {
         Ok(exit) => ExitCode::from(exit),
@@ -199,6 +148,17 @@ struct Options {
 }
 
 /// marker-writer's commands.
+/// `--help`: the options of every command, from the table.
+fn help_text() -> String {
+    let table = Scope::of(NAME, "run").table();
+    let mut text = HELP.to_string();
+    for flag in table.all() {
+        text.push_str(&defs::entry(&flag.usage(), flag.help.unwrap_or("")));
+    }
+    text.push_str(&defs::entry("-h, --help", "this text"));
+    text
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Run,
@@ -489,66 +449,48 @@ fn execute(action: Action, options: Options) -> Result<u8> {
 
 fn parse(action: Action, args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options::default();
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("check") if action == Action::Sync => options
-                .checks
-                .push(CheckName::parse(&string_value(&mut parser, "--check")?)?),
-            Long("check") => {
-                options.check = Some(CheckName::parse(&string_value(&mut parser, "--check")?)?)
+    // The flags of this command, as the table (`marker-writer.flags`) gives them.
+    let mut args = defs::Args::new(args, Scope::of(NAME, action.word()));
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Value(file) if action == Action::Trust && options.key_file.is_none() => {
+                options.key_file = Some(PathBuf::from(file));
+                continue;
             }
-            Long("subject") => {
-                options.subject = Some(Subject::parse(&string_value(&mut parser, "--subject")?)?)
+            Given::Value(first) if action == Action::Run => {
+                options.command.push(first);
+                options.command.extend(args.rest()?);
+                continue;
             }
-            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
-            Long("sign-key") if action.writes() => {
-                options.sign_key = Some(PathBuf::from(parser.value()?))
-            }
-            Long("verify-key") if matches!(action, Action::Verify | Action::Show) => {
-                options.verify_key = Some(PathBuf::from(parser.value()?))
-            }
-            Long("out") if action == Action::Keygen => {
-                options.out = Some(PathBuf::from(parser.value()?))
-            }
-            Long("global") if action == Action::Trust => options.global = true,
-            Value(file) if action == Action::Trust && options.key_file.is_none() => {
-                options.key_file = Some(PathBuf::from(file))
-            }
-            Long("snapshot") if action == Action::Run => options.snapshot = true,
-            Long("hold-from") if action == Action::Run => {
-                options.hold_from = Some(string_value(&mut parser, "--hold-from")?)
-            }
-            Long("hold") if action == Action::Run => {
-                options.hold.push(string_value(&mut parser, "--hold")?)
-            }
-            Long("check-network") if action == Action::Run => options.check_network = true,
-            Long("check-write") if action == Action::Run => options
-                .check_write
-                .push(flags::absolute_dir(&mut parser, "--check-write")?),
-            Long("publish") if action.writes() => options.publish = true,
-            Long("all") if action == Action::Show => options.all = true,
-            Long("remote") if action == Action::Sync => {
-                options.remote = Some(string_value(&mut parser, "--remote")?)
-            }
-            Long("push") if action == Action::Sync => options.push = true,
-            Long("max-fetch") if action == Action::Sync => {
-                options.max_fetch = Some(flags::size(&string_value(&mut parser, "--max-fetch")?)?)
-            }
-            Long("keep-env") if action == Action::Run => options
-                .keep_env
-                .push(string_value(&mut parser, "--keep-env")?),
-            Long("max-file-size")
-                if !matches!(action, Action::Keygen | Action::Trust | Action::Sync) =>
-            {
-                options.max_file_size =
-                    Some(flags::size(&string_value(&mut parser, "--max-file-size")?)?)
-            }
-            Long("status") if action == Action::Write => {
-                options.status = Some(Status::parse(&string_value(&mut parser, "--status")?)?)
-            }
-            Long("command") if matches!(action, Action::Write | Action::Verify) => {
-                let command = string_value(&mut parser, "--command")?;
+            Given::Value(value) => return Err(defs::unexpected(value)),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        let text = || flag.text(value.clone());
+        match flag.name {
+            "--check" if action == Action::Sync => options.checks.push(CheckName::parse(&text()?)?),
+            "--check" => options.check = Some(CheckName::parse(&text()?)?),
+            "--subject" => options.subject = Some(Subject::parse(&text()?)?),
+            "--state-dir" => options.state_dir = Some(PathBuf::from(value)),
+            "--sign-key" => options.sign_key = Some(PathBuf::from(value)),
+            "--verify-key" => options.verify_key = Some(PathBuf::from(value)),
+            "--out" => options.out = Some(PathBuf::from(value)),
+            "--global" => options.global = true,
+            "--snapshot" => options.snapshot = true,
+            "--hold-from" => options.hold_from = Some(text()?),
+            "--hold" => options.hold.push(text()?),
+            "--check-network" => options.check_network = true,
+            "--check-write" => options.check_write.push(flag.absolute(value)?),
+            "--publish" => options.publish = true,
+            "--all" => options.all = true,
+            "--remote" => options.remote = Some(text()?),
+            "--push" => options.push = true,
+            "--max-fetch" => options.max_fetch = Some(flag.size(&text()?)?),
+            "--keep-env" => options.keep_env.push(text()?),
+            "--max-file-size" => options.max_file_size = Some(flag.size(&text()?)?),
+            "--status" => options.status = Some(Status::parse(flag.choice(&text()?)?)?),
+            "--command" => {
+                let command = text()?;
                 if shlex::split(&command).is_none_or(|words| words.is_empty()) {
                     return Err(Error::usage(format!(
                         "--command needs a command that splits into shell words, not {command:?}"
@@ -556,29 +498,10 @@ fn parse(action: Action, args: Vec<OsString>) -> Result<Option<Options>> {
                 }
                 options.bound_to = Some(command);
             }
-            Long("note") if action == Action::Write => {
-                options.note = Some(string_value(&mut parser, "--note")?)
-            }
-            Long("timeout") if matches!(action, Action::Run | Action::Sync) => {
-                options.timeout = Some(Duration::from_secs(number(
-                    &mut parser,
-                    "--timeout",
-                    1,
-                    7 * 86_400,
-                )?))
-            }
-            Long("max-age") if matches!(action, Action::Verify | Action::Show) => {
-                options.max_age = Some(time::parse_duration(&string_value(
-                    &mut parser,
-                    "--max-age",
-                )?)?)
-            }
-            Short('h') | Long("help") => return Ok(None),
-            Value(first) if action == Action::Run => {
-                options.command.push(first);
-                options.command.extend(parser.raw_args()?);
-            }
-            _ => return Err(arg.unexpected().into()),
+            "--note" => options.note = Some(text()?),
+            "--timeout" => options.timeout = Some(Duration::from_secs(flag.number(&text()?)?)),
+            "--max-age" => options.max_age = Some(flag.duration(&text()?)?),
+            _ => return Err(flag.unread()),
         }
     }
     if !options.hold.is_empty() && options.hold_from.is_none() {

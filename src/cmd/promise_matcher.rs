@@ -3,10 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use lexopt::prelude::*;
-
+use crate::cli::defs::{self, Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, number, print, string_value};
+use crate::cli::flags::{help, print};
 use crate::cli::hook::HookInput;
 use crate::cli::input::Source;
 use crate::cli::output::{diagnostic, stdout};
@@ -39,12 +38,9 @@ Judging text (the default command) reads FILE or standard input and prints the v
 Exit 0 for declared, 1 for any other verdict, 2 for a usage or input error.
 
 Options:
-  --promise P    the completion phrase (default DONE); no `<` or `>`
-  --json         print {\"verdict\",\"promise\",\"line\",\"question\"} instead of the verdict word
-  --hook         the input is Claude Code or Codex hook JSON: judge last_assistant_message,
-                 else the last assistant text of transcript_path, read from its end
-  -h, --help     this text
+";
 
+const HELP_TAIL: &str = "
 Subcommands:
   token new          print a fresh task token (128 random bits, 32 hex characters)
   token instruction  print the instruction asking for <<<PREFIX_DONE_T>>>, in two pieces
@@ -66,8 +62,6 @@ end with one line holding <<<PREFIX_DONE_T>>>, given as the two pieces `<<<PREFI
 `DONE_T>>>`, so the printed text (and its echo in a terminal) never holds the marker itself.
 
 Options:
-  --token T      the task's token (16 to 128 of A-Z a-z 0-9 _ -)
-  --prefix P     the marker prefix (default VIGIL; 1 to 32 ASCII letters and digits)
 ";
 
 const HELP_SCAN: &str = "\
@@ -80,11 +74,6 @@ control characters, box drawing U+2500 to U+259F and all whitespace removed); an
 flattened). A regular file is read from its end; a pipe is read through, keeping the tail.
 
 Options:
-  --token T      the task's token
-  --prefix P     the marker prefix (default VIGIL)
-  --tail BYTES   how much of the end to scan (default 65536)
-  --cols N       the virtual terminal's width (default 200)
-  --json         print {\"found\":…,\"views\":[…]} naming every view that found it
 ";
 
 const HELP_DEFANG: &str = "\
@@ -96,8 +85,15 @@ becomes <<<VIG-IL_, also when escapes or whitespace split it) and every promise 
 Nothing else changes, and running it twice changes nothing more.
 
 Options:
-  --prefix P     also defang this marker prefix (repeatable; VIGIL is always defanged)
 ";
+
+/// A help text: its head, the options of `scope` from the table, and its tail.
+fn with_options(head: &str, scope: &'static str, tail: &str) -> String {
+    format!(
+        "{head}{}{tail}",
+        defs::options(Scope::of(NAME, scope), false)
+    )
+}
 
 /// The binary's work, from its command line to its exit code.
 pub fn main() -> ExitCode {
@@ -138,15 +134,24 @@ fn judge_command(args: Vec<OsString>) -> Result<Exit> {
     let mut json = false;
     let mut hook = false;
     let mut file = None;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("promise") => promise = Promise::new(&string_value(&mut parser, "--promise")?)?,
-            Long("json") => json = true,
-            Long("hook") => hook = true,
-            Short('h') | Long("help") => return help(HELP),
-            Value(value) => set_file(&mut file, value)?,
-            _ => return Err(arg.unexpected().into()),
+    let mut args = defs::Args::new(args, Scope::of(NAME, "judge"));
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => {
+                let tail = format!("{}{HELP_TAIL}", defs::entry("-h, --help", "this text"));
+                return help(&with_options(HELP, "judge", &tail));
+            }
+            Given::Value(value) => {
+                set_file(&mut file, value)?;
+                continue;
+            }
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        match flag.name {
+            "--promise" => promise = Promise::new(&flag.text(value)?)?,
+            "--json" => json = true,
+            "--hook" => hook = true,
+            _ => return Err(flag.unread()),
         }
     }
     let source = Source::from_arg(file);
@@ -173,17 +178,28 @@ fn judge_command(args: Vec<OsString>) -> Result<Exit> {
 }
 
 fn token_command(args: Vec<OsString>) -> Result<Exit> {
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut args = defs::Args::new(args, Scope::of(NAME, "token"));
     let mut action = None;
     let mut token = None;
     let mut prefix = Prefix::default();
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("token") => token = Some(Token::parse(&string_value(&mut parser, "--token")?)?),
-            Long("prefix") => prefix = Prefix::parse(&string_value(&mut parser, "--prefix")?)?,
-            Short('h') | Long("help") => return help(HELP_TOKEN),
-            Value(value) if action.is_none() => action = Some(value.string()?),
-            _ => return Err(arg.unexpected().into()),
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return help(&with_options(HELP_TOKEN, "token", "")),
+            Given::Value(value) if action.is_none() => {
+                action = Some(
+                    value
+                        .into_string()
+                        .map_err(lexopt::Error::NonUnicodeValue)?,
+                );
+                continue;
+            }
+            Given::Value(value) => return Err(defs::unexpected(value)),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        match flag.name {
+            "--token" => token = Some(Token::parse(&flag.text(value)?)?),
+            "--prefix" => prefix = Prefix::parse(&flag.text(value)?)?,
+            _ => return Err(flag.unread()),
         }
     }
     let text = match action.as_deref() {
@@ -214,23 +230,29 @@ fn token_command(args: Vec<OsString>) -> Result<Exit> {
 }
 
 fn scan_command(args: Vec<OsString>) -> Result<Exit> {
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut args = defs::Args::new(args, Scope::of(NAME, "scan"));
     let mut token = None;
     let mut prefix = Prefix::default();
     let mut tail = DEFAULT_TAIL;
     let mut cols = DEFAULT_COLS;
     let mut json = false;
     let mut file = None;
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("token") => token = Some(Token::parse(&string_value(&mut parser, "--token")?)?),
-            Long("prefix") => prefix = Prefix::parse(&string_value(&mut parser, "--prefix")?)?,
-            Long("tail") => tail = number(&mut parser, "--tail", 1, 1 << 30)?,
-            Long("cols") => cols = number(&mut parser, "--cols", 2, 1000)? as u16,
-            Long("json") => json = true,
-            Short('h') | Long("help") => return help(HELP_SCAN),
-            Value(value) => set_file(&mut file, value)?,
-            _ => return Err(arg.unexpected().into()),
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return help(&with_options(HELP_SCAN, "scan", "")),
+            Given::Value(value) => {
+                set_file(&mut file, value)?;
+                continue;
+            }
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        match flag.name {
+            "--token" => token = Some(Token::parse(&flag.text(value)?)?),
+            "--prefix" => prefix = Prefix::parse(&flag.text(value)?)?,
+            "--tail" => tail = flag.number(&flag.text(value)?)?,
+            "--cols" => cols = flag.number(&flag.text(value)?)? as u16,
+            "--json" => json = true,
+            _ => return Err(flag.unread()),
         }
     }
     let token = token.ok_or_else(|| Error::usage("scan needs --token T, the task's token"))?;
@@ -248,17 +270,21 @@ fn scan_command(args: Vec<OsString>) -> Result<Exit> {
 }
 
 fn defang_command(args: Vec<OsString>) -> Result<Exit> {
-    let mut parser = lexopt::Parser::from_args(args);
+    let mut args = defs::Args::new(args, Scope::of(NAME, "defang"));
     let mut prefixes = vec![Prefix::default()];
     let mut file = None;
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("prefix") => {
-                prefixes.push(Prefix::parse(&string_value(&mut parser, "--prefix")?)?)
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return help(&with_options(HELP_DEFANG, "defang", "")),
+            Given::Value(value) => {
+                set_file(&mut file, value)?;
+                continue;
             }
-            Short('h') | Long("help") => return help(HELP_DEFANG),
-            Value(value) => set_file(&mut file, value)?,
-            _ => return Err(arg.unexpected().into()),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        match flag.name {
+            "--prefix" => prefixes.push(Prefix::parse(&flag.text(value)?)?),
+            _ => return Err(flag.unread()),
         }
     }
     let bytes = Source::from_arg(file).read_capped(MAX_TEXT, "the text")?;

@@ -5,10 +5,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lexopt::prelude::*;
-
+use crate::cli::defs::{self, Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, string_value};
+use crate::cli::flags::help;
 use crate::cli::hook::HookEvent;
 use crate::cli::hook::HookInput;
 use crate::cli::input::Source;
@@ -51,15 +50,18 @@ later at most; a second SIGTERM ends it. It fails open: any problem is one line 
 exit 1 (a non-blocking error); it never exits 2.
 
 Options:
-  --checkpoint          write the intermediate checkpoint.json instead of final.json
-  --progress-file PATH  the progress file to point the next session at (default: PROGRESS.md,
-                        progress.md or progress.txt in the project, when present)
-  --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
-  --check-config        check these flags and exit (0, or 1 with the error), reading nothing;
-                        settings-merge check runs each handler's flags through it
-  -h, --help            this text
-VIGIL_DISABLE=1 makes it do nothing.
 ";
+
+const HELP_TAIL: &str = "VIGIL_DISABLE=1 makes it do nothing.\n";
+
+/// `--help`: the options from the table.
+fn help_text() -> String {
+    format!(
+        "{HELP}{}{}{HELP_TAIL}",
+        defs::options(SCOPE, false),
+        defs::entry("-h, --help", "this text")
+    )
+}
 
 struct Options {
     checkpoint: bool,
@@ -97,7 +99,7 @@ pub fn main() -> ExitCode {
 
 fn run(deadline: Deadline) -> Result<ExitCode> {
     let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
-        help(HELP)?;
+        help(&help_text())?;
         return Ok(ExitCode::SUCCESS);
     };
     let input = HookInput::read(&Source::Stdin)?;
@@ -165,25 +167,29 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The hook's flags, as its table (`session-end-handoff.flags`) defines them.
+const SCOPE: Scope = Scope::of(NAME, "hook");
+
 fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options {
         checkpoint: false,
         progress_file: None,
         state_dir: None,
     };
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("checkpoint") => options.checkpoint = true,
-            Long("progress-file") => {
-                options.progress_file =
-                    Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
-            }
-            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
+    let mut args = defs::Args::new(args, SCOPE);
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+            Given::Value(value) => return Err(defs::unexpected(value)),
+        };
+        match flag.name {
+            "--checkpoint" => options.checkpoint = true,
+            "--progress-file" => options.progress_file = Some(PathBuf::from(flag.text(value)?)),
+            "--state-dir" => options.state_dir = Some(PathBuf::from(value)),
             // Handled before anything else (see `crate::cli::flags::check_config`).
-            Long("check-config") => {}
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
+            "--check-config" => {}
+            _ => return Err(flag.unread()),
         }
     }
     Ok(Some(options))

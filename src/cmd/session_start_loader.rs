@@ -6,10 +6,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lexopt::prelude::*;
-
+use crate::cli::defs::{self, Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, string_value};
+use crate::cli::flags::help;
 use crate::cli::hook::HookInput;
 use crate::cli::input::Source;
 use crate::cli::output::{diagnostic, stdout};
@@ -23,7 +22,6 @@ use crate::state::project::{Project, SessionId};
 use crate::state::wakes;
 use crate::sys::files;
 use crate::sys::process;
-use crate::sys::time;
 use crate::verdict::defang;
 use crate::{Error, Result};
 
@@ -50,19 +48,18 @@ runs later know their session. It fails open: on any problem, no output, exit 0,
 stderr.
 
 Options:
-  --max-age DURATION    records older than this are stale (default 7d; 45s, 30m, 24h, 7d)
-  --progress-file PATH  the progress file whose end is shown (default: the one a record
-                        names, else PROGRESS.md, progress.md or progress.txt)
-  --sync-notes REMOTE   at startup, resume and clear, start `marker-writer sync --remote
-                        REMOTE --timeout 20` in the background (a remote name or a URL), so the
-                        markers CI published as git notes are here for the session's gates; it
-                        does not wait for it, and no gate touches the network
-  --state-dir DIR       where state lives (default <project>/.vigil, or $VIGIL_STATE_DIR)
-  --check-config        check these flags and exit (0, or 1 with the error), reading nothing;
-                        settings-merge check runs each handler's flags through it
-  -h, --help            this text
-VIGIL_DISABLE=1 makes it do nothing.
 ";
+
+const HELP_TAIL: &str = "VIGIL_DISABLE=1 makes it do nothing.\n";
+
+/// `--help`: the options from the table.
+fn help_text() -> String {
+    format!(
+        "{HELP}{}{}{HELP_TAIL}",
+        defs::options(SCOPE, false),
+        defs::entry("-h, --help", "this text")
+    )
+}
 
 struct Options {
     max_age: Duration,
@@ -100,7 +97,7 @@ pub fn main() -> ExitCode {
 
 fn run() -> Result<()> {
     let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
-        help(HELP)?;
+        help(&help_text())?;
         return Ok(());
     };
     let input = HookInput::read(&Source::Stdin)?;
@@ -246,6 +243,9 @@ fn export_session(session: &SessionId) {
     }
 }
 
+/// The hook's flags, as its table (`session-start-loader.flags`) defines them.
+const SCOPE: Scope = Scope::of(NAME, "hook");
+
 fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options {
         max_age: handoff::DEFAULT_MAX_AGE,
@@ -253,30 +253,21 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
         state_dir: None,
         sync_notes: None,
     };
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("max-age") => {
-                options.max_age = time::parse_duration(&string_value(&mut parser, "--max-age")?)?
-            }
-            Long("progress-file") => {
-                options.progress_file =
-                    Some(PathBuf::from(string_value(&mut parser, "--progress-file")?))
-            }
-            Long("state-dir") => options.state_dir = Some(PathBuf::from(parser.value()?)),
-            Long("sync-notes") => {
-                let remote = string_value(&mut parser, "--sync-notes")?;
-                if remote.is_empty() || remote.starts_with('-') {
-                    return Err(Error::usage(
-                        "--sync-notes needs a remote: a name (origin) or a URL",
-                    ));
-                }
-                options.sync_notes = Some(remote);
-            }
+    let mut args = defs::Args::new(args, SCOPE);
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+            Given::Value(value) => return Err(defs::unexpected(value)),
+        };
+        match flag.name {
+            "--max-age" => options.max_age = flag.duration(&flag.text(value)?)?,
+            "--progress-file" => options.progress_file = Some(PathBuf::from(flag.text(value)?)),
+            "--state-dir" => options.state_dir = Some(PathBuf::from(value)),
+            "--sync-notes" => options.sync_notes = Some(flag.remote(&flag.text(value)?)?),
             // Handled before anything else (see `crate::cli::flags::check_config`).
-            Long("check-config") => {}
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
+            "--check-config" => {}
+            _ => return Err(flag.unread()),
         }
     }
     Ok(Some(options))

@@ -4,12 +4,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use lexopt::prelude::*;
-
 use crate::cli::defs;
-use crate::cli::defs::Scope;
+use crate::cli::defs::{Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, print, string_value};
+use crate::cli::flags::{help, print};
 use crate::cli::output::diagnostic;
 use crate::exit::Code as ExitCode;
 use crate::gate::RequiredMarker;
@@ -61,45 +59,6 @@ merges for the project) and why not, and for Codex whether each hook has a trust
 on any [fail]. Each line is short; --verbose adds the detail under the lines that have one.
 
 Options:
-  --settings FILE      the settings file (.claude/settings.local.json, .claude/settings.json,
-                       ~/.claude/settings.json, or .codex/hooks.json)
-  --bin-dir DIR        where the binaries are (default: beside settings-merge); written as
-                       absolute paths
-  --shared             for a committed file: find the binaries through PATH and the usual
-                       install places when the hook runs, and say ./install.sh is needed
-                       when none is found
-  --run CMD            stop-gate's check command (the Stop handler's stop-gate flags that an
-                       install is not given stay as the file has them)
-  --no-run             remove the check command (and its --timeout)
-  --require-marker CHECK[=CMD]
-                       repeatable: require a passed marker for CHECK (CMD: what the protected
-                       writer runs to make it, named when a stop is blocked)
-  --no-require-marker CHECK
-                       stop requiring the marker for CHECK
-  --timeout SECS, --deadline SECS, --max-blocks N, --feedback block|context, --verify-key FILE,
-  --stall-after K, --max-duration D, --max-tokens N, --contract FILE|default,
-  --contract-max-tokens N, --desktop-notification on|off
-                       the same flags of stop-gate (see stop-gate --help); with --contract,
-                       SubagentStop runs stop-gate too (it checks each subagent's report)
-  --sync-notes REMOTE  the loader starts `marker-writer sync --remote REMOTE` in the background
-                       at each session start, so markers CI published as git notes are here
-                       for the gates (kept by later installs; --no-sync-notes takes it out)
-  --protect            Claude Code: turn the sandbox on (sandbox.enabled, allowUnsandboxedCommands
-                       false, failIfUnavailable) and deny the Edit and Write tools vigil's state
-                       home, the binaries' directory and the settings files (Edit(...) rules),
-                       and add stop-gate as a PreToolUse guard on Edit|Write|MultiEdit|
-                       NotebookEdit and as a ConfigChange hook that keeps that protection in
-                       the running session; kept by later installs, taken back by uninstall. With
-                       --codex: sandbox_mode = \"workspace-write\" in the project's
-                       .codex/config.toml (a mode you set there is kept, or refused if wider)
-  --codex              the file is Codex's hooks.json
-  --trust              with --codex: record Codex's trust for vigil's hooks in its config.toml
-                       (a [hooks.state.\"<key>\"] trusted_hash each; the rest of the file is kept)
-  --codex-config FILE  Codex's config.toml (default $CODEX_HOME/config.toml, else
-                       ~/.codex/config.toml)
-  --dry-run            print the diff the change would make, and change nothing
-  --verbose            check: the detail behind each finding (the paths, rules and reasons)
-  -h, --help           this text
 ";
 
 #[derive(Default)]
@@ -142,7 +101,7 @@ fn run() -> Result<Exit> {
     }
     let action = args.remove(0).to_string_lossy().into_owned();
     if matches!(action.as_str(), "-h" | "--help") {
-        return help(HELP);
+        return help(&help_text());
     }
     if matches!(action.as_str(), "-V" | "--version") {
         return print(format!("{NAME} {}\n", env!("CARGO_PKG_VERSION")).as_bytes());
@@ -153,7 +112,7 @@ fn run() -> Result<Exit> {
         )));
     }
     let Some(options) = parse(args)? else {
-        return help(HELP);
+        return help(&help_text());
     };
     let settings = options
         .settings
@@ -347,62 +306,83 @@ fn report(target: &Target, change: settings::Change, dry_run: bool) -> Result<Ex
     print(format!("{shown}: {}\n", change.summary).as_bytes())
 }
 
+/// `--help`: its own options and the gate's an install takes, from the tables.
+fn help_text() -> String {
+    let mut text = format!("{HELP}{}", defs::options(SCOPE, false));
+    let gate = |flag: &&defs::Flag| flag.in_scope(Scope::Hook);
+    for flag in defs::of(Scope::Install).filter(|f| !gate(f)) {
+        text.push_str(&defs::entry(&flag.usage(), flag.help.unwrap_or("")));
+    }
+    let shared: Vec<String> = defs::of(Scope::Install)
+        .filter(gate)
+        .map(|flag| flag.usage())
+        .collect();
+    // The gate's flags, as many to a line as fit, then what they are.
+    let mut line = String::from(" ");
+    for (i, usage) in shared.iter().enumerate() {
+        let item = match i + 1 == shared.len() {
+            true => usage.clone(),
+            false => format!("{usage},"),
+        };
+        if line.len() + 1 + item.len() > 96 {
+            text.push_str(&format!("{line}\n"));
+            line = String::from(" ");
+        }
+        line.push(' ');
+        line.push_str(&item);
+    }
+    text.push_str(&format!("{line}\n"));
+    text.push_str(&defs::entry(
+        "",
+        "the same flags of stop-gate, written into the Stop handler (see stop-gate --help; those an install is not given stay as the file has them); with --contract, SubagentStop runs stop-gate too (it checks each subagent's report)",
+    ));
+    text.push_str(&defs::entry("-h, --help", "this text"));
+    text
+}
+
+/// settings-merge's own flags (`settings-merge.flags`), taken by every command.
+const SCOPE: Scope = Scope::of(NAME, "any");
+
+/// Its own flags, then the gate's flags an install writes into the Stop handler
+/// (`stop-gate.flags`' install rows).
 fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options::default();
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("settings") => options.settings = Some(PathBuf::from(parser.value()?)),
-            Long("bin-dir") => options.bin_dir = Some(PathBuf::from(parser.value()?)),
-            Long("shared") => options.shared = true,
-            Long("run") => {
-                let run = string_value(&mut parser, "--run")?;
-                if run.trim().is_empty() {
-                    return Err(Error::usage("--run needs a command"));
-                }
+    let mut args = defs::Args::in_scopes(args, &[SCOPE, Scope::Install]);
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+            Given::Value(value) => return Err(defs::unexpected(value)),
+        };
+        match flag.name {
+            "--settings" => options.settings = Some(PathBuf::from(value)),
+            "--bin-dir" => options.bin_dir = Some(PathBuf::from(value)),
+            "--shared" => options.shared = true,
+            "--codex" => options.codex = true,
+            "--codex-config" => options.codex_config = Some(PathBuf::from(value)),
+            "--trust" => options.trust = true,
+            "--protect" => options.protect = true,
+            "--dry-run" => options.dry_run = true,
+            "--verbose" => options.verbose = true,
+            "--run" => {
+                let run = flag.command(&flag.text(value)?)?;
                 options.gate.set.push(("--run".into(), run));
             }
-            Long("require-marker") => {
-                let value = string_value(&mut parser, "--require-marker")?;
+            "--require-marker" => {
+                let value = flag.text(value)?;
                 RequiredMarker::parse(&value)?;
                 options.gate.markers.push(value);
             }
-            Long("no-require-marker") => {
-                let value = string_value(&mut parser, "--no-require-marker")?;
-                options.gate.unmark.push(value);
+            "--no-require-marker" => options.gate.unmark.push(flag.text(value)?),
+            "--no-run" => options.gate.no_run = true,
+            "--sync-notes" => options.sync_notes = Some(Some(flag.remote(&flag.text(value)?)?)),
+            "--no-sync-notes" => options.sync_notes = Some(None),
+            // The rest of stop-gate's flags an install writes into the Stop handler, checked
+            // there by stop-gate's own parser.
+            name if flag.in_scope(Scope::Hook) && flag.takes_value() => {
+                options.gate.set.push((name.to_string(), flag.text(value)?));
             }
-            Long("no-run") => options.gate.no_run = true,
-            Long("codex") => options.codex = true,
-            Long("codex-config") => options.codex_config = Some(PathBuf::from(parser.value()?)),
-            Long("trust") => options.trust = true,
-            Long("protect") => options.protect = true,
-            Long("sync-notes") => {
-                let remote = string_value(&mut parser, "--sync-notes")?;
-                if remote.is_empty() || remote.starts_with('-') {
-                    return Err(Error::usage(
-                        "--sync-notes needs a remote: a name (origin) or a URL",
-                    ));
-                }
-                options.sync_notes = Some(Some(remote));
-            }
-            Long("no-sync-notes") => options.sync_notes = Some(None),
-            Long("dry-run") => options.dry_run = true,
-            Long("verbose") => options.verbose = true,
-            // The rest of stop-gate's flags an install writes into the Stop handler, as the
-            // table defines them.
-            Long(flag)
-                if defs::find_long(Scope::Install, flag).is_some_and(|f| {
-                    f.in_scope(Scope::Hook)
-                        && f.takes_value()
-                        && !matches!(f.name, "--run" | "--require-marker")
-                }) =>
-            {
-                let name = format!("--{flag}");
-                let value = string_value(&mut parser, &name)?;
-                options.gate.set.push((name, value));
-            }
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
+            _ => return Err(flag.unread()),
         }
     }
     Ok(Some(options))

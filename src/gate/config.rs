@@ -152,6 +152,7 @@ impl GateConfig {
             let (flag, value) = match given {
                 Given::Help => return Ok(None),
                 Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+                Given::Value(value) => return Err(defs::unexpected(value)),
             };
             let text = || flag.text(value.clone());
             match flag.name {
@@ -188,8 +189,11 @@ impl GateConfig {
                 "--state-dir" => config.state_dir = Some(PathBuf::from(value)),
                 "--project-config" => config.project_config = true,
                 "--verify-key" => config.verify_key = Some(PathBuf::from(value)),
-                // Handled before anything else (see `crate::cli::flags::check_config`).
-                "--check-config" => {}
+                // Handled (and taken out) before the flags are parsed: a handler that carries
+                // it is refused, since it makes the gate exit 0 on every stop.
+                "--check-config" => {
+                    return Err(lexopt::Error::UnexpectedOption(flag.name.into()).into());
+                }
                 _ => return Err(flag.unread()),
             }
         }

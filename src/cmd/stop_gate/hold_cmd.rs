@@ -6,7 +6,8 @@ use std::path::Path;
 
 use lexopt::prelude::*;
 
-use crate::cli::flags::{print, string_value};
+use crate::cli::defs::{self, Given, Scope};
+use crate::cli::flags::print;
 use crate::cli::output::diagnostic;
 use crate::evidence::held::{self, Change, Taken};
 use crate::evidence::snapshot;
@@ -71,10 +72,20 @@ is run once more before it blocks. A run whose runners say 0 tests ran is no pas
 Exit 0 on success, 1 when diff finds a difference (or show finds no hold), 2 on an error.
 ";
 
+/// `stop-gate hold --help`, with the options of each action from the table.
+pub fn help() -> String {
+    let mut text = HELP.to_string();
+    text.push_str("Options:\n");
+    for flag in defs::of_binary(NAME).filter(|f| f.scope_words().any(|w| w.starts_with("hold-"))) {
+        text.push_str(&defs::entry(&flag.usage(), flag.help.unwrap_or("")));
+    }
+    text
+}
+
 pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let mut parser = lexopt::Parser::from_args(args);
     let action = match parser.next()? {
-        None | Some(Short('h') | Long("help")) => return print(HELP.as_bytes()),
+        None | Some(Short('h') | Long("help")) => return print(help().as_bytes()),
         Some(Value(action)) => action
             .into_string()
             .map_err(|_| Error::usage("a hold command is not valid UTF-8"))?,
@@ -96,48 +107,50 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let mut network = false;
     let mut timeout: u64 = 600;
     let mut paths: Vec<String> = Vec::new();
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Short('h') | Long("help") => return print(HELP.as_bytes()),
-            Long("at") if action == "add" => at = Some(string_value(&mut parser, "--at")?),
-            Long("env") if matches!(action.as_str(), "add" | "refresh") => env = true,
-            Long("copy") if action == "add" => copy = true,
-            Long("max-size") if action == "add" => {
-                max_size = crate::cli::flags::size(&string_value(&mut parser, "--max-size")?)?;
+    // The flags of this action, as the table gives them (`hold-add`, …).
+    let word = match action.as_str() {
+        "add" => "hold-add",
+        "refresh" => "hold-refresh",
+        "show" => "hold-show",
+        "diff" => "hold-diff",
+        "release" => "hold-release",
+        "baseline" => "hold-baseline",
+        _ => "hold",
+    };
+    let mut args = defs::Args::new(parser.raw_args()?.collect(), Scope::of(NAME, word));
+    loop {
+        let given = args.next().map_err(|e| {
+            Error::usage(format!(
+                "{e} with hold {}; see stop-gate hold --help",
+                defang::field_max(&action, 20)
+            ))
+        })?;
+        let (flag, value) = match given {
+            None => break,
+            Some(Given::Help) => return print(help().as_bytes()),
+            Some(Given::Value(value)) => {
+                paths.push(
+                    value
+                        .into_string()
+                        .map_err(|_| Error::usage("a path to hold is not valid UTF-8"))?,
+                );
+                continue;
             }
-            Long("json") if action == "show" => json = true,
-            Long("patch") if action == "diff" => patch = true,
-            Long("all") if action == "release" => all = true,
-            Long("baseline") if action == "add" => {
-                baseline = Some(string_value(&mut parser, "--baseline")?);
-            }
-            Long("check-network") if matches!(action.as_str(), "add" | "baseline") => {
-                network = true;
-            }
-            Long("timeout") if matches!(action.as_str(), "add" | "baseline") => {
-                let value = string_value(&mut parser, "--timeout")?;
-                timeout = value
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=86_400).contains(n))
-                    .ok_or_else(|| {
-                        Error::usage(format!(
-                            "--timeout takes seconds from 1 to 86400, not {value:?}"
-                        ))
-                    })?;
-            }
-            Value(value) => paths.push(
-                value
-                    .into_string()
-                    .map_err(|_| Error::usage("a path to hold is not valid UTF-8"))?,
-            ),
-            other => {
-                return Err(Error::usage(format!(
-                    "{} with hold {}; see stop-gate hold --help",
-                    other.unexpected(),
-                    defang::field_max(&action, 20)
-                )));
-            }
+            Some(Given::Flag(flag, value)) => (flag, value.unwrap_or_default()),
+        };
+        let text = || flag.text(value.clone());
+        match flag.name {
+            "--at" => at = Some(text()?),
+            "--env" => env = true,
+            "--copy" => copy = true,
+            "--max-size" => max_size = flag.size(&text()?)?,
+            "--json" => json = true,
+            "--patch" => patch = true,
+            "--all" => all = true,
+            "--baseline" => baseline = Some(text()?),
+            "--check-network" => network = true,
+            "--timeout" => timeout = flag.number(&text()?)?,
+            _ => return Err(flag.unread()),
         }
     }
     let project = Project::resolve(None, None);

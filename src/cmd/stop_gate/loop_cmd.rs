@@ -126,15 +126,20 @@ pub(super) fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<
     let mut state_dir = None;
     let mut json = false;
     let mut prompt = false;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("session") => session = Some(string_value(&mut parser, "--session")?),
-            Long("state-dir") => state_dir = Some(PathBuf::from(parser.value()?)),
-            Long("json") if status => json = true,
-            Long("prompt") if status => prompt = true,
-            Short('h') | Long("help") => return Ok(None),
-            _ => return Err(arg.unexpected().into()),
+    let scope = Scope::of(NAME, if status { "status" } else { "cancel" });
+    let mut args = defs::Args::new(args, scope);
+    while let Some(given) = args.next()? {
+        let (flag, value) = match given {
+            Given::Help => return Ok(None),
+            Given::Value(value) => return Err(defs::unexpected(value)),
+            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        };
+        match flag.name {
+            "--session" => session = Some(flag.text(value)?),
+            "--state-dir" => state_dir = Some(PathBuf::from(value)),
+            "--json" => json = true,
+            "--prompt" => prompt = true,
+            _ => return Err(flag.unread()),
         }
     }
     let project = Project::resolve(state_dir.as_deref(), None);
@@ -230,12 +235,13 @@ pub(super) fn project_status(project: &Project, json: bool) -> Result<Exit> {
 /// and who waits for them (SPEC §10: the status after a long absence).
 pub(super) fn loop_list(args: Vec<OsString>) -> Result<Exit> {
     let mut json = false;
-    let mut parser = lexopt::Parser::from_args(args);
-    while let Some(arg) = parser.next()? {
-        match arg {
-            Long("json") => json = true,
-            Short('h') | Long("help") => return help(&loop_help()),
-            _ => return Err(arg.unexpected().into()),
+    let mut args = defs::Args::new(args, Scope::of(NAME, "list"));
+    while let Some(given) = args.next()? {
+        match given {
+            Given::Help => return help(&loop_help()),
+            Given::Value(value) => return Err(defs::unexpected(value)),
+            Given::Flag(flag, _) if flag.name == "--json" => json = true,
+            Given::Flag(flag, _) => return Err(flag.unread()),
         }
     }
     let project = Project::resolve(None, None).for_reading();

@@ -9,12 +9,10 @@ mod wait_cmd;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use lexopt::prelude::*;
-
 use crate::cli::defs;
-use crate::cli::defs::Scope;
+use crate::cli::defs::{Given, Scope};
 use crate::cli::flags;
-use crate::cli::flags::{help, print, string_value};
+use crate::cli::flags::{help, print};
 use crate::cli::hook::{Hook, HookEvent, HookInput, Specific, Wire};
 use crate::cli::input::Source;
 use crate::cli::loop_args::{self, StartRequest, Word};

@@ -75,6 +75,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
         let (flag, value) = match given {
             Given::Help => return Ok(None),
             Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+            Given::Value(value) => return Err(defs::unexpected(value)),
         };
         let number = flag.number(&flag.text(value)?)?;
         match flag.name {

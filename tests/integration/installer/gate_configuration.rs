@@ -295,3 +295,28 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
         "{said}"
     );
 }
+
+/// A Stop handler that carries `--check-config` (which makes the gate exit 0 at every stop,
+/// reading nothing) is refused by a later install, never carried into the handlers it writes:
+/// the gate's own parser takes the flag only where `stop-gate` takes it out first.
+#[test]
+fn install_refuses_a_stop_handler_that_carries_check_config() {
+    let dir = Project::git();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let out = merge("install", &settings, false, &["--max-blocks", "3"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let text = text.replace(
+        "stop-gate --max-blocks",
+        "stop-gate --check-config --max-blocks",
+    );
+    std::fs::write(&settings, &text).unwrap();
+    let out = merge("install", &settings, false, &["--contract", "default"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("--check-config"), "{}", said(&out));
+    assert_eq!(
+        std::fs::read_to_string(&settings).unwrap(),
+        text,
+        "nothing was changed"
+    );
+}
