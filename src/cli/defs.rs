@@ -483,9 +483,10 @@ impl Args {
         }
     }
 
-    /// The next flag and its value; `Ok(None)` at the end.
+    /// The next flag and its value; `Ok(None)` at the end. Its errors are lexopt's (an
+    /// unknown flag, a missing value), for a parser that says them its own way.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> Result<Option<Given>> {
+    pub fn next(&mut self) -> std::result::Result<Option<Given>, lexopt::Error> {
         use lexopt::prelude::*;
         let Some(arg) = self.parser.next()? else {
             return Ok(None);
@@ -494,10 +495,10 @@ impl Args {
             Short('h') | Long("help") => return Ok(Some(Given::Help)),
             Long(name) => match self.scopes.iter().find_map(|s| find_long(*s, name)) {
                 Some(flag) => flag,
-                None => return Err(arg.unexpected().into()),
+                None => return Err(arg.unexpected()),
             },
             Value(value) => return Ok(Some(Given::Value(value))),
-            _ => return Err(arg.unexpected().into()),
+            _ => return Err(arg.unexpected()),
         };
         let value = match flag.takes_value() {
             true => Some(self.parser.value()?),

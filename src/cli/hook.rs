@@ -220,6 +220,23 @@ impl Hook {
         }
     }
 
+    /// Reads standard input, known not to be a terminal (a hook's caller checked), without
+    /// asking again: one system call fewer on the Stop's path.
+    pub fn read_stdin() -> Hook {
+        match crate::sys::files::read_capped(
+            std::io::stdin().lock(),
+            MAX_HOOK_INPUT,
+            "hook input",
+            "-".as_ref(),
+        ) {
+            Ok(bytes) => Hook::parse(&bytes),
+            Err(e) => Hook {
+                event: None,
+                input: Err(Error::Input(e.to_string())),
+            },
+        }
+    }
+
     /// Parses hook input once. Malformed (SPEC §2): empty, over 16 MiB, not UTF-8, not JSON,
     /// not an object, or a known field of the wrong type. Unknown fields are ignored.
     pub fn parse(bytes: &[u8]) -> Hook {

@@ -83,6 +83,7 @@ pub fn help() -> String {
 }
 
 pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
+    let dashes = args.first().is_some_and(|a| a == "--");
     let mut parser = lexopt::Parser::from_args(args);
     let action = match parser.next()? {
         None | Some(Short('h') | Long("help")) => return print(help().as_bytes()),
@@ -117,13 +118,19 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
         "baseline" => "hold-baseline",
         _ => "hold",
     };
-    let mut args = defs::Args::new(parser.raw_args()?.collect(), Scope::of(NAME, word));
+    // After `--`, as before the action, everything is a path.
+    let mut rest: Vec<OsString> = parser.raw_args()?.collect();
+    if dashes {
+        rest.insert(0, "--".into());
+    }
+    let mut args = defs::Args::new(rest, Scope::of(NAME, word));
     loop {
-        let given = args.next().map_err(|e| {
-            Error::usage(format!(
+        let given = args.next().map_err(|e| match e {
+            lexopt::Error::UnexpectedOption(_) => Error::usage(format!(
                 "{e} with hold {}; see stop-gate hold --help",
                 defang::field_max(&action, 20)
-            ))
+            )),
+            other => other.into(),
         })?;
         let (flag, value) = match given {
             None => break,

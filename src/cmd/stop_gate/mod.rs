@@ -14,7 +14,6 @@ use crate::cli::defs::{Given, Scope};
 use crate::cli::flags;
 use crate::cli::flags::{help, print};
 use crate::cli::hook::{Hook, HookEvent, HookInput, Specific, Wire};
-use crate::cli::input::Source;
 use crate::cli::loop_args::{self, StartRequest, Word};
 use crate::cli::output::{diagnostic, stdout};
 use crate::exit::Code as ExitCode;
@@ -245,7 +244,7 @@ pub fn main() -> ExitCode {
         .map_or(gate::DEFAULT_DEADLINE, |c| c.deadline);
     let watchdog = gate::Watchdog::start(deadline);
     // Read once; stdin is known not to be a terminal (checked above).
-    let Hook { event, input } = Hook::read(&Source::Stdin);
+    let Hook { event, input } = Hook::read_stdin();
     // Each event to the layer that owns its decision; every other (Stop, SubagentStop, or an
     // event this hook was not wired for) is decided as a Stop, which input it cannot read
     // denies.
@@ -345,7 +344,7 @@ fn disabled(config: Result<Option<GateConfig>>) -> ExitCode {
     if files::stdin_is_terminal() {
         return ExitCode::SUCCESS;
     }
-    let Hook { event, input } = Hook::read(&Source::Stdin);
+    let Hook { event, input } = Hook::read_stdin();
     let input = input.ok();
     let mut message = "vigil is disabled by VIGIL_DISABLE".to_string();
     match input.as_ref().and(event) {
