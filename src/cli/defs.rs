@@ -523,6 +523,27 @@ pub enum Given {
     Value(OsString),
 }
 
+impl Given {
+    /// For a command that takes flags alone: the flag and its value (empty for one that takes
+    /// none); `None` for `--help`; an error for any other argument.
+    pub fn flag_only(self) -> Result<Option<(&'static Flag, OsString)>> {
+        match self {
+            Given::Help => Ok(None),
+            Given::Flag(flag, value) => Ok(Some((flag, value.unwrap_or_default()))),
+            Given::Value(value) => Err(unexpected(value)),
+        }
+    }
+}
+
+/// A command's `--help`: its head, its options from the table, `-h, --help`, then its tail.
+pub fn help_with_options(head: &str, scope: Scope, tail: &str) -> String {
+    format!(
+        "{head}{}{}{tail}",
+        options(scope, false),
+        entry("-h, --help", "this text")
+    )
+}
+
 /// An argument no command of this kind takes, as lexopt says it.
 pub fn unexpected(value: OsString) -> Error {
     lexopt::Error::UnexpectedArgument(value).into()

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::defs::{self, Given, Scope};
+use crate::cli::defs::{self, Scope};
 use crate::cli::flags;
 use crate::cli::flags::help;
 use crate::cli::hook::HookEvent;
@@ -54,15 +54,6 @@ Options:
 
 const HELP_TAIL: &str = "VIGIL_DISABLE=1 makes it do nothing.\n";
 
-/// `--help`: the options from the table.
-fn help_text() -> String {
-    format!(
-        "{HELP}{}{}{HELP_TAIL}",
-        defs::options(SCOPE, false),
-        defs::entry("-h, --help", "this text")
-    )
-}
-
 struct Options {
     checkpoint: bool,
     progress_file: Option<PathBuf>,
@@ -99,7 +90,7 @@ pub fn main() -> ExitCode {
 
 fn run(deadline: Deadline) -> Result<ExitCode> {
     let Some(options) = parse(std::env::args_os().skip(1).collect())? else {
-        help(&help_text())?;
+        help(&defs::help_with_options(HELP, SCOPE, HELP_TAIL))?;
         return Ok(ExitCode::SUCCESS);
     };
     let input = HookInput::read(&Source::Stdin)?;
@@ -178,10 +169,8 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     };
     let mut args = defs::Args::new(args, SCOPE);
     while let Some(given) = args.next()? {
-        let (flag, value) = match given {
-            Given::Help => return Ok(None),
-            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
-            Given::Value(value) => return Err(defs::unexpected(value)),
+        let Some((flag, value)) = given.flag_only()? else {
+            return Ok(None);
         };
         match flag.name {
             "--checkpoint" => options.checkpoint = true,

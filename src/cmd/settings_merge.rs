@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::cli::defs;
-use crate::cli::defs::{Given, Scope};
+use crate::cli::defs::Scope;
 use crate::cli::flags;
 use crate::cli::flags::{help, print};
 use crate::cli::output::diagnostic;
@@ -349,10 +349,8 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let mut options = Options::default();
     let mut args = defs::Args::in_scopes(args, &[SCOPE, Scope::Install]);
     while let Some(given) = args.next()? {
-        let (flag, value) = match given {
-            Given::Help => return Ok(None),
-            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
-            Given::Value(value) => return Err(defs::unexpected(value)),
+        let Some((flag, value)) = given.flag_only()? else {
+            return Ok(None);
         };
         match flag.name {
             "--settings" => options.settings = Some(PathBuf::from(value)),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cli::defs;
-use crate::cli::defs::{Given, Scope};
+use crate::cli::defs::Scope;
 use crate::error::{Error, Result};
 use crate::evidence::payload;
 use crate::evidence::payload::CheckName;
@@ -149,10 +149,8 @@ impl GateConfig {
         // checked by the rule the table gives it.
         let mut args = defs::Args::new(args, Scope::Hook);
         while let Some(given) = args.next()? {
-            let (flag, value) = match given {
-                Given::Help => return Ok(None),
-                Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
-                Given::Value(value) => return Err(defs::unexpected(value)),
+            let Some((flag, value)) = given.flag_only()? else {
+                return Ok(None);
             };
             let text = || flag.text(value.clone());
             match flag.name {

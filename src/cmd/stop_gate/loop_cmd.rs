@@ -129,10 +129,8 @@ pub(super) fn session_flags(args: Vec<OsString>, status: bool) -> Result<Option<
     let scope = Scope::of(NAME, if status { "status" } else { "cancel" });
     let mut args = defs::Args::new(args, scope);
     while let Some(given) = args.next()? {
-        let (flag, value) = match given {
-            Given::Help => return Ok(None),
-            Given::Value(value) => return Err(defs::unexpected(value)),
-            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
+        let Some((flag, value)) = given.flag_only()? else {
+            return Ok(None);
         };
         match flag.name {
             "--session" => session = Some(flag.text(value)?),

@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use crate::cli::defs::{self, Given, Scope};
+use crate::cli::defs::{self, Scope};
 use crate::cli::hook::{HookInput, MAX_HOOK_INPUT};
 use crate::cli::output::diagnostic;
 use crate::exit::Code as ExitCode;
@@ -72,10 +72,8 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
     let args = args.into_iter().filter(|a| a != "--check-config").collect();
     let mut args = defs::Args::new(args, Scope::Wait);
     while let Some(given) = args.next()? {
-        let (flag, value) = match given {
-            Given::Help => return Ok(None),
-            Given::Flag(flag, value) => (flag, value.unwrap_or_default()),
-            Given::Value(value) => return Err(defs::unexpected(value)),
+        let Some((flag, value)) = given.flag_only()? else {
+            return Ok(None);
         };
         let number = flag.number(&flag.text(value)?)?;
         match flag.name {
