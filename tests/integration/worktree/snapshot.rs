@@ -157,11 +157,27 @@ fn a_snapshot_copy_keeps_modes_and_links_and_leaves_nothing_behind() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "tool\n");
-    // The marker is for the worktree as it is, and the copy is gone.
+    // The marker is for the worktree as it is, and the copy is gone: this project's (the
+    // state home is the test process's, where other tests' snapshot runs come and go).
     assert!(verify(dir.path()).status.success());
-    let snapshots: Vec<PathBuf> = walk_files(state_home())
+    let name = dir
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let own = format!("/projects/{name}-");
+    let files = walk_files(state_home());
+    assert!(
+        files.iter().any(|p| p.to_string_lossy().contains(&own)),
+        "this project's state (its marker) is under {own}"
+    );
+    let snapshots: Vec<PathBuf> = files
         .into_iter()
-        .filter(|p| p.to_string_lossy().contains("/snapshots/run-"))
+        .filter(|p| {
+            let p = p.to_string_lossy();
+            p.contains(&own) && p.contains("/snapshots/run-")
+        })
         .collect();
     assert!(snapshots.is_empty(), "{snapshots:?}");
 }
