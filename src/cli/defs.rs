@@ -73,9 +73,6 @@ pub static TABLES: [Table; 6] = [
     ),
 ];
 
-/// stop-gate's table, as `install.sh` reads it.
-pub const TABLE: &str = include_str!("stop-gate.flags");
-
 /// Where a flag is taken: a command of one binary (`stop-gate`'s `hook`, `marker-writer`'s
 /// `run`), as its table's `scopes` column names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,10 +105,6 @@ impl Scope {
             .iter()
             .find(|table| table.binary == self.binary)
             .unwrap_or(&TABLES[0])
-    }
-
-    fn word(self) -> &'static str {
-        self.word
     }
 }
 
@@ -263,7 +256,7 @@ pub struct Flag {
 impl Flag {
     /// Whether `scope` takes it (of the flags of `scope`'s binary).
     pub fn in_scope(&self, scope: Scope) -> bool {
-        self.scopes.split(',').any(|word| word == scope.word())
+        self.scopes.split(',').any(|word| word == scope.word)
     }
 
     /// The commands that take it, as its row names them.
@@ -426,23 +419,6 @@ impl Flag {
         Ok(text.to_string())
     }
 
-    /// Whether the value meets the flag's rule, whatever the rule (a flag passed on as text,
-    /// as settings-merge passes the gate's flags into the Stop handler). A check name, a
-    /// contract and a path are the reader's to check.
-    pub fn check(&self, text: &str) -> Result<()> {
-        match &self.rule {
-            Rule::Int(..) | Rule::Stall(..) => self.number(text).map(drop),
-            Rule::Duration { .. } => self.duration(text).map(drop),
-            Rule::Tokens => self.tokens(text).map(drop),
-            Rule::Size => self.size(text).map(drop),
-            Rule::Choice(_) => self.choice(text).map(drop),
-            Rule::Command => self.command(text).map(drop),
-            Rule::Remote => self.remote(text).map(drop),
-            Rule::Absolute => self.absolute(text.into()).map(drop),
-            Rule::None | Rule::Marker | Rule::Contract | Rule::Text | Rule::Path => Ok(()),
-        }
-    }
-
     /// The value as text: UTF-8, which a path need not be.
     pub fn text(&self, value: OsString) -> Result<String> {
         value
@@ -457,8 +433,7 @@ pub fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
     find(scope, name).ok_or_else(|| {
         Error::usage(format!(
             "{name} is not in {}'s flag table for {} (a bug: please report it)",
-            scope.binary,
-            scope.word()
+            scope.binary, scope.word
         ))
     })
 }

@@ -209,17 +209,6 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// Reads and parses hook input from a source, refusing more than 16 MiB.
-    pub fn read(source: &Source) -> Hook {
-        match source.read_capped(MAX_HOOK_INPUT, "hook input") {
-            Ok(bytes) => Hook::parse(&bytes),
-            Err(e) => Hook {
-                event: None,
-                input: Err(Error::Input(e.to_string())),
-            },
-        }
-    }
-
     /// Reads standard input, known not to be a terminal (a hook's caller checked), without
     /// asking again: one system call fewer on the Stop's path.
     pub fn read_stdin() -> Hook {

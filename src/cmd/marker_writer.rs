@@ -150,9 +150,8 @@ struct Options {
 /// marker-writer's commands.
 /// `--help`: the options of every command, from the table.
 fn help_text() -> String {
-    let table = Scope::of(NAME, "run").table();
     let mut text = HELP.to_string();
-    for flag in table.all() {
+    for flag in defs::of_binary(NAME) {
         text.push_str(&defs::entry(&flag.usage(), flag.help.unwrap_or("")));
     }
     text.push_str(&defs::entry("-h, --help", "this text"));

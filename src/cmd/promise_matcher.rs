@@ -87,12 +87,9 @@ Nothing else changes, and running it twice changes nothing more.
 Options:
 ";
 
-/// A help text: its head, the options of `scope` from the table, and its tail.
-fn with_options(head: &str, scope: &'static str, tail: &str) -> String {
-    format!(
-        "{head}{}{tail}",
-        defs::options(Scope::of(NAME, scope), false)
-    )
+/// A subcommand's help: its head, then its options from the table.
+fn help_of(head: &str, scope: &'static str) -> String {
+    format!("{head}{}", defs::options(Scope::of(NAME, scope), false))
 }
 
 /// The binary's work, from its command line to its exit code.
@@ -138,8 +135,8 @@ fn judge_command(args: Vec<OsString>) -> Result<Exit> {
     while let Some(given) = args.next()? {
         let (flag, value) = match given {
             Given::Help => {
-                let tail = format!("{}{HELP_TAIL}", defs::entry("-h, --help", "this text"));
-                return help(&with_options(HELP, "judge", &tail));
+                let scope = Scope::of(NAME, "judge");
+                return help(&defs::help_with_options(HELP, scope, HELP_TAIL));
             }
             Given::Value(value) => {
                 set_file(&mut file, value)?;
@@ -184,7 +181,7 @@ fn token_command(args: Vec<OsString>) -> Result<Exit> {
     let mut prefix = Prefix::default();
     while let Some(given) = args.next()? {
         let (flag, value) = match given {
-            Given::Help => return help(&with_options(HELP_TOKEN, "token", "")),
+            Given::Help => return help(&help_of(HELP_TOKEN, "token")),
             Given::Value(value) if action.is_none() => {
                 action = Some(
                     value
@@ -239,7 +236,7 @@ fn scan_command(args: Vec<OsString>) -> Result<Exit> {
     let mut file = None;
     while let Some(given) = args.next()? {
         let (flag, value) = match given {
-            Given::Help => return help(&with_options(HELP_SCAN, "scan", "")),
+            Given::Help => return help(&help_of(HELP_SCAN, "scan")),
             Given::Value(value) => {
                 set_file(&mut file, value)?;
                 continue;
@@ -275,7 +272,7 @@ fn defang_command(args: Vec<OsString>) -> Result<Exit> {
     let mut file = None;
     while let Some(given) = args.next()? {
         let (flag, value) = match given {
-            Given::Help => return help(&with_options(HELP_DEFANG, "defang", "")),
+            Given::Help => return help(&help_of(HELP_DEFANG, "defang")),
             Given::Value(value) => {
                 set_file(&mut file, value)?;
                 continue;
