@@ -11,6 +11,7 @@
 //! - §9 (tamper resistance): `protected/`, `planted.rs`, and the §9 files of the folders above
 //! - §10 (wakes): `wakes.rs`
 //! - P6 (nothing is lost): `faults.rs`
+//! - the spec's citations, and its copy in the repository: `spec.rs`
 //! - the test command itself: `test_command.rs`
 
 mod by_stat;
@@ -30,6 +31,7 @@ mod properties;
 mod protected;
 mod release;
 mod signing;
+mod spec;
 mod stop_gate;
 #[path = "../support/mod.rs"]
 mod support;
