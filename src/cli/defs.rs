@@ -3,8 +3,9 @@
 //! binary's commands: stop-gate's hook, `loop start`, `loop run`, `wait`, the installer;
 //! marker-writer's `run`, `verify`, …), an example, and its help. The parsers read a command
 //! line against it (`Args`) and check each value by its rule, each `--help` prints its options
-//! from it, GUIDE.md's flag reference is made from it, and `install.sh` reads stop-gate's to
-//! check a value before it builds anything, so none of them can know a flag the others do not.
+//! from it, the flag reference (docs/flags.md) is made from it, and `install.sh` reads
+//! stop-gate's to check a value before it builds anything, so none of them can know a flag the
+//! others do not.
 //! A flag may have a row per command where its meaning differs (marker-writer's `--timeout`).
 
 use std::ffi::OsString;
@@ -175,7 +176,7 @@ impl Rule {
 }
 
 impl Rule {
-    /// What a value must be, as GUIDE's flag reference says it.
+    /// What a value must be, as the flag reference (docs/flags.md) says it.
     pub fn describe(&self) -> String {
         match self {
             Rule::None => "no value".into(),
@@ -205,8 +206,8 @@ impl Rule {
     }
 }
 
-/// GUIDE.md's flag reference for one binary: every flag of its table, where it is taken, what
-/// it takes and what it does, as a Markdown table (a test keeps GUIDE's copy the same).
+/// The flag reference for one binary: every flag of its table, where it is taken, what it takes
+/// and what it does, as a Markdown table (a test keeps docs/flags.md's copy the same).
 pub fn reference(table: &Table) -> String {
     let cell = |text: &str| {
         text.replace('|', "\\|")

@@ -281,10 +281,10 @@ fn install_sh_refuses_a_flag_without_its_value_or_with_one_it_does_not_take() {
     }
 }
 
-/// GUIDE.md's flag references are the tables': they cannot drift from what the parsers take.
+/// docs/flags.md's flag references are the tables': they cannot drift from what the parsers take.
 #[test]
 fn guides_flag_reference_is_made_from_the_tables() {
-    let path = repo_path("GUIDE.md");
+    let path = repo_path("docs/flags.md");
     let mut guide = std::fs::read_to_string(&path).unwrap();
     let before = guide.clone();
     for table in &defs::TABLES {
@@ -293,7 +293,7 @@ fn guides_flag_reference_is_made_from_the_tables() {
         let end = format!("<!-- end of the flag reference of {binary} -->");
         let (head, rest) = guide
             .split_once(&begin)
-            .unwrap_or_else(|| panic!("GUIDE.md has the flag reference of {binary}"));
+            .unwrap_or_else(|| panic!("docs/flags.md has the flag reference of {binary}"));
         let (_, tail) = rest.split_once(&end).expect("and its end");
         guide = format!("{head}{begin}{}{end}{tail}", defs::reference(table));
     }
@@ -303,7 +303,7 @@ fn guides_flag_reference_is_made_from_the_tables() {
     }
     assert!(
         guide == before,
-        "GUIDE.md's flag reference is not the tables'; `VIGIL_BLESS=1 cargo test --test integration flags` rewrites it"
+        "docs/flags.md's flag reference is not the tables'; `VIGIL_BLESS=1 cargo test --test integration flags` rewrites it"
     );
 }
 

@@ -57,8 +57,14 @@ fn help_of(binary: &str, subcommands: &[&[&str]]) -> String {
 /// The `--flags` written after `name` on each line of the docs that runs it, outside quotes (a
 /// quoted `--run 'cargo test --locked'` holds the check's flags, not the binary's).
 fn readme_flags(name: &str) -> Vec<String> {
+    let guide = std::fs::read_dir(repo_path("docs")).unwrap();
     let readme = ["README.md", "GUIDE.md", "DEVELOPMENT.md"]
-        .map(|doc| std::fs::read_to_string(repo_path(doc)).unwrap())
+        .map(repo_path)
+        .into_iter()
+        .chain(guide.map(|doc| doc.unwrap().path()))
+        .filter(|doc| doc.extension().is_some_and(|ext| ext == "md"))
+        .map(|doc| std::fs::read_to_string(doc).unwrap())
+        .collect::<Vec<_>>()
         .join("\n");
     let mut flags = Vec::new();
     for line in readme.lines() {

@@ -328,7 +328,7 @@ proptest! {
         let views = terminal::scan(out.as_bytes(), &marker, cols, true);
         prop_assert!(!views.text && !views.flattened, "{:?} found in {:?}", views.names(), out);
         // Text that moves the cursor can paint any marker on a screen from harmless pieces, so
-        // the screen view is promised only for text that is laid out as written (GUIDE.md).
+        // the screen view is promised only for text laid out as written (docs/promise-matcher.md).
         if !moves_cursor(text.as_bytes()) {
             prop_assert!(!views.screen, "screen found it in {:?}", out);
         }
