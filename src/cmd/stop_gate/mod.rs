@@ -4,6 +4,7 @@
 mod config_cmd;
 mod hold_cmd;
 mod loop_cmd;
+mod loop_run;
 mod wait_cmd;
 
 use std::ffi::OsString;
