@@ -85,17 +85,8 @@ pub fn help() -> String {
 pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let dashes = args.first().is_some_and(|a| a == "--");
     let mut parser = lexopt::Parser::from_args(args);
-    let action = match parser.next()? {
-        None | Some(Short('h') | Long("help")) => return print(help().as_bytes()),
-        Some(Value(action)) => action
-            .into_string()
-            .map_err(|_| Error::usage("a hold command is not valid UTF-8"))?,
-        Some(other) => {
-            return Err(Error::usage(format!(
-                "{}: say what to do first (add, show, diff, refresh, release, cat, baseline, must-pass, flaky); see stop-gate hold --help",
-                other.unexpected()
-            )));
-        }
+    let Some(action) = action_of(&mut parser)? else {
+        return print(help().as_bytes());
     };
     let mut at: Option<String> = None;
     let mut env = false;
@@ -108,22 +99,12 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let mut network = false;
     let mut timeout: u64 = 600;
     let mut paths: Vec<String> = Vec::new();
-    // The flags of this action, as the table gives them (`hold-add`, …).
-    let word = match action.as_str() {
-        "add" => "hold-add",
-        "refresh" => "hold-refresh",
-        "show" => "hold-show",
-        "diff" => "hold-diff",
-        "release" => "hold-release",
-        "baseline" => "hold-baseline",
-        _ => "hold",
-    };
     // After `--`, as before the action, everything is a path.
     let mut rest: Vec<OsString> = parser.raw_args()?.collect();
     if dashes {
         rest.insert(0, "--".into());
     }
-    let mut args = defs::Args::new(rest, Scope::of(NAME, word));
+    let mut args = defs::Args::new(rest, Scope::of(NAME, scope_word(&action)));
     loop {
         let given = args.next().map_err(|e| match e {
             lexopt::Error::UnexpectedOption(_) => Error::usage(format!(
@@ -207,6 +188,37 @@ pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
             "hold {} is not add, show, diff, refresh, release, cat, baseline, must-pass or flaky; see stop-gate hold --help",
             defang::field_max(other, 40)
         ))),
+    }
+}
+
+/// The action, the first argument; `None` for --help (or nothing).
+fn action_of(parser: &mut lexopt::Parser) -> Result<Option<String>> {
+    Ok(match parser.next()? {
+        None | Some(Short('h') | Long("help")) => None,
+        Some(Value(action)) => Some(
+            action
+                .into_string()
+                .map_err(|_| Error::usage("a hold command is not valid UTF-8"))?,
+        ),
+        Some(other) => {
+            return Err(Error::usage(format!(
+                "{}: say what to do first (add, show, diff, refresh, release, cat, baseline, must-pass, flaky); see stop-gate hold --help",
+                other.unexpected()
+            )));
+        }
+    })
+}
+
+/// The flags of an action, as the table gives them (`hold-add`, …).
+fn scope_word(action: &str) -> &'static str {
+    match action {
+        "add" => "hold-add",
+        "refresh" => "hold-refresh",
+        "show" => "hold-show",
+        "diff" => "hold-diff",
+        "release" => "hold-release",
+        "baseline" => "hold-baseline",
+        _ => "hold",
     }
 }
 

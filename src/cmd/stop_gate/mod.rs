@@ -4,6 +4,7 @@
 mod config_cmd;
 mod hold_cmd;
 mod loop_cmd;
+mod loop_run;
 mod wait_cmd;
 
 use std::ffi::OsString;
@@ -184,35 +185,8 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    if args.first().is_some_and(|a| a == "config") {
-        return match config_cmd::config_command(args[1..].to_vec()) {
-            Ok(exit) => exit.into(),
-            Err(err) => {
-                diagnostic(NAME, &err.to_string());
-                err.exit().into()
-            }
-        };
-    }
-    if args.first().is_some_and(|a| a == "hold") {
-        return match hold_cmd::hold_command(args[1..].to_vec()) {
-            Ok(exit) => exit.into(),
-            Err(err) => {
-                diagnostic(NAME, &err.to_string());
-                err.exit().into()
-            }
-        };
-    }
-    if args.first().is_some_and(|a| a == "wait") {
-        return wait_cmd::main(args[1..].to_vec());
-    }
-    if args.first().is_some_and(|a| a == "loop") {
-        return match loop_cmd::loop_command(args[1..].to_vec()) {
-            Ok(exit) => exit.into(),
-            Err(err) => {
-                diagnostic(NAME, &err.to_string());
-                err.exit().into()
-            }
-        };
+    if let Some(code) = subcommand(&args) {
+        return code;
     }
     let check = || {
         let flags = args.iter().filter(|a| *a != "--check-config").cloned();
@@ -303,6 +277,35 @@ pub fn main() -> ExitCode {
     }
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
+}
+
+/// `config`, `hold`, `wait` and `loop`, each to its module, with its exit code; `None` when
+/// the arguments name none of them (the hook).
+fn subcommand(args: &[OsString]) -> Option<ExitCode> {
+    let first = args.first()?;
+    let rest = || args[1..].to_vec();
+    Some(if first == "config" {
+        told(config_cmd::config_command(rest()))
+    } else if first == "hold" {
+        told(hold_cmd::hold_command(rest()))
+    } else if first == "wait" {
+        wait_cmd::main(rest())
+    } else if first == "loop" {
+        told(loop_cmd::loop_command(rest()))
+    } else {
+        return None;
+    })
+}
+
+/// A command's exit code; an error is said on stderr, in one line.
+fn told(done: Result<Exit>) -> ExitCode {
+    match done {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            diagnostic(NAME, &err.to_string());
+            err.exit().into()
+        }
+    }
 }
 
 /// The Stop (or SubagentStop) hook's answer: the gate's decision as the engine reads it.
