@@ -47,78 +47,11 @@ fn decide_checked(
     if std::env::var_os("VIGIL_TEST_PANIC").is_some() {
         panic!("VIGIL_TEST_PANIC is set");
     }
-    let deadline = Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
-    let state_dir = config.as_ref().ok().and_then(|c| c.state_dir.clone());
-    let cwd = input.as_ref().ok().and_then(|i| i.cwd.clone());
-    let project = Project::resolve(state_dir.as_deref(), cwd.as_deref());
-    let max_blocks = config
-        .as_ref()
-        .map_or(budget::DEFAULT_MAX_BLOCKS, |c| c.max_blocks);
-    let stop_hook_active = input
-        .as_ref()
-        .ok()
-        .and_then(|i| i.stop_hook_active)
-        .unwrap_or(false);
-    let subagent = input.as_ref().ok().and_then(HookInput::event) == Some(HookEvent::SubagentStop);
-    // A subagent's blocks are counted by its agent_id; an id that could not be vigil's (too
-    // long, or odd characters) shares the session's subagent budget.
-    let agent = input
-        .as_ref()
-        .ok()
-        .and_then(|i| i.agent_id.as_deref())
-        .and_then(|id| SessionId::parse(id).ok())
-        .map(|id| id.to_string());
-    let scope = if subagent {
-        Scope::Subagent(agent)
-    } else {
-        Scope::Main
-    };
-    let raw_session = input.as_ref().ok().and_then(|i| i.session_id.clone());
-    let session = raw_session.as_deref().map(SessionId::parse);
-    let gate = Gate {
-        project,
-        max_blocks,
-        stop_hook_active,
-        scope,
-        deadline,
-        heard,
-    };
-
-    let input = match input {
-        Ok(input) => input,
-        Err(e) => {
-            return gate.deny(
-                &SessionId::unknown(),
-                &format!("stop-gate: {e}; the Stop hook got input it cannot read"),
-            );
-        }
-    };
-    let config = match config {
-        Ok(config) => config,
-        Err(e) => {
-            let session = session
-                .and_then(Result::ok)
-                .unwrap_or_else(SessionId::unknown);
-            // The hook's own flags are wrong, or (an input error) the project's, which say
-            // how to set them again.
-            let line = match e {
-                Error::Input(_) | Error::Io(_) => format!("stop-gate: config error: {e}"),
-                Error::Usage(_) => format!(
-                    "stop-gate: config error: {e}; fix the stop-gate command in the hook settings"
-                ),
-            };
-            return gate.deny(&session, &line);
-        }
-    };
-    let session = match session {
-        Some(Ok(session)) => session,
-        Some(Err(e)) => return gate.deny(&SessionId::unknown(), &format!("stop-gate: {e}")),
-        None => {
-            return gate.deny(
-                &SessionId::unknown(),
-                "stop-gate: the hook input has no session_id; a Stop hook needs one",
-            );
-        }
+    let gate = Gate::new(&config, &input, heard);
+    let subagent = matches!(gate.scope, Scope::Subagent(_));
+    let (config, input, session) = match gate.readable(config, input) {
+        Ok(read) => read,
+        Err(output) => return output,
     };
     if subagent && !config.subagents && config.contract.is_none() {
         return StopOutput::Allow(None);
@@ -135,15 +68,8 @@ fn decide_checked(
     let recorded = !matches!(peeked, None | Some(Ok(None)));
     // Settings changes the ConfigChange hook blocked since the last Stop: told now (the
     // person may not have seen the hook's own message: under `claude -p` nothing shows it).
-    if let Some(Ok(Some(record))) = &peeked
-        && record.blocked_changes.iter().any(|change| !change.told)
-        && let Ok(untold) = session::tell_blocked_changes(&gate.project, &session)
-    {
-        for reason in untold {
-            gate.tell(format!(
-                "vigil blocked a settings change during this session: {reason}"
-            ));
-        }
+    if let Some(Ok(Some(record))) = &peeked {
+        gate.tell_blocked_changes(record, &session);
     }
     // The subagent's report is an API: its shape first; the checks run there too only with
     // --subagents (a research subagent need not pass the project's test suite).
@@ -162,18 +88,10 @@ fn decide_checked(
     // the gate's block since the loop last moved (Claude Code's cap) is recorded and told,
     // when no prompt's hook did (issue 29). Continuations never read the transcript for it.
     if !subagent
-        && !stop_hook_active
+        && !gate.stop_hook_active
         && let Some(Ok(Some(record))) = &peeked
-        && let Some(state) = &record.ralph
-        && let Some(transcript) = input.transcript_path.as_deref()
     {
-        match loops::engine_cut_of(&gate.project, &session, state, transcript) {
-            Ok(Some(told)) => gate.tell(told),
-            Ok(None) => {}
-            Err(e) => gate.tell(format!(
-                "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
-            )),
-        }
+        gate.tell_engine_cut(record, &session, &input);
     }
     // The loop belongs to the main agent: a subagent's stop never counts as a pass.
     if !subagent
@@ -214,7 +132,136 @@ struct Gate<'h> {
     heard: &'h std::cell::RefCell<Heard>,
 }
 
+impl<'h> Gate<'h> {
+    /// The gate for this Stop, from whatever of its flags and input could be read.
+    fn new(
+        config: &Result<GateConfig, Error>,
+        input: &Result<HookInput, Error>,
+        heard: &'h std::cell::RefCell<Heard>,
+    ) -> Gate<'h> {
+        let deadline = Deadline::after(config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline));
+        let state_dir = config.as_ref().ok().and_then(|c| c.state_dir.clone());
+        let cwd = input.as_ref().ok().and_then(|i| i.cwd.clone());
+        let project = Project::resolve(state_dir.as_deref(), cwd.as_deref());
+        let max_blocks = config
+            .as_ref()
+            .map_or(budget::DEFAULT_MAX_BLOCKS, |c| c.max_blocks);
+        let stop_hook_active = input
+            .as_ref()
+            .ok()
+            .and_then(|i| i.stop_hook_active)
+            .unwrap_or(false);
+        let subagent =
+            input.as_ref().ok().and_then(HookInput::event) == Some(HookEvent::SubagentStop);
+        // A subagent's blocks are counted by its agent_id; an id that could not be vigil's (too
+        // long, or odd characters) shares the session's subagent budget.
+        let agent = input
+            .as_ref()
+            .ok()
+            .and_then(|i| i.agent_id.as_deref())
+            .and_then(|id| SessionId::parse(id).ok())
+            .map(|id| id.to_string());
+        let scope = if subagent {
+            Scope::Subagent(agent)
+        } else {
+            Scope::Main
+        };
+        Gate {
+            project,
+            max_blocks,
+            stop_hook_active,
+            scope,
+            deadline,
+            heard,
+        }
+    }
+}
+
 impl Gate<'_> {
+    /// The Stop's input, flags and session, or the denial of the first of them that cannot be
+    /// read (a session is named in a config error when it can be).
+    fn readable(
+        &self,
+        config: Result<GateConfig, Error>,
+        input: Result<HookInput, Error>,
+    ) -> Result<(GateConfig, HookInput, SessionId), StopOutput> {
+        let raw_session = input.as_ref().ok().and_then(|i| i.session_id.clone());
+        let session = raw_session.as_deref().map(SessionId::parse);
+        let input = match input {
+            Ok(input) => input,
+            Err(e) => {
+                return Err(self.deny(
+                    &SessionId::unknown(),
+                    &format!("stop-gate: {e}; the Stop hook got input it cannot read"),
+                ));
+            }
+        };
+        let config = match config {
+            Ok(config) => config,
+            Err(e) => {
+                let session = session
+                    .and_then(Result::ok)
+                    .unwrap_or_else(SessionId::unknown);
+                // The hook's own flags are wrong, or (an input error) the project's, which say
+                // how to set them again.
+                let line = match e {
+                    Error::Input(_) | Error::Io(_) => format!("stop-gate: config error: {e}"),
+                    Error::Usage(_) => format!(
+                        "stop-gate: config error: {e}; fix the stop-gate command in the hook settings"
+                    ),
+                };
+                return Err(self.deny(&session, &line));
+            }
+        };
+        let session = match session {
+            Some(Ok(session)) => session,
+            Some(Err(e)) => {
+                return Err(self.deny(&SessionId::unknown(), &format!("stop-gate: {e}")));
+            }
+            None => {
+                return Err(self.deny(
+                    &SessionId::unknown(),
+                    "stop-gate: the hook input has no session_id; a Stop hook needs one",
+                ));
+            }
+        };
+        Ok((config, input, session))
+    }
+
+    /// Tells the settings changes the ConfigChange hook blocked and the person was not told of.
+    fn tell_blocked_changes(&self, record: &session::SessionRecord, session: &SessionId) {
+        if record.blocked_changes.iter().any(|change| !change.told)
+            && let Ok(untold) = session::tell_blocked_changes(&self.project, session)
+        {
+            for reason in untold {
+                self.tell(format!(
+                    "vigil blocked a settings change during this session: {reason}"
+                ));
+            }
+        }
+    }
+
+    /// Records and tells a turn of the session's loop that the engine ended over the gate's
+    /// block, if there was one (read from the Stop's transcript).
+    fn tell_engine_cut(
+        &self,
+        record: &session::SessionRecord,
+        session: &SessionId,
+        input: &HookInput,
+    ) {
+        if let Some(state) = &record.ralph
+            && let Some(transcript) = input.transcript_path.as_deref()
+        {
+            match loops::engine_cut_of(&self.project, session, state, transcript) {
+                Ok(Some(told)) => self.tell(told),
+                Ok(None) => {}
+                Err(e) => self.tell(format!(
+                    "vigil: {e}; a cut of this session's loop by the engine could not be recorded"
+                )),
+            }
+        }
+    }
+
     /// Adds a line the person must hear, whatever the decision.
     fn tell(&self, line: String) {
         self.heard.borrow_mut().notices.push(line);
