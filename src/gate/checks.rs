@@ -14,7 +14,7 @@ use crate::gate::output::Failure;
 use crate::gate::{Gate, GateConfig, RESERVE};
 use crate::gate::{command, held_check};
 use crate::reach::sandbox;
-use crate::state::hold;
+use crate::state::hold::{self, Hold};
 use crate::state::loop_state::HeldTold;
 use crate::transcript;
 
@@ -74,6 +74,16 @@ impl Gate<'_> {
 
     fn checks_in_time(&self, config: &GateConfig, told: &mut Told) -> Result<(), Failure> {
         // The human's hold (SPEC §11): held files as held, before anything runs.
+        let hold = self.hold_checked(told)?;
+        if let Some(command) = &config.run {
+            self.run_check(config, command, hold.as_ref(), told)?;
+        }
+        self.markers(config, hold.as_ref())
+    }
+
+    /// The human's hold (SPEC §11), if there is one, checked: the held files must be as held
+    /// (what the comparison found goes in `told`).
+    fn hold_checked(&self, told: &mut Told) -> Result<Option<Hold>, Failure> {
         let hold = hold::load(&self.project).map_err(|e| {
             Failure::line(format!(
                 "stop-gate: {e}; the stop is blocked while the human's hold on the tests cannot be read"
@@ -114,63 +124,77 @@ impl Gate<'_> {
                 ));
             }
         }
-        if let Some(command) = &config.run {
-            // The reserve is kept for the markers and the gate's state, whatever came before.
-            let timeout = || {
-                let left = self.deadline.remaining().saturating_sub(RESERVE);
-                config
-                    .timeout
-                    .min(left)
-                    .max(std::time::Duration::from_secs(1))
-            };
-            let plan = command::plan(
+        Ok(hold)
+    }
+
+    /// Check 2: the check command, on what the hold judges when there is one.
+    fn run_check(
+        &self,
+        config: &GateConfig,
+        command: &str,
+        hold: Option<&Hold>,
+        told: &mut Told,
+    ) -> Result<(), Failure> {
+        // The reserve is kept for the markers and the gate's state, whatever came before.
+        let timeout = || {
+            let left = self.deadline.remaining().saturating_sub(RESERVE);
+            config
+                .timeout
+                .min(left)
+                .max(std::time::Duration::from_secs(1))
+        };
+        let plan = command::plan(
+            &self.project,
+            config.check_write.clone(),
+            config.check_network,
+        );
+        let required = || sandbox::sandbox_on(&self.project.dir);
+        if let Some(hold) = hold {
+            // Under a hold the check runs on what it judges, and its tests are read one by
+            // one (SPEC §11).
+            let decided = held_check::check(
                 &self.project,
-                config.check_write.clone(),
-                config.check_network,
+                hold,
+                command,
+                &plan,
+                &required,
+                &timeout,
+                config.limits(self.deadline),
             );
-            let required = || sandbox::sandbox_on(&self.project.dir);
-            if let Some(hold) = &hold {
-                // Under a hold the check runs on what it judges, and its tests are read one by
-                // one (SPEC §11).
-                let decided = held_check::check(
-                    &self.project,
-                    hold,
-                    command,
-                    &plan,
-                    &required,
-                    &timeout,
-                    config.limits(self.deadline),
-                );
-                for line in decided.notices {
-                    self.tell(line);
-                }
-                if let Some(held) = told.held.as_mut() {
-                    held.moved = decided.moved;
-                }
-                told.subject = decided.subject;
-                decided.result.map_err(|r| Failure {
-                    line: r.line,
-                    detail: r.detail,
-                })?;
-            } else {
-                let (checked, _) = held_check::run_reported(
-                    &self.project,
-                    command,
-                    plan,
-                    required,
-                    timeout(),
-                    command::OUTPUT_TAIL,
-                )
-                .map_err(Failure::line)?;
-                if let Some(notice) = checked.unconfined {
-                    self.tell(notice);
-                }
-                checked.result.map_err(|f| Failure {
-                    line: f.line,
-                    detail: f.tail,
-                })?;
+            for line in decided.notices {
+                self.tell(line);
             }
+            if let Some(held) = told.held.as_mut() {
+                held.moved = decided.moved;
+            }
+            told.subject = decided.subject;
+            decided.result.map_err(|r| Failure {
+                line: r.line,
+                detail: r.detail,
+            })?;
+        } else {
+            let (checked, _) = held_check::run_reported(
+                &self.project,
+                command,
+                plan,
+                required,
+                timeout(),
+                command::OUTPUT_TAIL,
+            )
+            .map_err(Failure::line)?;
+            if let Some(notice) = checked.unconfined {
+                self.tell(notice);
+            }
+            checked.result.map_err(|f| Failure {
+                line: f.line,
+                detail: f.tail,
+            })?;
         }
+        Ok(())
+    }
+
+    /// Check 3: every required marker vouches for the tree (and was made under the hold).
+    fn markers(&self, config: &GateConfig, hold: Option<&Hold>) -> Result<(), Failure> {
         if config.markers.is_empty() {
             return Ok(());
         }
@@ -198,7 +222,7 @@ impl Gate<'_> {
             );
             // Under a hold a marker counts only when its run held the same tests (SPEC §11): a
             // run of the tree as the agent left it could include what the hold leaves out.
-            if let (Ok(payload), Some(hold)) = (&verified, &hold)
+            if let (Ok(payload), Some(hold)) = (&verified, hold)
                 && let Err(why) = held::marker_held(payload, hold)
             {
                 return Err(Failure::line(format!(
