@@ -408,34 +408,7 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
             detail: command::last_lines(&ran.checked.output, command::TAIL_LINES),
         });
     }
-    let mut problems: Vec<String> = Vec::new();
-    if let Some(rules) = rules {
-        for id in &rules.passed {
-            if rules.flaky.contains(id) {
-                continue;
-            }
-            if let Some(problem) = problem(id, results.outcome(id), true) {
-                problems.push(problem);
-            }
-        }
-        for id in &rules.must_pass {
-            if let Some(problem) = problem(id, results.outcome(id), false) {
-                problems.push(problem);
-            }
-        }
-        // A test that failed at the baseline is what the work fixes: it may fail still (the
-        // exit says so), but it may not be skipped or made to vanish.
-        for id in &rules.failed {
-            if rules.flaky.contains(id) {
-                continue;
-            }
-            match results.outcome(id) {
-                Some(Outcome::Passed | Outcome::Failed) => {}
-                Some(Outcome::Skipped) => problems.push(format!("{id} (turned skipped)")),
-                None => problems.push(format!("{id} (gone: deleted, renamed or not run)")),
-            }
-        }
-    }
+    let problems = held_problems(rules, results);
     if let Err(failure) = &ran.checked.result {
         let mut line = failure.line.clone();
         if !problems.is_empty() {
@@ -504,6 +477,42 @@ pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), 
         });
     }
     Ok(())
+}
+
+/// What is wrong with each held test the rules name, in the rules' order: the tests that
+/// passed at the baseline (the flaky left out), the tests the human names, then the tests that
+/// failed at the baseline.
+fn held_problems(rules: Option<&TestRules>, results: &Results) -> Vec<String> {
+    let mut problems: Vec<String> = Vec::new();
+    let Some(rules) = rules else {
+        return problems;
+    };
+    for id in &rules.passed {
+        if rules.flaky.contains(id) {
+            continue;
+        }
+        if let Some(problem) = problem(id, results.outcome(id), true) {
+            problems.push(problem);
+        }
+    }
+    for id in &rules.must_pass {
+        if let Some(problem) = problem(id, results.outcome(id), false) {
+            problems.push(problem);
+        }
+    }
+    // A test that failed at the baseline is what the work fixes: it may fail still (the exit
+    // says so), but it may not be skipped or made to vanish.
+    for id in &rules.failed {
+        if rules.flaky.contains(id) {
+            continue;
+        }
+        match results.outcome(id) {
+            Some(Outcome::Passed | Outcome::Failed) => {}
+            Some(Outcome::Skipped) => problems.push(format!("{id} (turned skipped)")),
+            None => problems.push(format!("{id} (gone: deleted, renamed or not run)")),
+        }
+    }
+    problems
 }
 
 /// Whether a check's output says a module or package could not be found: under a hold the
