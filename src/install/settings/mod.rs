@@ -32,7 +32,6 @@ use crate::cli::flags::BINARIES;
 use crate::cli::hook;
 use crate::error::{Error, Result};
 use crate::install::codex;
-use crate::install::finding::Finding;
 use crate::install::gateflags::Changes;
 use crate::install::gateflags::GateFlags;
 use crate::install::protect::Guarded;
