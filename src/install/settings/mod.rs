@@ -20,7 +20,7 @@ pub mod wiring;
 pub use crate::cli::flags::shell_quote;
 pub use doctor::{check, gate_wired, other_stop_hooks_of};
 pub use install::install;
-use record::{Installed, any_protected, installed_of, store_installed};
+use record::{Installed, Record, any_protected, installed_of, store_installed};
 pub use target::Target;
 pub use uninstall::uninstall;
 
