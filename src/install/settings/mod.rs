@@ -466,7 +466,6 @@ fn first_word(command: &str) -> Option<String> {
     (!word.is_empty()).then_some(word)
 }
 
-/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
 /// The remote the file's vigil loader syncs notes from (`--sync-notes`), if it does.
 pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
     vigil_handlers(root)
@@ -481,6 +480,7 @@ pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
         })
 }
 
+/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
 fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
     let mut found = Vec::new();
     let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {
