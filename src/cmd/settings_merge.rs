@@ -2,7 +2,7 @@
 //! losing anything of the user's (SPEC §8).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::cli::defs;
 use crate::cli::defs::Scope;
@@ -152,112 +152,130 @@ fn run() -> Result<Exit> {
         Engine::Claude
     };
     match action.as_str() {
-        "install" => {
-            let binaries = if options.shared {
-                Binaries::Search
-            } else {
-                let dir = match options.bin_dir {
-                    Some(dir) => dir,
-                    None => std::env::current_exe()
-                        .ok()
-                        .and_then(|exe| exe.parent().map(PathBuf::from))
-                        .ok_or_else(|| {
-                            Error::usage("cannot tell where the binaries are; give --bin-dir DIR")
-                        })?,
-                };
-                Binaries::Dir(
-                    std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, &e))?,
-                )
-            };
-            let protect = if options.protect && !options.codex {
-                let bin_dir = match &binaries {
-                    Binaries::Dir(dir) => Some(dir.clone()),
-                    Binaries::Search => None,
-                };
-                Some(Guarded::here(bin_dir).ok_or_else(|| {
-                    Error::usage(
-                        "--protect cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
-                    )
-                })?)
-            } else {
-                None
-            };
-            let personal = matches!(binaries, Binaries::Dir(_));
-            let plan = Plan {
-                engine,
-                binaries,
-                gate: options.gate,
-                protect,
-                sync_notes: options.sync_notes,
-            };
-            let change = settings::install(&target, &plan, options.dry_run, trust.as_deref())?;
-            if !options.dry_run {
-                keep_out_of_git(&target, personal, true);
-            }
-            let exit = report(&target, change, options.dry_run)?;
-            // Codex's own sandbox for the project, where it keeps the agent's commands.
-            if engine == Engine::Codex && options.protect && !options.dry_run {
-                let config = target.project().join(".codex/config.toml");
-                let line = if codex::protect(&config)? {
-                    format!(
-                        "{}: sandbox_mode = \"workspace-write\" (--protect): Codex runs the agent's commands where they write only the project (not .git or .codex) and /tmp, never vigil's state home; Codex reads it once the project is trusted",
-                        config.display()
-                    )
-                } else {
-                    format!(
-                        "{}: already sets a sandbox that keeps the agent's commands out of vigil's state home",
-                        config.display()
-                    )
-                };
-                print(format!("{line}\n").as_bytes())?;
-            }
-            if engine == Engine::Codex && !options.dry_run {
-                let shown = target.given.display();
-                let line = match &trust {
-                    Some(config) => format!(
-                        "{shown}: Codex's trust for vigil's hooks is recorded in {}",
-                        config.display()
-                    ),
-                    None => format!(
-                        "{shown}: Codex skips these hooks, without a word, until you trust them: run again with --trust, or approve them in codex's /hooks"
-                    ),
-                };
-                print(format!("{line}\n").as_bytes())?;
-            }
-            Ok(exit)
-        }
-        "uninstall" => {
-            let change = settings::uninstall(&target, options.dry_run)?;
-            if engine == Engine::Codex && !options.dry_run {
-                codex::unprotect(&target.project().join(".codex/config.toml"))?;
-            }
-            if !options.dry_run {
-                keep_out_of_git(&target, true, false);
-            }
-            let exit = report(&target, change, options.dry_run)?;
-            let others = target.installed_files();
-            if !options.dry_run && !others.is_empty() {
-                print(format!("vigil stays installed in {}\n", others.join(", ")).as_bytes())?;
-            }
-            Ok(exit)
-        }
-        _ => {
-            let findings = settings::check(&target, engine, config.as_deref());
-            let text: String = findings
-                .iter()
-                .map(|f| f.line(options.verbose) + "\n")
-                .collect();
-            print(text.as_bytes())?;
-            if !options.verbose && findings.iter().any(Finding::has_detail) {
-                print(b"(add --verbose for the detail behind these lines)\n")?;
-            }
-            Ok(if findings.iter().any(|f| matches!(f, Finding::Fail(_))) {
-                Exit::Negative
-            } else {
-                Exit::Success
-            })
-        }
+        "install" => install(&target, options, engine, trust.as_deref()),
+        "uninstall" => uninstall(&target, &options, engine),
+        _ => check(&target, &options, engine, config.as_deref()),
     }
+}
+
+/// `install`: the plan from the options, the settings merged, git's exclude lines, and for
+/// Codex its sandbox and trust told.
+fn install(
+    target: &Target,
+    options: Options,
+    engine: Engine,
+    trust: Option<&Path>,
+) -> Result<Exit> {
+    let binaries = if options.shared {
+        Binaries::Search
+    } else {
+        let dir = match options.bin_dir {
+            Some(dir) => dir,
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|exe| exe.parent().map(PathBuf::from))
+                .ok_or_else(|| {
+                    Error::usage("cannot tell where the binaries are; give --bin-dir DIR")
+                })?,
+        };
+        Binaries::Dir(std::path::absolute(&dir).map_err(|e| Error::io("resolve", &dir, &e))?)
+    };
+    let protect = if options.protect && !options.codex {
+        let bin_dir = match &binaries {
+            Binaries::Dir(dir) => Some(dir.clone()),
+            Binaries::Search => None,
+        };
+        Some(Guarded::here(bin_dir).ok_or_else(|| {
+            Error::usage(
+                "--protect cannot tell where the state home is: set $VIGIL_STATE_HOME or $HOME to an absolute path",
+            )
+        })?)
+    } else {
+        None
+    };
+    let personal = matches!(binaries, Binaries::Dir(_));
+    let plan = Plan {
+        engine,
+        binaries,
+        gate: options.gate,
+        protect,
+        sync_notes: options.sync_notes,
+    };
+    let change = settings::install(target, &plan, options.dry_run, trust)?;
+    if !options.dry_run {
+        keep_out_of_git(target, personal, true);
+    }
+    let exit = report(target, change, options.dry_run)?;
+    // Codex's own sandbox for the project, where it keeps the agent's commands.
+    if engine == Engine::Codex && options.protect && !options.dry_run {
+        let config = target.project().join(".codex/config.toml");
+        let line = if codex::protect(&config)? {
+            format!(
+                "{}: sandbox_mode = \"workspace-write\" (--protect): Codex runs the agent's commands where they write only the project (not .git or .codex) and /tmp, never vigil's state home; Codex reads it once the project is trusted",
+                config.display()
+            )
+        } else {
+            format!(
+                "{}: already sets a sandbox that keeps the agent's commands out of vigil's state home",
+                config.display()
+            )
+        };
+        print(format!("{line}\n").as_bytes())?;
+    }
+    if engine == Engine::Codex && !options.dry_run {
+        let shown = target.given.display();
+        let line = match trust {
+            Some(config) => format!(
+                "{shown}: Codex's trust for vigil's hooks is recorded in {}",
+                config.display()
+            ),
+            None => format!(
+                "{shown}: Codex skips these hooks, without a word, until you trust them: run again with --trust, or approve them in codex's /hooks"
+            ),
+        };
+        print(format!("{line}\n").as_bytes())?;
+    }
+    Ok(exit)
+}
+
+/// `uninstall`: what install added taken out, and the settings files vigil stays in told.
+fn uninstall(target: &Target, options: &Options, engine: Engine) -> Result<Exit> {
+    let change = settings::uninstall(target, options.dry_run)?;
+    if engine == Engine::Codex && !options.dry_run {
+        codex::unprotect(&target.project().join(".codex/config.toml"))?;
+    }
+    if !options.dry_run {
+        keep_out_of_git(target, true, false);
+    }
+    let exit = report(target, change, options.dry_run)?;
+    let others = target.installed_files();
+    if !options.dry_run && !others.is_empty() {
+        print(format!("vigil stays installed in {}\n", others.join(", ")).as_bytes())?;
+    }
+    Ok(exit)
+}
+
+/// `check`: the doctor's lines; exit 1 on any failure.
+fn check(
+    target: &Target,
+    options: &Options,
+    engine: Engine,
+    config: Option<&Path>,
+) -> Result<Exit> {
+    let findings = settings::check(target, engine, config);
+    let text: String = findings
+        .iter()
+        .map(|f| f.line(options.verbose) + "\n")
+        .collect();
+    print(text.as_bytes())?;
+    if !options.verbose && findings.iter().any(Finding::has_detail) {
+        print(b"(add --verbose for the detail behind these lines)\n")?;
+    }
+    Ok(if findings.iter().any(|f| matches!(f, Finding::Fail(_))) {
+        Exit::Negative
+    } else {
+        Exit::Success
+    })
 }
 
 /// Adds (or, after uninstall, takes back) the lines of `.git/info/exclude` that keep the

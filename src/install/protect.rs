@@ -418,7 +418,59 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
             guarded.state_home.display()
         )));
     }
-    let sandbox = &effective.sandbox;
+    findings.extend(sandbox_settings(&effective.sandbox, guarded, why_not));
+    let deny = &effective.deny;
+    if !guarded.state_rules().iter().any(|rule| deny.contains(rule)) {
+        findings.push(Finding::Warn(format!(
+            "Edit and Write are not denied vigil's state home; --protect adds the rule\nthe sandbox does not cover the file tools, and no {} rule denies them {}: {why_not}",
+            guarded.rule(&guarded.state_home, true),
+            guarded.state_home.display()
+        )));
+    }
+    let missing: Vec<String> = guarded
+        .rules()
+        .into_iter()
+        .skip(1)
+        .filter(|rule| !deny.contains(rule))
+        .collect();
+    if !missing.is_empty() {
+        let paths: Vec<String> = missing.iter().map(|rule| typed_path(rule)).collect();
+        findings.push(Finding::Warn(format!(
+            "Edit and Write may change what runs vigil's gate ({} paths); --protect denies them\nnot denied: {}\nthe rules --protect adds: {} (in a rule, /x is the project's x and //x the absolute /x)",
+            missing.len(),
+            paths.join(", "),
+            missing.join(", ")
+        )));
+    }
+    if guarded.on_path {
+        findings.push(Finding::Warn(
+            "the hooks find vigil on PATH, where the agent may put its own stop-gate first\nthe hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
+        ));
+    }
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        findings.push(Finding::Warn(format!(
+            "CLAUDE_CONFIG_DIR is set: check the sandbox and deny rules of the settings there yourself\nClaude Code reads your user settings in {}, which this check does not read and no rule keeps Edit off",
+            Path::new(&dir).display()
+        )));
+    }
+    if findings.is_empty() {
+        findings.push(Finding::Ok(format!(
+            "vigil's protected state ({}) is out of the agent's reach: the sandbox is on, without unsandboxed retries, and Edit and Write are denied there",
+            guarded.state_home.display()
+        )));
+    }
+    findings
+}
+
+/// The doctor's lines on Claude Code's sandbox settings (`sandbox`, merged): on, without
+/// unsandboxed retries or excluded commands, failing where it cannot start, and (Linux) with
+/// what it needs on PATH. `why_not` is what is at stake.
+fn sandbox_settings(
+    sandbox: &Map<String, Value>,
+    guarded: &Guarded,
+    why_not: &str,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
     if sandbox.get("enabled") != Some(&json!(true)) {
         findings.push(Finding::Warn(format!(
             "the sandbox is off: the Bash tool can write vigil's state home; --protect turns it on\nthe state home is {}: {why_not}; run ./install.sh --protect (or settings-merge install --protect), or set sandbox.enabled in your settings",
@@ -459,46 +511,6 @@ pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Ve
                 )));
             }
         }
-    }
-    let deny = &effective.deny;
-    if !guarded.state_rules().iter().any(|rule| deny.contains(rule)) {
-        findings.push(Finding::Warn(format!(
-            "Edit and Write are not denied vigil's state home; --protect adds the rule\nthe sandbox does not cover the file tools, and no {} rule denies them {}: {why_not}",
-            guarded.rule(&guarded.state_home, true),
-            guarded.state_home.display()
-        )));
-    }
-    let missing: Vec<String> = guarded
-        .rules()
-        .into_iter()
-        .skip(1)
-        .filter(|rule| !deny.contains(rule))
-        .collect();
-    if !missing.is_empty() {
-        let paths: Vec<String> = missing.iter().map(|rule| typed_path(rule)).collect();
-        findings.push(Finding::Warn(format!(
-            "Edit and Write may change what runs vigil's gate ({} paths); --protect denies them\nnot denied: {}\nthe rules --protect adds: {} (in a rule, /x is the project's x and //x the absolute /x)",
-            missing.len(),
-            paths.join(", "),
-            missing.join(", ")
-        )));
-    }
-    if guarded.on_path {
-        findings.push(Finding::Warn(
-            "the hooks find vigil on PATH, where the agent may put its own stop-gate first\nthe hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
-        ));
-    }
-    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        findings.push(Finding::Warn(format!(
-            "CLAUDE_CONFIG_DIR is set: check the sandbox and deny rules of the settings there yourself\nClaude Code reads your user settings in {}, which this check does not read and no rule keeps Edit off",
-            Path::new(&dir).display()
-        )));
-    }
-    if findings.is_empty() {
-        findings.push(Finding::Ok(format!(
-            "vigil's protected state ({}) is out of the agent's reach: the sandbox is on, without unsandboxed retries, and Edit and Write are denied there",
-            guarded.state_home.display()
-        )));
     }
     findings
 }

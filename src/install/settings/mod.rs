@@ -5,22 +5,26 @@
 //! the original byte for byte when nothing else changed.
 //!
 //! One module per verb, each read top to bottom on its own: `install`, `uninstall`, and
-//! `doctor` (`check`); what they share (the file, its parsing and rendering, the install
-//! record, telling vigil's handlers from others) is here.
+//! `doctor` (`check`); what they share is beside them: the file (`target`), the install record
+//! (`record`), and here the entries vigil writes, parsing and rendering, and telling vigil's
+//! handlers from others.
 
 mod doctor;
 mod install;
 pub mod live;
+mod record;
+mod target;
 mod uninstall;
 pub mod wiring;
 
 pub use crate::cli::flags::shell_quote;
 pub use doctor::{check, gate_wired, other_stop_hooks_of};
 pub use install::install;
+use record::{Installed, Record, any_protected, installed_of, store_installed};
+pub use target::Target;
 pub use uninstall::uninstall;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -28,17 +32,10 @@ use crate::cli::flags::BINARIES;
 use crate::cli::hook;
 use crate::error::{Error, Result};
 use crate::install::codex;
-use crate::install::finding::Finding;
 use crate::install::gateflags::Changes;
 use crate::install::gateflags::GateFlags;
-use crate::install::protect;
 use crate::install::protect::Guarded;
-use crate::install::protect::Protection;
-use crate::state::protected;
-use crate::state::protected::RECORD_FILE;
-use crate::sys::atomic::write_atomic;
 use crate::sys::files;
-use crate::sys::lock::FileLock;
 use wiring::{Args, When, Wiring};
 
 pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
@@ -239,241 +236,6 @@ fn command(binaries: &Binaries, binary: &str, args: &str) -> String {
     }
 }
 
-/// The settings file as it is on disk, resolved through a symlink to the file it names.
-#[derive(Clone, Debug)]
-pub struct Target {
-    /// The path the user gave.
-    pub given: PathBuf,
-    /// The file actually read and written.
-    pub file: PathBuf,
-}
-
-impl Target {
-    pub fn resolve(given: &Path) -> Result<Target> {
-        let file = match std::fs::symlink_metadata(given) {
-            Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(given)
-                .map_err(|e| Error::io("follow the symlink", given, &e))?,
-            _ => std::path::absolute(given).map_err(|e| Error::io("resolve", given, &e))?,
-        };
-        Ok(Target {
-            given: given.to_path_buf(),
-            file,
-        })
-    }
-
-    fn sidecar(&self, suffix: &str) -> PathBuf {
-        let mut name = self.file.file_name().unwrap_or_default().to_os_string();
-        name.push(suffix);
-        self.file.with_file_name(name)
-    }
-
-    pub fn backup(&self) -> PathBuf {
-        self.sidecar(".vigil-backup")
-    }
-
-    fn lock(&self) -> Result<FileLock> {
-        // Gone again once released: nothing is left beside the settings file.
-        FileLock::transient_at(&self.sidecar(".vigil-lock"), Duration::from_secs(30))
-    }
-
-    /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
-    /// own directory. `~/.claude/settings.json` gives `~`, so the record is `~/.vigil/`.
-    pub fn project(&self) -> PathBuf {
-        let dir = self.given_dir();
-        match dir.file_name().and_then(|n| n.to_str()) {
-            Some(".claude" | ".codex") => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
-            _ => dir,
-        }
-    }
-
-    fn given_dir(&self) -> PathBuf {
-        let absolute = std::path::absolute(&self.given).unwrap_or_else(|_| self.given.clone());
-        absolute.parent().map(Path::to_path_buf).unwrap_or_default()
-    }
-
-    /// The project's install record (SPEC §2): in its protected state.
-    fn record(&self) -> Record {
-        let project = self.project();
-        Record {
-            legacy: project.join(".vigil").join(RECORD_FILE),
-            project,
-        }
-    }
-
-    /// Whether the project still has an install record (another settings file's, after an
-    /// uninstall).
-    pub fn has_record(&self) -> bool {
-        self.record().exists()
-    }
-
-    /// The settings files the project's install record holds (every install of vigil in it).
-    pub fn installed_files(&self) -> Vec<String> {
-        self.record()
-            .load()
-            .ok()
-            .and_then(|record| {
-                let files = record.get("files")?.as_object()?;
-                Some(files.keys().cloned().collect())
-            })
-            .unwrap_or_default()
-    }
-
-    /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
-    /// or device in its place is refused rather than waited on.
-    fn read(&self) -> Result<Option<Vec<u8>>> {
-        use std::io::Read;
-        let mut file = match files::open_regular(&self.file) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read", &self.file, &e)),
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| Error::io("read", &self.file, &e))?;
-        Ok(Some(bytes))
-    }
-
-    /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
-    /// allows) would undo a choice the user made. Nothing is changed.
-    fn writable(&self) -> Result<()> {
-        match std::fs::metadata(&self.file) {
-            Ok(meta) if meta.permissions().readonly() => Err(Error::input(format!(
-                "{} is read-only; make it writable (chmod u+w) and run again; nothing was changed",
-                self.given.display()
-            ))),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// A project's install record. In the state home, in a directory named after the project
-/// directory itself (canonical): not after the git top, which an agent can move by planting or
-/// removing a `.git`, and not shared with the other projects of one repository. Where the state
-/// home cannot be written, in the project's fallback state (`.vigil/state/`), as for loops.
-/// `legacy` is where earlier builds kept it (`.vigil/installed.json`).
-///
-/// A record found only where the agent can write (the fallback, or the legacy place) is read
-/// as a list of vigil's entries and nothing more: uninstall takes those out of the file, but
-/// never deletes the file or puts a backup back on its word.
-#[derive(Clone, Debug)]
-struct Record {
-    project: PathBuf,
-    legacy: PathBuf,
-}
-
-impl Record {
-    /// The record in the state home, when there is one to name.
-    fn protected(&self) -> Option<PathBuf> {
-        Some(protected::install_dir(&self.project)?.join(RECORD_FILE))
-    }
-
-    fn fallback(&self) -> PathBuf {
-        self.project.join(".vigil/state").join(RECORD_FILE)
-    }
-
-    /// The record where it is now, making nothing, and whether that place is out of the
-    /// agent's reach.
-    fn path(&self) -> (PathBuf, bool) {
-        match self.protected() {
-            Some(path) if std::fs::symlink_metadata(&path).is_ok() => (path, true),
-            Some(_) | None if std::fs::symlink_metadata(self.fallback()).is_ok() => {
-                (self.fallback(), false)
-            }
-            Some(path) => (path, true),
-            None => (self.legacy.clone(), false),
-        }
-    }
-
-    /// The record's place, made when missing: the state home's, else the fallback.
-    fn made(&self) -> Result<PathBuf> {
-        if let Ok(dir) = protected::made_install_dir(&self.project) {
-            return Ok(dir.join(RECORD_FILE));
-        }
-        let path = self.fallback();
-        let dir = path.parent().expect("the fallback state");
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
-        Ok(path)
-    }
-
-    /// The lock on the record, which settings files of one project share.
-    fn lock(&self) -> Result<FileLock> {
-        let mut name = self.made()?.into_os_string();
-        name.push(".lock");
-        FileLock::transient_at(Path::new(&name), Duration::from_secs(30))
-    }
-
-    /// Whether a record exists, in any place.
-    fn exists(&self) -> bool {
-        std::fs::symlink_metadata(self.path().0).is_ok()
-            || std::fs::symlink_metadata(&self.legacy).is_ok()
-    }
-
-    /// The record, and whether it was read from the state home.
-    fn load_where(&self) -> Result<(Map<String, Value>, bool)> {
-        let (path, protected) = self.path();
-        // Not there (or a state home that is not a directory): the legacy place.
-        let (mut record, protected) = match std::fs::symlink_metadata(&path) {
-            Err(_) => (load_record(&self.legacy)?, false),
-            Ok(_) => (load_record(&path)?, protected),
-        };
-        if !protected {
-            only_entries(&mut record);
-        }
-        Ok((record, protected))
-    }
-
-    fn load(&self) -> Result<Map<String, Value>> {
-        Ok(self.load_where()?.0)
-    }
-
-    /// Writes the record in the protected state (owner only); the one in the project goes.
-    fn save(&self, record: &Map<String, Value>) -> Result<()> {
-        let path = self.made()?;
-        write_atomic(&path, &render(record), 0o600).map_err(|e| Error::io("write", &path, &e))?;
-        self.remove_legacy();
-        Ok(())
-    }
-
-    /// Removes the record, in both places.
-    fn remove(&self) -> Result<()> {
-        let (path, _) = self.path();
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::io("remove", &path, &e));
-            }
-            _ => {}
-        }
-        self.remove_legacy();
-        Ok(())
-    }
-
-    /// The record of an older vigil in the project, and its `.vigil/` when that held nothing
-    /// else.
-    fn remove_legacy(&self) {
-        if std::fs::remove_file(&self.legacy).is_ok()
-            && let Some(dir) = self.legacy.parent()
-        {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
-/// A record read from where the agent can write keeps only its list of vigil's entries (and
-/// what `--protect` and Codex's trust added): no file is deleted, and no backup restored, on
-/// its word.
-fn only_entries(record: &mut Map<String, Value>) {
-    let Some(Value::Object(files)) = record.get_mut("files") else {
-        return;
-    };
-    for file in files.values_mut() {
-        if let Value::Object(file) = file {
-            file.insert("created_file".into(), json!(false));
-            file.insert("written_sha256".into(), json!(""));
-            file.remove("original_sha256");
-        }
-    }
-}
-
 /// Parses a settings file, refusing (with line and column) anything vigil could not rewrite
 /// without loss: not JSON, a byte order mark, a root that is not an object, `hooks` that is
 /// not an object, an event whose value is not a list.
@@ -558,133 +320,6 @@ pub fn render(root: &Map<String, Value>) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(root).expect("settings serialize");
     bytes.push(b'\n');
     bytes
-}
-
-/// What `installed.json` keeps about one settings file.
-#[derive(Clone, Debug, Default, PartialEq)]
-struct Installed {
-    entries: Vec<(String, Value)>,
-    created_file: bool,
-    created_hooks: bool,
-    created_events: Vec<String>,
-    /// sha256 of the file as vigil left it: if it still reads so, uninstall restores the backup.
-    written_sha256: String,
-    /// sha256 of the file before vigil's first change: the backup is restored only if it is this.
-    original_sha256: Option<String>,
-    /// Codex: the config.toml that trusts vigil's hooks, and the keys it wrote there.
-    codex_config: Option<String>,
-    trusted_keys: Vec<String>,
-    /// `--protect`: what it changed, for uninstall to take back.
-    protect: Option<Protection>,
-}
-
-fn load_record(path: &Path) -> Result<Map<String, Value>> {
-    let read = files::open_state(path).and_then(|file| {
-        use std::io::Read;
-        let mut bytes = Vec::new();
-        file.take(64 << 20).read_to_end(&mut bytes).map(|_| bytes)
-    });
-    match read {
-        Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
-            Ok(Value::Object(map)) if map.get("schema") == Some(&json!(INSTALLED_SCHEMA)) => {
-                Ok(map)
-            }
-            _ => Err(Error::input(format!(
-                "{} is not a vigil install record; move it away and run again",
-                path.display()
-            ))),
-        },
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Map::from_iter([
-            ("schema".to_string(), json!(INSTALLED_SCHEMA)),
-            ("files".to_string(), json!({})),
-        ])),
-        Err(e) => Err(Error::io("read", path, &e)),
-    }
-}
-
-/// Whether any settings file of a project's install record was installed with `--protect`
-/// (the planted-code baseline is the project's, not one file's).
-fn any_protected(record: &Map<String, Value>) -> bool {
-    record
-        .get("files")
-        .and_then(Value::as_object)
-        .is_some_and(|files| {
-            files
-                .keys()
-                .any(|key| installed_of(record, key).is_some_and(|i| i.protect.is_some()))
-        })
-}
-
-fn installed_of(record: &Map<String, Value>, key: &str) -> Option<Installed> {
-    let file = record.get("files")?.get(key)?;
-    Some(Installed {
-        entries: file
-            .get("entries")?
-            .as_array()?
-            .iter()
-            .filter_map(|e| {
-                Some((
-                    e.get("event")?.as_str()?.to_string(),
-                    e.get("group")?.clone(),
-                ))
-            })
-            .collect(),
-        created_file: file.get("created_file")?.as_bool()?,
-        created_hooks: file.get("created_hooks")?.as_bool()?,
-        created_events: file
-            .get("created_events")?
-            .as_array()?
-            .iter()
-            .filter_map(|e| e.as_str().map(str::to_string))
-            .collect(),
-        written_sha256: file.get("written_sha256")?.as_str()?.to_string(),
-        original_sha256: file
-            .get("original_sha256")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        codex_config: file
-            .get("codex_config")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        trusted_keys: file
-            .get("trusted_keys")
-            .and_then(Value::as_array)
-            .map(|keys| {
-                keys.iter()
-                    .filter_map(|k| k.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        protect: file.get("protect").and_then(protect::from_value),
-    })
-}
-
-fn store_installed(record: &mut Map<String, Value>, key: &str, installed: Option<&Installed>) {
-    let files = record.entry("files").or_insert_with(|| json!({}));
-    let Some(files) = files.as_object_mut() else {
-        return;
-    };
-    match installed {
-        None => {
-            files.remove(key);
-        }
-        Some(i) => {
-            files.insert(
-                key.to_string(),
-                json!({
-                    "entries": i.entries.iter().map(|(event, group)| json!({"event": event, "group": group})).collect::<Vec<_>>(),
-                    "created_file": i.created_file,
-                    "created_hooks": i.created_hooks,
-                    "created_events": i.created_events,
-                    "written_sha256": i.written_sha256,
-                    "original_sha256": i.original_sha256,
-                    "codex_config": i.codex_config,
-                    "trusted_keys": i.trusted_keys,
-                    "protect": i.protect.as_ref().map(protect::to_value),
-                }),
-            );
-        }
-    }
 }
 
 /// What an install or uninstall did, or would do.
@@ -831,7 +466,6 @@ fn first_word(command: &str) -> Option<String> {
     (!word.is_empty()).then_some(word)
 }
 
-/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
 /// The remote the file's vigil loader syncs notes from (`--sync-notes`), if it does.
 pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
     vigil_handlers(root)
@@ -846,6 +480,7 @@ pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
         })
 }
 
+/// The handlers in a settings file that run vigil: (event, group index, handler index, command).
 fn vigil_handlers(root: &Map<String, Value>) -> Vec<(String, usize, usize, String)> {
     let mut found = Vec::new();
     let Some(hooks) = root.get("hooks").and_then(Value::as_object) else {

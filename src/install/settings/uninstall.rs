@@ -67,59 +67,12 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         let Some(bytes) = &before else {
             unreachable!("a file that is gone is handled above")
         };
-        let mut root = parse(bytes, &target.given)?;
-        let unchanged = root.clone();
-        if let Some(done) = &installed.protect {
-            protect::revert(&mut root, done);
-        }
-        for (event, group) in &installed.entries {
-            if !remove_group(&mut root, event, group) {
-                // Reformatted or edited since: a group in that event that runs nothing but
-                // the same vigil binaries is taken as vigil's.
-                remove_like(&mut root, event, group, &mut missing);
-            }
-        }
-        if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
-            for event in &installed.created_events {
-                if hooks
-                    .get(event)
-                    .and_then(Value::as_array)
-                    .is_some_and(Vec::is_empty)
-                {
-                    hooks.remove(event);
-                }
-            }
-        }
-        if installed.created_hooks
-            && root
-                .get("hooks")
-                .and_then(Value::as_object)
-                .is_some_and(Map::is_empty)
-        {
-            root.remove("hooks");
-        }
-        // Nothing of vigil's was there (an install interrupted before its write, say): the
-        // file stays byte for byte, never re-rendered.
-        if root == unchanged {
-            Some(bytes.clone())
-        } else {
-            Some(render(&root))
-        }
+        Some(without_entries(target, bytes, &installed, &mut missing)?)
     };
     let change = Change {
         before,
         after: after.clone(),
-        summary: if gone {
-            "the settings file is gone; vigil's record of it (and any Codex trust) is taken back"
-                .into()
-        } else if missing.is_empty() {
-            "removed vigil's hooks".into()
-        } else {
-            format!(
-                "removed vigil's hooks; not found, so left as they are: {}",
-                missing.join(", ")
-            )
-        },
+        summary: summary(gone, &missing),
     };
     if dry_run {
         return Ok(change);
@@ -174,6 +127,70 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         let _ = std::fs::remove_file(&backup);
     }
     Ok(change)
+}
+
+/// The file's bytes with what install recorded taken out: `--protect`'s settings, vigil's
+/// groups (those not found named in `missing`), and the events and `hooks` it created and left
+/// empty. Nothing of vigil's there: the bytes as they are.
+fn without_entries(
+    target: &Target,
+    bytes: &[u8],
+    installed: &Installed,
+    missing: &mut Vec<String>,
+) -> Result<Vec<u8>> {
+    let mut root = parse(bytes, &target.given)?;
+    let unchanged = root.clone();
+    if let Some(done) = &installed.protect {
+        protect::revert(&mut root, done);
+    }
+    for (event, group) in &installed.entries {
+        if !remove_group(&mut root, event, group) {
+            // Reformatted or edited since: a group in that event that runs nothing but
+            // the same vigil binaries is taken as vigil's.
+            remove_like(&mut root, event, group, missing);
+        }
+    }
+    if let Some(hooks) = root.get_mut("hooks").and_then(Value::as_object_mut) {
+        for event in &installed.created_events {
+            if hooks
+                .get(event)
+                .and_then(Value::as_array)
+                .is_some_and(Vec::is_empty)
+            {
+                hooks.remove(event);
+            }
+        }
+    }
+    if installed.created_hooks
+        && root
+            .get("hooks")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+    {
+        root.remove("hooks");
+    }
+    // Nothing of vigil's was there (an install interrupted before its write, say): the
+    // file stays byte for byte, never re-rendered.
+    if root == unchanged {
+        Ok(bytes.to_vec())
+    } else {
+        Ok(render(&root))
+    }
+}
+
+/// What an uninstall with a record tells: `gone`, the file was; `missing`, vigil's groups not
+/// found.
+fn summary(gone: bool, missing: &[String]) -> String {
+    if gone {
+        "the settings file is gone; vigil's record of it (and any Codex trust) is taken back".into()
+    } else if missing.is_empty() {
+        "removed vigil's hooks".into()
+    } else {
+        format!(
+            "removed vigil's hooks; not found, so left as they are: {}",
+            missing.join(", ")
+        )
+    }
 }
 
 /// Uninstall with no record of the install (the state home or the project's `.vigil/` was

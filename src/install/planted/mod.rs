@@ -1,0 +1,345 @@
+//! Planted code (SPEC §9, "File tools held to the sandbox's reach"): files Claude Code later
+//! executes with the user's rights, outside any sandbox, which an agent's file tools or shell
+//! can write. The doctor names each one it finds:
+//!
+//! - agent, command and skill files whose YAML frontmatter has a top-level `hooks` key
+//!   (`.claude/agents/**/*.md`, `.claude/commands/**/*.md`, `.claude/skills/*/SKILL.md`, in the
+//!   project and in `~/.claude/`), and those whose frontmatter cannot be read (one may hide it);
+//! - plugin hook files, `hooks.json` anywhere under `~/.claude/plugins/` (vigil's own excepted);
+//! - MCP servers: `mcpServers` of the project's `.mcp.json`, and of `~/.claude.json` (at its top,
+//!   or for this project under `projects`).
+//!
+//! `install --protect` records what is there (a sha256 each) in the project's protected state,
+//! where the agent cannot reach; one found later that is not in that baseline appeared, or
+//! changed, after the user vouched for the project, and the doctor fails on it.
+//!
+//! Every walk is bounded (6 levels, 10,000 entries). The plugins' walk follows no symlinked
+//! directory; those of agents and commands do, as Claude Code does (the bounds end a loop).
+//! What cannot be read is passed over: Claude Code, with the same rights, cannot read it either.
+//!
+//! Here what is planted, the baseline and the doctor's lines; finding it is `scan`, reading
+//! frontmatter `frontmatter`.
+
+mod frontmatter;
+mod scan;
+
+pub use frontmatter::frontmatter_has_hooks;
+pub use scan::{scan, scan_here};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::error;
+use crate::install::finding::Finding;
+use crate::state::protected;
+use crate::sys::atomic;
+use crate::sys::files;
+use crate::verdict::defang;
+
+/// The file in the project's protected state that holds the baseline.
+pub const BASELINE_FILE: &str = "planted-baseline.json";
+pub const BASELINE_SCHEMA: &str = "vigil.planted-baseline/v1";
+
+/// How many directory entries one walk looks at before it stops (and says so): a marketplace
+/// is a whole clone, and the doctor must answer in moments.
+pub const MAX_ENTRIES: usize = 10_000;
+/// `~/.claude.json` keeps every project's history, and grows.
+const MAX_JSON: u64 = 64 << 20;
+
+/// Which kind of Markdown file Claude Code reads the frontmatter of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Agent,
+    Command,
+    Skill,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Agent => "agent",
+            Kind::Command => "command",
+            Kind::Skill => "skill",
+        }
+    }
+
+    /// The name with its article.
+    fn one(self) -> &'static str {
+        match self {
+            Kind::Agent => "an agent",
+            Kind::Command => "a command",
+            Kind::Skill => "a skill",
+        }
+    }
+}
+
+/// What was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum What {
+    /// Frontmatter with a top-level `hooks` key.
+    Hooks(Kind),
+    /// Frontmatter that cannot be read as YAML, and why.
+    Unparsed(Kind, String),
+    /// A plugin's `hooks.json`.
+    PluginHooks,
+    /// MCP servers, by name; `scope` is where in the file (`projects["/p"]`), when not its top.
+    Mcp {
+        servers: Vec<String>,
+        scope: Option<String>,
+    },
+}
+
+/// One planted thing: where, what, and a sha256 of what Claude Code would run from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planted {
+    /// Its name in the baseline: the path, and for MCP servers the place in the file.
+    pub key: String,
+    pub path: PathBuf,
+    pub what: What,
+    pub sha256: String,
+}
+
+impl Planted {
+    /// The path, and the place in the file when it is not the whole file.
+    fn place(&self) -> String {
+        match &self.what {
+            What::Mcp {
+                scope: Some(scope), ..
+            } => format!("{} ({scope})", self.path.display()),
+            _ => self.path.display().to_string(),
+        }
+    }
+
+    /// What it is, as the doctor names it: `an agent whose frontmatter has hooks:`.
+    pub fn what(&self) -> String {
+        match &self.what {
+            What::Hooks(kind) => format!("{} whose frontmatter has hooks:", kind.one()),
+            What::Unparsed(kind, why) => format!(
+                "{} whose frontmatter does not parse as YAML ({why})",
+                kind.one()
+            ),
+            What::PluginHooks => "plugin hooks".to_string(),
+            What::Mcp { servers, .. } if servers.len() == 1 => {
+                format!("the MCP server {}", servers[0])
+            }
+            What::Mcp { servers, .. } => format!("the MCP servers {}", servers.join(", ")),
+        }
+    }
+
+    /// When it runs, and with what rights: why the human should look.
+    fn runs(&self) -> String {
+        match &self.what {
+            What::Hooks(kind) => format!(
+                "Claude Code runs those hooks with your rights, outside the sandbox, whenever the {} is used",
+                kind.name()
+            ),
+            What::Unparsed(..) => "it may hide hooks:, which would run with your rights, outside the sandbox".to_string(),
+            What::PluginHooks => "Claude Code runs them with your rights, outside the sandbox, while the plugin is enabled".to_string(),
+            What::Mcp { .. } => "Claude Code starts each with your rights, outside the sandbox, once approved".to_string(),
+        }
+    }
+
+    /// The doctor's line: a warning, or (`news`: not in the baseline) a failure saying so.
+    pub fn finding(&self, news: Option<News>) -> Finding {
+        // A file's name and what is in it are the agent's words: one line each, defanged, or
+        // a newline in a name would end the headline there.
+        let (place, what) = (defang::field(&self.place()), defang::field(&self.what()));
+        match news {
+            None => Finding::Warn(format!(
+                "{}: {}; check it is yours\n{}",
+                place,
+                what,
+                self.runs()
+            )),
+            Some(news) => Finding::Fail(format!(
+                "{}: {} {} after vigil was installed with --protect; {}: check it is yours, then run ./install.sh --protect again to record it, or remove it",
+                place,
+                what,
+                match news {
+                    News::Appeared => "appeared",
+                    News::Changed => "changed",
+                },
+                self.runs()
+            )),
+        }
+    }
+}
+
+/// How a planted thing differs from the baseline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum News {
+    /// Not there at all.
+    Appeared,
+    /// There, with other bytes.
+    Changed,
+}
+
+/// What a scan found, and the walks it stopped early.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub found: Vec<Planted>,
+    /// The directories a walk stopped in at `MAX_ENTRIES`.
+    pub cut_short: Vec<PathBuf>,
+    /// MCP files too large to read, whose servers are not known.
+    pub too_large: Vec<PathBuf>,
+}
+
+/// Where the project's baseline is kept: its directory in the state home.
+pub fn baseline_path(project: &Path) -> Option<PathBuf> {
+    Some(protected::install_dir(project)?.join(BASELINE_FILE))
+}
+
+/// Records what is planted now for the project at `project` (`install --protect`): the
+/// human vouches for it by installing, and the doctor fails on what comes after.
+pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
+    let dir = protected::made_install_dir(project).map_err(|e| {
+        crate::Error::input(format!(
+            "--protect cannot keep what is planted in the project in the state home: {}",
+            error::plain_io(&e)
+        ))
+    })?;
+    let path = dir.join(BASELINE_FILE);
+    let planted: Vec<Value> = found
+        .iter()
+        .map(|p| json!({"key": p.key, "sha256": p.sha256}))
+        .collect();
+    let mut bytes = serde_json::to_vec_pretty(&json!({
+        "schema": BASELINE_SCHEMA,
+        "planted": planted,
+    }))
+    .expect("JSON values serialize");
+    bytes.push(b'\n');
+    atomic::write_atomic(&path, &bytes, 0o600).map_err(|e| crate::Error::io("write", &path, &e))?;
+    Ok(path)
+}
+
+/// The baseline as read: each key's sha256.
+#[derive(Debug)]
+pub enum Baseline {
+    Missing,
+    Unreadable(String),
+    Found(BTreeMap<String, String>),
+}
+
+/// Reads a baseline, never through a symlink (vigil's own state file).
+pub fn read_baseline(path: &Path) -> Baseline {
+    let file = match files::open_state(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Baseline::Missing,
+        Err(e) => return Baseline::Unreadable(error::plain_io(&e)),
+    };
+    let bytes = match files::read_capped(file, 64 << 20, "the baseline", path) {
+        Ok(bytes) => bytes,
+        Err(e) => return Baseline::Unreadable(e.to_string()),
+    };
+    let Ok(root) = serde_json::from_slice::<Value>(&bytes) else {
+        return Baseline::Unreadable("not JSON".into());
+    };
+    if root.get("schema") != Some(&json!(BASELINE_SCHEMA)) {
+        return Baseline::Unreadable(format!("not {BASELINE_SCHEMA}"));
+    }
+    let Some(list) = root.get("planted").and_then(Value::as_array) else {
+        return Baseline::Unreadable("no list of what was planted".into());
+    };
+    let mut map = BTreeMap::new();
+    for entry in list {
+        match (
+            entry.get("key").and_then(Value::as_str),
+            entry.get("sha256").and_then(Value::as_str),
+        ) {
+            (Some(key), Some(sha)) => {
+                map.insert(key.to_string(), sha.to_string());
+            }
+            _ => return Baseline::Unreadable("an entry without key or sha256".into()),
+        }
+    }
+    Baseline::Found(map)
+}
+
+/// The doctor's lines for the project at `project`. `protected`: its install record says
+/// `--protect` was applied.
+pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
+    let scan = scan_here(project);
+    let mut findings = Vec::new();
+    let baseline_path = baseline_path(project);
+    let baseline = baseline_path
+        .as_deref()
+        .map_or(Baseline::Missing, read_baseline);
+    let known: Option<BTreeMap<String, String>> = match baseline {
+        Baseline::Found(map) => Some(map),
+        Baseline::Unreadable(why) => {
+            findings.push(Finding::Fail(format!(
+                "{} (what was planted when vigil was installed with --protect) cannot be read: {why}; run ./install.sh --protect again to record what is there now",
+                baseline_path.as_deref().unwrap_or(Path::new("")).display()
+            )));
+            Some(BTreeMap::new())
+        }
+        Baseline::Missing if protected => {
+            findings.push(Finding::Warn(
+                "no record of the hooks and agents there were at --protect; run ./install.sh --protect again\nvigil was installed with --protect before it kept a record of the agent, command, skill, plugin and MCP files there were, so one planted since is not told apart".into(),
+            ));
+            None
+        }
+        Baseline::Missing => None,
+    };
+    for planted in &scan.found {
+        let news = known
+            .as_ref()
+            .and_then(|known| match known.get(&planted.key) {
+                None => Some(News::Appeared),
+                Some(sha) if *sha != planted.sha256 => Some(News::Changed),
+                Some(_) => None,
+            });
+        findings.push(planted.finding(news));
+    }
+    for path in &scan.too_large {
+        findings.push(Finding::Warn(format!(
+            "{} is too large to check its MCP servers; check them with claude mcp list\nit is larger than {}",
+            path.display(),
+            files::human_bytes(MAX_JSON)
+        )));
+    }
+    for dir in &scan.cut_short {
+        findings.push(Finding::Warn(format!(
+            "stopped looking in {} after {MAX_ENTRIES} entries; remove what is not needed there\na hook or agent file further in is not checked",
+            dir.display()
+        )));
+    }
+    if scan.found.is_empty() && scan.cut_short.is_empty() && scan.too_large.is_empty() {
+        findings.push(Finding::Ok(
+            "no planted code: no agent, command or skill with hooks:, no plugin hooks, no MCP servers".into(),
+        ));
+    }
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planted_lines_name_the_file_and_the_servers() {
+        let planted = Planted {
+            key: "/h/.claude.json#mcpServers".into(),
+            path: PathBuf::from("/h/.claude.json"),
+            what: What::Mcp {
+                servers: vec!["a".into(), "b".into()],
+                scope: None,
+            },
+            sha256: String::new(),
+        };
+        let Finding::Warn(line) = planted.finding(None) else {
+            panic!()
+        };
+        assert!(
+            line.starts_with("/h/.claude.json: the MCP servers a, b;"),
+            "{line}"
+        );
+        let Finding::Fail(line) = planted.finding(Some(News::Appeared)) else {
+            panic!()
+        };
+        assert!(line.contains("appeared after vigil was installed with --protect"));
+    }
+}
