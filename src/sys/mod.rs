@@ -17,6 +17,7 @@
 //! - `digest`: sha256 in hex, canonical JSON.
 //! - `paths`: paths compared by what they name; names as the system spells them in bytes.
 //! - `git`: the repository that holds a directory, found from the files alone.
+//! - `git_sealed`: git in a repository vigil owns, sealed off from its caller's environment.
 
 // The platform: one module per concern, with the same names on each side (`fs`, `replace`,
 // `process`, `alarm`, `user`). Nothing outside `sys` uses them directly.
@@ -31,6 +32,7 @@ pub mod atomic;
 pub mod digest;
 pub mod files;
 pub mod git;
+pub mod git_sealed;
 pub mod lock;
 pub mod paths;
 pub mod process;
