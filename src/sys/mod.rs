@@ -16,8 +16,9 @@
 //! - `time`: RFC 3339 timestamps, durations, deadlines.
 //! - `digest`: sha256 in hex, canonical JSON.
 //! - `paths`: paths compared by what they name; names as the system spells them in bytes.
-//! - `git`: the repository that holds a directory, found from the files alone.
-//! - `git_sealed`: git in a repository vigil owns, sealed off from its caller's environment.
+//! - `git`: the repository that holds a directory, found from the files alone; git run with
+//!   settings the repository cannot override, and (`git::sealed`) git in a repository vigil
+//!   owns, sealed off from its caller's environment.
 
 // The platform: one module per concern, with the same names on each side (`fs`, `replace`,
 // `process`, `alarm`, `user`). Nothing outside `sys` uses them directly.
@@ -32,7 +33,6 @@ pub mod atomic;
 pub mod digest;
 pub mod files;
 pub mod git;
-pub mod git_sealed;
 pub mod lock;
 pub mod paths;
 pub mod process;

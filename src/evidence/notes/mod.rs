@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use crate::evidence::payload::CheckName;
 use crate::state::project::Project;
 
-pub use crate::sys::git_sealed::redact;
+pub use crate::sys::git::sealed::redact;
 pub use publish::publish;
 pub use read::{has_any, published, read};
 pub use remote::{Remote, is_local, remote_url};

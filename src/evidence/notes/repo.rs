@@ -1,6 +1,6 @@
 //! The notes repository: made as vigil makes it, refused where the agent could write it or
 //! where it is not as vigil made it, changed under one lock; and git run in it, sealed off from
-//! the caller (`sys::git_sealed`), as marker-writer.
+//! the caller (`sys::git::sealed`), as marker-writer.
 
 use std::path::{Path, PathBuf};
 
@@ -10,12 +10,12 @@ use crate::evidence::payload;
 use crate::state::project::Project;
 use crate::sys::atomic;
 use crate::sys::files;
-use crate::sys::git_sealed::{self, Ident, Ran};
+use crate::sys::git::sealed::{self, Ident, Ran};
 use crate::sys::lock::FileLock;
 use crate::sys::time::Deadline;
 
 /// Runs git in the notes repository (`repo`, or none) within `deadline`, as
-/// [`git_sealed::run`] does, its commits marker-writer's.
+/// [`sealed::run`] does, its commits marker-writer's.
 pub(super) fn run_git(
     repo: Option<&Path>,
     args: &[&str],
@@ -24,7 +24,7 @@ pub(super) fn run_git(
     output: usize,
     file_limit: Option<u64>,
 ) -> Result<Ran> {
-    git_sealed::run(repo, args, input, deadline, output, file_limit, || {
+    sealed::run(repo, args, input, deadline, output, file_limit, || {
         let host = ident_host();
         Ident {
             name: "marker-writer".to_string(),

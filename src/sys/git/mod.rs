@@ -2,6 +2,8 @@
 //! above it: a directory, or a file naming one, as in a linked worktree), and running git with
 //! settings the repository's configuration cannot override, within a timeout.
 
+pub mod sealed;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
