@@ -425,29 +425,7 @@ pub fn begin(
         Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
     })?;
     let promise = Promise::new(promise)?;
-    let limits = Limits {
-        stall_after: request
-            .stall_after
-            .as_deref()
-            .map(|k| Ok::<_, Error>(defs::flag(Scope::Start, "--stall-after")?.number(k)? as u32))
-            .transpose()?,
-        max_duration_secs: request
-            .max_duration
-            .as_deref()
-            .map(|d| {
-                Ok::<_, Error>(
-                    defs::flag(Scope::Start, "--max-duration")?
-                        .duration(d)?
-                        .as_secs(),
-                )
-            })
-            .transpose()?,
-        max_tokens: request
-            .max_tokens
-            .as_deref()
-            .map(|n| defs::flag(Scope::Start, "--max-tokens")?.tokens(n))
-            .transpose()?,
-    };
+    let limits = limits_of(&request)?;
     let told_limits = limits_told(&limits);
     let notify = request
         .notify
@@ -461,35 +439,12 @@ pub fn begin(
         })
         .transpose()?;
     let report = wakes::report_for(project, request.name.as_deref(), notify.as_ref())?;
-    let prompt = match (&request.prompt_file, request.prompt) {
-        (Some(_), Some(_)) => {
-            return Err(Error::usage(
-                "give the prompt as text or with --prompt-file, not both",
-            ));
-        }
-        (Some(file), None) if started_by == StartedBy::SlashCommand => {
-            read_prompt_in_project(project, file)?
-        }
-        (Some(file), None) => {
-            let bytes =
-                Source::File(file.clone()).read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
-            files::utf8(bytes, "the prompt file")?
-        }
-        (None, Some(prompt)) => prompt,
-        (None, None) => {
-            return Err(Error::usage(
-                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
-            ));
-        }
-    };
-    if prompt.trim().is_empty() {
-        return Err(Error::usage("the prompt is empty"));
-    }
-    if prompt.chars().count() > MAX_PROMPT_CHARS {
-        return Err(Error::usage(format!(
-            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
-        )));
-    }
+    let prompt = prompt_of(
+        project,
+        request.prompt_file.as_deref(),
+        request.prompt,
+        started_by,
+    )?;
     let session = match session {
         For::Session(session) => session,
         For::Pending(pending) => {
@@ -539,6 +494,73 @@ pub fn begin(
         promise.tagged()
     );
     Ok(Started { state, told })
+}
+
+/// The limits a request asks for besides `--max-iterations`, each checked by its flag's rule.
+fn limits_of(request: &StartRequest) -> Result<Limits> {
+    Ok(Limits {
+        stall_after: request
+            .stall_after
+            .as_deref()
+            .map(|k| Ok::<_, Error>(defs::flag(Scope::Start, "--stall-after")?.number(k)? as u32))
+            .transpose()?,
+        max_duration_secs: request
+            .max_duration
+            .as_deref()
+            .map(|d| {
+                Ok::<_, Error>(
+                    defs::flag(Scope::Start, "--max-duration")?
+                        .duration(d)?
+                        .as_secs(),
+                )
+            })
+            .transpose()?,
+        max_tokens: request
+            .max_tokens
+            .as_deref()
+            .map(|n| defs::flag(Scope::Start, "--max-tokens")?.tokens(n))
+            .transpose()?,
+    })
+}
+
+/// The loop's prompt: the text given, or the file's (read only inside the project for a slash
+/// command); never both, never blank, never longer than a loop feeds back.
+fn prompt_of(
+    project: &Project,
+    prompt_file: Option<&Path>,
+    prompt: Option<String>,
+    started_by: StartedBy,
+) -> Result<String> {
+    let prompt = match (prompt_file, prompt) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the prompt as text or with --prompt-file, not both",
+            ));
+        }
+        (Some(file), None) if started_by == StartedBy::SlashCommand => {
+            read_prompt_in_project(project, file)?
+        }
+        (Some(file), None) => {
+            let bytes = Source::File(file.to_path_buf())
+                .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
+            files::utf8(bytes, "the prompt file")?
+        }
+        (None, Some(prompt)) => prompt,
+        (None, None) => {
+            return Err(Error::usage(
+                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
+            ));
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::usage("the prompt is empty"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(Error::usage(format!(
+            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
+        )));
+    }
+    Ok(prompt)
 }
 
 /// `, at most 2h, at most 500000 tokens, stalled after 5 same messages`: the limits a loop
