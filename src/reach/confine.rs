@@ -271,7 +271,6 @@ impl Mount {
 fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
-    let mut planned: Made = Vec::new();
     // What a gate killed during its check left in the project goes first.
     if let Some(ledger) = &plan.ledger
         && ledger.exists()
@@ -296,52 +295,7 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     for (from, to) in &plan.bound {
         mounts.push(Mount::ReadOnlyAt(real(from), to.clone()));
     }
-    for (path, entry) in reach::read_only_in(&work) {
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                // A mount covers where a link leads, never the link: the check could replace
-                // the link itself (with a directory of its own), or write through one to
-                // nothing.
-                return Err(Unavailable::Project(format!(
-                    "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real {}",
-                    path.display(),
-                    if entry == Entry::Dir {
-                        "directory"
-                    } else {
-                        "file"
-                    }
-                )));
-            }
-            Ok(meta) => {
-                // A worktree's or submodule's `.git` file names the git directory git reads
-                // config and hooks from: that, and its common directory, stay read-only too
-                // (and visible, where they are under the private /tmp).
-                // What the file names is the agent's choice: never a place of the hidden set.
-                if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
-                    mounts.extend(
-                        git_dirs(&path)
-                            .into_iter()
-                            .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
-                            .map(Mount::ReadOnly),
-                    );
-                }
-                mounts.push(Mount::ReadOnly(path));
-            }
-            Err(_) => {
-                // Not there: an empty read-only stand-in keeps the check from making it. Its
-                // mount point is made here (only where its parent is a real directory) and
-                // removed after the run.
-                let parent_is_dir = path
-                    .parent()
-                    .and_then(|p| std::fs::symlink_metadata(p).ok())
-                    .is_some_and(|m| m.is_dir());
-                if !parent_is_dir {
-                    continue;
-                }
-                planned.push((path, entry));
-            }
-        }
-    }
+    let planned = read_only_entries(&work, &hidden, &mut mounts)?;
     // Listed once before any is made, so a gate killed at any instant leaves them named; not
     // waited for on the disk (only a crash loses the list, and then only the removal).
     if let Some(ledger) = &plan.ledger
@@ -405,6 +359,65 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     // directory, a read-only entry inside the work); the sort keeps the order above for equals.
     mounts.sort_by_key(|m| m.path().components().count());
     Ok((mounts, made))
+}
+
+/// The mounts of the read-only entries of `work` that are there, with the git directories a
+/// `.git` file names; the entries that are not there, to be made as mount points (only where
+/// their parent is a real directory). A link in place of an entry: the project cannot be
+/// confined.
+fn read_only_entries(
+    work: &Path,
+    hidden: &[(PathBuf, Entry)],
+    mounts: &mut Vec<Mount>,
+) -> Result<Made, Unavailable> {
+    let mut planned: Made = Vec::new();
+    for (path, entry) in reach::read_only_in(work) {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // A mount covers where a link leads, never the link: the check could replace
+                // the link itself (with a directory of its own), or write through one to
+                // nothing.
+                return Err(Unavailable::Project(format!(
+                    "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real {}",
+                    path.display(),
+                    if entry == Entry::Dir {
+                        "directory"
+                    } else {
+                        "file"
+                    }
+                )));
+            }
+            Ok(meta) => {
+                // A worktree's or submodule's `.git` file names the git directory git reads
+                // config and hooks from: that, and its common directory, stay read-only too
+                // (and visible, where they are under the private /tmp).
+                // What the file names is the agent's choice: never a place of the hidden set.
+                if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
+                    mounts.extend(
+                        git_dirs(&path)
+                            .into_iter()
+                            .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
+                            .map(Mount::ReadOnly),
+                    );
+                }
+                mounts.push(Mount::ReadOnly(path));
+            }
+            Err(_) => {
+                // Not there: an empty read-only stand-in keeps the check from making it. Its
+                // mount point is made here (only where its parent is a real directory) and
+                // removed after the run.
+                let parent_is_dir = path
+                    .parent()
+                    .and_then(|p| std::fs::symlink_metadata(p).ok())
+                    .is_some_and(|m| m.is_dir());
+                if !parent_is_dir {
+                    continue;
+                }
+                planned.push((path, entry));
+            }
+        }
+    }
+    Ok(planned)
 }
 
 /// The git directory a `.git` file names (`gitdir: …`), and its common directory (`commondir`),
