@@ -9,7 +9,14 @@
 //! Linux: bubblewrap, found only where the system keeps it (never through `PATH`, which the
 //! agent may extend). Its `--json-status-fd` says whether the command was started: a sandbox
 //! that could not be set up never looks like a check that failed, and the agent's code, which
-//! could print anything, never decides that. Elsewhere confinement cannot be had yet.
+//! could print anything, never decides that. macOS: Seatbelt, with a profile of the same reach
+//! (`seatbelt`). Elsewhere confinement cannot be had yet.
+
+mod seatbelt;
+
+pub use seatbelt::seatbelt_profile;
+
+use seatbelt::seatbelt_command;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -264,7 +271,6 @@ impl Mount {
 fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
-    let mut planned: Made = Vec::new();
     // What a gate killed during its check left in the project goes first.
     if let Some(ledger) = &plan.ledger
         && ledger.exists()
@@ -289,52 +295,7 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     for (from, to) in &plan.bound {
         mounts.push(Mount::ReadOnlyAt(real(from), to.clone()));
     }
-    for (path, entry) in reach::read_only_in(&work) {
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                // A mount covers where a link leads, never the link: the check could replace
-                // the link itself (with a directory of its own), or write through one to
-                // nothing.
-                return Err(Unavailable::Project(format!(
-                    "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real {}",
-                    path.display(),
-                    if entry == Entry::Dir {
-                        "directory"
-                    } else {
-                        "file"
-                    }
-                )));
-            }
-            Ok(meta) => {
-                // A worktree's or submodule's `.git` file names the git directory git reads
-                // config and hooks from: that, and its common directory, stay read-only too
-                // (and visible, where they are under the private /tmp).
-                // What the file names is the agent's choice: never a place of the hidden set.
-                if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
-                    mounts.extend(
-                        git_dirs(&path)
-                            .into_iter()
-                            .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
-                            .map(Mount::ReadOnly),
-                    );
-                }
-                mounts.push(Mount::ReadOnly(path));
-            }
-            Err(_) => {
-                // Not there: an empty read-only stand-in keeps the check from making it. Its
-                // mount point is made here (only where its parent is a real directory) and
-                // removed after the run.
-                let parent_is_dir = path
-                    .parent()
-                    .and_then(|p| std::fs::symlink_metadata(p).ok())
-                    .is_some_and(|m| m.is_dir());
-                if !parent_is_dir {
-                    continue;
-                }
-                planned.push((path, entry));
-            }
-        }
-    }
+    let planned = read_only_entries(&work, &hidden, &mut mounts)?;
     // Listed once before any is made, so a gate killed at any instant leaves them named; not
     // waited for on the disk (only a crash loses the list, and then only the removal).
     if let Some(ledger) = &plan.ledger
@@ -398,6 +359,65 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     // directory, a read-only entry inside the work); the sort keeps the order above for equals.
     mounts.sort_by_key(|m| m.path().components().count());
     Ok((mounts, made))
+}
+
+/// The mounts of the read-only entries of `work` that are there, with the git directories a
+/// `.git` file names; the entries that are not there, to be made as mount points (only where
+/// their parent is a real directory). A link in place of an entry: the project cannot be
+/// confined.
+fn read_only_entries(
+    work: &Path,
+    hidden: &[(PathBuf, Entry)],
+    mounts: &mut Vec<Mount>,
+) -> Result<Made, Unavailable> {
+    let mut planned: Made = Vec::new();
+    for (path, entry) in reach::read_only_in(work) {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                // A mount covers where a link leads, never the link: the check could replace
+                // the link itself (with a directory of its own), or write through one to
+                // nothing.
+                return Err(Unavailable::Project(format!(
+                    "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real {}",
+                    path.display(),
+                    if entry == Entry::Dir {
+                        "directory"
+                    } else {
+                        "file"
+                    }
+                )));
+            }
+            Ok(meta) => {
+                // A worktree's or submodule's `.git` file names the git directory git reads
+                // config and hooks from: that, and its common directory, stay read-only too
+                // (and visible, where they are under the private /tmp).
+                // What the file names is the agent's choice: never a place of the hidden set.
+                if meta.is_file() && path.file_name().is_some_and(|n| n == ".git") {
+                    mounts.extend(
+                        git_dirs(&path)
+                            .into_iter()
+                            .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
+                            .map(Mount::ReadOnly),
+                    );
+                }
+                mounts.push(Mount::ReadOnly(path));
+            }
+            Err(_) => {
+                // Not there: an empty read-only stand-in keeps the check from making it. Its
+                // mount point is made here (only where its parent is a real directory) and
+                // removed after the run.
+                let parent_is_dir = path
+                    .parent()
+                    .and_then(|p| std::fs::symlink_metadata(p).ok())
+                    .is_some_and(|m| m.is_dir());
+                if !parent_is_dir {
+                    continue;
+                }
+                planned.push((path, entry));
+            }
+        }
+    }
+    Ok(planned)
 }
 
 /// The git directory a `.git` file names (`gitdir: …`), and its common directory (`commondir`),
@@ -535,103 +555,6 @@ fn confined_env(cmd: &mut Command, plan: &Plan) {
     }
 }
 
-/// `program args…` under macOS's Seatbelt with `seatbelt_profile`: the same reach as the
-/// bubblewrap view, in SBPL (untested on a real Mac: the profile's text is what the tests hold).
-fn seatbelt_command(
-    seatbelt: &Path,
-    plan: &Plan,
-    program: &std::ffi::OsStr,
-    args: &[OsString],
-) -> Result<(Command, Confined), Unavailable> {
-    let tmp = tempfile::Builder::new()
-        .prefix("vigil-check-")
-        .tempdir()
-        .map_err(|e| {
-            Unavailable::Machine(format!("cannot make a private temporary directory: {e}"))
-        })?;
-    let mut writable = plan.writable.clone();
-    writable.push(tmp.path().to_path_buf());
-    let mut profile = seatbelt_profile(
-        &std::fs::canonicalize(&plan.work).unwrap_or_else(|_| plan.work.clone()),
-        &writable,
-        &reach::hidden(&plan.project_state, &plan.hide)
-            .into_iter()
-            .map(|(path, _)| path)
-            .collect::<Vec<_>>(),
-        plan.network,
-    );
-    // No bind mounts here: the declared environment is linked in (its writes are outside the
-    // work, so denied).
-    link_bound(plan);
-    // Later rules win: the hold's read-only paths after the work's allow.
-    for path in &plan.read_only {
-        let text = path.to_string_lossy();
-        let quoted = format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
-        profile.push_str(&format!(
-            "(deny file-write* (literal {quoted}) (subpath {quoted}))\n"
-        ));
-    }
-    let mut cmd = Command::new(seatbelt);
-    cmd.arg("-p").arg(profile).arg(program).args(args);
-    cmd.current_dir(&plan.cwd);
-    confined_env(&mut cmd, plan);
-    cmd.env("TMPDIR", tmp.path());
-    Ok((
-        cmd,
-        Confined {
-            status: None,
-            made: Vec::new(),
-            ledger: None,
-            _tmp: Some(tmp),
-        },
-    ))
-}
-
-/// The Seatbelt profile (SBPL) of the reach: everything readable, writes only in `work` and
-/// `writable` (less the read-only entries, which need no stand-in here: a rule names a path
-/// whether it exists or not), nothing of `hidden` readable or writable, signals only to its own
-/// processes, and no network unless `network` (a Unix socket is network to Seatbelt, so the
-/// user's sockets go with it). Later rules win.
-pub fn seatbelt_profile(
-    work: &Path,
-    writable: &[PathBuf],
-    hidden: &[PathBuf],
-    network: bool,
-) -> String {
-    let quoted = |path: &Path| {
-        let text = path.to_string_lossy();
-        format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
-    };
-    let mut profile = String::from("(version 1)\n(allow default)\n(deny file-write*)\n");
-    profile.push_str("(allow file-write* (literal \"/dev/null\") (literal \"/dev/tty\") (regex #\"^/dev/fd/\"))\n");
-    profile.push_str(&format!("(allow file-write* (subpath {})", quoted(work)));
-    for dir in writable {
-        profile.push_str(&format!(" (subpath {})", quoted(dir)));
-    }
-    profile.push_str(")\n(deny file-write*");
-    for (entry, kind) in reach::read_only_in(work) {
-        match kind {
-            Entry::Dir => {
-                profile.push_str(&format!(" (literal {0}) (subpath {0})", quoted(&entry)))
-            }
-            Entry::File => profile.push_str(&format!(" (literal {})", quoted(&entry))),
-        }
-    }
-    profile.push_str(")\n");
-    if !hidden.is_empty() {
-        profile.push_str("(deny file-read* file-write*");
-        for path in hidden {
-            profile.push_str(&format!(" (subpath {})", quoted(path)));
-        }
-        profile.push_str(")\n");
-    }
-    profile.push_str("(deny signal (target others))\n");
-    if !network {
-        profile.push_str("(deny network*)\n");
-    }
-    profile
-}
-
 /// Where no bind mount can be had (Seatbelt, an unconfined run), the declared environment of
 /// `plan.bound` is linked in at its mount points instead.
 pub fn link_bound(plan: &Plan) {
@@ -696,55 +619,4 @@ pub fn works(bwrap: &Path) -> bool {
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-#[cfg(test)]
-mod tests {
-    #[cfg(unix)]
-    use super::*;
-
-    // Seatbelt is macOS's: its profile is written with Unix paths.
-    #[cfg(unix)]
-    #[test]
-    fn the_seatbelt_profile_is_the_reach_in_sbpl() {
-        let profile = seatbelt_profile(
-            Path::new("/Users/me/proj"),
-            &[PathBuf::from("/private/tmp/vigil-check-1")],
-            &[
-                PathBuf::from("/Users/me/.local/state/vigil"),
-                PathBuf::from("/Users/me/.ssh"),
-            ],
-            false,
-        );
-        let lines: Vec<&str> = profile.lines().collect();
-        assert_eq!(lines[0], "(version 1)");
-        assert_eq!(lines[1], "(allow default)");
-        assert_eq!(lines[2], "(deny file-write*)");
-        assert!(profile.contains(
-            "(allow file-write* (subpath \"/Users/me/proj\") (subpath \"/private/tmp/vigil-check-1\"))"
-        ));
-        // The read-only entries come after the project's allow, so they win.
-        let allow = profile.find("(allow file-write* (subpath").unwrap();
-        let deny = profile
-            .find("(deny file-write* (literal \"/Users/me/proj/.claude\")")
-            .unwrap();
-        assert!(deny > allow, "{profile}");
-        for entry in [".codex", ".git", ".vscode", ".idea"] {
-            assert!(
-                profile.contains(&format!("(subpath \"/Users/me/proj/{entry}\")")),
-                "{entry}"
-            );
-        }
-        assert!(profile.contains("(literal \"/Users/me/proj/.mcp.json\")"));
-        assert!(profile.contains(
-            "(deny file-read* file-write* (subpath \"/Users/me/.local/state/vigil\") (subpath \"/Users/me/.ssh\"))"
-        ));
-        assert!(profile.contains("(deny signal (target others))"));
-        assert!(profile.ends_with("(deny network*)\n"));
-        let open = seatbelt_profile(Path::new("/p"), &[], &[], true);
-        assert!(!open.contains("network"));
-        // Paths are SBPL strings: a quote or backslash in a name cannot end one early.
-        let odd = seatbelt_profile(Path::new("/p/a\"b\\c"), &[], &[], true);
-        assert!(odd.contains("(subpath \"/p/a\\\"b\\\\c\")"), "{odd}");
-    }
 }

@@ -2,6 +2,16 @@
 //! protected state (`session`), where the agent cannot start, change or end it. Loops are
 //! started by a human: from a terminal (`stop-gate loop start`), or with the slash command that
 //! vigil's UserPromptSubmit hook reads from the human's own prompt.
+//!
+//! Here a loop is begun (`begin`, the one door that checks every flag), left pending for a
+//! session still to start, and claimed; how it ends outside a Stop is `end`.
+
+mod end;
+
+pub use end::{
+    BLOCK_CAP, Cancelled, cancel, changed_after, end_session, engine_cut_of, note_engine_cut,
+    record_failure, told_end, told_passed, witness, witness_unrecorded,
+};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,9 +23,7 @@ use crate::cli::defs::Scope;
 use crate::cli::input::Source;
 use crate::cli::loop_args::StartRequest;
 use crate::error::{Error, Result};
-use crate::state::loop_state::{
-    EndReason, Failure, Limits, LoopState, LoopStatus, MAX_FAILURES, MAX_PROMPT_CHARS, StartedBy,
-};
+use crate::state::loop_state::{Limits, LoopState, MAX_PROMPT_CHARS, StartedBy};
 use crate::state::project::{Project, SessionId};
 use crate::state::protected;
 use crate::state::session;
@@ -25,8 +33,6 @@ use crate::sys::atomic::write_atomic;
 use crate::sys::files;
 use crate::sys::lock::FileLock;
 use crate::sys::time;
-use crate::transcript;
-use crate::verdict::defang;
 use crate::verdict::promise::Promise;
 use crate::verdict::token::Token;
 
@@ -350,261 +356,6 @@ pub fn claim_pending(
     }
 }
 
-/// Records a failed turn (StopFailure) in the session's record and, when a loop runs there, in
-/// the loop, which becomes `interrupted`: no pass is spent, and the session's next stop goes on
-/// with the pass that failed. A subagent's failed turn (it has an `agent_id`) is recorded in
-/// the session only: Claude Code goes on with the main agent, which hears of it in a
-/// `<task-notification>`.
-pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) -> Result<()> {
-    let mut record = Session::open(project, session)?;
-    let keep = |list: &mut Vec<Failure>, failure: Failure| {
-        list.push(failure);
-        if list.len() > MAX_FAILURES {
-            list.drain(..list.len() - MAX_FAILURES);
-        }
-    };
-    keep(&mut record.record.failures, failure.clone());
-    // When an API error ends `claude -p`, Claude Code sends SIGTERM to the StopFailure hook
-    // still running and runs SessionEnd's; the hook outlasts it and records the failure after
-    // (seen under load): the loop was cut `session-ended` a moment ago, for the turn that
-    // failed. Its end is that failure: still cut, NOT verified, with the reason
-    // that tells the next session what happened, and its wake, if not taken yet, too.
-    let mut amended = None;
-    if let Some(state) = record.record.ralph.as_mut()
-        && failure.agent_id.is_none()
-        && state.end_reason == Some(EndReason::SessionEnded)
-        && state.failures.is_empty()
-        && time::parse_rfc3339(&state.updated_at)
-            .is_some_and(|ended| time::now_secs() - ended < SESSION_END_RACE_SECS)
-    {
-        state.end(EndReason::TurnFailed);
-        keep(
-            &mut state.failures,
-            Failure {
-                iteration: Some(state.iteration),
-                ..failure.clone()
-            },
-        );
-        amended = Some(state.clone());
-    }
-    if let Some(state) = record.record.ralph.as_mut()
-        && state.status.is_live()
-        && failure.agent_id.is_none()
-    {
-        state.status = LoopStatus::Interrupted;
-        state.updated_at = time::now_rfc3339();
-        keep(
-            &mut state.failures,
-            Failure {
-                iteration: Some(state.iteration),
-                ..failure
-            },
-        );
-    }
-    record.save()?;
-    if let Some(state) = amended {
-        wakes::amend(&state);
-    }
-    Ok(())
-}
-
-/// Claude Code's own cap on consecutive Stop blocks (issue 29): when the transcript at
-/// `transcript` shows the client ended a turn of this session's running loop over vigil's
-/// block, after the loop last moved, the loop is recorded `interrupted` with the failure
-/// `block_cap` (it goes on at the session's next stop, no pass spent), and the line to tell the
-/// human comes back. `None` when there is no loop running, or no new cut.
-pub fn note_engine_cut(
-    project: &Project,
-    session: &SessionId,
-    transcript: &Path,
-) -> Result<Option<String>> {
-    match session::peek(project, session) {
-        Ok(Some(record)) => match &record.ralph {
-            Some(state) => engine_cut_of(project, session, state, transcript),
-            None => Ok(None),
-        },
-        _ => Ok(None),
-    }
-}
-
-/// [`note_engine_cut`] for a caller that has read the session's loop already (`state`).
-pub fn engine_cut_of(
-    project: &Project,
-    session: &SessionId,
-    state: &LoopState,
-    transcript: &Path,
-) -> Result<Option<String>> {
-    if !state.status.is_live() {
-        return Ok(None);
-    }
-    // After the loop last moved, and after the last failure it recorded (a cut is recorded at
-    // the client's own time, which may run ahead of this machine's).
-    let after = std::iter::once(&state.updated_at)
-        .chain(state.failures.iter().map(|failure| &failure.at))
-        .filter_map(|at| time::parse_rfc3339(at))
-        .fold(0.0, f64::max);
-    let Some((at, content)) = transcript::engine_cut_after(transcript, after) else {
-        return Ok(None);
-    };
-    record_failure(
-        project,
-        session,
-        Failure {
-            error: BLOCK_CAP.into(),
-            error_details: None,
-            message: Some(defang::field_max(&content, 200)),
-            at,
-            iteration: None,
-            agent_id: None,
-        },
-    )?;
-    Ok(Some(format!(
-        "vigil: Claude Code ended a turn of this session's loop over its Stop hook (it overrides a hook that blocks too many times in a row): the loop is interrupted at pass {}/{}, NOT verified, and goes on at the session's next stop; start Claude Code with CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0 in its environment to lift the cap for a loop vigil bounds",
-        state.iteration, state.max_iterations
-    )))
-}
-
-/// How a loop that ended outside a Stop is told, once, at the session's next Stop or by a
-/// terminal: `vigil loop was cut at pass 4/20: the session ended while it ran; the work is NOT
-/// verified …`.
-pub fn told_end(state: &LoopState) -> String {
-    let (k, max) = (state.iteration, state.max_iterations);
-    match (state.status, state.end_reason) {
-        (LoopStatus::Cancelled, _) => {
-            format!("vigil loop was cancelled at pass {k}/{max}: the work is NOT verified")
-        }
-        (LoopStatus::Cut, reason) => format!(
-            "vigil loop was cut at pass {k}/{max}: {}; the work is NOT verified. Start it again with /vigil-loop or `stop-gate loop start`",
-            reason.unwrap_or(EndReason::SessionEnded).told()
-        ),
-        (LoopStatus::Passed, _) => told_passed(state),
-        (status, reason) => format!(
-            "vigil loop ended {} at pass {k}/{max}{}: the work is NOT verified",
-            status.as_str(),
-            reason.map_or(String::new(), |r| format!(" ({})", r.told()))
-        ),
-    }
-}
-
-/// How a loop that passed is told: whether checks verified the declaration, or it stood alone.
-pub fn told_passed(state: &LoopState) -> String {
-    let (k, max) = (state.iteration, state.max_iterations);
-    if state.checks.as_ref().is_none_or(Vec::is_empty) {
-        format!(
-            "vigil loop passed on pass {k}/{max}: completion declared, but no check is configured on the Stop hook (--run, --require-marker), so nothing verified the work"
-        )
-    } else {
-        format!("vigil loop passed on pass {k}/{max}: completion declared and every check passed")
-    }
-}
-
-/// The session has ended (SessionEnd, or the command of `loop run` returned): a loop still live
-/// there is `cut`, since nothing will judge it again, with the reason its last turn gives
-/// (the engine's cap, an API error, else the end itself). The loop as it now stands, when one
-/// was cut.
-pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
-    let mut record = Session::open(project, session)?;
-    let Some(state) = record.record.ralph.as_mut() else {
-        return Ok(None);
-    };
-    if !state.status.is_live() {
-        return Ok(None);
-    }
-    let reason = match (state.status, state.failures.last()) {
-        (LoopStatus::Interrupted, Some(failure)) if failure.error == BLOCK_CAP => {
-            EndReason::BlockCap
-        }
-        (LoopStatus::Interrupted, _) => EndReason::TurnFailed,
-        _ => EndReason::SessionEnded,
-    };
-    state.end(reason);
-    state.reported = false;
-    let state = state.clone();
-    record.save()?;
-    wakes::settle(&state);
-    Ok(Some(state))
-}
-
-/// The tree changed after the passing Stop of `session`'s loop vouched for it (`loop run` saw
-/// it at its end): recorded, and the loop's wake and `loop list` entry say so, if no one has
-/// taken the wake yet. The loop as it now stands.
-pub fn changed_after(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
-    let mut record = Session::open(project, session)?;
-    let Some(state) = record.record.ralph.as_mut() else {
-        return Ok(None);
-    };
-    if state.status != LoopStatus::Passed || state.changed_after {
-        return Ok(Some(state.clone()));
-    }
-    state.changed_after = true;
-    state.updated_at = time::now_rfc3339();
-    let state = state.clone();
-    record.save()?;
-    wakes::amend(&state);
-    Ok(Some(state))
-}
-
-/// How soon after a SessionEnd cut a StopFailure of the same session is taken as the cause of
-/// the end (the engine ran the two hooks in the other order).
-const SESSION_END_RACE_SECS: f64 = 30.0;
-
-/// The failure a turn that the engine ended over the gate's block is recorded as.
-pub const BLOCK_CAP: &str = "block_cap";
-
-/// The witness (SPEC §9, issue 29): the session has no record, yet the last 256 KiB of its
-/// transcript hold vigil's loop blocks as Claude Code writes them, so its loop's record is
-/// gone (the state home removed). The line to tell, once: a record with no loop is written, so
-/// no later hook of the session tells it again. A witness only ever makes a verdict worse.
-pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
-    if !matches!(session::peek(project, session), Ok(None)) {
-        return None;
-    }
-    witness_unrecorded(project, session, transcript)
-}
-
-/// [`witness`] for a caller that found the session has no record already.
-pub fn witness_unrecorded(
-    project: &Project,
-    session: &SessionId,
-    transcript: &Path,
-) -> Option<String> {
-    if !transcript::vigil_loop_blocked(transcript) {
-        return None;
-    }
-    let _ = Session::open(project, session).and_then(|mut record| record.save());
-    Some("vigil: this session ran a vigil loop (its blocks are in the transcript), but the loop's record is gone from the state home: the loop is NOT verified; start it again with /vigil-loop or `stop-gate loop start`".to_string())
-}
-
-/// What `cancel` did.
-pub enum Cancelled {
-    /// The running loop now says `cancelled`.
-    Loop(Box<LoopState>),
-    /// The record could not be read (damaged, or gone while its loop ran): the loop is over,
-    /// NOT verified, and this says why.
-    Lost(String),
-}
-
-/// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
-pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
-    let mut record = Session::open(project, session)?;
-    if let Some(lost) = record.take_lost() {
-        record.save()?;
-        return Ok(Some(Cancelled::Lost(lost)));
-    }
-    let Some(state) = record.record.ralph.as_mut() else {
-        return Ok(None);
-    };
-    if !state.status.is_live() {
-        return Ok(None);
-    }
-    state.end(EndReason::Cancelled);
-    state.reported = false;
-    let state = state.clone();
-    record.save()?;
-    wakes::settle(&state);
-    Ok(Some(Cancelled::Loop(Box::new(state))))
-}
-
 /// The loops left in `<state>/loops/` by a vigil that kept them in the project: they are not
 /// taken over (their origin is unknown), only counted, so the human is told once.
 pub fn legacy_loops(project: &Project) -> usize {
@@ -674,29 +425,7 @@ pub fn begin(
         Error::usage("`loop start` needs --completion-promise P, the phrase the agent ends with, e.g. --completion-promise DONE")
     })?;
     let promise = Promise::new(promise)?;
-    let limits = Limits {
-        stall_after: request
-            .stall_after
-            .as_deref()
-            .map(|k| Ok::<_, Error>(defs::flag(Scope::Start, "--stall-after")?.number(k)? as u32))
-            .transpose()?,
-        max_duration_secs: request
-            .max_duration
-            .as_deref()
-            .map(|d| {
-                Ok::<_, Error>(
-                    defs::flag(Scope::Start, "--max-duration")?
-                        .duration(d)?
-                        .as_secs(),
-                )
-            })
-            .transpose()?,
-        max_tokens: request
-            .max_tokens
-            .as_deref()
-            .map(|n| defs::flag(Scope::Start, "--max-tokens")?.tokens(n))
-            .transpose()?,
-    };
+    let limits = limits_of(&request)?;
     let told_limits = limits_told(&limits);
     let notify = request
         .notify
@@ -710,35 +439,12 @@ pub fn begin(
         })
         .transpose()?;
     let report = wakes::report_for(project, request.name.as_deref(), notify.as_ref())?;
-    let prompt = match (&request.prompt_file, request.prompt) {
-        (Some(_), Some(_)) => {
-            return Err(Error::usage(
-                "give the prompt as text or with --prompt-file, not both",
-            ));
-        }
-        (Some(file), None) if started_by == StartedBy::SlashCommand => {
-            read_prompt_in_project(project, file)?
-        }
-        (Some(file), None) => {
-            let bytes =
-                Source::File(file.clone()).read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
-            files::utf8(bytes, "the prompt file")?
-        }
-        (None, Some(prompt)) => prompt,
-        (None, None) => {
-            return Err(Error::usage(
-                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
-            ));
-        }
-    };
-    if prompt.trim().is_empty() {
-        return Err(Error::usage("the prompt is empty"));
-    }
-    if prompt.chars().count() > MAX_PROMPT_CHARS {
-        return Err(Error::usage(format!(
-            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
-        )));
-    }
+    let prompt = prompt_of(
+        project,
+        request.prompt_file.as_deref(),
+        request.prompt,
+        started_by,
+    )?;
     let session = match session {
         For::Session(session) => session,
         For::Pending(pending) => {
@@ -788,6 +494,73 @@ pub fn begin(
         promise.tagged()
     );
     Ok(Started { state, told })
+}
+
+/// The limits a request asks for besides `--max-iterations`, each checked by its flag's rule.
+fn limits_of(request: &StartRequest) -> Result<Limits> {
+    Ok(Limits {
+        stall_after: request
+            .stall_after
+            .as_deref()
+            .map(|k| Ok::<_, Error>(defs::flag(Scope::Start, "--stall-after")?.number(k)? as u32))
+            .transpose()?,
+        max_duration_secs: request
+            .max_duration
+            .as_deref()
+            .map(|d| {
+                Ok::<_, Error>(
+                    defs::flag(Scope::Start, "--max-duration")?
+                        .duration(d)?
+                        .as_secs(),
+                )
+            })
+            .transpose()?,
+        max_tokens: request
+            .max_tokens
+            .as_deref()
+            .map(|n| defs::flag(Scope::Start, "--max-tokens")?.tokens(n))
+            .transpose()?,
+    })
+}
+
+/// The loop's prompt: the text given, or the file's (read only inside the project for a slash
+/// command); never both, never blank, never longer than a loop feeds back.
+fn prompt_of(
+    project: &Project,
+    prompt_file: Option<&Path>,
+    prompt: Option<String>,
+    started_by: StartedBy,
+) -> Result<String> {
+    let prompt = match (prompt_file, prompt) {
+        (Some(_), Some(_)) => {
+            return Err(Error::usage(
+                "give the prompt as text or with --prompt-file, not both",
+            ));
+        }
+        (Some(file), None) if started_by == StartedBy::SlashCommand => {
+            read_prompt_in_project(project, file)?
+        }
+        (Some(file), None) => {
+            let bytes = Source::File(file.to_path_buf())
+                .read_capped(MAX_PROMPT_BYTES, "the prompt file")?;
+            files::utf8(bytes, "the prompt file")?
+        }
+        (None, Some(prompt)) => prompt,
+        (None, None) => {
+            return Err(Error::usage(
+                "`loop start` needs the prompt: as text after the flags, or --prompt-file F",
+            ));
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::usage("the prompt is empty"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(Error::usage(format!(
+            "the prompt has more than {MAX_PROMPT_CHARS} characters; it is fed back on every pass, so keep it short and point to files for the rest"
+        )));
+    }
+    Ok(prompt)
 }
 
 /// `, at most 2h, at most 500000 tokens, stalled after 5 same messages`: the limits a loop

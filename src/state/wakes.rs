@@ -10,7 +10,19 @@
 //! whether anything may still come). The project's queue is in the protected state of its main
 //! checkout, so every worktree of the repository reports to the same one; a session named with
 //! `--notify` has its own under the state home.
+//!
+//! Here wakes and entries are written; how they are taken and told, and the waiters, is
+//! `deliver`.
 
+mod deliver;
+
+pub use deliver::{
+    Claimed, TOLD_MAX, WAITER_WORD, Waiter, anything_to_wait_for, become_waiter, for_context,
+    headless, is_news, is_worker, live_waiters, queues_of, recover, still_waiter, stop_waiting,
+    take, told,
+};
+
+use deliver::claim;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -20,19 +32,16 @@ use crate::error::{Error, Result};
 use crate::state::loop_state::{EndReason, HeldTold, LoopState, LoopStatus, Report};
 use crate::state::project::{Project, SessionId};
 use crate::state::protected;
-use crate::state::session;
 use crate::sys::atomic::{self, Durability};
 use crate::sys::files;
 use crate::sys::git;
 use crate::sys::paths;
-use crate::sys::process;
 use crate::sys::time;
 use crate::verdict::defang;
 use crate::verdict::token::Token;
 
 pub const SCHEMA: &str = "vigil.wake/v1";
 const ENTRY_SCHEMA: &str = "vigil.wake-loop/v1";
-const WAITER_SCHEMA: &str = "vigil.waiter/v1";
 /// How long a waiter waits (the seed's 55 minutes), inside the hour its handler gets.
 pub const GIVE_UP_SECS: u64 = 3300;
 /// A claim older than this is its holder's, who died or hangs: it is put back.
@@ -98,10 +107,6 @@ pub fn project_queue(commander: &Path) -> Option<PathBuf> {
 /// A session's own queue (`--notify SESSION`), wherever it works.
 pub fn session_queue(session: &str) -> Option<PathBuf> {
     Some(protected::home()?.join("wakes/sessions").join(session))
-}
-
-fn waiters_dir() -> Option<PathBuf> {
-    Some(protected::home()?.join("wakes/waiters"))
 }
 
 impl Report {
@@ -535,318 +540,9 @@ pub fn entries(queue: &Path) -> Vec<Entry> {
     found
 }
 
-/// A wake taken out of its queue by one reader: written out, then `done`; else put back.
-pub struct Claimed {
-    pub wake: Wake,
-    from: PathBuf,
-    at: PathBuf,
-}
-
-impl Claimed {
-    /// Delivered: gone for good.
-    pub fn done(self) {
-        let _ = std::fs::remove_file(&self.at);
-    }
-
-    /// Not delivered: back in the queue for the next reader.
-    pub fn put_back(self) {
-        let _ = std::fs::rename(&self.at, &self.from);
-    }
-}
-
-/// Takes `path` for this reader (a rename: only one reader gets it). `None` when another was
-/// first.
-fn claim(path: &Path, wake: Wake) -> Option<Claimed> {
-    let queue = path.parent()?;
-    let dir = queue.join("claimed");
-    files::make_private_dir(&dir).ok()?;
-    let at = dir.join(path.file_name()?);
-    // The claim's age is its own: a rename keeps the wake's time, and a claim that looked old
-    // the moment it was made would be put back by another reader's `recover` and told twice. So
-    // the time is set before the rename.
-    if let Ok(file) = std::fs::OpenOptions::new().write(true).open(path) {
-        let _ = file.set_modified(SystemTime::now());
-    }
-    std::fs::rename(path, &at).ok()?;
-    Some(Claimed {
-        wake,
-        from: path.to_path_buf(),
-        at,
-    })
-}
-
-/// Puts back every claim in `queue` older than [`CLAIM_EXPIRES`]: its holder died.
-pub fn recover(queue: &Path) {
-    recover_older(queue, CLAIM_EXPIRES);
-}
-
-fn recover_older(queue: &Path, expires: Duration) {
-    let Ok(dir) = std::fs::read_dir(queue.join("claimed")) else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= expires);
-        if old {
-            let _ = std::fs::rename(entry.path(), queue.join(entry.file_name()));
-        }
-    }
-}
-
-/// Whether `wake` is still news: a loop's, when the loop's session still holds that loop with
-/// that status (not restarted or changed since); a CI verdict's always (a newer one replaced it
-/// when it came).
-pub fn is_news(wake: &Wake) -> bool {
-    if wake.kind == Kind::Ci {
-        return true;
-    }
-    let Some(session) = wake
-        .session_id
-        .as_deref()
-        .and_then(|s| SessionId::parse(s).ok())
-    else {
-        return false;
-    };
-    let project = Project::at(&wake.worktree).for_reading();
-    match session::peek(&project, &session) {
-        Ok(Some(record)) => record.ralph.is_some_and(|ralph| {
-            ralph.report.is_some_and(|r| r.id == wake.id) && ralph.status.as_str() == wake.status
-        }),
-        _ => false,
-    }
-}
-
-/// The most one delivery tells, in characters: the wakes beyond it stay queued for the next.
-pub const TOLD_MAX: usize = 6000;
-
-/// Takes the wakes of `queues` that are still news (a stale one is dropped), oldest first, as
-/// many as [`told`] can say within [`TOLD_MAX`]: what a reader then writes out, and marks
-/// `done` or puts back.
-pub fn take(queues: &[PathBuf]) -> Vec<Claimed> {
-    let mut taken: Vec<Claimed> = Vec::new();
-    let mut size = 0;
-    for queue in queues {
-        recover(queue);
-        for (path, wake) in queued(queue) {
-            let cost = shown(&wake.line).chars().count() + 3;
-            if !taken.is_empty() && size + cost > TOLD_MAX - 200 {
-                return taken;
-            }
-            let Some(claimed) = claim(&path, wake) else {
-                continue;
-            };
-            if is_news(&claimed.wake) {
-                size += cost;
-                taken.push(claimed);
-            } else {
-                claimed.done();
-            }
-        }
-    }
-    taken
-}
-
-/// A wake's line as it is told: one line, defanged again on reading (a queue the agent could
-/// write, with the state home inside its reach, would hand it on as written).
-fn shown(line: &str) -> String {
-    defang::field_max(line, 600)
-}
-
-/// What the commander is told: one line per wake.
-pub fn told(taken: &[Claimed]) -> String {
-    let lines: Vec<String> = taken
-        .iter()
-        .map(|c| format!("- {}", shown(&c.wake.line)))
-        .collect();
-    format!(
-        "vigil: {} settled since you last heard:\n{}\nRun `stop-gate loop list` for every loop of this project.",
-        if taken.len() == 1 {
-            "one piece of work"
-        } else {
-            "work"
-        },
-        lines.join("\n")
-    )
-}
-
-/// Whether anything may still come to `queues`: a wake waiting, or a loop reporting there that
-/// is still live.
-pub fn anything_to_wait_for(queues: &[PathBuf]) -> bool {
-    queues.iter().any(|queue| {
-        !queued(queue).is_empty()
-            || std::fs::read_dir(queue.join("claimed")).is_ok_and(|mut d| d.next().is_some())
-            || entries(queue).iter().any(|e| e.status.is_live())
-    })
-}
-
-/// Which queues a session reads: its own, and the project's when `with_project`.
-pub fn queues_of(session: &SessionId, project: Option<&Path>) -> Vec<PathBuf> {
-    let mut queues: Vec<PathBuf> = session_queue(session.as_str()).into_iter().collect();
-    if let Some(commander) = project.and_then(project_queue) {
-        queues.push(commander);
-    }
-    queues
-}
-
-/// The wakes a session hears as context when it starts or its human prompts (SPEC §10):
-/// those of its own queue and of its project's, each taken only where no waiter is live to
-/// deliver it. None for a session that runs a loop of its own (a worker reports, it is not
-/// told). The caller writes them out, then marks each `done`, or puts them back.
-pub fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
-    if is_worker(project, session) {
-        return Vec::new();
-    }
-    let commander = (!headless()).then(|| main_checkout(&project.dir));
-    let queues: Vec<PathBuf> = queues_of(session, commander.as_deref())
-        .into_iter()
-        .filter(|queue| queue.is_dir() && live_waiters(queue).is_empty())
-        .collect();
-    take(&queues)
-}
-
-/// Whether `session` is a worker, which reports and is not told: `loop run`'s command (its
-/// id in the environment), or a session whose loop is live now.
-pub fn is_worker(project: &Project, session: &SessionId) -> bool {
-    std::env::var_os(RUN_ENV).is_some()
-        || match session::peek(project, session) {
-            Ok(Some(record)) => record.ralph.is_some_and(|ralph| ralph.status.is_live()),
-            Ok(None) => false,
-            // A record that cannot be read: a Stop tells it; this session is not told more.
-            Err(_) => true,
-        }
-}
-
-/// `loop run`'s variable (see `loops::RUN_ENV`).
-const RUN_ENV: &str = "VIGIL_LOOP_RUN";
-
-/// Whether this is a headless Claude Code session (`claude -p`, an SDK, a CI action), by the
-/// entrypoint Claude Code gives its hooks: only `cli` (the terminal) and the editors are
-/// interactive, and unset is another engine (Codex) or a person. A headless session hears only
-/// its own session's queue: the project's would be taken by any one-shot `claude -p`, and
-/// waiting on it would hold that session open.
-pub fn headless() -> bool {
-    match std::env::var("CLAUDE_CODE_ENTRYPOINT") {
-        Err(_) => false,
-        Ok(entry) => !matches!(
-            entry.as_str(),
-            "" | "cli" | "claude-vscode" | "claude-desktop"
-        ),
-    }
-}
-
-/// A waiter as it registers itself: `wakes/waiters/<session>.json`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Waiter {
-    pub schema: String,
-    pub pid: u32,
-    /// When the process began, as the system counts it (`/proc/<pid>/stat`): a pid reused by
-    /// another process since does not match.
-    #[serde(default)]
-    pub process_start: Option<u64>,
-    pub session_id: String,
-    pub queues: Vec<PathBuf>,
-    pub started_at: String,
-}
-
-/// The word a waiter's command line holds, besides the binary: how it is told from any other
-/// process with its pid.
-pub const WAITER_WORD: &str = "wait";
-
-impl Waiter {
-    /// Whether the process this names is alive and is this waiter: registered within the time a
-    /// waiter waits, the same process (its start time), and a `stop-gate wait` by its command
-    /// line.
-    pub fn is_live(&self) -> bool {
-        let age = time::now_secs() - time::parse_rfc3339(&self.started_at).unwrap_or(0.0);
-        age <= (GIVE_UP_SECS + 120) as f64
-            && process::is_alive(self.pid)
-            && self.process_start.is_some()
-            && process::start_time(self.pid) == self.process_start
-            && process::command_line(self.pid).is_some_and(|words| {
-                words
-                    .first()
-                    .is_some_and(|w| files::program_name(w) == "stop-gate")
-                    && words.get(1).is_some_and(|w| w == WAITER_WORD)
-            })
-    }
-}
-
-/// Registers this process as `session`'s waiter on `queues`, replacing the waiter that was
-/// there, which sees it is no longer registered and exits at its next look (no signal is
-/// sent: a pid may have been reused). The path of the registration.
-pub fn become_waiter(session: &SessionId, queues: &[PathBuf]) -> Result<PathBuf> {
-    let Some(dir) = waiters_dir() else {
-        return Err(Error::input("no state home, so there is nowhere to wait"));
-    };
-    files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
-    let path = dir.join(format!("{session}.json"));
-    let me = Waiter {
-        schema: WAITER_SCHEMA.to_string(),
-        pid: std::process::id(),
-        process_start: process::start_time(std::process::id()),
-        session_id: session.to_string(),
-        queues: queues.to_vec(),
-        started_at: time::now_rfc3339(),
-    };
-    let json = serde_json::to_vec(&me).expect("a waiter serializes");
-    atomic::write_atomic_as(&path, &json, 0o600, Durability::Skip)
-        .map_err(|e| Error::io("write", &path, &e))?;
-    Ok(path)
-}
-
-/// Whether the registration at `path` still names this process (a newer waiter replaces it).
-pub fn still_waiter(path: &Path) -> bool {
-    read_json::<Waiter>(path).is_some_and(|w| w.pid == std::process::id())
-}
-
-/// Removes this process's registration, if it is still its own.
-pub fn stop_waiting(path: &Path) {
-    if still_waiter(path) {
-        let _ = std::fs::remove_file(path);
-    }
-}
-
-/// The live waiters that read `queue`.
-pub fn live_waiters(queue: &Path) -> Vec<Waiter> {
-    let Some(dir) = waiters_dir() else {
-        return Vec::new();
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| read_json::<Waiter>(&e.path()))
-        .filter(|w| w.schema == WAITER_SCHEMA && w.queues.iter().any(|q| q == queue))
-        .filter(Waiter::is_live)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_claim_older_than_its_expiry_is_put_back_and_a_fresh_one_is_not() {
-        let queue = tempfile::tempdir().unwrap();
-        let claimed = queue.path().join("claimed");
-        std::fs::create_dir(&claimed).unwrap();
-        std::fs::write(claimed.join("1-a.json"), "{}").unwrap();
-        recover_older(queue.path(), Duration::from_secs(3600));
-        assert!(
-            claimed.join("1-a.json").exists(),
-            "a fresh claim was taken back"
-        );
-        recover_older(queue.path(), Duration::ZERO);
-        assert!(
-            queue.path().join("1-a.json").exists(),
-            "an expired claim stayed claimed"
-        );
-    }
 
     #[test]
     fn a_worktree_is_shown_as_its_commander_types_it() {
