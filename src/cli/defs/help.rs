@@ -1,6 +1,6 @@
 //! What the flag tables print: each `--help`'s options and a usage line's synopsis, from a
-//! command's rows, and the flag reference (docs/flags.md), from a binary's whole table, with what each
-//! rule asks of a value said in words.
+//! command's rows, and the flag reference (docs/flags.md), from a binary's whole table, with
+//! what each rule asks of a value said in words.
 
 use crate::cli::defs::{Rule, Scope, Table, of};
 
