@@ -1,12 +1,13 @@
 //! Load (issue 16): the handoff where its time goes, against SessionEnd's budget. A repository
 //! of 100,000 files, and a disk busy writing back a large file. The binaries are the release
-//! build that install.sh installs (scripts/release-build.sh): the budget is the installed
-//! build's. A test binary of its own, so that its load never slows another test.
+//! build (profile `dist`, release's code generation), the one the release suite packages and
+//! installs (`support::release`, built once for both): the budget is the released build's.
+//! install.sh's static link starts a hook 0.3 ms sooner, nothing at this scale. A test binary
+//! of its own, so that its load never slows another test.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -16,23 +17,9 @@ mod support;
 
 use support::{git, isolated, skip};
 
-fn built() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/release-build.sh");
-        let out = Command::new(script).output().unwrap();
-        assert!(
-            out.status.success(),
-            "release build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-}
-
 /// A release binary, run in `dir` with the tests' clean environment and state home.
 fn vigil(binary: &str, dir: &Path) -> Command {
-    let mut cmd = Command::new(built().join(binary));
+    let mut cmd = Command::new(support::release::built().join(binary));
     isolated(&mut cmd).current_dir(dir);
     cmd
 }

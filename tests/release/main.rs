@@ -25,6 +25,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use support::release::{self, host, tracked_copy};
 use support::serve::{Reply, as_is, serve, unreachable};
 use support::{BINARIES, git, said, skip};
 
@@ -49,65 +50,23 @@ fn dist() -> Option<PathBuf> {
     found
 }
 
-fn host() -> String {
-    let out = Command::new("rustc").arg("-vV").output().unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .unwrap()
-}
-
 fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap()
 }
 
-/// A copy of the repository's tracked files in `target/release-suite/<name>`, modes kept, as
-/// a clone (or Claude Code's copy of the plugin) has them.
-fn tracked_copy(name: &str) -> PathBuf {
-    let copy = Path::new(REPO).join("target/release-suite").join(name);
-    let _ = std::fs::remove_dir_all(&copy);
-    std::fs::create_dir_all(&copy).unwrap();
-    let files = run(Command::new("git")
-        .args(["ls-files", "-z"])
-        .current_dir(REPO));
-    for name in files.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let name = std::str::from_utf8(name).unwrap();
-        let from = Path::new(REPO).join(name);
-        if !from.is_file() {
-            continue;
-        }
-        let to = copy.join(name);
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(&from, &to).unwrap();
-    }
-    copy
-}
-
-/// The release artifacts for the host target, built once by dist from a copy of the
-/// repository's tracked files (the release config names the musl targets; the copy adds the
-/// host's, which is all this machine can build).
+/// The release artifacts for the host target, built once by dist in the release tree the load
+/// suite shares (`support::release`: the tracked files, the host's target added to the config).
 fn artifacts(dist: &Path) -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let copy = tracked_copy("repo");
-            let config = copy.join("dist-workspace.toml");
-            let text = std::fs::read_to_string(&config).unwrap();
-            let text = text.replacen("targets = [", &format!("targets = [\"{}\", ", host()), 1);
-            std::fs::write(&config, text).unwrap();
-            git(&copy, &["init", "-q"]);
-            git(&copy, &["add", "-A"]);
-            git(&copy, &["commit", "-qm", "release"]);
-            let out = run(Command::new(dist)
+            let tree = release::tree();
+            let out = run(release::building(Command::new(dist))
                 .args(["build", "--artifacts=all", "--target", &host()])
-                .current_dir(&copy)
-                .env(
-                    "CARGO_TARGET_DIR",
-                    Path::new(REPO).join("target/release-suite/target"),
-                ));
+                .current_dir(tree));
             assert!(out.status.success(), "dist build: {}", said(&out));
-            // dist puts the artifacts beside the copy's own sources, whatever the target dir.
-            copy.join("target/distrib")
+            // dist puts the artifacts beside the tree's own sources, whatever the target dir.
+            tree.join("target/distrib")
         })
         .clone()
 }
@@ -497,11 +456,10 @@ fn cargo_install_locked_from_the_repository_builds_every_binary() {
     let Some(dist) = dist() else { return };
     // The copy dist built from holds the tracked files, as a clone does (`cargo install --git`
     // would clone the same files, but needs the network). Offline, from the registry cache the
-    // suite already has, into dist's target dir, whose dependencies it reuses.
+    // suite already has, into dist's target dir, whose build it reuses.
     let _ = artifacts(&dist);
-    let repo = Path::new(REPO).join("target/release-suite/repo");
     let root = tempfile::tempdir().unwrap();
-    let out = run(Command::new(env!("CARGO"))
+    let out = run(release::building(Command::new(env!("CARGO")))
         .args([
             "install",
             "--locked",
@@ -512,13 +470,9 @@ fn cargo_install_locked_from_the_repository_builds_every_binary() {
         ])
         .arg(host())
         .arg("--path")
-        .arg(&repo)
+        .arg(release::tree())
         .arg("--root")
-        .arg(root.path())
-        .env(
-            "CARGO_TARGET_DIR",
-            Path::new(REPO).join("target/release-suite/target"),
-        ));
+        .arg(root.path()));
     assert!(out.status.success(), "cargo install: {}", said(&out));
     for binary in BINARIES {
         let version = run(Command::new(root.path().join("bin").join(binary)).arg("--version"));

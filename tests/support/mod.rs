@@ -17,6 +17,7 @@ mod holds;
 mod loops;
 mod process;
 mod project;
+pub mod release;
 pub mod serve;
 mod sessions;
 mod state;
