@@ -45,6 +45,8 @@ fi
 export PATH=/usr/bin:$PATH RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=/usr/lib/wine/wine64
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target/windows}
+# Its own target dir (Debian's rustc builds it, not the host's): VIGIL_WINDOWS_TARGET_DIR, which
+# CI keeps in a cache that outlives the clone (.ci/run), or target/windows.
+export CARGO_TARGET_DIR=${VIGIL_WINDOWS_TARGET_DIR:-target/windows}
 exec "$cargo" test --locked -Z build-std=std,panic_abort --target x86_64-pc-windows-gnu \
   --lib --test portable "$@"

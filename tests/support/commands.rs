@@ -38,6 +38,10 @@ pub fn isolated(cmd: &mut std::process::Command) -> &mut std::process::Command {
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CLAUDE_CODE_ENTRYPOINT")
         .env_remove("VIGIL_LOOP_RUN")
+        // Where these tests were built (CI keeps it in a cache outside the clone): a check's
+        // own cargo builds in its project, as a user's does, not in a directory its
+        // confinement keeps read-only.
+        .env_remove("CARGO_TARGET_DIR")
 }
 
 /// The binary `name` of this build, as a command with the clean environment.
