@@ -30,15 +30,12 @@ fn claude_started_in_a_subdirectory_runs_the_check_at_the_git_top_level() {
     let mut client = claude(&clients, home.path(), project.path(), &server.url, &args);
     client.current_dir(&sub);
     let out = run(client, DEADLINE);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let requests = server.main_requests();
     assert!(requests.len() > 1, "the stop was blocked: {}", said(&out));
-    assert!(
-        requests[1]
-            .text()
-            .contains("stop-gate: `test ! -e FAILING` failed (exit 1)"),
-        "{}",
-        requests[1].text()
+    assert_contains!(
+        requests[1].text(),
+        "stop-gate: `test ! -e FAILING` failed (exit 1)"
     );
 }
 
@@ -77,10 +74,10 @@ fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass(
         "blocked at each stop while the check fails, then the fix, then a pass"
     );
     for request in &main[1..3] {
-        assert!(
-            request.text().contains("FAIL: parser case 3 of 7"),
-            "the check's output reached the model: {}",
-            request.text()
+        assert_contains!(
+            request.text(),
+            "FAIL: parser case 3 of 7",
+            "the check's output reached the model"
         );
     }
     assert!(project.path().join("fixed").is_file());
@@ -132,14 +129,6 @@ fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_wor
         3,
         "missing, then for other content, then allowed"
     );
-    assert!(
-        main[1].text().contains("marker `tests` missing"),
-        "{}",
-        main[1].text()
-    );
-    assert!(
-        main[2].text().contains("marker `tests` subject mismatch"),
-        "{}",
-        main[2].text()
-    );
+    assert_contains!(main[1].text(), "marker `tests` missing");
+    assert_contains!(main[2].text(), "marker `tests` subject mismatch");
 }

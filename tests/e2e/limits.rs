@@ -220,11 +220,9 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
         "no pass was spent on the failed turn: {state}"
     );
     assert_eq!(state["failures"][0]["error"], "server_error", "{state}");
-    assert!(
-        state["failures"][0]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("529"),
+    assert_contains!(
+        state["failures"][0]["message"].as_str().unwrap_or(""),
+        "529",
         "{state}"
     );
     let checkpoint: Value = serde_json::from_slice(
@@ -240,16 +238,12 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
     let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
     claude_session(&clients, project.path(), &next, SECOND, "Carry on.", &[]);
     let opening = next.main_requests()[0].text();
-    assert!(
-        opening.contains("ended on an API error: server_error at"),
-        "{opening}"
+    assert_contains!(opening, "ended on an API error: server_error at");
+    assert_contains!(
+        opening,
+        "loop: cut (turn-failed: the session ended after a turn failed on an API error)"
     );
-    assert!(
-        opening.contains(
-            "loop: cut (turn-failed: the session ended after a turn failed on an API error)"
-        ) && opening.contains(SESSION),
-        "{opening}"
-    );
+    assert_contains!(opening, SESSION);
 }
 
 /// What session-end-handoff outlasts (`sys::process::outlast_termination`): when an API error
@@ -286,7 +280,7 @@ fn claude_terminates_a_stop_failure_hook_still_running_when_p_exits() {
         "Go.",
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "claude -p waited for the hook: {:?}",
@@ -334,10 +328,10 @@ fn claude_background_bash_keeps_the_loop_going_until_it_finishes() {
                 main.iter().map(|r| r.text()).collect::<Vec<_>>()
             )
         });
-    assert!(
-        main[held].text().contains("sleep 3; echo suite-done"),
-        "the block names the task: {}",
-        main[held].text()
+    assert_contains!(
+        main[held].text(),
+        "sleep 3; echo suite-done",
+        "the block names the task"
     );
     let state = loop_status(project.path(), SESSION);
     assert_eq!(state["status"], "passed", "{state}");
@@ -356,11 +350,11 @@ fn claude_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_cor
         &std::fs::read(project.path().join(".claude/settings.local.json")).unwrap(),
     )
     .unwrap();
-    assert!(
+    assert_contains!(
         settings["hooks"]["SubagentStop"][0]["hooks"][0]["command"]
             .as_str()
-            .unwrap_or("")
-            .contains("--contract default"),
+            .unwrap_or(""),
+        "--contract default",
         "install wires SubagentStop: {settings}"
     );
     let report = r#"{"status":"done","answer":"There is one file, README.md.","evidence":["ls: README.md"],"changed":[],"open_questions":[],"tokens_used":4910}"#;
@@ -389,9 +383,10 @@ fn claude_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_cor
     let sub = server.subagent_requests();
     assert_eq!(sub.len(), 2, "sent back once, then passed");
     let second = sub[1].text();
-    assert!(
-        second.contains("breaks the default contract: the report is not a JSON object"),
-        "the subagent is told the first violation: {second}"
+    assert_contains!(
+        second,
+        "breaks the default contract: the report is not a JSON object",
+        "the subagent is told the first violation"
     );
     assert!(second.contains("open_questions"), "and the shape: {second}");
     let main = server.main_requests();
@@ -424,8 +419,9 @@ fn claude_loop_whose_model_repeats_itself_ends_as_stalled() {
     let state = loop_status(project.path(), SESSION);
     assert_eq!(state["status"], "aborted", "{state}");
     assert_eq!(state["end_reason"], "stalled", "{state}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("stalled"),
+    assert_contains!(
+        String::from_utf8_lossy(&out.stdout),
+        "stalled",
         "the human is told"
     );
 }
@@ -453,7 +449,7 @@ fn claude_loop_ends_when_its_token_budget_is_spent_counting_what_the_transcript_
             "Make the build green.",
         ],
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let server = Server::start(
         vec![
             Turn::Text("First look.".into()),
@@ -472,7 +468,7 @@ fn claude_loop_ends_when_its_token_budget_is_spent_counting_what_the_transcript_
         "Make the build green.",
         &[],
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(
         server.main_requests().len(),
         3,
@@ -514,14 +510,14 @@ fn codex_loop_whose_model_repeats_itself_ends_as_stalled_and_counts_its_rollouts
             "Make the build green.",
         ],
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let out = codex_exec(
         &clients,
         home.path(),
         project.path(),
         "Make the build green.",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(server.main_requests().len(), 3, "three passes, not twenty");
     let state = only_loop(project.path());
     assert_eq!(state["end_reason"], "stalled", "{state}");
@@ -560,20 +556,18 @@ fn codex_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_corr
         true,
         &["--contract", "default"],
     );
-    assert!(
-        !codex_check(project.path(), home.path()).contains("[warn] Codex will skip"),
+    assert_lacks!(
+        codex_check(project.path(), home.path()),
+        "[warn] Codex will skip",
         "SubagentStop is trusted too"
     );
     let out = codex_exec(&clients, home.path(), project.path(), "Count the files.");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let sub = server.subagent_requests();
     assert_eq!(sub.len(), 2, "sent back once, then passed: {}", said(&out));
-    assert!(
-        sub[1]
-            .text()
-            .contains("breaks the default contract: the report is not a JSON object"),
-        "{}",
-        sub[1].text()
+    assert_contains!(
+        sub[1].text(),
+        "breaks the default contract: the report is not a JSON object"
     );
 }
 
@@ -598,7 +592,7 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
         "Say hello.",
         &[],
     );
-    assert!(first.status.success(), "{}", said(&first));
+    assert_success(&first);
     let mut args = vec![
         "-p",
         "/compact",
@@ -610,7 +604,7 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
     let mut cmd = claude(&clients, home.path(), project.path(), &server.url, &args);
     cmd.env(NO_RETRIES.0, NO_RETRIES.1);
     let compact = run(cmd, DEADLINE);
-    assert!(compact.status.success(), "{}", said(&compact));
+    assert_success(&compact);
     let stops = recorded_payloads(hooks.path());
     assert!(
         stops.iter().any(|p| p["agent_type"] == ""),
@@ -620,8 +614,9 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
         .map(|r| r["agent_budgets"].clone())
         .unwrap_or(Value::Null);
     assert!(blocked.is_null(), "no block was counted for it: {blocked}");
-    assert!(
-        !String::from_utf8_lossy(&compact.stdout).contains("breaks the default contract"),
+    assert_lacks!(
+        String::from_utf8_lossy(&compact.stdout),
+        "breaks the default contract",
         "{}",
         said(&compact)
     );

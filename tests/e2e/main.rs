@@ -128,7 +128,7 @@ fn claude_session(
         claude(clients, home.path(), project, &server.url, &args),
         DEADLINE,
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     out
 }
 

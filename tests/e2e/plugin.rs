@@ -77,7 +77,7 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
         clone.path(),
         "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(
         loop_status(project.path(), SESSION)["status"],
         "passed",
@@ -102,7 +102,7 @@ fn claude_plugin_blocks_a_declaration_while_the_projects_check_fails() {
         project.path(),
         &["config", "set", "--run", "test -f fixed.txt"],
     );
-    assert!(set.status.success(), "{}", said(&set));
+    assert_success(&set);
     let server = Server::start(
         vec![
             Turn::Text(DECLARATION.into()),
@@ -125,13 +125,13 @@ fn claude_plugin_blocks_a_declaration_while_the_projects_check_fails() {
         clone.path(),
         "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let requests = server.main_requests();
     assert_eq!(requests.len(), 3, "{}", said(&out));
-    assert!(
-        requests[1].text().contains("`test -f fixed.txt` failed"),
-        "the first declaration was blocked by the check: {}",
-        requests[1].text()
+    assert_contains!(
+        requests[1].text(),
+        "`test -f fixed.txt` failed",
+        "the first declaration was blocked by the check"
     );
     assert_eq!(
         loop_status(project.path(), SESSION)["status"],
@@ -150,8 +150,9 @@ pub fn assert_model_is_not_offered_vigils_commands(server: &Server) {
             "Start a vigil loop: the same task again",
             "Cancel the vigil loop of this session",
         ] {
-            assert!(
-                !text.contains(description),
+            assert_lacks!(
+                text,
+                description,
                 "the model was offered vigil's command ({description}): {}",
                 &text[..text.len().min(2000)]
             );

@@ -126,12 +126,8 @@ fn claude_readme_quick_start_works_as_written() {
             let client = claude(&clients, home.path(), project.path(), &server.url, &args);
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
             let out = run(loop_run(&client, &flags), DEADLINE);
-            assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-            assert!(
-                run_line(&out).contains("loop passed on pass 2/10"),
-                "{}",
-                said(&out)
-            );
+            assert_exit(&out, 0);
+            assert_contains!(run_line(&out), "loop passed on pass 2/10", "{}", said(&out));
             assert!(
                 project.path().join("fixed.txt").is_file(),
                 "the model's edit was made"
@@ -153,14 +149,12 @@ fn claude_readme_quick_start_works_as_written() {
         }
         if line.contains("install.sh --check") {
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                text.contains("the human holds 1 files under tests"),
-                "{line}: {text}"
-            );
+            assert_contains!(text, "the human holds 1 files under tests", "{line}");
         }
         if line.contains(" hold add ") {
-            assert!(
-                stdout_of(&out).contains("held 1 files under tests"),
+            assert_contains!(
+                stdout_of(&out),
+                "held 1 files under tests",
                 "{line}: {}",
                 said(&out)
             );
@@ -206,7 +200,7 @@ fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
         "the README's line gives the mode: {line}"
     );
     let install = reader_runs("\"$VIGIL\"/install.sh --run 'cargo test'", project.path());
-    assert!(install.status.success(), "{}", said(&install));
+    assert_success(&install);
     let mut bare: Vec<&str> = Vec::new();
     let mut words = args.iter().map(String::as_str);
     while let Some(word) = words.next() {
@@ -223,7 +217,7 @@ fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
     let at = flags.iter().position(|f| *f == "--max-iterations").unwrap();
     flags[at + 1] = "3";
     let out = run(loop_run(&client, &flags), DEADLINE);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     assert!(
         !project.path().join("fixed.txt").exists(),
         "the edit was refused"
@@ -274,7 +268,7 @@ fn codex_readme_quick_start_works_as_written() {
             assert_eq!(words[1], "exec", "{line}");
             let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
             let out = codex_exec_with(&clients, &home, project.path(), &args);
-            assert!(out.status.success(), "{}", said(&out));
+            assert_success(&out);
             assert!(project.path().join("fixed.txt").is_file(), "{}", said(&out));
             assert_eq!(server.main_requests().len(), 3, "{}", said(&out));
             let state = only_loop(project.path());

@@ -64,16 +64,16 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
         for request in &main[1..] {
             let text = request.text();
             assert!(text.contains(wording), "{feedback:?}: {text}");
-            assert!(
-                text.contains("Loop task: make the build green."),
-                "the loop's own prompt is fed back: {text}"
+            assert_contains!(
+                text,
+                "Loop task: make the build green.",
+                "the loop's own prompt is fed back"
             );
             // Started from a terminal, the loop tells the model how to finish in its reason.
-            assert!(
-                text.contains(
-                    "finish only by ending with <promise>DONE</promise> on its own last line"
-                ),
-                "the model is told how to finish: {text}"
+            assert_contains!(
+                text,
+                "finish only by ending with <promise>DONE</promise> on its own last line",
+                "the model is told how to finish"
             );
         }
         assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
@@ -188,13 +188,14 @@ fn claude_cut_turn_is_recorded_by_the_next_prompt_of_a_session_that_goes_on() {
         DEADLINE,
         Some(input.as_bytes()),
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let status = loop_status(project.path(), SESSION);
     assert_eq!(status["status"], "passed", "{status}");
     assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
     let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
-    assert!(
-        transcript.contains("ended a turn of this session's loop over its Stop hook"),
+    assert_contains!(
+        transcript,
+        "ended a turn of this session's loop over its Stop hook",
         "the human is told"
     );
 }
@@ -218,14 +219,11 @@ fn claude_loop_run_lifts_the_cap_so_vigil_alone_bounds_the_loop_and_exits_1() {
     let flags = ["--max-iterations", "20", "--completion-promise", "DONE"];
     let out = run(loop_run(&client, &flags), DEADLINE);
     let line = run_line(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     assert_eq!(server.main_requests().len(), 20, "every pass ran: {line}");
-    assert!(
-        line.contains("loop aborted at pass 20/20")
-            && line.contains("max-iterations")
-            && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "loop aborted at pass 20/20");
+    assert_contains!(line, "max-iterations");
+    assert_contains!(line, "NOT verified");
     assert_eq!(only_loop(project.path())["status"], "aborted");
 }
 
@@ -262,10 +260,15 @@ fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
             assert!(line.contains("stalled"), "{line}");
         }
         let first = server.main_requests()[0].text();
-        assert!(
-            first.contains("claimed a loop started with `stop-gate loop run`")
-                && first.contains("<promise>DONE</promise>"),
-            "the model is told how to finish from the start: {first}"
+        assert_contains!(
+            first,
+            "claimed a loop started with `stop-gate loop run`",
+            "the model is told how to finish from the start"
+        );
+        assert_contains!(
+            first,
+            "<promise>DONE</promise>",
+            "the model is told how to finish from the start"
         );
     }
 }
@@ -299,12 +302,12 @@ fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
         claude(&clients, home.path(), project.path(), &server.url, &args),
         DEADLINE,
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(server.main_requests().len(), 2);
     let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
-    assert!(
-        transcript
-            .contains("the loop's record is gone from the state home: the loop is NOT verified"),
+    assert_contains!(
+        transcript,
+        "the loop's record is gone from the state home: the loop is NOT verified",
         "the human is told"
     );
 }
@@ -338,14 +341,14 @@ fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
         "Make the build green.",
     ];
     let out = vigil("stop-gate", project.path(), &args);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let out = codex_exec(
         &clients,
         home.path(),
         project.path(),
         "Make the build green.",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(server.main_requests().len(), 12, "every pass ran");
     assert_eq!(only_loop(project.path())["status"], "aborted");
 }

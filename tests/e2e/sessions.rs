@@ -58,14 +58,20 @@ fn claude_handoff_reaches_the_next_sessions_first_request_defanged() {
     let second = Server::start(vec![Turn::Text("Carrying on.".into())], None);
     claude_session(&clients, project.path(), &second, SECOND, "Carry on.", &[]);
     let opening = second.main_requests()[0].text();
-    assert!(
-        opening.contains("[final] session 6f1c2d3e"),
-        "the handoff is in session two's first request: {opening}"
+    assert_contains!(
+        opening,
+        "[final] session 6f1c2d3e",
+        "the handoff is in session two's first request"
     );
     assert!(opening.contains("Wrapped up the tokenizer."));
-    assert!(
-        opening.contains("<pro-mise>DONE</pro-mise>")
-            && !opening.contains("<promise>DONE</promise>"),
+    assert_contains!(
+        opening,
+        "<pro-mise>DONE</pro-mise>",
+        "handed-on text is there, defanged"
+    );
+    assert_lacks!(
+        opening,
+        "<promise>DONE</promise>",
         "handed-on text is there, defanged"
     );
 }
@@ -140,7 +146,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         project.path(),
         "Make the build green.",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(untrusted.main_requests().len(), 1);
 
     // Trusted: a plain `codex exec` runs them; the loop goes on past the mention.
@@ -164,7 +170,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         project.path(),
         "Make the build green.",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(trusted.main_requests().len(), 2, "{}", said(&out));
     assert_eq!(only_loop(project.path())["status"], "passed");
 
@@ -180,7 +186,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
     point_codex_at(home.path(), &next);
     let out = codex_exec(&clients, home.path(), project.path(), "Carry on.");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let opening = next.main_requests()[0].text();
     let at = opening.find("vigil handoff").unwrap_or(0);
     let context = &opening[at..(at + 1500).min(opening.len())];
@@ -189,10 +195,15 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         "{context}"
     );
     assert!(context.contains("loop: passed, pass 2/4"), "{context}");
-    assert!(
-        context.contains("<pro-mise>DONE</pro-mise>")
-            && !opening.contains("<promise>DONE</promise>"),
-        "handed-on text is defanged: {context}"
+    assert_contains!(
+        context,
+        "<pro-mise>DONE</pro-mise>",
+        "handed-on text is defanged"
+    );
+    assert_lacks!(
+        opening,
+        "<promise>DONE</promise>",
+        "handed-on text is defanged"
     );
 
     // Editing a hook makes it untrusted again, and check says so.
@@ -202,10 +213,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     hooks["hooks"]["Stop"][last]["hooks"][0]["timeout"] = json!(300);
     std::fs::write(&settings, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
     let said_after = codex_check(project.path(), home.path());
-    assert!(
-        said_after.contains("hooks that changed since they were trusted"),
-        "{said_after}"
-    );
+    assert_contains!(said_after, "hooks that changed since they were trusted");
     // And Codex does skip it: a new loop is not driven past the mention.
     start_loop(project.path(), None, "4", "Make the build green.");
     let edited = Server::start(
@@ -219,7 +227,7 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
         project.path(),
         "Make the build green.",
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(
         edited.main_requests().len(),
         1,

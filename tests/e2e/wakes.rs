@@ -123,11 +123,11 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
         ),
         Duration::from_secs(240),
     );
-    assert!(session.status.success(), "{}", said(&session));
+    assert_success(&session);
     let a = wait_for(a);
     let b = wait_for(b);
-    assert_eq!(a.status.code(), Some(0), "{}", said(&a));
-    assert_eq!(b.status.code(), Some(1), "{}", said(&b));
+    assert_exit(&a, 0);
+    assert_exit(&b, 1);
     assert!(run_line(&b).contains("stalled"), "{}", said(&b));
     // Woken once per loop: the commander's model heard each line once, in the hook's feedback.
     let requests = commander.main_requests();
@@ -214,7 +214,7 @@ fn a_loop_run_takes_no_longer_with_the_waiter_installed() {
             &["--max-iterations", "3", "--completion-promise", "DONE"],
         ));
         took.push(started.elapsed());
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
     }
     assert!(
         took[0] < took[1] + Duration::from_secs(3),
@@ -299,7 +299,7 @@ fn codex_hears_of_cis_verdict_once_at_the_next_session() {
         &["sync", "--remote", remote.to_str().unwrap()],
     ));
     let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let heard = first.main_requests()[0].text();
     assert_eq!(
         heard
@@ -312,11 +312,8 @@ fn codex_hears_of_cis_verdict_once_at_the_next_session() {
     let second = Server::start(vec![Turn::Text("Noted.".into())], None);
     point_codex_at(home.path(), &second);
     let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        !second.main_requests()[0].text().contains("CI vouched"),
-        "told twice"
-    );
+    assert_success(&out);
+    assert_lacks!(second.main_requests()[0].text(), "CI vouched", "told twice");
 }
 
 /// Codex 0.171.0 has no async hook: the waiter is not installed for it, and a loop that settled
@@ -354,7 +351,7 @@ fn codex_hears_of_a_settled_loop_at_its_next_session_once() {
         &["loop", "cancel", "--session", "elsewhere"],
     ));
     let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let opening = server.main_requests()[0].text();
     assert_eq!(
         opening
@@ -367,9 +364,6 @@ fn codex_hears_of_a_settled_loop_at_its_next_session_once() {
     let next = Server::start(vec![Turn::Text("Noted.".into())], None);
     point_codex_at(home.path(), &next);
     let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        !next.main_requests()[0].text().contains("loop parser"),
-        "told twice"
-    );
+    assert_success(&out);
+    assert_lacks!(next.main_requests()[0].text(), "loop parser", "told twice");
 }

@@ -15,7 +15,7 @@ fn end(dir: &Path) -> Value {
     let payload =
         json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
     let out = session_end(dir, &[], payload.to_string());
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     handoff_record(dir, "final.json")
 }
 
@@ -196,9 +196,9 @@ fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
         .unwrap();
     let told = String::from_utf8_lossy(&out.stdout);
     assert!(told.contains("clean (by stat, not verified)"), "{told}");
-    assert!(
-        told.contains("matched the working tree when recorded, by stat, not verified"),
-        "{told}"
+    assert_contains!(
+        told,
+        "matched the working tree when recorded, by stat, not verified"
     );
     // ...and the gate, which hashes every file, is not fooled.
     let verify = marker_writer_in(dir, &["verify", "--check", "tests"]);
@@ -367,12 +367,7 @@ fn a_handoff_never_waits_for_the_disk() {
     ) else {
         return;
     };
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert_eq!(calls.text.trim(), "", "the handoff waited for the disk");
     let record = handoff_record(dir, "final.json");
     assert_eq!(changed(&record), ["f.txt"]);

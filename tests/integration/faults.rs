@@ -99,7 +99,7 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
         if round % 10 == 0 {
             // A fresh loop now and then, so the writes go on (a loop ends at its cap).
             let _ = dir.loop_command(&["cancel", "--session", "s1"]);
-            Loop::for_session(dir.path(), "s1")
+            dir.loop_for("s1")
                 .max_iterations(50)
                 .prompt("Fix it.")
                 .start();
@@ -139,7 +139,7 @@ fn iteration_of(dir: &Path, session: &str) -> u64 {
 #[test]
 fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(10000)
         .prompt("Fix it.")
         .start();
@@ -262,9 +262,10 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
             assert_eq!(out.status.code(), Some(0));
             let told = String::from_utf8_lossy(&out.stdout);
             if told.contains("[final] session whole") {
-                assert!(
-                    told.contains("All parts done."),
-                    "cut at {cut} (tail {tail}) loaded in part: {told}"
+                assert_contains!(
+                    told,
+                    "All parts done.",
+                    "cut at {cut} (tail {tail}) loaded in part"
                 );
                 assert!(cut >= whole.len() - 1, "cut at {cut} (tail {tail}) loaded");
                 loaded += 1;
@@ -399,7 +400,7 @@ fn no_temp_files(dir: &Path) {
 #[test]
 fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(5)
         .prompt("Fix it.")
         .start();
@@ -417,11 +418,9 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("File too large"),
+    assert_contains!(
+        decision["reason"].as_str().unwrap(),
+        "File too large",
         "{decision}"
     );
     assert_eq!(

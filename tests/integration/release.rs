@@ -188,11 +188,7 @@ fn set_version_moves_every_place_and_drops_the_old_releases_pins() {
         .arg("0.42.0")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(disagreements(copy.path()), Vec::<String>::new());
     let manifest = std::fs::read_to_string(copy.path().join("Cargo.toml")).unwrap();
     assert!(manifest.contains("version = \"0.42.0\""), "{manifest}");
@@ -238,21 +234,13 @@ fn set_version_to_the_version_there_keeps_its_pins() {
 #[test]
 fn the_crate_ships_the_sources_and_no_tests_fixtures_or_client_cache() {
     let out = std::process::Command::new(env!("CARGO"))
-        .args([
-            "package",
-            "--list",
-            "--allow-dirty",
-            "--offline",
-            "--manifest-path",
-        ])
+        .args(words(
+            "package --list --allow-dirty --offline --manifest-path",
+        ))
         .arg(repo_path("Cargo.toml"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let files: Vec<String> = stdout_of(&out).lines().map(str::to_string).collect();
     for needed in [
         "Cargo.toml",

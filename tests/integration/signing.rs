@@ -14,11 +14,7 @@ use crate::support::*;
 fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let out = dir.join("keys").join(name);
     let done = marker_writer_in(dir, &["keygen", "--out", out.to_str().unwrap()]);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
+    assert_success(&done);
     (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
 }
 
@@ -47,11 +43,7 @@ fn run_signed(secret: &Path, command: &str) -> (Project, Output) {
 /// A project with a signed `passed` marker.
 fn signed(secret: &Path) -> Project {
     let (dir, out) = run_signed(secret, "true");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     dir
 }
 
@@ -62,21 +54,9 @@ fn unsigned() -> Project {
     std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
+        &words("write --check tests --subject file:artifact --status passed"),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     dir
 }
 
@@ -109,12 +89,7 @@ fn payload_path(dir: &Path) -> PathBuf {
 type Tamper = Box<dyn Fn(&mut Value)>;
 
 fn bad_signature(out: &Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(out, 1);
     let said = assert_one_line_error(out, "marker-writer");
     assert!(said.contains("bad signature"), "{said}");
     said
@@ -217,12 +192,7 @@ fn the_secret_key_is_0600_and_keygen_never_overwrites_it() {
             secret.parent().unwrap().to_str().unwrap(),
         ],
     );
-    assert_eq!(
-        again.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    assert_exit(&again, 2);
     let said = assert_one_line_error(&again, "marker-writer");
     assert!(said.contains("never overwrites"), "{said}");
     assert_eq!(std::fs::read(&secret).unwrap(), before);
@@ -250,11 +220,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
             "true",
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(
         marker_writer_in(dir.path(), &["verify", "--check", "tests"])
             .status
@@ -267,11 +233,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        allowed.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&allowed.stdout)
-    );
+    assert_silent(&allowed);
     // An unsigned marker for the same tree, written over it: the gate now denies.
     assert!(
         marker_writer_in(
@@ -289,11 +251,9 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
         .unwrap();
     let decision: Value = serde_json::from_slice(&denied.stdout).unwrap();
     assert_eq!(decision["decision"], "block");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("bad signature"),
+    assert_contains!(
+        decision["reason"].as_str().unwrap(),
+        "bad signature",
         "{decision}"
     );
 }
@@ -318,11 +278,7 @@ fn trust(dir: &Path, public: &Path, flags: &[&str]) -> PathBuf {
     let mut args = vec!["trust", public.to_str().unwrap()];
     args.extend(flags);
     let out = marker_writer_in(dir, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let said = stdout_of(&out);
     let path = said
         .rsplit_once('(')
@@ -360,17 +316,11 @@ fn a_key_planted_in_the_project_vouches_for_nothing() {
         dir.path(),
         &["run", "--check", "tests", "--sign-key", sign, "--", "true"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let verify = || marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
     let line = bad_signature(&verify());
-    assert!(
-        line.contains("marker-writer trust") && line.contains("ci.pub"),
-        "{line}"
-    );
+    assert_contains!(line, "marker-writer trust");
+    assert_contains!(line, "ci.pub");
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "Done."});
     let gate = || {
         stop_gate()
@@ -386,10 +336,8 @@ fn a_key_planted_in_the_project_vouches_for_nothing() {
     let (_, ci_public) = keygen(keys.path(), "ci");
     trust(dir.path(), &ci_public, &[]);
     let line = bad_signature(&verify());
-    assert!(
-        line.contains("not a trusted key") && line.contains("marker-writer trust"),
-        "{line}"
-    );
+    assert_contains!(line, "not a trusted key");
+    assert_contains!(line, "marker-writer trust");
     let decision: Value = serde_json::from_slice(&gate().stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
     // A human trusting the planted key on purpose makes it count.
@@ -432,7 +380,7 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
                 secret.to_str().unwrap(),
             ],
         );
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
         dir
     };
     let first = signed_in_home();
@@ -507,16 +455,7 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
     let dir = Project::git();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--sign-key",
-            "/nonexistent/key",
-            "--",
-            "touch",
-            "ran",
-        ],
+        &words("run --check tests --sign-key /nonexistent/key -- touch ran"),
     );
     assert_ne!(out.status.code(), Some(0));
     assert_one_line_error(&out, "marker-writer");

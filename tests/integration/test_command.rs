@@ -35,7 +35,7 @@ test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fini
 test result: ok. 5 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s
 ";
     let out = test_command(printed, 0);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let text = stdout_of(&out);
     let closing: Vec<&str> = text.lines().skip(printed.lines().count()).collect();
     assert_eq!(

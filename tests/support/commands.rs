@@ -52,6 +52,12 @@ pub fn vigil_process(name: &str) -> std::process::Command {
     cmd
 }
 
+/// The words of `line` split at its spaces: arguments written as the command line a person
+/// types (none of them holding a space).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
 /// The directory the test binaries were built into.
 pub fn bin_dir() -> PathBuf {
     assert_cmd::cargo::cargo_bin!("stop-gate")

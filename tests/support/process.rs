@@ -39,30 +39,6 @@ pub fn findings_of(said: &str) -> Vec<String> {
     findings
 }
 
-/// stderr must be exactly one line starting with the binary's name.
-pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> String {
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with(&format!("{binary}: ")), "{stderr:?}");
-    stderr
-}
-
-/// The one line of a CLI command's negative verdict (SPEC §2: exit 1, one line on stderr
-/// starting with the binary's name).
-pub fn negative_verdict(output: &std::process::Output, binary: &str) -> String {
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "stdout {:?}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    assert_one_line_error(output, binary)
-}
-
 /// A finished command's status, stdout and stderr, for an assertion's message.
 pub fn said(out: &std::process::Output) -> String {
     format!(
@@ -71,12 +47,6 @@ pub fn said(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// A finished command that must have succeeded (else the test fails with what it said).
-pub fn ok(out: std::process::Output) -> std::process::Output {
-    assert!(out.status.success(), "{}", said(&out));
-    out
 }
 
 /// Whether a process is alive and not a zombie (an orphan here may wait a while for a reaper).

@@ -32,7 +32,7 @@ fn end_payload(dir: &Path, session: &str, event: &str, transcript: Option<&Path>
 /// succeed.
 fn hand_off(dir: &Path, args: &[&str], session: &str, event: &str, transcript: Option<&Path>) {
     let out = session_end(dir, args, end_payload(dir, session, event, transcript));
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
 }
 
 /// The context a SessionStart run injects, after checking its shape and size.

@@ -31,19 +31,13 @@ fn live_tokens_and_promise_tags_come_out_defanged_in_record_and_context() {
     let dir = tempfile::tempdir().unwrap();
     hand_off(dir.path(), &["--checkpoint"], "s-1", "Stop", None);
     let raw = std::fs::read_to_string(dir.path().join(".vigil/handoff/checkpoint.json")).unwrap();
-    assert!(
-        !raw.contains("<<<VIGIL_") && !raw.contains("<promise>"),
-        "{raw}"
-    );
-    assert!(
-        raw.contains("<<<VIG-IL_") && raw.contains("<pro-mise>"),
-        "{raw}"
-    );
+    assert_lacks!(raw, "<<<VIGIL_");
+    assert_lacks!(raw, "<promise>");
+    assert_contains!(raw, "<<<VIG-IL_");
+    assert_contains!(raw, "<pro-mise>");
     let told = context(&session_start(dir.path(), "s-2", "startup"));
-    assert!(
-        !told.contains("<<<VIGIL_") && !told.contains("<promise>"),
-        "{told}"
-    );
+    assert_lacks!(told, "<<<VIGIL_");
+    assert_lacks!(told, "<promise>");
     // A loop reading the next session's output cannot be ended by what was handed on.
     let scan = promise_matcher()
         .args(["scan", "--token", "9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f"])
@@ -93,12 +87,7 @@ fn a_transcript_that_does_not_exist_still_leaves_a_record() {
             Some(Path::new("/nonexistent/t.jsonl")),
         ),
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert_eq!(
         handoff_record(dir.path(), "final.json")["last_message"],
         Value::Null
@@ -172,12 +161,7 @@ fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
         .output()
         .unwrap();
     let took = started.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert!(
         took < std::time::Duration::from_millis(1000),
         "took {took:?} with a git that sleeps 2 s"
@@ -213,10 +197,8 @@ fn live_tags_in_a_branch_name_or_a_path_stay_out_of_the_record() {
     .unwrap();
     hand_off(repo.path(), &[], "s-1", "SessionEnd", None);
     let raw = std::fs::read_to_string(repo.path().join(".vigil/handoff/final.json")).unwrap();
-    assert!(
-        !raw.contains("<promise>") && !raw.contains("<<<VIGIL_"),
-        "{raw}"
-    );
+    assert_lacks!(raw, "<promise>");
+    assert_lacks!(raw, "<<<VIGIL_");
     handoff_record(repo.path(), "final.json");
 }
 
@@ -225,12 +207,7 @@ fn one_oversized_field_is_cut_not_the_whole_handoff() {
     let dir = tempfile::tempdir().unwrap();
     let payload = json!({"session_id": "s-1", "cwd": dir.path(), "hook_event_name": "SessionEnd", "reason": "r".repeat(20_000)});
     let out = session_end(dir.path(), &[], payload.to_string());
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert!(
         handoff_record(dir.path(), "final.json")["reason"]
             .as_str()
@@ -275,7 +252,7 @@ fn the_loop_is_told_as_it_stands_now_not_as_a_racing_checkpoint_saw_it() {
     // Codex runs stop-gate and the checkpoint at once: the checkpoint can see the loop
     // before stop-gate records the pass that ended it.
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(4)
         .prompt("Fix it.")
         .start();

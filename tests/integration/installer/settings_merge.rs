@@ -98,8 +98,9 @@ fn large_integers_and_non_ascii_survive_byte_for_byte() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     assert!(merge("install", &path, false, &[]).status.success());
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        text.contains("12345678901234567890123"),
+    assert_contains!(
+        text,
+        "12345678901234567890123",
         "a large integer was rounded"
     );
     assert!(text.contains("2.50"), "a number was rewritten");
@@ -195,13 +196,13 @@ fn malformed_files_are_refused_and_left_unchanged() {
         let (dir, path, _) = project_with(name);
         let before = std::fs::read(&path).unwrap();
         let out = merge("install", &path, false, &[]);
-        assert_eq!(out.status.code(), Some(2), "{name}");
-        let stderr = assert_one_line_error(&out, "settings-merge");
+        let stderr = usage_error(&out, "settings-merge");
         assert!(stderr.contains("nothing was changed"), "{name}: {stderr}");
         if let Some(position) = position {
-            assert!(
-                stderr.contains(&format!("settings.local.json:{position}")),
-                "{name}: line and column: {stderr}"
+            assert_contains!(
+                stderr,
+                &format!("settings.local.json:{position}"),
+                "{name}: line and column"
             );
         }
         assert_eq!(std::fs::read(&path).unwrap(), before, "{name}");
@@ -320,11 +321,7 @@ fn a_symlinked_settings_file_stays_a_symlink() {
             .file_type()
             .is_symlink()
     );
-    assert!(
-        std::fs::read_to_string(&real)
-            .unwrap()
-            .contains("stop-gate")
-    );
+    assert_contains!(std::fs::read_to_string(&real).unwrap(), "stop-gate");
     assert!(merge("uninstall", &path, false, &[]).status.success());
     assert!(
         std::fs::symlink_metadata(&path)
@@ -412,11 +409,7 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
 
     let out = merge("install", &path, false, &[]);
     assert!(out.status.success());
-    assert!(
-        stdout_of(&out).contains("adopted 1 vigil hook group"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "adopted 1 vigil hook group");
     assert!(
         !backup_of(&path).exists(),
         "a file that already runs vigil is not backed up as the original"
@@ -434,8 +427,9 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
     );
     assert!(merge("uninstall", &path, false, &[]).status.success());
     let after = json_of(&path);
-    assert!(
-        !after.to_string().contains("stop-gate"),
+    assert_lacks!(
+        after.to_string(),
+        "stop-gate",
         "vigil runs no more: {after}"
     );
     assert!(
@@ -492,8 +486,7 @@ fn a_fifo_in_place_of_the_settings_file_is_refused_not_waited_on() {
     );
     let started = std::time::Instant::now();
     let out = merge("install", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_one_line_error(&out, "settings-merge");
+    usage_error(&out, "settings-merge");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(
         std::fs::symlink_metadata(&path)
@@ -509,8 +502,7 @@ fn a_read_only_settings_file_is_refused_and_left_as_it_is() {
     let before = std::fs::read(&path).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
     let out = merge("install", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = assert_one_line_error(&out, "settings-merge");
+    let stderr = usage_error(&out, "settings-merge");
     assert!(stderr.contains("read-only"), "{stderr}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert!(!dir.path().join(".vigil").exists());
@@ -531,14 +523,12 @@ fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        said.contains("Stop does not run stop-gate"),
-        "an echo is not vigil's handler: {said}"
+    assert_contains!(
+        said,
+        "Stop does not run stop-gate",
+        "an echo is not vigil's handler"
     );
-    assert!(
-        !said.contains("echo stop-gate is not installed here` runs"),
-        "{said}"
-    );
+    assert_lacks!(said, "echo stop-gate is not installed here` runs");
     // Uninstall with a lost record never removes it either.
     assert!(merge("install", &path, false, &[]).status.success());
     assert!(merge("uninstall", &path, false, &[]).status.success());
@@ -659,11 +649,7 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
     // Codex: install says whether Codex will run the hooks; uninstall leaves no empty .codex/.
     let hooks = dir.path().join(".codex/hooks.json");
     let out = merge("install", &hooks, true, &[]);
-    assert!(
-        stdout_of(&out).contains("Codex skips these hooks"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "Codex skips these hooks");
     let config = dir.path().join("config.toml");
     let out = merge(
         "install",
@@ -671,16 +657,8 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
         true,
         &["--trust", "--codex-config", config.to_str().unwrap()],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("trust for vigil's hooks is recorded in"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_success(&out);
+    assert_contains!(stdout_of(&out), "trust for vigil's hooks is recorded in");
     assert!(merge("uninstall", &hooks, false, &[]).status.success());
     assert!(!dir.path().join(".codex").exists(), "no empty .codex/ left");
     assert!(
@@ -695,28 +673,12 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
         &["--trust", "--codex-config", config.to_str().unwrap()],
     );
     assert!(out.status.success());
-    assert!(
-        std::fs::read_to_string(&config)
-            .unwrap()
-            .contains("trusted_hash")
-    );
+    assert_contains!(std::fs::read_to_string(&config).unwrap(), "trusted_hash");
     std::fs::remove_dir_all(dir.path().join(".codex")).unwrap();
     let out = merge("uninstall", &hooks, false, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("taken back"),
-        "{}",
-        stdout_of(&out)
-    );
-    assert!(
-        !std::fs::read_to_string(&config)
-            .unwrap()
-            .contains("trusted_hash")
-    );
+    assert_success(&out);
+    assert_contains!(stdout_of(&out), "taken back");
+    assert_lacks!(std::fs::read_to_string(&config).unwrap(), "trusted_hash");
     assert!(!dir.path().join(".vigil").exists());
     assert!(!dir.path().join(".codex").exists(), "not made again");
     // A comment in a settings file is named as one.
@@ -759,32 +721,31 @@ fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
             .unwrap()
     };
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let out = run(&["install", "--settings", shared.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let stderr = assert_one_line_error(&out, "settings-merge");
-    assert!(
-        stderr.contains("vigil is wired in ./.claude/settings.local.json already"),
-        "{stderr}"
+    let stderr = usage_error(&out, "settings-merge");
+    assert_contains!(
+        stderr,
+        "vigil is wired in ./.claude/settings.local.json already"
     );
     assert!(!shared.exists(), "nothing written");
     // Yours wires it for every project: the project's own install is refused too.
     let user = home.path().join(".claude/settings.json");
     let out = run(&["uninstall", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let out = run(&["install", "--settings", user.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let before = std::fs::read(&local).ok();
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("vigil is wired in ~/.claude/settings.json already"));
     assert_eq!(std::fs::read(&local).ok(), before);
     // The plugin enabled is a wiring too.
     let out = run(&["uninstall", "--settings", user.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     std::fs::write(&shared, "{\"enabledPlugins\": {\"vigil@vigil\": true}}\n").unwrap();
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(
         said(&out).contains("the vigil plugin (enabled in ./.claude/settings.json;"),
         "{}",
@@ -794,11 +755,11 @@ fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
     // plugin runs nothing: no second wiring.
     std::fs::write(&local, "{\"enabledPlugins\": {\"vigil@vigil\": false}}\n").unwrap();
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     // A re-install where vigil is already wired is no second wiring.
     std::fs::remove_file(&shared).unwrap();
     for _ in 0..2 {
         let out = run(&["install", "--settings", local.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
     }
 }

@@ -40,7 +40,7 @@ fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
         ],
     );
     let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}", said(&output));
+    assert_success(&output);
     assert!(!printed.contains("READ-THE-KEY"), "{printed}");
     assert!(!printed.contains("PLANTED"), "{printed}");
     assert!(!state_home().join("planted").exists());
@@ -55,11 +55,8 @@ fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
     let output = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
     assert!(output.status.success());
     let line = assert_one_line_error(&output, "marker-writer");
-    assert!(
-        line.contains("tests passed for git-tree:")
-            && line.contains("ran in place, unconfined, with your rights"),
-        "{line}"
-    );
+    assert_contains!(line, "tests passed for git-tree:");
+    assert_contains!(line, "ran in place, unconfined, with your rights");
     let payload = only_payload(dir.path(), "tests");
     assert_eq!(payload["run"]["confinement"], "none");
     assert_eq!(payload["run"]["isolation"], "in-place");
@@ -77,9 +74,9 @@ fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
         .unwrap();
     assert!(output.status.success());
     let line = assert_one_line_error(&output, "marker-writer");
-    assert!(
-        line.contains("ran unconfined, with your rights: bubblewrap is not installed"),
-        "{line}"
+    assert_contains!(
+        line,
+        "ran unconfined, with your rights: bubblewrap is not installed"
     );
     let payload = only_payload(dir.path(), "tests");
     assert_eq!(payload["run"]["confinement"], "none");
@@ -94,21 +91,11 @@ fn check_network_and_check_write_are_for_a_confined_snapshot_only() {
         args.extend(flags);
         args.extend(["--", "true"]);
         let output = marker_writer_in(dir.path(), &args);
-        assert_eq!(output.status.code(), Some(2));
-        assert_one_line_error(&output, "marker-writer");
+        usage_error(&output, "marker-writer");
     }
     let output = marker_writer_in(
         dir.path(),
-        &[
-            "run",
-            "--check",
-            "t",
-            "--snapshot",
-            "--check-write",
-            "rel",
-            "--",
-            "true",
-        ],
+        &words("run --check t --snapshot --check-write rel -- true"),
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(said(&output).contains("absolute"), "{}", said(&output));

@@ -34,8 +34,9 @@ fn hostile_check_names_are_refused() {
             ],
         );
         assert_eq!(out.status.code(), Some(2), "{check:?}");
-        assert!(
-            assert_one_line_error(&out, "marker-writer").contains("check name"),
+        assert_contains!(
+            assert_one_line_error(&out, "marker-writer"),
+            "check name",
             "{check:?}"
         );
     }
@@ -54,18 +55,9 @@ fn a_symlinked_markers_directory_is_refused() {
     std::os::unix::fs::symlink(outside.path(), markers).unwrap();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
+        &words("write --check tests --subject file:artifact --status passed"),
     );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "marker-writer").contains("symlink"));
+    assert_contains!(usage_error(&out, "marker-writer"), "symlink");
     assert!(
         tree(outside.path()).is_empty(),
         "nothing written through the link"
@@ -94,26 +86,15 @@ fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
     std::fs::write(old.join(format!("{key}.ok")), "").unwrap();
     let line = negative_verdict(&verify_file(dir.path()), "marker-writer");
-    assert!(
-        line.contains("missing")
-            && line.contains(".vigil/markers/tests")
-            && line.contains("no longer read"),
-        "{line}"
-    );
+    assert_contains!(line, "missing");
+    assert_contains!(line, ".vigil/markers/tests");
+    assert_contains!(line, "no longer read");
     // The writer writes into the protected state, and that one counts.
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
+        &words("write --check tests --subject file:artifact --status passed"),
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(verify_file(dir.path()).status.success());
     assert!(
         markers_of(dir.path(), "tests")
@@ -144,24 +125,12 @@ fn a_writer_that_cannot_write_the_protected_state_refuses_before_running() {
         .arg("VIGIL_STATE_HOME")
         .arg(state_home())
         .arg(bin_dir().join("marker-writer"))
-        .args([
-            "run",
-            "--check",
-            "tests",
-            "--snapshot",
-            "--",
-            "touch",
-            "ran",
-        ])
+        .args(words("run --check tests --snapshot -- touch ran"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "marker-writer");
-    assert!(
-        line.contains("a protected writer runs outside the agent's sandbox")
-            && line.contains("nothing was run"),
-        "{line}"
-    );
+    let line = usage_error(&out, "marker-writer");
+    assert_contains!(line, "a protected writer runs outside the agent's sandbox");
+    assert_contains!(line, "nothing was run");
     assert!(!dir.path().join("ran").exists());
 }
 
@@ -181,8 +150,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         vec!["run", "--check", "tests", "--timeout", "0", "--", "true"],
     ] {
         let out = marker_writer_in(repo.path(), &args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&out, "marker-writer");
+        usage_error(&out, "marker-writer");
     }
     let out = marker_writer_in(repo.path(), &["--help"]);
     assert!(out.status.success() && stdout_of(&out).contains("Usage"));
@@ -196,15 +164,7 @@ fn a_symlinked_state_directory_is_refused_for_writing_and_verifying() {
     std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil")).unwrap();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
+        &words("write --check tests --subject file:artifact --status passed"),
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(tree(outside.path()).is_empty());
@@ -230,8 +190,7 @@ fn a_note_too_long_for_a_valid_payload_is_refused() {
             &note,
         ],
     );
-    assert_eq!(out.status.code(), Some(2));
-    assert_one_line_error(&out, "marker-writer");
+    usage_error(&out, "marker-writer");
 }
 
 #[test]
@@ -250,6 +209,5 @@ fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
         &["verify", "--check", "tests", "--subject", "file:pipe"],
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "marker-writer").contains("not a regular file"));
+    assert_contains!(usage_error(&out, "marker-writer"), "not a regular file");
 }

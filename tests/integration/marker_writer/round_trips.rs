@@ -53,12 +53,7 @@ fn file_marker_round_trip() {
             "read by Ana",
         ],
     );
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_exit(&output, 0);
     let payload = only_payload(dir.path(), "review");
     assert_eq!(
         payload["subject"],
@@ -69,13 +64,7 @@ fn file_marker_round_trip() {
     assert_eq!(
         marker_writer_in(
             dir.path(),
-            &[
-                "verify",
-                "--check",
-                "review",
-                "--subject",
-                "file:report.pdf"
-            ]
+            &words("verify --check review --subject file:report.pdf")
         )
         .status
         .code(),
@@ -84,13 +73,7 @@ fn file_marker_round_trip() {
     std::fs::write(dir.path().join("report.pdf"), b"%PDF other bytes").unwrap();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "verify",
-            "--check",
-            "review",
-            "--subject",
-            "file:report.pdf",
-        ],
+        &words("verify --check review --subject file:report.pdf"),
     );
     assert!(negative_verdict(&out, "marker-writer").contains("subject mismatch"));
 }
@@ -99,15 +82,9 @@ fn file_marker_round_trip() {
 fn stdin_marker_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let write = marker_writer()
-        .args([
-            "write",
-            "--check",
-            "diff-review",
-            "--subject",
-            "stdin",
-            "--status",
-            "passed",
-        ])
+        .args(words(
+            "write --check diff-review --subject stdin --status passed",
+        ))
         .current_dir(dir.path())
         .write_stdin("diff --git a/x b/x\n")
         .output()
@@ -138,6 +115,5 @@ fn show_prints_the_payload() {
     let shown: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(shown, only_payload(repo.path(), "tests"));
     let none = marker_writer_in(repo.path(), &["show", "--check", "lint"]);
-    assert_eq!(none.status.code(), Some(2));
-    assert_one_line_error(&none, "marker-writer");
+    usage_error(&none, "marker-writer");
 }

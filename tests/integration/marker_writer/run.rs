@@ -52,8 +52,9 @@ fn run_exits_with_the_commands_code_and_records_failed() {
         ),
         (json!("failed"), json!(7))
     );
-    assert!(
-        negative_verdict(&verify(repo.path(), "tests"), "marker-writer").contains("status failed")
+    assert_contains!(
+        negative_verdict(&verify(repo.path(), "tests"), "marker-writer"),
+        "status failed"
     );
 }
 

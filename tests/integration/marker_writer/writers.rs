@@ -35,11 +35,9 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     .unwrap();
     let gate = repo.stop(&required, "s1", Some("done"));
     assert!(gate.blocked());
-    assert!(
-        gate.reason()
-            .contains("marker-writer run --check tests -- cargo test --locked"),
-        "{}",
-        gate.reason()
+    assert_contains!(
+        gate.reason(),
+        "marker-writer run --check tests -- cargo test --locked"
     );
 }
 
@@ -84,10 +82,6 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
     git(repo.path(), &["add", "tests-pass"]);
     git(repo.path(), &["commit", "-qm", "the tests pass"]);
     let pushed = push();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    assert_success(&pushed);
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
 }

@@ -234,11 +234,8 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
         &["show", "--all", "--check", "tests"],
     ));
     let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        text.contains("https://github.com/acme/app/actions/runs/4242")
-            && text.contains("signed by"),
-        "{text}"
-    );
+    assert_contains!(text, "https://github.com/acme/app/actions/runs/4242");
+    assert_contains!(text, "signed by");
     let subject = subject_of(&laptop);
     let object = subject.strip_prefix("git-tree:").unwrap();
     let note = git(
@@ -291,9 +288,9 @@ fn the_ci_templates_push_url_never_prints_its_token() {
         vec![("test".to_string(), true), ("vouch".to_string(), false)]
     );
     let log = actions.log.borrow();
-    assert!(
-        log.contains("sync with https://x-access-token:***@127.0.0.1:1/acme/app.git"),
-        "{log}"
+    assert_contains!(
+        *log,
+        "sync with https://x-access-token:***@127.0.0.1:1/acme/app.git"
     );
     assert!(!log.contains("token-of-the-run"), "{log}");
 }

@@ -37,11 +37,7 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
     }
     agent_pushes_notes(&laptop, "tests");
     let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (13 contents)"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "tests (13 contents)");
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -66,11 +62,8 @@ fn past_the_most_notes_kept_the_newest_are_kept_and_the_sync_says_so() {
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let out = ok(marker_writer_in(&laptop, &["sync"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("905 older contents") && stderr.contains("newest 4096"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(stderr, "905 older contents", "{}", said(&out));
+    assert_contains!(stderr, "newest 4096", "{}", said(&out));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
 }
 
@@ -107,13 +100,8 @@ fn a_remote_that_sends_more_than_max_fetch_is_refused_and_leaves_nothing() {
             .unwrap()
     };
     let out = laptop_mw(&["sync", "--max-fetch", "1M"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert_one_line_error(&out, "marker-writer");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("over 1 MiB (--max-fetch)"),
-        "{}",
-        said(&out)
-    );
+    usage_error(&out, "marker-writer");
+    assert_stderr_contains(&out, "over 1 MiB (--max-fetch)");
     assert!(
         find_dir_named(own.path(), "notes.git").is_some(),
         "the fetch was made"
@@ -165,11 +153,7 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "tests (3001 contents)");
     // The agent's commit on top of the remote's notes: an empty tree.
     let notes = git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]);
     let empty = git_with_stdin(&world.remote, &["mktree"], b"");
@@ -182,11 +166,7 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
         &["update-ref", "refs/notes/vigil/tests", &dropped],
     );
     let out = ok(push(&laptop));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "tests (3001 contents)");
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let listed = git(&world.remote, &["notes", "--ref", "vigil/tests", "list"]);
     assert_eq!(listed.lines().count(), 3001, "pushed back whole");
@@ -223,11 +203,7 @@ fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times(
         &["update-ref", "refs/notes/vigil/tests", &commit],
     );
     let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("over 16 MiB in all"),
-        "{}",
-        said(&out)
-    );
+    assert_stderr_contains(&out, "over 16 MiB in all");
     let written = sizes_under(&protected_dir(&laptop).join("notes"));
     assert!(written < 1 << 20, "{written} bytes written out");
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
@@ -274,22 +250,13 @@ fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
     }
     git(
         &agent,
-        &[
-            "push",
-            "-q",
-            "origin",
-            "refs/notes/vigil/*:refs/notes/vigil/*",
-        ],
+        &words("push -q origin refs/notes/vigil/*:refs/notes/vigil/*"),
     );
     let laptop = world.clone("laptop");
     let out = ok(marker_writer_in(&laptop, &["sync", "--timeout", "120"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("over 16 MiB in all"), "{}", said(&out));
-    assert!(
-        stderr.contains("8 more checks on the remote"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(stderr, "8 more checks on the remote", "{}", said(&out));
     let written = sizes_under(&protected_dir(&laptop).join("notes"));
     assert!(written <= 24 << 20, "{written} bytes written out");
 }
@@ -332,11 +299,7 @@ fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
         ],
     ));
     let out = ok(push(&ci));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("a push replaces the remote's"),
-        "{}",
-        said(&out)
-    );
+    assert_stderr_contains(&out, "a push replaces the remote's");
     assert_ne!(
         git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]),
         commit
@@ -365,21 +328,12 @@ fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
     }
     git(
         &agent,
-        &[
-            "push",
-            "-q",
-            "origin",
-            "refs/notes/vigil/a*:refs/notes/vigil/a*",
-        ],
+        &words("push -q origin refs/notes/vigil/a*:refs/notes/vigil/a*"),
     );
     let laptop = world.clone("laptop");
     let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("1 more checks on the remote (tests)")
-            && String::from_utf8_lossy(&out.stderr).contains("sync --check NAME"),
-        "{}",
-        said(&out)
-    );
+    assert_stderr_contains(&out, "1 more checks on the remote (tests)");
+    assert_stderr_contains(&out, "sync --check NAME");
     assert!(laptop_stop(&laptop, "tests", Some(&world.public())).is_some());
     ok(marker_writer_in(&laptop, &["sync", "--check", "tests"]));
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);

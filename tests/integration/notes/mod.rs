@@ -80,7 +80,7 @@ impl World {
             dir.path(),
             &["keygen", "--out", dir.path().join("keys").to_str().unwrap()],
         );
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
         let world = World { dir, remote };
         assert!(world_has_main(&world), "clones check out main");
         world

@@ -31,7 +31,7 @@ fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
     );
     let took = start.elapsed();
     // A command that cannot do its job exits 2 (SPEC §2).
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(
         took < Duration::from_secs(6),
         "cut off at the deadline, took {took:?}"
@@ -66,11 +66,8 @@ fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
     ) else {
         return;
     };
-    assert!(
-        out.status.success() && out.stdout.is_empty(),
-        "{}",
-        said(&out)
-    );
+    assert_success(&out);
+    assert_silent(&out);
     assert_eq!(
         calls.count("execve"),
         1,
@@ -97,7 +94,7 @@ fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
     let laptop = world.clone("laptop");
     ci_publishes(&ci, "tests", Some(&world.secret()));
     let (out, took) = laptop_session_start(&laptop, "origin");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(
         took < Duration::from_secs(2),
         "the session start waited: {took:?}"
@@ -116,7 +113,7 @@ fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
     let (out, took) = laptop_session_start(&laptop, &url);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(
         took < Duration::from_secs(2),
         "the session start waited: {took:?}"
@@ -138,7 +135,7 @@ fn install_sync_notes_wires_the_loader_keeps_it_on_reinstall_and_takes_it_out() 
             .current_dir(project.path())
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
         json_of(&settings)["hooks"]["SessionStart"][0]["hooks"][0]["command"]
             .as_str()
             .unwrap()

@@ -110,8 +110,9 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
     );
     let out = ok(marker_writer_in(&laptop, &["sync"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("names a blob, not a history of notes"),
+    assert_contains!(
+        stderr,
+        "names a blob, not a history of notes",
         "{}",
         said(&out)
     );

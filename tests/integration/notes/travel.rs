@@ -23,11 +23,7 @@ fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_ch
     let before = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(before.contains("marker `tests` missing"), "{before}");
     let synced = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&synced.stdout).contains("synced with origin: tests (1 content)"),
-        "{}",
-        said(&synced)
-    );
+    assert_stdout_contains(&synced, "synced with origin: tests (1 content)");
     assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
     let verified = ok(marker_writer_in(
         &laptop,
@@ -39,11 +35,7 @@ fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_ch
             world.public().to_str().unwrap(),
         ],
     ));
-    assert!(
-        String::from_utf8_lossy(&verified.stdout).contains("(published as a note)"),
-        "{}",
-        said(&verified)
-    );
+    assert_stdout_contains(&verified, "(published as a note)");
 
     // Any change to the content, an untracked file included: subject mismatch.
     std::fs::write(laptop.join("notes.txt"), "a scratch file\n").unwrap();
@@ -83,10 +75,8 @@ fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
     git(&laptop, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
     ok(marker_writer_in(&laptop, &["sync"]));
     let reason = laptop_stop(&laptop, "tests", None).unwrap();
-    assert!(
-        reason.contains("bad signature") && reason.contains("none is trusted"),
-        "{reason}"
-    );
+    assert_contains!(reason, "bad signature");
+    assert_contains!(reason, "none is trusted");
 }
 
 #[test]
@@ -163,19 +153,9 @@ fn publish_needs_a_worktree_subject() {
     std::fs::write(project.path().join("artifact"), "x").unwrap();
     let out = marker_writer_in(
         project.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--status",
-            "passed",
-            "--subject",
-            "file:artifact",
-            "--publish",
-        ],
+        &words("write --check tests --status passed --subject file:artifact --publish"),
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert_one_line_error(&out, "marker-writer");
+    usage_error(&out, "marker-writer");
     let markers = markers_of(project.path(), "tests");
     assert!(
         !markers.exists() || std::fs::read_dir(&markers).unwrap().next().is_none(),
@@ -206,7 +186,7 @@ fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
         .env_remove("VIGIL_SIGN_KEY")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let shown = ok(marker_writer_in(
         project.path(),
         &["show", "--check", "tests"],
@@ -272,10 +252,15 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(
-        lines[1].contains("local")
-            && lines[1].contains("unsigned")
-            && lines[1].contains("denied: bad signature"),
+    assert_contains!(lines[1], "local", "newest first, with its reason: {text}");
+    assert_contains!(
+        lines[1],
+        "unsigned",
+        "newest first, with its reason: {text}"
+    );
+    assert_contains!(
+        lines[1],
+        "denied: bad signature",
         "newest first, with its reason: {text}"
     );
     assert!(
@@ -292,10 +277,7 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
         &["show", "--all", "--check", "tests"],
     ));
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains("where 1 path differs: scratch.txt (only here)"),
-        "{text}"
-    );
+    assert_contains!(text, "where 1 path differs: scratch.txt (only here)");
 }
 
 /// Two pushes interleaved for real: while the remote is receiving the first clone's push (in
@@ -331,7 +313,7 @@ fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_aga
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = push(&first);
     assert!(once.exists(), "the race was run");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("pushed"));
     let payloads = remote_payloads(&world, "tests", &subject_of(&first));
     assert_eq!(payloads.len(), 2, "{payloads:?}");

@@ -47,7 +47,7 @@ fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() 
             .output()
             .unwrap();
         if remote == "origin" {
-            assert!(out.status.success(), "{}", said(&out));
+            assert_success(&out);
         }
         assert!(
             !canary.exists(),
@@ -73,7 +73,7 @@ fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
         ],
     );
     let out = marker_writer_in(&laptop, &["sync"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(!canary.exists(), "the agent's command ran");
 }
 
@@ -124,14 +124,7 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
         std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
         for args in [
             &["sync"][..],
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--status",
-                "passed",
-                "--publish",
-            ][..],
+            &words("write --check tests --status passed --publish")[..],
         ] {
             let out = run(args);
             assert_eq!(
@@ -141,8 +134,9 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
                 said(&out)
             );
             assert_one_line_error(&out, "marker-writer");
-            assert!(
-                String::from_utf8_lossy(&out.stderr).contains("inside the project"),
+            assert_contains!(
+                String::from_utf8_lossy(&out.stderr),
+                "inside the project",
                 "{what}: {}",
                 said(&out)
             );
@@ -177,7 +171,7 @@ fn a_sync_hands_git_only_the_variables_it_needs() {
     ) else {
         return;
     };
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let gits: Vec<&str> = calls
         .text
         .lines()
@@ -186,10 +180,7 @@ fn a_sync_hands_git_only_the_variables_it_needs() {
     assert!(!gits.is_empty(), "git ran: {}", calls.text);
     for line in gits {
         for (name, _) in planted {
-            assert!(
-                !line.contains(&format!("\"{name}=")),
-                "{name} reached git: {line}"
-            );
+            assert_lacks!(line, &format!("\"{name}="), "{name} reached git");
         }
     }
 }
@@ -236,11 +227,7 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
         &["show", "--all", "--check", "tests"],
     ));
     assert!(!canary.exists(), "the agent's upload-pack ran");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("none of the 1 published contents"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "none of the 1 published contents");
 }
 
 /// `sync --push` to a remote URL the agent put in `.git/config` (a local path) would run that
@@ -267,23 +254,11 @@ fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
         git(&laptop, &["remote", "set-url", "origin", &url]);
         ok(marker_writer_in(
             &laptop,
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--status",
-                "passed",
-                "--publish",
-            ],
+            &words("write --check tests --status passed --publish"),
         ));
         let out = marker_writer_in(&laptop, &["sync", "--push"]);
-        assert_eq!(out.status.code(), Some(2), "{url}: {}", said(&out));
-        assert_one_line_error(&out, "marker-writer");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("--remote PATH"),
-            "{}",
-            said(&out)
-        );
+        usage_error(&out, "marker-writer");
+        assert_stderr_contains(&out, "--remote PATH");
         assert!(!witness.exists(), "{url}: the agent's pre-receive hook ran");
     }
 }
@@ -360,13 +335,8 @@ fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
         bytes.extend_from_slice(text.as_bytes());
         std::fs::write(&path, bytes).unwrap();
         let out = marker_writer_in(&laptop, &["sync"]);
-        assert_eq!(out.status.code(), Some(2), "{file}: {}", said(&out));
-        assert_one_line_error(&out, "marker-writer");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("is not as vigil made it"),
-            "{}",
-            said(&out)
-        );
+        usage_error(&out, "marker-writer");
+        assert_stderr_contains(&out, "is not as vigil made it");
         assert!(!canary.exists(), "{file}: the planted command ran");
         std::fs::write(notes.join("config"), &original).unwrap();
         let _ = std::fs::remove_file(notes.join("objects/info/alternates"));

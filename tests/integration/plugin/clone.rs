@@ -37,7 +37,7 @@ fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() 
     let plugin = Plugin::new();
     plugin.build_in_clone();
     let out = plugin.start(&unreachable());
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     for binary in BINARIES {
         assert_eq!(
             std::fs::read_link(plugin.bin().join(binary)).unwrap(),
@@ -54,11 +54,8 @@ fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() 
         &[("cwd", Value::String(project.path().display().to_string()))],
     );
     let stop = run_hook(&plugin, "Stop", &payload, project.path());
-    assert!(
-        stop.status.success() && stop.stdout.is_empty(),
-        "{}",
-        said(&stop)
-    );
+    assert_success(&stop);
+    assert_silent(&stop);
 }
 
 #[test]
@@ -88,9 +85,10 @@ fn a_clone_with_nothing_of_its_version_installed_says_install_sh_and_links_nothi
             }
         }
         let message = one_line_notice(&plugin.start(&unreachable()));
-        assert!(
-            message.contains(&format!("{VERSION} is not installed; run ./install.sh")),
-            "{place}: {message}"
+        assert_contains!(
+            message,
+            &format!("{VERSION} is not installed; run ./install.sh"),
+            "{place}"
         );
         assert_eq!(plugin.installed(), Vec::<String>::new(), "{place}");
         // Asked its version, never run as the hook.
@@ -151,10 +149,7 @@ fn a_path_or_tar_options_from_the_projects_settings_never_get_an_archive_past_it
         .env("XZ_OPT", "--memlimit=1");
     let out = feed(cmd, "{}");
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("does not match its pinned checksum"),
-        "{message}"
-    );
+    assert_contains!(message, "does not match its pinned checksum");
     assert_eq!(plugin.ran(), "", "nothing of the other archive ran");
     assert_eq!(plugin.installed(), Vec::<String>::new());
     assert!(!canary.exists(), "no planted program ran");
@@ -172,7 +167,7 @@ fn a_path_or_tar_options_from_the_projects_settings_never_get_an_archive_past_it
     )
     .env("XZ_OPT", "--memlimit=1");
     let out = feed(cmd, "{}");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(plugin.installed().len(), BINARIES.len(), "{}", said(&out));
     assert!(!tar_ran.exists(), "TAR_OPTIONS ran a command");
 }
@@ -210,7 +205,7 @@ fn an_archive_that_does_not_unpack_installs_nothing_and_the_next_start_fetches_a
     std::fs::write(plugin.bin().join("stop-gate"), "#!/bin/sh\necho half\n").unwrap();
     let good = serve(dir.path().join("again/good"), as_is);
     let out = plugin.start(&good.url);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(good.requests().len(), 1, "fetched again");
     assert_eq!(plugin.installed().len(), BINARIES.len());
     drop(good_dir);
@@ -236,17 +231,10 @@ fn the_slash_commands_run_what_is_installed_and_never_fetch() {
         .env("VIGIL_TEST_CANARY", &plugin.canary);
     let out = cmd.output().unwrap();
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("fetched when a session starts"),
-        "{message}"
-    );
+    assert_contains!(message, "fetched when a session starts");
     assert_eq!(server.requests(), Vec::<String>::new());
     // Once a session start has installed it, the same command runs the installed binary.
     assert!(plugin.start(&server.url).status.success());
     let out = cmd.output().unwrap();
-    assert!(
-        plugin.ran().contains("stop-gate good loop status"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(plugin.ran(), "stop-gate good loop status", "{}", said(&out));
 }

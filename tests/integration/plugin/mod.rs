@@ -125,7 +125,7 @@ impl Plugin {
             .arg(&file)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
     }
 
     /// The launcher as the SessionStart hook runs it.
@@ -284,7 +284,7 @@ fn archive(dir: &Path, target: &str, kind: &str) -> PathBuf {
         .arg(format!("vigil-{target}"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     file
 }
 

@@ -58,20 +58,20 @@ fn the_installer_installs_the_pinned_release_and_says_the_next_step_in_one_line(
     let served = served_release(dir.path(), "good");
     let server = serve(served, as_is);
     let out = install_release(&server.url, &Machine::default(), dir.path());
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let bin = dir.path().join("home/.local/bin");
     let mut expected: Vec<String> = BINARIES.iter().map(|b| b.to_string()).collect();
     expected.sort();
     assert_eq!(listing(&bin), expected, "the six binaries and nothing else");
     let said_out = stdout_of(&out);
     assert_eq!(said_out.lines().count(), 1, "{said_out}");
-    assert!(
-        said_out.contains(&format!(
+    assert_contains!(
+        said_out,
+        &format!(
             "Next, in your project: {}/settings-merge install --settings .claude/settings.local.json --bin-dir {} --run 'YOUR TEST COMMAND'",
             bin.display(),
             bin.display()
-        )),
-        "{said_out}"
+        )
     );
     assert_eq!(
         server.requests(),
@@ -165,13 +165,13 @@ fn the_installers_next_step_quotes_a_directory_with_spaces_and_a_flag_without_it
     let server = serve(served, as_is);
     let to = dir.path().join("my bin");
     let out = install_release_to(&server.url, &Machine::default(), dir.path(), &to);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let said_out = stdout_of(&out);
-    assert!(
-        said_out.contains(&format!("'{}'/settings-merge install", to.display()))
-            && said_out.contains(&format!("--bin-dir '{}'", to.display())),
-        "{said_out}"
+    assert_contains!(
+        said_out,
+        &format!("'{}'/settings-merge install", to.display())
     );
+    assert_contains!(said_out, &format!("--bin-dir '{}'", to.display()));
     assert_eq!(listing(&to).len(), BINARIES.len());
 
     for args in [

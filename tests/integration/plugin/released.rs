@@ -32,7 +32,7 @@ fn a_released_plugin_fetches_verifies_and_installs_its_version_at_session_start_
     plugin.pin(&sums);
     let server = serve(served_dir, as_is);
     let out = plugin.start(&server.url);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         answer["hookSpecificOutput"]["additionalContext"],
@@ -67,7 +67,7 @@ fn a_released_plugin_fetches_verifies_and_installs_its_version_at_session_start_
 
     // Installed: the next start runs the loader and asks the network for nothing.
     let again = plugin.start(&unreachable());
-    assert!(again.status.success(), "{}", said(&again));
+    assert_success(&again);
     assert_eq!(server.requests().len(), 1);
     assert_eq!(plugin.ran().matches("session-start-loader good").count(), 2);
 }
@@ -137,10 +137,7 @@ fn each_bad_download_is_refused_in_one_line_nothing_of_it_runs_or_lands_and_the_
         plugin.pin(&pins.unwrap_or_else(|| sums.clone()));
         let out = plugin.start(&url);
         let message = one_line_notice(&out);
-        assert!(
-            message.contains("next session tries again"),
-            "{what}: {message}"
-        );
+        assert_contains!(message, "next session tries again", "{what}");
         assert_eq!(plugin.ran(), "", "{what}: nothing ran");
         assert_eq!(
             plugin.installed(),
@@ -176,10 +173,7 @@ fn with_no_sha256_tool_nothing_is_fetched_because_nothing_could_be_verified() {
     let machine = Machine::default().without("sha256sum").without("shasum");
     let out = plugin.start_in(&server.url, &machine);
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("neither sha256sum nor shasum"),
-        "{message}"
-    );
+    assert_contains!(message, "neither sha256sum nor shasum");
     assert_eq!(server.requests(), Vec::<String>::new(), "nothing fetched");
     assert_eq!(plugin.ran(), "");
     assert_eq!(plugin.installed(), Vec::<String>::new());
@@ -202,10 +196,7 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
     )
     .unwrap();
     let message = one_line_notice(&plugin.start(&server.url));
-    assert!(
-        message.contains("for vigil 0.0.9, not its own"),
-        "{message}"
-    );
+    assert_contains!(message, "for vigil 0.0.9, not its own");
 
     // A machine vigil has no release for: told to build from source.
     let plugin = Plugin::new();
@@ -214,10 +205,8 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
         let uname = "#!/bin/sh\ncase $1 in -s) echo FreeBSD ;; -m) echo amd64 ;; esac\n";
         let machine = Machine::default().with("uname", uname);
         let message = one_line_notice(&plugin.start_in(&server.url, &machine));
-        assert!(
-            message.contains("no release for FreeBSD amd64") && message.contains("./install.sh"),
-            "{message}"
-        );
+        assert_contains!(message, "no release for FreeBSD amd64");
+        assert_contains!(message, "./install.sh");
     }
 
     // Pins with no line for this machine's target.
@@ -231,10 +220,7 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
         .collect();
     std::fs::write(pins_of(&plugin), without).unwrap();
     let message = one_line_notice(&plugin.start(&server.url));
-    assert!(
-        message.contains(&format!("no checksum for {}", host_target())),
-        "{message}"
-    );
+    assert_contains!(message, &format!("no checksum for {}", host_target()));
     assert_eq!(server.requests(), Vec::<String>::new(), "nothing fetched");
 }
 

@@ -57,17 +57,16 @@ fn token_instruction_never_contains_the_assembled_marker() {
         let text = stdout_of(&output);
         let marker = format!("<<<{prefix}_DONE_{TOKEN}>>>");
         assert!(!text.contains(&marker), "{text}");
-        assert!(
-            text.contains(&format!("`<<<{prefix}_`")),
-            "the first piece is given: {text}"
-        );
-        assert!(
-            text.contains(&format!("`DONE_{TOKEN}>>>`")),
-            "the second piece is given: {text}"
+        assert_contains!(text, &format!("`<<<{prefix}_`"), "the first piece is given");
+        assert_contains!(
+            text,
+            &format!("`DONE_{TOKEN}>>>`"),
+            "the second piece is given"
         );
         let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        assert!(
-            !flat.contains(&marker),
+        assert_lacks!(
+            flat,
+            &marker,
             "whitespace removed, the pieces must not join"
         );
     }
@@ -252,8 +251,7 @@ fn scan_needs_a_valid_token() {
             .write_stdin("")
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&output, "promise-matcher");
+        usage_error(&output, "promise-matcher");
     }
 }
 

@@ -31,11 +31,7 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
     let bin = bin.to_str().unwrap();
     let install = ["install", "--settings", file, "--bin-dir", bin, "--protect"];
     let out = merge_in(&dir, &install);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("--protect"));
     let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
     assert_eq!(value["sandbox"]["enabled"], true);
@@ -227,12 +223,8 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
         "--protect",
     ];
     let out = merge(&install);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        stdout_of(&out).contains("sandbox_mode = \"workspace-write\""),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_success(&out);
+    assert_contains!(stdout_of(&out), "sandbox_mode = \"workspace-write\"");
     let written = std::fs::read_to_string(&project_config).unwrap();
     assert!(
         written.starts_with("# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\"")
@@ -270,12 +262,8 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
     // A wider mode the user set in the project is refused, the file unchanged.
     std::fs::write(&project_config, "sandbox_mode = \"danger-full-access\"\n").unwrap();
     let out = merge(&install);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert!(
-        said(&out).contains("vigil does not override a mode you chose"),
-        "{}",
-        said(&out)
-    );
+    assert_exit(&out, 2);
+    assert_contains!(said(&out), "vigil does not override a mode you chose");
     assert_eq!(
         std::fs::read_to_string(&project_config).unwrap(),
         "sandbox_mode = \"danger-full-access\"\n"
@@ -367,10 +355,8 @@ fn check_says_whether_the_state_is_out_of_the_agents_reach_and_why_not() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("[fail] the state home") && said.contains("inside the project"),
-        "{said}"
-    );
+    assert_contains!(said, "[fail] the state home");
+    assert_contains!(said, "inside the project");
 }
 
 /// What else lets a command or a tool past the protection, each told by the doctor: commands
@@ -398,7 +384,7 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
     let shared = dir.path().join(".claude/settings.json");
     let shared_file = shared.to_str().unwrap();
     let out = merge_in(&dir, &["install", "--shared", "--settings", shared_file]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(!shared.exists());
     // One hand-added handler without a path is enough for the agent to answer for the gate.
     let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
@@ -447,7 +433,7 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
     );
     std::fs::remove_file(&other).unwrap();
     let out = merge_in(&dir, &["install", "--settings", file]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let out = settings_merge()
         .env("HOME", dir.home())
         .env("CLAUDE_CONFIG_DIR", dir.home().join("other"))

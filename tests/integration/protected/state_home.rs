@@ -54,7 +54,7 @@ fn a_state_home_inside_the_project_is_told_as_not_protected() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
     let out = session_start_loader()
         .env("VIGIL_STATE_HOME", &home)
@@ -63,10 +63,8 @@ fn a_state_home_inside_the_project_is_told_as_not_protected() {
         .output()
         .unwrap();
     let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected") && context.contains("inside the project"),
-        "the session is told: {context}"
-    );
+    assert_contains!(context, "NOT protected", "the session is told");
+    assert_contains!(context, "inside the project", "the session is told");
 }
 
 /// Review: where Claude Code's sandbox lets the agent's commands write besides the project
@@ -85,10 +83,7 @@ fn a_state_home_in_the_sandboxs_temporary_directory_is_told_as_not_protected() {
         .output()
         .unwrap();
     let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected"),
-        "the session is told: {context}"
-    );
+    assert_contains!(context, "NOT protected", "the session is told");
 }
 
 #[test]
@@ -102,11 +97,7 @@ fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
         .current_dir(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let record = dir.path().join(".vigil/state/sessions/s1.rec");
     assert!(
         matches!(
@@ -123,10 +114,8 @@ fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
         .output()
         .unwrap();
     let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected") && context.contains(".vigil/state"),
-        "the session is told: {context}"
-    );
+    assert_contains!(context, "NOT protected", "the session is told");
+    assert_contains!(context, ".vigil/state", "the session is told");
     let settings = dir.path().join(".claude/settings.local.json");
     let installed = settings_merge()
         .env("VIGIL_STATE_HOME", &home)

@@ -13,15 +13,11 @@ fn budget_allows_after_n_blocks_and_says_not_verified() {
     assert!(p.stop(&args, "s1", Some("x")).blocked());
     let third = p.stop(&args, "s1", Some("x"));
     assert!(!third.blocked());
-    assert!(
-        third.system_message().contains("NOT verified"),
-        "{}",
-        third.system_message()
-    );
-    assert!(
-        third.system_message().contains("`exit 1` failed"),
-        "names the last problem: {}",
-        third.system_message()
+    assert_contains!(third.system_message(), "NOT verified");
+    assert_contains!(
+        third.system_message(),
+        "`exit 1` failed",
+        "names the last problem"
     );
     assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
 }

@@ -24,11 +24,7 @@ fn check_runs_in_the_project_directory() {
         .write_stdin(p.payload("s1", Some("x")).to_string())
         .output()
         .unwrap();
-    assert!(
-        output.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    assert_silent(&output);
 }
 
 #[test]
@@ -52,10 +48,8 @@ fn failing_check_blocks_with_the_last_20_lines_escapes_stripped_and_no_live_prom
         "<pro-mise>DONE</pro-mise> <<<VIG-IL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>"
     );
     assert!(!reason.contains('\x1b'));
-    assert!(
-        !reason.contains("<promise>") && !reason.contains("<<<VIGIL_"),
-        "live tags in {reason}"
-    );
+    assert_lacks!(reason, "<promise>", "live tags in");
+    assert_lacks!(reason, "<<<VIGIL_", "live tags in");
 }
 
 #[test]
@@ -82,11 +76,7 @@ fn check_that_times_out_is_killed_with_its_whole_process_group() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
     assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("timed out after 1s"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "timed out after 1s");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(
         !running_with_arg("60.101"),
@@ -108,11 +98,7 @@ fn a_check_that_would_outlast_the_deadline_blocks_inside_it() {
     );
     let took = started.elapsed();
     assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("timed out after"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "timed out after");
     assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
 }
 
@@ -123,11 +109,7 @@ fn check_output_survives_a_background_child_holding_the_pipe() {
     let started = std::time::Instant::now();
     let stop = p.stop(&["--run", script], "s1", Some("x"));
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    assert!(
-        stop.reason().contains("THE REAL REASON"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "THE REAL REASON");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!running_with_arg("31.101"), "the check's child outlived it");
 }
@@ -196,11 +178,9 @@ fn a_gate_that_hangs_is_answered_by_its_watchdog_after_the_deadline() {
     assert_eq!(out.status.code(), Some(0));
     let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("ran past its --deadline of 20 s"),
+    assert_contains!(
+        decision["reason"].as_str().unwrap(),
+        "ran past its --deadline of 20 s",
         "{decision}"
     );
 }

@@ -66,7 +66,7 @@ impl Installed {
             .write_stdin(stdin)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
         if out.stdout.is_empty() {
             return None;
         }
@@ -142,10 +142,7 @@ fn a_change_that_takes_vigils_protection_away_is_blocked_with_its_reason() {
             .edit_local(&value)
             .unwrap_or_else(|| panic!("{named}: the change was let through"));
         assert!(reason.contains(named), "{named}: {reason}");
-        assert!(
-            reason.contains("the session keeps the settings it loaded"),
-            "{reason}"
-        );
+        assert_contains!(reason, "the session keeps the settings it loaded");
     }
 }
 
@@ -167,7 +164,7 @@ fn a_change_that_keeps_the_protection_loads_as_usual() {
         .arg(bin_dir())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert_eq!(p.change("local_settings", Some(&p.settings())), None);
     // Other sources, and sources Claude Code may add, are not vigil's to judge.
     assert_eq!(p.change("skills", None), None);
@@ -255,7 +252,7 @@ fn a_record_the_agent_can_write_decides_nothing() {
         .arg(p.settings())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let left = json_of(&p.settings());
     assert_eq!(
         left["model"], "opus",
@@ -311,10 +308,8 @@ fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
     value["hooks"].as_object_mut().unwrap().remove("Stop");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
     let reason = p.change("local_settings", Some(&staged)).expect("blocked");
-    assert!(
-        reason.contains("settings.local.json") && reason.contains("Stop"),
-        "{reason}"
-    );
+    assert_contains!(reason, "settings.local.json");
+    assert_contains!(reason, "Stop");
     value = p.local_settings();
     value["model"] = json!("haiku");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
@@ -402,10 +397,7 @@ fn a_blocked_change_is_told_at_the_next_stop_once() {
         stdout_of(&out)
     };
     let first = stop();
-    assert!(
-        first.contains("vigil blocked a settings change during this session")
-            && first.contains("disableAllHooks"),
-        "{first}"
-    );
+    assert_contains!(first, "vigil blocked a settings change during this session");
+    assert_contains!(first, "disableAllHooks");
     assert!(!stop().contains("blocked a settings change"), "told once");
 }

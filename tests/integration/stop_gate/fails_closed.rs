@@ -127,13 +127,7 @@ fn unwritable_state_directory_blocks_once_then_lets_the_forced_continuation_stop
     };
     let first = unwritable(p.payload("s1", Some("x")).to_string());
     assert!(first.blocked());
-    assert!(
-        first
-            .system_message()
-            .contains("cannot keep the block budget"),
-        "{}",
-        first.system_message()
-    );
+    assert_contains!(first.system_message(), "cannot keep the block budget");
     let mut payload = p.payload("s1", Some("x"));
     payload["stop_hook_active"] = json!(true);
     let second = unwritable(payload.to_string());
@@ -157,10 +151,8 @@ fn a_damaged_session_record_is_told_as_not_verified_never_taken_for_no_loop() {
     let stop = p.stop(&[], "s1", Some("Working."));
     assert!(!stop.blocked());
     let message = stop.system_message();
-    assert!(
-        message.contains("damaged") && message.contains("NOT verified"),
-        "{message}"
-    );
+    assert_contains!(message, "damaged");
+    assert_contains!(message, "NOT verified");
     assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "told once");
     assert!(
         tree(&p.protected().join("sessions"))
@@ -187,12 +179,7 @@ fn a_fifo_planted_as_a_lock_file_denies_without_hanging() {
         "the hook hung on a FIFO"
     );
     assert!(stop.blocked());
-    assert!(
-        stop.system_message()
-            .contains("cannot keep the block budget"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(stop.system_message(), "cannot keep the block budget");
 }
 
 #[test]
@@ -223,11 +210,7 @@ fn a_symlinked_state_directory_is_refused() {
     std::os::unix::fs::symlink(outside.path(), &sessions).unwrap();
     let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
     assert!(stop.blocked());
-    assert!(
-        stop.system_message().contains("symlink"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(stop.system_message(), "symlink");
     assert!(
         tree(outside.path()).is_empty(),
         "state was written through the link"

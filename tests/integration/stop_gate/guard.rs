@@ -76,7 +76,7 @@ fn the_clients_own_notes_follow_claude_config_dir() {
             .write_stdin(payload.to_string())
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+        assert_exit(&output, 0);
         String::from_utf8(output.stdout).unwrap()
     };
     let c = config.path().display().to_string();
@@ -206,11 +206,7 @@ fn the_state_home_is_denied_under_the_temporary_directory_and_inside_the_project
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("\"deny\""),
-        "{}",
-        said(&output)
-    );
+    assert_stdout_contains(&output, "\"deny\"");
 }
 
 #[test]

@@ -76,10 +76,7 @@ fn runner_code_on_the_way_to_the_held_tests_is_left_out_and_refused() {
     let denied = p
         .file_tool(home.path(), "Write", "file_path", "conftest.py")
         .expect("the guard refuses it");
-    assert!(
-        denied.contains("would configure the test runner"),
-        "{denied}"
-    );
+    assert_contains!(denied, "would configure the test runner");
 }
 
 #[test]
@@ -169,10 +166,9 @@ fn names_the_agent_chose_reach_the_person_without_escapes_or_line_breaks() {
     let stop = p.stop(&["--run", "true"], "s1", Some("x"));
     let told = stop.system_message();
     assert!(told.contains("tests/x"), "{told}");
-    assert!(
-        !told.contains('\n') && !told.contains('\x1b') && !told.contains('\x07'),
-        "{told:?}"
-    );
+    assert_lacks!(told, "\n");
+    assert_lacks!(told, "\x1b");
+    assert_lacks!(told, "\x07");
 }
 
 #[test]
@@ -220,7 +216,7 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     // Made before the human held the tests (the agent's file set aside while they are held,
     // then back: the tree is the one the marker names).
     let out = write();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     std::fs::remove_file(p.path().join("tests/zz.sh")).unwrap();
     p.held(&["add", "tests"]);
     write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
@@ -229,23 +225,15 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     // marker-writer verify computes the same.
     let out = marker_writer_in(p.path(), &["verify", "--check", "ci"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        said(&out).contains("not made under the human's hold on the tests"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(said(&out), "not made under the human's hold on the tests");
     // Run now, the run is in a copy that holds the tests (the agent's file is left out), and
     // the marker says failed until the code is fixed.
     let out = write();
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    assert!(
-        said(&out).contains("the tests are held here"),
-        "{}",
-        said(&out)
-    );
+    assert_exit(&out, 1);
+    assert_contains!(said(&out), "the tests are held here");
     write_file(&p.path().join("code.txt"), "fixed\n");
     let out = write();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
     assert!(!stop.blocked(), "{}", stop.reason());
     ok(marker_writer_in(p.path(), &["verify", "--check", "ci"]));
@@ -280,9 +268,9 @@ fn holding_the_tests_says_which_runner_configuration_on_the_way_is_left_out() {
         .file("tests/test_a.py", "def test_a():\n    pass\n")
         .build();
     let told = p.held(&["add", "tests"]);
-    assert!(
-        told.contains("not held, so left out of the check's copy: conftest.py"),
-        "{told}"
+    assert_contains!(
+        told,
+        "not held, so left out of the check's copy: conftest.py"
     );
     let told = p.held(&["add", "conftest.py"]);
     assert!(!told.contains("left out"), "{told}");

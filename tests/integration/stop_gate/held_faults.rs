@@ -33,7 +33,7 @@ fn held_project() -> Project {
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     p
 }
 
@@ -69,7 +69,7 @@ fn stop_faulted_at(
         .args(["--run", "true"])
         .current_dir(p.path());
     let out = output_with_stdin(cmd, p.payload(session, Some("x")).to_string().as_bytes());
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let text = String::from_utf8(out.stdout).unwrap();
     Stop {
         json: (!text.is_empty()).then(|| serde_json::from_str(&text).unwrap()),
@@ -280,7 +280,7 @@ fn stop_traced(p: &Project, strace_args: &[&str], check: &str, session: &str) ->
         .current_dir(p.path());
     let out = output_with_stdin(cmd, p.payload(session, Some("x")).to_string().as_bytes());
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let traced = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     (text.contains("\"block\""), traced)
@@ -328,8 +328,9 @@ fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
             "grep -q a src/a.txt",
             &format!("f{at}"),
         );
-        assert!(
-            traced.contains("INJECTED"),
+        assert_contains!(
+            traced,
+            "INJECTED",
             "{syscall} on {path} was never made:\n{traced}"
         );
         assert!(

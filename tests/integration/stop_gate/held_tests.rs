@@ -84,10 +84,7 @@ fn a_declaration_while_a_held_test_is_edited_is_refused_naming_it() {
         ),
         "{reason}"
     );
-    assert!(
-        reason.contains("stop-gate hold refresh tests/test_calc.py"),
-        "{reason}"
-    );
+    assert_contains!(reason, "stop-gate hold refresh tests/test_calc.py");
     assert_eq!(p.loop_state("s1")["status"], "running");
 }
 
@@ -102,11 +99,7 @@ fn a_declaration_while_a_held_test_is_deleted_or_skipped_is_refused() {
     std::fs::remove_file(p.path().join("tests/test_calc.py")).unwrap();
     let stop = declare(&p, UNITTEST);
     assert!(stop.blocked());
-    assert!(
-        stop.task().contains("tests/test_calc.py (deleted)"),
-        "{}",
-        stop.task()
-    );
+    assert_contains!(stop.task(), "tests/test_calc.py (deleted)");
     // Marked skipped: a change like any other.
     write_file(
         &p.path().join("tests/test_calc.py"),
@@ -162,20 +155,13 @@ fn a_new_conftest_under_a_held_path_is_left_out_of_the_checks_copy() {
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert!(in_place.status.success(), "{}", said(&in_place));
+    assert_success(&in_place);
     let stop = declare(&p, check);
     assert!(stop.blocked(), "the conftest was run");
     let reason = stop.task();
     assert!(reason.contains("failed"), "{reason}");
-    assert!(
-        reason.contains("not in the check's copy: tests/conftest.py"),
-        "{reason}"
-    );
-    assert!(
-        stop.system_message().contains("tests/conftest.py"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(reason, "not in the check's copy: tests/conftest.py");
+    assert_contains!(stop.system_message(), "tests/conftest.py");
 }
 
 #[test]
@@ -269,14 +255,8 @@ fn a_hold_at_a_commit_is_what_the_commit_has() {
     assert_eq!(out.status.code(), Some(1));
     let text = stdout_of(&out);
     assert!(text.contains("modified tests/test_calc.py"), "{text}");
-    assert!(
-        text.contains("-        self.assertEqual(add(2, 2), 4)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("+        self.assertEqual(add(2, 2), 0)"),
-        "{text}"
-    );
+    assert_contains!(text, "-        self.assertEqual(add(2, 2), 4)");
+    assert_contains!(text, "+        self.assertEqual(add(2, 2), 0)");
 }
 
 #[test]
@@ -288,7 +268,7 @@ fn hold_diff_names_modified_deleted_and_new_files() {
         .build();
     p.held(&["add", "tests"]);
     let out = p.hold(&["diff"]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     assert_eq!(stdout_of(&out), "the 2 held files are as held\n");
     write_file(&p.path().join("tests/a.py"), "A");
     std::fs::remove_file(p.path().join("tests/b.py")).unwrap();
@@ -399,11 +379,8 @@ fn a_damaged_hold_blocks_the_stop_and_the_guard() {
     write_file(&p.protected().join("hold/hold.json"), "{not json");
     let stop = p.stop(&["--run", "true"], "s1", Some("x"));
     assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("the hold") && stop.reason().contains("is damaged"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "the hold");
+    assert_contains!(stop.reason(), "is damaged");
     let denied = write_tool(&p, "src/new.py").expect("denied");
     assert!(denied.contains("cannot be read"), "{denied}");
 }
@@ -427,10 +404,7 @@ fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests()
     let spelled = format!("{}/tests/../tests/./test_calc.py", p.path().display());
     assert!(write_tool(&p, &spelled).is_some());
     let denied = write_tool(&p, "tests/conftest.py").expect("runner config is denied");
-    assert!(
-        denied.contains("would configure the test runner"),
-        "{denied}"
-    );
+    assert_contains!(denied, "would configure the test runner");
     assert_eq!(write_tool(&p, "tests/test_more.py"), None);
     assert_eq!(write_tool(&p, "calc.py"), None);
     // Outside a held path, configuration is the agent's project to shape.
@@ -467,8 +441,7 @@ fn hold_refuses_paths_it_cannot_hold_in_one_line() {
         (vec!["add", "--env", ".venv"], "there is no hold yet"),
     ] {
         let out = p.hold(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
-        let line = assert_one_line_error(&out, "stop-gate");
+        let line = usage_error(&out, "stop-gate");
         assert!(line.contains(says), "{args:?}: {line}");
     }
     assert!(!p.protected().join("hold/hold.json").exists());
@@ -507,22 +480,17 @@ fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake()
         serde_json::json!(["tests/test_calc.py (modified)"])
     );
     let status = stdout_of(&p.loop_command(&["status", "--session", "s1"]));
-    assert!(
-        status.contains("held files differ: tests/test_calc.py (modified)")
-            && status.contains("new test files, not judged by the hold: tests/test_new.py"),
-        "{status}"
+    assert_contains!(status, "held files differ: tests/test_calc.py (modified)");
+    assert_contains!(
+        status,
+        "new test files, not judged by the hold: tests/test_new.py"
     );
     let list = stdout_of(&p.loop_command(&["list"]));
-    assert!(
-        list.contains("  held files differ: tests/test_calc.py (modified)"),
-        "{list}"
-    );
+    assert_contains!(list, "  held files differ: tests/test_calc.py (modified)");
     let wake = wakes_in(&queue_of(p.path())).pop().unwrap();
-    assert!(
-        wake["line"]
-            .as_str()
-            .unwrap()
-            .contains("held files differ: tests/test_calc.py (modified)"),
+    assert_contains!(
+        wake["line"].as_str().unwrap(),
+        "held files differ: tests/test_calc.py (modified)",
         "{wake}"
     );
 }
@@ -580,11 +548,9 @@ fn a_hold_made_without_paths_holds_what_the_repositorys_vigil_hold_names() {
     git(p.path(), &["commit", "-qm", "what to hold"]);
     p.held(&["release", "--all"]);
     let said = p.prompt("s2", "/vigil-hold --at HEAD");
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("held 2 files under tests"),
+    assert_contains!(
+        said["systemMessage"].as_str().unwrap(),
+        "held 2 files under tests",
         "{said}"
     );
 }
@@ -595,16 +561,18 @@ fn the_next_session_is_told_what_is_held_and_what_differs() {
     p.held(&["add", "tests"]);
     write_file(&p.path().join("tests/test_calc.py"), "weakened\n");
     let out = session_start(p.path(), "s9", "startup");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let context = json["hookSpecificOutput"]["additionalContext"]
         .as_str()
         .unwrap();
-    assert!(
-        context.contains("the human holds the tests that judge this work: tests (2 files)")
-            && context
-                .contains("must be put back as held before a stop: tests/test_calc.py (modified)"),
-        "{context}"
+    assert_contains!(
+        context,
+        "the human holds the tests that judge this work: tests (2 files)"
+    );
+    assert_contains!(
+        context,
+        "must be put back as held before a stop: tests/test_calc.py (modified)"
     );
 }
 
@@ -636,10 +604,8 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
         .iter()
         .find(|f| f.contains("takes its runner's configuration from files the agent can edit"))
         .unwrap_or_else(|| panic!("{said:#?}"));
-    assert!(
-        pin.contains("`make` runs the Makefile") && pin.contains("holding a whole manifest"),
-        "{pin}"
-    );
+    assert_contains!(pin, "`make` runs the Makefile");
+    assert_contains!(pin, "holding a whole manifest");
     p.held(&["add", "tests"]);
     let p2 = python_project();
     p2.install(&["--run", "python3 -m pytest -q tests"]);
@@ -648,12 +614,9 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
         .iter()
         .find(|f| f.contains("takes its runner's configuration"))
         .unwrap_or_else(|| panic!("{said:#?}"));
-    assert!(
-        pin.contains("-c tests/pytest.ini")
-            && pin.contains("-o addopts=")
-            && pin.contains("python3 -P"),
-        "{pin}"
-    );
+    assert_contains!(pin, "-c tests/pytest.ini");
+    assert_contains!(pin, "-o addopts=");
+    assert_contains!(pin, "python3 -P");
     // Pinned, and held: nothing to propose.
     p2.held(&["add", "tests"]);
     p2.install(&[
@@ -690,11 +653,7 @@ fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
     let payload = p.payload("s1", Some("x")).to_string();
     let stop = p.stop_with_env(&["--run", "mytool"], &env, payload.clone());
     stop.assert_blocked_saying("the check's PATH holds");
-    assert!(
-        stop.reason().contains("stop-gate hold add --env .venv"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "stop-gate hold add --env .venv");
     p.held(&["add", "--env", ".venv"]);
     let stop = p.stop_with_env(&["--run", "mytool | grep -q from-the-venv"], &env, payload);
     assert!(!stop.blocked(), "{}", stop.reason());
@@ -721,10 +680,7 @@ fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_insta
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
     p.held(&["add", "tests"]);
     let told = p.held(&["add", "--env", ".venv", "--copy"]);
-    assert!(
-        told.contains(".venv as a copy of 10 bytes made now"),
-        "{told}"
-    );
+    assert_contains!(told, ".venv as a copy of 10 bytes made now");
     // The agent's later change to the environment (a planted sitecustomize, a new package).
     write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 2\n");
     let check = "grep -q 'VALUE = 1' .venv/lib/dep.py";
@@ -740,8 +696,7 @@ fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_insta
     );
     // Over the limit: refused, nothing kept.
     let out = p.hold(&["add", "--env", ".venv", "--copy", "--max-size", "5"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "stop-gate");
+    let line = usage_error(&out, "stop-gate");
     assert!(line.contains("larger than 5 bytes"), "{line}");
 }
 
@@ -779,14 +734,8 @@ fn protect_lists_the_held_files_in_the_sandboxs_rules_and_keeps_them_in_step() {
     p.held(&["add", "tests/test_calc.py"]);
     p.install(&["--protect", "--run", "true"]);
     let rules = deny_rules(&p);
-    assert!(
-        rules.contains(&"Edit(/tests/test_calc.py)".to_string()),
-        "{rules:?}"
-    );
-    assert!(
-        !rules.contains(&"Edit(/tests/__init__.py)".to_string()),
-        "{rules:?}"
-    );
+    assert!(rules.contains(&"Edit(/tests/test_calc.py)".to_string()));
+    assert!(!rules.contains(&"Edit(/tests/__init__.py)".to_string()));
     // Uninstall takes them back with the rest.
     let out = settings_merge()
         .env("HOME", p.home())
@@ -795,6 +744,6 @@ fn protect_lists_the_held_files_in_the_sandboxs_rules_and_keeps_them_in_step() {
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(!p.settings().exists() || !deny_rules(&p).iter().any(|r| r.contains("tests/")));
 }

@@ -151,22 +151,16 @@ fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
         &[],
     );
     let line = verdict(&out, 0);
-    assert!(
-        line.contains("loop passed on pass 2/5 in session s-run")
-            && line.contains("its checks passed (`true`)"),
-        "{line}"
-    );
+    assert_contains!(line, "loop passed on pass 2/5 in session s-run");
+    assert_contains!(line, "its checks passed (`true`)");
     let state = loop_of(dir.path(), "s-run");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["end_reason"], "declared");
     assert_run_forgotten(dir.path());
     // The session was told how it ends, from its start.
     let start = std::fs::read_to_string(dir.path().join("start-out")).unwrap();
-    assert!(
-        start.contains("claimed a loop started with `stop-gate loop run`")
-            && start.contains("<promise>DONE</promise>"),
-        "{start}"
-    );
+    assert_contains!(start, "claimed a loop started with `stop-gate loop run`");
+    assert_contains!(start, "<promise>DONE</promise>");
 }
 
 #[test]
@@ -180,11 +174,8 @@ fn a_run_whose_tree_changed_after_its_passing_stop_exits_1_and_its_wake_says_so(
         &[("AFTER", "echo late > late.txt")],
     );
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("but the tree changed after its checks passed")
-            && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "but the tree changed after its checks passed");
+    assert_contains!(line, "NOT verified");
     let state = loop_of(dir.path(), "s-run");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["changed_after"], true);
@@ -194,10 +185,8 @@ fn a_run_whose_tree_changed_after_its_passing_stop_exits_1_and_its_wake_says_so(
     );
     let wakes = wakes_in(&queue_of(dir.path()));
     let told = wakes.last().unwrap()["line"].as_str().unwrap().to_string();
-    assert!(
-        told.contains("the tree changed after its checks passed") && !told.contains("checks green"),
-        "{told}"
-    );
+    assert_contains!(told, "the tree changed after its checks passed");
+    assert_lacks!(told, "checks green");
 }
 
 #[test]
@@ -241,10 +230,8 @@ fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
     let dir = Project::git();
     let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("loop aborted at pass 2/2") && line.contains("max-iterations"),
-        "{line}"
-    );
+    assert_contains!(line, "loop aborted at pass 2/2");
+    assert_contains!(line, "max-iterations");
     assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "max-iterations");
 }
 
@@ -267,11 +254,8 @@ fn loop_run_exits_4_when_no_session_claims_the_loop() {
     let dir = Project::git();
     let out = run_command(dir.path(), "3", &[], &["true"], &[]);
     let line = verdict(&out, 4);
-    assert!(
-        line.contains("the loop never ran: no session claimed it")
-            && line.contains("session-start-loader"),
-        "{line}"
-    );
+    assert_contains!(line, "the loop never ran: no session claimed it");
+    assert_contains!(line, "session-start-loader");
     assert_run_forgotten(dir.path());
 }
 
@@ -286,9 +270,9 @@ fn loop_run_exits_4_when_the_command_cannot_start() {
         &[],
     );
     let line = verdict(&out, 4);
-    assert!(
-        line.contains("the loop never ran: cannot start `/nonexistent/claude`"),
-        "{line}"
+    assert_contains!(
+        line,
+        "the loop never ran: cannot start `/nonexistent/claude`"
     );
     assert_run_forgotten(dir.path());
 }
@@ -393,9 +377,10 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
     let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
-    assert!(
-        !seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"),
-        "another Stop hook could block forever: {seen}"
+    assert_lacks!(
+        seen,
+        "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP",
+        "another Stop hook could block forever"
     );
     // Nor for hooks in an agent's frontmatter, or settings the command line adds.
     std::fs::remove_file(dir.path().join(".claude/settings.json")).unwrap();
@@ -424,7 +409,7 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
     assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
 }
@@ -478,7 +463,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
     let engine = engine(dir.path());
     // Before its own session starts, another one starts in the project (no run id in its
     // environment), and a --next-session loop waits there too.
-    Loop::for_next_session(dir.path())
+    dir.loop_for_next_session()
         .max_iterations(4)
         .promise("LATER")
         .prompt("A later task")
@@ -524,9 +509,9 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
         stdout_of(&out)
     };
     let first = stop("back again");
-    assert!(
-        first.contains("vigil loop was cut at pass 2/5: the session ended while it ran; the work is NOT verified"),
-        "{first}"
+    assert_contains!(
+        first,
+        "vigil loop was cut at pass 2/5: the session ended while it ran; the work is NOT verified"
     );
     assert!(!first.contains("\"decision\""), "{first}");
     assert_eq!(stop("and again"), "", "told once");
@@ -585,10 +570,8 @@ fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
         &[],
     );
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("on the declaration alone") && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "on the declaration alone");
+    assert_contains!(line, "NOT verified");
     let state = loop_of(dir.path(), "s-bare");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["checks"], serde_json::json!([]));
@@ -692,10 +675,8 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
-        "{line}"
-    );
+    assert_contains!(line, "was killed by signal 15");
+    assert_contains!(line, "loop cut at pass 1/5");
 }
 
 /// Issue 29: a settings change vigil's ConfigChange hook blocked during the session is said
@@ -711,8 +692,8 @@ fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
         &[("AGENT", agent)],
     );
     let line = verdict(&out, 0);
-    assert!(
-        line.contains("vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"),
-        "{line}"
+    assert_contains!(
+        line,
+        "vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"
     );
 }

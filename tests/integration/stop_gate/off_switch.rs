@@ -44,7 +44,7 @@ fn vigil_disable_with_a_loop_running_says_the_loop_is_not_verified() {
             .write_stdin(payload.to_string())
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+        assert_exit(&output, 0);
         let text = String::from_utf8(output.stdout).unwrap();
         if text.is_empty() {
             return None;

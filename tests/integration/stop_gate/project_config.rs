@@ -27,14 +27,10 @@ fn the_plugins_stop_hook_runs_the_check_set_for_its_project_and_no_other() {
         &p,
         &["set", "--run", "test -f fixed.txt", "--max-blocks", "5"],
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let stop = p.stop(HOOK, "s1", Some("done"));
     assert!(stop.blocked(), "the check is run");
-    assert!(
-        stop.reason().contains("`test -f fixed.txt` failed"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "`test -f fixed.txt` failed");
     std::fs::write(p.path().join("fixed.txt"), "").unwrap();
     assert!(p.stop(HOOK, "s1", Some("done")).silent_allow());
     // Another project's stop does not run this one's check.
@@ -66,8 +62,7 @@ fn config_set_refuses_what_the_gate_would_refuse_and_the_hooks_own_flags() {
         &["frobnicate"],
     ] {
         let out = config(&p, bad);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", said(&out));
-        assert_one_line_error(&out, "stop-gate");
+        usage_error(&out, "stop-gate");
     }
     assert!(
         stdout_of(&config(&p, &["show"])).starts_with("no gate flags are set"),
@@ -97,11 +92,7 @@ fn a_damaged_project_configuration_denies() {
         // A session each: the budget lets a stop through after blocks in a row.
         let stop = p.stop(HOOK, &format!("s{n}"), Some("done"));
         assert!(stop.blocked(), "{:?}", String::from_utf8_lossy(damaged));
-        assert!(
-            stop.reason().contains("gate-flags.json"),
-            "{}",
-            stop.reason()
-        );
+        assert_contains!(stop.reason(), "gate-flags.json");
     }
 }
 
@@ -121,7 +112,7 @@ fn moving_the_git_top_does_not_lose_the_projects_check() {
             .current_dir(dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+        assert_success(&out);
     };
     let stop = |dir: &std::path::Path, session: &str| {
         run_stop(
@@ -181,8 +172,7 @@ fn config_set_refuses_a_project_without_a_writable_state_home() {
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "stop-gate");
+    let line = usage_error(&out, "stop-gate");
     assert!(line.contains("state home cannot be written"), "{line}");
     assert!(!p.path().join(".vigil/state/gate-flags.json").exists());
 }

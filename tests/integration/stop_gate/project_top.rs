@@ -32,7 +32,7 @@ fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let stdout = stdout_of(&out);
     if stdout.trim().is_empty() {
         Value::Null
@@ -93,7 +93,7 @@ fn the_handoff_is_written_at_the_git_top_level_when_the_engine_starts_in_a_subdi
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(dir.path().join(".vigil/handoff/final.json").is_file());
     assert!(!sub.join(".vigil").exists());
     // And the next session started in the subdirectory reads it.
@@ -105,11 +105,7 @@ fn the_handoff_is_written_at_the_git_top_level_when_the_engine_starts_in_a_subdi
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        stdout_of(&out).contains("[final] session s1"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "[final] session s1");
 }
 
 #[test]
@@ -130,7 +126,7 @@ fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
     assert_eq!(stop_from(&sub, &required, "s1")["decision"], "block");
     std::fs::remove_file(dir.path().join("FAILING")).unwrap();
     let out = write();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let decision = stop_from(&sub, &required, "s1");
     assert_ne!(decision["decision"], "block", "{decision}");
     assert_ne!(stop_from(dir.path(), &required, "s2")["decision"], "block");
@@ -149,7 +145,7 @@ fn a_user_install_does_not_make_your_home_the_project() {
         .current_dir(home.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(
         install_record_of(home.path()).is_file(),
         "the user install's record"
@@ -167,8 +163,9 @@ fn a_user_install_does_not_make_your_home_the_project() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        !stdout_of(&out).contains("\"decision\":\"block\""),
+    assert_lacks!(
+        stdout_of(&out),
+        "\"decision\":\"block\"",
         "the check ran in the home directory: {}",
         said(&out)
     );

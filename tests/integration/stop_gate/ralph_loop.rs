@@ -22,12 +22,8 @@ fn loop_without_a_declaration_blocks_until_max_iterations_then_allows_as_aborted
     assert!(second.system_message().starts_with("vigil loop 3/3:"));
     let third = p.stop(&[], "s1", Some("Nearly."));
     assert!(!third.blocked(), "pass 3 of 3 ends the loop");
-    assert!(
-        third.system_message().contains("aborted")
-            && third.system_message().contains("NOT verified"),
-        "{}",
-        third.system_message()
-    );
+    assert_contains!(third.system_message(), "aborted");
+    assert_contains!(third.system_message(), "NOT verified");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "aborted");
     assert_eq!(state["iteration"], 3);
@@ -42,11 +38,7 @@ fn declaration_on_pass_two_ends_the_loop_as_passed() {
     assert!(p.stop(&[], "s1", Some("Looking.")).blocked());
     let done = p.stop(&[], "s1", Some(DECLARED));
     assert!(!done.blocked());
-    assert!(
-        done.system_message().contains("passed on pass 2/5"),
-        "{}",
-        done.system_message()
-    );
+    assert_contains!(done.system_message(), "passed on pass 2/5");
     assert_eq!(p.loop_state("s1")["status"], "passed");
     assert_eq!(p.loop_state("s1")["iteration"], 2);
 }
@@ -140,11 +132,7 @@ fn blocked_verdict_ends_the_loop_and_allows_with_the_question() {
         Some("needs-decision: Drop the legacy table?\n<promise>DONE</promise>"),
     );
     assert!(!stop.blocked());
-    assert!(
-        stop.system_message().contains("Drop the legacy table?"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(stop.system_message(), "Drop the legacy table?");
     assert_eq!(p.loop_state("s1")["status"], "blocked");
 }
 
@@ -265,11 +253,11 @@ fn feedback_context_gives_the_block_as_stop_additional_context() {
     let json = stop.json.clone().expect("a continuation");
     assert!(json.get("decision").is_none(), "{json}");
     assert_eq!(json["hookSpecificOutput"]["hookEventName"], "Stop");
-    assert!(
+    assert_contains!(
         json["hookSpecificOutput"]["additionalContext"]
             .as_str()
-            .unwrap()
-            .contains("Fix it."),
+            .unwrap(),
+        "Fix it.",
         "{json}"
     );
     assert_eq!(
@@ -384,12 +372,7 @@ fn an_unreadable_transcript_during_a_loop_says_so() {
         "{}",
         stop.reason()
     );
-    assert!(
-        stop.reason()
-            .contains("\n\nFix.\n\nvigil loop 2/5: finish only"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "\n\nFix.\n\nvigil loop 2/5: finish only");
 }
 
 #[test]
@@ -430,11 +413,9 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
         assert!(out.status.success());
         let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(decision["decision"], "block", "{session}: {decision}");
-        assert!(
-            decision["reason"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("Task of {session}.")),
+        assert_contains!(
+            decision["reason"].as_str().unwrap(),
+            &format!("Task of {session}."),
             "each session is fed its own prompt: {decision}"
         );
     }
@@ -454,7 +435,7 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
 fn a_loop_passed_with_no_check_says_nothing_verified_it() {
     let dir = Project::git();
     let start = |session: &str| {
-        Loop::for_session(dir.path(), session).start();
+        dir.loop_for(session).start();
     };
     let stop = |session: &str, args: &[&str]| {
         let payload = serde_json::json!({"session_id": session, "hook_event_name": "Stop",
@@ -469,10 +450,8 @@ fn a_loop_passed_with_no_check_says_nothing_verified_it() {
     };
     start("bare");
     let said = stop("bare", &[]);
-    assert!(
-        said.contains("no check is configured") && said.contains("nothing verified the work"),
-        "{said}"
-    );
+    assert_contains!(said, "no check is configured");
+    assert_contains!(said, "nothing verified the work");
     assert_eq!(loop_of(dir.path(), "bare")["checks"], serde_json::json!([]));
     start("checked");
     let said = stop("checked", &["--run", "true"]);

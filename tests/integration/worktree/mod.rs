@@ -20,11 +20,7 @@ use crate::support::*;
 
 fn subject_of(dir: &Path) -> String {
     let out = marker_writer_in(dir, &["write", "--check", "probe", "--status", "passed"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     text.split_whitespace()
         .find(|w| w.starts_with("git-tree:"))
@@ -78,12 +74,7 @@ fn gate(dir: &Path, path: Option<&std::ffi::OsStr>) -> Option<Value> {
 fn assert_hidden_from_git_but_not_from_vigil(dir: &Path) {
     assert_eq!(std::fs::read_to_string(dir.join("lib.rs")).unwrap(), BROKEN);
     let out = verify(dir);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 1);
     let line = assert_one_line_error(&out, "marker-writer");
     assert!(line.contains("subject mismatch"), "{line}");
     let decision = gate(dir, None).expect("the gate blocks");

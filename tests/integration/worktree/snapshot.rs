@@ -100,11 +100,7 @@ fn a_snapshot_run_sees_exactly_the_hashed_content_in_a_clean_environment() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // Started in src/, it runs at the copy's top level, as the gate runs its check (SPEC §2):
     // the hashed files, and the confinement's read-only stand-ins (.claude, .git, …) only.
     let listing: Vec<&str> = said.lines().take_while(|l| l.starts_with('.')).collect();
@@ -151,11 +147,7 @@ fn a_snapshot_copy_keeps_modes_and_links_and_leaves_nothing_behind() {
         dir.path(),
         &["run", "--check", "tests", "--snapshot", "--", "./tool"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "tool\n");
     // The marker is for the worktree as it is, and the copy is gone: this project's (the
     // state home is the test process's, where other tests' snapshot runs come and go).
@@ -199,21 +191,11 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 fn snapshot_needs_the_worktree_subject_and_keep_env_needs_snapshot() {
     let dir = marked();
     for args in [
-        &[
-            "run",
-            "--check",
-            "t",
-            "--snapshot",
-            "--subject",
-            "file:lib.rs",
-            "--",
-            "true",
-        ][..],
+        &words("run --check t --snapshot --subject file:lib.rs -- true")[..],
         &["run", "--check", "t", "--keep-env", "X", "--", "true"][..],
     ] {
         let out = marker_writer_in(dir.path(), args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&out, "marker-writer");
+        usage_error(&out, "marker-writer");
     }
 }
 
@@ -232,8 +214,7 @@ fn a_snapshot_refuses_a_link_out_of_the_tree() {
             dir.path(),
             &["run", "--check", "x", "--snapshot", "--", "true"],
         );
-        assert_eq!(out.status.code(), Some(2), "{target}");
-        let line = assert_one_line_error(&out, "marker-writer");
+        let line = usage_error(&out, "marker-writer");
         assert!(line.contains("linked.rs is a symlink to"), "{line}");
         // In place, a link is hashed as a link, as git hashes it.
         assert!(subject(dir.path()).is_ok());
@@ -253,11 +234,10 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "marker-writer");
-    assert!(
-        line.contains("z is a symlink that leads out of the tree through another link"),
-        "{line}"
+    let line = usage_error(&out, "marker-writer");
+    assert_contains!(
+        line,
+        "z is a symlink that leads out of the tree through another link"
     );
     std::fs::remove_file(dir.path().join("z")).unwrap();
     std::os::unix::fs::symlink("a/top/lib.rs", dir.path().join("z")).unwrap();
@@ -265,12 +245,12 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
     let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("loop of links"), "{}", said(&out));
 }

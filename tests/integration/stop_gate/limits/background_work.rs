@@ -39,9 +39,10 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
     let reason = held.reason();
     assert!(reason.contains("`sleep 20`"), "names the task: {reason}");
     assert!(reason.contains("wait for it to finish"), "{reason}");
-    assert!(
-        reason.contains("<promise>DONE</promise>"),
-        "says how to finish, live: {reason}"
+    assert_contains!(
+        reason,
+        "<promise>DONE</promise>",
+        "says how to finish, live"
     );
     let state = p.loop_state("s1");
     assert_eq!(state["iteration"], 1, "the wait spends no pass");
@@ -57,10 +58,9 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
         background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
     );
     assert!(again.blocked());
-    assert!(
-        again
-            .task()
-            .contains("a declaration counts only once it has finished"),
+    assert_contains!(
+        again.task(),
+        "a declaration counts only once it has finished",
         "{}",
         again.reason()
     );
@@ -85,14 +85,8 @@ fn background_waits_are_blocks_of_the_budget_whose_end_says_not_verified() {
         !spent.blocked(),
         "a budget of no blocks: the hold is let through"
     );
-    assert!(
-        spent.system_message().contains("NOT verified")
-            && spent
-                .system_message()
-                .contains("background work is still running"),
-        "{}",
-        spent.system_message()
-    );
+    assert_contains!(spent.system_message(), "NOT verified");
+    assert_contains!(spent.system_message(), "background work is still running");
     assert_eq!(
         p.loop_state("s1")["status"],
         "running",
@@ -113,11 +107,7 @@ fn holds_in_different_passes_are_not_consecutive_blocks() {
     for pass in 1..=4 {
         let held = stop(DECLARED);
         assert!(held.blocked(), "pass {pass}: held");
-        assert!(
-            held.reason().contains("wait for it to finish"),
-            "{}",
-            held.reason()
-        );
+        assert_contains!(held.reason(), "wait for it to finish");
         // Declared again with the work still running: the next pass begins.
         let next = stop(&format!("{DECLARED}\n\n(pass {pass})"));
         assert!(next.blocked(), "pass {pass}: not a finish");
@@ -150,12 +140,7 @@ fn background_tasks_that_are_not_an_array_are_malformed_and_deny() {
         background_stop(&p, "s1", DECLARED, json!({"id": "b1"})).to_string(),
     );
     assert!(stop.blocked());
-    assert!(
-        stop.reason()
-            .contains("`background_tasks` must be an array"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "`background_tasks` must be an array");
 }
 
 #[test]
@@ -195,10 +180,8 @@ fn bidi_controls_in_a_background_command_do_not_reach_the_human_or_the_model() {
     let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
     assert!(stop.blocked());
     for text in [stop.reason(), stop.system_message()] {
-        assert!(
-            !text.contains('\u{202E}') && !text.contains('\u{2066}'),
-            "{text:?}"
-        );
+        assert_lacks!(text, "\u{202E}");
+        assert_lacks!(text, "\u{2066}");
         assert!(text.contains("npm test evil"), "{text:?}");
     }
 }

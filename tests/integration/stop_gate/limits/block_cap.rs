@@ -48,28 +48,18 @@ fn the_first_stop_of_the_next_turn_records_a_cut_no_prompt_saw() {
     };
     let continued = stop(true);
     assert!(continued.blocked());
-    assert!(
-        !continued.system_message().contains("ended a turn"),
-        "{}",
-        continued.system_message()
-    );
+    assert_lacks!(continued.system_message(), "ended a turn");
     assert_eq!(p.loop_state("s1")["status"], "running");
     let first = stop(false);
     assert!(first.blocked(), "the loop goes on");
-    assert!(
-        first
-            .system_message()
-            .contains("ended a turn of this session's loop over its Stop hook"),
-        "{}",
-        first.system_message()
+    assert_contains!(
+        first.system_message(),
+        "ended a turn of this session's loop over its Stop hook"
     );
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "running", "{state}");
     assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
-    assert!(
-        !stop(false).system_message().contains("ended a turn"),
-        "told once"
-    );
+    assert_lacks!(stop(false).system_message(), "ended a turn", "told once");
 }
 
 /// Claude Code overrides a Stop hook that blocked 8 times in a row and ends the turn; no hook
@@ -86,7 +76,7 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
         let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
             "cwd": p.path(), "prompt": "go on", "transcript_path": transcript});
         let out = p.run_gate(&payload);
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
         let text = String::from_utf8(out.stdout).unwrap();
         if text.is_empty() {
             return None;
@@ -110,10 +100,8 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
     let cut = transcript_with(&p, Some(later));
     let told = prompt(&cut).expect("the human is told");
-    assert!(
-        told.contains("ended a turn of this session's loop") && told.contains("NOT verified"),
-        "{told}"
-    );
+    assert_contains!(told, "ended a turn of this session's loop");
+    assert_contains!(told, "NOT verified");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "interrupted", "{state}");
     assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
@@ -128,7 +116,7 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     // The session is over: the loop is cut, for the engine's cap (issue 29, item 1).
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "cut", "{state}");
@@ -172,10 +160,8 @@ fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks(
     let told = stop_with_transcript(&[&block, &words], &[]);
     assert!(!told.blocked());
     let message = told.system_message();
-    assert!(
-        message.contains("record is gone") && message.contains("NOT verified"),
-        "{message}"
-    );
+    assert_contains!(message, "record is gone");
+    assert_contains!(message, "NOT verified");
     assert!(
         stop_with_transcript(&[&block, &words], &[]).silent_allow(),
         "told once"
@@ -205,7 +191,7 @@ fn the_next_prompt_and_a_resumed_start_tell_a_loop_whose_record_is_gone() {
         let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
             "cwd": p.path(), "prompt": "go on", "transcript_path": &transcript});
         let out = p.run_gate(&payload);
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
         stdout_of(&out)
     };
     let start = |source: &str| {
@@ -216,24 +202,20 @@ fn the_next_prompt_and_a_resumed_start_tell_a_loop_whose_record_is_gone() {
             .write_stdin(payload.to_string())
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
         stdout_of(&out)
     };
     std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
     let told = prompt();
-    assert!(
-        told.contains("record is gone") && told.contains("NOT verified"),
-        "{told}"
-    );
+    assert_contains!(told, "record is gone");
+    assert_contains!(told, "NOT verified");
     assert!(!told.contains("\"decision\""), "the prompt goes on: {told}");
     assert_eq!(prompt(), "", "told once");
     std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
     assert!(!start("startup").contains("record is gone"));
     let resumed = start("resume");
-    assert!(
-        resumed.contains("record is gone") && resumed.contains("NOT verified"),
-        "{resumed}"
-    );
+    assert_contains!(resumed, "record is gone");
+    assert_contains!(resumed, "NOT verified");
     assert!(!start("resume").contains("record is gone"), "told once");
 }
 
@@ -252,11 +234,7 @@ fn a_lost_loop_record_is_still_told_after_a_stop_failure_or_a_subagent_stop_touc
         }
         if first == "StopFailure" {
             let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_success(&out);
         } else {
             let stop = p.stop_with(
                 &["--contract", "default"],
@@ -273,8 +251,9 @@ fn a_lost_loop_record_is_still_told_after_a_stop_failure_or_a_subagent_stop_touc
         }
         let stop = p.stop(&[], "s1", Some("Working."));
         assert!(!stop.blocked(), "{first}");
-        assert!(
-            stop.system_message().contains("NOT verified"),
+        assert_contains!(
+            stop.system_message(),
+            "NOT verified",
             "{first}: the loss is told: {:?}",
             stop.system_message()
         );
@@ -310,10 +289,8 @@ fn a_damaged_records_notice_survives_a_subagent_stop_that_opens_it_first() {
     );
     let stop = p.stop(&[], "s5", Some("Working."));
     let told = stop.system_message();
-    assert!(
-        told.contains("damaged") && told.contains("NOT verified"),
-        "{told:?}"
-    );
+    assert_contains!(told, "damaged");
+    assert_contains!(told, "NOT verified");
 }
 
 /// Review: a cut found by a prompt that is refused (a `/vigil-loop` without its flags) is said
@@ -330,11 +307,9 @@ fn a_cut_found_by_a_refused_prompt_is_said_with_the_refusal() {
     let out = p.run_gate(&payload);
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["decision"], "block", "{json}");
-    assert!(
-        json["reason"]
-            .as_str()
-            .unwrap()
-            .contains("ended a turn of this session's loop"),
+    assert_contains!(
+        json["reason"].as_str().unwrap(),
+        "ended a turn of this session's loop",
         "{json}"
     );
 }

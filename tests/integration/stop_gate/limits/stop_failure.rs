@@ -13,11 +13,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
     start_with(&p, "s1", 5, &[]);
     assert!(p.stop(&[], "s1", Some("Working.")).blocked());
     let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert!(out.stdout.is_empty(), "nothing on stdout");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "interrupted");
@@ -35,11 +31,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
     // The next stop goes on with the pass that failed.
     let next = p.stop(&[], "s1", Some("Back at it."));
     assert!(next.blocked());
-    assert!(
-        next.reason().contains("vigil loop 3/5"),
-        "{}",
-        next.reason()
-    );
+    assert_contains!(next.reason(), "vigil loop 3/5");
     assert_eq!(p.loop_state("s1")["status"], "running");
 }
 
@@ -48,11 +40,7 @@ fn the_next_session_start_tells_the_api_error_and_the_loop_ready_to_go_on() {
     let p = Project::git();
     start_with(&p, "s1", 5, &[]);
     let out = stop_failure(&p, "s1", "claude-stop-failure-overloaded.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let payload = sample_payload(
         "claude-session-start.json",
         &[("session_id", json!("s2")), ("cwd", json!(p.path()))],
@@ -67,16 +55,10 @@ fn the_next_session_start_tells_the_api_error_and_the_loop_ready_to_go_on() {
     let context = said["hookSpecificOutput"]["additionalContext"]
         .as_str()
         .unwrap();
-    assert!(
-        context.contains("ended on an API error: server_error at"),
-        "{context}"
-    );
+    assert_contains!(context, "ended on an API error: server_error at");
     assert!(context.contains("529 Overloaded"), "{context}");
-    assert!(
-        context.contains("loop: interrupted")
-            && context.contains("goes on at the next stop of session s1"),
-        "{context}"
-    );
+    assert_contains!(context, "loop: interrupted");
+    assert_contains!(context, "goes on at the next stop of session s1");
 }
 
 #[test]
@@ -103,18 +85,12 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
             ),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
     assert_valid("handoff.schema.json", &checkpoint);
     let text = checkpoint["failure"].to_string();
-    assert!(
-        !text.contains("<promise>") && !text.contains("<<<VIGIL_"),
-        "{text}"
-    );
+    assert_lacks!(text, "<promise>");
+    assert_lacks!(text, "<<<VIGIL_");
     assert!(
         checkpoint["failure"]["error"]
             .as_str()
@@ -123,11 +99,9 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
             .count()
             <= 64
     );
-    assert!(
-        checkpoint["failure"]["error_details"]
-            .as_str()
-            .unwrap()
-            .contains("retry_after")
+    assert_contains!(
+        checkpoint["failure"]["error_details"].as_str().unwrap(),
+        "retry_after"
     );
     assert_eq!(p.loop_state("s1")["status"], "interrupted");
     // A StopFailure whose error is of the wrong type, or whose session id is hostile, is
@@ -154,11 +128,7 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
 fn stop_failure_without_a_loop_records_the_session_only() {
     let p = Project::git();
     let out = stop_failure(&p, "s9", "claude-stop-failure-rate-limit.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let record = p.session_record("s9");
     assert_eq!(record["failures"][0]["error"], "rate_limit");
     assert!(record.get("loop").is_none());
@@ -179,11 +149,7 @@ fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session(
             ("agent_type", json!("general-purpose")),
         ],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "running", "the main agent's turn goes on");
     assert!(state.get("failures").is_none(), "{state}");
@@ -207,18 +173,10 @@ fn a_stop_failure_that_comes_after_the_session_end_gives_the_cut_its_reason() {
     let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd",
         "cwd": p.path(), "reason": "other"});
     let out = session_end(p.path(), &[], payload.to_string());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(p.loop_state("s1")["end_reason"], "session-ended");
     let out = stop_failure(&p, "s1", "claude-stop-failure-overloaded.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "cut", "{state}");
     assert_eq!(state["end_reason"], "turn-failed", "{state}");

@@ -36,10 +36,7 @@ fn a_report_that_names_a_key_twice_is_sent_back() {
         let out = p.stop_with(&args, subagent_stop(&p, "a1", &report));
         assert!(out.blocked(), "{report}");
         let reason = out.reason();
-        assert!(
-            reason.contains(&format!("names the key \"{key}\" twice")),
-            "{reason}"
-        );
+        assert_contains!(reason, &format!("names the key \"{key}\" twice"));
     }
     let fenced = format!(
         "```json\n{}\n```",
@@ -72,22 +69,16 @@ fn a_report_that_breaks_the_contract_is_sent_back_with_its_pointer_and_the_shape
         reason.starts_with("stop-gate: the subagent's report breaks the default contract: the report is not a JSON object"),
         "{reason}"
     );
-    assert!(
-        reason.contains("\"open_questions\""),
-        "the shape to return: {reason}"
-    );
+    assert_contains!(reason, "\"open_questions\"", "the shape to return");
     let wrong = REPORT.replace("\"done\"", "\"finished\"");
     let wrong = p.stop_with(&args, subagent_stop(&p, "a1", &wrong));
     assert!(wrong.blocked());
     assert!(wrong.reason().contains("at /status:"), "{}", wrong.reason());
     let missing = REPORT.replace(",\"tokens_used\":1200", "");
     let missing = p.stop_with(&args, subagent_stop(&p, "a1", &missing));
-    assert!(
-        missing
-            .reason()
-            .contains("at /: \"tokens_used\" is a required property"),
-        "{}",
-        missing.reason()
+    assert_contains!(
+        missing.reason(),
+        "at /: \"tokens_used\" is a required property"
     );
 }
 
@@ -122,11 +113,7 @@ fn a_report_over_the_token_cap_is_sent_back_before_it_is_read() {
         subagent_stop(&p, "a1", &long),
     );
     assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("tokens, over the contract's 500"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "tokens, over the contract's 500");
 }
 
 #[test]
@@ -214,11 +201,7 @@ fn a_contract_file_that_is_not_a_schema_denies_every_subagent_stop_and_the_docto
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let check = settings_merge()
         .args(["check", "--settings", settings.to_str().unwrap()])
         .current_dir(p.path())
@@ -226,14 +209,9 @@ fn a_contract_file_that_is_not_a_schema_denies_every_subagent_stop_and_the_docto
         .unwrap();
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("[fail] SubagentStop:") && text.contains("not a JSON Schema"),
-        "{text}"
-    );
-    assert!(
-        text.contains("inside the project, where the agent can rewrite it"),
-        "{text}"
-    );
+    assert_contains!(text, "[fail] SubagentStop:");
+    assert_contains!(text, "not a JSON Schema");
+    assert_contains!(text, "inside the project, where the agent can rewrite it");
 }
 
 #[test]
@@ -261,11 +239,7 @@ fn with_a_contract_alone_a_subagent_answers_to_its_contract_not_to_the_projects_
         payload,
     );
     assert!(both.blocked(), "--subagents runs the checks there too");
-    assert!(
-        both.reason().contains("`false` failed"),
-        "{}",
-        both.reason()
-    );
+    assert_contains!(both.reason(), "`false` failed");
 }
 
 #[test]
@@ -286,11 +260,7 @@ fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
             subagent_stop(&p, agent, REPORT),
         );
         assert!(stop.blocked());
-        assert!(
-            stop.reason().contains("not a regular file"),
-            "{}",
-            stop.reason()
-        );
+        assert_contains!(stop.reason(), "not a regular file");
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
             "never waited on: {:?}",
@@ -321,11 +291,7 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
         "--contract",
         "contract.json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let check = run(&["check", "--settings", settings.to_str().unwrap()]);
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");

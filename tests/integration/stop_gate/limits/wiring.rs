@@ -26,19 +26,8 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
             .output()
             .unwrap()
     };
-    let out = install(&[
-        "--contract",
-        "default",
-        "--stall-after",
-        "4",
-        "--max-tokens",
-        "2m",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = install(&words("--contract default --stall-after 4 --max-tokens 2m"));
+    assert_success(&out);
     let value = json_of(&settings);
     let failure = value["hooks"]["StopFailure"][0]["hooks"][0]["command"]
         .as_str()
@@ -50,10 +39,8 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
     let subagent = value["hooks"]["SubagentStop"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
-    assert!(
-        subagent.contains("--contract default") && subagent.contains("--stall-after 4"),
-        "{subagent}"
-    );
+    assert_contains!(subagent, "--contract default");
+    assert_contains!(subagent, "--stall-after 4");
     let check = settings_merge()
         .args(["check", "--settings", settings.to_str().unwrap()])
         .current_dir(p.path())
@@ -61,9 +48,9 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
         .unwrap();
     let text = stdout_of(&check);
     assert!(check.status.success(), "{text}");
-    assert!(
-        text.contains("[ok] SubagentStop: the default contract is a valid JSON Schema"),
-        "{text}"
+    assert_contains!(
+        text,
+        "[ok] SubagentStop: the default contract is a valid JSON Schema"
     );
     assert!(!text.contains("StopFailure does not run"), "{text}");
     let out = settings_merge()
@@ -82,9 +69,9 @@ fn the_slash_command_takes_the_limits_too() {
         "s1",
         "/vigil-loop Fix the parser --max-iterations 5 --completion-promise DONE --stall-after 2 --max-duration 2h --max-tokens 500k",
     );
-    assert!(
-        said.to_string()
-            .contains("at most 2h, at most 500000 tokens"),
+    assert_contains!(
+        said.to_string(),
+        "at most 2h, at most 500000 tokens",
         "{said}"
     );
     let state = p.loop_state("s1");
