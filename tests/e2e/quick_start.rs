@@ -98,10 +98,7 @@ fn claude_readme_quick_start_works_as_written() {
     let Some(clients) = clients() else { return };
     let project = project();
     // The reader's tests, which the quick start holds.
-    write_file(
-        &project.path().join("tests/check.sh"),
-        "test -f fixed.txt\n",
-    );
+    project.write("tests/check.sh", "test -f fixed.txt\n");
     git(project.path(), &["add", "tests"]);
     git(project.path(), &["commit", "-qm", "tests"]);
     let lines = quickstart("claude");
@@ -125,8 +122,7 @@ fn claude_readme_quick_start_works_as_written() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let client = claude(&clients, home.path(), project.path(), &server.url, &args);
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            let out = run(loop_run(&client, &flags), DEADLINE);
-            assert_exit(&out, 0);
+            let out = ok(run(loop_run(&client, &flags), DEADLINE));
             assert_contains!(run_line(&out), "loop passed on pass 2/10", "{}", said(&out));
             assert!(
                 project.path().join("fixed.txt").is_file(),
@@ -199,8 +195,10 @@ fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
             .any(|w| w[0] == "--permission-mode" && w[1] == "acceptEdits"),
         "the README's line gives the mode: {line}"
     );
-    let install = reader_runs("\"$VIGIL\"/install.sh --run 'cargo test'", project.path());
-    assert_success(&install);
+    ok(reader_runs(
+        "\"$VIGIL\"/install.sh --run 'cargo test'",
+        project.path(),
+    ));
     let mut bare: Vec<&str> = Vec::new();
     let mut words = args.iter().map(String::as_str);
     while let Some(word) = words.next() {
@@ -267,8 +265,7 @@ fn codex_readme_quick_start_works_as_written() {
             let words = shlex::split(line).unwrap();
             assert_eq!(words[1], "exec", "{line}");
             let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
-            let out = codex_exec_with(&clients, &home, project.path(), &args);
-            assert_success(&out);
+            let out = ok(codex_exec_with(&clients, &home, project.path(), &args));
             assert!(project.path().join("fixed.txt").is_file(), "{}", said(&out));
             assert_eq!(server.main_requests().len(), 3, "{}", said(&out));
             let state = only_loop(project.path());

@@ -35,14 +35,7 @@ fn random() -> impl FnMut(u64) -> u64 {
 
 /// Spawns `cmd` with `stdin`, kills it after a random few milliseconds; true if it was killed.
 fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let mut child = spawn_feeding(cmd.stdout(Stdio::null()).stderr(Stdio::null()), stdin);
     std::thread::sleep(after);
     let _ = child.kill();
     child.wait().unwrap().code().is_none()
@@ -123,10 +116,7 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
+    assert_killed_enough(killed, 10, "of 100 killed");
 }
 
 /// A loop's iteration, read from its record as the gate reads it.
@@ -164,10 +154,7 @@ fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
         );
         advanced += (after > before) as u32;
     }
-    assert!(
-        killed >= 10,
-        "only {killed} of 80 killed: the test proves little"
-    );
+    assert_killed_enough(killed, 10, "of 80 killed");
     assert!(advanced >= 1, "no Stop got through: the test proves little");
 }
 
@@ -306,10 +293,7 @@ fn handoff_records_survive_a_writer_killed_at_random_points() {
         }
         assert_state_is_whole(dir.path());
     }
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
+    assert_killed_enough(killed, 10, "of 100 killed");
 }
 
 #[test]
@@ -368,10 +352,7 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
     let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let before: Value = serde_json::from_slice(&original).unwrap();
     assert_eq!(after, before);
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
+    assert_killed_enough(killed, 10, "of 100 killed");
 }
 
 // --- A full disk ------------------------------------------------------------------------------
@@ -416,13 +397,7 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
         Some(0),
         "a gate killed by SIGXFSZ says nothing, which an engine takes as allow"
     );
-    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(decision["decision"], "block", "{decision}");
-    assert_contains!(
-        decision["reason"].as_str().unwrap(),
-        "File too large",
-        "{decision}"
-    );
+    stop_of(&out).assert_blocked_saying("File too large");
     assert_eq!(
         session_record_of(dir.path(), "s1"),
         before,

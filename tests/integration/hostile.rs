@@ -171,10 +171,8 @@ fn hook_binaries_on_a_terminal_say_what_they_expect_at_once() {
         assert_eq!(out.status.code(), Some(code), "{binary} {args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "{binary}: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("{binary}: ")) && stderr.contains("terminal"),
-            "{binary}: {stderr}"
-        );
+        assert_starts_with!(stderr, &format!("{binary}: "), "{binary}");
+        assert_contains!(stderr, "terminal", "{binary}");
         assert!(out.stdout.is_empty(), "{binary}: nothing for the engine");
     }
 }

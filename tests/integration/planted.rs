@@ -332,7 +332,7 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
         .installed(&[])
         .build();
     world.install(&["--protect"]);
-    std::fs::write(world.path().join(".git"), "").unwrap();
+    world.write(".git", "");
     let new = world.path().join(".claude/agents/new.md");
     write_file(&new, WITH_HOOKS);
     let (code, lines) = check(&world);
@@ -348,18 +348,17 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
 #[test]
 fn uninstall_takes_the_baseline_back_with_the_protection() {
     let world = world();
-    write_file(&world.path().join(".claude/agents/old.md"), WITH_HOOKS);
+    world.write(".claude/agents/old.md", WITH_HOOKS);
     world.install(&["--protect"]);
     let baseline = protected_dir(world.top()).join("planted-baseline.json");
     assert!(baseline.is_file());
-    let out = settings_merge()
+    ok(settings_merge()
         .env("HOME", world.home())
         .args(["uninstall", "--settings"])
         .arg(world.settings())
         .current_dir(world.top())
         .output()
-        .unwrap();
-    assert_success(&out);
+        .unwrap());
     assert!(!baseline.exists(), "the baseline went with the protection");
 }
 
@@ -455,10 +454,8 @@ fn a_planted_name_with_a_newline_stays_on_its_line() {
         .lines()
         .find(|l| l.contains("helper.md"))
         .unwrap_or_else(|| panic!("{said}"));
-    assert!(
-        line.starts_with("[warn] ") && line.contains("check it is yours"),
-        "{said}"
-    );
+    assert_starts_with!(line, "[warn] ", "{said}");
+    assert_contains!(line, "check it is yours", "{said}");
     assert!(
         !said.lines().any(|l| l.starts_with("[ok] no planted code")),
         "{said}"

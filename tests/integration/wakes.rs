@@ -27,24 +27,17 @@ fn fresh(prefix: &str) -> String {
 /// `stop-gate wait` for `session` in `dir`, started in the background as Claude Code starts an
 /// asyncRewake handler (interactive unless `entrypoint` says otherwise), polling fast.
 fn waiter(dir: &Path, session: &str, entrypoint: &str) -> Child {
-    let mut cmd = vigil_process("stop-gate");
-    cmd.args(["wait", "--poll-ms", "50"])
-        .current_dir(dir)
-        .env("CLAUDE_CODE_ENTRYPOINT", entrypoint)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
     let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": dir,
         "stop_hook_active": false});
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    child
+    spawn_fed(
+        vigil_process("stop-gate")
+            .args(["wait", "--poll-ms", "50"])
+            .current_dir(dir)
+            .env("CLAUDE_CODE_ENTRYPOINT", entrypoint)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        payload.to_string().as_bytes(),
+    )
 }
 
 /// Waits for `child` to exit (at most `secs`): its exit code and stderr.
@@ -79,6 +72,13 @@ fn until(what: impl Fn() -> bool) {
 }
 
 /// A loop named `name` in `session` of `dir`, ended by a declaration at its first Stop.
+/// A repository whose session w1 runs the loop named `a`.
+fn repo_looping_a() -> Project {
+    let dir = Project::git();
+    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    dir
+}
+
 fn passed_loop(dir: &Project, session: &str, name: &str) {
     dir.loop_for(session).flags(&["--name", name]).start();
     let stop = dir.stop(&[], session, Some("<promise>DONE</promise>"));
@@ -89,17 +89,15 @@ fn passed_loop(dir: &Project, session: &str, name: &str) {
 fn a_loop_that_settles_leaves_one_wake_in_its_commanders_queue() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "parser-fix");
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1, "{wakes:?}");
     assert_eq!(wakes[0]["kind"], "loop");
     assert_eq!(wakes[0]["status"], "passed");
     assert_eq!(wakes[0]["end_reason"], "declared");
     let line = wakes[0]["line"].as_str().unwrap();
-    assert!(
-        line.starts_with(
-            "loop parser-fix in .: running -> passed after 1 pass on the declaration alone"
-        ),
-        "{line}"
+    assert_starts_with!(
+        line,
+        "loop parser-fix in .: running -> passed after 1 pass on the declaration alone"
     );
     // The loop's name is shown by the loop commands too.
     let status = dir.loop_command(&["status", "--session", "w1"]);
@@ -112,15 +110,15 @@ fn every_end_leaves_a_wake_a_cancel_and_a_session_that_ends_too() {
     dir.loop_for("w1").flags(&["--name", "one"]).start();
     ok(dir.loop_command(&["cancel", "--session", "w1"]));
     dir.loop_for("w2").flags(&["--name", "two"]).start();
-    let end = session_end(
+    ok(session_end(
         dir.path(),
         &[],
         json!({"session_id": "w2", "hook_event_name": "SessionEnd", "cwd": dir.path(),
             "reason": "other"})
         .to_string(),
-    );
-    assert_success(&end);
-    let lines: Vec<String> = wakes_in(&queue_of(dir.path()))
+    ));
+    let lines: Vec<String> = dir
+        .wakes()
         .iter()
         .map(|w| w["line"].as_str().unwrap().to_string())
         .collect();
@@ -184,19 +182,17 @@ fn the_waiter_exits_at_once_in_a_worker_session_and_under_claude_p() {
     cmd.args(["wait"])
         .current_dir(dir.path())
         .env("VIGIL_LOOP_RUN", "0".repeat(32));
-    let out = output_with_stdin(
+    ok(output_with_stdin(
         cmd,
         json!({"session_id": fresh("r"), "hook_event_name": "Stop", "cwd": dir.path()})
             .to_string()
             .as_bytes(),
-    );
-    assert_exit(&out, 0);
+    ));
 }
 
 #[test]
 fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
-    let dir = Project::git();
-    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let child = waiter(dir.path(), &commander, "cli");
     std::thread::sleep(Duration::from_millis(300));
@@ -209,7 +205,7 @@ fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
         1,
         "{err}"
     );
-    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+    assert!(dir.wakes().is_empty());
     // Delivered once: the next waiter has nothing left, and no live loop, so it does not wait.
     let (code, err) = finish(waiter(dir.path(), &commander, "cli"), 5);
     assert_eq!((code, err.as_str()), (Some(0), ""));
@@ -224,15 +220,12 @@ fn a_wake_made_stale_before_delivery_is_dropped() {
     passed_loop(&dir, "w1", "a");
     // Another session's loop in the same checkout changes nothing of it.
     dir.loop_for("w9").start();
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
+    assert_eq!(dir.wakes().len(), 1);
     // The human restarts the loop in the same session: the old end is no longer news.
     dir.loop_for("w1").flags(&["--name", "a"]).start();
     let start = session_start(dir.path(), &fresh("n"), "startup");
     assert_lacks!(stdout_of(&start), "loop a");
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "a stale wake stays"
-    );
+    assert!(dir.wakes().is_empty(), "a stale wake stays");
 }
 
 #[test]
@@ -241,18 +234,14 @@ fn without_a_live_waiter_wakes_come_at_the_next_session_start_or_prompt() {
     passed_loop(&dir, "w1", "first");
     let start = session_start(dir.path(), &fresh("n"), "startup");
     let context = json_of_stdout(&start);
-    let told = context["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
+    let told = additional_context(&context);
     assert_contains!(told, "loop first in .: running -> passed");
     passed_loop(&dir, "w2", "second");
     let said = dir.prompt(&fresh("n"), "what now?");
-    let told = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
+    let told = additional_context(&said);
     assert_contains!(told, "loop second in .: running -> passed", "{said}");
     assert!(!told.contains("loop first"), "delivered twice: {said}");
-    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+    assert!(dir.wakes().is_empty());
 }
 
 #[test]
@@ -261,11 +250,7 @@ fn a_worker_session_is_told_nothing_of_the_projects_wakes() {
     passed_loop(&dir, "w1", "a");
     dir.loop_for("w2").start();
     assert_eq!(dir.prompt("w2", "go on"), Value::Null);
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "the worker took the wake"
-    );
+    assert_eq!(dir.wakes().len(), 1, "the worker took the wake");
 }
 
 #[test]
@@ -295,8 +280,7 @@ fn a_claim_whose_holder_died_is_delivered_after_two_minutes() {
 
 #[test]
 fn a_wake_that_cannot_be_written_out_is_put_back() {
-    let dir = Project::git();
-    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    let dir = repo_looping_a();
     let mut child = waiter(dir.path(), &fresh("c"), "cli");
     // The engine stopped reading the hook's stderr.
     drop(child.stderr.take());
@@ -311,17 +295,12 @@ fn a_wake_that_cannot_be_written_out_is_put_back() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0), "nothing was delivered");
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "the wake was lost"
-    );
+    assert_eq!(dir.wakes().len(), 1, "the wake was lost");
 }
 
 #[test]
 fn a_newer_waiter_of_the_same_session_replaces_the_last() {
-    let dir = Project::git();
-    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let first = waiter(dir.path(), &commander, "cli");
     let registration = state_home().join(format!("wakes/waiters/{commander}.json"));
@@ -338,8 +317,7 @@ fn a_newer_waiter_of_the_same_session_replaces_the_last() {
 
 #[test]
 fn a_waiter_whose_engine_died_exits_and_leaves_the_wake() {
-    let dir = Project::git();
-    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let payload = dir.path().join("payload.json");
     write_file(
@@ -363,11 +341,7 @@ fn a_waiter_whose_engine_died_exits_and_leaves_the_wake() {
     let pid: i32 = stdout_of(&out).trim().parse().unwrap();
     until(|| !running(pid));
     dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "nobody was there to hear it"
-    );
+    assert_eq!(dir.wakes().len(), 1, "nobody was there to hear it");
 }
 
 #[test]
@@ -383,10 +357,7 @@ fn notify_sends_the_wake_to_that_session_which_waits_even_under_claude_p() {
     let (code, err) = finish(child, 10);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("loop a in .: running -> passed"), "{err}");
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "it went to the project too"
-    );
+    assert!(dir.wakes().is_empty(), "it went to the project too");
 }
 
 #[test]
@@ -400,10 +371,7 @@ fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
     dir.loop_for("w1").flags(&["--name", "a"]).start();
     let stop = dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
     let sequence = osc(&stop).expect("a notification");
-    assert!(
-        sequence.starts_with("\u{1b}]9;vigil: loop a in .: running -> passed"),
-        "{sequence:?}"
-    );
+    assert_starts_with!(sequence, "\u{1b}]9;vigil: loop a in .: running -> passed");
     assert_contains!(sequence, "\u{1b}]777;notify;vigil;vigil: loop a");
     assert!(sequence.ends_with('\u{7}'));
     dir.loop_for("w2").start();
@@ -426,21 +394,8 @@ fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
 fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
     let dir = Project::git();
     git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
-    let worktree = dir.path().parent().unwrap().join(format!(
-        "{}-wt",
-        dir.path().file_name().unwrap().to_string_lossy()
-    ));
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "wt",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    let worktree = dir.beside("wt");
+    add_worktree(dir.path(), "wt", &worktree);
     // Nothing wires the repository: a loop there would never be judged.
     let refused = Loop::for_session(&worktree, "w1").output();
     assert_exit(&refused, 2);
@@ -473,7 +428,7 @@ fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
         stop_payload(&worktree, "w1", Some("<promise>DONE</promise>")).to_string(),
     );
     assert!(!stop.blocked());
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1);
     let shown = format!(
         "loop parser in ../{}: running -> passed",
@@ -513,15 +468,7 @@ fn json_of_stdout(out: &std::process::Output) -> Value {
 fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
     let dir = Project::git();
     install_at(dir.path(), None, &[]);
-    let check = || {
-        let out = settings_merge()
-            .args(["check", "--settings"])
-            .arg(dir.path().join(".claude/settings.local.json"))
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        stdout_of(&out)
-    };
+    let check = || stdout_of(&dir.merge("check", &[]));
     let said = check();
     assert_contains!(said, "[ok] Stop: the waiter wakes this session");
     assert!(!said.contains("wait, and no session waits"), "{said}");
@@ -591,17 +538,7 @@ fn loop_run_worktree_runs_the_command_in_the_worktree_you_added_and_adds_none() 
     assert!(!worktree.exists() && !seen.exists() && !pwned.exists());
     // Added by you: the command runs there (no session claims the loop: `sh` starts none).
     std::fs::remove_file(&hook).unwrap();
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "parser",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    add_worktree(dir.path(), "parser", &worktree);
     let out = run("parser");
     assert_exit(&out, 4);
     assert_eq!(
@@ -629,7 +566,7 @@ fn a_session_whose_own_loop_ended_hears_the_projects_wakes_and_a_headless_one_do
         .output()
         .unwrap();
     assert_lacks!(stdout_of(&headless), "loop other");
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
+    assert_eq!(dir.wakes().len(), 1);
     let said = dir.prompt("cmdr", "what now?");
     let told = said["hookSpecificOutput"]["additionalContext"]
         .as_str()
@@ -657,7 +594,7 @@ fn many_wakes_are_told_whole_within_the_cap_and_the_rest_stay_queued() {
         told.matches("no check verified the work").count(),
         "a line was cut: {told}"
     );
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 40 - heard);
+    assert_eq!(dir.wakes().len(), 40 - heard);
 }
 
 #[test]
@@ -665,28 +602,16 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
     let dir = Project::git();
     git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
     install_at(dir.path(), None, &[]);
-    std::fs::write(
-        dir.path().join(".claude/settings.local.json"),
-        std::fs::read_to_string(dir.path().join(".claude/settings.local.json"))
-            .unwrap()
-            .replacen('{', r#"{"sandbox": {"enabled": true},"#, 1),
-    )
-    .unwrap();
-    let worktree = dir.path().parent().unwrap().join(format!(
-        "{}-evil",
-        dir.path().file_name().unwrap().to_string_lossy()
-    ));
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "evil",
-            worktree.to_str().unwrap(),
-        ],
+    dir.write(
+        ".claude/settings.local.json",
+        dir.read(".claude/settings.local.json").replacen(
+            '{',
+            r#"{"sandbox": {"enabled": true},"#,
+            1,
+        ),
     );
+    let worktree = dir.beside("evil");
+    add_worktree(dir.path(), "evil", &worktree);
     let _cleanup = scopeguard(worktree.clone());
     let wt = std::fs::canonicalize(&worktree).unwrap();
     // Honest: the main checkout's sandbox holds in the worktree; an unconfinable check is not run.
@@ -730,28 +655,26 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
 fn cut_then_failed(dir: &Project, session: &str, name: &str, before_failure: impl FnOnce()) {
     dir.loop_for(session).flags(&["--name", name]).start();
     assert!(dir.stop(&[], session, Some("Working.")).blocked());
-    let end = session_end(
+    ok(session_end(
         dir.path(),
         &[],
         json!({"session_id": session, "hook_event_name": "SessionEnd", "cwd": dir.path(),
             "reason": "other"})
         .to_string(),
-    );
-    assert_success(&end);
+    ));
     before_failure();
     let payload = sample_payload(
         "claude-stop-failure-overloaded.json",
         &[("session_id", json!(session)), ("cwd", json!(dir.path()))],
     );
-    let failed = session_end(dir.path(), &["--checkpoint"], payload);
-    assert_success(&failed);
+    ok(session_end(dir.path(), &["--checkpoint"], payload));
 }
 
 #[test]
 fn a_cut_whose_failed_turn_is_told_after_it_wakes_with_the_api_error_once() {
     let dir = Project::git();
     cut_then_failed(&dir, "w1", "flaky", || {});
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1, "one wake, amended: {wakes:?}");
     assert_eq!(wakes[0]["end_reason"], "turn-failed", "{wakes:?}");
     let line = wakes[0]["line"].as_str().unwrap();
@@ -786,8 +709,5 @@ fn a_cut_already_told_is_not_told_again_when_its_failed_turn_comes() {
             .to_string();
         assert!(told.contains("loop flaky in .: running -> cut"), "{told}");
     });
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "told once already"
-    );
+    assert!(dir.wakes().is_empty(), "told once already");
 }

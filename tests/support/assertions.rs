@@ -6,60 +6,69 @@
 
 use super::said;
 
-/// `assert_contains!(text, part)`: `text` (anything that is `AsRef<str>`) contains `part`, else
-/// the test fails showing all of `text`; after `part`, a message as `assert!` takes one says
-/// what the text is.
+/// What a text must do to pass [`assert_text`].
+pub enum Holds {
+    Contains,
+    Lacks,
+    StartsWith,
+}
+
+/// `text` contains `part`, lacks it or begins with it, as `holds` says, else the test fails
+/// showing all of `text`, after `why` when there is one. The macros below call it.
+#[track_caller]
+pub fn assert_text(holds: Holds, text: &str, part: &str, why: Option<std::fmt::Arguments>) {
+    let (ok, fails) = match holds {
+        Holds::Contains => (text.contains(part), "is not in"),
+        Holds::Lacks => (!text.contains(part), "is in"),
+        Holds::StartsWith => (text.starts_with(part), "does not begin"),
+    };
+    match why {
+        Some(why) => assert!(ok, "{why}: {part:?} {fails}: {text}"),
+        None => assert!(ok, "{part:?} {fails}: {text}"),
+    }
+}
+
+/// [`assert_text`] as the macros below call it: `text` is anything that is `AsRef<str>`, and a
+/// message may follow `part`, as `assert!` takes one, to say what the text is.
+#[allow(unused_macros)]
+macro_rules! text_assertion {
+    ($holds:ident, $text:expr, $part:expr $(,)?) => {
+        $crate::support::assert_text(
+            $crate::support::Holds::$holds,
+            ::std::convert::AsRef::<str>::as_ref(&$text),
+            &$part,
+            None,
+        )
+    };
+    ($holds:ident, $text:expr, $part:expr, $($why:tt)+) => {
+        $crate::support::assert_text(
+            $crate::support::Holds::$holds,
+            ::std::convert::AsRef::<str>::as_ref(&$text),
+            &$part,
+            Some(format_args!($($why)+)),
+        )
+    };
+}
+
+/// `assert_contains!(text, part)`: `text` contains `part`.
 #[allow(unused_macros)]
 macro_rules! assert_contains {
-    ($text:expr, $part:expr $(,)?) => {
-        match (&$text, &$part) {
-            (text, part) => {
-                let (text, part): (&str, &str) = (::std::convert::AsRef::<str>::as_ref(text), part);
-                assert!(text.contains(part), "{part:?} is not in: {text}");
-            }
-        }
-    };
-    ($text:expr, $part:expr, $($why:tt)+) => {
-        match (&$text, &$part) {
-            (text, part) => {
-                let (text, part): (&str, &str) = (::std::convert::AsRef::<str>::as_ref(text), part);
-                assert!(
-                    text.contains(part),
-                    "{}: {part:?} is not in: {text}",
-                    format_args!($($why)+)
-                );
-            }
-        }
-    };
+    ($($args:tt)+) => { $crate::support::text_assertion!(Contains, $($args)+) };
 }
 
-/// `assert_lacks!(text, part)`: `text` does not contain `part`; a message may follow, as with
-/// [`assert_contains!`].
+/// `assert_lacks!(text, part)`: `text` does not contain `part`.
 #[allow(unused_macros)]
 macro_rules! assert_lacks {
-    ($text:expr, $part:expr $(,)?) => {
-        match (&$text, &$part) {
-            (text, part) => {
-                let (text, part): (&str, &str) = (::std::convert::AsRef::<str>::as_ref(text), part);
-                assert!(!text.contains(part), "{part:?} is in: {text}");
-            }
-        }
-    };
-    ($text:expr, $part:expr, $($why:tt)+) => {
-        match (&$text, &$part) {
-            (text, part) => {
-                let (text, part): (&str, &str) = (::std::convert::AsRef::<str>::as_ref(text), part);
-                assert!(
-                    !text.contains(part),
-                    "{}: {part:?} is in: {text}",
-                    format_args!($($why)+)
-                );
-            }
-        }
-    };
+    ($($args:tt)+) => { $crate::support::text_assertion!(Lacks, $($args)+) };
 }
 
-pub(crate) use {assert_contains, assert_lacks};
+/// `assert_starts_with!(text, prefix)`: `text` begins with `prefix`.
+#[allow(unused_macros)]
+macro_rules! assert_starts_with {
+    ($($args:tt)+) => { $crate::support::text_assertion!(StartsWith, $($args)+) };
+}
+
+pub(crate) use {assert_contains, assert_lacks, assert_starts_with, text_assertion};
 
 /// A finished command succeeded (else the test fails with what it said).
 #[track_caller]
@@ -82,22 +91,29 @@ pub fn assert_silent(out: &std::process::Output) {
 /// A finished command's stdout contains `part`.
 #[track_caller]
 pub fn assert_stdout_contains(out: &std::process::Output, part: &str) {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains(part),
-        "{part:?} is not on stdout: {}",
-        said(out)
-    );
+    stream_contains(out, "stdout", &out.stdout, part);
 }
 
 /// A finished command's stderr contains `part`.
 #[track_caller]
 pub fn assert_stderr_contains(out: &std::process::Output, part: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    stream_contains(out, "stderr", &out.stderr, part);
+}
+
+#[track_caller]
+fn stream_contains(out: &std::process::Output, name: &str, bytes: &[u8], part: &str) {
+    let text = String::from_utf8_lossy(bytes);
+    let why = format_args!("on {name} ({})", said(out));
+    assert_text(Holds::Contains, &text, part, Some(why));
+}
+
+/// A fault test killed its writer at least `at_least` times (`killed`, `what` saying how):
+/// fewer prove little.
+#[track_caller]
+pub fn assert_killed_enough(killed: usize, at_least: usize, what: &str) {
     assert!(
-        stderr.contains(part),
-        "{part:?} is not on stderr: {}",
-        said(out)
+        killed >= at_least,
+        "only {killed} {what}: the test proves little"
     );
 }
 

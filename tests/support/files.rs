@@ -43,6 +43,25 @@ pub fn json_of(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// The `additionalContext` of a hook's output (`hookSpecificOutput`), which must be there.
+pub fn additional_context(output: &Value) -> &str {
+    output["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+}
+
+/// A hand edit of the settings file `settings`: `extra` appended to the command of its first
+/// Stop handler.
+pub fn append_to_stop_command(settings: &Path, extra: &str) {
+    let mut value = json_of(settings);
+    let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    value["hooks"]["Stop"][0]["hooks"][0]["command"] = Value::String(format!("{command} {extra}"));
+    std::fs::write(settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+}
+
 /// Validates a value against a schema in `schemas/`, panicking with every error.
 pub fn assert_valid(schema_name: &str, instance: &Value) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -58,6 +77,20 @@ pub fn assert_valid(schema_name: &str, instance: &Value) {
         errors.is_empty(),
         "{instance} does not match {schema_name}: {errors:?}"
     );
+}
+
+/// The entries of `dir` (not below it) whose name ends `.EXTENSION`, sorted; none where `dir`
+/// is missing.
+pub fn files_ending(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
 }
 
 /// Every file below `dir`, as paths relative to it, sorted.
@@ -76,6 +109,15 @@ pub fn tree(dir: &Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
+}
+
+/// Makes a FIFO at `path` (with `mkfifo`, which must succeed).
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
 }
 
 /// Makes `path` executable by its owner and everyone (0755).

@@ -27,6 +27,46 @@ pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `git worktree add -q -b BRANCH PATH` in the repository at `dir`: a linked worktree of it, on
+/// a new branch.
+pub fn add_worktree(dir: &Path, branch: &str, path: &Path) {
+    git(
+        dir,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            branch,
+            path.to_str().unwrap(),
+        ],
+    );
+}
+
+/// The agent's edit of the index of the repository at `dir`: the entry of a file of `size`
+/// bytes gets the stat data of the file at `path` (keeping its blob id), so git takes that
+/// file for unchanged without reading it. The stat data written.
+pub fn forge_index_stat(dir: &Path, path: &str, size: usize) -> gix_index::entry::Stat {
+    let index_path = dir.join(".git/index");
+    let mut index = gix_index::File::at(
+        &index_path,
+        gix_index::hash::Kind::Sha1,
+        false,
+        Default::default(),
+    )
+    .unwrap();
+    let meta = gix_index::fs::Metadata::from_path_no_follow(&dir.join(path)).unwrap();
+    let stat = gix_index::entry::Stat::from_fs(&meta).unwrap();
+    let entry = index
+        .entries_mut()
+        .iter_mut()
+        .find(|e| e.stat.size as usize == size)
+        .unwrap();
+    entry.stat = stat;
+    index.write(Default::default(), Default::default()).unwrap();
+    stat
+}
+
 /// A `git` earlier on PATH that sleeps before doing anything.
 pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
     let bin = tempfile::tempdir().unwrap();

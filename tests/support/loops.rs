@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
-use super::{Project, assert_valid, said, stop_gate};
+use super::{Project, assert_valid, ok, said, stop_gate};
 
 /// `stop-gate loop start` in a project, as a human runs it from a terminal:
 ///
@@ -182,16 +182,7 @@ impl Project {
 
     /// `loop status --json` of `session`, validated against the loop schema.
     pub fn loop_state(&self, session: &str) -> Value {
-        let output = stop_gate()
-            .args(["loop", "status", "--json", "--session", session])
-            .current_dir(self.path())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let output = ok(self.loop_command(&["status", "--json", "--session", session]));
         let state: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_valid("loop.schema.json", &state);
         state

@@ -18,11 +18,8 @@ fn startup_claims_a_pending_loop_exactly_once() {
     let said = String::from_utf8_lossy(&pending.stdout).into_owned()
         + &String::from_utf8_lossy(&pending.stderr);
     let top = std::fs::canonicalize(dir.path()).unwrap();
-    assert_contains!(
-        said,
-        &format!("in this project ({})", top.display()),
-        "the human is told which sessions may claim it"
-    );
+    // The human is told which sessions may claim it.
+    assert_contains!(said, &format!("in this project ({})", top.display()));
     let told = context(&session_start(dir.path(), "s-1", "startup"));
     assert_contains!(told, "claimed a loop");
     assert_contains!(told, "Run the migration");
@@ -93,23 +90,15 @@ fn sixteen_loaders_at_once_leave_exactly_one_owner() {
     dir.loop_for_next_session().max_iterations(4).start();
     let children: Vec<_> = (0..16)
         .map(|i| {
-            let mut child = vigil_process("session-start-loader")
-                .current_dir(dir.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
             let payload =
                 json!({"session_id": format!("s-{i}"), "cwd": dir.path(), "source": "startup"});
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(payload.to_string().as_bytes())
-                .unwrap();
-            child
+            spawn_fed(
+                vigil_process("session-start-loader")
+                    .current_dir(dir.path())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null()),
+                payload.to_string().as_bytes(),
+            )
         })
         .collect();
     for mut child in children {

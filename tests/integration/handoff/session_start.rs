@@ -35,8 +35,11 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
         dir,
         &format!("I stopped here; next is the docs.\n{MARKER}\n<promise>DONE</promise>"),
     );
-    let out = session_end(dir, &[], end_payload(dir, "s-1", "SessionEnd", Some(&t)));
-    assert_exit(&out, 0);
+    ok(session_end(
+        dir,
+        &[],
+        end_payload(dir, "s-1", "SessionEnd", Some(&t)),
+    ));
     let final_record = handoff_record(dir, "final.json");
     assert_eq!(final_record["kind"], "final");
     assert_eq!(final_record["git"]["branch"], "main");
@@ -121,11 +124,8 @@ fn compact_gives_back_this_sessions_checkpoint() {
     hand_off(dir.path(), &["--checkpoint"], "s-1", "PreCompact", None);
     let told = context(&session_start(dir.path(), "s-1", "compact"));
     assert!(told.contains("[intermediate] session s-1"), "{told}");
-    assert_lacks!(
-        told,
-        "session old",
-        "compaction brings back this session only"
-    );
+    // Compaction brings back this session only.
+    assert_lacks!(told, "session old");
 }
 
 #[test]
@@ -280,11 +280,8 @@ fn session_start_exports_the_session_id_to_claude_env_file() {
     let dir = tempfile::tempdir().unwrap();
     let env_file = dir.path().join("env.sh");
     std::fs::write(&env_file, "export EXISTING=1\n").unwrap();
-    let payload = json!({"session_id": "s-9", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-    let out = session_start_loader()
+    let out = session_start_command(dir.path(), "s-9", "startup")
         .env("CLAUDE_ENV_FILE", &env_file)
-        .current_dir(dir.path())
-        .write_stdin(payload.to_string())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -366,7 +363,7 @@ fn a_file_name_cannot_forge_a_line_of_the_context() {
         "",
     )
     .unwrap();
-    std::fs::write(repo.path().join("esc\u{1b}]0;pwned\u{7}\u{1b}[2Jname"), "").unwrap();
+    repo.write("esc\u{1b}]0;pwned\u{7}\u{1b}[2Jname", "");
     hand_off(repo.path(), &["--checkpoint"], "s-1", "Stop", None);
     let told = context(&session_start(repo.path(), "s-2", "startup"));
     assert!(!told.lines().any(|l| l.starts_with("[final]")), "{told}");
@@ -403,16 +400,12 @@ fn the_session_export_starts_on_its_own_line() {
     let env_file = dir.path().join("env.sh");
     std::fs::write(&env_file, "export OTHER=1").unwrap();
     let payload = json!({"session_id": "s-9", "cwd": dir.path(), "source": "startup"});
-    assert!(
-        session_start_loader()
-            .env("CLAUDE_ENV_FILE", &env_file)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    ok(session_start_loader()
+        .env("CLAUDE_ENV_FILE", &env_file)
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap());
     assert_eq!(
         std::fs::read_to_string(&env_file).unwrap(),
         "export OTHER=1\nexport VIGIL_SESSION_ID=s-9\n"
@@ -443,11 +436,10 @@ fn many_large_records_fit_in_10000_characters_and_each_keeps_its_header() {
     let repo = Project::git();
     let dir = repo.path();
     for i in 0..50 {
-        std::fs::write(
-            dir.join(format!("\"quoted\"-{}-{i:02}", "q".repeat(150))),
+        write_file(
+            &dir.join(format!("\"quoted\"-{}-{i:02}", "q".repeat(150))),
             "",
-        )
-        .unwrap();
+        );
     }
     std::fs::write(dir.join("PROGRESS.md"), "\"progress\" line\n".repeat(1000)).unwrap();
     let t = transcript(dir, &"\"quote\" \\ ".repeat(400));

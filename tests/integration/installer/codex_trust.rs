@@ -11,7 +11,7 @@ use crate::support::*;
 #[test]
 fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
     let (dir, path, _) = project_with("codex-hooks.json");
-    assert!(merge("install", &path, true, &[]).status.success());
+    ok(merge("install", &path, true, &[]));
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "model = \"gpt-5\"\n").unwrap();
     let out = merge(
@@ -51,18 +51,14 @@ fn codex_trust_is_written_checked_and_removed_without_touching_the_rest_of_confi
         "# mine\nmodel = \"gpt-5\"\n\n[projects.\"/somewhere\"]\ntrust_level = \"trusted\"\n";
     std::fs::write(&config, original).unwrap();
     let config_flag = ["--codex-config", config.to_str().unwrap()];
-    let out = merge(
+    ok(merge(
         "install",
         &path,
         true,
         &[&config_flag[..], &["--trust"]].concat(),
-    );
-    assert_success(&out);
+    ));
     let text = std::fs::read_to_string(&config).unwrap();
-    assert!(
-        text.starts_with(original),
-        "the user's config is kept: {text}"
-    );
+    assert_starts_with!(text, original, "the user's config is kept");
     assert_contains!(text, "[hooks.state.\"");
     assert_contains!(text, "trusted_hash = \"sha256:");
     let report = stdout_of(&merge("check", &path, true, &config_flag));
@@ -82,7 +78,7 @@ fn codex_trust_is_written_checked_and_removed_without_touching_the_rest_of_confi
         "hooks that changed since they were trusted"
     );
     // Uninstall takes vigil's trust entries out again, and only those.
-    assert!(merge("uninstall", &path, true, &[]).status.success());
+    ok(merge("uninstall", &path, true, &[]));
     assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
 }
 

@@ -7,15 +7,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{merge, project_with};
+use super::{install_with_bin_dir, merge, project_with};
 use crate::support::*;
 
 #[test]
 fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missing_one() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
-    let out = merge("check", &path, false, &[]);
-    assert_exit(&out, 0);
+    ok(merge("install", &path, false, &[]));
+    let out = ok(merge("check", &path, false, &[]));
     assert!(stdout_of(&out).contains("[ok] Stop: stop-gate runs from a bare environment"));
     // Point the entries at a directory that has no binaries.
     let (_dir2, path2, _) = project_with("claude-user-hooks.json");
@@ -36,7 +35,7 @@ fn check_reports_a_missing_entry_and_a_duplicate() {
     let out = merge("check", &path, false, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout_of(&out).contains("[fail] Stop does not run stop-gate"));
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let mut value = json_of(&path);
     let stop = value["hooks"]["Stop"]
         .as_array()
@@ -66,48 +65,34 @@ fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() 
         .as_str()
         .unwrap()
         .to_string();
-    assert_lacks!(
-        stop,
-        &bin_dir().display().to_string(),
-        "no machine's own path in a shared file"
-    );
+    // No machine's own path in a shared file.
+    assert_lacks!(stop, &bin_dir().display().to_string());
     let sample = std::fs::read(fixture("samples/claude-stop.json")).unwrap();
     // No vigil anywhere: one line, and the stop goes on.
     let home = tempfile::tempdir().unwrap();
-    let none = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&stop)
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    // The handler as the engine runs it: `sh -c`, with a plain PATH.
+    let handler = || {
+        let mut sh = std::process::Command::new("sh");
+        sh.arg("-c")
+            .arg(&stop)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(dir.path());
+        sh
+    };
+    let none = handler().output().unwrap();
     let said: Value = serde_json::from_slice(&none.stdout).unwrap();
     assert_contains!(said["systemMessage"].as_str().unwrap(), "./install.sh");
     // Installed in ~/.local/bin: found there.
     let local = home.path().join(".local/bin");
     std::fs::create_dir_all(&local).unwrap();
     std::fs::copy(bin_dir().join("stop-gate"), local.join("stop-gate")).unwrap();
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&stop)
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    let child = spawn_fed(handler().stdout(std::process::Stdio::piped()), &sample);
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty(),
-        "allowed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    // Allowed.
+    assert_success(&out);
+    assert_silent(&out);
 }
 
 #[test]
@@ -124,14 +109,7 @@ fn check_warns_about_a_stale_binary() {
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = settings_merge()
-        .args(["install", "--bin-dir"])
-        .arg(&bin)
-        .arg("--settings")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    install_with_bin_dir(&path, &bin);
     let report = stdout_of(&merge("check", &path, false, &[]));
     assert_contains!(report, "[warn]");
     assert_contains!(report, "stop-gate is version 0.0.1");
@@ -140,7 +118,7 @@ fn check_warns_about_a_stale_binary() {
 #[test]
 fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     assert_eq!(merge("check", &path, false, &[]).status.code(), Some(0));
     let installed = json_of(&path);
 
@@ -188,11 +166,7 @@ fn check_never_runs_what_a_settings_file_appends_to_a_vigil_command() {
 /// The Stop handler vigil installed, edited by `edit` as a user might.
 fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
     let (dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge("install", &path, false, &["--run", "cargo test"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "cargo test"]));
     let mut value = json_of(&path);
     let groups = value["hooks"]["Stop"].as_array_mut().unwrap();
     let handler = groups
@@ -210,8 +184,7 @@ fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathB
 #[test]
 fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     let (_dir, path) = with_stop_handler(|_| {});
-    let out = merge("check", &path, false, &[]);
-    assert_exit(&out, 0);
+    let out = ok(merge("check", &path, false, &[]));
     assert_contains!(
         stdout_of(&out),
         "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
@@ -275,16 +248,12 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
 #[test]
 fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge(
-            "install",
-            &path,
-            false,
-            &["--shared", "--run", "cargo test --locked"]
-        )
-        .status
-        .success()
-    );
+    ok(merge(
+        "install",
+        &path,
+        false,
+        &["--shared", "--run", "cargo test --locked"],
+    ));
     let report = stdout_of(&merge("check", &path, false, &[]));
     assert_contains!(
         report,
@@ -312,7 +281,7 @@ fn the_doctor_speaks_of_a_check_only_for_a_handler_that_runs_one() {
         "{report}"
     );
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let report = stdout_of(&merge("check", &path, false, &[]));
     let stop: Vec<&str> = report
         .lines()
@@ -350,7 +319,7 @@ fn edit_command(
 #[test]
 fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     for (event, binary, typo) in [
         ("PreCompact", "session-end-handoff", "--chekpoint"),
         ("SessionEnd", "session-end-handoff", "--progres-file x"),
@@ -428,7 +397,7 @@ fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join(".claude/settings.local.json");
     let shared = dir.path().join(".claude/settings.json");
-    assert!(merge("install", &local, false, &[]).status.success());
+    ok(merge("install", &local, false, &[]));
     let report = stdout_of(&merge("check", &local, false, &[]));
     assert!(!report.contains("runs both"), "{report}");
     // An install refuses to wire vigil twice (issue 31): the second wiring is made by hand.
@@ -477,7 +446,7 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
         ),
     ] {
         let (_dir, path, _) = project_with("claude-user-hooks.json");
-        assert!(merge("install", &path, false, &[]).status.success());
+        ok(merge("install", &path, false, &[]));
         edit_command(&path, event, binary, |c| format!("{c}{tail}"));
         let out = merge("check", &path, false, &[]);
         let report = stdout_of(&out);
@@ -497,11 +466,7 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
 fn the_doctor_names_a_required_marker_that_binds_no_command() {
     let (_dir, path, _) = project_with("claude-four-spaces.json");
     let doctor = |flag: &str| {
-        assert!(
-            merge("install", &path, false, &["--require-marker", flag])
-                .status
-                .success()
-        );
+        ok(merge("install", &path, false, &["--require-marker", flag]));
         let out = settings_merge()
             .args(["check", "--settings"])
             .arg(&path)
@@ -526,7 +491,7 @@ fn the_doctor_names_a_required_marker_that_binds_no_command() {
 #[test]
 fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let shared = dir.path().join(".claude/settings.json");
     std::fs::write(
         &shared,
@@ -553,11 +518,8 @@ fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
             "{named}: {said_now}"
         );
     }
-    assert_lacks!(
-        said_now,
-        "Stop also runs `/",
-        "vigil's own gate is not named"
-    );
+    // Vigil's own gate is not named.
+    assert_lacks!(said_now, "Stop also runs `/");
 }
 
 /// `settings-merge check` with `PATH` as given, in the project of `path`.
@@ -580,8 +542,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     let (dir, path, _) = project_with("claude-user-hooks.json");
     let project = dir.path();
     let install = |run: &str| {
-        let out = merge("install", &path, false, &["--run", run]);
-        assert_success(&out);
+        ok(merge("install", &path, false, &["--run", run]));
     };
     let stop_line = |out: &std::process::Output| -> String {
         stdout_of(out)
@@ -593,10 +554,9 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     install("vigil-no-such-tool --all");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
     assert_exit(&out, 1);
-    assert!(
-        stop_line(&out).starts_with(
-            "[fail] Stop: stop-gate's check runs `vigil-no-such-tool`, which is not on PATH: every stop is blocked (exit 127)"
-        ),
+    assert_starts_with!(
+        stop_line(&out),
+        "[fail] Stop: stop-gate's check runs `vigil-no-such-tool`, which is not on PATH: every stop is blocked (exit 127)",
         "{}",
         stdout_of(&out)
     );
@@ -639,8 +599,9 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     )
     .unwrap();
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out).starts_with("[ok] Stop: stop-gate's check runs ./scripts/test.sh"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check runs ./scripts/test.sh",
         "{}",
         stdout_of(&out)
     );
@@ -657,17 +618,18 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
         .current_dir(project)
         .output()
         .unwrap();
-    assert!(
-        stop_line(&out).starts_with("[ok] Stop: stop-gate's check runs ~/bin/vigil-tool"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check runs ~/bin/vigil-tool",
         "{}",
         stdout_of(&out)
     );
     // The shell's own words are not looked up.
     install("cd sub && vigil-no-such-tool");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out)
-            .starts_with("[ok] Stop: stop-gate's check starts with the shell's own `cd`"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check starts with the shell's own `cd`",
         "{}",
         stdout_of(&out)
     );
@@ -678,7 +640,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
 #[test]
 fn the_doctors_warnings_are_short_and_verbose_has_their_detail() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let report = stdout_of(&merge("check", &path, false, &[]));
     let warnings: Vec<&str> = report.lines().filter(|l| l.starts_with("[warn]")).collect();
     assert!(warnings.len() >= 3, "{report}");

@@ -53,10 +53,7 @@ fn a_symlinked_markers_directory_is_refused() {
     let markers = markers.parent().unwrap();
     let _ = std::fs::remove_dir_all(markers);
     std::os::unix::fs::symlink(outside.path(), markers).unwrap();
-    let out = marker_writer_in(
-        dir.path(),
-        &words("write --check tests --subject file:artifact --status passed"),
-    );
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &[]));
     assert_contains!(usage_error(&out, "marker-writer"), "symlink");
     assert!(
         tree(outside.path()).is_empty(),
@@ -90,12 +87,11 @@ fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     assert_contains!(line, ".vigil/markers/tests");
     assert_contains!(line, "no longer read");
     // The writer writes into the protected state, and that one counts.
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
-        &words("write --check tests --subject file:artifact --status passed"),
-    );
-    assert_success(&out);
-    assert!(verify_file(dir.path()).status.success());
+        &artifact_marker("passed", &[]),
+    ));
+    ok(verify_file(dir.path()));
     assert!(
         markers_of(dir.path(), "tests")
             .join(format!("{key}.ok"))
@@ -162,10 +158,7 @@ fn a_symlinked_state_directory_is_refused_for_writing_and_verifying() {
     let outside = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil")).unwrap();
-    let out = marker_writer_in(
-        dir.path(),
-        &words("write --check tests --subject file:artifact --status passed"),
-    );
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &[]));
     assert_eq!(out.status.code(), Some(2));
     assert!(tree(outside.path()).is_empty());
     assert!(negative_verdict(&verify_file(dir.path()), "marker-writer").contains("symlink"));
@@ -176,33 +169,14 @@ fn a_note_too_long_for_a_valid_payload_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     let note = "n".repeat(5000);
-    let out = marker_writer_in(
-        dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-            "--note",
-            &note,
-        ],
-    );
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &["--note", &note]));
     usage_error(&out, "marker-writer");
 }
 
 #[test]
 fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(dir.path().join("pipe"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&dir.path().join("pipe"));
     let started = std::time::Instant::now();
     let out = marker_writer_in(
         dir.path(),

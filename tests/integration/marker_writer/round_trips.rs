@@ -14,12 +14,7 @@ fn worktree_marker_round_trip() {
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(payload["status"], "passed");
-    assert!(
-        payload["subject"]
-            .as_str()
-            .unwrap()
-            .starts_with("git-tree:")
-    );
+    assert_starts_with!(payload["subject"].as_str().unwrap(), "git-tree:");
     let key = payload["subject"].as_str().unwrap().replace(':', "-");
     assert!(
         markers_of(repo.path(), "tests")
@@ -39,7 +34,7 @@ fn worktree_marker_round_trip() {
 fn file_marker_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("report.pdf"), b"%PDF bytes").unwrap();
-    let output = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
         &[
             "write",
@@ -52,8 +47,7 @@ fn file_marker_round_trip() {
             "--note",
             "read by Ana",
         ],
-    );
-    assert_exit(&output, 0);
+    ));
     let payload = only_payload(dir.path(), "review");
     assert_eq!(
         payload["subject"],
@@ -71,11 +65,13 @@ fn file_marker_round_trip() {
         Some(0)
     );
     std::fs::write(dir.path().join("report.pdf"), b"%PDF other bytes").unwrap();
-    let out = marker_writer_in(
-        dir.path(),
-        &words("verify --check review --subject file:report.pdf"),
+    assert_contains!(
+        marker_writer_denies(
+            dir.path(),
+            "verify --check review --subject file:report.pdf"
+        ),
+        "subject mismatch"
     );
-    assert!(negative_verdict(&out, "marker-writer").contains("subject mismatch"));
 }
 
 #[test]
@@ -103,7 +99,10 @@ fn stdin_marker_round_trip() {
         .write_stdin("another diff\n")
         .output()
         .unwrap();
-    assert!(negative_verdict(&other, "marker-writer").contains("subject mismatch"));
+    assert_contains!(
+        negative_verdict(&other, "marker-writer"),
+        "subject mismatch"
+    );
 }
 
 #[test]

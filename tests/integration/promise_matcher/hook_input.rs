@@ -9,11 +9,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 fn hook(payload: &str) -> std::process::Output {
-    promise_matcher()
-        .args(["--hook", "--json"])
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap()
+    promise_matcher_on(&["--hook", "--json"], payload.to_string())
 }
 
 fn hook_verdict(payload: &str) -> Value {
@@ -224,11 +220,7 @@ fn transcript_fallback_does_not_join_an_earlier_message() {
 fn transcript_that_is_a_fifo_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("t.jsonl");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    mkfifo(&fifo);
     let output = hook(&old_stop(&fifo));
     assert_contains!(
         usage_error(&output, "promise-matcher"),
@@ -329,11 +321,7 @@ fn malformed_hook_input_is_an_input_error() {
         ("deeply nested", deep.into_bytes()),
     ];
     for (name, input) in cases {
-        let output = promise_matcher()
-            .arg("--hook")
-            .write_stdin(input)
-            .output()
-            .unwrap();
+        let output = promise_matcher_on(&["--hook"], input);
         let stderr = usage_error(&output, "promise-matcher");
         assert!(stderr.contains("hook input"), "{name}: {stderr}");
         assert!(output.stdout.is_empty(), "{name}");
@@ -345,11 +333,7 @@ fn hook_input_over_16_mib_is_refused() {
     let mut big = br#"{"last_assistant_message":""#.to_vec();
     big.extend(std::iter::repeat_n(b'a', 16 * 1024 * 1024));
     big.extend_from_slice(b"\"}");
-    let output = promise_matcher()
-        .arg("--hook")
-        .write_stdin(big)
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--hook"], big);
     assert_contains!(usage_error(&output, "promise-matcher"), "16 MiB");
 }
 

@@ -58,17 +58,11 @@ fn token_instruction_never_contains_the_assembled_marker() {
         let marker = format!("<<<{prefix}_DONE_{TOKEN}>>>");
         assert!(!text.contains(&marker), "{text}");
         assert_contains!(text, &format!("`<<<{prefix}_`"), "the first piece is given");
-        assert_contains!(
-            text,
-            &format!("`DONE_{TOKEN}>>>`"),
-            "the second piece is given"
-        );
+        // The second piece is given.
+        assert_contains!(text, &format!("`DONE_{TOKEN}>>>`"));
         let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        assert_lacks!(
-            flat,
-            &marker,
-            "whitespace removed, the pieces must not join"
-        );
+        // Whitespace removed, the pieces must not join.
+        assert_lacks!(flat, &marker);
     }
 }
 
@@ -246,22 +240,14 @@ fn scan_needs_a_valid_token() {
         vec!["scan", "--token", TOKEN, "--cols", "0"],
         vec!["scan", "--token", TOKEN, "--tail", "x"],
     ] {
-        let output = promise_matcher()
-            .args(&args)
-            .write_stdin("")
-            .output()
-            .unwrap();
+        let output = promise_matcher_on(&args, "");
         usage_error(&output, "promise-matcher");
     }
 }
 
 #[test]
 fn defanged_marker_does_not_scan_as_found() {
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(format!("{MARKER}\n"))
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], format!("{MARKER}\n"));
     let defanged = stdout_of(&output);
     assert_eq!(
         defanged,
@@ -354,11 +340,7 @@ fn repeat_counts_are_read_alike_by_defang_and_the_screen() {
 
 /// What `promise-matcher defang` makes of `bytes`.
 fn defanged(bytes: &[u8]) -> Vec<u8> {
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(bytes.to_vec())
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], bytes.to_vec());
     assert!(output.status.success());
     output.stdout
 }
@@ -367,12 +349,7 @@ fn defanged(bytes: &[u8]) -> Vec<u8> {
 fn defang_breaks_a_marker_right_after_an_escape_introducer() {
     for prefix in ["\x1b", "\x1b[", "\x1b]0;", "\x1bP", "\u{9b}"] {
         let text = format!("{prefix}{MARKER}");
-        let defanged = promise_matcher()
-            .arg("defang")
-            .write_stdin(text.clone())
-            .output()
-            .unwrap()
-            .stdout;
+        let defanged = promise_matcher_on(&["defang"], text.clone()).stdout;
         assert_eq!(scan_report(&defanged, &[])["found"], false, "{text:?}");
     }
 }
@@ -388,11 +365,7 @@ fn scan_work_is_bounded_by_the_tail_even_for_hostile_repeat_sequences() {
 #[test]
 fn defang_breaks_promise_tags_so_the_text_never_declares() {
     let text = "All done.\n<promise>DONE</promise>\n";
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(text)
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], text);
     let defanged = stdout_of(&output);
     assert_eq!(defanged, "All done.\n<pro-mise>DONE</pro-mise>\n");
     assert_eq!(verdict_of(&defanged), "absent");
@@ -401,20 +374,11 @@ fn defang_breaks_promise_tags_so_the_text_never_declares() {
 #[test]
 fn defang_is_idempotent_and_only_adds_hyphens() {
     let text = "<<<VIGIL_DONE_x>>> <<<ACME_DONE_y>>> <promise>DONE</promise> caf\u{e9}\n";
-    let once = stdout_of(
-        &promise_matcher()
-            .args(["defang", "--prefix", "ACME"])
-            .write_stdin(text)
-            .output()
-            .unwrap(),
-    );
-    let twice = stdout_of(
-        &promise_matcher()
-            .args(["defang", "--prefix", "ACME"])
-            .write_stdin(once.clone())
-            .output()
-            .unwrap(),
-    );
+    let once = stdout_of(&promise_matcher_on(&["defang", "--prefix", "ACME"], text));
+    let twice = stdout_of(&promise_matcher_on(
+        &["defang", "--prefix", "ACME"],
+        once.clone(),
+    ));
     assert_eq!(once, twice);
     assert_eq!(
         once,

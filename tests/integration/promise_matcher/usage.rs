@@ -7,11 +7,7 @@ use crate::support::*;
 
 #[test]
 fn empty_promise_is_a_usage_error() {
-    let output = promise_matcher()
-        .args(["--promise", "  "])
-        .write_stdin("x")
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--promise", "  "], "x");
     usage_error(&output, "promise-matcher");
 }
 
@@ -29,11 +25,7 @@ fn promise_with_angle_brackets_is_a_usage_error() {
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
-    let output = promise_matcher()
-        .arg("--promis=DONE")
-        .write_stdin("x")
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--promis=DONE"], "x");
     let stderr = usage_error(&output, "promise-matcher");
     assert!(stderr.contains("--promis"), "{stderr}");
 }

@@ -20,9 +20,7 @@ fn the_humans_slash_command_starts_and_cancels_the_sessions_loop() {
         )),
     );
     assert_eq!(code, Some(0));
-    let context = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
+    let context = additional_context(&said);
     assert_contains!(context, task);
     assert_contains!(context, "<promise>ALL GREEN</promise>");
     assert_contains!(said["systemMessage"].as_str().unwrap(), "up to 3 passes");
@@ -177,7 +175,7 @@ fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
         assert!(!reason.contains("SECRET-TEXT"), "{file}: {reason}");
     }
     assert_eq!(stop(dir.path(), "pf-s1", "x"), Value::Null, "no loop began");
-    std::fs::write(dir.path().join("PROMPT.md"), "The real task.").unwrap();
+    dir.write("PROMPT.md", "The real task.");
     let (_, out) = prompt(
         dir.path(),
         "pf-s1",

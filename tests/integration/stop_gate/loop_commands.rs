@@ -9,17 +9,21 @@ use crate::support::*;
 /// A loop of session s1, 3 passes, the promise `DONE`: the flags before the prompt.
 const S1: &str = "--session s1 --max-iterations 3 --completion-promise DONE";
 
+/// `loop start` with the words of `args`, refused as a usage error: its one line.
+fn refused(p: &Project, args: &str) -> String {
+    usage_error(&p.start(&words(args)), "stop-gate")
+}
+
 #[test]
 fn loop_start_accepts_both_flag_forms() {
     let p = Project::new();
-    let output = p.start(&[
+    ok(p.start(&[
         "--max-iterations=4",
         "--completion-promise=ALL TESTS PASS",
         "--session=s1",
         "Fix",
         "it",
-    ]);
-    assert_success(&output);
+    ]));
     let state = p.loop_state("s1");
     assert_eq!(state["max_iterations"], 4);
     assert_eq!(state["completion_promise"], "ALL TESTS PASS");
@@ -34,8 +38,7 @@ fn loop_start_refuses_an_unknown_flag_never_taking_it_into_the_prompt() {
         format!("{S1} --max-iteration=5 Fix"),
         format!("{S1} Fix --verbos"),
     ] {
-        let output = p.start(&words(&args));
-        usage_error(&output, "stop-gate");
+        refused(&p, &args);
         assert!(!p.vigil().join("loops/s1.json").exists());
     }
 }
@@ -112,8 +115,7 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
         "--max-iterations 3 --completion-promise DONE --session=raw {}",
         TRICKY_PROMPT.trim_end()
     );
-    let output = p.start_from_stdin(&format!("{raw}\n"));
-    assert_success(&output);
+    ok(p.start_from_stdin(&format!("{raw}\n")));
     assert_eq!(p.loop_state("raw")["prompt"], TRICKY_PROMPT.trim_end());
 }
 
@@ -146,12 +148,12 @@ fn loop_status_and_cancel() {
     let cancel = p.loop_command(&["cancel", "--session", "s1"]);
     assert!(cancel.status.success());
     assert_eq!(p.loop_state("s1")["status"], "cancelled");
-    let reported = p.stop(&[], "s1", Some("x"));
+    let reported = p.stop_s1(&[]);
     assert!(!reported.blocked(), "a cancelled loop no longer blocks");
     let message = reported.system_message();
     assert_contains!(message, "cancelled at pass 1/3");
     assert_contains!(message, "NOT verified");
-    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "reported once");
+    assert!(p.stop_s1(&[]).silent_allow(), "reported once");
     let again = p.loop_command(&["cancel", "--session", "s1"]);
     assert_eq!(again.status.code(), Some(1));
 }
@@ -205,8 +207,7 @@ fn loop_cancel_succeeds_while_a_long_check_runs_and_the_stop_reports_it() {
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
     let started = std::time::Instant::now();
-    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
-    assert_success(&cancel);
+    ok(p.loop_command(&["cancel", "--session", "s1"]));
     assert!(
         started.elapsed() < std::time::Duration::from_secs(2),
         "cancel waited for the check"
@@ -227,8 +228,7 @@ fn loop_cancel_on_a_damaged_record_says_the_loop_is_over() {
     let p = Project::new();
     p.start_ok("s1", 3, "Fix.");
     std::fs::write(p.protected().join("sessions/s1.rec"), "{bad").unwrap();
-    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
-    assert_success(&cancel);
+    let cancel = ok(p.loop_command(&["cancel", "--session", "s1"]));
     assert_contains!(stdout_of(&cancel), "damaged");
     assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
 }
@@ -240,16 +240,14 @@ fn loop_start_refuses_any_unknown_flag_inside_the_prompt() {
         format!("{S1} Fix it --verbose now"),
         format!("{S1} Fix --sesion abc"),
     ] {
-        let output = p.start(&words(&args));
-        assert_contains!(usage_error(&output, "stop-gate"), "inside the prompt");
+        assert_contains!(refused(&p, &args), "inside the prompt");
     }
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 Fix --release builds\n";
     let output = p.start_from_stdin(raw);
     assert_eq!(output.status.code(), Some(2));
     // Kept as text when quoted, or after --.
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 -- Fix --release builds\n";
-    let output = p.start_from_stdin(raw);
-    assert_success(&output);
+    ok(p.start_from_stdin(raw));
     assert_eq!(p.loop_state("s1")["prompt"], "Fix --release builds");
 }
 
@@ -264,10 +262,9 @@ fn loop_start_refuses_a_flag_given_twice() {
 fn args_stdin_inside_the_prompt_is_text() {
     let p = Project::new();
     p.start_ok("s1", 3, "explain the --args-stdin flag");
-    let output = p.start(&words(
+    ok(p.start(&words(
         "--session s2 --max-iterations 3 --completion-promise DONE -- use the --args-stdin flag",
-    ));
-    assert_success(&output);
+    )));
     assert_eq!(p.loop_state("s2")["prompt"], "use the --args-stdin flag");
 }
 
@@ -341,7 +338,7 @@ fn a_second_next_session_loop_is_refused_while_one_waits() {
             .promise(promise)
             .output()
     };
-    assert!(start("FIRST").status.success());
+    ok(start("FIRST"));
     let second = start("SECOND");
     let line = assert_one_line_error(&second, "stop-gate");
     assert_eq!(second.status.code(), Some(2), "{line}");
@@ -353,7 +350,7 @@ fn a_second_next_session_loop_is_refused_while_one_waits() {
     let cancel = dir.loop_command(&["cancel"]);
     assert!(cancel.status.success());
     assert_contains!(stdout_of(&cancel), "pending loop");
-    assert!(start("SECOND").status.success());
+    ok(start("SECOND"));
 }
 
 #[test]

@@ -7,8 +7,7 @@ use crate::support::*;
 fn slash_command_arguments_with_trailing_flags_work_as_in_ralph() {
     let p = Project::new();
     let raw = "Fix the flaky test, don't skip it --max-iterations 5 --completion-promise \"ALL GREEN\" --session s1\n";
-    let output = p.start_from_stdin(raw);
-    assert_success(&output);
+    ok(p.start_from_stdin(raw));
     let state = p.loop_state("s1");
     assert_eq!(state["prompt"], "Fix the flaky test, don't skip it");
     assert_eq!(state["completion_promise"], "ALL GREEN");
@@ -56,13 +55,8 @@ fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
     let p = Project::new();
     let arguments = "Fix it; don't $(touch pwned) `touch pwned2` \"keep\" 'these' $HOME\n---\nstep 2 --max-iterations 4 --completion-promise 'ALL DONE'";
     let said = p.prompt("sess-1", &format!("/vigil-loop {arguments}"));
-    assert_contains!(
-        said["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap(),
-        "step 2"
-    );
-    let output = run_block(
+    assert_contains!(additional_context(&said), "step 2");
+    let output = ok(run_block(
         &p,
         &command_block(
             "templates/commands/vigil-loop.md",
@@ -70,8 +64,7 @@ fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
             Some("sess-1"),
         ),
         &[],
-    );
-    assert_success(&output);
+    ));
     let state = p.loop_state("sess-1");
     assert_eq!(
         state["prompt"],
@@ -131,11 +124,7 @@ fn cancel_prompt_cancels_this_sessions_loop_only() {
 fn completion_prompt_template_teaches_a_declaration() {
     let text = std::fs::read_to_string(repo_path("templates/prompts/completion.md")).unwrap();
     let example = text.lines().find(|l| l.contains("<promise>")).unwrap();
-    let output = promise_matcher()
-        .arg("--json")
-        .write_stdin(format!("All done.\n{example}\n"))
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--json"], format!("All done.\n{example}\n"));
     assert!(
         output.status.success(),
         "the line the template teaches must be a declaration"

@@ -52,13 +52,7 @@ fn untracked_fifos_and_sockets_are_skipped_and_a_tracked_one_denies() {
     let dir = repo();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
     let fifo = dir.path().join("pipe");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
     let started = Instant::now();
     assert_eq!(subject(dir.path()).unwrap(), gits_tree(dir.path()));
@@ -106,7 +100,7 @@ fn a_file_over_the_size_limit_denies_at_once() {
         usage_error(&out, "marker-writer"),
         "small.bin is 2048 bytes"
     );
-    assert!(write("2K").status.success());
+    ok(write("2K"));
     for bad in ["", "K", "1.5G", "-1", "1P", "99999999999T"] {
         assert_eq!(write(bad).status.code(), Some(2), "{bad:?}");
     }
@@ -228,9 +222,9 @@ fn a_linked_worktree_is_hashed_from_its_own_files() {
 fn worktree_subject_changes_with_an_edit() {
     let repo = Project::git();
     let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { edited() }\n").unwrap();
+    repo.write("lib.rs", "fn main() { edited() }\n");
     assert_ne!(subject_of(repo.path()), before);
-    std::fs::write(repo.path().join("lib.rs"), "fn main() {}\n").unwrap();
+    repo.write("lib.rs", "fn main() {}\n");
     assert_eq!(
         subject_of(repo.path()),
         before,
@@ -242,7 +236,7 @@ fn worktree_subject_changes_with_an_edit() {
 fn worktree_subject_changes_with_a_new_untracked_file() {
     let repo = Project::git();
     let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("new.rs"), "x").unwrap();
+    repo.write("new.rs", "x");
     assert_ne!(subject_of(repo.path()), before);
 }
 
@@ -270,11 +264,11 @@ fn worktree_subject_changes_with_a_mode_change() {
 #[test]
 fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
     let repo = Project::git();
-    std::fs::write(repo.path().join(".gitignore"), "*.log\n").unwrap();
+    repo.write(".gitignore", "*.log\n");
     git(repo.path(), &["add", ".gitignore"]);
     git(repo.path(), &["commit", "-qm", "ignore logs"]);
     let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("build.log"), "noise").unwrap();
+    repo.write("build.log", "noise");
     assert_eq!(subject_of(repo.path()), before);
     // Markers live in the protected state, so writing one does not change the subject.
     assert!(markers_of(repo.path(), "probe").is_dir());
@@ -285,28 +279,27 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
 fn worktree_subject_works_when_vigil_is_gitignored() {
     // The guide tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
     let repo = Project::git();
-    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    repo.write(".gitignore", ".vigil/\n");
     let before = subject_of(repo.path());
     assert_eq!(
         subject_of(repo.path()),
         before,
         "stable while markers are written"
     );
-    assert!(
-        marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(
+        repo.path(),
+        &["run", "--check", "tests", "--", "true"],
+    ));
     assert_eq!(verify(repo.path()).status.code(), Some(0));
 }
 
 #[test]
 fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
     let repo = Project::git();
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { staged() }\n").unwrap();
+    repo.write("lib.rs", "fn main() { staged() }\n");
     git(repo.path(), &["add", "lib.rs"]);
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { unstaged() }\n").unwrap();
-    std::fs::write(repo.path().join("untracked.rs"), "u").unwrap();
+    repo.write("lib.rs", "fn main() { unstaged() }\n");
+    repo.write("untracked.rs", "u");
     let index = std::fs::read(repo.path().join(".git/index")).unwrap();
     let head = git(repo.path(), &["rev-parse", "HEAD"]);
     let status = git(
@@ -328,10 +321,7 @@ fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
         ),
         status
     );
-    assert_eq!(
-        std::fs::read_to_string(repo.path().join("lib.rs")).unwrap(),
-        "fn main() { unstaged() }\n"
-    );
+    assert_eq!(repo.read("lib.rs"), "fn main() { unstaged() }\n");
 }
 
 #[test]

@@ -93,13 +93,7 @@ fn an_unmerged_path_is_one_entry_of_the_tree() {
 #[test]
 fn a_fifo_index_or_a_huge_ignore_file_denies_at_once() {
     let fifo = |path: &Path| {
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(path)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(path);
     };
     type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
     let cases: [(&str, Plant); 4] = [
@@ -165,11 +159,7 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     std::fs::write(dir.join(".gitignore"), ".vigil/\n").unwrap();
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-qm", "app"]);
-    assert!(
-        marker_writer_in(&dir, &["trust", public.to_str().unwrap()])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(&dir, &["trust", public.to_str().unwrap()]));
     let sign = secret.to_str().unwrap();
     let out = marker_writer_in(
         &dir,

@@ -19,8 +19,10 @@ use serde_json::Value;
 use crate::support::*;
 
 fn subject_of(dir: &Path) -> String {
-    let out = marker_writer_in(dir, &["write", "--check", "probe", "--status", "passed"]);
-    assert_success(&out);
+    let out = ok(marker_writer_in(
+        dir,
+        &["write", "--check", "probe", "--status", "passed"],
+    ));
     let text = String::from_utf8(out.stdout).unwrap();
     text.split_whitespace()
         .find(|w| w.starts_with("git-tree:"))
@@ -48,7 +50,7 @@ fn marked() -> Project {
         dir.path(),
         &["run", "--check", "tests", "--", "true"],
     ));
-    assert!(verify(dir.path()).status.success());
+    ok(verify(dir.path()));
     dir
 }
 
@@ -142,11 +144,7 @@ fn gits_tree(dir: &Path) -> String {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "git {args:?}: {}", said(&out));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     run(&["add", "-A"]);

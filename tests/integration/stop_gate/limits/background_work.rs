@@ -39,11 +39,8 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
     let reason = held.reason();
     assert!(reason.contains("`sleep 20`"), "names the task: {reason}");
     assert!(reason.contains("wait for it to finish"), "{reason}");
-    assert_contains!(
-        reason,
-        "<promise>DONE</promise>",
-        "says how to finish, live"
-    );
+    // Says how to finish, live.
+    assert_contains!(reason, "<promise>DONE</promise>");
     let state = p.loop_state("s1");
     assert_eq!(state["iteration"], 1, "the wait spends no pass");
     assert_eq!(state["progress"]["waited_in_pass"], 1);
@@ -69,7 +66,7 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
     let mut done = sample_tasks();
     done[0]["status"] = json!("completed");
     let passed = p.stop_with(&[], background_stop(&p, "s1", DECLARED, done).to_string());
-    assert!(!passed.blocked(), "{}", passed.reason());
+    passed.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -106,8 +103,7 @@ fn holds_in_different_passes_are_not_consecutive_blocks() {
     };
     for pass in 1..=4 {
         let held = stop(DECLARED);
-        assert!(held.blocked(), "pass {pass}: held");
-        assert_contains!(held.reason(), "wait for it to finish");
+        held.assert_blocked_saying("wait for it to finish");
         // Declared again with the work still running: the next pass begins.
         let next = stop(&format!("{DECLARED}\n\n(pass {pass})"));
         assert!(next.blocked(), "pass {pass}: not a finish");
@@ -128,7 +124,7 @@ fn background_tasks_of_a_shape_vigil_does_not_know_are_never_a_reason_to_deny() 
         {"id": "b1", "type": "shell", "status": ["running"]}
     ]);
     let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -139,8 +135,7 @@ fn background_tasks_that_are_not_an_array_are_malformed_and_deny() {
         &[],
         background_stop(&p, "s1", DECLARED, json!({"id": "b1"})).to_string(),
     );
-    assert!(stop.blocked());
-    assert_contains!(stop.reason(), "`background_tasks` must be an array");
+    stop.assert_blocked_saying("`background_tasks` must be an array");
 }
 
 #[test]

@@ -65,9 +65,9 @@ fn a_report_that_breaks_the_contract_is_sent_back_with_its_pointer_and_the_shape
     );
     assert!(prose.blocked());
     let reason = prose.reason();
-    assert!(
-        reason.starts_with("stop-gate: the subagent's report breaks the default contract: the report is not a JSON object"),
-        "{reason}"
+    assert_starts_with!(
+        reason,
+        "stop-gate: the subagent's report breaks the default contract: the report is not a JSON object"
     );
     assert_contains!(reason, "\"open_questions\"", "the shape to return");
     let wrong = REPORT.replace("\"done\"", "\"finished\"");
@@ -112,8 +112,7 @@ fn a_report_over_the_token_cap_is_sent_back_before_it_is_read() {
         &["--contract", "default", "--contract-max-tokens", "500"],
         subagent_stop(&p, "a1", &long),
     );
-    assert!(stop.blocked());
-    assert_contains!(stop.reason(), "tokens, over the contract's 500");
+    stop.assert_blocked_saying("tokens, over the contract's 500");
 }
 
 #[test]
@@ -186,27 +185,9 @@ fn a_contract_file_that_is_not_a_schema_denies_every_subagent_stop_and_the_docto
     );
     assert!(missing.blocked());
     // The doctor validates the file itself.
-    let settings = p.path().join(".claude/settings.local.json");
-    let bin = bin_dir();
     let list = p.path().join("list.json");
-    let out = settings_merge()
-        .args([
-            "install",
-            "--settings",
-            settings.to_str().unwrap(),
-            "--bin-dir",
-        ])
-        .arg(&bin)
-        .args(["--contract", list.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let check = settings_merge()
-        .args(["check", "--settings", settings.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
+    ok(p.merge("install", &["--contract", list.to_str().unwrap()]));
+    let check = p.merge("check", &[]);
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");
     assert_contains!(text, "[fail] SubagentStop:");
@@ -238,19 +219,14 @@ fn with_a_contract_alone_a_subagent_answers_to_its_contract_not_to_the_projects_
         &["--contract", "default", "--run", "false", "--subagents"],
         payload,
     );
-    assert!(both.blocked(), "--subagents runs the checks there too");
-    assert_contains!(both.reason(), "`false` failed");
+    both.assert_blocked_saying("`false` failed");
 }
 
 #[test]
 fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
     let p = Project::new();
     let fifo = p.path().join("c.json");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    mkfifo(&fifo);
     let link = p.path().join("link.json");
     std::os::unix::fs::symlink(&fifo, &link).unwrap();
     for (path, agent) in [(&fifo, "a1"), (&link, "a2")] {
@@ -259,8 +235,7 @@ fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
             &["--contract", path.to_str().unwrap(), "--deadline", "20"],
             subagent_stop(&p, agent, REPORT),
         );
-        assert!(stop.blocked());
-        assert_contains!(stop.reason(), "not a regular file");
+        stop.assert_blocked_saying("not a regular file");
         assert!(
             started.elapsed() < std::time::Duration::from_secs(5),
             "never waited on: {:?}",
@@ -282,7 +257,7 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
             .unwrap()
     };
     let bin = bin_dir();
-    let out = run(&[
+    ok(run(&[
         "install",
         "--settings",
         settings.to_str().unwrap(),
@@ -290,8 +265,7 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
         bin.to_str().unwrap(),
         "--contract",
         "contract.json",
-    ]);
-    assert_success(&out);
+    ]));
     let check = run(&["check", "--settings", settings.to_str().unwrap()]);
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");
