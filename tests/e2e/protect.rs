@@ -322,16 +322,14 @@ fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
     );
     let codex_home = home.join("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();
-    let canonical = std::fs::canonicalize(&project).unwrap();
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            server.url,
-            canonical.display()
+    write_codex_config_trusting(
+        &codex_home.join("config.toml"),
+        &format!(
+            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n",
+            server.url
         ),
-    )
-    .unwrap();
+        &project,
+    );
     install_codex_with(&project, &home, true, &["--protect"]);
     let installed = std::fs::read(&config).unwrap();
     let mut cmd = codex(
@@ -355,7 +353,6 @@ fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
     // The shell ran in the workspace-write sandbox.
     assert_contains!(result, "state=1");
     assert_contains!(result, "proj=0");
-    // The shell ran in the workspace-write sandbox.
     assert_contains!(result, "cfg=1");
     assert!(!planted.exists(), "the agent's shell wrote the state home");
     assert_eq!(

@@ -41,6 +41,31 @@ fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
     child.wait().unwrap().code().is_none()
 }
 
+/// `rounds` times: the command `run` makes for the round, fed the stdin it gives, is killed
+/// after a random time under `below_micros` µs, then `check` looks at what it left. At least 10
+/// of the rounds must have been killed.
+fn kill_at_random(
+    rounds: usize,
+    below_micros: u64,
+    mut run: impl FnMut(usize) -> (Command, String),
+    mut check: impl FnMut(usize),
+) {
+    let mut random = random();
+    let mut killed = 0;
+    for round in 0..rounds {
+        let (cmd, stdin) = run(round);
+        if kill_midway(
+            cmd,
+            stdin.as_bytes(),
+            Duration::from_micros(random(below_micros)),
+        ) {
+            killed += 1;
+        }
+        check(round);
+    }
+    assert_killed_enough(killed, 10, &format!("of {rounds} killed"));
+}
+
 /// Every file vigil keeps parses and validates: the handoff records in `.vigil/`, and in the
 /// protected state each session record (one of its two copies whole, always) and the pending
 /// loop. No temp file is left behind except those of writers killed outright (which no
@@ -86,10 +111,8 @@ fn stop_gate_cmd(dir: &Path) -> Command {
 #[test]
 fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points() {
     let dir = Project::git();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
-        if round % 10 == 0 {
+    let run = |round: usize| {
+        if round.is_multiple_of(10) {
             // A fresh loop now and then, so the writes go on (a loop ends at its cap).
             let _ = dir.loop_command(&["cancel", "--session", "s1"]);
             dir.loop_for("s1")
@@ -102,11 +125,9 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
         // Each pass its own words: the same message three passes in a row is a stall.
         let said = format!("Not yet ({round}).");
         let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], Some(&said)).to_string();
-        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
-            killed += 1;
-        }
-        assert_state_is_whole(dir.path());
-    }
+        (cmd, payload)
+    };
+    kill_at_random(100, 4000, run, |_| assert_state_is_whole(dir.path()));
     // The state still works: a Stop right now is answered in full.
     let out = output_with_stdin(
         stop_gate_cmd(dir.path()),
@@ -116,7 +137,6 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
-    assert_killed_enough(killed, 10, "of 100 killed");
 }
 
 /// A loop's iteration, read from its record as the gate reads it.
@@ -274,26 +294,21 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
     let dir = Project::git();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
+    let run = |round: usize| {
         let mut cmd = vigil_process("session-end-handoff");
         cmd.current_dir(dir.path());
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             cmd.arg("--checkpoint");
         }
         let payload = json!({
-            "session_id": format!("s{round}"), "hook_event_name": if round % 2 == 0 { "Stop" } else { "SessionEnd" },
+            "session_id": format!("s{round}"), "hook_event_name": if round.is_multiple_of(2) { "Stop" } else { "SessionEnd" },
             "cwd": dir.path(), "transcript_path": null, "reason": "exit",
             "last_assistant_message": format!("Round {round} done."),
         })
         .to_string();
-        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(8000))) {
-            killed += 1;
-        }
-        assert_state_is_whole(dir.path());
-    }
-    assert_killed_enough(killed, 10, "of 100 killed");
+        (cmd, payload)
+    };
+    kill_at_random(100, 8000, run, |_| assert_state_is_whole(dir.path()));
 }
 
 #[test]
@@ -316,23 +331,21 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
         .assert()
         .success();
     let installed = std::fs::read(&twin_path).unwrap();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
+    let run = |round: usize| {
         let mut cmd = vigil_process("settings-merge");
-        cmd.arg(if round % 2 == 0 {
+        cmd.arg(if round.is_multiple_of(2) {
             "install"
         } else {
             "uninstall"
         })
         .arg("--settings")
         .arg(&path);
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             cmd.arg("--bin-dir").arg(bin_dir());
         }
-        if kill_midway(cmd, b"", Duration::from_micros(random(6000))) {
-            killed += 1;
-        }
+        (cmd, String::new())
+    };
+    kill_at_random(100, 6000, run, |round| {
         let now = std::fs::read(&path).unwrap();
         assert!(
             now == original || now == installed,
@@ -342,7 +355,7 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
         if let Ok(record) = std::fs::read(install_record_of(dir.path())) {
             serde_json::from_slice::<Value>(&record).expect("the install record parses");
         }
-    }
+    });
     // Whatever the interruptions, a full uninstall gives the original back.
     settings_merge()
         .args(["uninstall", "--settings"])
@@ -352,7 +365,6 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
     let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let before: Value = serde_json::from_slice(&original).unwrap();
     assert_eq!(after, before);
-    assert_killed_enough(killed, 10, "of 100 killed");
 }
 
 // --- A full disk ------------------------------------------------------------------------------

@@ -12,12 +12,7 @@ use crate::support::*;
 
 /// A key pair in `keys/NAME/` beside the project: (secret, public).
 fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let out = dir.join("keys").join(name);
-    ok(marker_writer_in(
-        dir,
-        &["keygen", "--out", out.to_str().unwrap()],
-    ));
-    (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
+    keygen_into(dir, &dir.join("keys").join(name))
 }
 
 /// A project (a file subject, so editing the worktree cannot interfere) whose `command` ran

@@ -131,6 +131,16 @@ pub fn marker_writer_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `marker-writer keygen --out OUT` run in `dir`, which must succeed: the key pair it made,
+/// (secret, public).
+pub fn keygen_into(dir: &Path, out: &Path) -> (PathBuf, PathBuf) {
+    super::ok(marker_writer_in(
+        dir,
+        &["keygen", "--out", out.to_str().unwrap()],
+    ));
+    (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
+}
+
 /// `marker-writer` with the words of `args` in `dir`, answering with a negative verdict (exit 1,
 /// one line): that line.
 pub fn marker_writer_denies(dir: &Path, args: &str) -> String {

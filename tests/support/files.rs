@@ -32,10 +32,42 @@ pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
     payload.to_string()
 }
 
+/// `path` is itself a symbolic link (not followed).
+pub fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .file_type()
+        .is_symlink()
+}
+
+/// Writes a Codex `config.toml` at `config`: `settings`, then the table that trusts `project`
+/// (by its canonical path, as Codex keys it).
+pub fn write_codex_config_trusting(config: &Path, settings: &str, project: &Path) {
+    let project = std::fs::canonicalize(project).unwrap();
+    std::fs::write(
+        config,
+        format!(
+            "{settings}[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            project.display()
+        ),
+    )
+    .unwrap();
+}
+
 /// Writes `contents` at `path`, making its directories first.
 pub fn write_file(path: &Path, contents: impl AsRef<[u8]>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, contents).unwrap();
+}
+
+/// The string `field` of each object in the JSON array `items`.
+pub fn fields_of<'a>(items: &'a Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[field].as_str().unwrap())
+        .collect()
 }
 
 /// A JSON file, parsed.

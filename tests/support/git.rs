@@ -27,6 +27,23 @@ pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs git in `dir` on the index file `index` instead of the repository's, and without the
+/// user's or the system's configuration, panicking with its stderr when it fails; returns
+/// trimmed stdout. How a test computes a tree the way SPEC §5 says, with git's own answer.
+pub fn git_on_index(dir: &Path, index: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_INDEX_FILE", index)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", super::said(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// `git worktree add -q -b BRANCH PATH` in the repository at `dir`: a linked worktree of it, on
 /// a new branch.
 pub fn add_worktree(dir: &Path, branch: &str, path: &Path) {

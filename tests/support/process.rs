@@ -139,6 +139,14 @@ fn spawn_writing(
     (child, written)
 }
 
+/// Less than `limit` has passed since `started`, else the test fails saying `why` and how long
+/// it took.
+#[track_caller]
+pub fn assert_within(started: std::time::Instant, limit: std::time::Duration, why: &str) {
+    let took = started.elapsed();
+    assert!(took < limit, "{why} (took {took:?})");
+}
+
 /// Polls `child` every 20 ms until it exits or `limit` has passed since `start`: how it exited,
 /// or `None` while it still runs.
 pub fn exited_within(

@@ -58,6 +58,21 @@ impl Stop {
         assert!(self.reason().contains(text), "{}", self.reason());
     }
 
+    /// The stop was blocked, and its reason begins with `prefix`: the reason.
+    #[track_caller]
+    pub fn assert_blocked_starting(&self, prefix: &str) -> String {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        starting(self.reason(), prefix)
+    }
+
+    /// The stop was blocked, and what comes before the loop's closing line ([`Stop::task`])
+    /// begins with `prefix`: that task.
+    #[track_caller]
+    pub fn assert_task_starting(&self, prefix: &str) -> String {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        starting(self.task(), prefix)
+    }
+
     /// The stop was blocked, its reason closed by the loop's line ([`Stop::task`]), and what
     /// comes before that line says `text`.
     #[track_caller]
@@ -80,6 +95,13 @@ impl Stop {
         let message = self.system_message();
         assert!(message.contains(text), "{text:?} is not in: {message}");
     }
+}
+
+/// `said`, which must begin with `prefix`.
+#[track_caller]
+fn starting(said: String, prefix: &str) -> String {
+    super::assert_text(super::Holds::StartsWith, &said, prefix, None);
+    said
 }
 
 /// What a Stop hook printed (its stdout one JSON object), without the checks of [`run_stop`].

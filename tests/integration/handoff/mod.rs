@@ -58,3 +58,19 @@ fn transcript(dir: &Path, last: &str) -> PathBuf {
     std::fs::write(&path, format!("{line}\n")).unwrap();
     path
 }
+
+/// A repository with more to hand off than fits: `files` untracked files named by `name`
+/// holding `contents`, and PROGRESS.md holding `progress`.
+fn crowded(
+    files: usize,
+    name: impl Fn(usize) -> String,
+    contents: &str,
+    progress: String,
+) -> Project {
+    let repo = Project::git();
+    for i in 0..files {
+        write_file(&repo.path().join(name(i)), contents);
+    }
+    std::fs::write(repo.path().join("PROGRESS.md"), progress).unwrap();
+    repo
+}

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-use super::{context, end_payload, hand_off, transcript};
+use super::{context, crowded, end_payload, hand_off, transcript};
 
 #[test]
 fn a_checkpoint_after_a_final_record_does_not_replace_it() {
@@ -107,15 +107,13 @@ fn vigil_disable_makes_both_do_nothing() {
 
 #[test]
 fn records_stay_under_16_kib_and_the_context_under_10000_characters() {
-    let repo = Project::git();
+    let repo = crowded(
+        300,
+        |i| format!("changed-file-with-a-long-name-number-{i:04}.txt"),
+        "x",
+        "progress line\n".repeat(5000),
+    );
     let dir = repo.path();
-    for i in 0..300 {
-        write_file(
-            &dir.join(format!("changed-file-with-a-long-name-number-{i:04}.txt")),
-            "x",
-        );
-    }
-    std::fs::write(dir.join("PROGRESS.md"), "progress line\n".repeat(5000)).unwrap();
     let long_message = "é word ".repeat(2000);
     let t = transcript(dir, &long_message);
     let record = final_record_within_16_kib(dir, &t);

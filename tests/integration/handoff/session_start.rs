@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-use super::{MARKER, context, end_payload, hand_off, transcript};
+use super::{MARKER, context, crowded, end_payload, hand_off, transcript};
 
 #[test]
 fn session_end_then_session_start_tells_the_next_session_what_happened() {
@@ -433,15 +433,13 @@ fn the_progress_file_must_be_a_plain_file_inside_the_project() {
 
 #[test]
 fn many_large_records_fit_in_10000_characters_and_each_keeps_its_header() {
-    let repo = Project::git();
+    let repo = crowded(
+        50,
+        |i| format!("\"quoted\"-{}-{i:02}", "q".repeat(150)),
+        "",
+        "\"progress\" line\n".repeat(1000),
+    );
     let dir = repo.path();
-    for i in 0..50 {
-        write_file(
-            &dir.join(format!("\"quoted\"-{}-{i:02}", "q".repeat(150))),
-            "",
-        );
-    }
-    std::fs::write(dir.join("PROGRESS.md"), "\"progress\" line\n".repeat(1000)).unwrap();
     let t = transcript(dir, &"\"quote\" \\ ".repeat(400));
     hand_off(dir, &[], "s-1", "SessionEnd", Some(&t));
     hand_off(dir, &["--checkpoint"], "s-2", "PreCompact", Some(&t));

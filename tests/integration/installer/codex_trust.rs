@@ -25,15 +25,7 @@ fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
     assert_contains!(stdout_of(&out), ":stop:1:0\n");
     // The project itself must be trusted too, or Codex never reads its .codex/.
     assert_contains!(stdout_of(&out), "only for a trusted project");
-    let project = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "model = \"gpt-5\"\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            project.display()
-        ),
-    )
-    .unwrap();
+    write_codex_config_trusting(&config, "model = \"gpt-5\"\n", dir.path());
     let out = merge(
         "check",
         &path,

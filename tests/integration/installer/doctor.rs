@@ -10,6 +10,21 @@ use serde_json::{Value, json};
 use super::{install_with_bin_dir, merge, project_with};
 use crate::support::*;
 
+/// The doctor's report on the settings at `path`, which must fail (exit 1).
+#[track_caller]
+fn failing_report(path: &Path) -> String {
+    let out = merge("check", path, false, &[]);
+    assert_exit(&out, 1);
+    stdout_of(&out)
+}
+
+/// A line of `report` begins with `prefix` and says `part`.
+fn has_line(report: &str, prefix: &str, part: &str) -> bool {
+    report
+        .lines()
+        .any(|l| l.starts_with(prefix) && l.contains(part))
+}
+
 #[test]
 fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missing_one() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
@@ -32,9 +47,7 @@ fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missin
 #[test]
 fn check_reports_a_missing_entry_and_a_duplicate() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stdout_of(&out).contains("[fail] Stop does not run stop-gate"));
+    assert!(failing_report(&path).contains("[fail] Stop does not run stop-gate"));
     ok(merge("install", &path, false, &[]));
     let mut value = json_of(&path);
     let stop = value["hooks"]["Stop"]
@@ -125,9 +138,8 @@ fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     let mut disabled = installed.clone();
     disabled["disableAllHooks"] = json!(true);
     std::fs::write(&path, serde_json::to_vec_pretty(&disabled).unwrap()).unwrap();
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stdout_of(&out).contains("[fail]") && stdout_of(&out).contains("disableAllHooks"));
+    let said = failing_report(&path);
+    assert!(said.contains("[fail]") && said.contains("disableAllHooks"));
 
     let mut wrong = installed.clone();
     for group in wrong["hooks"]["Stop"].as_array_mut().unwrap() {
@@ -138,9 +150,7 @@ fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     let moved = wrong["hooks"]["SessionEnd"].clone();
     wrong["hooks"]["SessionEnds"] = moved;
     std::fs::write(&path, serde_json::to_vec_pretty(&wrong).unwrap()).unwrap();
-    let out = merge("check", &path, false, &[]);
-    let said = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
+    let said = failing_report(&path);
     assert!(said.contains("has type \"prompt\""), "{said}");
     assert!(said.contains("[warn] SessionEnds runs"), "{said}");
 }
@@ -231,13 +241,9 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     ];
     for (said, edit) in cases {
         let (_dir, path) = with_stop_handler(edit);
-        let out = merge("check", &path, false, &[]);
-        assert_exit(&out, 1);
-        let report = stdout_of(&out);
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with("[fail] Stop: ") && l.contains(said)),
+            has_line(&report, "[fail] Stop: ", said),
             "{said:?} not in {report}"
         );
     }
@@ -326,13 +332,13 @@ fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
         ("SessionStart", "session-start-loader", "--max-age soon"),
     ] {
         let before = edit_command(&path, event, binary, |c| format!("{c} {typo}"));
-        let out = merge("check", &path, false, &[]);
-        let report = stdout_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{typo}: {report}");
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with(&format!("[fail] {event}: {binary} refuses the flags"))),
+            has_line(
+                &report,
+                &format!("[fail] {event}: {binary} refuses the flags"),
+                ""
+            ),
             "{typo}: {report}"
         );
         edit_command(&path, event, binary, |_| before.clone());
@@ -448,13 +454,9 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
         let (_dir, path, _) = project_with("claude-user-hooks.json");
         ok(merge("install", &path, false, &[]));
         edit_command(&path, event, binary, |c| format!("{c}{tail}"));
-        let out = merge("check", &path, false, &[]);
-        let report = stdout_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{report}");
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with(&format!("[fail] {event}: ")) && l.contains(&said)),
+            has_line(&report, &format!("[fail] {event}: "), &said),
             "{said}: {report}"
         );
         assert!(!marker.exists(), "the doctor ran the handler's text");

@@ -301,20 +301,10 @@ fn a_symlinked_settings_file_stays_a_symlink() {
     std::os::unix::fs::symlink(&real, &path).unwrap();
     let original = std::fs::read(&real).unwrap();
     ok(merge("install", &path, false, &[]));
-    assert!(
-        std::fs::symlink_metadata(&path)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    assert!(is_symlink(&path));
     assert_contains!(std::fs::read_to_string(&real).unwrap(), "stop-gate");
     ok(merge("uninstall", &path, false, &[]));
-    assert!(
-        std::fs::symlink_metadata(&path)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    assert!(is_symlink(&path));
     assert_eq!(std::fs::read(&real).unwrap(), original);
 }
 

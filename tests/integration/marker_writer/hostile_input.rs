@@ -2,6 +2,8 @@
 //! never `.vigil/markers/`), symlinked or unwritable state, notes too long, FIFOs; usage errors
 //! are one line and exit 2.
 
+use std::path::Path;
+
 use serde_json::json;
 
 use super::{file_subject, verify_file};
@@ -60,13 +62,19 @@ fn a_symlinked_markers_directory_is_refused() {
         "nothing written through the link"
     );
     // A marker placed behind the link by other means is not trusted either.
-    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
-    let real = outside.path().join("tests");
-    std::fs::create_dir_all(&real).unwrap();
-    let key = subject.replace(':', "-");
-    std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
-    std::fs::write(real.join(format!("{key}.ok")), "").unwrap();
+    forge_passed_marker(&outside.path().join("tests"));
     assert!(negative_verdict(&verify_file(dir.path()), "marker-writer").contains("symlink"));
+}
+
+/// A `tests` marker that says the file subject of "content" passed, with its `.ok`, written
+/// into `markers` by hand, not by the writer: its key.
+fn forge_passed_marker(markers: &Path) -> String {
+    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
+    std::fs::create_dir_all(markers).unwrap();
+    let key = subject.replace(':', "-");
+    std::fs::write(markers.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(markers.join(format!("{key}.ok")), "").unwrap();
+    key
 }
 
 /// SPEC §5: local markers live in the protected state; `.vigil/markers/`, which the agent can
@@ -76,12 +84,7 @@ fn a_symlinked_markers_directory_is_refused() {
 fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
-    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
-    let old = dir.path().join(".vigil/markers/tests");
-    std::fs::create_dir_all(&old).unwrap();
-    let key = subject.replace(':', "-");
-    std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
-    std::fs::write(old.join(format!("{key}.ok")), "").unwrap();
+    let key = forge_passed_marker(&dir.path().join(".vigil/markers/tests"));
     let line = negative_verdict(&verify_file(dir.path()), "marker-writer");
     assert_contains!(line, "missing");
     assert_contains!(line, ".vigil/markers/tests");

@@ -77,28 +77,23 @@ fn file_marker_round_trip() {
 #[test]
 fn stdin_marker_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let write = marker_writer()
-        .args(words(
-            "write --check diff-review --subject stdin --status passed",
-        ))
-        .current_dir(dir.path())
-        .write_stdin("diff --git a/x b/x\n")
-        .output()
-        .unwrap();
+    let fed = |line: &str, stdin: &str| {
+        marker_writer()
+            .args(words(line))
+            .current_dir(dir.path())
+            .write_stdin(stdin)
+            .output()
+            .unwrap()
+    };
+    let write = fed(
+        "write --check diff-review --subject stdin --status passed",
+        "diff --git a/x b/x\n",
+    );
     assert!(write.status.success());
-    let same = marker_writer()
-        .args(["verify", "--check", "diff-review", "--subject", "stdin"])
-        .current_dir(dir.path())
-        .write_stdin("diff --git a/x b/x\n")
-        .output()
-        .unwrap();
+    let verify = "verify --check diff-review --subject stdin";
+    let same = fed(verify, "diff --git a/x b/x\n");
     assert_eq!(same.status.code(), Some(0));
-    let other = marker_writer()
-        .args(["verify", "--check", "diff-review", "--subject", "stdin"])
-        .current_dir(dir.path())
-        .write_stdin("another diff\n")
-        .output()
-        .unwrap();
+    let other = fed(verify, "another diff\n");
     assert_contains!(
         negative_verdict(&other, "marker-writer"),
         "subject mismatch"

@@ -76,10 +76,7 @@ impl World {
         git(&seed, &["add", "-A"]);
         git(&seed, &["commit", "-qm", "start"]);
         git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
-        ok(marker_writer_in(
-            dir.path(),
-            &["keygen", "--out", dir.path().join("keys").to_str().unwrap()],
-        ));
+        keygen_into(dir.path(), &dir.path().join("keys"));
         let world = World { dir, remote };
         assert!(world_has_main(&world), "clones check out main");
         world

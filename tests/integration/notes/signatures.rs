@@ -29,15 +29,7 @@ fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("bad signature"), "{reason}");
     // A key pair the agent made itself signs nothing the pinned key accepts.
-    let own = marker_writer_in(
-        &laptop,
-        &[
-            "keygen",
-            "--out",
-            laptop.join("agent-keys").to_str().unwrap(),
-        ],
-    );
-    assert!(own.status.success());
+    let (own, _) = keygen_into(&laptop, &laptop.join("agent-keys"));
     let signed = ok(marker_writer_in(
         &laptop,
         &[
@@ -47,7 +39,7 @@ fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
             "--status",
             "passed",
             "--sign-key",
-            laptop.join("agent-keys/vigil-marker.key").to_str().unwrap(),
+            own.to_str().unwrap(),
         ],
     ));
     drop(signed);

@@ -24,26 +24,24 @@ fn hook_verdict(payload: &str) -> Value {
     report
 }
 
-#[test]
-fn hook_reads_last_assistant_message_of_a_claude_stop() {
-    let payload = read_fixture("samples/claude-stop.json");
+/// `promise-matcher --hook` fed the sample payload `name`.
+fn hook_on_sample(name: &str) -> assert_cmd::assert::Assert {
     promise_matcher()
         .arg("--hook")
-        .write_stdin(payload)
+        .write_stdin(read_fixture(&format!("samples/{name}")))
         .assert()
+}
+
+#[test]
+fn hook_reads_last_assistant_message_of_a_claude_stop() {
+    hook_on_sample("claude-stop.json")
         .success()
         .stdout("declared\n");
 }
 
 #[test]
 fn hook_reads_a_codex_stop_with_null_transcript() {
-    let payload = read_fixture("samples/codex-stop.json");
-    promise_matcher()
-        .arg("--hook")
-        .write_stdin(payload)
-        .assert()
-        .code(1)
-        .stdout("absent\n");
+    hook_on_sample("codex-stop.json").code(1).stdout("absent\n");
 }
 
 #[test]

@@ -88,6 +88,14 @@ fn echoed_instruction_text_does_not_scan_as_found() {
     }
 }
 
+/// The scan's `report` lists the replayed screen among the views that saw the marker.
+fn seen_on_screen(report: &Value) -> bool {
+    report["views"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("screen"))
+}
+
 #[test]
 fn scan_finds_the_marker_as_plain_text() {
     let report = scan_report(format!("working...\n{MARKER}\n").as_bytes(), &[]);
@@ -130,13 +138,7 @@ fn scan_finds_a_marker_soft_wrapped_at_the_terminal_width() {
     assert_eq!(report["views"], json!(["flattened", "screen"]));
     // A real soft wrap by the terminal itself: the screen view joins the rows.
     let report = scan_report(format!("xx{MARKER}").as_bytes(), &["--cols", "10"]);
-    assert!(
-        report["views"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("screen")),
-        "{report}"
-    );
+    assert!(seen_on_screen(&report), "{report}");
 }
 
 #[test]
@@ -282,10 +284,7 @@ fn defang_breaks_a_marker_split_by_whatever_the_screen_swallows() {
         let marked = format!("{head}{between}{tail}\n");
         let report = scan_report(marked.as_bytes(), &[]);
         assert!(
-            report["views"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("screen")),
+            seen_on_screen(&report),
             "{what}: the screen shows the marker whole ({report})"
         );
         let defanged = defanged(marked.as_bytes());

@@ -164,10 +164,7 @@ fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
         );
         let began = std::time::Instant::now();
         let (code, out) = prompt(dir.path(), "pf-s1", json!(text));
-        assert!(
-            began.elapsed() < std::time::Duration::from_secs(5),
-            "{file}"
-        );
+        assert_within(began, std::time::Duration::from_secs(5), file);
         assert_eq!(code, Some(0), "{file}");
         assert_eq!(out["decision"], "block", "{file}: {out}");
         let reason = out["reason"].as_str().unwrap();

@@ -145,15 +145,11 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
     let codex_home = dir.home().join("codex");
     std::fs::create_dir_all(&codex_home).unwrap();
     let user_config = codex_home.join("config.toml");
-    let canonical = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(
+    write_codex_config_trusting(
         &user_config,
-        format!(
-            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            canonical.display()
-        ),
-    )
-    .unwrap();
+        "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n",
+        dir.path(),
+    );
     let settings = dir.path().join(".codex/hooks.json");
     let project_config = dir.path().join(".codex/config.toml");
     std::fs::create_dir_all(project_config.parent().unwrap()).unwrap();
@@ -182,14 +178,15 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
             .unwrap_or_default()
             .to_string()
     };
-    ok(merge(&[
+    let unprotected = [
         "install",
         "--settings",
         file,
         "--codex",
         "--bin-dir",
         bin.to_str().unwrap(),
-    ]));
+    ];
+    ok(merge(&unprotected));
     let line = sandbox_line();
     assert_starts_with!(
         line,
@@ -197,15 +194,7 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
     );
     assert_contains!(line, "danger-full-access");
     assert_contains!(line, "approval_policy = \"never\"");
-    let install = [
-        "install",
-        "--settings",
-        file,
-        "--codex",
-        "--bin-dir",
-        bin.to_str().unwrap(),
-        "--protect",
-    ];
+    let install = [&unprotected[..], &["--protect"]].concat();
     let out = ok(merge(&install));
     assert_contains!(stdout_of(&out), "sandbox_mode = \"workspace-write\"");
     let written = std::fs::read_to_string(&project_config).unwrap();
@@ -214,7 +203,6 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
         written,
         "# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\""
     );
-    // At the top, the rest kept.
     assert_contains!(written, "[tools]\nweb_search = true");
     let parsed: toml_edit::DocumentMut = written.parse().unwrap();
     assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));

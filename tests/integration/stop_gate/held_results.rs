@@ -4,6 +4,8 @@
 //! the project. Each attack goes through what the hold does not hold (configuration, the code
 //! under test, the runner's script) and first shows that the check alone would pass it.
 
+use serde_json::json;
+
 use crate::support::*;
 
 const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -60,15 +62,10 @@ fn a_baseline_records_each_test_by_name() {
     let Some(p) = baselined() else { return };
     let record = json_of(&p.protected().join("hold/hold.json"));
     assert_valid("hold.schema.json", &record);
-    assert_eq!(
-        record["tests"]["passed"],
-        serde_json::json!(["tests.test_calc::test_mul"])
-    );
-    assert_eq!(
-        record["tests"]["failed"],
-        serde_json::json!(["tests.test_calc::test_add"])
-    );
-    assert_eq!(record["tests"]["command"], PYTEST);
+    let tests = &record["tests"];
+    assert_eq!(tests["passed"], json!(["tests.test_calc::test_mul"]));
+    assert_eq!(tests["failed"], json!(["tests.test_calc::test_add"]));
+    assert_eq!(tests["command"], PYTEST);
     let shown = p.held(&["show"]);
     assert!(shown.contains("1 passed, 1 failed, 0 skipped"), "{shown}");
 }
@@ -100,10 +97,8 @@ fn a_test_deselected_through_unheld_configuration_fails_the_stop_by_name() {
         "the attack works without the hold"
     );
     let stop = p.stop_s1(&["--run", PYTEST]);
-    assert!(stop.blocked());
-    assert_starts_with!(
-        stop.reason(),
-        "stop-gate: held tests do not pass: tests.test_calc::test_mul (gone: deleted, renamed or not run)"
+    stop.assert_blocked_starting(
+        "stop-gate: held tests do not pass: tests.test_calc::test_mul (gone: deleted, renamed or not run)",
     );
 }
 
@@ -325,12 +320,9 @@ fn a_passed_loop_names_the_tests_that_moved_and_the_new_test_files() {
     assert_eq!(state["status"], "passed");
     assert_eq!(
         state["held"]["moved"],
-        serde_json::json!(["tests.test_calc::test_add (failed -> passed)"])
+        json!(["tests.test_calc::test_add (failed -> passed)"])
     );
-    assert_eq!(
-        state["held"]["new_tests"],
-        serde_json::json!(["tests/test_more.py"])
-    );
+    assert_eq!(state["held"]["new_tests"], json!(["tests/test_more.py"]));
     let wake = p.wakes().pop().unwrap();
     let line = wake["line"].as_str().unwrap();
     assert_contains!(line, "checks green");

@@ -69,12 +69,7 @@ fn hold_add_keeps_the_tests_in_the_protected_state_and_never_changes_the_tree() 
     assert_valid("hold.schema.json", &record);
     assert_eq!(record["patterns"][0]["pattern"], "tests");
     assert_eq!(record["patterns"][0]["at"], "working-tree");
-    let paths: Vec<&str> = record["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = fields_of(&record["files"], "path");
     assert_eq!(paths, ["tests/__init__.py", "tests/test_calc.py"]);
     // The held bytes are kept beside it, under their blob id.
     let blob = record["files"][1]["blob"].as_str().unwrap();
@@ -91,11 +86,8 @@ fn a_declaration_while_a_held_test_is_edited_is_refused_naming_it() {
     let Some(p) = python_loop() else { return };
     weaken_the_test(&p);
     let stop = declare(&p, UNITTEST);
-    assert!(stop.blocked());
-    let reason = stop.task();
-    assert_starts_with!(
-        reason,
-        "stop-gate: held files differ from the human's hold: tests/test_calc.py (modified)"
+    let reason = stop.assert_task_starting(
+        "stop-gate: held files differ from the human's hold: tests/test_calc.py (modified)",
     );
     assert_contains!(reason, "stop-gate hold refresh tests/test_calc.py");
     assert_eq!(p.loop_state("s1")["status"], "running");

@@ -11,19 +11,12 @@ use crate::support::*;
 fn worktree_subject(dir: &Path) -> String {
     let index = tempfile::tempdir().unwrap();
     let index = index.path().join("index");
-    let run = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_INDEX_FILE", &index)
-            .output()
-            .unwrap();
-        assert!(output.status.success());
-        String::from_utf8(output.stdout).unwrap().trim().to_string()
-    };
-    run(&["add", "--all", "--", ".", ":(exclude).vigil"]);
-    format!("git-tree:{}", run(&["write-tree"]))
+    git_on_index(
+        dir,
+        &index,
+        &["add", "--all", "--", ".", ":(exclude).vigil"],
+    );
+    format!("git-tree:{}", git_on_index(dir, &index, &["write-tree"]))
 }
 
 fn write_marker(
@@ -115,9 +108,8 @@ fn a_required_marker_counts_only_when_written_by_its_command() {
 fn missing_marker_blocks_naming_the_check_and_the_writer_command() {
     let p = Project::git();
     let stop = p.stop_s1(&["--require-marker", "tests"]);
-    assert!(stop.blocked());
-    assert_starts_with!(stop.reason(), "stop-gate: marker `tests` missing");
-    assert_contains!(stop.reason(), "marker-writer run --check tests --");
+    let reason = stop.assert_blocked_starting("stop-gate: marker `tests` missing");
+    assert_contains!(reason, "marker-writer run --check tests --");
 }
 
 #[test]

@@ -314,8 +314,7 @@ fn a_loop_file_planted_in_the_project_starts_or_ends_nothing() {
         "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
     std::fs::write(loops.join("s2.json"), planted.to_string()).unwrap();
     let stop = p.stop(&[], "s1", Some("Working."));
-    assert!(stop.blocked());
-    assert_starts_with!(stop.reason(), "The real task.\n");
+    stop.assert_blocked_starting("The real task.\n");
     assert!(p.stop(&[], "s2", Some("x")).silent_allow(), "no loop in s2");
 }
 
@@ -352,9 +351,8 @@ fn an_unreadable_transcript_during_a_loop_says_so() {
     let mut payload = p.payload("s1", None);
     payload["transcript_path"] = json!("/nonexistent/transcript.jsonl");
     let stop = p.stop_with(&[], payload.to_string());
-    assert!(stop.blocked());
-    assert_starts_with!(stop.reason(), "stop-gate: cannot read the transcript");
-    assert_contains!(stop.reason(), "\n\nFix.\n\nvigil loop 2/5: finish only");
+    let reason = stop.assert_blocked_starting("stop-gate: cannot read the transcript");
+    assert_contains!(reason, "\n\nFix.\n\nvigil loop 2/5: finish only");
 }
 
 #[test]

@@ -56,10 +56,7 @@ fn untracked_fifos_and_sockets_are_skipped_and_a_tracked_one_denies() {
     let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
     let started = Instant::now();
     assert_eq!(subject(dir.path()).unwrap(), gits_tree(dir.path()));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "waited on the FIFO"
-    );
+    assert_within(started, Duration::from_secs(5), "waited on the FIFO");
     // A tracked file that is now a FIFO: git cannot add it, and vigil denies.
     std::fs::remove_file(&fifo).unwrap();
     std::fs::write(&fifo, "was a file\n").unwrap();
@@ -218,12 +215,21 @@ fn a_linked_worktree_is_hashed_from_its_own_files() {
     assert_ne!(subject(&path).unwrap(), subject(dir.path()).unwrap());
 }
 
-#[test]
-fn worktree_subject_changes_with_an_edit() {
+/// A fresh repository's subject, then `change` made to it, which must change the subject: the
+/// repository and the subject before.
+#[track_caller]
+fn subject_changes_with(change: impl FnOnce(&Project)) -> (Project, String) {
     let repo = Project::git();
     let before = subject_of(repo.path());
-    repo.write("lib.rs", "fn main() { edited() }\n");
+    change(&repo);
     assert_ne!(subject_of(repo.path()), before);
+    (repo, before)
+}
+
+#[test]
+fn worktree_subject_changes_with_an_edit() {
+    let (repo, before) =
+        subject_changes_with(|repo| repo.write("lib.rs", "fn main() { edited() }\n"));
     repo.write("lib.rs", "fn main() {}\n");
     assert_eq!(
         subject_of(repo.path()),
@@ -234,31 +240,24 @@ fn worktree_subject_changes_with_an_edit() {
 
 #[test]
 fn worktree_subject_changes_with_a_new_untracked_file() {
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    repo.write("new.rs", "x");
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| repo.write("new.rs", "x"));
 }
 
 #[test]
 fn worktree_subject_changes_with_a_deletion() {
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    std::fs::remove_file(repo.path().join("lib.rs")).unwrap();
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| std::fs::remove_file(repo.path().join("lib.rs")).unwrap());
 }
 
 #[test]
 fn worktree_subject_changes_with_a_mode_change() {
     use std::os::unix::fs::PermissionsExt;
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    std::fs::set_permissions(
-        repo.path().join("lib.rs"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| {
+        std::fs::set_permissions(
+            repo.path().join("lib.rs"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap()
+    });
 }
 
 #[test]

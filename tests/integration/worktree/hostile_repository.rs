@@ -141,15 +141,7 @@ fn a_fifo_index_or_a_huge_ignore_file_denies_at_once() {
 #[test]
 fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     let keys = tempfile::tempdir().unwrap();
-    let out = marker_writer_in(
-        keys.path(),
-        &["keygen", "--out", keys.path().join("ci").to_str().unwrap()],
-    );
-    assert!(out.status.success());
-    let (secret, public) = (
-        keys.path().join("ci/vigil-marker.key"),
-        keys.path().join("ci/vigil-marker.pub"),
-    );
+    let (secret, public) = keygen_into(keys.path(), &keys.path().join("ci"));
     let parent = repo();
     std::fs::write(parent.path().join(".gitignore"), "*\n").unwrap();
     let dir = parent.path().join("project");
@@ -198,12 +190,7 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
 fn a_relative_state_home_is_ignored_never_put_inside_the_project() {
     let dir = marked();
     let keys = tempfile::tempdir().unwrap();
-    let out = marker_writer_in(
-        keys.path(),
-        &["keygen", "--out", keys.path().to_str().unwrap()],
-    );
-    assert!(out.status.success());
-    let public = keys.path().join("vigil-marker.pub");
+    let (_, public) = keygen_into(keys.path(), keys.path());
     let out = marker_writer()
         .args(["trust", public.to_str().unwrap()])
         .current_dir(dir.path())

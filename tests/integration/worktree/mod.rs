@@ -134,21 +134,8 @@ fn gits_tree(dir: &Path) -> String {
     if dir.join(".git/index").exists() {
         std::fs::copy(dir.join(".git/index"), &index).unwrap();
     }
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_INDEX_FILE", &index)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", said(&out));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    run(&["add", "-A"]);
-    run(&["write-tree"])
+    git_on_index(dir, &index, &["add", "-A"]);
+    git_on_index(dir, &index, &["write-tree"])
 }
 
 fn repo() -> tempfile::TempDir {

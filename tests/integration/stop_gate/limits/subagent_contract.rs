@@ -63,11 +63,8 @@ fn a_report_that_breaks_the_contract_is_sent_back_with_its_pointer_and_the_shape
         &args,
         subagent_stop(&p, "a1", "Subagent report: there is 1 file."),
     );
-    assert!(prose.blocked());
-    let reason = prose.reason();
-    assert_starts_with!(
-        reason,
-        "stop-gate: the subagent's report breaks the default contract: the report is not a JSON object"
+    let reason = prose.assert_blocked_starting(
+        "stop-gate: the subagent's report breaks the default contract: the report is not a JSON object",
     );
     assert_contains!(reason, "\"open_questions\"", "the shape to return");
     let wrong = REPORT.replace("\"done\"", "\"finished\"");
@@ -132,12 +129,7 @@ fn contract_blocks_are_counted_per_agent_id() {
         "b2 has a budget of its own"
     );
     let record = p.session_record("s1");
-    let agents: Vec<&str> = record["agent_budgets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["agent_id"].as_str().unwrap())
-        .collect();
+    let agents = fields_of(&record["agent_budgets"], "agent_id");
     assert!(agents.contains(&"b2"), "{record}");
     // The main agent's budget is untouched by its subagents.
     assert_eq!(record["budget"]["consecutive_blocks"], 0);
@@ -236,10 +228,10 @@ fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
             subagent_stop(&p, agent, REPORT),
         );
         stop.assert_blocked_saying("not a regular file");
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "never waited on: {:?}",
-            started.elapsed()
+        assert_within(
+            started,
+            std::time::Duration::from_secs(5),
+            "never waited on",
         );
     }
 }
