@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::support::skip;
+use crate::support::skip_unless_required;
 
 /// The pinned versions, in one place for the suite and `.ci/run`.
 const PACKAGE_JSON: &str = include_str!("package.json");
@@ -89,11 +89,7 @@ pub fn clients() -> Option<Clients> {
     match result {
         Ok(()) => Some(native(&cache)),
         Err(why) => {
-            assert!(
-                std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-                "the end-to-end suite is required here, but {why}"
-            );
-            skip(&format!("the end-to-end suite: {why}"));
+            skip_unless_required("the end-to-end suite", "the end-to-end suite", why);
             None
         }
     }

@@ -2,10 +2,19 @@
 //! until the model's fix passes it, at the git top level whatever directory Claude Code started
 //! in; a required marker blocks until the protected writer vouches for this worktree.
 
-use super::{DEADLINE, SESSION, claude_session, install_claude, project, vigil};
+use super::{DEADLINE, SESSION, claude_p, install_claude, project, vigil};
 use crate::clients::*;
 use crate::server::{Server, Turn};
 use crate::support::*;
+
+/// CI's run of the check `tests` (`true`) through marker-writer, in the project at `dir`.
+fn ci_vouches(dir: &std::path::Path) {
+    ok(vigil(
+        "marker-writer",
+        dir,
+        &["run", "--check", "tests", "--", "true"],
+    ));
+}
 
 /// Issue 29, item 4: Claude Code started in a subdirectory loads the project's settings but
 /// sets CLAUDE_PROJECT_DIR to the subdirectory; the check still runs at the git top level,
@@ -14,11 +23,11 @@ use crate::support::*;
 fn claude_started_in_a_subdirectory_runs_the_check_at_the_git_top_level() {
     let Some(clients) = clients() else { return };
     let project = project();
-    std::fs::write(project.path().join("FAILING"), "a failing test\n").unwrap();
+    project.write("FAILING", "a failing test\n");
     let sub = project.path().join("app");
     std::fs::create_dir_all(&sub).unwrap();
     install_claude(project.path(), Some("test ! -e FAILING"), "");
-    let server = Server::start(vec![], Some(Turn::Text("All done.".into())));
+    let server = Server::always("All done.");
     let home = home();
     let args = [
         "-p",
@@ -29,16 +38,12 @@ fn claude_started_in_a_subdirectory_runs_the_check_at_the_git_top_level() {
     ];
     let mut client = claude(&clients, home.path(), project.path(), &server.url, &args);
     client.current_dir(&sub);
-    let out = run(client, DEADLINE);
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(run(client, DEADLINE));
     let requests = server.main_requests();
     assert!(requests.len() > 1, "the stop was blocked: {}", said(&out));
-    assert!(
-        requests[1]
-            .text()
-            .contains("stop-gate: `test ! -e FAILING` failed (exit 1)"),
-        "{}",
-        requests[1].text()
+    assert_contains!(
+        requests[1].text(),
+        "stop-gate: `test ! -e FAILING` failed (exit 1)"
     );
 }
 
@@ -47,11 +52,10 @@ fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass(
     let Some(clients) = clients() else { return };
     let project = project();
     // The check's useful line is in its output only, never in its command.
-    std::fs::write(
-        project.path().join("check.sh"),
+    project.write(
+        "check.sh",
         "test -f fixed && exit 0\necho 'FAIL: parser case 3 of 7'\nexit 1\n",
-    )
-    .unwrap();
+    );
     install_claude(project.path(), Some("sh check.sh"), "");
     let server = Server::start(
         vec![
@@ -62,14 +66,7 @@ fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass(
         ],
         None,
     );
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Fix the parser.",
-        &[],
-    );
+    claude_p(&clients, project.path(), &server, "Fix the parser.");
     let main = server.main_requests();
     assert_eq!(
         main.len(),
@@ -77,11 +74,8 @@ fn claude_check_gate_keeps_the_session_going_until_the_models_fix_makes_it_pass(
         "blocked at each stop while the check fails, then the fix, then a pass"
     );
     for request in &main[1..3] {
-        assert!(
-            request.text().contains("FAIL: parser case 3 of 7"),
-            "the check's output reached the model: {}",
-            request.text()
-        );
+        // The check's output reached the model.
+        assert_contains!(request.text(), "FAIL: parser case 3 of 7");
     }
     assert!(project.path().join("fixed").is_file());
 }
@@ -91,55 +85,27 @@ fn claude_required_marker_blocks_until_the_protected_writer_vouches_for_this_wor
     let Some(clients) = clients() else { return };
     let project = project();
     install_claude(project.path(), None, "--require-marker tests");
-    let server = Server::start(
-        vec![
-            Turn::Text("Tests pass.".into()),
-            Turn::Text("Tests pass, I said.".into()),
-            Turn::Text("Tests pass, and now it is vouched for.".into()),
-        ],
-        None,
-    );
+    let server = Server::texts(&[
+        "Tests pass.",
+        "Tests pass, I said.",
+        "Tests pass, and now it is vouched for.",
+    ]);
     let dir = project.path().to_path_buf();
     // Before turn 1, CI vouches for content that then changes: a marker for other content.
     server.before_turn(1, move || {
-        ok(vigil(
-            "marker-writer",
-            &dir,
-            &["run", "--check", "tests", "--", "true"],
-        ));
+        ci_vouches(&dir);
         std::fs::write(dir.join("README.md"), "changed after the run\n").unwrap();
     });
     let dir = project.path().to_path_buf();
     // Before turn 2, CI vouches for the worktree as it is.
-    server.before_turn(2, move || {
-        ok(vigil(
-            "marker-writer",
-            &dir,
-            &["run", "--check", "tests", "--", "true"],
-        ));
-    });
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Make it work.",
-        &[],
-    );
+    server.before_turn(2, move || ci_vouches(&dir));
+    claude_p(&clients, project.path(), &server, "Make it work.");
     let main = server.main_requests();
     assert_eq!(
         main.len(),
         3,
         "missing, then for other content, then allowed"
     );
-    assert!(
-        main[1].text().contains("marker `tests` missing"),
-        "{}",
-        main[1].text()
-    );
-    assert!(
-        main[2].text().contains("marker `tests` subject mismatch"),
-        "{}",
-        main[2].text()
-    );
+    assert_contains!(main[1].text(), "marker `tests` missing");
+    assert_contains!(main[2].text(), "marker `tests` subject mismatch");
 }

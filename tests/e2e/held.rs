@@ -156,9 +156,9 @@ fn a_scripted_agent_that_weakens_held_tests_four_ways_passes_only_on_the_real_fi
         .output()
         .unwrap());
     let said_held = stdout_of(&held);
-    assert!(
-        said_held.contains("1 passed (each must still pass, by name), 1 failed"),
-        "{said_held}"
+    assert_contains!(
+        said_held,
+        "1 passed (each must still pass, by name), 1 failed"
     );
     super::install_claude(&dir, Some(CHECK), "");
 
@@ -205,7 +205,7 @@ fn a_scripted_agent_that_weakens_held_tests_four_ways_passes_only_on_the_real_fi
     let flags = ["--max-iterations", "8", "--completion-promise", "DONE"];
     let out = run(loop_run(&client, &flags), super::DEADLINE);
     let line = run_line(&out);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     assert!(line.contains("loop passed on pass 5/8"), "{line}");
     assert_eq!(only_loop(&dir)["status"], "passed");
     assert_eq!(
@@ -232,10 +232,15 @@ fn a_scripted_agent_that_weakens_held_tests_four_ways_passes_only_on_the_real_fi
             .last()
             .cloned()
             .unwrap_or_default();
-        assert!(
-            text.contains("Stop hook feedback:")
-                && text.contains(&format!("vigil loop {}/8", pass + 1)),
-            "pass {pass}'s block reached the model: {text}"
+        assert_contains!(
+            text,
+            "Stop hook feedback:",
+            "pass {pass}'s block reached the model"
+        );
+        assert_contains!(
+            text,
+            &format!("vigil loop {}/8", pass + 1),
+            "pass {pass}'s block reached the model"
         );
         text
     };
@@ -264,10 +269,7 @@ fn a_scripted_agent_that_weakens_held_tests_four_ways_passes_only_on_the_real_fi
             assert!(text.contains(part), "pass {pass}: {part:?} in {text}");
         }
     }
-    assert!(
-        !feedback(2).contains("held files differ"),
-        "the test was put back"
-    );
+    assert_lacks!(feedback(2), "held files differ", "the test was put back");
 
     // The work: the code fixed, the held test as the human held it, no weakening left behind.
     assert_eq!(std::fs::read_to_string(dir.join("calc.py")).unwrap(), FIXED);

@@ -10,9 +10,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    DEADLINE, DECLARATION, SECOND, SESSION, claude_session, claude_transcript, codex_check,
-    codex_exec, codex_home, install_claude, install_codex, install_codex_with, loop_status,
-    only_loop, project, start_loop, vigil, wait_until,
+    DEADLINE, DECLARATION, GREEN, SECOND, SESSION, add_hook_group, claude_p, claude_project,
+    claude_session, claude_streamed, claude_transcript, codex_check, codex_home, codex_ok,
+    install_claude_with, install_codex, install_codex_with, loop_status, looping_project,
+    only_loop, project, start_loop, start_loop_for, vigil, wait_until,
 };
 use crate::clients::*;
 use crate::server::{Server, Turn};
@@ -28,21 +29,6 @@ fn session_record(project: &Path, session: &str) -> Option<Value> {
         }
     }
     None
-}
-
-/// settings-merge install for Claude Code with these gate flags (what install.sh passes on).
-fn install_claude_with(project: &Path, flags: &[&str]) {
-    let settings = project.join(".claude/settings.local.json");
-    let bin = bin_dir();
-    let mut args = vec![
-        "install",
-        "--settings",
-        settings.to_str().unwrap(),
-        "--bin-dir",
-        bin.to_str().unwrap(),
-    ];
-    args.extend(flags);
-    ok(vigil("settings-merge", project, &args));
 }
 
 /// The tokens a transcript records, as a budget would count them: each assistant reply once
@@ -108,35 +94,31 @@ fn claude_run(
     home: &Path,
     project: &Path,
     server: &Server,
-    session: &str,
     prompt: &str,
-    extra: &[&str],
 ) -> Output {
-    let mut args = vec![
+    let args = [
         "-p",
         prompt,
         "--session-id",
-        session,
+        SESSION,
         "--dangerously-skip-permissions",
     ];
-    args.extend(extra);
     let mut cmd = claude(clients, home, project, &server.url, &args);
     cmd.env(NO_RETRIES.0, NO_RETRIES.1);
     run(cmd, DEADLINE)
 }
 
+/// A [`project`] installed for Claude Code with the default subagent contract.
+fn contract_project() -> Project {
+    let project = project();
+    install_claude_with(project.path(), &["--contract", "default"]);
+    project
+}
+
 /// The payloads the recording hooks kept in `dir`, in the order they came.
 #[allow(dead_code)]
 fn recorded_payloads(dir: &Path) -> Vec<Value> {
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
+    files_ending(dir, "json")
         .iter()
         .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
         .collect()
@@ -147,24 +129,8 @@ fn recorded_payloads(dir: &Path) -> Vec<Value> {
 #[allow(dead_code)]
 fn add_claude_hook(project: &Path, event: &str, command: &str, timeout: u64) {
     let settings = project.join(".claude/settings.local.json");
-    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    let mut value: Value = std::fs::read(&settings)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_else(|| json!({}));
-    let groups = value
-        .as_object_mut()
-        .unwrap()
-        .entry("hooks")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .unwrap()
-        .entry(event)
-        .or_insert_with(|| json!([]));
-    groups.as_array_mut().unwrap().push(json!({
-        "hooks": [{"type": "command", "command": command, "timeout": timeout}]
-    }));
-    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    let handler = json!({"type": "command", "command": command, "timeout": timeout});
+    add_hook_group(&settings, event, &handler);
 }
 
 /// A hook on `event` that keeps every payload it gets in `dir`, as `<nanoseconds>-<event>.json`
@@ -184,9 +150,7 @@ fn record_claude_hook(project: &Path, event: &str, dir: &Path) {
 fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_next_session_is_told()
 {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "5", "Make the build green.");
+    let project = looping_project("5");
     // Pass 1 ends without a declaration; the next request is answered with a 529.
     let server = Server::start(
         vec![
@@ -196,15 +160,7 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
         Some(Turn::overloaded()),
     );
     let home = home();
-    let out = claude_run(
-        &clients,
-        home.path(),
-        project.path(),
-        &server,
-        SESSION,
-        "Make the build green.",
-        &[],
-    );
+    let out = claude_run(&clients, home.path(), project.path(), &server, GREEN);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -220,11 +176,9 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
         "no pass was spent on the failed turn: {state}"
     );
     assert_eq!(state["failures"][0]["error"], "server_error", "{state}");
-    assert!(
-        state["failures"][0]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("529"),
+    assert_contains!(
+        state["failures"][0]["message"].as_str().unwrap_or(""),
+        "529",
         "{state}"
     );
     let checkpoint: Value = serde_json::from_slice(
@@ -237,19 +191,15 @@ fn claude_api_error_ends_a_p_session_whose_loop_is_cut_without_a_pass_and_the_ne
         "{checkpoint}"
     );
     // The next session opens with it, and with the loop ready to go on in its own session.
-    let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
+    let next = Server::texts(&["Carrying on."]);
     claude_session(&clients, project.path(), &next, SECOND, "Carry on.", &[]);
     let opening = next.main_requests()[0].text();
-    assert!(
-        opening.contains("ended on an API error: server_error at"),
-        "{opening}"
+    assert_contains!(opening, "ended on an API error: server_error at");
+    assert_contains!(
+        opening,
+        "loop: cut (turn-failed: the session ended after a turn failed on an API error)"
     );
-    assert!(
-        opening.contains(
-            "loop: cut (turn-failed: the session ended after a turn failed on an API error)"
-        ) && opening.contains(SESSION),
-        "{opening}"
-    );
+    assert_contains!(opening, SESSION);
 }
 
 /// What session-end-handoff outlasts (`sys::process::outlast_termination`): when an API error
@@ -277,20 +227,12 @@ fn claude_terminates_a_stop_failure_hook_still_running_when_p_exits() {
     let server = Server::start(vec![Turn::overloaded()], Some(Turn::overloaded()));
     let home = home();
     let start = std::time::Instant::now();
-    let out = claude_run(
-        &clients,
-        home.path(),
-        project.path(),
-        &server,
-        SESSION,
-        "Go.",
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "claude -p waited for the hook: {:?}",
-        start.elapsed()
+    let out = claude_run(&clients, home.path(), project.path(), &server, "Go.");
+    assert_exit(&out, 1);
+    assert_within(
+        start,
+        Duration::from_secs(5),
+        "claude -p waited for the hook",
     );
     assert!(
         wait_until(Duration::from_secs(5), || marks.join("term").exists()),
@@ -302,8 +244,7 @@ fn claude_terminates_a_stop_failure_hook_still_running_when_p_exits() {
 #[test]
 fn claude_background_bash_keeps_the_loop_going_until_it_finishes() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
+    let project = claude_project();
     start_loop(project.path(), Some(SESSION), "6", "Run the slow suite.");
     let server = Server::start(
         vec![
@@ -316,14 +257,7 @@ fn claude_background_bash_keeps_the_loop_going_until_it_finishes() {
         ],
         None,
     );
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Run the slow suite.",
-        &[],
-    );
+    claude_p(&clients, project.path(), &server, "Run the slow suite.");
     let main = server.main_requests();
     let held = main
         .iter()
@@ -334,11 +268,8 @@ fn claude_background_bash_keeps_the_loop_going_until_it_finishes() {
                 main.iter().map(|r| r.text()).collect::<Vec<_>>()
             )
         });
-    assert!(
-        main[held].text().contains("sleep 3; echo suite-done"),
-        "the block names the task: {}",
-        main[held].text()
-    );
+    // The block names the task.
+    assert_contains!(main[held].text(), "sleep 3; echo suite-done");
     let state = loop_status(project.path(), SESSION);
     assert_eq!(state["status"], "passed", "{state}");
     assert_eq!(
@@ -350,17 +281,16 @@ fn claude_background_bash_keeps_the_loop_going_until_it_finishes() {
 #[test]
 fn claude_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_correction_passes() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude_with(project.path(), &["--contract", "default"]);
+    let project = contract_project();
     let settings: Value = serde_json::from_slice(
         &std::fs::read(project.path().join(".claude/settings.local.json")).unwrap(),
     )
     .unwrap();
-    assert!(
+    assert_contains!(
         settings["hooks"]["SubagentStop"][0]["hooks"][0]["command"]
             .as_str()
-            .unwrap_or("")
-            .contains("--contract default"),
+            .unwrap_or(""),
+        "--contract default",
         "install wires SubagentStop: {settings}"
     );
     let report = r#"{"status":"done","answer":"There is one file, README.md.","evidence":["ls: README.md"],"changed":[],"open_questions":[],"tokens_used":4910}"#;
@@ -378,20 +308,19 @@ fn claude_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_cor
             Turn::Text(format!("```json\n{report}\n```")),
         ],
     );
-    claude_session(
+    claude_p(
         &clients,
         project.path(),
         &server,
-        SESSION,
         "Count the files with a subagent.",
-        &[],
     );
     let sub = server.subagent_requests();
     assert_eq!(sub.len(), 2, "sent back once, then passed");
     let second = sub[1].text();
-    assert!(
-        second.contains("breaks the default contract: the report is not a JSON object"),
-        "the subagent is told the first violation: {second}"
+    // The subagent is told the first violation.
+    assert_contains!(
+        second,
+        "breaks the default contract: the report is not a JSON object"
     );
     assert!(second.contains("open_questions"), "and the shape: {second}");
     let main = server.main_requests();
@@ -405,74 +334,36 @@ fn claude_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_cor
 #[test]
 fn claude_loop_whose_model_repeats_itself_ends_as_stalled() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "20", "Make the build green.");
-    let server = Server::start(
-        vec![],
-        Some(Turn::Text("Still looking at the build.".into())),
-    );
-    let out = claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Make the build green.",
-        &["--output-format", "stream-json", "--verbose"],
-    );
+    let project = looping_project("20");
+    let server = Server::always("Still looking at the build.");
+    let out = claude_streamed(&clients, project.path(), &server);
     assert_eq!(server.main_requests().len(), 3, "three passes, not twenty");
     let state = loop_status(project.path(), SESSION);
     assert_eq!(state["status"], "aborted", "{state}");
     assert_eq!(state["end_reason"], "stalled", "{state}");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("stalled"),
-        "the human is told"
-    );
+    // The human is told.
+    assert_contains!(String::from_utf8_lossy(&out.stdout), "stalled");
 }
 
 #[test]
 fn claude_loop_ends_when_its_token_budget_is_spent_counting_what_the_transcript_records() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
+    let project = claude_project();
     // Each reply: input 111, cache creation 333, output 22 count (466); cache reads 4444 not.
-    let out = vigil(
-        "stop-gate",
-        project.path(),
-        &[
-            "loop",
-            "start",
-            "--session",
-            SESSION,
-            "--max-iterations",
-            "10",
-            "--completion-promise",
-            "DONE",
-            "--max-tokens",
-            "1000",
-            "Make the build green.",
-        ],
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    let server = Server::start(
-        vec![
-            Turn::Text("First look.".into()),
-            Turn::Text("Second look.".into()),
-            Turn::Text("Third look.".into()),
-        ],
-        Some(Turn::Text("Another look.".into())),
+    let flags = "--max-iterations 10 --completion-promise DONE --max-tokens 1000";
+    start_loop_for(project.path(), SESSION, flags, GREEN);
+    let server = Server::texts_then(
+        &["First look.", "Second look.", "Third look."],
+        "Another look.",
     );
     let home = home();
-    let out = claude_run(
+    ok(claude_run(
         &clients,
         home.path(),
         project.path(),
         &server,
-        SESSION,
-        "Make the build green.",
-        &[],
-    );
-    assert!(out.status.success(), "{}", said(&out));
+        GREEN,
+    ));
     assert_eq!(
         server.main_requests().len(),
         3,
@@ -495,10 +386,10 @@ fn claude_loop_ends_when_its_token_budget_is_spent_counting_what_the_transcript_
 fn codex_loop_whose_model_repeats_itself_ends_as_stalled_and_counts_its_rollouts_tokens() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let server = Server::start(vec![], Some(Turn::Text("Still looking.".into())));
+    let server = Server::always("Still looking.");
     let home = codex_home(&server, project.path(), true);
     install_codex(project.path(), home.path(), true);
-    let out = vigil(
+    ok(vigil(
         "stop-gate",
         project.path(),
         &[
@@ -511,17 +402,10 @@ fn codex_loop_whose_model_repeats_itself_ends_as_stalled_and_counts_its_rollouts
             "DONE",
             "--max-tokens",
             "1m",
-            "Make the build green.",
+            GREEN,
         ],
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    let out = codex_exec(
-        &clients,
-        home.path(),
-        project.path(),
-        "Make the build green.",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
+    codex_ok(&clients, &home, &project, GREEN);
     assert_eq!(server.main_requests().len(), 3, "three passes, not twenty");
     let state = only_loop(project.path());
     assert_eq!(state["end_reason"], "stalled", "{state}");
@@ -560,45 +444,35 @@ fn codex_subagent_report_that_breaks_the_contract_is_sent_back_once_and_its_corr
         true,
         &["--contract", "default"],
     );
-    assert!(
-        !codex_check(project.path(), home.path()).contains("[warn] Codex will skip"),
-        "SubagentStop is trusted too"
+    // SubagentStop is trusted too.
+    assert_lacks!(
+        codex_check(project.path(), home.path()),
+        "[warn] Codex will skip"
     );
-    let out = codex_exec(&clients, home.path(), project.path(), "Count the files.");
-    assert!(out.status.success(), "{}", said(&out));
+    let out = codex_ok(&clients, &home, &project, "Count the files.");
     let sub = server.subagent_requests();
     assert_eq!(sub.len(), 2, "sent back once, then passed: {}", said(&out));
-    assert!(
-        sub[1]
-            .text()
-            .contains("breaks the default contract: the report is not a JSON object"),
-        "{}",
-        sub[1].text()
+    assert_contains!(
+        sub[1].text(),
+        "breaks the default contract: the report is not a JSON object"
     );
 }
 
 #[test]
 fn claude_compaction_is_not_held_to_the_subagent_contract() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude_with(project.path(), &["--contract", "default"]);
+    let project = contract_project();
     let hooks = tempfile::tempdir().unwrap();
     record_claude_hook(project.path(), "SubagentStop", hooks.path());
-    let server = Server::start(
-        vec![Turn::Text("Hello.".into())],
-        Some(Turn::Text("Summary: the user asked for a greeting.".into())),
-    );
+    let server = Server::texts_then(&["Hello."], "Summary: the user asked for a greeting.");
     let home = home();
-    let first = claude_run(
+    ok(claude_run(
         &clients,
         home.path(),
         project.path(),
         &server,
-        SESSION,
         "Say hello.",
-        &[],
-    );
-    assert!(first.status.success(), "{}", said(&first));
+    ));
     let mut args = vec![
         "-p",
         "/compact",
@@ -609,8 +483,7 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
     args.extend(["--output-format", "stream-json", "--verbose"]);
     let mut cmd = claude(&clients, home.path(), project.path(), &server.url, &args);
     cmd.env(NO_RETRIES.0, NO_RETRIES.1);
-    let compact = run(cmd, DEADLINE);
-    assert!(compact.status.success(), "{}", said(&compact));
+    let compact = ok(run(cmd, DEADLINE));
     let stops = recorded_payloads(hooks.path());
     assert!(
         stops.iter().any(|p| p["agent_type"] == ""),
@@ -620,8 +493,9 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
         .map(|r| r["agent_budgets"].clone())
         .unwrap_or(Value::Null);
     assert!(blocked.is_null(), "no block was counted for it: {blocked}");
-    assert!(
-        !String::from_utf8_lossy(&compact.stdout).contains("breaks the default contract"),
+    assert_lacks!(
+        String::from_utf8_lossy(&compact.stdout),
+        "breaks the default contract",
         "{}",
         said(&compact)
     );
@@ -630,8 +504,7 @@ fn claude_compaction_is_not_held_to_the_subagent_contract() {
 #[test]
 fn claude_an_agent_call_cannot_pass_itself_off_as_compaction() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude_with(project.path(), &["--contract", "default"]);
+    let project = contract_project();
     let hooks = tempfile::tempdir().unwrap();
     record_claude_hook(project.path(), "SubagentStop", hooks.path());
     // The model asks for a subagent of no type, as compaction's SubagentStop has none, which
@@ -648,14 +521,7 @@ fn claude_an_agent_call_cannot_pass_itself_off_as_compaction() {
         ],
         vec![Turn::Text("Subagent report: prose, not JSON.".into())],
     );
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Count the files.",
-        &[],
-    );
+    claude_p(&clients, project.path(), &server, "Count the files.");
     let stops = recorded_payloads(hooks.path());
     eprintln!(
         "subagent stops: {stops:?}; subagent requests: {}",

@@ -43,6 +43,14 @@ fn project() -> Project {
         .build()
 }
 
+/// A [`project`] with vigil installed for Claude Code (no check) and a loop of `max` passes for
+/// `SESSION` to make the build green: where most Claude Code scenarios start.
+fn looping_project(max: &str) -> Project {
+    let project = claude_project();
+    start_loop(project.path(), Some(SESSION), max, GREEN);
+    project
+}
+
 /// A vigil binary run in `project` as a person (or CI) would.
 fn vigil(binary: &str, project: &Path, args: &[&str]) -> Output {
     isolated(&mut Command::new(bin_dir().join(binary)))
@@ -56,6 +64,17 @@ fn vigil(binary: &str, project: &Path, args: &[&str]) -> Output {
 /// settings-merge install into the project's `.claude/settings.local.json`, then `extra`
 /// appended to the Stop command (flags settings-merge does not write).
 fn install_claude(project: &Path, run: Option<&str>, stop_extra: &str) {
+    match run {
+        Some(run) => install_claude_with(project, &["--run", run]),
+        None => install_claude_with(project, &[]),
+    }
+    if !stop_extra.is_empty() {
+        append_to_stop_command(&project.join(".claude/settings.local.json"), stop_extra);
+    }
+}
+
+/// settings-merge install for Claude Code with these gate flags (what install.sh passes on).
+fn install_claude_with(project: &Path, flags: &[&str]) {
     let settings = project.join(".claude/settings.local.json");
     let bin = bin_dir();
     let mut args = vec![
@@ -65,19 +84,16 @@ fn install_claude(project: &Path, run: Option<&str>, stop_extra: &str) {
         "--bin-dir",
         bin.to_str().unwrap(),
     ];
-    if let Some(run) = run {
-        args.extend(["--run", run]);
-    }
+    args.extend(flags);
     ok(vigil("settings-merge", project, &args));
-    if !stop_extra.is_empty() {
-        let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
-        let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        value["hooks"]["Stop"][0]["hooks"][0]["command"] = json!(format!("{command} {stop_extra}"));
-        std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    }
+}
+
+/// A [`project`] with vigil installed for Claude Code, no check: where most Claude Code
+/// scenarios start.
+fn claude_project() -> Project {
+    let project = project();
+    install_claude(project.path(), None, "");
+    project
 }
 
 /// `stop-gate loop start` for `session`, or with `None` for the next session that starts.
@@ -94,6 +110,17 @@ fn start_loop(project: &Path, session: Option<&str>, max: &str, prompt: &str) {
         "DONE",
         prompt,
     ]);
+    ok(vigil("stop-gate", project, &args));
+}
+
+/// `stop-gate loop start --session SESSION FLAGS PROMPT`, the flags as a person types them.
+fn start_loop_for(project: &Path, session: &str, flags: &str, prompt: &str) {
+    let args = [
+        &["loop", "start", "--session", session][..],
+        &words(flags),
+        &[prompt],
+    ]
+    .concat();
     ok(vigil("stop-gate", project, &args));
 }
 
@@ -124,12 +151,26 @@ fn claude_session(
         "--dangerously-skip-permissions",
     ];
     args.extend(extra);
-    let out = run(
+
+    ok(run(
         claude(clients, home.path(), project, &server.url, &args),
         DEADLINE,
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    out
+    ))
+}
+
+/// The usual session of a scenario: [`claude_session`] as `SESSION`, with no more flags.
+fn claude_p(clients: &Clients, project: &Path, server: &Server, prompt: &str) -> Output {
+    claude_session(clients, project, server, SESSION, prompt, &[])
+}
+
+/// The task most scenarios give the client, and the loops they start.
+const GREEN: &str = "Make the build green.";
+
+/// [`claude_p`] of `GREEN` that streams its output as JSON, verbose (which shows what the human
+/// is told).
+fn claude_streamed(clients: &Clients, project: &Path, server: &Server) -> Output {
+    let streamed = ["--output-format", "stream-json", "--verbose"];
+    claude_session(clients, project, server, SESSION, GREEN, &streamed)
 }
 
 const MENTION: &str = "When it is done I will write <promise>DONE</promise> on its own line.";
@@ -169,16 +210,7 @@ fn claude_transcript(home: &Path, session: &str) -> std::path::PathBuf {
 /// transcript.
 #[allow(dead_code)]
 fn subagent_transcripts(transcript: &Path) -> Vec<std::path::PathBuf> {
-    let dir = transcript.with_extension("").join("subagents");
-    let mut found: Vec<_> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    found.sort();
-    found
+    files_ending(&transcript.with_extension("").join("subagents"), "jsonl")
 }
 
 /// Polls `done` every 50 ms for at most `limit` (background work, a hook's file); whether it
@@ -253,6 +285,16 @@ fn codex_exec(clients: &Clients, home: &Path, project: &Path, prompt: &str) -> O
     codex_exec_with(clients, home, project, &[prompt])
 }
 
+/// [`codex_exec`] of `project` under the CODEX_HOME in `home`, which must succeed.
+fn codex_ok(
+    clients: &Clients,
+    home: &tempfile::TempDir,
+    project: &Project,
+    prompt: &str,
+) -> Output {
+    ok(codex_exec(clients, home.path(), project.path(), prompt))
+}
+
 /// `codex exec ARGS...` (the test's own switches first: plugins and analytics off).
 fn codex_exec_with(clients: &Clients, home: &Path, project: &Path, args: &[&str]) -> Output {
     let mut all = vec![
@@ -316,21 +358,14 @@ fn codex_check(project: &Path, home: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
-/// Adds a handler running `command` on `event` to the project's `.codex/hooks.json`, made if
-/// missing, and trusts it in the CODEX_HOME under `home` (Codex skips an untrusted one). Codex
-/// 0.171.0 has `SubagentStart`, `SubagentStop` (with `agent_id`, `agent_type`,
-/// `agent_transcript_path`, `last_assistant_message`, `turn_id`; no `background_tasks`) and
-/// `Interrupt`, and no StopFailure: an API error ends `codex exec` (exit 1) with no Stop and
-/// only SessionEnd.
-#[allow(dead_code)]
-fn add_codex_hook(project: &Path, home: &Path, event: &str, command: &str) {
-    let settings = project.join(".codex/hooks.json");
+/// Adds a group of the one `handler` on `event` to the hooks file `settings`, made if missing,
+/// after the groups already there: the group's index.
+fn add_hook_group(settings: &Path, event: &str, handler: &Value) -> usize {
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
-    let mut value: Value = std::fs::read(&settings)
+    let mut value: Value = std::fs::read(settings)
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_else(|| json!({}));
-    let handler = json!({"type": "command", "command": command, "timeout": 30});
     let groups = value
         .as_object_mut()
         .unwrap()
@@ -342,9 +377,23 @@ fn add_codex_hook(project: &Path, home: &Path, event: &str, command: &str) {
         .or_insert_with(|| json!([]))
         .as_array_mut()
         .unwrap();
-    groups.push(json!({"hooks": [handler.clone()]}));
+    groups.push(json!({"hooks": [handler]}));
     let group = groups.len() - 1;
-    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    std::fs::write(settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    group
+}
+
+/// Adds a handler running `command` on `event` to the project's `.codex/hooks.json`, made if
+/// missing, and trusts it in the CODEX_HOME under `home` (Codex skips an untrusted one). Codex
+/// 0.171.0 has `SubagentStart`, `SubagentStop` (with `agent_id`, `agent_type`,
+/// `agent_transcript_path`, `last_assistant_message`, `turn_id`; no `background_tasks`) and
+/// `Interrupt`, and no StopFailure: an API error ends `codex exec` (exit 1) with no Stop and
+/// only SessionEnd.
+#[allow(dead_code)]
+fn add_codex_hook(project: &Path, home: &Path, event: &str, command: &str) {
+    let settings = project.join(".codex/hooks.json");
+    let handler = json!({"type": "command", "command": command, "timeout": 30});
+    let group = add_hook_group(&settings, event, &handler);
     vigil::install::codex::trust(
         &home.join("codex-home/config.toml"),
         &[(

@@ -2,6 +2,7 @@
 //! its loop command, and the plugin's hooks end the loop on the declaration.
 
 use std::path::Path;
+use std::process::Output;
 
 use super::{DEADLINE, DECLARATION, MENTION, SESSION, loop_status, project, vigil};
 use crate::clients::*;
@@ -40,7 +41,7 @@ fn with_plugin(
     server: &Server,
     clone: &Path,
     prompt: &str,
-) -> std::process::Output {
+) -> Output {
     let home = home();
     let cmd = claude(
         clients,
@@ -61,23 +62,25 @@ fn with_plugin(
     run(cmd, DEADLINE)
 }
 
+/// The human's `/vigil:vigil-loop` of 4 passes to make the build green, in `claude -p` with
+/// the plugin loaded from a fresh clone, which must succeed.
+fn loop_with_plugin(clients: &Clients, project: &Project, server: &Server) -> Output {
+    let clone = plugin_clone();
+    ok(with_plugin(
+        clients,
+        project.path(),
+        server,
+        clone.path(),
+        "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
+    ))
+}
+
 #[test]
 fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let server = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-        None,
-    );
-    let clone = plugin_clone();
-    let out = with_plugin(
-        &clients,
-        project.path(),
-        &server,
-        clone.path(),
-        "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    let server = Server::texts(&[MENTION, DECLARATION]);
+    let out = loop_with_plugin(&clients, &project, &server);
     assert_eq!(
         loop_status(project.path(), SESSION)["status"],
         "passed",
@@ -97,12 +100,11 @@ fn claude_plugin_dir_loads_vigils_hooks_and_its_loop_command() {
 fn claude_plugin_blocks_a_declaration_while_the_projects_check_fails() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let set = vigil(
+    ok(vigil(
         "stop-gate",
         project.path(),
         &["config", "set", "--run", "test -f fixed.txt"],
-    );
-    assert!(set.status.success(), "{}", said(&set));
+    ));
     let server = Server::start(
         vec![
             Turn::Text(DECLARATION.into()),
@@ -117,22 +119,11 @@ fn claude_plugin_blocks_a_declaration_while_the_projects_check_fails() {
         ],
         None,
     );
-    let clone = plugin_clone();
-    let out = with_plugin(
-        &clients,
-        project.path(),
-        &server,
-        clone.path(),
-        "/vigil:vigil-loop Make the build green. --max-iterations 4 --completion-promise DONE",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    let out = loop_with_plugin(&clients, &project, &server);
     let requests = server.main_requests();
     assert_eq!(requests.len(), 3, "{}", said(&out));
-    assert!(
-        requests[1].text().contains("`test -f fixed.txt` failed"),
-        "the first declaration was blocked by the check: {}",
-        requests[1].text()
-    );
+    // The first declaration was blocked by the check.
+    assert_contains!(requests[1].text(), "`test -f fixed.txt` failed");
     assert_eq!(
         loop_status(project.path(), SESSION)["status"],
         "passed",
@@ -150,8 +141,9 @@ pub fn assert_model_is_not_offered_vigils_commands(server: &Server) {
             "Start a vigil loop: the same task again",
             "Cancel the vigil loop of this session",
         ] {
-            assert!(
-                !text.contains(description),
+            assert_lacks!(
+                text,
+                description,
                 "the model was offered vigil's command ({description}): {}",
                 &text[..text.len().min(2000)]
             );

@@ -9,8 +9,8 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{
-    DEADLINE, DECLARATION, MENTION, SESSION, claude_transcript, install_codex_with, loop_status,
-    project, vigil,
+    DEADLINE, DECLARATION, GREEN, MENTION, SESSION, claude_transcript, install_codex_with,
+    loop_status, project, vigil,
 };
 use crate::clients::*;
 use crate::server::{Server, Turn};
@@ -39,7 +39,7 @@ fn sandbox_runs() -> bool {
 /// `./install.sh --protect` into `project` with HOME at `home`, the binaries built already.
 fn install_protected(project: &Path, home: &Path) {
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(checkout.join("install.sh"))
+    ok(Command::new(checkout.join("install.sh"))
         .args([
             "--project",
             project.to_str().unwrap(),
@@ -53,8 +53,7 @@ fn install_protected(project: &Path, home: &Path) {
         .env_remove("VIGIL_STATE_HOME")
         .env_remove("XDG_STATE_HOME")
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
 }
 
 #[test]
@@ -74,9 +73,10 @@ fn claude_protect_keeps_a_sandboxed_agent_off_the_loop_it_is_in() {
         let settings = project.path().join(".claude/settings.local.json");
         let installed = std::fs::read(&settings).unwrap();
         let state = state_home_of(project.path());
-        assert!(
-            String::from_utf8_lossy(&installed).contains("Edit(~/.local/state/vigil/**)"),
-            "the default state home is denied in its ~/ form"
+        // The default state home is denied in its ~/ form.
+        assert_contains!(
+            String::from_utf8_lossy(&installed),
+            "Edit(~/.local/state/vigil/**)"
         );
         // Where the hooks will keep this session's record (made by a writer beforehand, so
         // the script can name it as an agent that looked around would).
@@ -140,10 +140,9 @@ fn claude_protect_keeps_a_sandboxed_agent_off_the_loop_it_is_in() {
         let main = server.main_requests();
         assert_eq!(main.len(), 9, "every scripted turn was asked for: {what}");
         let first = main[0].text();
-        assert!(
-            first.contains("Make the build green.") && first.contains("1/5"),
-            "the human's /vigil-loop started the loop, and the command showed it: {first}"
-        );
+        // The human's /vigil-loop started the loop, and the command showed it.
+        assert_contains!(first, GREEN);
+        assert_contains!(first, "1/5");
         assert!(
             state.is_dir(),
             "rm -rf did not reach the state home: {what}"
@@ -155,25 +154,21 @@ fn claude_protect_keeps_a_sandboxed_agent_off_the_loop_it_is_in() {
         );
         let tools: Vec<String> = main[1..8].iter().map(|r| r.text()).collect();
         for (turn, said) in tools[..4].iter().enumerate() {
-            assert!(
-                said.contains("denied"),
-                "turn {turn}: a tool naming the state is turned away: {said}"
+            assert_contains!(
+                said,
+                "denied",
+                "turn {turn}: a tool naming the state is turned away"
             );
         }
         if skip_permissions {
             // Permissions skipped, the commands run: in the sandbox, which keeps $HOME read-only.
-            assert!(
-                tools[5].contains("Read-only file system"),
-                "the sandbox kept the state home read-only: {}",
-                tools[5]
-            );
+            // The sandbox kept the state home read-only.
+            assert_contains!(tools[5], "Read-only file system");
         }
         let after_mention = main[8].text();
-        assert!(
-            after_mention.contains("Stop hook blocking error")
-                && after_mention.contains("Make the build green."),
-            "the mention did not end the loop, and its task came back: {after_mention}"
-        );
+        // The mention did not end the loop, and its task came back.
+        assert_contains!(after_mention, "Stop hook blocking error");
+        assert_contains!(after_mention, GREEN);
         let status = loop_status(project.path(), SESSION);
         assert_eq!(status["status"], "passed", "{what}");
         assert_eq!(status["iteration"], 2, "{what}");
@@ -327,16 +322,14 @@ fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
     );
     let codex_home = home.join("codex-home");
     std::fs::create_dir_all(&codex_home).unwrap();
-    let canonical = std::fs::canonicalize(&project).unwrap();
-    std::fs::write(
-        codex_home.join("config.toml"),
-        format!(
-            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            server.url,
-            canonical.display()
+    write_codex_config_trusting(
+        &codex_home.join("config.toml"),
+        &format!(
+            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n",
+            server.url
         ),
-    )
-    .unwrap();
+        &project,
+    );
     install_codex_with(&project, &home, true, &["--protect"]);
     let installed = std::fs::read(&config).unwrap();
     let mut cmd = codex(
@@ -353,15 +346,14 @@ fn codex_protect_keeps_the_agents_shell_out_of_the_state_home() {
         ],
     );
     cmd.env("TMPDIR", &tmp);
-    let out = run(cmd, DEADLINE);
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(run(cmd, DEADLINE));
     let main = server.main_requests();
     assert_eq!(main.len(), 2, "{}", said(&out));
     let result = main[1].text();
-    assert!(
-        result.contains("state=1") && result.contains("proj=0") && result.contains("cfg=1"),
-        "the shell ran in the workspace-write sandbox: {result}"
-    );
+    // The shell ran in the workspace-write sandbox.
+    assert_contains!(result, "state=1");
+    assert_contains!(result, "proj=0");
+    assert_contains!(result, "cfg=1");
     assert!(!planted.exists(), "the agent's shell wrote the state home");
     assert_eq!(
         std::fs::read_to_string(project.join("inproj.txt")).unwrap(),
@@ -437,10 +429,7 @@ fn claude_protect_leaves_the_clients_plan_and_memory_files_writable() {
         assert_eq!(written.len(), turns - 1, "{what}");
         for (turn, path) in written.iter().enumerate() {
             let result = main[turn + 1].user_texts().pop().unwrap_or_default();
-            assert!(
-                !result.contains("denied"),
-                "{mode}: {path} was turned away: {result}"
-            );
+            assert_lacks!(result, "denied", "{mode}: {path} was turned away");
             assert_eq!(
                 std::fs::read_to_string(path).unwrap_or_default(),
                 "# Plan\n",
@@ -522,22 +511,20 @@ fn claude_protect_keeps_a_settings_change_that_drops_vigil_out_of_the_running_se
         if kept {
             assert_eq!(main.len(), 5, "every scripted turn was asked for: {what}");
             let write = result_of(3);
-            assert!(
-                write.contains("denied"),
-                "the guard and the deny rules still turn the write away: {write}"
-            );
+            // The guard and the deny rules still turn the write away.
+            assert_contains!(write, "denied");
             assert!(!agent.exists());
             let after_mention = result_of(4);
-            assert!(
-                after_mention.contains("Stop hook") && after_mention.contains("vigil loop 2/5"),
-                "the gate still holds the loop: {after_mention}"
-            );
+            assert_contains!(after_mention, "Stop hook", "the gate still holds the loop");
+            // The gate still holds the loop.
+            assert_contains!(after_mention, "vigil loop 2/5");
             assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
             // Issue 29: the block is kept in the session's record and told at the next Stop,
             // which Claude Code keeps in the transcript (`-p` shows neither hook's message).
             let transcript = std::fs::read_to_string(claude_transcript(&home, SESSION)).unwrap();
-            assert!(
-                transcript.contains("vigil blocked a settings change during this session"),
+            assert_contains!(
+                transcript,
+                "vigil blocked a settings change during this session",
                 "the block is told at the next Stop: {what}"
             );
         } else {

@@ -98,10 +98,7 @@ fn claude_readme_quick_start_works_as_written() {
     let Some(clients) = clients() else { return };
     let project = project();
     // The reader's tests, which the quick start holds.
-    write_file(
-        &project.path().join("tests/check.sh"),
-        "test -f fixed.txt\n",
-    );
+    project.write("tests/check.sh", "test -f fixed.txt\n");
     git(project.path(), &["add", "tests"]);
     git(project.path(), &["commit", "-qm", "tests"]);
     let lines = quickstart("claude");
@@ -125,13 +122,8 @@ fn claude_readme_quick_start_works_as_written() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let client = claude(&clients, home.path(), project.path(), &server.url, &args);
             let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            let out = run(loop_run(&client, &flags), DEADLINE);
-            assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-            assert!(
-                run_line(&out).contains("loop passed on pass 2/10"),
-                "{}",
-                said(&out)
-            );
+            let out = ok(run(loop_run(&client, &flags), DEADLINE));
+            assert_contains!(run_line(&out), "loop passed on pass 2/10", "{}", said(&out));
             assert!(
                 project.path().join("fixed.txt").is_file(),
                 "the model's edit was made"
@@ -153,14 +145,12 @@ fn claude_readme_quick_start_works_as_written() {
         }
         if line.contains("install.sh --check") {
             let text = String::from_utf8_lossy(&out.stdout);
-            assert!(
-                text.contains("the human holds 1 files under tests"),
-                "{line}: {text}"
-            );
+            assert_contains!(text, "the human holds 1 files under tests", "{line}");
         }
         if line.contains(" hold add ") {
-            assert!(
-                stdout_of(&out).contains("held 1 files under tests"),
+            assert_contains!(
+                stdout_of(&out),
+                "held 1 files under tests",
                 "{line}: {}",
                 said(&out)
             );
@@ -205,8 +195,10 @@ fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
             .any(|w| w[0] == "--permission-mode" && w[1] == "acceptEdits"),
         "the README's line gives the mode: {line}"
     );
-    let install = reader_runs("\"$VIGIL\"/install.sh --run 'cargo test'", project.path());
-    assert!(install.status.success(), "{}", said(&install));
+    ok(reader_runs(
+        "\"$VIGIL\"/install.sh --run 'cargo test'",
+        project.path(),
+    ));
     let mut bare: Vec<&str> = Vec::new();
     let mut words = args.iter().map(String::as_str);
     while let Some(word) = words.next() {
@@ -223,7 +215,7 @@ fn claude_quick_start_needs_its_permission_mode_to_edit_a_file() {
     let at = flags.iter().position(|f| *f == "--max-iterations").unwrap();
     flags[at + 1] = "3";
     let out = run(loop_run(&client, &flags), DEADLINE);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     assert!(
         !project.path().join("fixed.txt").exists(),
         "the edit was refused"
@@ -273,8 +265,7 @@ fn codex_readme_quick_start_works_as_written() {
             let words = shlex::split(line).unwrap();
             assert_eq!(words[1], "exec", "{line}");
             let args: Vec<&str> = words[2..].iter().map(String::as_str).collect();
-            let out = codex_exec_with(&clients, &home, project.path(), &args);
-            assert!(out.status.success(), "{}", said(&out));
+            let out = ok(codex_exec_with(&clients, &home, project.path(), &args));
             assert!(project.path().join("fixed.txt").is_file(), "{}", said(&out));
             assert_eq!(server.main_requests().len(), 3, "{}", said(&out));
             let state = only_loop(project.path());

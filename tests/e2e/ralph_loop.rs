@@ -7,9 +7,9 @@
 use serde_json::json;
 
 use super::{
-    DEADLINE, DECLARATION, MENTION, SESSION, claude_session, claude_transcript, codex_exec,
-    codex_home, install_claude, install_codex, install_codex_with, loop_run, loop_status,
-    only_loop, project, run_line, start_loop, vigil,
+    DEADLINE, DECLARATION, GREEN, MENTION, SESSION, claude_p, claude_project, claude_streamed,
+    claude_transcript, codex_home, codex_ok, install_claude, install_codex, install_codex_with,
+    loop_run, loop_status, looping_project, only_loop, project, run_line, start_loop, vigil,
 };
 use crate::clients::*;
 use crate::plugin::assert_model_is_not_offered_vigils_commands;
@@ -28,6 +28,19 @@ fn text_only_server() -> Server {
     )
 }
 
+/// What `loop run` of 5 passes (its check `true`) exits with and says, by the turns the model
+/// takes: a mention then the declaration passes; no turn of its own stalls.
+fn run_verdicts() -> [(Vec<Turn>, i32, &'static str); 2] {
+    [
+        (
+            vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
+            0,
+            "loop passed on pass 2/5",
+        ),
+        (vec![], 1, "loop aborted at pass 3/5"),
+    ]
+}
+
 #[test]
 fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() {
     let Some(clients) = clients() else { return };
@@ -43,37 +56,20 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
             "5",
             "Loop task: make the build green.",
         );
-        let server = Server::start(
-            vec![
-                Turn::Text(MENTION.into()),
-                Turn::Text("Still working on the build.".into()),
-                Turn::Text(DECLARATION.into()),
-            ],
-            None,
-        );
-        claude_session(
-            &clients,
-            project.path(),
-            &server,
-            SESSION,
-            "Make the build green.",
-            &[],
-        );
+        let server = Server::texts(&[MENTION, "Still working on the build.", DECLARATION]);
+        claude_p(&clients, project.path(), &server, GREEN);
         let main = server.main_requests();
         assert_eq!(main.len(), 3, "exactly three model turns ({feedback:?})");
         for request in &main[1..] {
             let text = request.text();
             assert!(text.contains(wording), "{feedback:?}: {text}");
-            assert!(
-                text.contains("Loop task: make the build green."),
-                "the loop's own prompt is fed back: {text}"
-            );
+            // The loop's own prompt is fed back.
+            assert_contains!(text, "Loop task: make the build green.");
             // Started from a terminal, the loop tells the model how to finish in its reason.
-            assert!(
-                text.contains(
-                    "finish only by ending with <promise>DONE</promise> on its own last line"
-                ),
-                "the model is told how to finish: {text}"
+            // The model is told how to finish.
+            assert_contains!(
+                text,
+                "finish only by ending with <promise>DONE</promise> on its own last line"
             );
         }
         assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
@@ -83,18 +79,9 @@ fn claude_loop_ends_on_the_declaration_not_the_mention_in_both_feedback_modes() 
 #[test]
 fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "3", "Make the build green.");
-    let server = Server::start(vec![], Some(Turn::Text("Still working.".into())));
-    let out = claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Make the build green.",
-        &["--output-format", "stream-json", "--verbose"],
-    );
+    let project = looping_project("3");
+    let server = Server::always("Still working.");
+    let out = claude_streamed(&clients, project.path(), &server);
     assert_eq!(
         server.main_requests().len(),
         3,
@@ -116,27 +103,10 @@ fn claude_loop_that_never_declares_stops_at_max_iterations_and_says_so() {
 #[test]
 fn claude_loop_cut_by_the_engines_block_cap_is_recorded_as_interrupted() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "20", "Make the build green.");
+    let project = looping_project("20");
     // A different text each pass, so the loop does not end as stalled first.
-    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = passes.clone();
-    let server = Server::start(
-        vec![],
-        Some(Turn::answer(move |_| {
-            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Turn::Text(format!("Still working, step {n}."))
-        })),
-    );
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Make the build green.",
-        &[],
-    );
+    let server = text_only_server();
+    claude_p(&clients, project.path(), &server, GREEN);
     let turns = server.main_requests().len();
     assert!(turns < 20, "the engine cut the loop short: {turns} turns");
     // The session ended after the cut: the loop is over, cut by the engine's cap.
@@ -153,9 +123,7 @@ fn claude_loop_cut_by_the_engines_block_cap_is_recorded_as_interrupted() {
 #[test]
 fn claude_cut_turn_is_recorded_by_the_next_prompt_of_a_session_that_goes_on() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "40", "Make the build green.");
+    let project = looping_project("40");
     let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let server = Server::start(
         vec![],
@@ -182,20 +150,20 @@ fn claude_cut_turn_is_recorded_by_the_next_prompt_of_a_session_that_goes_on() {
     let message = |text: &str| {
         json!({"type": "user", "message": {"role": "user", "content": text}}).to_string() + "\n"
     };
-    let input = message("Make the build green.") + &message("SECOND PROMPT: go on.");
-    let out = run_with_input(
+    let input = message(GREEN) + &message("SECOND PROMPT: go on.");
+    ok(run_with_input(
         claude(&clients, home.path(), project.path(), &server.url, &args),
         DEADLINE,
         Some(input.as_bytes()),
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
     let status = loop_status(project.path(), SESSION);
     assert_eq!(status["status"], "passed", "{status}");
     assert_eq!(status["failures"][0]["error"], "block_cap", "{status}");
     let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
-    assert!(
-        transcript.contains("ended a turn of this session's loop over its Stop hook"),
-        "the human is told"
+    // The human is told.
+    assert_contains!(
+        transcript,
+        "ended a turn of this session's loop over its Stop hook"
     );
 }
 
@@ -205,27 +173,19 @@ fn claude_cut_turn_is_recorded_by_the_next_prompt_of_a_session_that_goes_on() {
 #[test]
 fn claude_loop_run_lifts_the_cap_so_vigil_alone_bounds_the_loop_and_exits_1() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
+    let project = claude_project();
     let server = text_only_server();
     let home = home();
-    let args = [
-        "-p",
-        "Make the build green.",
-        "--dangerously-skip-permissions",
-    ];
+    let args = ["-p", GREEN, "--dangerously-skip-permissions"];
     let client = claude(&clients, home.path(), project.path(), &server.url, &args);
     let flags = ["--max-iterations", "20", "--completion-promise", "DONE"];
     let out = run(loop_run(&client, &flags), DEADLINE);
     let line = run_line(&out);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     assert_eq!(server.main_requests().len(), 20, "every pass ran: {line}");
-    assert!(
-        line.contains("loop aborted at pass 20/20")
-            && line.contains("max-iterations")
-            && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "loop aborted at pass 20/20");
+    assert_contains!(line, "max-iterations");
+    assert_contains!(line, "NOT verified");
     assert_eq!(only_loop(project.path())["status"], "aborted");
 }
 
@@ -234,24 +194,13 @@ fn claude_loop_run_lifts_the_cap_so_vigil_alone_bounds_the_loop_and_exits_1() {
 #[test]
 fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
     let Some(clients) = clients() else { return };
-    for (turns, exit, said_line) in [
-        (
-            vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-            0,
-            "loop passed on pass 2/5",
-        ),
-        (vec![], 1, "loop aborted at pass 3/5"),
-    ] {
+    for (turns, exit, said_line) in run_verdicts() {
         let project = project();
         // A check on the Stop hook: a declaration alone verifies nothing, and exits 1.
         install_claude(project.path(), Some("true"), "");
         let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
         let home = home();
-        let args = [
-            "-p",
-            "Make the build green.",
-            "--dangerously-skip-permissions",
-        ];
+        let args = ["-p", GREEN, "--dangerously-skip-permissions"];
         let client = claude(&clients, home.path(), project.path(), &server.url, &args);
         let flags = ["--max-iterations", "5", "--completion-promise", "DONE"];
         let out = run(loop_run(&client, &flags), DEADLINE);
@@ -262,11 +211,9 @@ fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
             assert!(line.contains("stalled"), "{line}");
         }
         let first = server.main_requests()[0].text();
-        assert!(
-            first.contains("claimed a loop started with `stop-gate loop run`")
-                && first.contains("<promise>DONE</promise>"),
-            "the model is told how to finish from the start: {first}"
-        );
+        // The model is told how to finish from the start.
+        assert_contains!(first, "claimed a loop started with `stop-gate loop run`");
+        assert_contains!(first, "<promise>DONE</promise>");
     }
 }
 
@@ -276,13 +223,8 @@ fn claude_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
 #[test]
 fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), Some(SESSION), "5", "Make the build green.");
-    let server = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-        None,
-    );
+    let project = looping_project("5");
+    let server = Server::texts(&[MENTION, DECLARATION]);
     let state = state_home_of(project.path());
     server.before_turn(1, move || {
         std::fs::remove_dir_all(&state).unwrap();
@@ -290,22 +232,21 @@ fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
     let home = home();
     let args = [
         "-p",
-        "Make the build green.",
+        GREEN,
         "--session-id",
         SESSION,
         "--dangerously-skip-permissions",
     ];
-    let out = run(
+    ok(run(
         claude(&clients, home.path(), project.path(), &server.url, &args),
         DEADLINE,
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
     assert_eq!(server.main_requests().len(), 2);
     let transcript = std::fs::read_to_string(claude_transcript(home.path(), SESSION)).unwrap();
-    assert!(
-        transcript
-            .contains("the loop's record is gone from the state home: the loop is NOT verified"),
-        "the human is told"
+    // The human is told.
+    assert_contains!(
+        transcript,
+        "the loop's record is gone from the state home: the loop is NOT verified"
     );
 }
 
@@ -316,15 +257,7 @@ fn claude_loop_whose_state_home_vanished_is_told_not_verified() {
 fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let passes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = passes.clone();
-    let server = Server::start(
-        vec![],
-        Some(Turn::answer(move |_| {
-            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Turn::Text(format!("Still working, step {n}."))
-        })),
-    );
+    let server = text_only_server();
     let home = codex_home(&server, project.path(), true);
     install_codex(project.path(), home.path(), true);
     let args = [
@@ -335,17 +268,10 @@ fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
         "12",
         "--completion-promise",
         "DONE",
-        "Make the build green.",
+        GREEN,
     ];
-    let out = vigil("stop-gate", project.path(), &args);
-    assert!(out.status.success(), "{}", said(&out));
-    let out = codex_exec(
-        &clients,
-        home.path(),
-        project.path(),
-        "Make the build green.",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ok(vigil("stop-gate", project.path(), &args));
+    codex_ok(&clients, &home, &project, GREEN);
     assert_eq!(server.main_requests().len(), 12, "every pass ran");
     assert_eq!(only_loop(project.path())["status"], "aborted");
 }
@@ -355,14 +281,7 @@ fn codex_runs_every_pass_a_text_only_loop_asks_for_with_no_cap_of_its_own() {
 #[test]
 fn codex_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
     let Some(clients) = clients() else { return };
-    for (turns, exit, said_line) in [
-        (
-            vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-            0,
-            "loop passed on pass 2/5",
-        ),
-        (vec![], 1, "loop aborted at pass 3/5"),
-    ] {
+    for (turns, exit, said_line) in run_verdicts() {
         let project = project();
         let server = Server::start(turns, Some(Turn::Text("Still working.".into())));
         let home = codex_home(&server, project.path(), true);
@@ -373,7 +292,7 @@ fn codex_loop_run_exits_0_on_a_verified_pass_and_1_on_a_stalled_loop() {
             "plugins",
             "-c",
             "analytics.enabled=false",
-            "Make the build green.",
+            GREEN,
         ];
         let client = codex(&clients, home.path(), project.path(), &args);
         let flags = ["--max-iterations", "5", "--completion-promise", "DONE"];
@@ -395,14 +314,7 @@ fn claude_never_offers_the_model_vigils_slash_commands_installed_in_the_project(
         let template = repo_path(&format!("templates/commands/{name}"));
         std::fs::copy(template, commands.join(name)).unwrap();
     }
-    let server = Server::start(vec![Turn::Text("Hello.".into())], None);
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Say hello.",
-        &[],
-    );
+    let server = Server::texts(&["Hello."]);
+    claude_p(&clients, project.path(), &server, "Say hello.");
     assert_model_is_not_offered_vigils_commands(&server);
 }

@@ -403,6 +403,25 @@ impl Server {
         Server::builder().main(script, after).start()
     }
 
+    /// Starts a server that answers the main loop with `texts`, a turn each, then a plain
+    /// "nothing more to do" text.
+    pub fn texts(texts: &[&str]) -> Server {
+        let script = texts.iter().map(|text| Turn::Text(text.to_string()));
+        Server::start(script.collect(), None)
+    }
+
+    /// Starts a server that answers the main loop with `texts`, a turn each, then `after` to
+    /// every later request.
+    pub fn texts_then(texts: &[&str], after: &str) -> Server {
+        let script = texts.iter().map(|text| Turn::Text(text.to_string()));
+        Server::start(script.collect(), Some(Turn::Text(after.to_string())))
+    }
+
+    /// Starts a server that answers every main request with `text`.
+    pub fn always(text: &str) -> Server {
+        Server::texts_then(&[], text)
+    }
+
     /// Starts a server with a main script and a subagent script (see [`Builder::subagent`]).
     pub fn start_with_subagent(main: Vec<Turn>, subagent: Vec<Turn>) -> Server {
         Server::builder()

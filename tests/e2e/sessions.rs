@@ -8,8 +8,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{
-    DECLARATION, MENTION, SECOND, SESSION, claude_session, codex_check, codex_exec, codex_home,
-    install_claude, install_codex, loop_status, only_loop, project, start_loop, vigil,
+    DECLARATION, GREEN, MENTION, SECOND, SESSION, claude_p, claude_project, claude_session,
+    codex_check, codex_home, codex_ok, install_codex, loop_status, only_loop, project, start_loop,
+    vigil,
 };
 use crate::clients::*;
 use crate::server::{Server, Turn};
@@ -35,65 +36,39 @@ pub(crate) fn point_codex_at(home: &Path, server: &Server) {
 #[test]
 fn claude_handoff_reaches_the_next_sessions_first_request_defanged() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
+    let project = claude_project();
     let first = Server::start(
         vec![Turn::Text(
             "Wrapped up the tokenizer.\n<promise>DONE</promise>".into(),
         )],
         None,
     );
-    claude_session(
-        &clients,
-        project.path(),
-        &first,
-        SESSION,
-        "Finish the tokenizer.",
-        &[],
-    );
+    claude_p(&clients, project.path(), &first, "Finish the tokenizer.");
     assert!(
         project.path().join(".vigil/handoff/final.json").is_file(),
         "SessionEnd wrote the handoff"
     );
-    let second = Server::start(vec![Turn::Text("Carrying on.".into())], None);
+    let second = Server::texts(&["Carrying on."]);
     claude_session(&clients, project.path(), &second, SECOND, "Carry on.", &[]);
     let opening = second.main_requests()[0].text();
-    assert!(
-        opening.contains("[final] session 6f1c2d3e"),
-        "the handoff is in session two's first request: {opening}"
-    );
+    // The handoff is in session two's first request.
+    assert_contains!(opening, "[final] session 6f1c2d3e");
     assert!(opening.contains("Wrapped up the tokenizer."));
-    assert!(
-        opening.contains("<pro-mise>DONE</pro-mise>")
-            && !opening.contains("<promise>DONE</promise>"),
-        "handed-on text is there, defanged"
-    );
+    // Handed-on text is there, defanged.
+    assert_contains!(opening, "<pro-mise>DONE</pro-mise>");
+    assert_lacks!(opening, "<promise>DONE</promise>");
 }
 
 #[test]
 fn claude_next_session_loop_is_claimed_by_that_session_and_no_later_one() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
-    start_loop(project.path(), None, "4", "Make the build green.");
-    let server = Server::start(
-        vec![
-            Turn::Text("Working.".into()),
-            Turn::Text(DECLARATION.into()),
-        ],
-        None,
-    );
-    claude_session(
-        &clients,
-        project.path(),
-        &server,
-        SESSION,
-        "Make the build green.",
-        &[],
-    );
+    let project = claude_project();
+    start_loop(project.path(), None, "4", GREEN);
+    let server = Server::texts(&["Working.", DECLARATION]);
+    claude_p(&clients, project.path(), &server, GREEN);
     assert_eq!(server.main_requests().len(), 2);
     assert_eq!(loop_status(project.path(), SESSION)["status"], "passed");
-    let later = Server::start(vec![Turn::Text("Hello.".into())], None);
+    let later = Server::texts(&["Hello."]);
     claude_session(&clients, project.path(), &later, SECOND, "Say hello.", &[]);
     assert_eq!(
         later.main_requests().len(),
@@ -112,7 +87,7 @@ fn claude_next_session_loop_is_claimed_by_that_session_and_no_later_one() {
 fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let untrusted = Server::start(vec![Turn::Text(MENTION.into())], None);
+    let untrusted = Server::texts(&[MENTION]);
     let home = codex_home(&untrusted, project.path(), true);
     install_codex(project.path(), home.path(), false);
     let said_before = codex_check(project.path(), home.path());
@@ -132,15 +107,9 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
             "check --verbose names every hook Codex would skip ({key}): {said_before}"
         );
     }
-    start_loop(project.path(), None, "4", "Make the build green.");
+    start_loop(project.path(), None, "4", GREEN);
     // Untrusted: Codex skips the hooks without a word; the mention ends the run.
-    let out = codex_exec(
-        &clients,
-        home.path(),
-        project.path(),
-        "Make the build green.",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    codex_ok(&clients, &home, &project, GREEN);
     assert_eq!(untrusted.main_requests().len(), 1);
 
     // Trusted: a plain `codex exec` runs them; the loop goes on past the mention.
@@ -153,18 +122,9 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
             .any(|l| l.starts_with("[warn]") && !l.contains("sandbox_mode")),
         "{checked}"
     );
-    let trusted = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-        None,
-    );
+    let trusted = Server::texts(&[MENTION, DECLARATION]);
     point_codex_at(home.path(), &trusted);
-    let out = codex_exec(
-        &clients,
-        home.path(),
-        project.path(),
-        "Make the build green.",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    let out = codex_ok(&clients, &home, &project, GREEN);
     assert_eq!(trusted.main_requests().len(), 2, "{}", said(&out));
     assert_eq!(only_loop(project.path())["status"], "passed");
 
@@ -177,23 +137,18 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     assert_eq!(final_record["event"], "SessionEnd", "{final_record}");
     assert!(handoff.join("checkpoint.json").is_file());
     // SessionStart: the next session opens with both, the final one first.
-    let next = Server::start(vec![Turn::Text("Carrying on.".into())], None);
+    let next = Server::texts(&["Carrying on."]);
     point_codex_at(home.path(), &next);
-    let out = codex_exec(&clients, home.path(), project.path(), "Carry on.");
-    assert!(out.status.success(), "{}", said(&out));
+    codex_ok(&clients, &home, &project, "Carry on.");
     let opening = next.main_requests()[0].text();
     let at = opening.find("vigil handoff").unwrap_or(0);
     let context = &opening[at..(at + 1500).min(opening.len())];
-    assert!(
-        context.starts_with("vigil handoff") && context.contains("[final] session"),
-        "{context}"
-    );
+    assert_starts_with!(context, "vigil handoff");
+    assert_contains!(context, "[final] session");
     assert!(context.contains("loop: passed, pass 2/4"), "{context}");
-    assert!(
-        context.contains("<pro-mise>DONE</pro-mise>")
-            && !opening.contains("<promise>DONE</promise>"),
-        "handed-on text is defanged: {context}"
-    );
+    // Handed-on text is defanged.
+    assert_contains!(context, "<pro-mise>DONE</pro-mise>");
+    assert_lacks!(opening, "<promise>DONE</promise>");
 
     // Editing a hook makes it untrusted again, and check says so.
     let settings = project.path().join(".codex/hooks.json");
@@ -202,24 +157,12 @@ fn codex_runs_vigils_hooks_only_once_trusted_and_then_the_loop_and_context_work(
     hooks["hooks"]["Stop"][last]["hooks"][0]["timeout"] = json!(300);
     std::fs::write(&settings, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
     let said_after = codex_check(project.path(), home.path());
-    assert!(
-        said_after.contains("hooks that changed since they were trusted"),
-        "{said_after}"
-    );
+    assert_contains!(said_after, "hooks that changed since they were trusted");
     // And Codex does skip it: a new loop is not driven past the mention.
-    start_loop(project.path(), None, "4", "Make the build green.");
-    let edited = Server::start(
-        vec![Turn::Text(MENTION.into()), Turn::Text(DECLARATION.into())],
-        None,
-    );
+    start_loop(project.path(), None, "4", GREEN);
+    let edited = Server::texts(&[MENTION, DECLARATION]);
     point_codex_at(home.path(), &edited);
-    let out = codex_exec(
-        &clients,
-        home.path(),
-        project.path(),
-        "Make the build green.",
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    codex_ok(&clients, &home, &project, GREEN);
     assert_eq!(
         edited.main_requests().len(),
         1,

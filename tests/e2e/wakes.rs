@@ -18,10 +18,7 @@ const COMMANDER: &str = "0c0ffee0-1111-4222-8333-444455556666";
 /// wire it (Claude Code reads them in every worktree of the repository).
 fn worktree(project: &Path, name: &str) -> PathBuf {
     let path = project.parent().unwrap().join(name);
-    git(
-        project,
-        &["worktree", "add", "-q", "-b", name, path.to_str().unwrap()],
-    );
+    add_worktree(project, name, &path);
     path
 }
 
@@ -72,11 +69,11 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
     // One install, in the main checkout, gates its worktrees too; its own check passes there
     // (the commander's stops go through), and in a worktree once the model writes the fix.
     install_claude(project.path(), Some("test -f fixed.txt"), "");
-    std::fs::write(project.path().join("fixed.txt"), "main\n").unwrap();
+    project.write("fixed.txt", "main\n");
     let wt_a = worktree(project.path(), "wt-a");
     let wt_b = worktree(project.path(), "wt-b");
     let model_a = fixing(&wt_a);
-    let model_b = Server::start(vec![], Some(Turn::Text("Still working on it.".into())));
+    let model_b = Server::always("Still working on it.");
     let common = [
         "--notify",
         COMMANDER,
@@ -104,16 +101,12 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
         listed(project.path())
     );
     // The commander: a session of the human's, in the main checkout, named by --notify.
-    let commander = Server::start(
-        vec![
-            Turn::Text("Waiting for the loops.".into()),
-            Turn::Text("Heard.".into()),
-            Turn::Text("Heard.".into()),
-        ],
-        Some(Turn::Text("Nothing more.".into())),
+    let commander = Server::texts_then(
+        &["Waiting for the loops.", "Heard.", "Heard."],
+        "Nothing more.",
     );
     let home = home();
-    let session = run(
+    ok(run(
         claude(
             &clients,
             home.path(),
@@ -122,12 +115,11 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
             &["-p", "Wait for my loops", "--session-id", COMMANDER],
         ),
         Duration::from_secs(240),
-    );
-    assert!(session.status.success(), "{}", said(&session));
+    ));
     let a = wait_for(a);
     let b = wait_for(b);
-    assert_eq!(a.status.code(), Some(0), "{}", said(&a));
-    assert_eq!(b.status.code(), Some(1), "{}", said(&b));
+    assert_exit(&a, 0);
+    assert_exit(&b, 1);
     assert!(run_line(&b).contains("stalled"), "{}", said(&b));
     // Woken once per loop: the commander's model heard each line once, in the hook's feedback.
     let requests = commander.main_requests();
@@ -170,17 +162,16 @@ fn claude_commander_hears_once_from_each_loop_its_worktrees_settle() {
 #[test]
 fn claude_p_is_not_held_open_by_the_projects_live_loops() {
     let Some(clients) = clients() else { return };
-    let project = project();
-    install_claude(project.path(), None, "");
+    let project = claude_project();
     // A live loop that reports to this project, in a session that is not this one.
     start_loop(project.path(), Some(SECOND), "5", "Elsewhere");
-    let server = Server::start(vec![Turn::Text("Hello.".into())], None);
+    let server = Server::texts(&["Hello."]);
     let started = Instant::now();
-    claude_session(&clients, project.path(), &server, SESSION, "Hi", &[]);
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "claude -p waited {:?} for a loop it does not command",
-        started.elapsed()
+    claude_p(&clients, project.path(), &server, "Hi");
+    assert_within(
+        started,
+        Duration::from_secs(60),
+        "claude -p waited for a loop it does not command",
     );
     assert_eq!(listed(project.path())[0]["status"], "running");
 }
@@ -214,7 +205,7 @@ fn a_loop_run_takes_no_longer_with_the_waiter_installed() {
             &["--max-iterations", "3", "--completion-promise", "DONE"],
         ));
         took.push(started.elapsed());
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        assert_exit(&out, 0);
     }
     assert!(
         took[0] < took[1] + Duration::from_secs(3),
@@ -231,7 +222,7 @@ fn a_loop_run_takes_no_longer_with_the_waiter_installed() {
 fn codex_hears_of_cis_verdict_once_at_the_next_session() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let first = Server::start(vec![Turn::Text("Noted.".into())], None);
+    let first = Server::texts(&["Noted."]);
     let home = codex_home(&first, project.path(), true);
     install_codex(project.path(), home.path(), true);
     // CI: a remote the project pushes to, and a job that publishes a signed marker.
@@ -298,25 +289,31 @@ fn codex_hears_of_cis_verdict_once_at_the_next_session() {
         project.path(),
         &["sync", "--remote", remote.to_str().unwrap()],
     ));
-    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    let heard = first.main_requests()[0].text();
+    let told = ["CI vouched: tests passed for git-tree:", "CI vouched"];
+    codex_hears_once(&clients, &home, &project, &first, told);
+}
+
+/// `codex exec "Anything new?"` (answered by `server`) hears `told[0]` once in its opening
+/// request, and the next session's opening has nothing of `told[1]`: told once, not twice.
+fn codex_hears_once(
+    clients: &Clients,
+    home: &tempfile::TempDir,
+    project: &Project,
+    server: &Server,
+    told: [&str; 2],
+) {
+    codex_ok(clients, home, project, "Anything new?");
+    let opening = server.main_requests()[0].text();
     assert_eq!(
-        heard
-            .matches("CI vouched: tests passed for git-tree:")
-            .count(),
+        opening.matches(told[0]).count(),
         1,
         "{}",
-        &heard[heard.len().saturating_sub(3000)..]
+        &opening[opening.len().saturating_sub(3000)..]
     );
-    let second = Server::start(vec![Turn::Text("Noted.".into())], None);
-    point_codex_at(home.path(), &second);
-    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        !second.main_requests()[0].text().contains("CI vouched"),
-        "told twice"
-    );
+    let next = Server::texts(&["Noted."]);
+    point_codex_at(home.path(), &next);
+    codex_ok(clients, home, project, "Anything new?");
+    assert_lacks!(next.main_requests()[0].text(), told[1], "told twice");
 }
 
 /// Codex 0.171.0 has no async hook: the waiter is not installed for it, and a loop that settled
@@ -325,51 +322,22 @@ fn codex_hears_of_cis_verdict_once_at_the_next_session() {
 fn codex_hears_of_a_settled_loop_at_its_next_session_once() {
     let Some(clients) = clients() else { return };
     let project = project();
-    let server = Server::start(vec![Turn::Text("Noted.".into())], None);
+    let server = Server::texts(&["Noted."]);
     let home = codex_home(&server, project.path(), true);
     install_codex(project.path(), home.path(), true);
-    let hooks = std::fs::read_to_string(project.path().join(".codex/hooks.json")).unwrap();
+    let hooks = project.read(".codex/hooks.json");
     assert!(!hooks.contains("stop-gate wait"), "{hooks}");
     // A loop a human started and cancelled in another session.
-    ok(vigil(
-        "stop-gate",
-        project.path(),
-        &[
-            "loop",
-            "start",
-            "--session",
-            "elsewhere",
-            "--name",
-            "parser",
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "Fix the parser",
-        ],
-    ));
+    let flags = "--name parser --max-iterations 5 --completion-promise DONE";
+    start_loop_for(project.path(), "elsewhere", flags, "Fix the parser");
     ok(vigil(
         "stop-gate",
         project.path(),
         &["loop", "cancel", "--session", "elsewhere"],
     ));
-    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    let opening = server.main_requests()[0].text();
-    assert_eq!(
-        opening
-            .matches("loop parser in .: running -> cancelled by a human at pass 1")
-            .count(),
-        1,
-        "{}",
-        &opening[opening.len().saturating_sub(3000)..]
-    );
-    let next = Server::start(vec![Turn::Text("Noted.".into())], None);
-    point_codex_at(home.path(), &next);
-    let out = codex_exec(&clients, home.path(), project.path(), "Anything new?");
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        !next.main_requests()[0].text().contains("loop parser"),
-        "told twice"
-    );
+    let told = [
+        "loop parser in .: running -> cancelled by a human at pass 1",
+        "loop parser",
+    ];
+    codex_hears_once(&clients, &home, &project, &server, told);
 }

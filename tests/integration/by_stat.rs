@@ -14,8 +14,7 @@ use crate::support::*;
 fn end(dir: &Path) -> Value {
     let payload =
         json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
-    let out = session_end(dir, &[], payload.to_string());
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    ok(session_end(dir, &[], payload.to_string()));
     handoff_record(dir, "final.json")
 }
 
@@ -127,24 +126,14 @@ fn the_trees_changes_by_stat_are_the_paths_git_status_names() {
 /// Rewrites the index entry of `path` to the file's stat data as it is now, keeping the blob
 /// id the index held: what an agent does to make git believe a changed file unchanged.
 fn forge_stat(dir: &Path, path: &str) -> gix_index::entry::Stat {
-    let index_path = dir.join(".git/index");
-    let mut index = gix_index::File::at(
-        &index_path,
-        gix_index::hash::Kind::Sha1,
-        false,
-        Default::default(),
-    )
-    .unwrap();
-    let meta = gix_index::fs::Metadata::from_path_no_follow(&dir.join(path)).unwrap();
-    let stat = gix_index::entry::Stat::from_fs(&meta).unwrap();
-    let entry = index
-        .entries_mut()
-        .iter_mut()
-        .find(|e| e.stat.size as usize == "aaaa\n".len())
-        .unwrap();
-    entry.stat = stat;
-    index.write(Default::default(), Default::default()).unwrap();
-    stat
+    forge_index_stat(dir, path, "aaaa\n".len())
+}
+
+/// [`one_file_repo`] with a marker for its content ([`mark`]).
+fn marked_repo() -> Project {
+    let repo = one_file_repo();
+    mark(repo.path());
+    repo
 }
 
 fn one_file_repo() -> Project {
@@ -176,9 +165,8 @@ fn a_racy_entry_is_read_not_believed() {
 
 #[test]
 fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
-    let dir = one_file_repo();
-    let dir = dir.path();
-    mark(dir);
+    let repo = marked_repo();
+    let dir = repo.path();
     // The agent breaks the file, dates it back and forges the index entry to match it.
     write_file(&dir.join("f.txt"), "bbbb\n");
     touch_back(&dir.join("f.txt"));
@@ -196,9 +184,9 @@ fn a_forged_index_fools_only_what_informs_and_the_next_session_is_told_so() {
         .unwrap();
     let told = String::from_utf8_lossy(&out.stdout);
     assert!(told.contains("clean (by stat, not verified)"), "{told}");
-    assert!(
-        told.contains("matched the working tree when recorded, by stat, not verified"),
-        "{told}"
+    assert_contains!(
+        told,
+        "matched the working tree when recorded, by stat, not verified"
     );
     // ...and the gate, which hashes every file, is not fooled.
     let verify = marker_writer_in(dir, &["verify", "--check", "tests"]);
@@ -262,34 +250,29 @@ fn where_attributes_may_convert_content_the_markers_match_is_unknown() {
     assert_eq!(record["git"]["dirty"], false, "{record}");
 }
 
+/// SessionEnd of `dir` with an untracked file of 1000 MiB in it (`dataset.bin`), which must
+/// take under a second: its record.
+fn end_beside_a_huge_file(dir: &Path) -> Value {
+    let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
+    huge.set_len(1000 << 20).unwrap();
+    let started = Instant::now();
+    let record = end(dir);
+    assert_within(started, Duration::from_secs(1), "");
+    record
+}
+
 /// A file far too large to hash in the budget, untracked: with no marker it is named changed
 /// unread; with one, the walk that must hash it is not waited for past the deadline.
 #[test]
 fn a_huge_untracked_file_costs_the_handoff_nothing_past_its_deadline() {
     let dir = one_file_repo();
     let dir = dir.path();
-    let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
-    huge.set_len(1000 << 20).unwrap();
-    let started = Instant::now();
-    let record = end(dir);
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let record = end_beside_a_huge_file(dir);
     assert_eq!(changed(&record), ["dataset.bin"]);
     // Now with a marker, whose match needs the file hashed.
     std::fs::remove_file(dir.join("dataset.bin")).unwrap();
     mark(dir);
-    let huge = std::fs::File::create(dir.join("dataset.bin")).unwrap();
-    huge.set_len(1000 << 20).unwrap();
-    let started = Instant::now();
-    let record = end(dir);
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let record = end_beside_a_huge_file(dir);
     assert_eq!(record["git"]["dirty"], Value::Null, "{record}");
     assert_eq!(
         record["markers"][0]["matches_worktree"],
@@ -332,10 +315,7 @@ fn the_record_is_written_before_git_answers() {
         {
             break (started.elapsed(), record);
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "no record within 2 s"
-        );
+        assert_within(started, Duration::from_secs(2), "no record within 2 s");
         std::thread::sleep(Duration::from_millis(2));
     };
     let (when, first) = appeared;
@@ -353,9 +333,8 @@ fn the_record_is_written_before_git_answers() {
 /// handoff, nor of the git it runs, waits for the disk.
 #[test]
 fn a_handoff_never_waits_for_the_disk() {
-    let dir = one_file_repo();
-    let dir = dir.path();
-    mark(dir);
+    let repo = marked_repo();
+    let dir = repo.path();
     write_file(&dir.join("f.txt"), "changed\n");
     let payload =
         json!({"session_id": "s-1", "cwd": dir, "hook_event_name": "SessionEnd", "reason": "exit"});
@@ -367,12 +346,7 @@ fn a_handoff_never_waits_for_the_disk() {
     ) else {
         return;
     };
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert_eq!(calls.text.trim(), "", "the handoff waited for the disk");
     let record = handoff_record(dir, "final.json");
     assert_eq!(changed(&record), ["f.txt"]);

@@ -25,7 +25,7 @@ use std::sync::{Mutex, OnceLock};
 use proptest::prelude::*;
 use vigil::verdict::markdown::{Lines, masked_lines};
 
-use crate::support::skip;
+use crate::support::skip_unless_required;
 
 const PACKAGE_JSON: &str = include_str!("../commonmark/package.json");
 
@@ -116,11 +116,11 @@ fn reference() -> Option<&'static Mutex<Reference>> {
     match started {
         Ok(reference) => Some(reference),
         Err(why) => {
-            assert!(
-                std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-                "the CommonMark reference is required here, but {why}"
+            skip_unless_required(
+                "the CommonMark reference",
+                "the comparison with commonmark.js",
+                why,
             );
-            skip(&format!("the comparison with commonmark.js: {why}"));
             None
         }
     }
@@ -192,9 +192,7 @@ fn markdownish() -> impl Strategy<Value = String> {
 /// itself, or the ports first tried as oracles), each read as the reference reads it.
 #[test]
 fn rule1_agrees_with_the_reference_where_parsers_were_found_to_differ() {
-    let Some(reference) = reference() else {
-        return;
-    };
+    let Some(reference) = reference() else { return };
     for text in [
         "> <pre>\n- -->\n  \t<div>\n",
         "- ~~~\n1. ```\n",

@@ -35,17 +35,35 @@ fn random() -> impl FnMut(u64) -> u64 {
 
 /// Spawns `cmd` with `stdin`, kills it after a random few milliseconds; true if it was killed.
 fn kill_midway(mut cmd: Command, stdin: &[u8], after: Duration) -> bool {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let mut child = spawn_feeding(cmd.stdout(Stdio::null()).stderr(Stdio::null()), stdin);
     std::thread::sleep(after);
     let _ = child.kill();
     child.wait().unwrap().code().is_none()
+}
+
+/// `rounds` times: the command `run` makes for the round, fed the stdin it gives, is killed
+/// after a random time under `below_micros` µs, then `check` looks at what it left. At least 10
+/// of the rounds must have been killed.
+fn kill_at_random(
+    rounds: usize,
+    below_micros: u64,
+    mut run: impl FnMut(usize) -> (Command, String),
+    mut check: impl FnMut(usize),
+) {
+    let mut random = random();
+    let mut killed = 0;
+    for round in 0..rounds {
+        let (cmd, stdin) = run(round);
+        if kill_midway(
+            cmd,
+            stdin.as_bytes(),
+            Duration::from_micros(random(below_micros)),
+        ) {
+            killed += 1;
+        }
+        check(round);
+    }
+    assert_killed_enough(killed, 10, &format!("of {rounds} killed"));
 }
 
 /// Every file vigil keeps parses and validates: the handoff records in `.vigil/`, and in the
@@ -93,13 +111,11 @@ fn stop_gate_cmd(dir: &Path) -> Command {
 #[test]
 fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points() {
     let dir = Project::git();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
-        if round % 10 == 0 {
+    let run = |round: usize| {
+        if round.is_multiple_of(10) {
             // A fresh loop now and then, so the writes go on (a loop ends at its cap).
             let _ = dir.loop_command(&["cancel", "--session", "s1"]);
-            Loop::for_session(dir.path(), "s1")
+            dir.loop_for("s1")
                 .max_iterations(50)
                 .prompt("Fix it.")
                 .start();
@@ -109,11 +125,9 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
         // Each pass its own words: the same message three passes in a row is a stall.
         let said = format!("Not yet ({round}).");
         let payload = stop_payload(dir.path(), ["s1", "s2"][round % 2], Some(&said)).to_string();
-        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(4000))) {
-            killed += 1;
-        }
-        assert_state_is_whole(dir.path());
-    }
+        (cmd, payload)
+    };
+    kill_at_random(100, 4000, run, |_| assert_state_is_whole(dir.path()));
     // The state still works: a Stop right now is answered in full.
     let out = output_with_stdin(
         stop_gate_cmd(dir.path()),
@@ -123,10 +137,6 @@ fn loop_state_and_session_counters_survive_a_stop_gate_killed_at_random_points()
     );
     let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
 }
 
 /// A loop's iteration, read from its record as the gate reads it.
@@ -139,7 +149,7 @@ fn iteration_of(dir: &Path, session: &str) -> u64 {
 #[test]
 fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(10000)
         .prompt("Fix it.")
         .start();
@@ -164,10 +174,7 @@ fn a_stop_killed_at_any_point_leaves_the_loop_at_its_old_pass_or_the_next() {
         );
         advanced += (after > before) as u32;
     }
-    assert!(
-        killed >= 10,
-        "only {killed} of 80 killed: the test proves little"
-    );
+    assert_killed_enough(killed, 10, "of 80 killed");
     assert!(advanced >= 1, "no Stop got through: the test proves little");
 }
 
@@ -262,9 +269,10 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
             assert_eq!(out.status.code(), Some(0));
             let told = String::from_utf8_lossy(&out.stdout);
             if told.contains("[final] session whole") {
-                assert!(
-                    told.contains("All parts done."),
-                    "cut at {cut} (tail {tail}) loaded in part: {told}"
+                assert_contains!(
+                    told,
+                    "All parts done.",
+                    "cut at {cut} (tail {tail}) loaded in part"
                 );
                 assert!(cut >= whole.len() - 1, "cut at {cut} (tail {tail}) loaded");
                 loaded += 1;
@@ -286,29 +294,21 @@ fn a_handoff_record_torn_at_any_byte_is_skipped_never_misread() {
 #[test]
 fn handoff_records_survive_a_writer_killed_at_random_points() {
     let dir = Project::git();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
+    let run = |round: usize| {
         let mut cmd = vigil_process("session-end-handoff");
         cmd.current_dir(dir.path());
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             cmd.arg("--checkpoint");
         }
         let payload = json!({
-            "session_id": format!("s{round}"), "hook_event_name": if round % 2 == 0 { "Stop" } else { "SessionEnd" },
+            "session_id": format!("s{round}"), "hook_event_name": if round.is_multiple_of(2) { "Stop" } else { "SessionEnd" },
             "cwd": dir.path(), "transcript_path": null, "reason": "exit",
             "last_assistant_message": format!("Round {round} done."),
         })
         .to_string();
-        if kill_midway(cmd, payload.as_bytes(), Duration::from_micros(random(8000))) {
-            killed += 1;
-        }
-        assert_state_is_whole(dir.path());
-    }
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
+        (cmd, payload)
+    };
+    kill_at_random(100, 8000, run, |_| assert_state_is_whole(dir.path()));
 }
 
 #[test]
@@ -331,23 +331,21 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
         .assert()
         .success();
     let installed = std::fs::read(&twin_path).unwrap();
-    let mut random = random();
-    let mut killed = 0;
-    for round in 0..100 {
+    let run = |round: usize| {
         let mut cmd = vigil_process("settings-merge");
-        cmd.arg(if round % 2 == 0 {
+        cmd.arg(if round.is_multiple_of(2) {
             "install"
         } else {
             "uninstall"
         })
         .arg("--settings")
         .arg(&path);
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             cmd.arg("--bin-dir").arg(bin_dir());
         }
-        if kill_midway(cmd, b"", Duration::from_micros(random(6000))) {
-            killed += 1;
-        }
+        (cmd, String::new())
+    };
+    kill_at_random(100, 6000, run, |round| {
         let now = std::fs::read(&path).unwrap();
         assert!(
             now == original || now == installed,
@@ -357,7 +355,7 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
         if let Ok(record) = std::fs::read(install_record_of(dir.path())) {
             serde_json::from_slice::<Value>(&record).expect("the install record parses");
         }
-    }
+    });
     // Whatever the interruptions, a full uninstall gives the original back.
     settings_merge()
         .args(["uninstall", "--settings"])
@@ -367,10 +365,6 @@ fn settings_are_the_old_or_the_new_version_whatever_point_the_installer_is_kille
     let after: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let before: Value = serde_json::from_slice(&original).unwrap();
     assert_eq!(after, before);
-    assert!(
-        killed >= 10,
-        "only {killed} of 100 killed: the test proves little"
-    );
 }
 
 // --- A full disk ------------------------------------------------------------------------------
@@ -399,7 +393,7 @@ fn no_temp_files(dir: &Path) {
 #[test]
 fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(5)
         .prompt("Fix it.")
         .start();
@@ -415,15 +409,7 @@ fn a_full_disk_makes_the_gate_block_with_a_line_not_die_silently() {
         Some(0),
         "a gate killed by SIGXFSZ says nothing, which an engine takes as allow"
     );
-    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(decision["decision"], "block", "{decision}");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("File too large"),
-        "{decision}"
-    );
+    stop_of(&out).assert_blocked_saying("File too large");
     assert_eq!(
         session_record_of(dir.path(), "s1"),
         before,

@@ -135,10 +135,9 @@ fn the_waiter_takes_every_flag_the_table_gives_it_and_no_other() {
         );
     }
     let out = stop_gate_with(&["wait", "--poll-ms", "9", "--help"]);
-    assert!(
-        said(&out).contains("--poll-ms takes a whole number from 10 to 60000"),
-        "{}",
-        said(&out)
+    assert_contains!(
+        said(&out),
+        "--poll-ms takes a whole number from 10 to 60000"
     );
 }
 
@@ -367,8 +366,9 @@ fn every_command_takes_the_flags_its_table_gives_it_and_its_help_names_them() {
                     said(&out)
                 );
                 if flag.in_scope(scope) {
-                    assert!(
-                        help.contains(&flag.usage()),
+                    assert_contains!(
+                        help,
+                        &flag.usage(),
                         "{} {words:?} --help lacks {}",
                         table.binary,
                         flag.usage()

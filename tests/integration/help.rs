@@ -109,8 +109,9 @@ fn every_flag_the_readme_uses_is_in_the_binarys_help() {
     for (binary, subcommands) in HELPS {
         let help = help_of(binary, subcommands);
         for flag in readme_flags(binary) {
-            assert!(
-                help.contains(&flag),
+            assert_contains!(
+                help,
+                &flag,
                 "{binary} --help lacks {flag}, which the docs use"
             );
         }

@@ -164,17 +164,16 @@ fn hook_binaries_on_a_terminal_say_what_they_expect_at_once() {
     ] {
         let began = std::time::Instant::now();
         let out = on_a_terminal(&bin.join(binary), args);
-        assert!(
-            began.elapsed() < std::time::Duration::from_secs(5),
-            "{binary} {args:?} waited on the terminal"
+        assert_within(
+            began,
+            std::time::Duration::from_secs(5),
+            &format!("{binary} {args:?} waited on the terminal"),
         );
         assert_eq!(out.status.code(), Some(code), "{binary} {args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(stderr.lines().count(), 1, "{binary}: {stderr}");
-        assert!(
-            stderr.starts_with(&format!("{binary}: ")) && stderr.contains("terminal"),
-            "{binary}: {stderr}"
-        );
+        assert_starts_with!(stderr, &format!("{binary}: "), "{binary}");
+        assert_contains!(stderr, "terminal", "{binary}");
         assert!(out.stdout.is_empty(), "{binary}: nothing for the engine");
     }
 }

@@ -56,12 +56,9 @@ fn an_agent_whose_frontmatter_has_hooks_is_named() {
     let agent = world.path().join(".claude/agents/helper.md");
     write_file(&agent, WITH_HOOKS);
     let line = one_line(&world, &agent, "[warn] ");
-    assert!(
-        line.contains(": an agent whose frontmatter has hooks:")
-            && line.contains("with your rights")
-            && line.contains("check it is yours"),
-        "{line}"
-    );
+    assert_contains!(line, ": an agent whose frontmatter has hooks:");
+    assert_contains!(line, "with your rights");
+    assert_contains!(line, "check it is yours");
     // Nested, and in the user's own directory, too.
     let nested = world.path().join(".claude/agents/team/deep.md");
     write_file(&nested, WITH_HOOKS);
@@ -100,10 +97,7 @@ fn a_command_with_hooks_is_named() {
     let command = world.path().join(".claude/commands/x.md");
     write_file(&command, WITH_HOOKS.replace("name: helper\n", ""));
     let line = one_line(&world, &command, "[warn] ");
-    assert!(
-        line.contains("a command whose frontmatter has hooks:"),
-        "{line}"
-    );
+    assert_contains!(line, "a command whose frontmatter has hooks:");
     let plain = world.path().join(".claude/commands/y.md");
     write_file(&plain, WITHOUT_HOOKS);
     assert!(naming(&world, &plain).is_empty());
@@ -115,10 +109,7 @@ fn a_skill_with_hooks_is_named() {
     let skill = world.path().join(".claude/skills/deploy/SKILL.md");
     write_file(&skill, WITH_HOOKS);
     let line = one_line(&world, &skill, "[warn] ");
-    assert!(
-        line.contains("a skill whose frontmatter has hooks:"),
-        "{line}"
-    );
+    assert_contains!(line, "a skill whose frontmatter has hooks:");
     let user = world.home().join(".claude/skills/mine/SKILL.md");
     write_file(&user, WITH_HOOKS);
     one_line(&world, &user, "[warn] ");
@@ -137,11 +128,8 @@ fn mcp_servers_in_the_projects_mcp_json_are_named() {
         json!({"mcpServers": {"files": {"command": "npx", "args": ["x"]}, "web": {"type": "http", "url": "https://example.invalid"}}}).to_string(),
     );
     let line = one_line(&world, &mcp, "[warn] ");
-    assert!(
-        line.contains(": the MCP servers files, web;")
-            && line.contains("starts each with your rights"),
-        "{line}"
-    );
+    assert_contains!(line, ": the MCP servers files, web;");
+    assert_contains!(line, "starts each with your rights");
     write_file(&mcp, r#"{"mcpServers": {}}"#);
     assert!(
         naming(&world, &mcp).is_empty(),
@@ -212,10 +200,8 @@ fn plugin_hooks_under_the_home_are_named_and_vigils_own_are_not() {
         json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "${CLAUDE_PLUGIN_ROOT}/run.sh"}]}]}}).to_string(),
     );
     let line = one_line(&world, &hooks, "[warn] ");
-    assert!(
-        line.contains("plugin hooks") && line.contains("while the plugin is enabled"),
-        "{line}"
-    );
+    assert_contains!(line, "plugin hooks");
+    assert_contains!(line, "while the plugin is enabled");
     // A hooks.json anywhere in the plugin tree, not only in hooks/.
     let loose = world
         .home()
@@ -277,11 +263,7 @@ fn the_plugin_walk_is_bounded_and_follows_no_symlink() {
                 && l.contains("10000 entries")),
         "{lines:?}"
     );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(30),
-        "{:?}",
-        started.elapsed()
-    );
+    assert_within(started, std::time::Duration::from_secs(30), "");
 }
 
 #[test]
@@ -293,10 +275,8 @@ fn a_frontmatter_that_does_not_parse_is_named() {
         "---\nname: broken\ntools: [Read, Grep\n---\n\nYou help.\n",
     );
     let line = one_line(&world, &agent, "[warn] ");
-    assert!(
-        line.contains("frontmatter does not parse as YAML") && line.contains("may hide hooks:"),
-        "{line}"
-    );
+    assert_contains!(line, "frontmatter does not parse as YAML");
+    assert_contains!(line, "may hide hooks:");
     // A flow mapping could carry the key where a line-by-line look would not see it.
     let flow = world.path().join(".claude/commands/flow.md");
     write_file(&flow, "---\n{name: f, hooks: {Stop: []}}\n---\n");
@@ -325,11 +305,8 @@ fn after_install_protect_a_new_agent_with_hooks_fails_and_one_there_at_install_w
     let (code, lines) = check(&world);
     assert_eq!(code, Some(1), "{lines:?}");
     let line = one_line(&world, &new, "[fail] ");
-    assert!(
-        line.contains("appeared after vigil was installed with --protect")
-            && line.contains("install.sh --protect again"),
-        "{line}"
-    );
+    assert_contains!(line, "appeared after vigil was installed with --protect");
+    assert_contains!(line, "install.sh --protect again");
     one_line(&world, &old, "[warn] ");
     // Nothing in the project decides it: not `.vigil/`, which the agent can remove.
     let _ = std::fs::remove_dir_all(world.path().join(".vigil"));
@@ -351,7 +328,7 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
         .installed(&[])
         .build();
     world.install(&["--protect"]);
-    std::fs::write(world.path().join(".git"), "").unwrap();
+    world.write(".git", "");
     let new = world.path().join(".claude/agents/new.md");
     write_file(&new, WITH_HOOKS);
     let (code, lines) = check(&world);
@@ -367,18 +344,17 @@ fn a_planted_git_does_not_lose_the_baseline_of_a_project_in_a_monorepo() {
 #[test]
 fn uninstall_takes_the_baseline_back_with_the_protection() {
     let world = world();
-    write_file(&world.path().join(".claude/agents/old.md"), WITH_HOOKS);
+    world.write(".claude/agents/old.md", WITH_HOOKS);
     world.install(&["--protect"]);
     let baseline = protected_dir(world.top()).join("planted-baseline.json");
     assert!(baseline.is_file());
-    let out = settings_merge()
+    ok(settings_merge()
         .env("HOME", world.home())
         .args(["uninstall", "--settings"])
         .arg(world.settings())
         .current_dir(world.top())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     assert!(!baseline.exists(), "the baseline went with the protection");
 }
 
@@ -394,10 +370,7 @@ fn changing_the_bytes_of_a_baselined_file_fails() {
     one_line(&world, &mcp, "[warn] ");
     write_file(&agent, WITH_HOOKS.replace("| sh", "| bash"));
     let line = one_line(&world, &agent, "[fail] ");
-    assert!(
-        line.contains("changed after vigil was installed with --protect"),
-        "{line}"
-    );
+    assert_contains!(line, "changed after vigil was installed with --protect");
     write_file(
         &mcp,
         r#"{"mcpServers": {"files": {"command": "npx"}, "more": {"command": "x"}}}"#,
@@ -477,10 +450,8 @@ fn a_planted_name_with_a_newline_stays_on_its_line() {
         .lines()
         .find(|l| l.contains("helper.md"))
         .unwrap_or_else(|| panic!("{said}"));
-    assert!(
-        line.starts_with("[warn] ") && line.contains("check it is yours"),
-        "{said}"
-    );
+    assert_starts_with!(line, "[warn] ", "{said}");
+    assert_contains!(line, "check it is yours", "{said}");
     assert!(
         !said.lines().any(|l| l.starts_with("[ok] no planted code")),
         "{said}"

@@ -9,6 +9,13 @@ use serde_json::Value;
 
 use crate::support::*;
 
+/// What follows `prefix` on the first line of `text` that begins with it.
+fn line_after(text: &str, prefix: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .map(str::to_string)
+}
+
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The files that name the version, as the release has them.
@@ -60,10 +67,7 @@ fn disagreements(root: &Path) -> Vec<String> {
         .map(|p| p["version"].as_str().unwrap_or("").to_string());
     check("the marketplace entry".into(), entry);
     let launcher = read("hooks/vigil-run");
-    let says = launcher
-        .lines()
-        .find_map(|l| l.strip_prefix("version="))
-        .map(str::to_string);
+    let says = line_after(&launcher, "version=");
     check("hooks/vigil-run".into(), says);
     let hooks = json("hooks/hooks.json");
     for (event, groups) in hooks["hooks"].as_object().unwrap() {
@@ -80,10 +84,7 @@ fn disagreements(root: &Path) -> Vec<String> {
         }
     }
     if let Ok(pins) = std::fs::read_to_string(root.join("hooks/release.sha256")) {
-        let pinned = pins
-            .lines()
-            .find_map(|l| l.strip_prefix("version "))
-            .map(str::to_string);
+        let pinned = line_after(&pins, "version ");
         check("hooks/release.sha256".into(), pinned);
     }
     let changelog = read("CHANGELOG.md");
@@ -184,14 +185,11 @@ fn each_place_that_names_another_version_is_a_disagreement() {
 #[test]
 fn set_version_moves_every_place_and_drops_the_old_releases_pins() {
     let copy = versioned_copy();
-    let out = std::process::Command::new(copy.path().join("scripts/set-version.sh"))
-        .arg("0.42.0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    ok(
+        std::process::Command::new(copy.path().join("scripts/set-version.sh"))
+            .arg("0.42.0")
+            .output()
+            .unwrap(),
     );
     assert_eq!(disagreements(copy.path()), Vec::<String>::new());
     let manifest = std::fs::read_to_string(copy.path().join("Cargo.toml")).unwrap();
@@ -237,22 +235,13 @@ fn set_version_to_the_version_there_keeps_its_pins() {
 
 #[test]
 fn the_crate_ships_the_sources_and_no_tests_fixtures_or_client_cache() {
-    let out = std::process::Command::new(env!("CARGO"))
-        .args([
-            "package",
-            "--list",
-            "--allow-dirty",
-            "--offline",
-            "--manifest-path",
-        ])
+    let out = ok(std::process::Command::new(env!("CARGO"))
+        .args(words(
+            "package --list --allow-dirty --offline --manifest-path",
+        ))
         .arg(repo_path("Cargo.toml"))
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .unwrap());
     let files: Vec<String> = stdout_of(&out).lines().map(str::to_string).collect();
     for needed in [
         "Cargo.toml",

@@ -12,21 +12,14 @@ use crate::support::*;
 
 /// A key pair in `keys/NAME/` beside the project: (secret, public).
 fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let out = dir.join("keys").join(name);
-    let done = marker_writer_in(dir, &["keygen", "--out", out.to_str().unwrap()]);
-    assert!(
-        done.status.success(),
-        "{}",
-        String::from_utf8_lossy(&done.stderr)
-    );
-    (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
+    keygen_into(dir, &dir.join("keys").join(name))
 }
 
 /// A project (a file subject, so editing the worktree cannot interfere) whose `command` ran
 /// through `marker-writer run`, signed: the project and what marker-writer said.
 fn run_signed(secret: &Path, command: &str) -> (Project, Output) {
     let dir = Project::git();
-    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+    dir.write("artifact", "build output\n");
     let out = marker_writer_in(
         dir.path(),
         &[
@@ -47,11 +40,7 @@ fn run_signed(secret: &Path, command: &str) -> (Project, Output) {
 /// A project with a signed `passed` marker.
 fn signed(secret: &Path) -> Project {
     let (dir, out) = run_signed(secret, "true");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     dir
 }
 
@@ -59,24 +48,11 @@ fn signed(secret: &Path) -> Project {
 /// `.vigil/` can make.
 fn unsigned() -> Project {
     let dir = Project::git();
-    std::fs::write(dir.path().join("artifact"), "x\n").unwrap();
-    let out = marker_writer_in(
+    dir.write("artifact", "x\n");
+    ok(marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        &artifact_marker("passed", &[]),
+    ));
     dir
 }
 
@@ -109,12 +85,7 @@ fn payload_path(dir: &Path) -> PathBuf {
 type Tamper = Box<dyn Fn(&mut Value)>;
 
 fn bad_signature(out: &Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(out, 1);
     let said = assert_one_line_error(out, "marker-writer");
     assert!(said.contains("bad signature"), "{said}");
     said
@@ -129,16 +100,12 @@ fn a_signed_marker_round_trips_and_validates() {
         serde_json::from_slice(&std::fs::read(payload_path(dir.path())).unwrap()).unwrap();
     assert_valid("marker.schema.json", &payload);
     assert_eq!(payload["signature"]["alg"], "ed25519");
-    assert!(verify_with(dir.path(), &public).status.success());
+    ok(verify_with(dir.path(), &public));
     // Without a key configured, behaviour is as before: the signed marker verifies too.
-    assert!(
-        marker_writer_in(
-            dir.path(),
-            &["verify", "--check", "tests", "--subject", "file:artifact"]
-        )
-        .status
-        .success()
-    );
+    ok(marker_writer_in(
+        dir.path(),
+        &["verify", "--check", "tests", "--subject", "file:artifact"],
+    ));
 }
 
 #[test]
@@ -217,12 +184,7 @@ fn the_secret_key_is_0600_and_keygen_never_overwrites_it() {
             secret.parent().unwrap().to_str().unwrap(),
         ],
     );
-    assert_eq!(
-        again.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    assert_exit(&again, 2);
     let said = assert_one_line_error(&again, "marker-writer");
     assert!(said.contains("never overwrites"), "{said}");
     assert_eq!(std::fs::read(&secret).unwrap(), before);
@@ -238,7 +200,7 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
     trust(dir.path(), &new_public, &[]);
     trust(dir.path(), &old_public, &[]);
     // The worktree subject, as the gate requires: CI signs for this tree with the old key.
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
         &[
             "run",
@@ -249,17 +211,11 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
             "--",
             "true",
         ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        marker_writer_in(dir.path(), &["verify", "--check", "tests"])
-            .status
-            .success()
-    );
+    ));
+    ok(marker_writer_in(
+        dir.path(),
+        &["verify", "--check", "tests"],
+    ));
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "Done."});
     let allowed = stop_gate()
         .args(["--require-marker", "tests"])
@@ -267,35 +223,19 @@ fn several_trusted_keys_one_matching_passes_and_stop_gate_honours_them() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        allowed.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&allowed.stdout)
-    );
+    assert_silent(&allowed);
     // An unsigned marker for the same tree, written over it: the gate now denies.
-    assert!(
-        marker_writer_in(
-            dir.path(),
-            &["write", "--check", "tests", "--status", "passed"]
-        )
-        .status
-        .success()
-    );
+    ok(marker_writer_in(
+        dir.path(),
+        &["write", "--check", "tests", "--status", "passed"],
+    ));
     let denied = stop_gate()
         .args(["--require-marker", "tests"])
         .current_dir(dir.path())
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    let decision: Value = serde_json::from_slice(&denied.stdout).unwrap();
-    assert_eq!(decision["decision"], "block");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("bad signature"),
-        "{decision}"
-    );
+    stop_of(&denied).assert_blocked_saying("bad signature");
 }
 
 #[test]
@@ -317,12 +257,7 @@ fn a_failed_run_edited_to_passed_is_a_bad_signature() {
 fn trust(dir: &Path, public: &Path, flags: &[&str]) -> PathBuf {
     let mut args = vec!["trust", public.to_str().unwrap()];
     args.extend(flags);
-    let out = marker_writer_in(dir, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(marker_writer_in(dir, &args));
     let said = stdout_of(&out);
     let path = said
         .rsplit_once('(')
@@ -356,21 +291,14 @@ fn a_key_planted_in_the_project_vouches_for_nothing() {
     std::fs::create_dir_all(&planted).unwrap();
     std::fs::copy(&agent_public, planted.join("ci.pub")).unwrap();
     let sign = agent_secret.to_str().unwrap();
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
         &["run", "--check", "tests", "--sign-key", sign, "--", "true"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let verify = || marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
     let line = bad_signature(&verify());
-    assert!(
-        line.contains("marker-writer trust") && line.contains("ci.pub"),
-        "{line}"
-    );
+    assert_contains!(line, "marker-writer trust");
+    assert_contains!(line, "ci.pub");
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": dir.path(), "last_assistant_message": "Done."});
     let gate = || {
         stop_gate()
@@ -386,15 +314,13 @@ fn a_key_planted_in_the_project_vouches_for_nothing() {
     let (_, ci_public) = keygen(keys.path(), "ci");
     trust(dir.path(), &ci_public, &[]);
     let line = bad_signature(&verify());
-    assert!(
-        line.contains("not a trusted key") && line.contains("marker-writer trust"),
-        "{line}"
-    );
+    assert_contains!(line, "not a trusted key");
+    assert_contains!(line, "marker-writer trust");
     let decision: Value = serde_json::from_slice(&gate().stdout).unwrap();
     assert_eq!(decision["decision"], "block", "{decision}");
     // A human trusting the planted key on purpose makes it count.
     trust(dir.path(), &planted.join("ci.pub"), &[]);
-    assert!(verify().status.success());
+    ok(verify());
 }
 
 /// `--global` trusts a key for every project; without it, a key counts for one project only.
@@ -417,22 +343,11 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
     };
     let signed_in_home = || {
         let dir = Project::git();
-        std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
-        let out = in_home(
+        dir.write("artifact", "build output\n");
+        ok(in_home(
             dir.path(),
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--subject",
-                "file:artifact",
-                "--status",
-                "passed",
-                "--sign-key",
-                secret.to_str().unwrap(),
-            ],
-        );
-        assert!(out.status.success(), "{}", said(&out));
+            &artifact_marker("passed", &["--sign-key", secret.to_str().unwrap()]),
+        ));
         dir
     };
     let first = signed_in_home();
@@ -456,8 +371,8 @@ fn a_key_trusted_globally_counts_in_every_project_and_otherwise_in_one() {
         &["trust", "--global", public.to_str().unwrap()],
     );
     assert!(global.status.success());
-    assert!(verify(first.path()).status.success());
-    assert!(verify(second.path()).status.success());
+    ok(verify(first.path()));
+    ok(verify(second.path()));
     assert_eq!(
         home.path().join("trusted-keys").read_dir().unwrap().count(),
         1
@@ -486,7 +401,7 @@ fn trusted_keys_that_cannot_be_read_deny_instead_of_turning_signing_off() {
     std::fs::write(store, "not a directory").unwrap();
     assert_eq!(verify().status.code(), Some(2));
     std::fs::remove_file(store).unwrap();
-    assert!(verify().status.success());
+    ok(verify());
 }
 
 #[test]
@@ -507,16 +422,7 @@ fn a_sign_key_that_cannot_be_read_stops_the_writer_before_it_runs_anything() {
     let dir = Project::git();
     let out = marker_writer_in(
         dir.path(),
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--sign-key",
-            "/nonexistent/key",
-            "--",
-            "touch",
-            "ran",
-        ],
+        &words("run --check tests --sign-key /nonexistent/key -- touch ran"),
     );
     assert_ne!(out.status.code(), Some(0));
     assert_one_line_error(&out, "marker-writer");
@@ -533,7 +439,7 @@ fn the_command_under_test_is_not_told_where_the_sign_key_is() {
     let keys = tempfile::tempdir().unwrap();
     let (secret, public) = keygen(keys.path(), "ci");
     let dir = Project::git();
-    std::fs::write(dir.path().join("artifact"), "build output\n").unwrap();
+    dir.write("artifact", "build output\n");
     let out = marker_writer()
         .args([
             "run",

@@ -34,8 +34,7 @@ vigil-test: SKIPPED e2e::two: the end-to-end suite: npm is not installed
 test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s
 test result: ok. 5 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s
 ";
-    let out = test_command(printed, 0);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let out = ok(test_command(printed, 0));
     let text = stdout_of(&out);
     let closing: Vec<&str> = text.lines().skip(printed.lines().count()).collect();
     assert_eq!(

@@ -27,24 +27,17 @@ fn fresh(prefix: &str) -> String {
 /// `stop-gate wait` for `session` in `dir`, started in the background as Claude Code starts an
 /// asyncRewake handler (interactive unless `entrypoint` says otherwise), polling fast.
 fn waiter(dir: &Path, session: &str, entrypoint: &str) -> Child {
-    let mut cmd = vigil_process("stop-gate");
-    cmd.args(["wait", "--poll-ms", "50"])
-        .current_dir(dir)
-        .env("CLAUDE_CODE_ENTRYPOINT", entrypoint)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
     let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": dir,
         "stop_hook_active": false});
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.to_string().as_bytes())
-        .unwrap();
-    child
+    spawn_fed(
+        vigil_process("stop-gate")
+            .args(["wait", "--poll-ms", "50"])
+            .current_dir(dir)
+            .env("CLAUDE_CODE_ENTRYPOINT", entrypoint)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+        payload.to_string().as_bytes(),
+    )
 }
 
 /// Waits for `child` to exit (at most `secs`): its exit code and stderr.
@@ -79,10 +72,15 @@ fn until(what: impl Fn() -> bool) {
 }
 
 /// A loop named `name` in `session` of `dir`, ended by a declaration at its first Stop.
+/// A repository whose session w1 runs the loop named `a`.
+fn repo_looping_a() -> Project {
+    let dir = Project::git();
+    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    dir
+}
+
 fn passed_loop(dir: &Project, session: &str, name: &str) {
-    Loop::for_session(dir.path(), session)
-        .flags(&["--name", name])
-        .start();
+    dir.loop_for(session).flags(&["--name", name]).start();
     let stop = dir.stop(&[], session, Some("<promise>DONE</promise>"));
     assert!(!stop.blocked(), "{:?}", stop.json);
 }
@@ -91,56 +89,48 @@ fn passed_loop(dir: &Project, session: &str, name: &str) {
 fn a_loop_that_settles_leaves_one_wake_in_its_commanders_queue() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "parser-fix");
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1, "{wakes:?}");
     assert_eq!(wakes[0]["kind"], "loop");
     assert_eq!(wakes[0]["status"], "passed");
     assert_eq!(wakes[0]["end_reason"], "declared");
     let line = wakes[0]["line"].as_str().unwrap();
-    assert!(
-        line.starts_with(
-            "loop parser-fix in .: running -> passed after 1 pass on the declaration alone"
-        ),
-        "{line}"
+    assert_starts_with!(
+        line,
+        "loop parser-fix in .: running -> passed after 1 pass on the declaration alone"
     );
     // The loop's name is shown by the loop commands too.
     let status = dir.loop_command(&["status", "--session", "w1"]);
-    assert!(
-        stdout_of(&status).contains("name parser-fix"),
-        "{}",
-        said(&status)
-    );
+    assert_stdout_contains(&status, "name parser-fix");
 }
 
 #[test]
 fn every_end_leaves_a_wake_a_cancel_and_a_session_that_ends_too() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "one"])
-        .start();
+    dir.loop_for("w1").flags(&["--name", "one"]).start();
     ok(dir.loop_command(&["cancel", "--session", "w1"]));
-    Loop::for_session(dir.path(), "w2")
-        .flags(&["--name", "two"])
-        .start();
-    let end = session_end(
+    dir.loop_for("w2").flags(&["--name", "two"]).start();
+    ok(session_end(
         dir.path(),
         &[],
         json!({"session_id": "w2", "hook_event_name": "SessionEnd", "cwd": dir.path(),
             "reason": "other"})
         .to_string(),
-    );
-    assert!(end.status.success(), "{}", said(&end));
-    let lines: Vec<String> = wakes_in(&queue_of(dir.path()))
+    ));
+    let lines: Vec<String> = dir
+        .wakes()
         .iter()
         .map(|w| w["line"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
-    assert!(
-        lines[0].contains("loop one in .: running -> cancelled by a human at pass 1"),
+    assert_contains!(
+        lines[0],
+        "loop one in .: running -> cancelled by a human at pass 1",
         "{lines:?}"
     );
-    assert!(
-        lines[1].contains("loop two in .: running -> cut after 1 pass (the session ended while it ran), NOT verified"),
+    assert_contains!(
+        lines[1],
+        "loop two in .: running -> cut after 1 pass (the session ended while it ran), NOT verified",
         "{lines:?}"
     );
 }
@@ -149,7 +139,7 @@ fn every_end_leaves_a_wake_a_cancel_and_a_session_that_ends_too() {
 fn a_loop_name_or_commander_that_is_not_a_plain_word_is_refused() {
     let dir = Project::git();
     for flags in [["--name", "../x"], ["--notify", "../x"], ["--name", ""]] {
-        let out = Loop::for_session(dir.path(), "w1").flags(&flags).output();
+        let out = dir.loop_for("w1").flags(&flags).output();
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", said(&out));
         assert!(said(&out).contains(flags[0]), "{}", said(&out));
     }
@@ -169,18 +159,14 @@ fn the_waiter_exits_at_once_when_nothing_reports_here() {
     let (code, err) = finish(waiter(dir.path(), &fresh("c"), "cli"), 10);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
-    assert!(
-        start.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_within(start, Duration::from_secs(2), "");
 }
 
 #[test]
 fn the_waiter_exits_at_once_in_a_worker_session_and_under_claude_p() {
     let dir = Project::git();
     // A live loop reports to this project: a session could wait for it.
-    Loop::for_session(dir.path(), "worker").start();
+    dir.loop_for("worker").start();
     // The worker itself does not.
     let (code, _) = finish(waiter(dir.path(), "worker", "cli"), 5);
     assert_eq!(code, Some(0));
@@ -192,21 +178,17 @@ fn the_waiter_exits_at_once_in_a_worker_session_and_under_claude_p() {
     cmd.args(["wait"])
         .current_dir(dir.path())
         .env("VIGIL_LOOP_RUN", "0".repeat(32));
-    let out = output_with_stdin(
+    ok(output_with_stdin(
         cmd,
         json!({"session_id": fresh("r"), "hook_event_name": "Stop", "cwd": dir.path()})
             .to_string()
             .as_bytes(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    ));
 }
 
 #[test]
 fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
-    let dir = Project::git();
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let child = waiter(dir.path(), &commander, "cli");
     std::thread::sleep(Duration::from_millis(300));
@@ -219,17 +201,13 @@ fn the_waiter_delivers_each_wake_once_with_one_line_per_change() {
         1,
         "{err}"
     );
-    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+    assert!(dir.wakes().is_empty());
     // Delivered once: the next waiter has nothing left, and no live loop, so it does not wait.
     let (code, err) = finish(waiter(dir.path(), &commander, "cli"), 5);
     assert_eq!((code, err.as_str()), (Some(0), ""));
     // Nor does the next session start repeat it.
     let start = session_start(dir.path(), &fresh("n"), "startup");
-    assert!(
-        !stdout_of(&start).contains("running -> passed"),
-        "{}",
-        stdout_of(&start)
-    );
+    assert_lacks!(stdout_of(&start), "running -> passed");
 }
 
 #[test]
@@ -237,22 +215,13 @@ fn a_wake_made_stale_before_delivery_is_dropped() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "a");
     // Another session's loop in the same checkout changes nothing of it.
-    Loop::for_session(dir.path(), "w9").start();
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
+    dir.loop_for("w9").start();
+    assert_eq!(dir.wakes().len(), 1);
     // The human restarts the loop in the same session: the old end is no longer news.
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    dir.loop_for("w1").flags(&["--name", "a"]).start();
     let start = session_start(dir.path(), &fresh("n"), "startup");
-    assert!(
-        !stdout_of(&start).contains("loop a"),
-        "{}",
-        stdout_of(&start)
-    );
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "a stale wake stays"
-    );
+    assert_lacks!(stdout_of(&start), "loop a");
+    assert!(dir.wakes().is_empty(), "a stale wake stays");
 }
 
 #[test]
@@ -261,37 +230,23 @@ fn without_a_live_waiter_wakes_come_at_the_next_session_start_or_prompt() {
     passed_loop(&dir, "w1", "first");
     let start = session_start(dir.path(), &fresh("n"), "startup");
     let context = json_of_stdout(&start);
-    let told = context["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        told.contains("loop first in .: running -> passed"),
-        "{told}"
-    );
+    let told = additional_context(&context);
+    assert_contains!(told, "loop first in .: running -> passed");
     passed_loop(&dir, "w2", "second");
     let said = dir.prompt(&fresh("n"), "what now?");
-    let told = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        told.contains("loop second in .: running -> passed"),
-        "{said}"
-    );
+    let told = additional_context(&said);
+    assert_contains!(told, "loop second in .: running -> passed", "{said}");
     assert!(!told.contains("loop first"), "delivered twice: {said}");
-    assert!(wakes_in(&queue_of(dir.path())).is_empty());
+    assert!(dir.wakes().is_empty());
 }
 
 #[test]
 fn a_worker_session_is_told_nothing_of_the_projects_wakes() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "a");
-    Loop::for_session(dir.path(), "w2").start();
+    dir.loop_for("w2").start();
     assert_eq!(dir.prompt("w2", "go on"), Value::Null);
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "the worker took the wake"
-    );
+    assert_eq!(dir.wakes().len(), 1, "the worker took the wake");
 }
 
 #[test]
@@ -310,28 +265,18 @@ fn a_claim_whose_holder_died_is_delivered_after_two_minutes() {
     let held = claimed.join(wake.file_name());
     std::fs::rename(wake.path(), &held).unwrap();
     let fresh_claim = session_start(dir.path(), &fresh("n"), "startup");
-    assert!(
-        !stdout_of(&fresh_claim).contains("loop a"),
-        "a live claim was taken"
-    );
+    assert_lacks!(stdout_of(&fresh_claim), "loop a", "a live claim was taken");
     let file = std::fs::OpenOptions::new().write(true).open(&held).unwrap();
     file.set_modified(std::time::SystemTime::now() - Duration::from_secs(121))
         .unwrap();
     let start = session_start(dir.path(), &fresh("n"), "startup");
-    assert!(
-        stdout_of(&start).contains("loop a in .: running -> passed"),
-        "{}",
-        stdout_of(&start)
-    );
+    assert_contains!(stdout_of(&start), "loop a in .: running -> passed");
     assert!(!held.exists());
 }
 
 #[test]
 fn a_wake_that_cannot_be_written_out_is_put_back() {
-    let dir = Project::git();
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    let dir = repo_looping_a();
     let mut child = waiter(dir.path(), &fresh("c"), "cli");
     // The engine stopped reading the hook's stderr.
     drop(child.stderr.take());
@@ -346,19 +291,12 @@ fn a_wake_that_cannot_be_written_out_is_put_back() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0), "nothing was delivered");
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "the wake was lost"
-    );
+    assert_eq!(dir.wakes().len(), 1, "the wake was lost");
 }
 
 #[test]
 fn a_newer_waiter_of_the_same_session_replaces_the_last() {
-    let dir = Project::git();
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let first = waiter(dir.path(), &commander, "cli");
     let registration = state_home().join(format!("wakes/waiters/{commander}.json"));
@@ -375,10 +313,7 @@ fn a_newer_waiter_of_the_same_session_replaces_the_last() {
 
 #[test]
 fn a_waiter_whose_engine_died_exits_and_leaves_the_wake() {
-    let dir = Project::git();
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    let dir = repo_looping_a();
     let commander = fresh("c");
     let payload = dir.path().join("payload.json");
     write_file(
@@ -402,18 +337,14 @@ fn a_waiter_whose_engine_died_exits_and_leaves_the_wake() {
     let pid: i32 = stdout_of(&out).trim().parse().unwrap();
     until(|| !running(pid));
     dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
-    assert_eq!(
-        wakes_in(&queue_of(dir.path())).len(),
-        1,
-        "nobody was there to hear it"
-    );
+    assert_eq!(dir.wakes().len(), 1, "nobody was there to hear it");
 }
 
 #[test]
 fn notify_sends_the_wake_to_that_session_which_waits_even_under_claude_p() {
     let dir = Project::git();
     let commander = fresh("c");
-    Loop::for_session(dir.path(), "w1")
+    dir.loop_for("w1")
         .flags(&["--name", "a", "--notify", &commander])
         .start();
     let child = waiter(dir.path(), &commander, "sdk-cli");
@@ -422,10 +353,7 @@ fn notify_sends_the_wake_to_that_session_which_waits_even_under_claude_p() {
     let (code, err) = finish(child, 10);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("loop a in .: running -> passed"), "{err}");
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "it went to the project too"
-    );
+    assert!(dir.wakes().is_empty(), "it went to the project too");
 }
 
 #[test]
@@ -436,21 +364,13 @@ fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
             .as_ref()
             .and_then(|j| j["terminalSequence"].as_str().map(str::to_string))
     };
-    Loop::for_session(dir.path(), "w1")
-        .flags(&["--name", "a"])
-        .start();
+    dir.loop_for("w1").flags(&["--name", "a"]).start();
     let stop = dir.stop(&[], "w1", Some("<promise>DONE</promise>"));
     let sequence = osc(&stop).expect("a notification");
-    assert!(
-        sequence.starts_with("\u{1b}]9;vigil: loop a in .: running -> passed"),
-        "{sequence:?}"
-    );
-    assert!(
-        sequence.contains("\u{1b}]777;notify;vigil;vigil: loop a"),
-        "{sequence:?}"
-    );
+    assert_starts_with!(sequence, "\u{1b}]9;vigil: loop a in .: running -> passed");
+    assert_contains!(sequence, "\u{1b}]777;notify;vigil;vigil: loop a");
     assert!(sequence.ends_with('\u{7}'));
-    Loop::for_session(dir.path(), "w2").start();
+    dir.loop_for("w2").start();
     let stop = dir.stop(
         &["--desktop-notification", "off"],
         "w2",
@@ -458,7 +378,7 @@ fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
     );
     assert_eq!(osc(&stop), None);
     // Codex (its input has a turn_id) has no such field.
-    Loop::for_session(dir.path(), "w3").start();
+    dir.loop_for("w3").start();
     let mut payload = dir.payload("w3", Some("<promise>DONE</promise>"));
     payload["turn_id"] = json!("t1");
     let stop = dir.stop_with(&[], payload.to_string());
@@ -470,29 +390,12 @@ fn a_loop_that_ends_at_a_stop_notifies_the_person_in_claude_code_only() {
 fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
     let dir = Project::git();
     git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
-    let worktree = dir.path().parent().unwrap().join(format!(
-        "{}-wt",
-        dir.path().file_name().unwrap().to_string_lossy()
-    ));
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "wt",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    let worktree = dir.beside("wt");
+    add_worktree(dir.path(), "wt", &worktree);
     // Nothing wires the repository: a loop there would never be judged.
     let refused = Loop::for_session(&worktree, "w1").output();
-    assert_eq!(refused.status.code(), Some(2), "{}", said(&refused));
-    assert!(
-        said(&refused).contains("has no vigil Stop hook"),
-        "{}",
-        said(&refused)
-    );
+    assert_exit(&refused, 2);
+    assert_contains!(said(&refused), "has no vigil Stop hook");
     // The main checkout's local settings wire every worktree (Claude Code reads them there).
     install_at(dir.path(), None, &[]);
     // A second wiring in the worktree's own file is refused: both gates would run.
@@ -505,7 +408,7 @@ fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
         .current_dir(&worktree)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     let cleanup = scopeguard(worktree.clone());
     Loop::for_session(&worktree, "w1")
         .flags(&["--name", "parser"])
@@ -521,22 +424,21 @@ fn a_worktrees_loop_reports_to_the_main_checkout_and_loop_list_shows_it() {
         stop_payload(&worktree, "w1", Some("<promise>DONE</promise>")).to_string(),
     );
     assert!(!stop.blocked());
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1);
     let shown = format!(
         "loop parser in ../{}: running -> passed",
         worktree.file_name().unwrap().to_string_lossy()
     );
-    assert!(
-        wakes[0]["line"].as_str().unwrap().contains(&shown),
+    assert_contains!(
+        wakes[0]["line"].as_str().unwrap(),
+        &shown,
         "{}",
         wakes[0]["line"]
     );
     let text = stdout_of(&dir.loop_command(&["list"]));
-    assert!(
-        text.contains("passed") && text.contains("declared"),
-        "{text}"
-    );
+    assert_contains!(text, "passed");
+    assert_contains!(text, "declared");
     assert!(text.contains("1 wake waiting"), "{text}");
     drop(cleanup);
 }
@@ -562,30 +464,19 @@ fn json_of_stdout(out: &std::process::Output) -> Value {
 fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
     let dir = Project::git();
     install_at(dir.path(), None, &[]);
-    let check = || {
-        let out = settings_merge()
-            .args(["check", "--settings"])
-            .arg(dir.path().join(".claude/settings.local.json"))
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        stdout_of(&out)
-    };
+    let check = || stdout_of(&dir.merge("check", &[]));
     let said = check();
-    assert!(
-        said.contains("[ok] Stop: the waiter wakes this session"),
-        "{said}"
-    );
+    assert_contains!(said, "[ok] Stop: the waiter wakes this session");
     assert!(!said.contains("wait, and no session waits"), "{said}");
     passed_loop(&dir, "w1", "a");
     let said = check();
-    assert!(
-        said.contains("[warn] 1 wake of this project wait, and no session waits for them"),
-        "{said}"
+    assert_contains!(
+        said,
+        "[warn] 1 wake of this project wait, and no session waits for them"
     );
     // Two commanders: the wake read, a live loop to wait for, and two sessions waiting for it.
     session_start(dir.path(), &fresh("n"), "startup");
-    Loop::for_session(dir.path(), "w2").start();
+    dir.loop_for("w2").start();
     let (one, two) = (fresh("c"), fresh("c"));
     let mut waiting = [
         waiter(dir.path(), &one, "cli"),
@@ -600,11 +491,9 @@ fn the_doctor_warns_of_wakes_nobody_reads_and_of_two_sessions_waiting() {
         let _ = child.kill();
         let _ = child.wait();
     }
-    assert!(
-        said.contains(
-            "[warn] 2 sessions wait for this project's wakes, and each wake reaches only one"
-        ),
-        "{said}"
+    assert_contains!(
+        said,
+        "[warn] 2 sessions wait for this project's wakes, and each wake reaches only one"
     );
 }
 
@@ -640,28 +529,14 @@ fn loop_run_worktree_runs_the_command_in_the_worktree_you_added_and_adds_none() 
     };
     // Missing: refused, with the line that adds it; nothing added, nothing run.
     let out = run("parser");
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert!(
-        said(&out).contains("worktree add -b parser"),
-        "{}",
-        said(&out)
-    );
+    assert_exit(&out, 2);
+    assert_contains!(said(&out), "worktree add -b parser");
     assert!(!worktree.exists() && !seen.exists() && !pwned.exists());
     // Added by you: the command runs there (no session claims the loop: `sh` starts none).
     std::fs::remove_file(&hook).unwrap();
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "parser",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    add_worktree(dir.path(), "parser", &worktree);
     let out = run("parser");
-    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    assert_exit(&out, 4);
     assert_eq!(
         std::fs::read_to_string(&seen).unwrap().trim(),
         worktree.to_str().unwrap(),
@@ -686,20 +561,13 @@ fn a_session_whose_own_loop_ended_hears_the_projects_wakes_and_a_headless_one_do
         .env("CLAUDE_CODE_ENTRYPOINT", "sdk-cli")
         .output()
         .unwrap();
-    assert!(
-        !stdout_of(&headless).contains("loop other"),
-        "{}",
-        stdout_of(&headless)
-    );
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 1);
+    assert_lacks!(stdout_of(&headless), "loop other");
+    assert_eq!(dir.wakes().len(), 1);
     let said = dir.prompt("cmdr", "what now?");
     let told = said["hookSpecificOutput"]["additionalContext"]
         .as_str()
         .unwrap_or("");
-    assert!(
-        told.contains("loop other in .: running -> passed"),
-        "{said}"
-    );
+    assert_contains!(told, "loop other in .: running -> passed", "{said}");
 }
 
 #[test]
@@ -722,7 +590,7 @@ fn many_wakes_are_told_whole_within_the_cap_and_the_rest_stay_queued() {
         told.matches("no check verified the work").count(),
         "a line was cut: {told}"
     );
-    assert_eq!(wakes_in(&queue_of(dir.path())).len(), 40 - heard);
+    assert_eq!(dir.wakes().len(), 40 - heard);
 }
 
 #[test]
@@ -730,28 +598,16 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
     let dir = Project::git();
     git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "init"]);
     install_at(dir.path(), None, &[]);
-    std::fs::write(
-        dir.path().join(".claude/settings.local.json"),
-        std::fs::read_to_string(dir.path().join(".claude/settings.local.json"))
-            .unwrap()
-            .replacen('{', r#"{"sandbox": {"enabled": true},"#, 1),
-    )
-    .unwrap();
-    let worktree = dir.path().parent().unwrap().join(format!(
-        "{}-evil",
-        dir.path().file_name().unwrap().to_string_lossy()
-    ));
-    git(
-        dir.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "evil",
-            worktree.to_str().unwrap(),
-        ],
+    dir.write(
+        ".claude/settings.local.json",
+        dir.read(".claude/settings.local.json").replacen(
+            '{',
+            r#"{"sandbox": {"enabled": true},"#,
+            1,
+        ),
     );
+    let worktree = dir.beside("evil");
+    add_worktree(dir.path(), "evil", &worktree);
     let _cleanup = scopeguard(worktree.clone());
     let wt = std::fs::canonicalize(&worktree).unwrap();
     // Honest: the main checkout's sandbox holds in the worktree; an unconfinable check is not run.
@@ -793,32 +649,28 @@ fn a_worktree_whose_git_file_names_a_main_the_agent_planted_is_not_trusted() {
 /// then told the turn had failed on an API error (Claude Code runs StopFailure's hook after
 /// SessionEnd's when an API error ends `claude -p`).
 fn cut_then_failed(dir: &Project, session: &str, name: &str, before_failure: impl FnOnce()) {
-    Loop::for_session(dir.path(), session)
-        .flags(&["--name", name])
-        .start();
+    dir.loop_for(session).flags(&["--name", name]).start();
     assert!(dir.stop(&[], session, Some("Working.")).blocked());
-    let end = session_end(
+    ok(session_end(
         dir.path(),
         &[],
         json!({"session_id": session, "hook_event_name": "SessionEnd", "cwd": dir.path(),
             "reason": "other"})
         .to_string(),
-    );
-    assert!(end.status.success(), "{}", said(&end));
+    ));
     before_failure();
     let payload = sample_payload(
         "claude-stop-failure-overloaded.json",
         &[("session_id", json!(session)), ("cwd", json!(dir.path()))],
     );
-    let failed = session_end(dir.path(), &["--checkpoint"], payload);
-    assert!(failed.status.success(), "{}", said(&failed));
+    ok(session_end(dir.path(), &["--checkpoint"], payload));
 }
 
 #[test]
 fn a_cut_whose_failed_turn_is_told_after_it_wakes_with_the_api_error_once() {
     let dir = Project::git();
     cut_then_failed(&dir, "w1", "flaky", || {});
-    let wakes = wakes_in(&queue_of(dir.path()));
+    let wakes = dir.wakes();
     assert_eq!(wakes.len(), 1, "one wake, amended: {wakes:?}");
     assert_eq!(wakes[0]["end_reason"], "turn-failed", "{wakes:?}");
     let line = wakes[0]["line"].as_str().unwrap();
@@ -853,8 +705,5 @@ fn a_cut_already_told_is_not_told_again_when_its_failed_turn_comes() {
             .to_string();
         assert!(told.contains("loop flaky in .: running -> cut"), "{told}");
     });
-    assert!(
-        wakes_in(&queue_of(dir.path())).is_empty(),
-        "told once already"
-    );
+    assert!(dir.wakes().is_empty(), "told once already");
 }

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 #[path = "../support/mod.rs"]
 mod support;
 
-use support::{git, isolated, skip};
+use support::{git, isolated, ok, skip};
 
 /// A release binary, run in `dir` with the tests' clean environment and state home.
 fn vigil(binary: &str, dir: &Path) -> Command {
@@ -37,15 +37,10 @@ fn repository(dirs: usize) -> tempfile::TempDir {
     git(repo.path(), &["init", "-q", "-b", "main"]);
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-qm", "files"]);
-    let out = vigil("marker-writer", repo.path())
+    ok(vigil("marker-writer", repo.path())
         .args(["run", "--check", "tests", "--", "true"])
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .unwrap());
     // The files just made are still being written back for half a minute, which takes both
     // cores from the walk (its stat calls wait for nothing, but the writeback's CPU is the
     // same two cores): settled first, so that each test measures only the load it makes.

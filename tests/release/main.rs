@@ -281,6 +281,31 @@ fn session_with_plugin(clients: &clients::Clients, marketplace: &Path) -> Sessio
     }
 }
 
+/// What a plugin scenario starts from: the clients, the release built by dist, the plugin's
+/// release files to serve, and a session whose marketplace pins them.
+struct Plugged {
+    clients: clients::Clients,
+    distrib: PathBuf,
+    served_dir: PathBuf,
+    session: Session,
+}
+
+/// [`Plugged`], where dist and the clients are here (else the test is skipped).
+fn plugged() -> Option<Plugged> {
+    let dist = dist()?;
+    let clients = clients::clients()?;
+    let distrib = artifacts(&dist);
+    let (served_dir, sums) = plugin_release(&distrib);
+    let marketplace = marketplace(&sums);
+    let session = session_with_plugin(&clients, &marketplace);
+    Some(Plugged {
+        clients,
+        distrib,
+        served_dir,
+        session,
+    })
+}
+
 /// Where Claude Code keeps the plugin's data, and so its binaries.
 fn plugin_bin(home: &Path) -> PathBuf {
     home.join(".claude/plugins/data/vigil-vigil")
@@ -291,14 +316,15 @@ fn plugin_bin(home: &Path) -> PathBuf {
 #[test]
 fn claude_code_fetches_the_plugins_verified_release_at_its_first_session_and_the_loop_ends_only_on_a_declaration()
  {
-    let Some(dist) = dist() else { return };
-    let Some(clients) = clients::clients() else {
+    let Some(Plugged {
+        clients,
+        distrib,
+        served_dir,
+        session: s,
+    }) = plugged()
+    else {
         return;
     };
-    let distrib = artifacts(&dist);
-    let (served_dir, sums) = plugin_release(&distrib);
-    let marketplace = marketplace(&sums);
-    let s = session_with_plugin(&clients, &marketplace);
     assert!(!plugin_bin(&s.home).exists(), "nothing installed yet");
 
     let files = serve(served_dir, as_is);
@@ -358,14 +384,15 @@ fn claude_code_fetches_the_plugins_verified_release_at_its_first_session_and_the
 
 #[test]
 fn claude_code_offline_goes_on_with_one_line_and_installs_at_the_next_start() {
-    let Some(dist) = dist() else { return };
-    let Some(clients) = clients::clients() else {
+    let Some(Plugged {
+        clients,
+        served_dir,
+        session: s,
+        ..
+    }) = plugged()
+    else {
         return;
     };
-    let distrib = artifacts(&dist);
-    let (served_dir, sums) = plugin_release(&distrib);
-    let marketplace = marketplace(&sums);
-    let s = session_with_plugin(&clients, &marketplace);
     let model = server::Server::start(vec![server::Turn::Text("Hello.".into())], None);
     let session = |download: &str| {
         let mut cmd = clients::claude(

@@ -56,6 +56,47 @@ pub fn vigil_process(name: &str) -> std::process::Command {
     cmd
 }
 
+/// The words of `line` split at its spaces: arguments written as the command line a person
+/// types (none of them holding a space).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+/// The arguments of `marker-writer write` for a marker of the check `tests` on the file
+/// `artifact` with `status`, then `more`.
+pub fn artifact_marker<'a>(status: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "write",
+        "--check",
+        "tests",
+        "--subject",
+        "file:artifact",
+        "--status",
+        status,
+    ];
+    args.extend(more);
+    args
+}
+
+/// The arguments of `marker-writer write` for a `passed` marker of the check `tests`, as run
+/// by `command`.
+pub fn tests_passed_by(command: &str) -> Vec<&str> {
+    vec![
+        "write",
+        "--check",
+        "tests",
+        "--status",
+        "passed",
+        "--command",
+        command,
+    ]
+}
+
+/// The arguments of `marker-writer run` for the check `tests` running `sh -c SCRIPT`.
+pub fn tests_run_by_sh(script: &str) -> Vec<&str> {
+    vec!["run", "--check", "tests", "--", "sh", "-c", script]
+}
+
 /// The directory the test binaries were built into.
 pub fn bin_dir() -> PathBuf {
     assert_cmd::cargo::cargo_bin!("stop-gate")
@@ -66,6 +107,15 @@ pub fn bin_dir() -> PathBuf {
 
 pub fn promise_matcher() -> Command {
     vigil_command("promise-matcher")
+}
+
+/// `promise-matcher ARGS` on `stdin`, whatever it answers.
+pub fn promise_matcher_on(args: &[&str], stdin: impl Into<Vec<u8>>) -> std::process::Output {
+    promise_matcher()
+        .args(args)
+        .write_stdin(stdin)
+        .output()
+        .unwrap()
 }
 
 pub fn stop_gate() -> Command {
@@ -83,6 +133,22 @@ pub fn marker_writer_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .current_dir(dir)
         .output()
         .unwrap()
+}
+
+/// `marker-writer keygen --out OUT` run in `dir`, which must succeed: the key pair it made,
+/// (secret, public).
+pub fn keygen_into(dir: &Path, out: &Path) -> (PathBuf, PathBuf) {
+    super::ok(marker_writer_in(
+        dir,
+        &["keygen", "--out", out.to_str().unwrap()],
+    ));
+    (out.join("vigil-marker.key"), out.join("vigil-marker.pub"))
+}
+
+/// `marker-writer` with the words of `args` in `dir`, answering with a negative verdict (exit 1,
+/// one line): that line.
+pub fn marker_writer_denies(dir: &Path, args: &str) -> String {
+    super::negative_verdict(&marker_writer_in(dir, &words(args)), "marker-writer")
 }
 
 pub fn session_end_handoff() -> Command {

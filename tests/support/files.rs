@@ -32,15 +32,66 @@ pub fn sample_payload(name: &str, changes: &[(&str, Value)]) -> String {
     payload.to_string()
 }
 
+/// `path` is itself a symbolic link (not followed).
+pub fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .file_type()
+        .is_symlink()
+}
+
+/// Writes a Codex `config.toml` at `config`: `settings`, then the table that trusts `project`
+/// (by its canonical path, as Codex keys it).
+pub fn write_codex_config_trusting(config: &Path, settings: &str, project: &Path) {
+    let project = std::fs::canonicalize(project).unwrap();
+    std::fs::write(
+        config,
+        format!(
+            "{settings}[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            project.display()
+        ),
+    )
+    .unwrap();
+}
+
 /// Writes `contents` at `path`, making its directories first.
 pub fn write_file(path: &Path, contents: impl AsRef<[u8]>) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, contents).unwrap();
 }
 
+/// The string `field` of each object in the JSON array `items`.
+pub fn fields_of<'a>(items: &'a Value, field: &str) -> Vec<&'a str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[field].as_str().unwrap())
+        .collect()
+}
+
 /// A JSON file, parsed.
 pub fn json_of(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// The `additionalContext` of a hook's output (`hookSpecificOutput`), which must be there.
+pub fn additional_context(output: &Value) -> &str {
+    output["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap()
+}
+
+/// A hand edit of the settings file `settings`: `extra` appended to the command of its first
+/// Stop handler.
+pub fn append_to_stop_command(settings: &Path, extra: &str) {
+    let mut value = json_of(settings);
+    let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    value["hooks"]["Stop"][0]["hooks"][0]["command"] = Value::String(format!("{command} {extra}"));
+    std::fs::write(settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
 }
 
 /// Validates a value against a schema in `schemas/`, panicking with every error.
@@ -60,6 +111,20 @@ pub fn assert_valid(schema_name: &str, instance: &Value) {
     );
 }
 
+/// The entries of `dir` (not below it) whose name ends `.EXTENSION`, sorted; none where `dir`
+/// is missing.
+pub fn files_ending(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
+        .collect();
+    files.sort();
+    files
+}
+
 /// Every file below `dir`, as paths relative to it, sorted.
 pub fn tree(dir: &Path) -> Vec<String> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
@@ -76,6 +141,15 @@ pub fn tree(dir: &Path) -> Vec<String> {
     walk(dir, dir, &mut out);
     out.sort();
     out
+}
+
+/// Makes a FIFO at `path` (with `mkfifo`, which must succeed).
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
 }
 
 /// Makes `path` executable by its owner and everyone (0755).

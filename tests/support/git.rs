@@ -27,6 +27,63 @@ pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs git in `dir` on the index file `index` instead of the repository's, and without the
+/// user's or the system's configuration, panicking with its stderr when it fails; returns
+/// trimmed stdout. How a test computes a tree the way SPEC §5 says, with git's own answer.
+pub fn git_on_index(dir: &Path, index: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_INDEX_FILE", index)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", super::said(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `git worktree add -q -b BRANCH PATH` in the repository at `dir`: a linked worktree of it, on
+/// a new branch.
+pub fn add_worktree(dir: &Path, branch: &str, path: &Path) {
+    git(
+        dir,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            branch,
+            path.to_str().unwrap(),
+        ],
+    );
+}
+
+/// The agent's edit of the index of the repository at `dir`: the entry of a file of `size`
+/// bytes gets the stat data of the file at `path` (keeping its blob id), so git takes that
+/// file for unchanged without reading it. The stat data written.
+pub fn forge_index_stat(dir: &Path, path: &str, size: usize) -> gix_index::entry::Stat {
+    let index_path = dir.join(".git/index");
+    let mut index = gix_index::File::at(
+        &index_path,
+        gix_index::hash::Kind::Sha1,
+        false,
+        Default::default(),
+    )
+    .unwrap();
+    let meta = gix_index::fs::Metadata::from_path_no_follow(&dir.join(path)).unwrap();
+    let stat = gix_index::entry::Stat::from_fs(&meta).unwrap();
+    let entry = index
+        .entries_mut()
+        .iter_mut()
+        .find(|e| e.stat.size as usize == size)
+        .unwrap();
+    entry.stat = stat;
+    index.write(Default::default(), Default::default()).unwrap();
+    stat
+}
+
 /// A `git` earlier on PATH that sleeps before doing anything.
 pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
     let bin = tempfile::tempdir().unwrap();

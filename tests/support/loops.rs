@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
-use super::{Project, assert_valid, said, stop_gate};
+use super::{Project, assert_valid, ok, said, stop_gate};
 
 /// `stop-gate loop start` in a project, as a human runs it from a terminal:
 ///
@@ -124,13 +124,21 @@ impl Loop {
 impl Project {
     /// `stop-gate loop start ARGS` in this project, whatever it answers.
     pub fn start(&self, args: &[&str]) -> std::process::Output {
-        stop_gate()
-            .arg("loop")
+        self.start_with_env(args, &[])
+    }
+
+    /// `stop-gate loop start ARGS` in this project with the variables `env` set, whatever it
+    /// answers.
+    pub fn start_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = stop_gate();
+        cmd.arg("loop")
             .arg("start")
             .args(args)
-            .current_dir(self.path())
-            .output()
-            .unwrap()
+            .current_dir(self.path());
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        cmd.output().unwrap()
     }
 
     /// `stop-gate loop start --args-stdin` in this project, `raw` on its standard input as the
@@ -154,9 +162,19 @@ impl Project {
             .unwrap()
     }
 
+    /// [`Loop::for_session`] in this project.
+    pub fn loop_for(&self, session: &str) -> Loop {
+        Loop::for_session(self.path(), session)
+    }
+
+    /// [`Loop::for_next_session`] in this project.
+    pub fn loop_for_next_session(&self) -> Loop {
+        Loop::for_next_session(self.path())
+    }
+
     /// A loop for `session` with `max` passes and the promise `DONE`, which must start.
     pub fn start_ok(&self, session: &str, max: u32, prompt: &str) {
-        Loop::for_session(self.path(), session)
+        self.loop_for(session)
             .max_iterations(max)
             .prompt(prompt)
             .start();
@@ -164,16 +182,7 @@ impl Project {
 
     /// `loop status --json` of `session`, validated against the loop schema.
     pub fn loop_state(&self, session: &str) -> Value {
-        let output = stop_gate()
-            .args(["loop", "status", "--json", "--session", session])
-            .current_dir(self.path())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let output = ok(self.loop_command(&["status", "--json", "--session", session]));
         let state: Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_valid("loop.schema.json", &state);
         state

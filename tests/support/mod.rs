@@ -2,7 +2,7 @@
 //! binaries under test as commands, git with a test's author, a [`Project`] builder, loops
 //! started through `stop-gate loop start` ([`Loop`]), Stops run through the real gate
 //! ([`Stop`]), SessionStart and SessionEnd, fixtures and schemas, and ways to run a process and
-//! read what it did.
+//! read what it did, and the assertions made of what it did.
 //!
 //! Each test binary includes it with `#[path = "../support/mod.rs"] mod support;` and takes
 //! what it needs with `use crate::support::*;`.
@@ -10,6 +10,7 @@
 // Each test binary uses a part of it.
 #![allow(dead_code, unused_imports)]
 
+mod assertions;
 mod commands;
 mod files;
 mod git;
@@ -23,6 +24,7 @@ mod sessions;
 mod state;
 mod stop;
 
+pub use assertions::*;
 pub use commands::*;
 pub use files::*;
 pub use git::*;

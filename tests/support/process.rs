@@ -23,6 +23,16 @@ pub fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "vigil-test: SKIPPED {name}: {why}");
 }
 
+/// A test that cannot have what it needs (`why`): a failure where CI requires it
+/// (`VIGIL_E2E_REQUIRED`: "`what` is required here"), else the skip line naming `skipped`.
+pub fn skip_unless_required(what: &str, skipped: &str, why: &str) {
+    assert!(
+        std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+        "{what} is required here, but {why}"
+    );
+    skip(&format!("{skipped}: {why}"));
+}
+
 /// The findings of `settings-merge check --verbose`, each on one line: its headline, then the
 /// lines of its detail.
 pub fn findings_of(said: &str) -> Vec<String> {
@@ -39,28 +49,13 @@ pub fn findings_of(said: &str) -> Vec<String> {
     findings
 }
 
-/// stderr must be exactly one line starting with the binary's name.
-pub fn assert_one_line_error(output: &std::process::Output, binary: &str) -> String {
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(
-        stderr.lines().count(),
-        1,
-        "stderr is not one line: {stderr:?}"
-    );
-    assert!(stderr.starts_with(&format!("{binary}: ")), "{stderr:?}");
-    stderr
-}
-
-/// The one line of a CLI command's negative verdict (SPEC §2: exit 1, one line on stderr
-/// starting with the binary's name).
-pub fn negative_verdict(output: &std::process::Output, binary: &str) -> String {
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "stdout {:?}",
-        String::from_utf8_lossy(&output.stdout)
-    );
-    assert_one_line_error(output, binary)
+/// The first of `findings` that says `part` (the test fails, showing them all, when none does).
+#[track_caller]
+pub fn finding<'a>(findings: &'a [String], part: &str) -> &'a str {
+    findings
+        .iter()
+        .find(|f| f.contains(part))
+        .unwrap_or_else(|| panic!("{part:?} in none of {findings:#?}"))
 }
 
 /// A finished command's status, stdout and stderr, for an assertion's message.
@@ -71,12 +66,6 @@ pub fn said(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// A finished command that must have succeeded (else the test fails with what it said).
-pub fn ok(out: std::process::Output) -> std::process::Output {
-    assert!(out.status.success(), "{}", said(&out));
-    out
 }
 
 /// Whether a process is alive and not a zombie (an orphan here may wait a while for a reaper).
@@ -90,6 +79,18 @@ pub fn running(pid: i32) -> bool {
             .starts_with('Z'),
         Err(_) => false,
     }
+}
+
+/// Waits at most 5 s for a live process with `word` among its arguments
+/// ([`running_with_arg`]): whether there is one.
+pub fn soon_running_with_arg(word: &str) -> bool {
+    for _ in 0..250 {
+        if running_with_arg(word) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running_with_arg(word)
 }
 
 /// Whether a live process has `word` among its arguments. A confined check has its own PID
@@ -112,6 +113,51 @@ pub fn running_with_arg(word: &str) -> bool {
         };
         cmdline.split(|b| *b == 0).any(|arg| arg == word.as_bytes()) && running(pid)
     })
+}
+
+/// Starts `cmd` with `stdin` written to its standard input, which is then closed: a child the
+/// test waits for, signals or kills itself (its stdout and stderr go where `cmd` sends them).
+pub fn spawn_fed(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Child {
+    let (child, written) = spawn_writing(cmd, stdin);
+    written.unwrap();
+    child
+}
+
+/// [`spawn_fed`] for a child that may stop reading before the end of `stdin` (one the test
+/// kills midway): a write it cuts short is no failure.
+pub fn spawn_feeding(cmd: &mut std::process::Command, stdin: &[u8]) -> std::process::Child {
+    spawn_writing(cmd, stdin).0
+}
+
+fn spawn_writing(
+    cmd: &mut std::process::Command,
+    stdin: &[u8],
+) -> (std::process::Child, std::io::Result<()>) {
+    use std::io::Write;
+    let mut child = cmd.stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let written = child.stdin.take().unwrap().write_all(stdin);
+    (child, written)
+}
+
+/// Less than `limit` has passed since `started`, else the test fails saying `why` and how long
+/// it took.
+#[track_caller]
+pub fn assert_within(started: std::time::Instant, limit: std::time::Duration, why: &str) {
+    let took = started.elapsed();
+    assert!(took < limit, "{why} (took {took:?})");
+}
+
+/// Polls `child` every 20 ms until it exits or `limit` has passed since `start`: how it exited,
+/// or `None` while it still runs.
+pub fn exited_within(
+    child: &mut std::process::Child,
+    start: std::time::Instant,
+    limit: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    while child.try_wait().unwrap().is_none() && start.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.try_wait().unwrap()
 }
 
 /// Runs `cmd` with `stdin` fed through a pipe (from a thread, so a binary that stops reading

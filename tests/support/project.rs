@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{bin_dir, git, protected_dir, said, session_record_of, settings_merge};
+use super::{bin_dir, git, ok, protected_dir, session_record_of, settings_merge, write_file};
 
 /// A throwaway project, and the ways a test talks to the binaries about it (the Stop hook and
 /// the loop commands are in `stop.rs` and `loops.rs`).
@@ -159,12 +159,31 @@ impl Project {
         self.root.path()
     }
 
+    /// The path beside the project named after it, with `-suffix`.
+    pub fn beside(&self, suffix: &str) -> PathBuf {
+        let name = self.path().file_name().unwrap().to_string_lossy();
+        self.path()
+            .parent()
+            .unwrap()
+            .join(format!("{name}-{suffix}"))
+    }
+
     /// The project's own HOME (the builder's [`ProjectBuilder::home`]).
     pub fn home(&self) -> &Path {
         self.home
             .as_ref()
             .expect("a project built with .home()")
             .path()
+    }
+
+    /// Writes `contents` at `relative` in the project, making its directories first.
+    pub fn write(&self, relative: &str, contents: impl AsRef<[u8]>) {
+        write_file(&self.path().join(relative), contents);
+    }
+
+    /// The text of the file at `relative` in the project.
+    pub fn read(&self, relative: &str) -> String {
+        std::fs::read_to_string(self.path().join(relative)).unwrap()
     }
 
     /// The project's `.vigil/` (what may be seen and shared, SPEC §2).
@@ -187,28 +206,48 @@ impl Project {
     }
 
     /// `settings-merge install` into [`Project::settings`] with `flags`, as install.sh runs
-    /// it in the project (with the project's HOME when it has one).
+    /// it in the project (with the project's HOME when it has one), which must succeed.
     pub fn install(&self, flags: &[&str]) {
-        install_at(self.path(), self.home.as_ref().map(|h| h.path()), flags);
+        ok(self.merge("install", flags));
     }
+
+    /// `settings-merge ACTION --settings SETTINGS ARGS` on [`Project::settings`], run in the
+    /// project with its HOME when it has one (`install` with the build's `--bin-dir` first):
+    /// whatever it answers.
+    pub fn merge(&self, action: &str, args: &[&str]) -> std::process::Output {
+        settings_merge_in(
+            self.path(),
+            self.home.as_ref().map(|h| h.path()),
+            action,
+            args,
+        )
+    }
+}
+
+/// `settings-merge ACTION --settings DIR/.claude/settings.local.json ARGS` run in `dir`, with
+/// `HOME` at `home` (the test's own when `None`), `install` with the build's `--bin-dir` first:
+/// whatever it answers.
+pub fn settings_merge_in(
+    dir: &Path,
+    home: Option<&Path>,
+    action: &str,
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = settings_merge();
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
+    cmd.arg(action)
+        .arg("--settings")
+        .arg(dir.join(".claude/settings.local.json"));
+    if action == "install" {
+        cmd.arg("--bin-dir").arg(bin_dir());
+    }
+    cmd.args(args).current_dir(dir).output().unwrap()
 }
 
 /// `settings-merge install` into `dir`'s `.claude/settings.local.json` with `flags`, run in
 /// `dir` as install.sh runs it, with `HOME` at `home` (the test's own when `None`).
 pub fn install_at(dir: &Path, home: Option<&Path>, flags: &[&str]) {
-    let mut cmd = settings_merge();
-    if let Some(home) = home {
-        cmd.env("HOME", home);
-    }
-    let out = cmd
-        .arg("install")
-        .arg("--settings")
-        .arg(dir.join(".claude/settings.local.json"))
-        .arg("--bin-dir")
-        .arg(bin_dir())
-        .args(flags)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    ok(settings_merge_in(dir, home, "install", flags));
 }

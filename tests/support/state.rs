@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{assert_valid, json_of, state_home, stop_gate};
+use super::{assert_valid, files_ending, json_of, state_home, stop_gate};
 
 /// The protected state the binaries keep for the project in `dir` (under `state_home()`),
 /// found by the name it is given: the project's directory name and a hash of its path.
@@ -95,14 +95,16 @@ pub fn queue_of(dir: &Path) -> PathBuf {
         .join("wakes")
 }
 
+impl super::Project {
+    /// The wakes waiting for the project (a main checkout), oldest first ([`wakes_in`]).
+    pub fn wakes(&self) -> Vec<Value> {
+        wakes_in(&queue_of(self.path()))
+    }
+}
+
 /// The wakes waiting in `queue`, oldest first, each checked against its schema.
 pub fn wakes_in(queue: &Path) -> Vec<Value> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(queue)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.retain(|p| p.extension().is_some_and(|x| x == "json"));
-    files.sort();
-    files
+    files_ending(queue, "json")
         .iter()
         .map(|p| {
             let wake = json_of(p);

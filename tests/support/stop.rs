@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Project, assert_valid, read_fixture, stop_gate};
+use super::{Project, assert_valid, read_fixture, spawn_fed, stop_gate, vigil_process};
 
 /// What a Stop hook run printed.
 pub struct Stop {
@@ -52,9 +52,62 @@ impl Stop {
     }
 
     /// The stop was blocked, and its reason says `text`.
+    #[track_caller]
     pub fn assert_blocked_saying(&self, text: &str) {
         assert!(self.blocked(), "not blocked: {:?}", self.json);
         assert!(self.reason().contains(text), "{}", self.reason());
+    }
+
+    /// The stop was blocked, and its reason begins with `prefix`: the reason.
+    #[track_caller]
+    pub fn assert_blocked_starting(&self, prefix: &str) -> String {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        starting(self.reason(), prefix)
+    }
+
+    /// The stop was blocked, and what comes before the loop's closing line ([`Stop::task`])
+    /// begins with `prefix`: that task.
+    #[track_caller]
+    pub fn assert_task_starting(&self, prefix: &str) -> String {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        starting(self.task(), prefix)
+    }
+
+    /// The stop was blocked, its reason closed by the loop's line ([`Stop::task`]), and what
+    /// comes before that line says `text`.
+    #[track_caller]
+    pub fn assert_task_saying(&self, text: &str) {
+        assert!(self.blocked(), "not blocked: {:?}", self.json);
+        let task = self.task();
+        assert!(task.contains(text), "{text:?} is not in: {task}");
+    }
+
+    /// The stop was let through (else the test fails with the reason it was not).
+    #[track_caller]
+    pub fn assert_allowed(&self) {
+        assert!(!self.blocked(), "{}", self.reason());
+    }
+
+    /// The stop was let through, and the note for the human says `text`.
+    #[track_caller]
+    pub fn assert_allowed_saying(&self, text: &str) {
+        assert!(!self.blocked(), "blocked: {:?}", self.json);
+        let message = self.system_message();
+        assert!(message.contains(text), "{text:?} is not in: {message}");
+    }
+}
+
+/// `said`, which must begin with `prefix`.
+#[track_caller]
+fn starting(said: String, prefix: &str) -> String {
+    super::assert_text(super::Holds::StartsWith, &said, prefix, None);
+    said
+}
+
+/// What a Stop hook printed (its stdout one JSON object), without the checks of [`run_stop`].
+pub fn stop_of(out: &std::process::Output) -> Stop {
+    Stop {
+        json: Some(serde_json::from_slice(&out.stdout).unwrap()),
     }
 }
 
@@ -143,6 +196,18 @@ impl Project {
         self.stop_with_env(args, env, self.payload("s1", Some("x")).to_string())
     }
 
+    /// stop-gate with `args` started in this project on the Stop of session s1 (not declared),
+    /// its stdout thrown away: a gate the test signals or kills while its check runs.
+    pub fn stop_in_background(&self, args: &[&str]) -> std::process::Child {
+        spawn_fed(
+            vigil_process("stop-gate")
+                .args(args)
+                .current_dir(self.path())
+                .stdout(std::process::Stdio::null()),
+            self.payload("s1", Some("x")).to_string().as_bytes(),
+        )
+    }
+
     /// stop-gate run in this project as the hook of whatever event `payload` is, with no
     /// flags, whatever it answers.
     pub fn run_gate(&self, payload: &Value) -> std::process::Output {
@@ -155,6 +220,11 @@ impl Project {
 
     pub fn stop(&self, args: &[&str], session: &str, message: Option<&str>) -> Stop {
         self.stop_with(args, self.payload(session, message).to_string())
+    }
+
+    /// [`Project::stop`] of session s1 saying `x`: no declaration.
+    pub fn stop_s1(&self, args: &[&str]) -> Stop {
+        self.stop(args, "s1", Some("x"))
     }
 
     /// Runs the UserPromptSubmit hook (stop-gate) on `prompt` in `session`: what it printed.
@@ -170,6 +240,15 @@ impl Project {
         assert_valid("prompt-output.schema.json", &said);
         said
     }
+}
+
+/// Whether a handler (`{"type": "command", "command": …}`) runs vigil's stop-gate, by its path.
+pub fn runs_stop_gate(handler: &Value) -> bool {
+    handler["command"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('\'')
+        .ends_with("/stop-gate")
 }
 
 /// Whether a handler's command is vigil's waiter (`stop-gate wait`, SPEC §10) rather than its

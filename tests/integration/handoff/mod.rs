@@ -31,8 +31,11 @@ fn end_payload(dir: &Path, session: &str, event: &str, transcript: Option<&Path>
 /// SessionEnd (or, with `--checkpoint`, a checkpoint) of `session` on `event`, which must
 /// succeed.
 fn hand_off(dir: &Path, args: &[&str], session: &str, event: &str, transcript: Option<&Path>) {
-    let out = session_end(dir, args, end_payload(dir, session, event, transcript));
-    assert!(out.status.success(), "{}", said(&out));
+    ok(session_end(
+        dir,
+        args,
+        end_payload(dir, session, event, transcript),
+    ));
 }
 
 /// The context a SessionStart run injects, after checking its shape and size.
@@ -46,10 +49,7 @@ fn context(output: &Output) -> String {
     );
     let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout:?}"));
     assert_eq!(json["hookSpecificOutput"]["hookEventName"], "SessionStart");
-    json["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    additional_context(&json).to_string()
 }
 
 fn transcript(dir: &Path, last: &str) -> PathBuf {
@@ -57,4 +57,20 @@ fn transcript(dir: &Path, last: &str) -> PathBuf {
     let line = json!({"type": "assistant", "message": {"id": "m1", "role": "assistant", "content": [{"type": "text", "text": last}]}});
     std::fs::write(&path, format!("{line}\n")).unwrap();
     path
+}
+
+/// A repository with more to hand off than fits: `files` untracked files named by `name`
+/// holding `contents`, and PROGRESS.md holding `progress`.
+fn crowded(
+    files: usize,
+    name: impl Fn(usize) -> String,
+    contents: &str,
+    progress: String,
+) -> Project {
+    let repo = Project::git();
+    for i in 0..files {
+        write_file(&repo.path().join(name(i)), contents);
+    }
+    std::fs::write(repo.path().join("PROGRESS.md"), progress).unwrap();
+    repo
 }

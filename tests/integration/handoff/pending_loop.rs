@@ -9,23 +9,20 @@ use super::context;
 
 #[test]
 fn startup_claims_a_pending_loop_exactly_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let pending = Loop::for_next_session(dir.path())
+    let dir = Project::new();
+    let pending = dir
+        .loop_for_next_session()
         .max_iterations(4)
         .prompt("Run the migration")
         .start();
     let said = String::from_utf8_lossy(&pending.stdout).into_owned()
         + &String::from_utf8_lossy(&pending.stderr);
     let top = std::fs::canonicalize(dir.path()).unwrap();
-    assert!(
-        said.contains(&format!("in this project ({})", top.display())),
-        "the human is told which sessions may claim it: {said}"
-    );
+    // The human is told which sessions may claim it.
+    assert_contains!(said, &format!("in this project ({})", top.display()));
     let told = context(&session_start(dir.path(), "s-1", "startup"));
-    assert!(
-        told.contains("claimed a loop") && told.contains("Run the migration"),
-        "{told}"
-    );
+    assert_contains!(told, "claimed a loop");
+    assert_contains!(told, "Run the migration");
     let state = session_record_of(dir.path(), "s-1")["loop"].clone();
     assert_eq!(state["session_id"], "s-1");
     let protected = protected_dir(dir.path());
@@ -44,8 +41,8 @@ fn startup_claims_a_pending_loop_exactly_once() {
 
 #[test]
 fn a_lapsed_pending_loop_is_never_claimed() {
-    let dir = tempfile::tempdir().unwrap();
-    Loop::for_next_session(dir.path())
+    let dir = Project::new();
+    dir.loop_for_next_session()
         .flags(&["--claim-within", "1s"])
         .max_iterations(4)
         .prompt("Old task")
@@ -58,28 +55,22 @@ fn a_lapsed_pending_loop_is_never_claimed() {
 
 #[test]
 fn a_claimed_loop_names_its_promise_as_the_agent_must_write_it() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Project::new();
     let task = format!("Step one first. {}", "then more. ".repeat(400));
-    Loop::for_next_session(dir.path())
+    dir.loop_for_next_session()
         .max_iterations(4)
         .promise("ALL DONE")
         .prompt(&task)
         .start();
     let told = context(&session_start(dir.path(), "s-1", "startup"));
-    assert!(
-        told.contains("last line is <promise>ALL DONE</promise>"),
-        "{told}"
-    );
-    assert!(
-        told.contains("Step one first."),
-        "the head of the task is kept: {told}"
-    );
+    assert_contains!(told, "last line is <promise>ALL DONE</promise>");
+    assert_contains!(told, "Step one first.", "the head of the task is kept");
 }
 
 #[test]
 fn a_failed_claim_leaves_the_pending_loop_for_the_next_session() {
-    let dir = tempfile::tempdir().unwrap();
-    Loop::for_next_session(dir.path()).max_iterations(4).start();
+    let dir = Project::new();
+    dir.loop_for_next_session().max_iterations(4).start();
     // A file where the session records go: the claim cannot be written.
     let protected = protected_dir(dir.path());
     std::fs::write(protected.join("sessions"), "in the way").unwrap();
@@ -95,27 +86,19 @@ fn a_failed_claim_leaves_the_pending_loop_for_the_next_session() {
 
 #[test]
 fn sixteen_loaders_at_once_leave_exactly_one_owner() {
-    let dir = tempfile::tempdir().unwrap();
-    Loop::for_next_session(dir.path()).max_iterations(4).start();
+    let dir = Project::new();
+    dir.loop_for_next_session().max_iterations(4).start();
     let children: Vec<_> = (0..16)
         .map(|i| {
-            let mut child = vigil_process("session-start-loader")
-                .current_dir(dir.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
             let payload =
                 json!({"session_id": format!("s-{i}"), "cwd": dir.path(), "source": "startup"});
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(payload.to_string().as_bytes())
-                .unwrap();
-            child
+            spawn_fed(
+                vigil_process("session-start-loader")
+                    .current_dir(dir.path())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null()),
+                payload.to_string().as_bytes(),
+            )
         })
         .collect();
     for mut child in children {

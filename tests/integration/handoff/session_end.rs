@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-use super::{context, end_payload, hand_off, transcript};
+use super::{context, crowded, end_payload, hand_off, transcript};
 
 #[test]
 fn a_checkpoint_after_a_final_record_does_not_replace_it() {
@@ -31,25 +31,18 @@ fn live_tokens_and_promise_tags_come_out_defanged_in_record_and_context() {
     let dir = tempfile::tempdir().unwrap();
     hand_off(dir.path(), &["--checkpoint"], "s-1", "Stop", None);
     let raw = std::fs::read_to_string(dir.path().join(".vigil/handoff/checkpoint.json")).unwrap();
-    assert!(
-        !raw.contains("<<<VIGIL_") && !raw.contains("<promise>"),
-        "{raw}"
-    );
-    assert!(
-        raw.contains("<<<VIG-IL_") && raw.contains("<pro-mise>"),
-        "{raw}"
-    );
+    assert_lacks!(raw, "<<<VIGIL_");
+    assert_lacks!(raw, "<promise>");
+    assert_contains!(raw, "<<<VIG-IL_");
+    assert_contains!(raw, "<pro-mise>");
     let told = context(&session_start(dir.path(), "s-2", "startup"));
-    assert!(
-        !told.contains("<<<VIGIL_") && !told.contains("<promise>"),
-        "{told}"
-    );
+    assert_lacks!(told, "<<<VIGIL_");
+    assert_lacks!(told, "<promise>");
     // A loop reading the next session's output cannot be ended by what was handed on.
-    let scan = promise_matcher()
-        .args(["scan", "--token", "9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f"])
-        .write_stdin(told.clone())
-        .output()
-        .unwrap();
+    let scan = promise_matcher_on(
+        &["scan", "--token", "9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f"],
+        told.clone(),
+    );
     assert_eq!(scan.status.code(), Some(1));
     let judged = promise_matcher().write_stdin(told).output().unwrap();
     assert_eq!(stdout_of(&judged), "absent\n");
@@ -83,7 +76,7 @@ fn an_unwritable_state_directory_fails_open_with_one_line_and_leaves_nothing() {
 #[test]
 fn a_transcript_that_does_not_exist_still_leaves_a_record() {
     let dir = tempfile::tempdir().unwrap();
-    let out = session_end(
+    ok(session_end(
         dir.path(),
         &[],
         end_payload(
@@ -92,13 +85,7 @@ fn a_transcript_that_does_not_exist_still_leaves_a_record() {
             "SessionEnd",
             Some(Path::new("/nonexistent/t.jsonl")),
         ),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     assert_eq!(
         handoff_record(dir.path(), "final.json")["last_message"],
         Value::Null
@@ -120,24 +107,16 @@ fn vigil_disable_makes_both_do_nothing() {
 
 #[test]
 fn records_stay_under_16_kib_and_the_context_under_10000_characters() {
-    let repo = Project::git();
+    let repo = crowded(
+        300,
+        |i| format!("changed-file-with-a-long-name-number-{i:04}.txt"),
+        "x",
+        "progress line\n".repeat(5000),
+    );
     let dir = repo.path();
-    for i in 0..300 {
-        std::fs::write(
-            dir.join(format!("changed-file-with-a-long-name-number-{i:04}.txt")),
-            "x",
-        )
-        .unwrap();
-    }
-    std::fs::write(dir.join("PROGRESS.md"), "progress line\n".repeat(5000)).unwrap();
     let long_message = "é word ".repeat(2000);
     let t = transcript(dir, &long_message);
-    hand_off(dir, &[], "s-1", "SessionEnd", Some(&t));
-    let size = std::fs::metadata(dir.join(".vigil/handoff/final.json"))
-        .unwrap()
-        .len();
-    assert!(size <= 16 * 1024, "{size} bytes");
-    let record = handoff_record(dir, "final.json");
+    let record = final_record_within_16_kib(dir, &t);
     assert!(record["last_message"].as_str().unwrap().chars().count() <= 2000);
     context(&session_start(dir, "s-2", "startup"));
 }
@@ -172,12 +151,7 @@ fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
         .output()
         .unwrap();
     let took = started.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert!(
         took < std::time::Duration::from_millis(1000),
         "took {took:?} with a git that sleeps 2 s"
@@ -212,11 +186,9 @@ fn live_tags_in_a_branch_name_or_a_path_stay_out_of_the_record() {
     )
     .unwrap();
     hand_off(repo.path(), &[], "s-1", "SessionEnd", None);
-    let raw = std::fs::read_to_string(repo.path().join(".vigil/handoff/final.json")).unwrap();
-    assert!(
-        !raw.contains("<promise>") && !raw.contains("<<<VIGIL_"),
-        "{raw}"
-    );
+    let raw = repo.read(".vigil/handoff/final.json");
+    assert_lacks!(raw, "<promise>");
+    assert_lacks!(raw, "<<<VIGIL_");
     handoff_record(repo.path(), "final.json");
 }
 
@@ -224,13 +196,7 @@ fn live_tags_in_a_branch_name_or_a_path_stay_out_of_the_record() {
 fn one_oversized_field_is_cut_not_the_whole_handoff() {
     let dir = tempfile::tempdir().unwrap();
     let payload = json!({"session_id": "s-1", "cwd": dir.path(), "hook_event_name": "SessionEnd", "reason": "r".repeat(20_000)});
-    let out = session_end(dir.path(), &[], payload.to_string());
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(session_end(dir.path(), &[], payload.to_string()));
     assert!(
         handoff_record(dir.path(), "final.json")["reason"]
             .as_str()
@@ -246,15 +212,10 @@ fn a_record_stays_under_16_kib_when_every_part_is_large() {
     let repo = Project::git();
     let dir = repo.path();
     for i in 0..80 {
-        std::fs::write(dir.join(format!("{}-{i:03}.txt", "n".repeat(180))), "x").unwrap();
+        write_file(&dir.join(format!("{}-{i:03}.txt", "n".repeat(180))), "x");
     }
     let t = transcript(dir, &"😀".repeat(3000));
-    hand_off(dir, &[], "s-1", "SessionEnd", Some(&t));
-    let size = std::fs::metadata(dir.join(".vigil/handoff/final.json"))
-        .unwrap()
-        .len();
-    assert!(size <= 16 * 1024, "{size} bytes");
-    let record = handoff_record(dir, "final.json");
+    let record = final_record_within_16_kib(dir, &t);
     let files = record["git"]["changed_files"].as_array().unwrap().len();
     assert!(files < 50, "detail was shed to fit ({files} paths kept)");
 }
@@ -275,7 +236,7 @@ fn the_loop_is_told_as_it_stands_now_not_as_a_racing_checkpoint_saw_it() {
     // Codex runs stop-gate and the checkpoint at once: the checkpoint can see the loop
     // before stop-gate records the pass that ended it.
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
+    dir.loop_for("s1")
         .max_iterations(4)
         .prompt("Fix it.")
         .start();
@@ -340,6 +301,28 @@ fn the_records_a_handoff_replaces_are_removed_after_it_exits() {
     }
 }
 
+/// SessionEnd of s-1 with the transcript `t`: its final record, which must be at most 16 KiB.
+fn final_record_within_16_kib(dir: &Path, t: &Path) -> Value {
+    hand_off(dir, &[], "s-1", "SessionEnd", Some(t));
+    let size = std::fs::metadata(dir.join(".vigil/handoff/final.json"))
+        .unwrap()
+        .len();
+    assert!(size <= 16 * 1024, "{size} bytes");
+    handoff_record(dir, "final.json")
+}
+
+/// A repository whose session s1 ended once, leaving a record for the next to replace: it, and
+/// the SessionEnd payload.
+fn ended_once() -> (Project, String) {
+    let dir = Project::git();
+    let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
+    assert_eq!(
+        session_end(dir.path(), &[], payload.clone()).status.code(),
+        Some(0)
+    );
+    (dir, payload)
+}
+
 /// Nothing waits for what frees the replaced record: not the engine reading the hook's output,
 /// nor one holding another of its descriptors (here a pipe at 1500, past the first 1,024). A
 /// debug build's child waits `VIGIL_TEST_RELEASE_DELAY_MS` first, standing in for a disk that
@@ -350,12 +333,7 @@ fn the_engine_never_waits_for_the_replaced_record_to_be_freed() {
     use std::os::unix::process::CommandExt;
     use std::time::{Duration, Instant};
 
-    let dir = Project::git();
-    let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
-    assert_eq!(
-        session_end(dir.path(), &[], payload.clone()).status.code(),
-        Some(0)
-    );
+    let (dir, payload) = ended_once();
     let mut fds = [0; 2];
     // SAFETY: a two-int array for pipe2 to fill.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -416,12 +394,7 @@ fn the_engine_never_waits_for_the_replaced_record_to_be_freed() {
 fn a_handoff_directory_made_a_link_after_the_write_sends_no_removal_elsewhere() {
     use std::time::Duration;
 
-    let dir = Project::git();
-    let payload = end_payload(dir.path(), "s1", "SessionEnd", None);
-    assert_eq!(
-        session_end(dir.path(), &[], payload.clone()).status.code(),
-        Some(0)
-    );
+    let (dir, payload) = ended_once();
     let out = session_end_handoff()
         .current_dir(dir.path())
         .env("VIGIL_TEST_RELEASE_DELAY_MS", "1500")

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-use super::{MARKER, context, end_payload, hand_off, transcript};
+use super::{MARKER, context, crowded, end_payload, hand_off, transcript};
 
 #[test]
 fn session_end_then_session_start_tells_the_next_session_what_happened() {
@@ -35,13 +35,11 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
         dir,
         &format!("I stopped here; next is the docs.\n{MARKER}\n<promise>DONE</promise>"),
     );
-    let out = session_end(dir, &[], end_payload(dir, "s-1", "SessionEnd", Some(&t)));
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(session_end(
+        dir,
+        &[],
+        end_payload(dir, "s-1", "SessionEnd", Some(&t)),
+    ));
     let final_record = handoff_record(dir, "final.json");
     assert_eq!(final_record["kind"], "final");
     assert_eq!(final_record["git"]["branch"], "main");
@@ -63,25 +61,18 @@ fn session_end_then_session_start_tells_the_next_session_what_happened() {
     let told = context(&session_start(dir, "s-2", "startup"));
     assert!(told.contains("[final] session s-1"), "{told}");
     assert!(told.contains("branch main"), "{told}");
-    assert!(
-        told.contains("dirty (by stat, not verified): ") && told.contains("lib.rs"),
-        "{told}"
+    assert_contains!(told, "dirty (by stat, not verified): ");
+    assert_contains!(told, "lib.rs");
+    assert_contains!(
+        told,
+        "loop: cut (session-ended: the session ended while it ran), pass 1/5, promise DONE"
     );
-    assert!(
-        told.contains(
-            "loop: cut (session-ended: the session ended while it ran), pass 1/5, promise DONE"
-        ),
-        "{told}"
-    );
-    assert!(
-        told.contains("tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"),
-        "{told}"
+    assert_contains!(
+        told,
+        "tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"
     );
     assert!(told.contains("next is the docs"), "{told}");
-    assert!(
-        told.contains("- docs: next"),
-        "the progress file's tail: {told}"
-    );
+    assert_contains!(told, "- docs: next", "the progress file's tail");
 }
 
 /// SessionStart never walks the tree (issue 16): each marker is shown with the match the
@@ -98,16 +89,16 @@ fn markers_are_shown_with_the_match_recorded_and_never_rechecked_at_session_star
     hand_off(dir, &[], "s-1", "SessionEnd", None);
     std::fs::write(dir.join("lib.rs"), "fn main() { changed_since() }\n").unwrap();
     let told = context(&session_start(dir, "s-2", "startup"));
-    assert!(
-        told.contains("tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"),
-        "{told}"
+    assert_contains!(
+        told,
+        "tests passed (matched the working tree when recorded, by stat, not verified; not rechecked)"
     );
     // Recorded after the change: the marker was for the old tree.
     hand_off(dir, &[], "s-3", "SessionEnd", None);
     let told = context(&session_start(dir, "s-4", "startup"));
-    assert!(
-        told.contains("tests passed (did NOT match the working tree when recorded)"),
-        "{told}"
+    assert_contains!(
+        told,
+        "tests passed (did NOT match the working tree when recorded)"
     );
 }
 
@@ -122,10 +113,7 @@ fn a_final_after_a_checkpoint_is_presented_first_and_the_checkpoint_never_as_fin
     let checkpoint_at = told.find("[intermediate]").expect("checkpoint shown");
     assert!(final_at < checkpoint_at, "newest first: {told}");
     let checkpoint_line = told[checkpoint_at..].lines().next().unwrap();
-    assert!(
-        checkpoint_line.contains("NOT a finished task"),
-        "{checkpoint_line}"
-    );
+    assert_contains!(checkpoint_line, "NOT a finished task");
     assert!(!checkpoint_line.contains("ended"), "{checkpoint_line}");
 }
 
@@ -136,10 +124,8 @@ fn compact_gives_back_this_sessions_checkpoint() {
     hand_off(dir.path(), &["--checkpoint"], "s-1", "PreCompact", None);
     let told = context(&session_start(dir.path(), "s-1", "compact"));
     assert!(told.contains("[intermediate] session s-1"), "{told}");
-    assert!(
-        !told.contains("session old"),
-        "compaction brings back this session only: {told}"
-    );
+    // Compaction brings back this session only.
+    assert_lacks!(told, "session old");
 }
 
 #[test]
@@ -147,8 +133,9 @@ fn every_source_loads() {
     for source in ["startup", "resume", "clear", "fork"] {
         let dir = tempfile::tempdir().unwrap();
         hand_off(dir.path(), &[], "s-1", "SessionEnd", None);
-        assert!(
-            context(&session_start(dir.path(), "s-2", source)).contains("[final] session s-1"),
+        assert_contains!(
+            context(&session_start(dir.path(), "s-2", source)),
+            "[final] session s-1",
             "{source}"
         );
     }
@@ -164,10 +151,8 @@ fn a_progress_file_with_a_live_tag_is_defanged_too() {
     .unwrap();
     hand_off(dir.path(), &[], "s-1", "SessionEnd", None);
     let told = context(&session_start(dir.path(), "s-2", "startup"));
-    assert!(
-        told.contains("<pro-mise>DONE</pro-mise>") && !told.contains("<<<VIGIL_"),
-        "{told}"
-    );
+    assert_contains!(told, "<pro-mise>DONE</pro-mise>");
+    assert_lacks!(told, "<<<VIGIL_");
 }
 
 #[test]
@@ -204,10 +189,7 @@ fn a_corrupt_final_record_is_skipped_with_a_note() {
         "final.json",
         b"{\"schema\":\"vigil.handoff/v1\", broken",
     ));
-    assert!(
-        told.contains("skipped final.json: not a valid record"),
-        "{told}"
-    );
+    assert_contains!(told, "skipped final.json: not a valid record");
 }
 
 #[test]
@@ -242,10 +224,7 @@ fn a_stale_record_is_named_and_not_loaded() {
     record["last_message"] = json!("SECRET OLD CONTEXT");
     std::fs::write(&path, record.to_string()).unwrap();
     let told = context(&session_start(dir.path(), "s-2", "startup"));
-    assert!(
-        told.contains("is stale (older than 7d); not loaded"),
-        "{told}"
-    );
+    assert_contains!(told, "is stale (older than 7d); not loaded");
     assert!(!told.contains("SECRET OLD CONTEXT"));
 }
 
@@ -301,11 +280,8 @@ fn session_start_exports_the_session_id_to_claude_env_file() {
     let dir = tempfile::tempdir().unwrap();
     let env_file = dir.path().join("env.sh");
     std::fs::write(&env_file, "export EXISTING=1\n").unwrap();
-    let payload = json!({"session_id": "s-9", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-    let out = session_start_loader()
+    let out = session_start_command(dir.path(), "s-9", "startup")
         .env("CLAUDE_ENV_FILE", &env_file)
-        .current_dir(dir.path())
-        .write_stdin(payload.to_string())
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -366,9 +342,10 @@ fn a_record_that_breaks_the_schema_is_skipped() {
     for (name, edit) in edits {
         let dir = tempfile::tempdir().unwrap();
         let told = context(&checkpoint_with(dir.path(), edit));
-        assert!(
-            told.contains("skipped checkpoint.json: not a valid record"),
-            "{name}: {told}"
+        assert_contains!(
+            told,
+            "skipped checkpoint.json: not a valid record",
+            "{name}"
         );
         assert!(
             !told.lines().any(|l| l.starts_with("[final]")),
@@ -386,7 +363,7 @@ fn a_file_name_cannot_forge_a_line_of_the_context() {
         "",
     )
     .unwrap();
-    std::fs::write(repo.path().join("esc\u{1b}]0;pwned\u{7}\u{1b}[2Jname"), "").unwrap();
+    repo.write("esc\u{1b}]0;pwned\u{7}\u{1b}[2Jname", "");
     hand_off(repo.path(), &["--checkpoint"], "s-1", "Stop", None);
     let told = context(&session_start(repo.path(), "s-2", "startup"));
     assert!(!told.lines().any(|l| l.starts_with("[final]")), "{told}");
@@ -423,16 +400,12 @@ fn the_session_export_starts_on_its_own_line() {
     let env_file = dir.path().join("env.sh");
     std::fs::write(&env_file, "export OTHER=1").unwrap();
     let payload = json!({"session_id": "s-9", "cwd": dir.path(), "source": "startup"});
-    assert!(
-        session_start_loader()
-            .env("CLAUDE_ENV_FILE", &env_file)
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    ok(session_start_loader()
+        .env("CLAUDE_ENV_FILE", &env_file)
+        .current_dir(dir.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap());
     assert_eq!(
         std::fs::read_to_string(&env_file).unwrap(),
         "export OTHER=1\nexport VIGIL_SESSION_ID=s-9\n"
@@ -450,38 +423,27 @@ fn the_progress_file_must_be_a_plain_file_inside_the_project() {
     )
     .unwrap();
     let told = context(&checkpoint_with(dir.path(), |_| {}));
-    assert!(
-        !told.contains("SECRET-KEY-MATERIAL"),
-        "through a symlink: {told}"
-    );
+    assert_lacks!(told, "SECRET-KEY-MATERIAL", "through a symlink");
     let dir = tempfile::tempdir().unwrap();
     let told = context(&checkpoint_with(dir.path(), |r| {
         r["progress_file"] = json!(outside.path().join("secret.txt"))
     }));
-    assert!(
-        !told.contains("SECRET-KEY-MATERIAL"),
-        "by an absolute path: {told}"
-    );
+    assert_lacks!(told, "SECRET-KEY-MATERIAL", "by an absolute path");
 }
 
 #[test]
 fn many_large_records_fit_in_10000_characters_and_each_keeps_its_header() {
-    let repo = Project::git();
+    let repo = crowded(
+        50,
+        |i| format!("\"quoted\"-{}-{i:02}", "q".repeat(150)),
+        "",
+        "\"progress\" line\n".repeat(1000),
+    );
     let dir = repo.path();
-    for i in 0..50 {
-        std::fs::write(
-            dir.join(format!("\"quoted\"-{}-{i:02}", "q".repeat(150))),
-            "",
-        )
-        .unwrap();
-    }
-    std::fs::write(dir.join("PROGRESS.md"), "\"progress\" line\n".repeat(1000)).unwrap();
     let t = transcript(dir, &"\"quote\" \\ ".repeat(400));
     hand_off(dir, &[], "s-1", "SessionEnd", Some(&t));
     hand_off(dir, &["--checkpoint"], "s-2", "PreCompact", Some(&t));
     let told = context(&session_start(dir, "s-3", "startup"));
-    assert!(
-        told.contains("[final] session s-1") && told.contains("[intermediate] session s-2"),
-        "{told}"
-    );
+    assert_contains!(told, "[final] session s-1");
+    assert_contains!(told, "[intermediate] session s-2");
 }

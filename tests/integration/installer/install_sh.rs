@@ -40,7 +40,7 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
     let project = Project::git();
     let path_env = "/usr/bin:/bin";
     let prefix = home.path().join(".local");
-    let out = install_sh(
+    ok(install_sh(
         home.path(),
         &[
             "--project",
@@ -49,12 +49,7 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
             "test -f tests-pass",
         ],
         path_env,
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     assert!(prefix.join("bin/stop-gate").is_file());
     assert!(
         project
@@ -74,18 +69,10 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
         "hook_event_name": "UserPromptSubmit", "cwd": project.path(),
         "prompt": "/vigil-loop Fix the bug --max-iterations 3 --completion-promise DONE"});
     let said = fire(&prompt_hook, project.path(), &prompt);
-    assert!(
-        String::from_utf8_lossy(&said.stdout).contains("vigil loop started"),
-        "{}",
-        String::from_utf8_lossy(&said.stdout)
-    );
-    let loop_md =
-        std::fs::read_to_string(project.path().join(".claude/commands/vigil-loop.md")).unwrap();
+    assert_contains!(String::from_utf8_lossy(&said.stdout), "vigil loop started");
+    let loop_md = project.read(".claude/commands/vigil-loop.md");
     let stop_gate = prefix.join("bin/stop-gate").display().to_string();
-    assert!(
-        loop_md.contains(&format!("{stop_gate} loop status")),
-        "{loop_md}"
-    );
+    assert_contains!(loop_md, &format!("{stop_gate} loop status"));
     let block = loop_md
         .split("```!\n")
         .nth(1)
@@ -105,8 +92,9 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
         .env("CLAUDE_SESSION_ID", "5e55a0e1-0000-4000-8000-00000000c0de")
         .output()
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&shown.stdout).contains("running, pass 1/3"),
+    assert_contains!(
+        String::from_utf8_lossy(&shown.stdout),
+        "running, pass 1/3",
         "{}",
         String::from_utf8_lossy(&shown.stderr)
     );
@@ -122,22 +110,11 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
     payload["cwd"] = json!(project.path());
     // The check fails: the Stop hook, exactly as written, blocks.
     let blocked = fire(&stop, project.path(), &payload);
-    let decision: Value = serde_json::from_slice(&blocked.stdout).unwrap();
-    assert_eq!(decision["decision"], "block", "{decision}");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("test -f tests-pass")
-    );
+    stop_of(&blocked).assert_blocked_saying("test -f tests-pass");
     // The check passes: it allows.
-    std::fs::write(project.path().join("tests-pass"), "").unwrap();
-    let allowed = fire(&stop, project.path(), &payload);
-    assert!(
-        allowed.status.success() && allowed.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&allowed.stdout)
-    );
+    project.write("tests-pass", "");
+    let allowed = ok(fire(&stop, project.path(), &payload));
+    assert_silent(&allowed);
     // SessionEnd then SessionStart hand over.
     let end = settings["hooks"]["SessionEnd"][0]["hooks"][0]["command"]
         .as_str()
@@ -152,7 +129,7 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
             .unwrap();
     end_payload["cwd"] = json!(project.path());
     end_payload["transcript_path"] = Value::Null;
-    assert!(fire(&end, project.path(), &end_payload).status.success());
+    ok(fire(&end, project.path(), &end_payload));
     let mut start_payload: Value = serde_json::from_slice(
         &std::fs::read(fixture("samples/claude-session-start.json")).unwrap(),
     )
@@ -160,12 +137,7 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
     start_payload["cwd"] = json!(project.path());
     let context: Value =
         serde_json::from_slice(&fire(&start, project.path(), &start_payload).stdout).unwrap();
-    assert!(
-        context["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .contains("[final] session 00893aaf")
-    );
+    assert_contains!(additional_context(&context), "[final] session 00893aaf");
     // --check passes; --uninstall takes it all out again.
     let check = install_sh(
         home.path(),
@@ -177,16 +149,11 @@ fn install_sh_leaves_a_working_setup_whose_hooks_fire_for_real() {
         "{}",
         String::from_utf8_lossy(&check.stdout)
     );
-    let uninstall = install_sh(
+    ok(install_sh(
         home.path(),
         &["--project", project.path().to_str().unwrap(), "--uninstall"],
         path_env,
-    );
-    assert!(
-        uninstall.status.success(),
-        "{}",
-        String::from_utf8_lossy(&uninstall.stderr)
-    );
+    ));
     assert!(
         !project.path().join(".claude/settings.local.json").exists(),
         "install created it, uninstall removes it"
@@ -202,12 +169,9 @@ fn cancel_loop(prefix: &Path, project: &Path, path_env: &str) -> String {
     let out = isolated(&mut std::process::Command::new(
         prefix.join("bin/stop-gate"),
     ))
-    .args([
-        "loop",
-        "cancel",
-        "--session",
-        "5e55a0e1-0000-4000-8000-00000000c0de",
-    ])
+    .args(words(
+        "loop cancel --session 5e55a0e1-0000-4000-8000-00000000c0de",
+    ))
     .current_dir(project)
     .env("PATH", path_env)
     .output()
@@ -219,12 +183,7 @@ fn cancel_loop(prefix: &Path, project: &Path, path_env: &str) -> String {
 fn install_sh_user_and_codex_targets() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
-    let out = install_sh(home.path(), &["--user"], "/usr/bin:/bin");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(install_sh(home.path(), &["--user"], "/usr/bin:/bin"));
     assert!(json_of(&home.path().join(".claude/settings.json"))["hooks"]["SessionEnd"].is_array());
     let records: Vec<_> = std::fs::read_dir(home.path().join(".local/state/vigil/projects"))
         .unwrap()
@@ -237,16 +196,11 @@ fn install_sh_user_and_codex_targets() {
         "the user's record lives in the state home"
     );
     assert!(!home.path().join(".vigil").exists(), "and not in ~/.vigil");
-    let out = install_sh(
+    ok(install_sh(
         home.path(),
         &["--codex", "--project", project.path().to_str().unwrap()],
         "/usr/bin:/bin",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let codex = json_of(&project.path().join(".codex/hooks.json"));
     assert_eq!(
         codex["hooks"]
@@ -281,30 +235,18 @@ fn install_sh_protect_wires_the_sandbox_and_uninstall_takes_it_back() {
             .env_remove("XDG_STATE_HOME");
         cmd.output().unwrap()
     };
-    let out = run(&["--project", dir, "--protect"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(run(&["--project", dir, "--protect"]));
     let settings = json_of(&project.path().join(".claude/settings.local.json"));
     assert_eq!(settings["sandbox"]["enabled"], true);
     let deny = settings["permissions"]["deny"].to_string();
     assert!(deny.contains("Edit(~/.local/state/vigil/**)"), "{deny}");
-    assert!(
-        deny.contains("Edit(~/.local/bin/**)"),
-        "the binaries the hooks run: {deny}"
-    );
+    assert_contains!(deny, "Edit(~/.local/bin/**)", "the binaries the hooks run");
     let check = run(&["--project", dir, "--check"]);
-    assert!(
-        stdout_of(&check).contains("[ok] vigil's protected state"),
-        "{}",
-        stdout_of(&check)
-    );
+    assert_contains!(stdout_of(&check), "[ok] vigil's protected state");
     let out = run(&["--project", dir, "--protect", "--uninstall"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--protect"));
-    assert!(run(&["--project", dir, "--uninstall"]).status.success());
+    ok(run(&["--project", dir, "--uninstall"]));
     assert!(
         !project.path().join(".claude/settings.local.json").exists(),
         "the file install.sh created is gone again"
@@ -334,16 +276,14 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
     let project = Project::git();
     let sub = project.path().join("src/app");
     std::fs::create_dir_all(&sub).unwrap();
-    let out = install_sh_in(home.path(), &sub, &["--run", "true"]);
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(install_sh_in(home.path(), &sub, &["--run", "true"]));
     let top = std::fs::canonicalize(project.path()).unwrap();
-    assert!(
-        said(&out).contains(&format!(
+    assert_contains!(
+        said(&out),
+        &format!(
             "is inside the git repository {}; working on its top level",
             top.display()
-        )),
-        "{}",
-        said(&out)
+        )
     );
     assert!(project.path().join(".claude/settings.local.json").is_file());
     assert!(!sub.join(".claude").exists());
@@ -351,13 +291,9 @@ fn install_sh_in_a_subdirectory_wires_the_git_top_level_and_says_so() {
 
     let outside = tempfile::tempdir().unwrap();
     let out = install_sh_in(home.path(), outside.path(), &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert!(
-        said(&out).contains("is not inside a git repository")
-            && said(&out).contains("--project DIR"),
-        "{}",
-        said(&out)
-    );
+    assert_exit(&out, 2);
+    assert_contains!(said(&out), "is not inside a git repository");
+    assert_contains!(said(&out), "--project DIR");
     assert!(!outside.path().join(".claude").exists());
 
     // --check and --uninstall outside git work on the directory itself (SPEC §2).
@@ -374,16 +310,14 @@ fn install_sh_uninstall_in_a_subdirectory_wired_before_takes_it_out_there() {
     let sub = project.path().join("pkg");
     // Wired as an earlier install.sh did: the subdirectory named, as the current one was.
     std::fs::create_dir_all(&sub).unwrap();
-    let out = install_sh_in(home.path(), &sub, &["--project", sub.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(install_sh_in(
+        home.path(),
+        &sub,
+        &["--project", sub.to_str().unwrap()],
+    ));
     let settings = sub.join(".claude/settings.local.json");
-    assert!(
-        std::fs::read_to_string(&settings)
-            .unwrap()
-            .contains("stop-gate")
-    );
-    let out = install_sh_in(home.path(), &sub, &["--uninstall"]);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_contains!(std::fs::read_to_string(&settings).unwrap(), "stop-gate");
+    let out = ok(install_sh_in(home.path(), &sub, &["--uninstall"]));
     assert!(
         !settings.exists()
             || !std::fs::read_to_string(&settings)
@@ -425,10 +359,8 @@ fn install_sh_stops_clearly_without_cargo() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cargo is not installed"), "{stderr}");
     // The routes that need no Rust are named (issue 31).
-    assert!(
-        stderr.contains("/hooks/vigil-run --to ~/.local/bin") && stderr.contains("plugin"),
-        "{stderr}"
-    );
+    assert_contains!(stderr, "/hooks/vigil-run --to ~/.local/bin");
+    assert_contains!(stderr, "plugin");
 }
 
 #[test]
@@ -441,27 +373,17 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     // A copy an earlier install.sh made (the bare template) is upgraded, not "kept as yours".
     std::fs::create_dir_all(&commands).unwrap();
     std::fs::write(commands.join("vigil-loop.md"), &template).unwrap();
-    let out = install_sh(home.path(), &["--project", p], "/usr/bin:/bin");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(install_sh(home.path(), &["--project", p], "/usr/bin:/bin"));
     let upgraded = std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap();
-    assert!(
-        upgraded.contains("/.local/bin/stop-gate loop status"),
-        "{upgraded}"
-    );
+    assert_contains!(upgraded, "/.local/bin/stop-gate loop status");
     // Shared settings on top of the personal file would wire vigil twice: refused (issue 31),
     // and nothing changes.
     let before = std::fs::read(project.path().join(".claude/settings.local.json")).unwrap();
     let out = install_sh(home.path(), &["--project", p, "--shared"], "/usr/bin:/bin");
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("vigil is wired in ./.claude/settings.local.json already"),
-        "{}",
-        said(&out)
+    assert_exit(&out, 2);
+    assert_stderr_contains(
+        &out,
+        "vigil is wired in ./.claude/settings.local.json already",
     );
     assert!(!project.path().join(".claude/settings.json").exists());
     assert_eq!(
@@ -476,12 +398,11 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     assert!(out.status.success());
     assert!(!commands.exists(), "the last uninstall takes them");
     // Shared settings alone: the commands are committed, so they name stop-gate through PATH.
-    let out = install_sh(home.path(), &["--project", p, "--shared"], "/usr/bin:/bin");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(install_sh(
+        home.path(),
+        &["--project", p, "--shared"],
+        "/usr/bin:/bin",
+    ));
     assert_eq!(
         std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap(),
         template
@@ -495,16 +416,11 @@ fn install_sh_slash_commands_upgrade_stay_while_in_use_and_never_break_on_an_odd
     assert!(!commands.exists(), "the last uninstall takes them");
     // A prefix that would need quoting inside the YAML front matter: the template as it is.
     let odd = home.path().join("o'neil & co");
-    let out = install_sh(
+    let out = ok(install_sh(
         home.path(),
         &["--project", p, "--prefix", odd.to_str().unwrap()],
         "/usr/bin:/bin",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     assert_eq!(
         std::fs::read_to_string(commands.join("vigil-loop.md")).unwrap(),
         template
@@ -519,7 +435,7 @@ fn install_sh_takes_the_gate_configuration_and_a_rerun_keeps_it() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let dir = project.path().to_str().unwrap();
-    let out = install_sh(
+    ok(install_sh(
         home.path(),
         &[
             "--project",
@@ -531,12 +447,7 @@ fn install_sh_takes_the_gate_configuration_and_a_rerun_keeps_it() {
             "4",
         ],
         "/usr/bin:/bin",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let settings = project.path().join(".claude/settings.local.json");
     let command = stop_command(&settings);
     for flag in [
@@ -586,19 +497,9 @@ fn install_sh_keeps_the_slash_commands_while_a_hand_edited_gate_remains() {
     let home = tempfile::tempdir().unwrap();
     let project = tempfile::tempdir().unwrap();
     let p = project.path().to_str().unwrap();
-    assert!(
-        install_sh(home.path(), &["--project", p], "/usr/bin:/bin")
-            .status
-            .success()
-    );
+    ok(install_sh(home.path(), &["--project", p], "/usr/bin:/bin"));
     let settings = project.path().join(".claude/settings.local.json");
-    let mut value = json_of(&settings);
-    let command = value["hooks"]["Stop"][0]["hooks"][0]["command"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    value["hooks"]["Stop"][0]["hooks"][0]["command"] = json!(format!("{command} --max-blocks 9"));
-    std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    append_to_stop_command(&settings, "--max-blocks 9");
     let out = install_sh(
         home.path(),
         &["--project", p, "--uninstall"],
@@ -613,10 +514,9 @@ fn install_sh_keeps_the_slash_commands_while_a_hand_edited_gate_remains() {
             .join(".claude/commands/vigil-loop.md")
             .is_file()
     );
-    assert!(
-        std::fs::read_to_string(&settings)
-            .unwrap()
-            .contains("--max-blocks 9")
+    assert_contains!(
+        std::fs::read_to_string(&settings).unwrap(),
+        "--max-blocks 9"
     );
 }
 
@@ -634,10 +534,8 @@ fn install_sh_refuses_to_wire_vigils_own_clone_by_default() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("vigil's own clone") && stderr.contains("--project"),
-        "{stderr}"
-    );
+    assert_contains!(stderr, "vigil's own clone");
+    assert_contains!(stderr, "--project");
     assert!(
         !home.path().join(".local/bin/stop-gate").exists(),
         "nothing installed"

@@ -53,6 +53,18 @@ fn merge(action: &str, path: &Path, codex: bool, extra: &[&str]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `settings-merge install --settings PATH --bin-dir BIN`, which must succeed.
+fn install_with_bin_dir(path: &Path, bin: &Path) {
+    ok(settings_merge()
+        .arg("install")
+        .arg("--settings")
+        .arg(path)
+        .arg("--bin-dir")
+        .arg(bin)
+        .output()
+        .unwrap());
+}
+
 fn install_sh(home: &Path, args: &[&str], path_env: &str) -> Output {
     std::process::Command::new("bash")
         .arg(repo_path("install.sh"))

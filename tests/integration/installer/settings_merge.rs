@@ -4,10 +4,11 @@
 //! added.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{backup_of, merge, project_with, set_stop_timeout};
+use super::{backup_of, install_with_bin_dir, merge, project_with, set_stop_timeout};
 use crate::support::*;
 
 fn vigil_commands(value: &Value) -> Vec<String> {
@@ -80,11 +81,7 @@ fn install_twice_is_byte_identical_and_keeps_the_users_hooks() {
             once.ends_with(b"}\n") && String::from_utf8_lossy(&once).contains("\n  \""),
             "{name}: 2-space indentation, final newline"
         );
-        assert!(
-            merge("install", &path, codex, &["--run", "cargo test"])
-                .status
-                .success()
-        );
+        ok(merge("install", &path, codex, &["--run", "cargo test"]));
         assert_eq!(
             std::fs::read(&path).unwrap(),
             once,
@@ -96,12 +93,10 @@ fn install_twice_is_byte_identical_and_keeps_the_users_hooks() {
 #[test]
 fn large_integers_and_non_ascii_survive_byte_for_byte() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        text.contains("12345678901234567890123"),
-        "a large integer was rounded"
-    );
+    // A large integer was rounded.
+    assert_contains!(text, "12345678901234567890123");
     assert!(text.contains("2.50"), "a number was rewritten");
     assert!(text.contains("Grüße, 世界 ✓"));
 }
@@ -111,7 +106,7 @@ fn install_then_uninstall_restores_the_original_byte_for_byte() {
     for name in GOOD {
         let (dir, path, codex) = project_with(name);
         let original = std::fs::read(&path).unwrap();
-        assert!(merge("install", &path, codex, &[]).status.success());
+        ok(merge("install", &path, codex, &[]));
         assert!(
             path.with_file_name(format!(
                 "{}.vigil-backup",
@@ -126,7 +121,7 @@ fn install_then_uninstall_restores_the_original_byte_for_byte() {
             !dir.path().join(".vigil").exists(),
             "the record is in the protected state, not the project"
         );
-        assert!(merge("uninstall", &path, codex, &[]).status.success());
+        ok(merge("uninstall", &path, codex, &[]));
         assert_eq!(std::fs::read(&path).unwrap(), original, "{name}");
     }
 }
@@ -135,9 +130,9 @@ fn install_then_uninstall_restores_the_original_byte_for_byte() {
 fn install_into_a_missing_file_then_uninstall_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".claude/settings.local.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     assert!(json_of(&path)["hooks"]["Stop"].is_array());
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     assert!(!path.exists());
 }
 
@@ -145,11 +140,11 @@ fn install_into_a_missing_file_then_uninstall_removes_it() {
 fn uninstall_after_the_user_changed_the_file_removes_only_vigils_entries() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     let original = json_of(&path);
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let mut edited = json_of(&path);
     edited["model"] = json!("opus");
     std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     let after = json_of(&path);
     assert_eq!(after["model"], "opus", "the user's later change is kept");
     assert_eq!(
@@ -161,16 +156,8 @@ fn uninstall_after_the_user_changed_the_file_removes_only_vigils_entries() {
 #[test]
 fn a_different_run_command_replaces_vigils_stop_entry() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(
-        merge("install", &path, false, &["--run", "cargo test"])
-            .status
-            .success()
-    );
-    assert!(
-        merge("install", &path, false, &["--run", "make check"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "cargo test"]));
+    ok(merge("install", &path, false, &["--run", "make check"]));
     let stops = json_of(&path)["hooks"]["Stop"].to_string();
     // The gate once, and the waiter beside it (SPEC §10).
     assert_eq!(stops.matches("stop-gate").count(), 2, "{stops}");
@@ -195,13 +182,13 @@ fn malformed_files_are_refused_and_left_unchanged() {
         let (dir, path, _) = project_with(name);
         let before = std::fs::read(&path).unwrap();
         let out = merge("install", &path, false, &[]);
-        assert_eq!(out.status.code(), Some(2), "{name}");
-        let stderr = assert_one_line_error(&out, "settings-merge");
+        let stderr = usage_error(&out, "settings-merge");
         assert!(stderr.contains("nothing was changed"), "{name}: {stderr}");
         if let Some(position) = position {
-            assert!(
-                stderr.contains(&format!("settings.local.json:{position}")),
-                "{name}: line and column: {stderr}"
+            assert_contains!(
+                stderr,
+                &format!("settings.local.json:{position}"),
+                "{name}: line and column"
             );
         }
         assert_eq!(std::fs::read(&path).unwrap(), before, "{name}");
@@ -257,13 +244,13 @@ fn eight_installers_at_once_leave_each_entry_once() {
         .collect();
     assert!(wired.len() <= 1, "vigil wired twice: {wired:?}");
     if wired.is_empty() {
-        assert!(merge("install", &path, false, &[]).status.success());
+        ok(merge("install", &path, false, &[]));
     }
     for file in [&path, &local] {
         if !std::fs::read_to_string(file).unwrap().contains("stop-gate") {
             continue;
         }
-        assert!(merge("install", file, false, &[]).status.success());
+        ok(merge("install", file, false, &[]));
         let text = std::fs::read_to_string(file).unwrap();
         // A re-install keeps the check an earlier one added, so the Stop's stop-gate may
         // carry `--run`: count the binary, not the end of its command.
@@ -288,7 +275,7 @@ fn eight_installers_at_once_leave_each_entry_once() {
     }
     // Both files' records survived the interleaving: each uninstall restores its original.
     for file in [&path, &local] {
-        assert!(merge("uninstall", file, false, &[]).status.success());
+        ok(merge("uninstall", file, false, &[]));
         assert_eq!(std::fs::read(file).unwrap(), original);
     }
 }
@@ -298,7 +285,7 @@ fn permissions_are_kept() {
     for mode in [0o600, 0o644] {
         let (_dir, path, _) = project_with("claude-user-hooks.json");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        assert!(merge("install", &path, false, &[]).status.success());
+        ok(merge("install", &path, false, &[]));
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             mode
@@ -313,25 +300,11 @@ fn a_symlinked_settings_file_stays_a_symlink() {
     std::fs::rename(&path, &real).unwrap();
     std::os::unix::fs::symlink(&real, &path).unwrap();
     let original = std::fs::read(&real).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
-    assert!(
-        std::fs::symlink_metadata(&path)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    assert!(
-        std::fs::read_to_string(&real)
-            .unwrap()
-            .contains("stop-gate")
-    );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
-    assert!(
-        std::fs::symlink_metadata(&path)
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    ok(merge("install", &path, false, &[]));
+    assert!(is_symlink(&path));
+    assert_contains!(std::fs::read_to_string(&real).unwrap(), "stop-gate");
+    ok(merge("uninstall", &path, false, &[]));
+    assert!(is_symlink(&path));
     assert_eq!(std::fs::read(&real).unwrap(), original);
 }
 
@@ -342,32 +315,31 @@ fn dry_run_prints_the_diff_and_changes_nothing() {
     let out = merge("install", &path, false, &["--dry-run"]);
     assert!(out.status.success());
     let diff = stdout_of(&out);
-    assert!(
-        diff.starts_with("--- ")
-            && diff.contains("+            \"command\": ")
-            && diff.contains("stop-gate"),
-        "{diff}"
-    );
+    assert_starts_with!(diff, "--- ");
+    assert_contains!(diff, "+            \"command\": ");
+    assert_contains!(diff, "stop-gate");
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert!(!dir.path().join(".vigil").exists());
+}
+
+/// vigil installed into `path`, the user's edit of the model, a reinstall with another check,
+/// then the uninstall: the file left.
+fn edited_between_installs_then_uninstalled(path: &Path) -> Value {
+    ok(merge("install", path, false, &[]));
+    let mut edited = json_of(path);
+    edited["model"] = json!("opus");
+    std::fs::write(path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+    ok(merge("install", path, false, &["--run", "make test"]));
+    ok(merge("uninstall", path, false, &[]));
+    json_of(path)
 }
 
 #[test]
 fn a_reinstall_after_an_edit_never_restores_the_stale_backup() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
-    let mut edited = json_of(&path);
-    edited["model"] = json!("opus");
-    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
     // Reinstalling with another check rewrites the file; the edit made in between must
     // survive the uninstall that follows.
-    assert!(
-        merge("install", &path, false, &["--run", "make test"])
-            .status
-            .success()
-    );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
-    let after = json_of(&path);
+    let after = edited_between_installs_then_uninstalled(&path);
     assert_eq!(after["model"], "opus", "the edit between installs is kept");
     assert!(vigil_commands(&after).is_empty(), "{after}");
 }
@@ -375,10 +347,10 @@ fn a_reinstall_after_an_edit_never_restores_the_stale_backup() {
 #[test]
 fn a_settings_file_deleted_after_install_is_recreated_then_removed_on_uninstall() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     std::fs::remove_file(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
+    ok(merge("uninstall", &path, false, &[]));
     assert!(
         !path.exists(),
         "the file vigil created is removed, not replaced by the old backup"
@@ -392,7 +364,7 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
     // a file that already runs vigil as if it were the original, and (issue 31) the groups it
     // finds are vigil's from then on: an uninstall that left them would leave vigil running.
     let (dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let stop_group = json_of(&path)["hooks"]["Stop"]
         .as_array()
         .unwrap()
@@ -400,7 +372,7 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
         .find(|g| g.to_string().contains("stop-gate"))
         .cloned()
         .unwrap();
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     let mut own = json_of(&path);
     own["hooks"]["Stop"]
         .as_array_mut()
@@ -412,11 +384,7 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
 
     let out = merge("install", &path, false, &[]);
     assert!(out.status.success());
-    assert!(
-        stdout_of(&out).contains("adopted 1 vigil hook group"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "adopted 1 vigil hook group");
     assert!(
         !backup_of(&path).exists(),
         "a file that already runs vigil is not backed up as the original"
@@ -432,10 +400,11 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
         1,
         "nothing added twice"
     );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     let after = json_of(&path);
-    assert!(
-        !after.to_string().contains("stop-gate"),
+    assert_lacks!(
+        after.to_string(),
+        "stop-gate",
         "vigil runs no more: {after}"
     );
     assert!(
@@ -451,7 +420,7 @@ fn a_vigil_group_in_a_file_with_no_record_is_adopted_and_goes_with_uninstall() {
 fn uninstall_finds_vigils_group_after_the_user_reformatted_it() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
     let original = json_of(&path);
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     set_stop_timeout(&path, |group| group.to_string().contains("stop-gate"), 120);
     let out = merge("uninstall", &path, false, &[]);
     assert!(out.status.success());
@@ -463,7 +432,7 @@ fn uninstall_finds_vigils_group_after_the_user_reformatted_it() {
 #[test]
 fn uninstall_names_what_it_could_not_find() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     let mut edited = json_of(&path);
     edited["hooks"]["Stop"]
         .as_array_mut()
@@ -483,17 +452,10 @@ fn a_fifo_in_place_of_the_settings_file_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".claude/settings.local.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&path);
     let started = std::time::Instant::now();
     let out = merge("install", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_one_line_error(&out, "settings-merge");
+    usage_error(&out, "settings-merge");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(
         std::fs::symlink_metadata(&path)
@@ -509,8 +471,7 @@ fn a_read_only_settings_file_is_refused_and_left_as_it_is() {
     let before = std::fs::read(&path).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
     let out = merge("install", &path, false, &[]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = assert_one_line_error(&out, "settings-merge");
+    let stderr = usage_error(&out, "settings-merge");
     assert!(stderr.contains("read-only"), "{stderr}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert!(!dir.path().join(".vigil").exists());
@@ -531,17 +492,12 @@ fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        said.contains("Stop does not run stop-gate"),
-        "an echo is not vigil's handler: {said}"
-    );
-    assert!(
-        !said.contains("echo stop-gate is not installed here` runs"),
-        "{said}"
-    );
+    // An echo is not vigil's handler.
+    assert_contains!(said, "Stop does not run stop-gate");
+    assert_lacks!(said, "echo stop-gate is not installed here` runs");
     // Uninstall with a lost record never removes it either.
-    assert!(merge("install", &path, false, &[]).status.success());
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(json_of(&path), user);
 }
 
@@ -549,17 +505,7 @@ fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
 fn a_file_vigil_created_and_the_user_then_edited_survives_a_reinstall_and_uninstall() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".claude/settings.local.json");
-    assert!(merge("install", &path, false, &[]).status.success());
-    let mut edited = json_of(&path);
-    edited["model"] = json!("opus");
-    std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
-    assert!(
-        merge("install", &path, false, &["--run", "make test"])
-            .status
-            .success()
-    );
-    assert!(merge("uninstall", &path, false, &[]).status.success());
-    let after = json_of(&path);
+    let after = edited_between_installs_then_uninstalled(&path);
     assert_eq!(
         after["model"], "opus",
         "the file is the user's now: {after}"
@@ -575,9 +521,9 @@ fn uninstall_never_takes_the_users_own_gate_for_vigils_edited_one() {
     let own = json!({"type": "command", "command": "/home/me/mygate/stop-gate --run 'make lint'"});
     let user = json!({"hooks": {"Stop": [{"hooks": [own.clone()]}]}});
     std::fs::write(&path, serde_json::to_vec_pretty(&user).unwrap()).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     set_stop_timeout(&path, |group| group["hooks"][0] != own, 900);
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(
         json_of(&path)["hooks"]["Stop"],
         json!([{"hooks": [own]}]),
@@ -590,14 +536,7 @@ fn a_bin_dir_that_needs_quoting_is_still_recognized_as_vigils() {
     let (dir, path, _) = project_with("claude-user-hooks.json");
     let original = json_of(&path);
     let odd = dir.path().join("o'neil & co/bin");
-    let out = settings_merge()
-        .args(["install", "--settings"])
-        .arg(&path)
-        .arg("--bin-dir")
-        .arg(&odd)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    install_with_bin_dir(&path, &odd);
     let said = stdout_of(&merge("check", &path, false, &[]));
     for line in [
         "[ok] Stop runs stop-gate",
@@ -606,7 +545,7 @@ fn a_bin_dir_that_needs_quoting_is_still_recognized_as_vigils() {
         assert!(said.contains(line), "{said}");
     }
     set_stop_timeout(&path, |group| group.to_string().contains("o'neil"), 900);
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(json_of(&path)["hooks"], original["hooks"]);
 }
 
@@ -614,28 +553,24 @@ fn a_bin_dir_that_needs_quoting_is_still_recognized_as_vigils() {
 fn an_install_whose_write_never_happened_keeps_the_backup_of_the_original() {
     let (_dir, path, _) = project_with("claude-four-spaces.json");
     let original = std::fs::read(&path).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     // As if the process died after recording, before the file was written.
     std::fs::write(&path, &original).unwrap();
-    assert!(merge("install", &path, false, &[]).status.success());
-    assert!(merge("uninstall", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
+    ok(merge("uninstall", &path, false, &[]));
     assert_eq!(std::fs::read(&path).unwrap(), original, "byte for byte");
 }
 
 #[test]
 fn a_reinstall_replaces_vigils_edited_stop_entry_rather_than_adding_a_second() {
     let (_dir, path, _) = project_with("claude-user-hooks.json");
-    assert!(merge("install", &path, false, &[]).status.success());
+    ok(merge("install", &path, false, &[]));
     set_stop_timeout(
         &path,
         |group| group.to_string().contains("stop-gate") && !is_waiter(&group.to_string()),
         900,
     );
-    assert!(
-        merge("install", &path, false, &["--run", "make test"])
-            .status
-            .success()
-    );
+    ok(merge("install", &path, false, &["--run", "make test"]));
     let settings = json_of(&path);
     let stop_gates: Vec<String> =
         vigil_commands(&json!({"hooks": {"Stop": settings["hooks"]["Stop"]}}))
@@ -659,29 +594,16 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
     // Codex: install says whether Codex will run the hooks; uninstall leaves no empty .codex/.
     let hooks = dir.path().join(".codex/hooks.json");
     let out = merge("install", &hooks, true, &[]);
-    assert!(
-        stdout_of(&out).contains("Codex skips these hooks"),
-        "{}",
-        stdout_of(&out)
-    );
+    assert_contains!(stdout_of(&out), "Codex skips these hooks");
     let config = dir.path().join("config.toml");
-    let out = merge(
+    let out = ok(merge(
         "install",
         &hooks,
         true,
         &["--trust", "--codex-config", config.to_str().unwrap()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("trust for vigil's hooks is recorded in"),
-        "{}",
-        stdout_of(&out)
-    );
-    assert!(merge("uninstall", &hooks, false, &[]).status.success());
+    ));
+    assert_contains!(stdout_of(&out), "trust for vigil's hooks is recorded in");
+    ok(merge("uninstall", &hooks, false, &[]));
     assert!(!dir.path().join(".codex").exists(), "no empty .codex/ left");
     assert!(
         !dir.path().join(".vigil").exists(),
@@ -695,28 +617,11 @@ fn first_hour_messages_name_the_real_problem_and_nothing_is_left_behind() {
         &["--trust", "--codex-config", config.to_str().unwrap()],
     );
     assert!(out.status.success());
-    assert!(
-        std::fs::read_to_string(&config)
-            .unwrap()
-            .contains("trusted_hash")
-    );
+    assert_contains!(std::fs::read_to_string(&config).unwrap(), "trusted_hash");
     std::fs::remove_dir_all(dir.path().join(".codex")).unwrap();
-    let out = merge("uninstall", &hooks, false, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        stdout_of(&out).contains("taken back"),
-        "{}",
-        stdout_of(&out)
-    );
-    assert!(
-        !std::fs::read_to_string(&config)
-            .unwrap()
-            .contains("trusted_hash")
-    );
+    let out = ok(merge("uninstall", &hooks, false, &[]));
+    assert_contains!(stdout_of(&out), "taken back");
+    assert_lacks!(std::fs::read_to_string(&config).unwrap(), "trusted_hash");
     assert!(!dir.path().join(".vigil").exists());
     assert!(!dir.path().join(".codex").exists(), "not made again");
     // A comment in a settings file is named as one.
@@ -758,33 +663,28 @@ fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
             .output()
             .unwrap()
     };
-    let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(run(&["install", "--settings", local.to_str().unwrap()]));
     let out = run(&["install", "--settings", shared.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let stderr = assert_one_line_error(&out, "settings-merge");
-    assert!(
-        stderr.contains("vigil is wired in ./.claude/settings.local.json already"),
-        "{stderr}"
+    let stderr = usage_error(&out, "settings-merge");
+    assert_contains!(
+        stderr,
+        "vigil is wired in ./.claude/settings.local.json already"
     );
     assert!(!shared.exists(), "nothing written");
     // Yours wires it for every project: the project's own install is refused too.
     let user = home.path().join(".claude/settings.json");
-    let out = run(&["uninstall", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
-    let out = run(&["install", "--settings", user.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(run(&["uninstall", "--settings", local.to_str().unwrap()]));
+    ok(run(&["install", "--settings", user.to_str().unwrap()]));
     let before = std::fs::read(&local).ok();
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("vigil is wired in ~/.claude/settings.json already"));
     assert_eq!(std::fs::read(&local).ok(), before);
     // The plugin enabled is a wiring too.
-    let out = run(&["uninstall", "--settings", user.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(run(&["uninstall", "--settings", user.to_str().unwrap()]));
     std::fs::write(&shared, "{\"enabledPlugins\": {\"vigil@vigil\": true}}\n").unwrap();
     let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(
         said(&out).contains("the vigil plugin (enabled in ./.claude/settings.json;"),
         "{}",
@@ -793,12 +693,10 @@ fn a_second_wiring_is_refused_at_install_and_nothing_changes() {
     // Disabled by a file Claude Code reads after it (the local file over the project's), the
     // plugin runs nothing: no second wiring.
     std::fs::write(&local, "{\"enabledPlugins\": {\"vigil@vigil\": false}}\n").unwrap();
-    let out = run(&["install", "--settings", local.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(run(&["install", "--settings", local.to_str().unwrap()]));
     // A re-install where vigil is already wired is no second wiring.
     std::fs::remove_file(&shared).unwrap();
     for _ in 0..2 {
-        let out = run(&["install", "--settings", local.to_str().unwrap()]);
-        assert!(out.status.success(), "{}", said(&out));
+        ok(run(&["install", "--settings", local.to_str().unwrap()]));
     }
 }

@@ -2,6 +2,8 @@
 //! key, no state home, no network unless asked); an in-place or unconfined run says so and
 //! records it.
 
+use std::path::Path;
+
 use super::only_payload;
 use crate::support::*;
 
@@ -12,12 +14,7 @@ use crate::support::*;
 fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
     let dir = Project::git();
     let keys = tempfile::tempdir().unwrap();
-    let made = marker_writer_in(
-        dir.path(),
-        &["keygen", "--out", keys.path().to_str().unwrap()],
-    );
-    assert!(made.status.success());
-    let key = keys.path().join("vigil-marker.key");
+    let (key, _) = keygen_into(dir.path(), keys.path());
     let home = state_home().display().to_string();
     let attack = format!(
         "cat '{k}' && echo READ-THE-KEY; mkdir -p '{home}/planted' && echo PLANTED; \
@@ -40,7 +37,7 @@ fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
         ],
     );
     let printed = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{}", said(&output));
+    assert_success(&output);
     assert!(!printed.contains("READ-THE-KEY"), "{printed}");
     assert!(!printed.contains("PLANTED"), "{printed}");
     assert!(!state_home().join("planted").exists());
@@ -49,20 +46,24 @@ fn a_snapshot_runs_tests_that_cannot_read_the_key_or_write_the_state_home() {
     assert_valid("marker.schema.json", &payload);
 }
 
+/// The one `tests` payload in `dir` records a run without confinement, isolated as `isolation`
+/// says.
+#[track_caller]
+fn assert_ran_unconfined(dir: &Path, isolation: &str) {
+    let payload = only_payload(dir, "tests");
+    assert_eq!(payload["run"]["confinement"], "none");
+    assert_eq!(payload["run"]["isolation"], isolation);
+}
+
 #[test]
 fn an_in_place_run_says_it_ran_with_your_rights_and_records_it() {
     let dir = Project::git();
     let output = marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "true"]);
     assert!(output.status.success());
     let line = assert_one_line_error(&output, "marker-writer");
-    assert!(
-        line.contains("tests passed for git-tree:")
-            && line.contains("ran in place, unconfined, with your rights"),
-        "{line}"
-    );
-    let payload = only_payload(dir.path(), "tests");
-    assert_eq!(payload["run"]["confinement"], "none");
-    assert_eq!(payload["run"]["isolation"], "in-place");
+    assert_contains!(line, "tests passed for git-tree:");
+    assert_contains!(line, "ran in place, unconfined, with your rights");
+    assert_ran_unconfined(dir.path(), "in-place");
 }
 
 #[test]
@@ -77,13 +78,11 @@ fn a_snapshot_without_bubblewrap_runs_unconfined_and_records_it() {
         .unwrap();
     assert!(output.status.success());
     let line = assert_one_line_error(&output, "marker-writer");
-    assert!(
-        line.contains("ran unconfined, with your rights: bubblewrap is not installed"),
-        "{line}"
+    assert_contains!(
+        line,
+        "ran unconfined, with your rights: bubblewrap is not installed"
     );
-    let payload = only_payload(dir.path(), "tests");
-    assert_eq!(payload["run"]["confinement"], "none");
-    assert_eq!(payload["run"]["isolation"], "snapshot");
+    assert_ran_unconfined(dir.path(), "snapshot");
 }
 
 #[test]
@@ -94,21 +93,11 @@ fn check_network_and_check_write_are_for_a_confined_snapshot_only() {
         args.extend(flags);
         args.extend(["--", "true"]);
         let output = marker_writer_in(dir.path(), &args);
-        assert_eq!(output.status.code(), Some(2));
-        assert_one_line_error(&output, "marker-writer");
+        usage_error(&output, "marker-writer");
     }
     let output = marker_writer_in(
         dir.path(),
-        &[
-            "run",
-            "--check",
-            "t",
-            "--snapshot",
-            "--check-write",
-            "rel",
-            "--",
-            "true",
-        ],
+        &words("run --check t --snapshot --check-write rel -- true"),
     );
     assert_eq!(output.status.code(), Some(2));
     assert!(said(&output).contains("absolute"), "{}", said(&output));

@@ -17,7 +17,7 @@ fn weakened_branch() -> Project {
         .file(".vigil-hold", "tests\n")
         .build();
     git(p.path(), &["checkout", "-q", "-b", "work"]);
-    write_file(&p.path().join("tests/check.sh"), "true\n");
+    p.write("tests/check.sh", "true\n");
     git(p.path(), &["commit", "-qam", "weaken"]);
     p
 }
@@ -33,11 +33,10 @@ fn run_held(p: &Project, extra: &[&str]) -> std::process::Output {
 fn a_branch_that_weakened_the_held_tests_is_judged_by_the_base_branchs_tests() {
     let p = weakened_branch();
     // Without the hold the weakened test passes.
-    let out = run_held(&p, &["--snapshot"]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    ok(run_held(&p, &["--snapshot"]));
     assert_eq!(only_payload(p.path(), "tests")["status"], "passed");
     let out = run_held(&p, &["--hold-from", "main"]);
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert_exit(&out, 1);
     let payload = only_payload(p.path(), "tests");
     assert_eq!(payload["status"], "failed");
     let hold = &payload["run"]["hold"];
@@ -47,21 +46,17 @@ fn a_branch_that_weakened_the_held_tests_is_judged_by_the_base_branchs_tests() {
     assert!(hold["digest"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(payload["run"]["isolation"], "snapshot");
     // The real fix passes under the base branch's tests; the worktree was never changed.
-    write_file(&p.path().join("calc.txt"), "a + b\n");
-    let out = run_held(&p, &["--hold-from", "main"]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("tests/check.sh")).unwrap(),
-        "true\n"
-    );
+    p.write("calc.txt", "a + b\n");
+    ok(run_held(&p, &["--hold-from", "main"]));
+    assert_eq!(p.read("tests/check.sh"), "true\n");
 }
 
 #[test]
 fn new_tests_under_a_held_path_are_left_out_and_recorded() {
     let p = weakened_branch();
-    write_file(&p.path().join("calc.txt"), "a + b\n");
-    write_file(&p.path().join("tests/extra.sh"), "exit 1\n");
-    let out = marker_writer_in(
+    p.write("calc.txt", "a + b\n");
+    p.write("tests/extra.sh", "exit 1\n");
+    ok(marker_writer_in(
         p.path(),
         &[
             "run",
@@ -74,8 +69,7 @@ fn new_tests_under_a_held_path_are_left_out_and_recorded() {
             "-c",
             "test ! -e tests/extra.sh && sh tests/check.sh",
         ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    ));
     let payload = only_payload(p.path(), "tests");
     assert_eq!(
         payload["run"]["hold"]["left_out"],
@@ -108,24 +102,12 @@ fn hold_from_refuses_what_it_cannot_hold_and_writes_no_marker() {
         all.extend_from_slice(&args);
         all.extend_from_slice(&["--", "true"]);
         let out = marker_writer_in(p.path(), &all);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
-        let line = assert_one_line_error(&out, "marker-writer");
+        let line = usage_error(&out, "marker-writer");
         assert!(line.contains(says), "{args:?}: {line}");
     }
     // --hold names the paths instead of .vigil-hold.
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         p.path(),
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--hold-from",
-            "main",
-            "--hold",
-            "tests",
-            "--",
-            "true",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        &words("run --check tests --hold-from main --hold tests -- true"),
+    ));
 }

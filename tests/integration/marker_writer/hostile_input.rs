@@ -2,6 +2,8 @@
 //! never `.vigil/markers/`), symlinked or unwritable state, notes too long, FIFOs; usage errors
 //! are one line and exit 2.
 
+use std::path::Path;
+
 use serde_json::json;
 
 use super::{file_subject, verify_file};
@@ -34,8 +36,9 @@ fn hostile_check_names_are_refused() {
             ],
         );
         assert_eq!(out.status.code(), Some(2), "{check:?}");
-        assert!(
-            assert_one_line_error(&out, "marker-writer").contains("check name"),
+        assert_contains!(
+            assert_one_line_error(&out, "marker-writer"),
+            "check name",
             "{check:?}"
         );
     }
@@ -52,32 +55,26 @@ fn a_symlinked_markers_directory_is_refused() {
     let markers = markers.parent().unwrap();
     let _ = std::fs::remove_dir_all(markers);
     std::os::unix::fs::symlink(outside.path(), markers).unwrap();
-    let out = marker_writer_in(
-        dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "marker-writer").contains("symlink"));
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &[]));
+    assert_contains!(usage_error(&out, "marker-writer"), "symlink");
     assert!(
         tree(outside.path()).is_empty(),
         "nothing written through the link"
     );
     // A marker placed behind the link by other means is not trusted either.
-    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
-    let real = outside.path().join("tests");
-    std::fs::create_dir_all(&real).unwrap();
-    let key = subject.replace(':', "-");
-    std::fs::write(real.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
-    std::fs::write(real.join(format!("{key}.ok")), "").unwrap();
+    forge_passed_marker(&outside.path().join("tests"));
     assert!(negative_verdict(&verify_file(dir.path()), "marker-writer").contains("symlink"));
+}
+
+/// A `tests` marker that says the file subject of "content" passed, with its `.ok`, written
+/// into `markers` by hand, not by the writer: its key.
+fn forge_passed_marker(markers: &Path) -> String {
+    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
+    std::fs::create_dir_all(markers).unwrap();
+    let key = subject.replace(':', "-");
+    std::fs::write(markers.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
+    std::fs::write(markers.join(format!("{key}.ok")), "").unwrap();
+    key
 }
 
 /// SPEC §5: local markers live in the protected state; `.vigil/markers/`, which the agent can
@@ -87,34 +84,17 @@ fn a_symlinked_markers_directory_is_refused() {
 fn a_marker_in_the_projects_vigil_directory_is_not_read_and_is_named() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
-    let subject = format!("sha256:{}", vigil::sys::digest::sha256_hex(b"content"));
-    let old = dir.path().join(".vigil/markers/tests");
-    std::fs::create_dir_all(&old).unwrap();
-    let key = subject.replace(':', "-");
-    std::fs::write(old.join(format!("{key}.json")), json!({"schema":"vigil.marker/v1","check":"tests","status":"passed","subject":subject,"created_at":vigil::sys::time::now_rfc3339(),"writer":{"name":"x","version":"1","host":"h","user":"u"}}).to_string()).unwrap();
-    std::fs::write(old.join(format!("{key}.ok")), "").unwrap();
+    let key = forge_passed_marker(&dir.path().join(".vigil/markers/tests"));
     let line = negative_verdict(&verify_file(dir.path()), "marker-writer");
-    assert!(
-        line.contains("missing")
-            && line.contains(".vigil/markers/tests")
-            && line.contains("no longer read"),
-        "{line}"
-    );
+    assert_contains!(line, "missing");
+    assert_contains!(line, ".vigil/markers/tests");
+    assert_contains!(line, "no longer read");
     // The writer writes into the protected state, and that one counts.
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
-    );
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(verify_file(dir.path()).status.success());
+        &artifact_marker("passed", &[]),
+    ));
+    ok(verify_file(dir.path()));
     assert!(
         markers_of(dir.path(), "tests")
             .join(format!("{key}.ok"))
@@ -144,24 +124,12 @@ fn a_writer_that_cannot_write_the_protected_state_refuses_before_running() {
         .arg("VIGIL_STATE_HOME")
         .arg(state_home())
         .arg(bin_dir().join("marker-writer"))
-        .args([
-            "run",
-            "--check",
-            "tests",
-            "--snapshot",
-            "--",
-            "touch",
-            "ran",
-        ])
+        .args(words("run --check tests --snapshot -- touch ran"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "marker-writer");
-    assert!(
-        line.contains("a protected writer runs outside the agent's sandbox")
-            && line.contains("nothing was run"),
-        "{line}"
-    );
+    let line = usage_error(&out, "marker-writer");
+    assert_contains!(line, "a protected writer runs outside the agent's sandbox");
+    assert_contains!(line, "nothing was run");
     assert!(!dir.path().join("ran").exists());
 }
 
@@ -181,8 +149,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         vec!["run", "--check", "tests", "--timeout", "0", "--", "true"],
     ] {
         let out = marker_writer_in(repo.path(), &args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&out, "marker-writer");
+        usage_error(&out, "marker-writer");
     }
     let out = marker_writer_in(repo.path(), &["--help"]);
     assert!(out.status.success() && stdout_of(&out).contains("Usage"));
@@ -194,18 +161,7 @@ fn a_symlinked_state_directory_is_refused_for_writing_and_verifying() {
     let outside = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     std::os::unix::fs::symlink(outside.path(), dir.path().join(".vigil")).unwrap();
-    let out = marker_writer_in(
-        dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-        ],
-    );
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &[]));
     assert_eq!(out.status.code(), Some(2));
     assert!(tree(outside.path()).is_empty());
     assert!(negative_verdict(&verify_file(dir.path()), "marker-writer").contains("symlink"));
@@ -216,40 +172,19 @@ fn a_note_too_long_for_a_valid_payload_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     file_subject(dir.path());
     let note = "n".repeat(5000);
-    let out = marker_writer_in(
-        dir.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--status",
-            "passed",
-            "--note",
-            &note,
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert_one_line_error(&out, "marker-writer");
+    let out = marker_writer_in(dir.path(), &artifact_marker("passed", &["--note", &note]));
+    usage_error(&out, "marker-writer");
 }
 
 #[test]
 fn a_file_subject_that_is_a_fifo_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(dir.path().join("pipe"))
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&dir.path().join("pipe"));
     let started = std::time::Instant::now();
     let out = marker_writer_in(
         dir.path(),
         &["verify", "--check", "tests", "--subject", "file:pipe"],
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "marker-writer").contains("not a regular file"));
+    assert_contains!(usage_error(&out, "marker-writer"), "not a regular file");
 }

@@ -39,10 +39,7 @@ fn run_passes_output_through_unchanged_and_records_it() {
 #[test]
 fn run_exits_with_the_commands_code_and_records_failed() {
     let repo = Project::git();
-    let output = marker_writer_in(
-        repo.path(),
-        &["run", "--check", "tests", "--", "sh", "-c", "exit 7"],
-    );
+    let output = marker_writer_in(repo.path(), &tests_run_by_sh("exit 7"));
     assert_eq!(output.status.code(), Some(7));
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(
@@ -52,18 +49,16 @@ fn run_exits_with_the_commands_code_and_records_failed() {
         ),
         (json!("failed"), json!(7))
     );
-    assert!(
-        negative_verdict(&verify(repo.path(), "tests"), "marker-writer").contains("status failed")
+    assert_contains!(
+        negative_verdict(&verify(repo.path(), "tests"), "marker-writer"),
+        "status failed"
     );
 }
 
 #[test]
 fn run_records_aborted_when_the_command_dies_by_a_signal() {
     let repo = Project::git();
-    let output = marker_writer_in(
-        repo.path(),
-        &["run", "--check", "tests", "--", "sh", "-c", "kill -TERM $$"],
-    );
+    let output = marker_writer_in(repo.path(), &tests_run_by_sh("kill -TERM $$"));
     assert_eq!(output.status.code(), Some(128 + 15));
     assert_eq!(only_payload(repo.path(), "tests")["status"], "aborted");
 }
@@ -119,13 +114,17 @@ fn run_forwards_sigterm_to_the_command_and_records_aborted() {
     assert_eq!(only_payload(repo.path(), "tests")["status"], "aborted");
 }
 
+/// The shell command line `'<built marker-writer>' ARGS`.
+fn marker_writer_line(args: &str) -> String {
+    format!("'{}' {args}", bin_dir().join("marker-writer").display())
+}
+
 #[test]
 fn run_passes_all_output_to_a_slow_reader_and_hashes_all_of_it() {
     let repo = Project::git();
-    let mw_bin = bin_dir().join("marker-writer");
     let script = format!(
-        "'{}' run --check tests -- seq 1 20000 | (sleep 2; wc -l)",
-        mw_bin.display()
+        "{} | (sleep 2; wc -l)",
+        marker_writer_line("run --check tests -- seq 1 20000")
     );
     let out = isolated(&mut std::process::Command::new("bash"))
         .arg("-c")
@@ -147,11 +146,8 @@ fn run_lets_a_command_read_from_the_terminal() {
     // `script` gives the run a terminal; the command (in its own process group) must still
     // be able to read it, not stop on SIGTTIN.
     let repo = Project::git();
-    let mw_bin = bin_dir().join("marker-writer");
-    let inner = format!(
-        "'{}' run --check human -- sh -c 'read answer; test \"$answer\" = yes'",
-        mw_bin.display()
-    );
+    let inner =
+        marker_writer_line("run --check human -- sh -c 'read answer; test \"$answer\" = yes'");
     let mut child = isolated(&mut std::process::Command::new("script"))
         .args(["-qec", &inner, "/dev/null"])
         .current_dir(repo.path())
@@ -183,15 +179,7 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
     let repo = Project::git();
     let out = marker_writer_in(
         repo.path(),
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--",
-            "sh",
-            "-c",
-            "echo '// sneaked in' >> lib.rs",
-        ],
+        &tests_run_by_sh("echo '// sneaked in' >> lib.rs"),
     );
     assert_eq!(out.status.code(), Some(0), "the command's own code");
     let payload = only_payload(repo.path(), "tests");

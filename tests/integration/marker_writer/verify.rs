@@ -19,9 +19,9 @@ fn verify_denies_a_gate_file_without_payload() {
     let dir = tempfile::tempdir().unwrap();
     let (payload, _) = hand_written(dir.path(), "tests", &file_subject(dir.path()), |_| {});
     std::fs::remove_file(payload).unwrap();
-    assert!(
-        negative_verdict(&verify_file(dir.path()), "marker-writer")
-            .contains("tests: malformed: the gate file has no payload")
+    assert_contains!(
+        negative_verdict(&verify_file(dir.path()), "marker-writer"),
+        "tests: malformed: the gate file has no payload"
     );
 }
 
@@ -55,8 +55,9 @@ fn verify_denies_a_payload_missing_a_field() {
         hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
             p.as_object_mut().unwrap().remove(field);
         });
-        assert!(
-            negative_verdict(&verify_file(dir.path()), "marker-writer").contains("malformed"),
+        assert_contains!(
+            negative_verdict(&verify_file(dir.path()), "marker-writer"),
+            "malformed",
             "{field}"
         );
     }
@@ -68,9 +69,9 @@ fn verify_denies_a_payload_for_another_check() {
     hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
         p["check"] = json!("lint")
     });
-    assert!(
-        negative_verdict(&verify_file(dir.path()), "marker-writer")
-            .contains("malformed: the payload is for check \"lint\"")
+    assert_contains!(
+        negative_verdict(&verify_file(dir.path()), "marker-writer"),
+        "malformed: the payload is for check \"lint\""
     );
 }
 
@@ -80,8 +81,9 @@ fn verify_denies_a_payload_for_another_subject() {
     hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
         p["subject"] = json!(format!("sha256:{}", "a".repeat(64)))
     });
-    assert!(
-        negative_verdict(&verify_file(dir.path()), "marker-writer").contains("subject mismatch")
+    assert_contains!(
+        negative_verdict(&verify_file(dir.path()), "marker-writer"),
+        "subject mismatch"
     );
 }
 
@@ -92,9 +94,9 @@ fn verify_denies_failed_blocked_and_aborted() {
         hand_written(dir.path(), "tests", &file_subject(dir.path()), |p| {
             p["status"] = json!(status)
         });
-        assert!(
-            negative_verdict(&verify_file(dir.path()), "marker-writer")
-                .contains(&format!("status {status}")),
+        assert_contains!(
+            negative_verdict(&verify_file(dir.path()), "marker-writer"),
+            &format!("status {status}"),
             "{status}"
         );
     }
@@ -114,19 +116,13 @@ fn verify_denies_a_marker_older_than_max_age() {
         Some(0),
         "within the default 24h"
     );
-    let out = marker_writer_in(
-        dir.path(),
-        &[
-            "verify",
-            "--check",
-            "tests",
-            "--subject",
-            "file:artifact",
-            "--max-age",
-            "30m",
-        ],
+    assert_contains!(
+        marker_writer_denies(
+            dir.path(),
+            "verify --check tests --subject file:artifact --max-age 30m"
+        ),
+        "stale"
     );
-    assert!(negative_verdict(&out, "marker-writer").contains("stale"));
 }
 
 #[test]
@@ -173,18 +169,12 @@ fn a_gate_that_is_a_symlink_fifo_or_not_empty_is_malformed() {
         std::fs::remove_file(&gate).unwrap();
         match kind {
             "symlink" => std::os::unix::fs::symlink("/etc/hostname", &gate).unwrap(),
-            "fifo" => assert!(
-                std::process::Command::new("mkfifo")
-                    .arg(&gate)
-                    .status()
-                    .unwrap()
-                    .success()
-            ),
+            "fifo" => mkfifo(&gate),
             _ => std::fs::write(&gate, "ok").unwrap(),
         }
-        assert!(
-            negative_verdict(&verify_file(dir.path()), "marker-writer")
-                .contains("malformed: the gate file is not an empty regular file"),
+        assert_contains!(
+            negative_verdict(&verify_file(dir.path()), "marker-writer"),
+            "malformed: the gate file is not an empty regular file",
             "{kind}"
         );
     }

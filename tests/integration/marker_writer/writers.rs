@@ -9,37 +9,19 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     let repo = Project::git();
     // The writer vouches for the command the gate names (a marker of another command does
     // not count: stop_gate::a_required_marker_counts_only_when_written_by_its_command).
-    assert!(
-        marker_writer_in(
-            repo.path(),
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--status",
-                "passed",
-                "--command",
-                "cargo test --locked"
-            ]
-        )
-        .status
-        .success()
-    );
+    ok(marker_writer_in(
+        repo.path(),
+        &tests_passed_by("cargo test --locked"),
+    ));
     let required = ["--require-marker", "tests=cargo test --locked"];
     let gate = repo.stop(&required, "s1", Some("done"));
     assert!(gate.silent_allow(), "allowed: {:?}", gate.json);
-    std::fs::write(
-        repo.path().join("lib.rs"),
-        "fn main() { after_the_run() }\n",
-    )
-    .unwrap();
+    repo.write("lib.rs", "fn main() { after_the_run() }\n");
     let gate = repo.stop(&required, "s1", Some("done"));
     assert!(gate.blocked());
-    assert!(
-        gate.reason()
-            .contains("marker-writer run --check tests -- cargo test --locked"),
-        "{}",
-        gate.reason()
+    assert_contains!(
+        gate.reason(),
+        "marker-writer run --check tests -- cargo test --locked"
     );
 }
 
@@ -52,7 +34,7 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
         repo.path(),
         &["remote", "add", "origin", remote.path().to_str().unwrap()],
     );
-    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    repo.write(".gitignore", ".vigil/\n");
     git(repo.path(), &["add", ".gitignore"]);
     git(repo.path(), &["commit", "-qm", "ignore state"]);
     // The template, with its test command swapped for one this test controls.
@@ -80,14 +62,9 @@ fn pre_push_template_blocks_a_failing_push_and_vouches_for_a_passing_one() {
     // pass must be in it.
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(payload["run"]["isolation"], "snapshot");
-    std::fs::write(repo.path().join("tests-pass"), "").unwrap();
+    repo.write("tests-pass", "");
     git(repo.path(), &["add", "tests-pass"]);
     git(repo.path(), &["commit", "-qm", "the tests pass"]);
-    let pushed = push();
-    assert!(
-        pushed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&pushed.stderr)
-    );
+    ok(push());
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(0));
 }

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    World, agent_adds_note_bytes, agent_pushes_notes, agent_takes_remote_notes, ci_publishes,
-    git_with_stdin, laptop_stop, mktree, push, remote_payloads, subject_of, unsigned_payload,
+    World, agent_adds_note_bytes, agent_pushes_notes, agent_pushes_tree, agent_takes_remote_notes,
+    ci_publishes, git_with_stdin, laptop_holding_cis_note, laptop_stop, mktree, push,
+    remote_payloads, subject_of, sync, tree_of, unsigned_payload,
 };
 use crate::support::*;
 
@@ -27,20 +28,14 @@ fn blob_sorting_before(dir: &Path, than: &str) -> String {
 /// shift where git's answer is cut and hide or replace CI's note.
 #[test]
 fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
-    let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let subject = subject_of(&laptop);
-    let tree = subject.strip_prefix("git-tree:").unwrap();
-    agent_takes_remote_notes(&laptop, "tests");
+    let (world, laptop, tree) = laptop_holding_cis_note();
+    let tree = tree.as_str();
     let before = blob_sorting_before(&laptop, tree);
     let mut bytes = vec![0xff; 300];
     bytes.extend_from_slice(b"\n");
     agent_adds_note_bytes(&laptop, "tests", &before, &bytes);
     agent_pushes_notes(&laptop, "tests");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.syncs_and_passes(&laptop);
 }
 
 /// The agent, with push rights, removes CI's note from the remote (or rewrites it without CI's
@@ -49,13 +44,9 @@ fn a_note_of_bytes_that_are_not_utf8_hides_no_other_note() {
 fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
     for how in ["removed", "rewritten"] {
         let world = World::new();
-        let ci = world.clone("ci");
-        let laptop = world.clone("laptop");
-        ci_publishes(&ci, "tests", Some(&world.secret()));
-        ok(marker_writer_in(&laptop, &["sync"]));
-        assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-        let agent = world.clone("agent");
-        agent_takes_remote_notes(&agent, "tests");
+        let (_, laptop) = world.ci_vouched(true);
+        world.syncs_and_passes(&laptop);
+        let agent = world.clone_with_notes("agent");
         let subject = subject_of(&agent);
         let tree = subject.strip_prefix("git-tree:").unwrap();
         if how == "removed" {
@@ -69,7 +60,7 @@ fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
             );
         }
         agent_pushes_notes(&agent, "tests");
-        ok(marker_writer_in(&laptop, &["sync"]));
+        sync(&laptop);
         assert_eq!(
             laptop_stop(&laptop, "tests", Some(&world.public())),
             None,
@@ -92,17 +83,10 @@ fn a_note_deleted_or_cut_on_the_remote_stays_on_the_laptop() {
 #[test]
 fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let agent = world.clone("agent");
-    agent_takes_remote_notes(&agent, "tests");
-    let object = subject_of(&agent)
-        .strip_prefix("git-tree:")
-        .unwrap()
-        .to_string();
+    let (_, laptop) = world.ci_vouched(true);
+    world.syncs_and_passes(&laptop);
+    let agent = world.clone_with_notes("agent");
+    let object = tree_of(&agent);
     let mut bytes = git(&agent, &["notes", "--ref", "vigil/tests", "show", &object]).into_bytes();
     bytes.push(b'\n');
     bytes.extend(std::iter::repeat_n(b'j', 1_100_000));
@@ -110,27 +94,18 @@ fn junk_pushed_over_cis_note_is_dropped_and_cis_payload_kept_everywhere() {
     agent_adds_note_bytes(&agent, "tests", &object, &bytes);
     agent_pushes_notes(&agent, "tests");
 
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(
-        laptop_stop(&laptop, "tests", Some(&world.public())),
-        None,
-        "the laptop lost CI's payload to the junk"
-    );
+    // The laptop keeps CI's payload, whatever junk came with it.
+    world.syncs_and_passes(&laptop);
     ok(push(&laptop));
-    let fresh = world.clone("fresh");
-    ok(marker_writer_in(&fresh, &["sync"]));
-    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+    world.clone_that_passes("fresh");
 
     // The junk again; this time CI publishes over it before any laptop mends it.
     agent_takes_remote_notes(&agent, "tests");
     agent_adds_note_bytes(&agent, "tests", &object, &bytes);
     agent_pushes_notes(&agent, "tests");
-    let ci2 = world.clone("ci2");
-    agent_takes_remote_notes(&ci2, "tests");
+    let ci2 = world.clone_with_notes("ci2");
     ci_publishes(&ci2, "tests", Some(&world.secret()));
-    let again = world.clone("again");
-    ok(marker_writer_in(&again, &["sync"]));
-    assert_eq!(laptop_stop(&again, "tests", Some(&world.public())), None);
+    world.clone_that_passes("again");
 }
 
 /// The agent makes the remote's notes ref of a check name a blob: every push of CI's would be
@@ -144,13 +119,10 @@ fn a_remote_notes_ref_made_a_blob_does_not_stop_ci_publishing() {
         &world.remote,
         &["update-ref", "refs/notes/vigil/tests", &blob],
     );
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    world.ci_published();
     let kind = git(&world.remote, &["cat-file", "-t", "refs/notes/vigil/tests"]);
     assert_eq!(kind, "commit");
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.clone_that_passes("laptop");
 }
 
 /// What an attack on CI's note of `tests` starts from: the laptop that synced it, the agent's
@@ -162,51 +134,44 @@ struct Attack {
     object: String,
 }
 
-/// CI publishes its signed verdict, a laptop syncs it and its Stop passes, and the agent takes
-/// the remote's notes into a clone of its own, to build on them.
-fn ci_vouched_and_the_agent_holds_the_notes(world: &World) -> Attack {
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let agent = world.clone("agent");
-    agent_takes_remote_notes(&agent, "tests");
+/// In a new world, CI publishes its signed verdict, a laptop syncs it and its Stop passes, and
+/// the agent takes the remote's notes into a clone of its own, to build on them.
+fn ci_vouched_and_the_agent_holds_the_notes() -> (World, Attack) {
+    let world = World::new();
+    world.ci_published();
+    let laptop = world.clone_that_passes("laptop");
+    let agent = world.clone_with_notes("agent");
     let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
     let object = git(
         &agent,
         &["ls-tree", "--name-only", "refs/notes/vigil/tests"],
     );
     assert_eq!(object.len(), 40, "{object}");
-    Attack {
+    let attack = Attack {
         laptop,
         agent,
         base,
         object,
-    }
+    };
+    (world, attack)
 }
 
 /// The agent pushes `root` as the next notes of `tests`, as a fast-forward of `base`. The
 /// laptop's Stop still passes after two syncs, and after its push a fresh clone's does too.
 fn the_agent_pushes_and_cis_payload_stays(
     world: &World,
-    laptop: &Path,
-    agent: &Path,
-    base: &str,
+    attack: &Attack,
     root: &str,
     message: &str,
 ) {
-    let commit = git(agent, &["commit-tree", root, "-p", base, "-m", message]);
-    git(agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
-    git(agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    let (laptop, agent, base) = (&attack.laptop, &attack.agent, &attack.base);
+    agent_pushes_tree(agent, root, base, message);
     for _ in 0..2 {
-        ok(marker_writer_in(laptop, &["sync"]));
-        assert_eq!(laptop_stop(laptop, "tests", Some(&world.public())), None);
+        sync(laptop);
+        world.stop_passes(laptop);
     }
     ok(push(laptop));
-    let fresh = world.clone("fresh");
-    ok(marker_writer_in(&fresh, &["sync"]));
-    assert_eq!(laptop_stop(&fresh, "tests", Some(&world.public())), None);
+    world.clone_that_passes("fresh");
 }
 
 /// The agent puts junk at the fanout path of CI's note (`8e/4d…`, which git notes reads) and
@@ -214,25 +179,20 @@ fn the_agent_pushes_and_cis_payload_stays(
 /// where git notes reads it, not at the decoy, and keeps it.
 #[test]
 fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
-    let world = World::new();
-    let Attack {
-        laptop,
-        agent,
-        base,
-        object,
-    } = ci_vouched_and_the_agent_holds_the_notes(&world);
-    let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"{\"junk\":1}\n");
-    let decoy = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], b"decoy\n");
-    let real = mktree(&agent, &[format!("100644 blob {junk}\t{}", &object[2..])]);
-    let other = mktree(&agent, &[format!("100644 blob {decoy}\t{}", &object[3..])]);
+    let (world, attack) = ci_vouched_and_the_agent_holds_the_notes();
+    let (agent, object) = (&attack.agent, &attack.object);
+    let junk = git_with_stdin(agent, &["hash-object", "-w", "--stdin"], b"{\"junk\":1}\n");
+    let decoy = git_with_stdin(agent, &["hash-object", "-w", "--stdin"], b"decoy\n");
+    let real = mktree(agent, &[format!("100644 blob {junk}\t{}", &object[2..])]);
+    let other = mktree(agent, &[format!("100644 blob {decoy}\t{}", &object[3..])]);
     let root = mktree(
-        &agent,
+        agent,
         &[
             format!("040000 tree {real}\t{}", &object[..2]),
             format!("040000 tree {other}\t{}", &object[..3]),
         ],
     );
-    the_agent_pushes_and_cis_payload_stays(&world, &laptop, &agent, &base, &root, "cut");
+    the_agent_pushes_and_cis_payload_stays(&world, &attack, &root, "cut");
 }
 
 /// The agent deletes the remote's `refs/notes/vigil/tests` and makes `refs/notes/vigil/tests/x`:
@@ -241,18 +201,7 @@ fn a_decoy_path_beside_cis_note_does_not_take_the_put_back() {
 /// verdict arrives.
 #[test]
 fn a_remote_ref_below_a_checks_name_does_not_stop_ci_publishing() {
-    let world = World::new();
-    let head = git(&world.remote, &["rev-parse", "main"]);
-    git(
-        &world.remote,
-        &["update-ref", "refs/notes/vigil/tests/x", &head],
-    );
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    ci_publishes_past_a_ref("refs/notes/vigil/tests/x");
 }
 
 /// The agent makes a ref `refs/notes/vigil` itself on the remote. No fetch of
@@ -261,28 +210,18 @@ fn a_remote_ref_below_a_checks_name_does_not_stop_ci_publishing() {
 /// saw), and CI's verdict arrives.
 #[test]
 fn a_ref_where_the_checks_directory_is_does_not_stop_ci_publishing() {
+    ci_publishes_past_a_ref("refs/notes/vigil");
+}
+
+/// The agent makes the ref `name` on the remote, at `main`: CI publishes all the same, the
+/// remote then holds the notes of `tests` alone, and a laptop that syncs passes.
+fn ci_publishes_past_a_ref(name: &str) {
     let world = World::new();
     let head = git(&world.remote, &["rev-parse", "main"]);
-    git(&world.remote, &["update-ref", "refs/notes/vigil", &head]);
-    let ci = world.clone("ci");
-    ok(marker_writer_in(
-        &ci,
-        &[
-            "run",
-            "--publish",
-            "--check",
-            "tests",
-            "--sign-key",
-            world.secret().to_str().unwrap(),
-            "--",
-            "true",
-        ],
-    ));
-    ok(push(&ci));
+    git(&world.remote, &["update-ref", name, &head]);
+    world.ci_published();
     assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.clone_that_passes("laptop");
 }
 
 /// The agent deletes CI's note on the remote and puts junk over 1 MiB at the same object's id
@@ -291,19 +230,14 @@ fn a_ref_where_the_checks_directory_is_does_not_stop_ci_publishing() {
 /// clone gets it.
 #[test]
 fn a_decoy_in_capitals_does_not_take_cis_payload() {
-    let world = World::new();
-    let Attack {
-        laptop,
-        agent,
-        base,
-        object,
-    } = ci_vouched_and_the_agent_holds_the_notes(&world);
+    let (world, attack) = ci_vouched_and_the_agent_holds_the_notes();
+    let (agent, object) = (&attack.agent, &attack.object);
     let mut big = vec![b'a'; 2 << 20];
     big.push(b'\n');
-    let junk = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
+    let junk = git_with_stdin(agent, &["hash-object", "-w", "--stdin"], &big);
     let root = mktree(
-        &agent,
+        agent,
         &[format!("100644 blob {junk}\t{}", object.to_uppercase())],
     );
-    the_agent_pushes_and_cis_payload_stays(&world, &laptop, &agent, &base, &root, "caps");
+    the_agent_pushes_and_cis_payload_stays(&world, &attack, &root, "caps");
 }

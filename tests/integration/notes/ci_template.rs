@@ -2,9 +2,11 @@
 //! vouches, signed, for a pull request's head, runs the base branch's check where no key is,
 //! and never prints its push token.
 
+use std::path::Path;
+
 use serde_json::Value;
 
-use super::{World, laptop_stop, subject_of};
+use super::{World, laptop_stop, shown_of_tests, subject_of, sync};
 use crate::support::*;
 
 /// Runs `templates/ci/github-actions.yml` as GitHub would for one event, on this machine: each
@@ -202,6 +204,25 @@ impl<'a> Actions<'a> {
     }
 }
 
+/// The agent's clone `work` commits `lib.rs` as `contents` and pushes its `feature` branch: the
+/// commit.
+fn push_lib(work: &Path, contents: &str, message: &str) -> String {
+    std::fs::write(work.join("lib.rs"), contents).unwrap();
+    git(work, &["commit", "-qam", message]);
+    git(work, &["push", "-q", "origin", "feature"]);
+    git(work, &["rev-parse", "HEAD"])
+}
+
+/// The template's jobs for a pull request's `head` on `base`, whose check greps `lib.rs` for
+/// `answer`: each job's name and whether it passed.
+fn greps_for_answer(world: &World, head: &str, base: &str) -> Vec<(String, bool)> {
+    let mut actions = Actions::new(world, head, base);
+    actions
+        .overrides
+        .push(("VIGIL_CHECK_COMMAND", "grep -q answer lib.rs".into()));
+    actions.run(base)
+}
+
 #[test]
 fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_stops() {
     let world = World::new();
@@ -209,17 +230,9 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
     // The agent's pull request: a branch with a change.
     let work = world.clone("agent");
     git(&work, &["checkout", "-q", "-b", "feature"]);
-    std::fs::write(work.join("lib.rs"), "pub fn answer() -> u32 { 6 * 7 }\n").unwrap();
-    git(&work, &["commit", "-qam", "compute it"]);
-    git(&work, &["push", "-q", "origin", "feature"]);
-    let head = git(&work, &["rev-parse", "HEAD"]);
-
-    let mut actions = Actions::new(&world, &head, &base);
-    actions
-        .overrides
-        .push(("VIGIL_CHECK_COMMAND", "grep -q answer lib.rs".into()));
+    let head = push_lib(&work, "pub fn answer() -> u32 { 6 * 7 }\n", "compute it");
     assert_eq!(
-        actions.run(&base),
+        greps_for_answer(&world, &head, &base),
         vec![("test".to_string(), true), ("vouch".to_string(), true)]
     );
     assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
@@ -227,18 +240,10 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
     // The laptop, on the pull request's head: after a sync its Stop accepts CI's signature.
     let laptop = world.clone("laptop");
     git(&laptop, &["checkout", "-q", "feature"]);
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    let shown = ok(marker_writer_in(
-        &laptop,
-        &["show", "--all", "--check", "tests"],
-    ));
-    let text = String::from_utf8_lossy(&shown.stdout);
-    assert!(
-        text.contains("https://github.com/acme/app/actions/runs/4242")
-            && text.contains("signed by"),
-        "{text}"
-    );
+    world.syncs_and_passes(&laptop);
+    let text = shown_of_tests(&laptop, &[]);
+    assert_contains!(text, "https://github.com/acme/app/actions/runs/4242");
+    assert_contains!(text, "signed by");
     let subject = subject_of(&laptop);
     let object = subject.strip_prefix("git-tree:").unwrap();
     let note = git(
@@ -256,20 +261,13 @@ fn the_ci_template_vouches_signed_for_a_pull_requests_head_and_a_laptop_with_it_
 
     // A check that fails: `vouch` never runs, nothing is published for that content, and the
     // laptop on it is denied.
-    std::fs::write(work.join("lib.rs"), "pub fn broken() {}\n").unwrap();
-    git(&work, &["commit", "-qam", "break it"]);
-    git(&work, &["push", "-q", "origin", "feature"]);
-    let broken = git(&work, &["rev-parse", "HEAD"]);
-    let mut actions = Actions::new(&world, &broken, &base);
-    actions
-        .overrides
-        .push(("VIGIL_CHECK_COMMAND", "grep -q answer lib.rs".into()));
+    let broken = push_lib(&work, "pub fn broken() {}\n", "break it");
     assert_eq!(
-        actions.run(&base),
+        greps_for_answer(&world, &broken, &base),
         vec![("test".to_string(), false), ("vouch".to_string(), false)]
     );
     git(&laptop, &["pull", "-q", "--ff-only", "origin", "feature"]);
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("subject mismatch"), "{reason}");
 }
@@ -291,9 +289,9 @@ fn the_ci_templates_push_url_never_prints_its_token() {
         vec![("test".to_string(), true), ("vouch".to_string(), false)]
     );
     let log = actions.log.borrow();
-    assert!(
-        log.contains("sync with https://x-access-token:***@127.0.0.1:1/acme/app.git"),
-        "{log}"
+    assert_contains!(
+        *log,
+        "sync with https://x-access-token:***@127.0.0.1:1/acme/app.git"
     );
     assert!(!log.contains("token-of-the-run"), "{log}");
 }

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    World, agent_adds_note_bytes, agent_pushes_notes, agent_takes_remote_notes, ci_publishes,
-    find_dir_named, git_with_stdin, laptop_stop, mktree, push, subject_of,
+    World, agent_adds_note_bytes, agent_pushes_notes, agent_pushes_tree, agent_takes_remote_notes,
+    ci_publishes, find_dir_named, git_with_stdin, laptop_holding_cis_note, laptop_stop, mktree,
+    push, sync,
 };
 use crate::support::*;
 
@@ -14,13 +15,8 @@ use crate::support::*;
 /// CI's, in four reads of 4 MiB): every one is read, CI's included, or none is.
 #[test]
 fn notes_past_what_one_answer_of_git_holds_are_all_read() {
-    let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let subject = subject_of(&laptop);
-    let tree = subject.strip_prefix("git-tree:").unwrap();
-    agent_takes_remote_notes(&laptop, "tests");
+    let (world, laptop, tree) = laptop_holding_cis_note();
+    let tree = tree.as_str();
     let padding = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(1_000_000));
     let mut added = 0;
     for i in 0.. {
@@ -36,13 +32,37 @@ fn notes_past_what_one_answer_of_git_holds_are_all_read() {
         }
     }
     agent_pushes_notes(&laptop, "tests");
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (13 contents)"),
-        "{}",
-        said(&out)
+    let out = sync(&laptop);
+    assert_stdout_contains(&out, "tests (13 contents)");
+    world.stop_passes(&laptop);
+}
+
+/// `count` notes of `tests` on the remote, each the blob `blob`, for ids that sort before any
+/// real one, in one commit.
+fn old_notes_on_the_remote(world: &World, blob: &str, count: usize) {
+    let listing: String = (1..=count)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}\n"))
+        .collect();
+    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
+    let commit = git(&world.remote, &["commit-tree", &tree, "-m", "old notes"]);
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &commit],
     );
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+}
+
+/// The remote's notes of `tests` moved to a commit of `tree` on top of them, as whoever has
+/// push rights can.
+fn remote_notes_become(world: &World, tree: &str, message: &str) {
+    let notes = git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]);
+    let commit = git(
+        &world.remote,
+        &["commit-tree", tree, "-p", &notes, "-m", message],
+    );
+    git(
+        &world.remote,
+        &["update-ref", "refs/notes/vigil/tests", &commit],
+    );
 }
 
 /// More contents with notes than are kept: the newest are kept (CI's, published last, whose
@@ -52,26 +72,13 @@ fn past_the_most_notes_kept_the_newest_are_kept_and_the_sync_says_so() {
     let world = World::new();
     // 5,000 old notes, for ids that sort before any real one, in one commit on the remote.
     let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
-    let listing: String = (1..=5000)
-        .map(|i| format!("100644 blob {blob}\t{i:040x}\n"))
-        .collect();
-    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
-    let commit = git(&world.remote, &["commit-tree", &tree, "-m", "old notes"]);
-    git(
-        &world.remote,
-        &["update-ref", "refs/notes/vigil/tests", &commit],
-    );
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
+    old_notes_on_the_remote(&world, &blob, 5000);
+    let (_, laptop) = world.ci_vouched(true);
+    let out = sync(&laptop);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("905 older contents") && stderr.contains("newest 4096"),
-        "{}",
-        said(&out)
-    );
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    assert_contains!(stderr, "905 older contents", "{}", said(&out));
+    assert_contains!(stderr, "newest 4096", "{}", said(&out));
+    world.stop_passes(&laptop);
 }
 
 /// A remote whose notes are more than `--max-fetch`: refused in one line, and nothing of them
@@ -79,9 +86,7 @@ fn past_the_most_notes_kept_the_newest_are_kept_and_the_sync_says_so() {
 #[test]
 fn a_remote_that_sends_more_than_max_fetch_is_refused_and_leaves_nothing() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", None);
+    let (_, laptop) = world.ci_vouched(false);
     // 3 MiB that do not compress, in a note on the remote.
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let noise: Vec<u8> = (0..3 << 20)
@@ -107,13 +112,8 @@ fn a_remote_that_sends_more_than_max_fetch_is_refused_and_leaves_nothing() {
             .unwrap()
     };
     let out = laptop_mw(&["sync", "--max-fetch", "1M"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert_one_line_error(&out, "marker-writer");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("over 1 MiB (--max-fetch)"),
-        "{}",
-        said(&out)
-    );
+    usage_error(&out, "marker-writer");
+    assert_stderr_contains(&out, "over 1 MiB (--max-fetch)");
     assert!(
         find_dir_named(own.path(), "notes.git").is_some(),
         "the fetch was made"
@@ -152,42 +152,16 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
         &["hash-object", "-w", "--stdin"],
         b"an old payload\n",
     );
-    let listing: String = (1..=3000)
-        .map(|i| format!("100644 blob {blob}\t{i:040x}\n"))
-        .collect();
-    let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
-    let commit = git(&world.remote, &["commit-tree", &tree, "-m", "old notes"]);
-    git(
-        &world.remote,
-        &["update-ref", "refs/notes/vigil/tests", &commit],
-    );
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
-        "{}",
-        said(&out)
-    );
+    old_notes_on_the_remote(&world, &blob, 3000);
+    let (_, laptop) = world.ci_vouched(true);
+    let out = sync(&laptop);
+    assert_stdout_contains(&out, "tests (3001 contents)");
     // The agent's commit on top of the remote's notes: an empty tree.
-    let notes = git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]);
     let empty = git_with_stdin(&world.remote, &["mktree"], b"");
-    let dropped = git(
-        &world.remote,
-        &["commit-tree", &empty, "-p", &notes, "-m", "drop them all"],
-    );
-    git(
-        &world.remote,
-        &["update-ref", "refs/notes/vigil/tests", &dropped],
-    );
+    remote_notes_become(&world, &empty, "drop them all");
     let out = ok(push(&laptop));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("tests (3001 contents)"),
-        "{}",
-        said(&out)
-    );
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    assert_stdout_contains(&out, "tests (3001 contents)");
+    world.stop_passes(&laptop);
     let listed = git(&world.remote, &["notes", "--ref", "vigil/tests", "list"]);
     assert_eq!(listed.lines().count(), 3001, "pushed back whole");
 }
@@ -198,10 +172,8 @@ fn a_remote_that_drops_thousands_of_notes_takes_none_from_the_laptop() {
 #[test]
 fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(marker_writer_in(&laptop, &["sync"]));
+    let (_, laptop) = world.ci_vouched(true);
+    sync(&laptop);
     let blob = git_with_stdin(
         &world.remote,
         &["hash-object", "-w", "--stdin"],
@@ -214,23 +186,12 @@ fn notes_that_name_one_blob_a_hundred_times_are_not_written_out_a_hundred_times(
         listing.push_str(&format!("100644 blob {blob}\t{i:040x}\n"));
     }
     let tree = git_with_stdin(&world.remote, &["mktree"], listing.as_bytes());
-    let commit = git(
-        &world.remote,
-        &["commit-tree", &tree, "-p", &notes, "-m", "a hundred times"],
-    );
-    git(
-        &world.remote,
-        &["update-ref", "refs/notes/vigil/tests", &commit],
-    );
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("over 16 MiB in all"),
-        "{}",
-        said(&out)
-    );
+    remote_notes_become(&world, &tree, "a hundred times");
+    let out = sync(&laptop);
+    assert_stderr_contains(&out, "over 16 MiB in all");
     let written = sizes_under(&protected_dir(&laptop).join("notes"));
     assert!(written < 1 << 20, "{written} bytes written out");
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.stop_passes(&laptop);
 }
 
 fn sizes_under(dir: &Path) -> u64 {
@@ -248,6 +209,18 @@ fn sizes_under(dir: &Path) -> u64 {
     total
 }
 
+/// In `clone`, a blob of 1 MiB and a tree that names it `times` times: (blob, tree).
+fn one_mib_named(clone: &Path, times: u32) -> (String, String) {
+    let mut big = vec![b'a'; (1 << 20) - 1];
+    big.push(b'\n');
+    let blob = git_with_stdin(clone, &["hash-object", "-w", "--stdin"], &big);
+    let entries: Vec<String> = (1..=times)
+        .map(|i| format!("100644 blob {blob}\t{i:040x}"))
+        .collect();
+    let tree = mktree(clone, &entries);
+    (blob, tree)
+}
+
 /// One commit whose tree names one 1 MiB blob 64 times, under 40 check names: a push of well
 /// under 1 MiB. The laptop writes no check's notes over 16 MiB in all, takes at most 32
 /// checks, and says what it left out.
@@ -255,13 +228,7 @@ fn sizes_under(dir: &Path) -> u64 {
 fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
     let world = World::new();
     let agent = world.clone("agent");
-    let mut big = vec![b'a'; (1 << 20) - 1];
-    big.push(b'\n');
-    let blob = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
-    let entries: Vec<String> = (1..=64)
-        .map(|i| format!("100644 blob {blob}\t{i:040x}"))
-        .collect();
-    let tree = mktree(&agent, &entries);
+    let (blob, tree) = one_mib_named(&agent, 64);
     let commit = git(&agent, &["commit-tree", &tree, "-m", "flood"]);
     let small = mktree(&agent, &[format!("100644 blob {blob}\t{:040x}", 1)]);
     let one = git(&agent, &["commit-tree", &small, "-m", "one"]);
@@ -274,22 +241,13 @@ fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
     }
     git(
         &agent,
-        &[
-            "push",
-            "-q",
-            "origin",
-            "refs/notes/vigil/*:refs/notes/vigil/*",
-        ],
+        &words("push -q origin refs/notes/vigil/*:refs/notes/vigil/*"),
     );
     let laptop = world.clone("laptop");
     let out = ok(marker_writer_in(&laptop, &["sync", "--timeout", "120"]));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("over 16 MiB in all"), "{}", said(&out));
-    assert!(
-        stderr.contains("8 more checks on the remote"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(stderr, "8 more checks on the remote", "{}", said(&out));
     let written = sizes_under(&protected_dir(&laptop).join("notes"));
     assert!(written <= 24 << 20, "{written} bytes written out");
 }
@@ -300,50 +258,21 @@ fn one_small_push_under_many_check_names_does_not_fill_the_disk() {
 #[test]
 fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
     let world = World::new();
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    let agent = world.clone("agent");
-    agent_takes_remote_notes(&agent, "tests");
+    let ci = world.ci_published();
+    let agent = world.clone_with_notes("agent");
     let base = git(&agent, &["rev-parse", "refs/notes/vigil/tests"]);
-    let mut big = vec![b'a'; (1 << 20) - 1];
-    big.push(b'\n');
-    let blob = git_with_stdin(&agent, &["hash-object", "-w", "--stdin"], &big);
-    let entries: Vec<String> = (1..=17)
-        .map(|i| format!("100644 blob {blob}\t{i:040x}"))
-        .collect();
-    let tree = mktree(&agent, &entries);
-    let commit = git(&agent, &["commit-tree", &tree, "-p", &base, "-m", "over"]);
-    git(&agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
-    git(&agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    let (_, tree) = one_mib_named(&agent, 17);
+    let commit = agent_pushes_tree(&agent, &tree, &base, "over");
     // CI tests new content and cannot publish it.
     std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 43 }\n").unwrap();
     git(&ci, &["commit", "-qam", "next"]);
-    ok(marker_writer_in(
-        &ci,
-        &[
-            "run",
-            "--publish",
-            "--check",
-            "tests",
-            "--sign-key",
-            world.secret().to_str().unwrap(),
-            "--",
-            "true",
-        ],
-    ));
-    let out = ok(push(&ci));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("a push replaces the remote's"),
-        "{}",
-        said(&out)
-    );
+    let out = ci_publishes(&ci, "tests", Some(&world.secret()));
+    assert_stderr_contains(&out, "a push replaces the remote's");
     assert_ne!(
         git(&world.remote, &["rev-parse", "refs/notes/vigil/tests"]),
         commit
     );
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.clone_that_passes("laptop");
 }
 
 /// The agent pushes 32 tiny notes refs whose names sort before `tests`. A new laptop takes
@@ -352,8 +281,7 @@ fn notes_on_the_remote_over_the_total_do_not_stop_ci_publishing() {
 #[test]
 fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
     let world = World::new();
-    let ci = world.clone("ci");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    world.ci_published();
     let agent = world.clone("agent");
     let tree = git_with_stdin(&agent, &["hash-object", "-w", "-t", "tree", "--stdin"], b"");
     let commit = git(&agent, &["commit-tree", &tree, "-m", "empty"]);
@@ -365,24 +293,14 @@ fn checks_sorting_first_leave_yours_out_only_until_sync_check_names_it() {
     }
     git(
         &agent,
-        &[
-            "push",
-            "-q",
-            "origin",
-            "refs/notes/vigil/a*:refs/notes/vigil/a*",
-        ],
+        &words("push -q origin refs/notes/vigil/a*:refs/notes/vigil/a*"),
     );
     let laptop = world.clone("laptop");
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("1 more checks on the remote (tests)")
-            && String::from_utf8_lossy(&out.stderr).contains("sync --check NAME"),
-        "{}",
-        said(&out)
-    );
+    let out = sync(&laptop);
+    assert_stderr_contains(&out, "1 more checks on the remote (tests)");
+    assert_stderr_contains(&out, "sync --check NAME");
     assert!(laptop_stop(&laptop, "tests", Some(&world.public())).is_some());
     ok(marker_writer_in(&laptop, &["sync", "--check", "tests"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.stop_passes(&laptop);
+    world.syncs_and_passes(&laptop);
 }

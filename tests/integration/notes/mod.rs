@@ -76,14 +76,17 @@ impl World {
         git(&seed, &["add", "-A"]);
         git(&seed, &["commit", "-qm", "start"]);
         git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
-        let out = marker_writer_in(
-            dir.path(),
-            &["keygen", "--out", dir.path().join("keys").to_str().unwrap()],
-        );
-        assert!(out.status.success(), "{}", said(&out));
+        keygen_into(dir.path(), &dir.path().join("keys"));
         let world = World { dir, remote };
         assert!(world_has_main(&world), "clones check out main");
         world
+    }
+
+    /// A new world and its clone `laptop`.
+    fn with_laptop() -> (World, PathBuf) {
+        let world = World::new();
+        let laptop = world.clone("laptop");
+        (world, laptop)
     }
 
     fn secret(&self) -> PathBuf {
@@ -110,6 +113,51 @@ impl World {
         to
     }
 
+    /// The clones `ci` and `laptop`, and CI's verdict of `tests` published from the first
+    /// (signed with the world's key when `signed`): (ci, laptop).
+    fn ci_vouched(&self, signed: bool) -> (PathBuf, PathBuf) {
+        let ci = self.clone("ci");
+        let laptop = self.clone("laptop");
+        ci_publishes(&ci, "tests", signed.then(|| self.secret()).as_deref());
+        (ci, laptop)
+    }
+
+    /// The clone `ci`, CI's verdict of `tests` published from it, signed.
+    fn ci_published(&self) -> PathBuf {
+        let ci = self.clone("ci");
+        ci_publishes(&ci, "tests", Some(&self.secret()));
+        ci
+    }
+
+    /// The Stop of `clone` requiring `tests`, verified with the world's key, lets it stop.
+    #[track_caller]
+    fn stop_passes(&self, clone: &Path) {
+        assert_eq!(laptop_stop(clone, "tests", Some(&self.public())), None);
+    }
+
+    /// `clone` syncs, and its Stop then passes ([`World::stop_passes`]).
+    #[track_caller]
+    fn syncs_and_passes(&self, clone: &Path) {
+        sync(clone);
+        self.stop_passes(clone);
+    }
+
+    /// A fresh clone `name` that syncs, and whose Stop then passes.
+    #[track_caller]
+    fn clone_that_passes(&self, name: &str) -> PathBuf {
+        let clone = self.clone(name);
+        self.syncs_and_passes(&clone);
+        clone
+    }
+
+    /// A fresh clone `name` that takes the remote's notes of `tests` as its own
+    /// ([`agent_takes_remote_notes`]).
+    fn clone_with_notes(&self, name: &str) -> PathBuf {
+        let clone = self.clone(name);
+        agent_takes_remote_notes(&clone, "tests");
+        clone
+    }
+
     /// The notes refs the remote holds.
     fn remote_refs(&self) -> Vec<String> {
         let listed = git(
@@ -127,15 +175,32 @@ fn world_has_main(world: &World) -> bool {
     has
 }
 
-/// CI's job: the check run through marker-writer, signed with `key`, published and pushed.
-fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) {
+/// A world where CI vouched for `tests`, signed, and a laptop that took the remote's notes as
+/// its own (as the agent would, to build on them): the world, the laptop, and the tree CI's
+/// note is for.
+fn laptop_holding_cis_note() -> (World, PathBuf, String) {
+    let world = World::new();
+    let (_, laptop) = world.ci_vouched(true);
+    let tree = tree_of(&laptop);
+    agent_takes_remote_notes(&laptop, "tests");
+    (world, laptop, tree)
+}
+
+/// CI's job: the check run through marker-writer, signed with `key`, published and pushed:
+/// what the push said.
+fn ci_publishes(clone: &Path, check: &str, key: Option<&Path>) -> Output {
     let mut args = vec!["run", "--publish", "--check", check];
     if let Some(key) = key {
         args.extend(["--sign-key", key.to_str().unwrap()]);
     }
     args.extend(["--", "true"]);
     ok(marker_writer_in(clone, &args));
-    ok(push(clone));
+    ok(push(clone))
+}
+
+/// `marker-writer sync` in the clone, which must succeed.
+fn sync(clone: &Path) -> Output {
+    ok(marker_writer_in(clone, &["sync"]))
 }
 
 /// `sync --push` to the clone's origin, named by its path (a push to a path read from the
@@ -157,6 +222,20 @@ fn laptop_stop(laptop: &Path, check: &str, key: Option<&Path>) -> Option<String>
     stop.json.as_ref()?;
     assert!(stop.blocked(), "{:?}", stop.json);
     Some(stop.reason())
+}
+
+/// The tree of the clone's content, as the markers name it (`git-tree:` taken off).
+fn tree_of(dir: &Path) -> String {
+    subject_of(dir)
+        .strip_prefix("git-tree:")
+        .unwrap()
+        .to_string()
+}
+
+/// What `marker-writer show --all --check tests ARGS` says in the clone, which must succeed.
+fn shown_of_tests(clone: &Path, args: &[&str]) -> String {
+    let all = [&["show", "--all", "--check", "tests"][..], args].concat();
+    stdout_of(&ok(marker_writer_in(clone, &all)))
 }
 
 fn subject_of(dir: &Path) -> String {
@@ -205,6 +284,15 @@ fn agent_adds_note_bytes(laptop: &Path, check: &str, object: &str, bytes: &[u8])
             object,
         ],
     );
+}
+
+/// The agent's clone makes a commit of `tree` on `base` its notes of `tests`, and pushes them
+/// as a fast-forward: the commit.
+fn agent_pushes_tree(agent: &Path, tree: &str, base: &str, message: &str) -> String {
+    let commit = git(agent, &["commit-tree", tree, "-p", base, "-m", message]);
+    git(agent, &["update-ref", "refs/notes/vigil/tests", &commit]);
+    git(agent, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
+    commit
 }
 
 /// The agent pushes its clone's notes of `check` over the remote's, with the user's rights.

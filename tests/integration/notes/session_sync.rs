@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{World, ci_publishes, laptop_stop};
+use super::{World, laptop_stop, sync};
 use crate::support::*;
 
 #[test]
@@ -31,7 +31,7 @@ fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
     );
     let took = start.elapsed();
     // A command that cannot do its job exits 2 (SPEC §2).
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(
         took < Duration::from_secs(6),
         "cut off at the deadline, took {took:?}"
@@ -45,10 +45,8 @@ fn a_remote_that_hangs_is_cut_off_at_the_deadline_with_one_line() {
 #[test]
 fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(marker_writer_in(&laptop, &["sync"]));
+    let (_, laptop) = world.ci_vouched(true);
+    sync(&laptop);
     let payload = json!({"session_id": "s1", "hook_event_name": "Stop", "cwd": laptop, "last_assistant_message": "Done."});
     let key = world.public();
     let Some((out, calls)) = traced_with(
@@ -66,11 +64,8 @@ fn no_gate_touches_the_network_or_runs_git_even_with_notes_to_read() {
     ) else {
         return;
     };
-    assert!(
-        out.status.success() && out.stdout.is_empty(),
-        "{}",
-        said(&out)
-    );
+    assert_success(&out);
+    assert_silent(&out);
     assert_eq!(
         calls.count("execve"),
         1,
@@ -93,11 +88,9 @@ fn laptop_session_start(laptop: &Path, remote: &str) -> (Output, Duration) {
 #[test]
 fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let (_, laptop) = world.ci_vouched(true);
     let (out, took) = laptop_session_start(&laptop, "origin");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(
         took < Duration::from_secs(2),
         "the session start waited: {took:?}"
@@ -116,7 +109,7 @@ fn the_loader_syncs_notes_in_the_background_and_never_waits_for_the_remote() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/repo.git", listener.local_addr().unwrap());
     let (out, took) = laptop_session_start(&laptop, &url);
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(
         took < Duration::from_secs(2),
         "the session start waited: {took:?}"
@@ -129,7 +122,7 @@ fn install_sync_notes_wires_the_loader_keeps_it_on_reinstall_and_takes_it_out() 
     let project = Project::git();
     let settings = project.path().join(".claude/settings.local.json");
     let install = |extra: &[&str]| {
-        let out = settings_merge()
+        ok(settings_merge()
             .args(["install", "--settings"])
             .arg(&settings)
             .arg("--bin-dir")
@@ -137,8 +130,7 @@ fn install_sync_notes_wires_the_loader_keeps_it_on_reinstall_and_takes_it_out() 
             .args(extra)
             .current_dir(project.path())
             .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+            .unwrap());
         json_of(&settings)["hooks"]["SessionStart"][0]["hooks"][0]["command"]
             .as_str()
             .unwrap()

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{
-    World, agent_adds_note_bytes, agent_pushes_notes, ci_publishes, laptop_stop, subject_of,
+    World, agent_adds_note_bytes, agent_pushes_notes, ci_publishes, laptop_stop, subject_of, sync,
     unsigned_payload,
 };
 use crate::support::*;
@@ -22,23 +22,14 @@ fn agent_pushes_a_note(laptop: &Path, check: &str, line: &str) {
 
 #[test]
 fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (world, laptop) = World::with_laptop();
     let subject = subject_of(&laptop);
     agent_pushes_a_note(&laptop, "tests", &unsigned_payload("tests", &subject));
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     let reason = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(reason.contains("bad signature"), "{reason}");
     // A key pair the agent made itself signs nothing the pinned key accepts.
-    let own = marker_writer_in(
-        &laptop,
-        &[
-            "keygen",
-            "--out",
-            laptop.join("agent-keys").to_str().unwrap(),
-        ],
-    );
-    assert!(own.status.success());
+    let (own, _) = keygen_into(&laptop, &laptop.join("agent-keys"));
     let signed = ok(marker_writer_in(
         &laptop,
         &[
@@ -48,7 +39,7 @@ fn a_note_the_laptop_writes_without_the_key_is_a_bad_signature() {
             "--status",
             "passed",
             "--sign-key",
-            laptop.join("agent-keys/vigil-marker.key").to_str().unwrap(),
+            own.to_str().unwrap(),
         ],
     ));
     drop(signed);
@@ -82,8 +73,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
         ("a huge note", &|_| huge.clone(), "malformed"),
     ];
     for (what, line, expected) in cases {
-        let world = World::new();
-        let laptop = world.clone("laptop");
+        let (_world, laptop) = World::with_laptop();
         let subject = subject_of(&laptop);
         agent_pushes_a_note(&laptop, "tests", &line(&subject));
         let out = marker_writer_in(&laptop, &["sync"]);
@@ -97,21 +87,20 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
 
     // A good note first; then the remote's ref is made to name a blob: the sync says so in a
     // line, and the local notes stay as they were.
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (world, laptop) = World::with_laptop();
     let good = world.clone("ci");
     ci_publishes(&good, "tests", Some(&world.secret()));
-    ok(marker_writer_in(&laptop, &["sync"]));
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    world.syncs_and_passes(&laptop);
     let blob = git(&world.remote, &["hash-object", "-w", "--stdin"]);
     git(
         &world.remote,
         &["update-ref", "refs/notes/vigil/tests", &blob],
     );
-    let out = ok(marker_writer_in(&laptop, &["sync"]));
+    let out = sync(&laptop);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("names a blob, not a history of notes"),
+    assert_contains!(
+        stderr,
+        "names a blob, not a history of notes",
         "{}",
         said(&out)
     );
@@ -122,7 +111,7 @@ fn hostile_notes_each_deny_with_their_reason_and_nothing_panics() {
     );
     // A laptop that never had notes: the same ref denies as missing, and says nothing else.
     let fresh = world.clone("fresh");
-    let out = ok(marker_writer_in(&fresh, &["sync"]));
+    let out = sync(&fresh);
     assert!(String::from_utf8_lossy(&out.stderr).contains("names a blob"));
     let reason = laptop_stop(&fresh, "tests", None).unwrap();
     assert!(reason.contains("missing"), "{reason}");

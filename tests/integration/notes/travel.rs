@@ -7,28 +7,23 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{
-    World, ci_publishes, laptop_stop, push, remote_payloads, subject_of, unsigned_payload,
+    World, ci_publishes, laptop_stop, push, remote_payloads, shown_of_tests, subject_of, sync,
+    unsigned_payload,
 };
 use crate::support::*;
 
 #[test]
 fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_change() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let (_, laptop) = world.ci_vouched(true);
     assert_eq!(world.remote_refs(), vec!["refs/notes/vigil/tests"]);
 
     // Not synced yet: nothing on the laptop vouches.
     let before = laptop_stop(&laptop, "tests", Some(&world.public())).unwrap();
     assert!(before.contains("marker `tests` missing"), "{before}");
-    let synced = ok(marker_writer_in(&laptop, &["sync"]));
-    assert!(
-        String::from_utf8_lossy(&synced.stdout).contains("synced with origin: tests (1 content)"),
-        "{}",
-        said(&synced)
-    );
-    assert_eq!(laptop_stop(&laptop, "tests", Some(&world.public())), None);
+    let synced = sync(&laptop);
+    assert_stdout_contains(&synced, "synced with origin: tests (1 content)");
+    world.stop_passes(&laptop);
     let verified = ok(marker_writer_in(
         &laptop,
         &[
@@ -39,11 +34,7 @@ fn cis_signed_marker_lets_the_laptops_stop_through_after_sync_and_not_after_a_ch
             world.public().to_str().unwrap(),
         ],
     ));
-    assert!(
-        String::from_utf8_lossy(&verified.stdout).contains("(published as a note)"),
-        "{}",
-        said(&verified)
-    );
+    assert_stdout_contains(&verified, "(published as a note)");
 
     // Any change to the content, an untracked file included: subject mismatch.
     std::fs::write(laptop.join("notes.txt"), "a scratch file\n").unwrap();
@@ -60,8 +51,7 @@ fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
     // No key anywhere, where an unsigned marker counts: a note the agent writes into the
     // project's own .git still does not, since vigil reads notes only through its own
     // repository, filled by `sync` from a remote.
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (_world, laptop) = World::with_laptop();
     let subject = subject_of(&laptop);
     let object = subject.strip_prefix("git-tree:").unwrap().to_string();
     git(
@@ -81,19 +71,16 @@ fn notes_in_the_projects_own_git_are_never_read_only_what_a_sync_fetched() {
     // Pushed and synced, it still does not count: anyone with push access wrote it, so a note
     // needs a trusted key's signature even where an unsigned local marker would do.
     git(&laptop, &["push", "-q", "origin", "refs/notes/vigil/tests"]);
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     let reason = laptop_stop(&laptop, "tests", None).unwrap();
-    assert!(
-        reason.contains("bad signature") && reason.contains("none is trusted"),
-        "{reason}"
-    );
+    assert_contains!(reason, "bad signature");
+    assert_contains!(reason, "none is trusted");
 }
 
 #[test]
 fn two_checks_published_at_once_by_two_clones_both_arrive() {
     let world = World::new();
-    let first = world.clone("ci-tests");
-    let second = world.clone("ci-lint");
+    let [first, second] = ["ci-tests", "ci-lint"].map(|name| world.clone(name));
     let laptop = world.clone("laptop");
     let secret = world.secret();
     let jobs: Vec<_> = [(first, "tests"), (second, "lint")]
@@ -112,7 +99,7 @@ fn two_checks_published_at_once_by_two_clones_both_arrive() {
         refs,
         vec!["refs/notes/vigil/lint", "refs/notes/vigil/tests"]
     );
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     for check in ["tests", "lint"] {
         assert_eq!(
             laptop_stop(&laptop, check, Some(&world.public())),
@@ -125,8 +112,7 @@ fn two_checks_published_at_once_by_two_clones_both_arrive() {
 #[test]
 fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
     let world = World::new();
-    let first = world.clone("ci-1");
-    let second = world.clone("ci-2");
+    let [first, second] = ["ci-1", "ci-2"].map(|name| world.clone(name));
     // Both publish for the same content before either pushes: the second push loses the race,
     // merges the first's note into its own, and pushes again.
     ok(marker_writer_in(
@@ -160,22 +146,12 @@ fn two_jobs_publishing_the_same_check_merge_and_neither_payload_is_lost() {
 #[test]
 fn publish_needs_a_worktree_subject() {
     let project = Project::git();
-    std::fs::write(project.path().join("artifact"), "x").unwrap();
+    project.write("artifact", "x");
     let out = marker_writer_in(
         project.path(),
-        &[
-            "write",
-            "--check",
-            "tests",
-            "--status",
-            "passed",
-            "--subject",
-            "file:artifact",
-            "--publish",
-        ],
+        &words("write --check tests --status passed --subject file:artifact --publish"),
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert_one_line_error(&out, "marker-writer");
+    usage_error(&out, "marker-writer");
     let markers = markers_of(project.path(), "tests");
     assert!(
         !markers.exists() || std::fs::read_dir(&markers).unwrap().next().is_none(),
@@ -186,7 +162,7 @@ fn publish_needs_a_worktree_subject() {
 #[test]
 fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
     let project = Project::git();
-    let out = marker_writer()
+    ok(marker_writer()
         .args(["write", "--check", "tests", "--status", "passed"])
         .current_dir(project.path())
         .env("GITHUB_ACTIONS", "true")
@@ -205,8 +181,7 @@ fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
         )
         .env_remove("VIGIL_SIGN_KEY")
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     let shown = ok(marker_writer_in(
         project.path(),
         &["show", "--check", "tests"],
@@ -248,34 +223,27 @@ fn a_payload_records_where_ci_ran_it_as_schema_v2_and_v1_stays_readable() {
 #[test]
 fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
-    ok(marker_writer_in(&laptop, &["sync"]));
+    let (_, laptop) = world.ci_vouched(true);
+    sync(&laptop);
     // A local unsigned marker for the same content, written later.
     std::thread::sleep(Duration::from_millis(20));
     ok(marker_writer_in(
         &laptop,
         &["write", "--check", "tests", "--status", "failed"],
     ));
-    let out = ok(marker_writer_in(
-        &laptop,
-        &[
-            "show",
-            "--all",
-            "--check",
-            "tests",
-            "--verify-key",
-            world.public().to_str().unwrap(),
-        ],
-    ));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let public = world.public();
+    let text = shown_of_tests(&laptop, &["--verify-key", public.to_str().unwrap()]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    assert!(
-        lines[1].contains("local")
-            && lines[1].contains("unsigned")
-            && lines[1].contains("denied: bad signature"),
+    assert_contains!(lines[1], "local", "newest first, with its reason: {text}");
+    assert_contains!(
+        lines[1],
+        "unsigned",
+        "newest first, with its reason: {text}"
+    );
+    assert_contains!(
+        lines[1],
+        "denied: bad signature",
         "newest first, with its reason: {text}"
     );
     assert!(
@@ -287,15 +255,8 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
 
     // An untracked file on the laptop: no marker is for this content, and show says why.
     std::fs::write(laptop.join("scratch.txt"), "notes to self\n").unwrap();
-    let out = ok(marker_writer_in(
-        &laptop,
-        &["show", "--all", "--check", "tests"],
-    ));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        text.contains("where 1 path differs: scratch.txt (only here)"),
-        "{text}"
-    );
+    let text = shown_of_tests(&laptop, &[]);
+    assert_contains!(text, "where 1 path differs: scratch.txt (only here)");
 }
 
 /// Two pushes interleaved for real: while the remote is receiving the first clone's push (in
@@ -305,8 +266,7 @@ fn show_all_lists_both_places_newest_first_and_names_the_paths_that_differ() {
 #[test]
 fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_again() {
     let world = World::new();
-    let first = world.clone("ci-1");
-    let second = world.clone("ci-2");
+    let [first, second] = ["ci-1", "ci-2"].map(|name| world.clone(name));
     for clone in [&first, &second] {
         ok(marker_writer_in(
             clone,
@@ -331,7 +291,7 @@ fn a_push_that_loses_a_race_while_the_remote_takes_another_merges_and_pushes_aga
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = push(&first);
     assert!(once.exists(), "the race was run");
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("pushed"));
     let payloads = remote_payloads(&world, "tests", &subject_of(&first));
     assert_eq!(payloads.len(), 2, "{payloads:?}");
@@ -386,9 +346,7 @@ fn publishes_at_once_in_one_clone_keep_every_payload() {
 #[test]
 fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let (_, laptop) = world.ci_vouched(true);
     let queue =
         vigil::state::protected::dir_in(state_home(), &std::fs::canonicalize(&laptop).unwrap())
             .join("wakes");
@@ -400,7 +358,7 @@ fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
         files.iter().map(|p| json_of(p)).collect()
     };
     // No key trusted here: the note vouches for nothing, and wakes nobody.
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     assert!(wakes().is_empty(), "{:?}", wakes());
     ok(marker_writer_in(
         &laptop,
@@ -411,7 +369,7 @@ fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
             .join("notes"),
     )
     .unwrap();
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     let found = wakes();
     assert_eq!(found.len(), 1, "{found:?}");
     assert_valid("wake.schema.json", &found[0]);
@@ -420,7 +378,7 @@ fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
         found[0]["line"],
         format!("CI vouched: tests passed for {subject}")
     );
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     assert_eq!(
         wakes().len(),
         1,
@@ -434,27 +392,15 @@ fn a_sync_that_brings_cis_signed_verdict_wakes_the_commander_once() {
 #[test]
 fn a_linked_worktree_shares_the_main_checkouts_synced_notes_and_trusted_keys() {
     let world = World::new();
-    let ci = world.clone("ci");
-    let laptop = world.clone("laptop");
-    ci_publishes(&ci, "tests", Some(&world.secret()));
+    let (_, laptop) = world.ci_vouched(true);
     ok(marker_writer_in(
         &laptop,
         &["trust", world.public().to_str().unwrap()],
     ));
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     assert_eq!(laptop_stop(&laptop, "tests", None), None);
     let worktree = laptop.with_file_name("laptop-wt");
-    git(
-        &laptop,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "wt",
-            worktree.to_str().unwrap(),
-        ],
-    );
+    add_worktree(&laptop, "wt", &worktree);
     assert_eq!(subject_of(&worktree), subject_of(&laptop));
     assert_eq!(laptop_stop(&worktree, "tests", None), None);
 }

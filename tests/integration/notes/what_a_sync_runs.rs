@@ -2,10 +2,10 @@
 //! posing as a URL, not the project's config, hooks or promisor remote, not a notes repository
 //! the agent can write or vigil did not make; FIFOs where files should be are refused at once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{World, ci_publishes, find_dir_named};
+use super::{World, ci_publishes, find_dir_named, sync};
 use crate::support::*;
 
 /// What a project's `.claude/settings.json` can put in the environment of the hook that starts
@@ -13,8 +13,7 @@ use crate::support::*;
 /// .gitconfig names a `core.sshCommand`, `GIT_CONFIG_GLOBAL`. None of them runs.
 #[test]
 fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (world, laptop) = World::with_laptop();
     let canary = world.dir.path().join("ran");
     let planted = world.dir.path().join("planted");
     std::fs::create_dir_all(planted.join("bin")).unwrap();
@@ -47,7 +46,7 @@ fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() 
             .output()
             .unwrap();
         if remote == "origin" {
-            assert!(out.status.success(), "{}", said(&out));
+            assert_success(&out);
         }
         assert!(
             !canary.exists(),
@@ -61,8 +60,7 @@ fn a_sync_takes_nothing_from_the_callers_environment_that_would_run_a_command() 
 /// runs CMD): refused, and nothing runs.
 #[test]
 fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (world, laptop) = World::with_laptop();
     let canary = world.dir.path().join("pwned");
     git(
         &laptop,
@@ -73,7 +71,7 @@ fn a_remote_url_that_is_an_option_is_refused_and_runs_nothing() {
         ],
     );
     let out = marker_writer_in(&laptop, &["sync"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(!canary.exists(), "the agent's command ran");
 }
 
@@ -87,8 +85,7 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
         ("a state home in the project", Some(".cache/vigil")),
         ("the fallback", None),
     ] {
-        let world = World::new();
-        let laptop = world.clone("laptop");
+        let (world, laptop) = World::with_laptop();
         let home = match home {
             Some(inside) => laptop.join(inside),
             // Cannot be made: the state falls back into the project.
@@ -124,14 +121,7 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
         std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
         for args in [
             &["sync"][..],
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--status",
-                "passed",
-                "--publish",
-            ][..],
+            &words("write --check tests --status passed --publish")[..],
         ] {
             let out = run(args);
             assert_eq!(
@@ -141,8 +131,9 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
                 said(&out)
             );
             assert_one_line_error(&out, "marker-writer");
-            assert!(
-                String::from_utf8_lossy(&out.stderr).contains("inside the project"),
+            assert_contains!(
+                String::from_utf8_lossy(&out.stderr),
+                "inside the project",
                 "{what}: {}",
                 said(&out)
             );
@@ -155,8 +146,7 @@ fn a_notes_repository_the_agent_can_write_is_refused_and_its_config_runs_nothing
 /// what it runs would obey without a `GIT_` in their name: none reaches git.
 #[test]
 fn a_sync_hands_git_only_the_variables_it_needs() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (_world, laptop) = World::with_laptop();
     let planted = [
         ("LD_PRELOAD", "/nonexistent/libvigil-planted.so"),
         ("SSH_ASKPASS", "/nonexistent/vigil-planted-askpass"),
@@ -177,7 +167,7 @@ fn a_sync_hands_git_only_the_variables_it_needs() {
     ) else {
         return;
     };
-    assert!(out.status.success(), "{}", said(&out));
+    assert_success(&out);
     let gits: Vec<&str> = calls
         .text
         .lines()
@@ -186,10 +176,7 @@ fn a_sync_hands_git_only_the_variables_it_needs() {
     assert!(!gits.is_empty(), "git ran: {}", calls.text);
     for line in gits {
         for (name, _) in planted {
-            assert!(
-                !line.contains(&format!("\"{name}=")),
-                "{name} reached git: {line}"
-            );
+            assert_lacks!(line, &format!("\"{name}="), "{name} reached git");
         }
     }
 }
@@ -207,7 +194,7 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
     std::fs::write(ci.join("lib.rs"), "pub fn answer() -> u32 { 41 + 1 }\n").unwrap();
     git(&ci, &["commit", "-qam", "ci only"]);
     ci_publishes(&ci, "tests", None);
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
     let canary = world.dir.path().join("fetched");
     let upload = world.dir.path().join("upload-pack");
     std::fs::write(
@@ -236,11 +223,7 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
         &["show", "--all", "--check", "tests"],
     ));
     assert!(!canary.exists(), "the agent's upload-pack ran");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("none of the 1 published contents"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "none of the 1 published contents");
 }
 
 /// `sync --push` to a remote URL the agent put in `.git/config` (a local path) would run that
@@ -248,8 +231,7 @@ fn show_all_never_fetches_a_missing_tree_through_the_projects_promisor_remote() 
 /// push to a path read from the project's config is refused, and nothing runs.
 #[test]
 fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (world, laptop) = World::with_laptop();
     let evil = world.dir.path().join("evil.git");
     git(
         world.dir.path(),
@@ -267,61 +249,53 @@ fn a_push_to_a_path_the_projects_config_names_is_refused_and_runs_no_hook() {
         git(&laptop, &["remote", "set-url", "origin", &url]);
         ok(marker_writer_in(
             &laptop,
-            &[
-                "write",
-                "--check",
-                "tests",
-                "--status",
-                "passed",
-                "--publish",
-            ],
+            &words("write --check tests --status passed --publish"),
         ));
         let out = marker_writer_in(&laptop, &["sync", "--push"]);
-        assert_eq!(out.status.code(), Some(2), "{url}: {}", said(&out));
-        assert_one_line_error(&out, "marker-writer");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("--remote PATH"),
-            "{}",
-            said(&out)
-        );
+        usage_error(&out, "marker-writer");
+        assert_stderr_contains(&out, "--remote PATH");
         assert!(!witness.exists(), "{url}: the agent's pre-receive hook ran");
     }
+}
+
+/// `marker-writer sync --timeout 2` in `laptop`, its stderr kept: the child, and how it exited
+/// within 8 s (`None` while it still runs).
+fn sync_of_two_seconds(laptop: &Path) -> (std::process::Child, Option<std::process::ExitStatus>) {
+    let start = Instant::now();
+    let mut child = vigil_process("marker-writer")
+        .args(["sync", "--timeout", "2"])
+        .current_dir(laptop)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let finished = exited_within(&mut child, start, Duration::from_secs(8));
+    (child, finished)
+}
+
+/// Opens the FIFO at `path` to write, without waiting: whatever waits to read it goes on.
+fn open_fifo_to_write(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path);
 }
 
 /// A FIFO in place of `.git/config`: the remote's URL is read from it without waiting (and
 /// git never reads the project's repository on its own), so a sync says so at once.
 #[test]
 fn a_fifo_in_place_of_the_projects_config_is_refused_at_once() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
+    let (_world, laptop) = World::with_laptop();
     std::fs::remove_file(laptop.join(".git/config")).unwrap();
-    let status = std::process::Command::new("mkfifo")
-        .arg(laptop.join(".git/config"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let start = Instant::now();
-    let mut child = vigil_process("marker-writer")
-        .args(["sync", "--timeout", "2"])
-        .current_dir(&laptop)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let finished = child.try_wait().unwrap();
+    mkfifo(&laptop.join(".git/config"));
+    let (mut child, finished) = sync_of_two_seconds(&laptop);
     if finished.is_none() {
         let _ = child.kill();
         let _ = child.wait();
         // Unblock whatever waits on the FIFO.
-        use std::os::unix::fs::OpenOptionsExt;
         for _ in 0..20 {
-            let _ = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(laptop.join(".git/config"));
+            open_fifo_to_write(&laptop.join(".git/config"));
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -340,9 +314,8 @@ fn a_fifo_in_place_of_the_projects_config_is_refused_at_once() {
 /// the repository is refused until it is removed, and nothing runs.
 #[test]
 fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
-    let world = World::new();
-    let laptop = world.clone("laptop");
-    ok(marker_writer_in(&laptop, &["sync"]));
+    let (world, laptop) = World::with_laptop();
+    sync(&laptop);
     let notes = protected_dir(&laptop).join("notes.git");
     let canary = world.dir.path().join("pwned");
     let remote = world.remote.to_str().unwrap();
@@ -360,58 +333,33 @@ fn a_notes_repository_not_as_vigil_made_it_is_refused_and_runs_nothing() {
         bytes.extend_from_slice(text.as_bytes());
         std::fs::write(&path, bytes).unwrap();
         let out = marker_writer_in(&laptop, &["sync"]);
-        assert_eq!(out.status.code(), Some(2), "{file}: {}", said(&out));
-        assert_one_line_error(&out, "marker-writer");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("is not as vigil made it"),
-            "{}",
-            said(&out)
-        );
+        usage_error(&out, "marker-writer");
+        assert_stderr_contains(&out, "is not as vigil made it");
         assert!(!canary.exists(), "{file}: the planted command ran");
         std::fs::write(notes.join("config"), &original).unwrap();
         let _ = std::fs::remove_file(notes.join("objects/info/alternates"));
     }
     // Removed, it is made again.
     std::fs::remove_dir_all(&notes).unwrap();
-    ok(marker_writer_in(&laptop, &["sync"]));
+    sync(&laptop);
 }
 
 /// A FIFO or /dev/zero at `.git/commondir`: refused at once, never waited on or read on.
 #[test]
 fn a_fifo_or_dev_zero_at_commondir_is_refused_at_once() {
     for how in ["fifo", "zero"] {
-        let world = World::new();
-        let laptop = world.clone("laptop");
+        let (_world, laptop) = World::with_laptop();
         let commondir = laptop.join(".git/commondir");
         if how == "fifo" {
-            let status = std::process::Command::new("mkfifo")
-                .arg(&commondir)
-                .status()
-                .unwrap();
-            assert!(status.success());
+            mkfifo(&commondir);
         } else {
             std::os::unix::fs::symlink("/dev/zero", &commondir).unwrap();
         }
-        let start = Instant::now();
-        let mut child = vigil_process("marker-writer")
-            .args(["sync", "--timeout", "2"])
-            .current_dir(&laptop)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        while child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(8) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let finished = child.try_wait().unwrap();
+        let (mut child, finished) = sync_of_two_seconds(&laptop);
         let _ = child.kill();
         let _ = child.wait();
         if how == "fifo" {
-            use std::os::unix::fs::OpenOptionsExt;
-            let _ = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&commondir);
+            open_fifo_to_write(&commondir);
         }
         let status = finished.unwrap_or_else(|| panic!("{how}: a 2 s sync ran past 8 s"));
         assert_eq!(status.code(), Some(2), "{how}");

@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::{Plugin, TARGETS, VERSION, feed, host_target, one_line_notice, release, sha256};
+use super::{
+    Plugin, TARGETS, VERSION, feed, host_target, one_line_notice, pinned_and_served, release,
+    sha256,
+};
 use crate::support::serve::{as_is, serve, unreachable};
 use crate::support::*;
 
@@ -36,8 +39,7 @@ fn run_hook(plugin: &Plugin, event: &str, stdin: &str, cwd: &Path) -> Output {
 fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() {
     let plugin = Plugin::new();
     plugin.build_in_clone();
-    let out = plugin.start(&unreachable());
-    assert!(out.status.success(), "{}", said(&out));
+    ok(plugin.start(&unreachable()));
     for binary in BINARIES {
         assert_eq!(
             std::fs::read_link(plugin.bin().join(binary)).unwrap(),
@@ -53,12 +55,8 @@ fn a_clone_links_the_binaries_of_its_own_version_and_the_hooks_then_exec_them() 
         "claude-stop.json",
         &[("cwd", Value::String(project.path().display().to_string()))],
     );
-    let stop = run_hook(&plugin, "Stop", &payload, project.path());
-    assert!(
-        stop.status.success() && stop.stdout.is_empty(),
-        "{}",
-        said(&stop)
-    );
+    let stop = ok(run_hook(&plugin, "Stop", &payload, project.path()));
+    assert_silent(&stop);
 }
 
 #[test]
@@ -88,9 +86,10 @@ fn a_clone_with_nothing_of_its_version_installed_says_install_sh_and_links_nothi
             }
         }
         let message = one_line_notice(&plugin.start(&unreachable()));
-        assert!(
-            message.contains(&format!("{VERSION} is not installed; run ./install.sh")),
-            "{place}: {message}"
+        assert_contains!(
+            message,
+            &format!("{VERSION} is not installed; run ./install.sh"),
+            "{place}"
         );
         assert_eq!(plugin.installed(), Vec::<String>::new(), "{place}");
         // Asked its version, never run as the hook.
@@ -139,22 +138,21 @@ fn a_path_or_tar_options_from_the_projects_settings_never_get_an_archive_past_it
     let plugin = Plugin::new();
     plugin.pin(&sums);
     let evil = serve(evil_dir, as_is);
-    let mut cmd = plugin.launcher(&evil.url);
-    cmd.env("PATH", format!("{}:/usr/bin:/bin", planted.display()))
-        .env(
-            "TAR_OPTIONS",
-            format!(
-                "--checkpoint=1 --checkpoint-action=exec=touch\\ {}",
-                tar_ran.display()
-            ),
-        )
-        .env("XZ_OPT", "--memlimit=1");
+    // The launcher, with TAR_OPTIONS and XZ_OPT set to make tar and xz run a command or fail.
+    let hostile = |url: &str| {
+        let mut cmd = plugin.launcher(url);
+        let touch = format!(
+            "--checkpoint=1 --checkpoint-action=exec=touch\\ {}",
+            tar_ran.display()
+        );
+        cmd.env("TAR_OPTIONS", touch).env("XZ_OPT", "--memlimit=1");
+        cmd
+    };
+    let mut cmd = hostile(&evil.url);
+    cmd.env("PATH", format!("{}:/usr/bin:/bin", planted.display()));
     let out = feed(cmd, "{}");
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("does not match its pinned checksum"),
-        "{message}"
-    );
+    assert_contains!(message, "does not match its pinned checksum");
     assert_eq!(plugin.ran(), "", "nothing of the other archive ran");
     assert_eq!(plugin.installed(), Vec::<String>::new());
     assert!(!canary.exists(), "no planted program ran");
@@ -162,17 +160,7 @@ fn a_path_or_tar_options_from_the_projects_settings_never_get_an_archive_past_it
     // With the real release, TAR_OPTIONS and XZ_OPT still change nothing: it installs, and the
     // checkpoint command never runs.
     let good = serve(good_dir, as_is);
-    let mut cmd = plugin.launcher(&good.url);
-    cmd.env(
-        "TAR_OPTIONS",
-        format!(
-            "--checkpoint=1 --checkpoint-action=exec=touch\\ {}",
-            tar_ran.display()
-        ),
-    )
-    .env("XZ_OPT", "--memlimit=1");
-    let out = feed(cmd, "{}");
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(feed(hostile(&good.url), "{}"));
     assert_eq!(plugin.installed().len(), BINARIES.len(), "{}", said(&out));
     assert!(!tar_ran.exists(), "TAR_OPTIONS ran a command");
 }
@@ -209,8 +197,7 @@ fn an_archive_that_does_not_unpack_installs_nothing_and_the_next_start_fetches_a
     std::fs::create_dir_all(plugin.bin()).unwrap();
     std::fs::write(plugin.bin().join("stop-gate"), "#!/bin/sh\necho half\n").unwrap();
     let good = serve(dir.path().join("again/good"), as_is);
-    let out = plugin.start(&good.url);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(plugin.start(&good.url));
     assert_eq!(good.requests().len(), 1, "fetched again");
     assert_eq!(plugin.installed().len(), BINARIES.len());
     drop(good_dir);
@@ -218,11 +205,7 @@ fn an_archive_that_does_not_unpack_installs_nothing_and_the_next_start_fetches_a
 
 #[test]
 fn the_slash_commands_run_what_is_installed_and_never_fetch() {
-    let plugin = Plugin::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (served_dir, sums) = release(dir.path(), "good");
-    plugin.pin(&sums);
-    let server = serve(served_dir, as_is);
+    let (plugin, _dir, server) = pinned_and_served();
     // As the commands' `!` lines run it: Claude Code fills in the data directory in the
     // command's text, and the shell it runs has no CLAUDE_PLUGIN_DATA.
     let mut cmd = Command::new(plugin.root.join("hooks/vigil-run"));
@@ -236,17 +219,10 @@ fn the_slash_commands_run_what_is_installed_and_never_fetch() {
         .env("VIGIL_TEST_CANARY", &plugin.canary);
     let out = cmd.output().unwrap();
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("fetched when a session starts"),
-        "{message}"
-    );
+    assert_contains!(message, "fetched when a session starts");
     assert_eq!(server.requests(), Vec::<String>::new());
     // Once a session start has installed it, the same command runs the installed binary.
-    assert!(plugin.start(&server.url).status.success());
+    ok(plugin.start(&server.url));
     let out = cmd.output().unwrap();
-    assert!(
-        plugin.ran().contains("stop-gate good loop status"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(plugin.ran(), "stop-gate good loop status", "{}", said(&out));
 }

@@ -19,6 +19,32 @@ use serde_json::Value;
 
 use crate::support::*;
 
+/// A plugin pinned to a good release that a server on 127.0.0.1 serves: the plugin, the
+/// release's directory, and the server.
+fn pinned_and_served() -> (Plugin, tempfile::TempDir, crate::support::serve::Served) {
+    let plugin = Plugin::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (served_dir, sums) = release(dir.path(), "good");
+    plugin.pin(&sums);
+    let server = crate::support::serve::serve(served_dir, crate::support::serve::as_is);
+    (plugin, dir, server)
+}
+
+/// What a server sends of the archive named `host`: half of it, the length promised whole (a
+/// download cut short).
+fn cut_short(
+    host: &str,
+) -> impl Fn(&str, Vec<u8>) -> crate::support::serve::Reply + Send + Sync + 'static {
+    let host = host.to_string();
+    move |name: &str, mut bytes: Vec<u8>| {
+        let length = bytes.len();
+        if name == host {
+            bytes.truncate(length / 2);
+        }
+        (bytes, length)
+    }
+}
+
 fn pins_of(plugin: &Plugin) -> PathBuf {
     plugin.root.join("hooks/release.sha256")
 }
@@ -121,11 +147,10 @@ impl Plugin {
     fn pin(&self, sums: &str) {
         let file = self.root.join("sha256.sum");
         std::fs::write(&file, sums).unwrap();
-        let out = Command::new(self.root.join("scripts/pin-release.sh"))
+        ok(Command::new(self.root.join("scripts/pin-release.sh"))
             .arg(&file)
             .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+            .unwrap());
     }
 
     /// The launcher as the SessionStart hook runs it.
@@ -241,15 +266,13 @@ impl Machine {
     }
 }
 
+/// Runs `cmd` with `stdin` on its standard input (which it may not read whole): everything it
+/// printed.
 fn feed(mut cmd: Command, stdin: &str) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let child = spawn_feeding(
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()),
+        stdin.as_bytes(),
+    );
     child.wait_with_output().unwrap()
 }
 
@@ -276,15 +299,14 @@ fn archive(dir: &Path, target: &str, kind: &str) -> PathBuf {
     let out_dir = dir.join(kind);
     std::fs::create_dir_all(&out_dir).unwrap();
     let file = out_dir.join(format!("vigil-{target}.tar.xz"));
-    let out = Command::new("tar")
+    ok(Command::new("tar")
         .arg("-cJf")
         .arg(&file)
         .arg("-C")
         .arg(&staging)
         .arg(format!("vigil-{target}"))
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     file
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::{Machine, Plugin, feed, host_target, pins_of, release};
+use super::{Machine, Plugin, cut_short, feed, host_target, pins_of, release};
 use crate::support::serve::{Reply, as_is, serve, unreachable};
 use crate::support::*;
 
@@ -57,21 +57,24 @@ fn the_installer_installs_the_pinned_release_and_says_the_next_step_in_one_line(
     let dir = tempfile::tempdir().unwrap();
     let served = served_release(dir.path(), "good");
     let server = serve(served, as_is);
-    let out = install_release(&server.url, &Machine::default(), dir.path());
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(install_release(
+        &server.url,
+        &Machine::default(),
+        dir.path(),
+    ));
     let bin = dir.path().join("home/.local/bin");
     let mut expected: Vec<String> = BINARIES.iter().map(|b| b.to_string()).collect();
     expected.sort();
     assert_eq!(listing(&bin), expected, "the six binaries and nothing else");
     let said_out = stdout_of(&out);
     assert_eq!(said_out.lines().count(), 1, "{said_out}");
-    assert!(
-        said_out.contains(&format!(
+    assert_contains!(
+        said_out,
+        &format!(
             "Next, in your project: {}/settings-merge install --settings .claude/settings.local.json --bin-dir {} --run 'YOUR TEST COMMAND'",
             bin.display(),
             bin.display()
-        )),
-        "{said_out}"
+        )
     );
     assert_eq!(
         server.requests(),
@@ -97,16 +100,7 @@ fn the_installer_refuses_each_bad_download_in_one_line_and_installs_nothing() {
     // The good release's pins beside the other archive.
     std::fs::copy(good.join("release.sha256"), evil.join("release.sha256")).unwrap();
     let host = format!("vigil-{}.tar.xz", host_target());
-    let cut = {
-        let host = host.clone();
-        move |name: &str, mut bytes: Vec<u8>| -> Reply {
-            let length = bytes.len();
-            if name == host {
-                bytes.truncate(length / 2);
-            }
-            (bytes, length)
-        }
-    };
+    let cut = cut_short(&host);
     let no_pins = move |name: &str, bytes: Vec<u8>| -> Reply {
         if name == "release.sha256" {
             return (Vec::new(), 10);
@@ -164,14 +158,18 @@ fn the_installers_next_step_quotes_a_directory_with_spaces_and_a_flag_without_it
     let served = served_release(dir.path(), "good");
     let server = serve(served, as_is);
     let to = dir.path().join("my bin");
-    let out = install_release_to(&server.url, &Machine::default(), dir.path(), &to);
-    assert!(out.status.success(), "{}", said(&out));
+    let out = ok(install_release_to(
+        &server.url,
+        &Machine::default(),
+        dir.path(),
+        &to,
+    ));
     let said_out = stdout_of(&out);
-    assert!(
-        said_out.contains(&format!("'{}'/settings-merge install", to.display()))
-            && said_out.contains(&format!("--bin-dir '{}'", to.display())),
-        "{said_out}"
+    assert_contains!(
+        said_out,
+        &format!("'{}'/settings-merge install", to.display())
     );
+    assert_contains!(said_out, &format!("--bin-dir '{}'", to.display()));
     assert_eq!(listing(&to).len(), BINARIES.len());
 
     for args in [

@@ -5,7 +5,10 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use super::{Machine, Plugin, VERSION, host_target, one_line_notice, pins_of, release};
+use super::{
+    Machine, Plugin, VERSION, cut_short, host_target, one_line_notice, pinned_and_served, pins_of,
+    release,
+};
 use crate::support::serve::{Reply, as_is, serve, unreachable};
 use crate::support::*;
 
@@ -26,13 +29,8 @@ fn with_checksum(sums: &str, target: &str, checksum: &str) -> String {
 #[test]
 fn a_released_plugin_fetches_verifies_and_installs_its_version_at_session_start_then_runs_the_loader()
  {
-    let plugin = Plugin::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (served_dir, sums) = release(dir.path(), "good");
-    plugin.pin(&sums);
-    let server = serve(served_dir, as_is);
-    let out = plugin.start(&server.url);
-    assert!(out.status.success(), "{}", said(&out));
+    let (plugin, _dir, server) = pinned_and_served();
+    let out = ok(plugin.start(&server.url));
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         answer["hookSpecificOutput"]["additionalContext"],
@@ -66,8 +64,7 @@ fn a_released_plugin_fetches_verifies_and_installs_its_version_at_session_start_
     assert_eq!(stdin, read_fixture("samples/claude-session-start.json"));
 
     // Installed: the next start runs the loader and asks the network for nothing.
-    let again = plugin.start(&unreachable());
-    assert!(again.status.success(), "{}", said(&again));
+    ok(plugin.start(&unreachable()));
     assert_eq!(server.requests().len(), 1);
     assert_eq!(plugin.ran().matches("session-start-loader good").count(), 2);
 }
@@ -91,16 +88,7 @@ fn each_bad_download_is_refused_in_one_line_nothing_of_it_runs_or_lands_and_the_
             as_is(name, bytes)
         }
     };
-    let cut = {
-        let host = host.clone();
-        move |name: &str, mut bytes: Vec<u8>| -> Reply {
-            let length = bytes.len();
-            if name == host {
-                bytes.truncate(length / 2);
-            }
-            (bytes, length)
-        }
-    };
+    let cut = cut_short(&host);
     let shortened = move |name: &str, mut bytes: Vec<u8>| -> Reply {
         if name == host {
             bytes.truncate(bytes.len() / 2);
@@ -137,10 +125,7 @@ fn each_bad_download_is_refused_in_one_line_nothing_of_it_runs_or_lands_and_the_
         plugin.pin(&pins.unwrap_or_else(|| sums.clone()));
         let out = plugin.start(&url);
         let message = one_line_notice(&out);
-        assert!(
-            message.contains("next session tries again"),
-            "{what}: {message}"
-        );
+        assert_contains!(message, "next session tries again", "{what}");
         assert_eq!(plugin.ran(), "", "{what}: nothing ran");
         assert_eq!(
             plugin.installed(),
@@ -165,21 +150,14 @@ fn each_bad_download_is_refused_in_one_line_nothing_of_it_runs_or_lands_and_the_
 
 #[test]
 fn with_no_sha256_tool_nothing_is_fetched_because_nothing_could_be_verified() {
-    let plugin = Plugin::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (served_dir, sums) = release(dir.path(), "good");
-    plugin.pin(&sums);
-    let server = serve(served_dir, as_is);
+    let (plugin, _dir, server) = pinned_and_served();
     if !Machine::available() {
         return;
     }
     let machine = Machine::default().without("sha256sum").without("shasum");
     let out = plugin.start_in(&server.url, &machine);
     let message = one_line_notice(&out);
-    assert!(
-        message.contains("neither sha256sum nor shasum"),
-        "{message}"
-    );
+    assert_contains!(message, "neither sha256sum nor shasum");
     assert_eq!(server.requests(), Vec::<String>::new(), "nothing fetched");
     assert_eq!(plugin.ran(), "");
     assert_eq!(plugin.installed(), Vec::<String>::new());
@@ -202,10 +180,7 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
     )
     .unwrap();
     let message = one_line_notice(&plugin.start(&server.url));
-    assert!(
-        message.contains("for vigil 0.0.9, not its own"),
-        "{message}"
-    );
+    assert_contains!(message, "for vigil 0.0.9, not its own");
 
     // A machine vigil has no release for: told to build from source.
     let plugin = Plugin::new();
@@ -214,10 +189,8 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
         let uname = "#!/bin/sh\ncase $1 in -s) echo FreeBSD ;; -m) echo amd64 ;; esac\n";
         let machine = Machine::default().with("uname", uname);
         let message = one_line_notice(&plugin.start_in(&server.url, &machine));
-        assert!(
-            message.contains("no release for FreeBSD amd64") && message.contains("./install.sh"),
-            "{message}"
-        );
+        assert_contains!(message, "no release for FreeBSD amd64");
+        assert_contains!(message, "./install.sh");
     }
 
     // Pins with no line for this machine's target.
@@ -231,10 +204,7 @@ fn pins_for_another_version_or_none_for_this_machine_fetch_nothing() {
         .collect();
     std::fs::write(pins_of(&plugin), without).unwrap();
     let message = one_line_notice(&plugin.start(&server.url));
-    assert!(
-        message.contains(&format!("no checksum for {}", host_target())),
-        "{message}"
-    );
+    assert_contains!(message, &format!("no checksum for {}", host_target()));
     assert_eq!(server.requests(), Vec::<String>::new(), "nothing fetched");
 }
 
@@ -267,11 +237,7 @@ fn the_archive_fetched_is_the_one_for_the_machine_the_launcher_runs_on() {
 
 #[test]
 fn two_sessions_starting_at_once_both_run_and_leave_one_whole_install() {
-    let plugin = Plugin::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (served_dir, sums) = release(dir.path(), "good");
-    plugin.pin(&sums);
-    let server = serve(served_dir, as_is);
+    let (plugin, _dir, server) = pinned_and_served();
     let starts: Vec<_> = (0..4)
         .map(|_| {
             let mut cmd = plugin.launcher(&server.url);
@@ -294,11 +260,7 @@ fn two_sessions_starting_at_once_both_run_and_leave_one_whole_install() {
 
 #[test]
 fn a_data_directory_that_cannot_be_made_is_said_in_one_line_and_the_session_goes_on() {
-    let plugin = Plugin::new();
-    let dir = tempfile::tempdir().unwrap();
-    let (served_dir, sums) = release(dir.path(), "good");
-    plugin.pin(&sums);
-    let server = serve(served_dir, as_is);
+    let (plugin, _dir, server) = pinned_and_served();
     // A file where the version's directory goes: no one, root included, can make it.
     std::fs::write(plugin.data.join(VERSION), "not a directory").unwrap();
     let message = one_line_notice(&plugin.start(&server.url));

@@ -20,11 +20,7 @@ fn needs_decision_with_a_real_question_is_blocked_and_carries_it() {
 #[test]
 fn blocked_wins_over_declared() {
     let text = "needs-decision: Ship to production on Friday?\n<promise>DONE</promise>";
-    let output = promise_matcher()
-        .arg("--json")
-        .write_stdin(text)
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--json"], text);
     assert_eq!(output.status.code(), Some(1), "blocked must not exit 0");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["verdict"], "blocked");

@@ -9,11 +9,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 fn hook(payload: &str) -> std::process::Output {
-    promise_matcher()
-        .args(["--hook", "--json"])
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap()
+    promise_matcher_on(&["--hook", "--json"], payload.to_string())
 }
 
 fn hook_verdict(payload: &str) -> Value {
@@ -28,26 +24,24 @@ fn hook_verdict(payload: &str) -> Value {
     report
 }
 
-#[test]
-fn hook_reads_last_assistant_message_of_a_claude_stop() {
-    let payload = read_fixture("samples/claude-stop.json");
+/// `promise-matcher --hook` fed the sample payload `name`.
+fn hook_on_sample(name: &str) -> assert_cmd::assert::Assert {
     promise_matcher()
         .arg("--hook")
-        .write_stdin(payload)
+        .write_stdin(read_fixture(&format!("samples/{name}")))
         .assert()
+}
+
+#[test]
+fn hook_reads_last_assistant_message_of_a_claude_stop() {
+    hook_on_sample("claude-stop.json")
         .success()
         .stdout("declared\n");
 }
 
 #[test]
 fn hook_reads_a_codex_stop_with_null_transcript() {
-    let payload = read_fixture("samples/codex-stop.json");
-    promise_matcher()
-        .arg("--hook")
-        .write_stdin(payload)
-        .assert()
-        .code(1)
-        .stdout("absent\n");
+    hook_on_sample("codex-stop.json").code(1).stdout("absent\n");
 }
 
 #[test]
@@ -224,14 +218,12 @@ fn transcript_fallback_does_not_join_an_earlier_message() {
 fn transcript_that_is_a_fifo_is_refused_not_waited_on() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("t.jsonl");
-    let status = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    mkfifo(&fifo);
     let output = hook(&old_stop(&fifo));
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "promise-matcher").contains("not a regular file"));
+    assert_contains!(
+        usage_error(&output, "promise-matcher"),
+        "not a regular file"
+    );
 }
 
 #[test]
@@ -243,8 +235,7 @@ fn empty_transcript_has_no_message() {
 #[test]
 fn transcript_that_does_not_exist_is_an_input_error() {
     let output = hook(&old_stop(std::path::Path::new("/nonexistent/t.jsonl")));
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = assert_one_line_error(&output, "promise-matcher");
+    let stderr = usage_error(&output, "promise-matcher");
     assert!(stderr.contains("/nonexistent/t.jsonl"), "{stderr}");
     assert!(output.stdout.is_empty());
 }
@@ -328,13 +319,8 @@ fn malformed_hook_input_is_an_input_error() {
         ("deeply nested", deep.into_bytes()),
     ];
     for (name, input) in cases {
-        let output = promise_matcher()
-            .arg("--hook")
-            .write_stdin(input)
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{name}");
-        let stderr = assert_one_line_error(&output, "promise-matcher");
+        let output = promise_matcher_on(&["--hook"], input);
+        let stderr = usage_error(&output, "promise-matcher");
         assert!(stderr.contains("hook input"), "{name}: {stderr}");
         assert!(output.stdout.is_empty(), "{name}");
     }
@@ -345,13 +331,8 @@ fn hook_input_over_16_mib_is_refused() {
     let mut big = br#"{"last_assistant_message":""#.to_vec();
     big.extend(std::iter::repeat_n(b'a', 16 * 1024 * 1024));
     big.extend_from_slice(b"\"}");
-    let output = promise_matcher()
-        .arg("--hook")
-        .write_stdin(big)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "promise-matcher").contains("16 MiB"));
+    let output = promise_matcher_on(&["--hook"], big);
+    assert_contains!(usage_error(&output, "promise-matcher"), "16 MiB");
 }
 
 #[test]

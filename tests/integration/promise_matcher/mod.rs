@@ -18,11 +18,7 @@ use crate::support::*;
 /// Runs the default command with `--json` on `text`, checks the output against its schema and
 /// that the exit code agrees with the verdict, and returns the report.
 fn judge_with(text: &str, promise: &str) -> Value {
-    let output = promise_matcher()
-        .args(["--json", "--promise", promise])
-        .write_stdin(text)
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--json", "--promise", promise], text);
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "not JSON ({e}): {:?}",

@@ -56,18 +56,11 @@ fn ralph_loop_ends_on_the_declaration_not_the_mention() {
         ],
         20,
     );
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_exit(&output, 0);
     assert_eq!(passes, 3);
     let stdout = stdout_of(&output);
-    assert!(
-        stdout.contains("pass 1: absent") && stdout.contains("pass 2: mentioned"),
-        "{stdout}"
-    );
+    assert_contains!(stdout, "pass 1: absent");
+    assert_contains!(stdout, "pass 2: mentioned");
     assert!(stdout.contains("declared DONE on pass 3"), "{stdout}");
 }
 

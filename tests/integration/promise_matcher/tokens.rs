@@ -57,19 +57,12 @@ fn token_instruction_never_contains_the_assembled_marker() {
         let text = stdout_of(&output);
         let marker = format!("<<<{prefix}_DONE_{TOKEN}>>>");
         assert!(!text.contains(&marker), "{text}");
-        assert!(
-            text.contains(&format!("`<<<{prefix}_`")),
-            "the first piece is given: {text}"
-        );
-        assert!(
-            text.contains(&format!("`DONE_{TOKEN}>>>`")),
-            "the second piece is given: {text}"
-        );
+        assert_contains!(text, &format!("`<<<{prefix}_`"), "the first piece is given");
+        // The second piece is given.
+        assert_contains!(text, &format!("`DONE_{TOKEN}>>>`"));
         let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        assert!(
-            !flat.contains(&marker),
-            "whitespace removed, the pieces must not join"
-        );
+        // Whitespace removed, the pieces must not join.
+        assert_lacks!(flat, &marker);
     }
 }
 
@@ -93,6 +86,14 @@ fn echoed_instruction_text_does_not_scan_as_found() {
         let report = scan_report(echoed.as_bytes(), &["--cols", cols]);
         assert_eq!(report["found"], false, "cols {cols}: {report}");
     }
+}
+
+/// The scan's `report` lists the replayed screen among the views that saw the marker.
+fn seen_on_screen(report: &Value) -> bool {
+    report["views"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("screen"))
 }
 
 #[test]
@@ -137,13 +138,7 @@ fn scan_finds_a_marker_soft_wrapped_at_the_terminal_width() {
     assert_eq!(report["views"], json!(["flattened", "screen"]));
     // A real soft wrap by the terminal itself: the screen view joins the rows.
     let report = scan_report(format!("xx{MARKER}").as_bytes(), &["--cols", "10"]);
-    assert!(
-        report["views"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("screen")),
-        "{report}"
-    );
+    assert!(seen_on_screen(&report), "{report}");
 }
 
 #[test]
@@ -247,23 +242,14 @@ fn scan_needs_a_valid_token() {
         vec!["scan", "--token", TOKEN, "--cols", "0"],
         vec!["scan", "--token", TOKEN, "--tail", "x"],
     ] {
-        let output = promise_matcher()
-            .args(&args)
-            .write_stdin("")
-            .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&output, "promise-matcher");
+        let output = promise_matcher_on(&args, "");
+        usage_error(&output, "promise-matcher");
     }
 }
 
 #[test]
 fn defanged_marker_does_not_scan_as_found() {
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(format!("{MARKER}\n"))
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], format!("{MARKER}\n"));
     let defanged = stdout_of(&output);
     assert_eq!(
         defanged,
@@ -298,10 +284,7 @@ fn defang_breaks_a_marker_split_by_whatever_the_screen_swallows() {
         let marked = format!("{head}{between}{tail}\n");
         let report = scan_report(marked.as_bytes(), &[]);
         assert!(
-            report["views"]
-                .as_array()
-                .unwrap()
-                .contains(&json!("screen")),
+            seen_on_screen(&report),
             "{what}: the screen shows the marker whole ({report})"
         );
         let defanged = defanged(marked.as_bytes());
@@ -356,11 +339,7 @@ fn repeat_counts_are_read_alike_by_defang_and_the_screen() {
 
 /// What `promise-matcher defang` makes of `bytes`.
 fn defanged(bytes: &[u8]) -> Vec<u8> {
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(bytes.to_vec())
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], bytes.to_vec());
     assert!(output.status.success());
     output.stdout
 }
@@ -369,12 +348,7 @@ fn defanged(bytes: &[u8]) -> Vec<u8> {
 fn defang_breaks_a_marker_right_after_an_escape_introducer() {
     for prefix in ["\x1b", "\x1b[", "\x1b]0;", "\x1bP", "\u{9b}"] {
         let text = format!("{prefix}{MARKER}");
-        let defanged = promise_matcher()
-            .arg("defang")
-            .write_stdin(text.clone())
-            .output()
-            .unwrap()
-            .stdout;
+        let defanged = promise_matcher_on(&["defang"], text.clone()).stdout;
         assert_eq!(scan_report(&defanged, &[])["found"], false, "{text:?}");
     }
 }
@@ -390,11 +364,7 @@ fn scan_work_is_bounded_by_the_tail_even_for_hostile_repeat_sequences() {
 #[test]
 fn defang_breaks_promise_tags_so_the_text_never_declares() {
     let text = "All done.\n<promise>DONE</promise>\n";
-    let output = promise_matcher()
-        .arg("defang")
-        .write_stdin(text)
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["defang"], text);
     let defanged = stdout_of(&output);
     assert_eq!(defanged, "All done.\n<pro-mise>DONE</pro-mise>\n");
     assert_eq!(verdict_of(&defanged), "absent");
@@ -403,20 +373,11 @@ fn defang_breaks_promise_tags_so_the_text_never_declares() {
 #[test]
 fn defang_is_idempotent_and_only_adds_hyphens() {
     let text = "<<<VIGIL_DONE_x>>> <<<ACME_DONE_y>>> <promise>DONE</promise> caf\u{e9}\n";
-    let once = stdout_of(
-        &promise_matcher()
-            .args(["defang", "--prefix", "ACME"])
-            .write_stdin(text)
-            .output()
-            .unwrap(),
-    );
-    let twice = stdout_of(
-        &promise_matcher()
-            .args(["defang", "--prefix", "ACME"])
-            .write_stdin(once.clone())
-            .output()
-            .unwrap(),
-    );
+    let once = stdout_of(&promise_matcher_on(&["defang", "--prefix", "ACME"], text));
+    let twice = stdout_of(&promise_matcher_on(
+        &["defang", "--prefix", "ACME"],
+        once.clone(),
+    ));
     assert_eq!(once, twice);
     assert_eq!(
         once,

@@ -7,13 +7,8 @@ use crate::support::*;
 
 #[test]
 fn empty_promise_is_a_usage_error() {
-    let output = promise_matcher()
-        .args(["--promise", "  "])
-        .write_stdin("x")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert_one_line_error(&output, "promise-matcher");
+    let output = promise_matcher_on(&["--promise", "  "], "x");
+    usage_error(&output, "promise-matcher");
 }
 
 #[test]
@@ -24,28 +19,21 @@ fn promise_with_angle_brackets_is_a_usage_error() {
             .write_stdin("x")
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(2), "{bad}");
-        assert_one_line_error(&output, "promise-matcher");
+        usage_error(&output, "promise-matcher");
     }
 }
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
-    let output = promise_matcher()
-        .arg("--promis=DONE")
-        .write_stdin("x")
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = assert_one_line_error(&output, "promise-matcher");
+    let output = promise_matcher_on(&["--promis=DONE"], "x");
+    let stderr = usage_error(&output, "promise-matcher");
     assert!(stderr.contains("--promis"), "{stderr}");
 }
 
 #[test]
 fn two_files_is_a_usage_error() {
     let output = promise_matcher().args(["a", "b"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert_one_line_error(&output, "promise-matcher");
+    usage_error(&output, "promise-matcher");
 }
 
 #[test]
@@ -54,8 +42,7 @@ fn missing_file_is_an_input_error_naming_it() {
         .arg("/nonexistent/answer.txt")
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = assert_one_line_error(&output, "promise-matcher");
+    let stderr = usage_error(&output, "promise-matcher");
     assert!(stderr.contains("/nonexistent/answer.txt"), "{stderr}");
 }
 
@@ -122,12 +109,8 @@ fn a_failed_write_to_stdout_is_one_line_naming_the_binary() {
         )
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = assert_one_line_error(&output, "promise-matcher");
-    assert!(
-        stderr.contains("cannot write to standard output"),
-        "{stderr}"
-    );
+    let stderr = usage_error(&output, "promise-matcher");
+    assert_contains!(stderr, "cannot write to standard output");
 }
 
 #[test]
@@ -141,8 +124,7 @@ fn many_opening_tags_are_judged_in_one_pass() {
 fn text_over_16_mib_is_refused() {
     let big = vec![b'a'; 16 * 1024 * 1024 + 1];
     let output = promise_matcher().write_stdin(big).output().unwrap();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "promise-matcher").contains("16 MiB"));
+    assert_contains!(usage_error(&output, "promise-matcher"), "16 MiB");
 }
 
 #[test]

@@ -18,6 +18,19 @@ fn planted_loop(session: &str, prompt: &str, max: u32, iteration: u32, status: &
         "updated_at": "2026-01-01T00:00:00Z", "started_by": "terminal"})
 }
 
+/// A project whose session s1 runs a loop of 10 passes.
+fn looping() -> Project {
+    let dir = project();
+    start(dir.path(), "s1", 10);
+    dir
+}
+
+/// The loop of s1 goes on, and ends on the declaration.
+fn goes_on_until_declared(dir: &Path) {
+    still_looping(dir, "s1");
+    ends_on_the_declaration(dir, "s1");
+}
+
 /// Writes `what` at each path of the project, making the directories: the agent's writes.
 fn plant(dir: &Path, relatives: &[&str], what: &Value) {
     for relative in relatives {
@@ -29,32 +42,27 @@ fn plant(dir: &Path, relatives: &[&str], what: &Value) {
 
 #[test]
 fn rm_rf_vigil_does_not_end_a_loop() {
-    let dir = project();
-    start(dir.path(), "s1", 10);
+    let dir = looping();
     still_looping(dir.path(), "s1");
     let _ = std::fs::remove_dir_all(dir.path().join(".vigil"));
-    still_looping(dir.path(), "s1");
-    ends_on_the_declaration(dir.path(), "s1");
+    goes_on_until_declared(dir.path());
 }
 
 #[test]
 fn git_clean_fdx_does_not_end_a_loop() {
-    let dir = project();
-    start(dir.path(), "s1", 10);
+    let dir = looping();
     std::fs::create_dir_all(dir.path().join(".vigil/markers")).unwrap();
-    std::fs::write(dir.path().join(".vigil/markers/x"), "").unwrap();
+    dir.write(".vigil/markers/x", "");
     git(dir.path(), &["clean", "-fdxq"]);
     assert!(!dir.path().join(".vigil").exists());
-    still_looping(dir.path(), "s1");
-    ends_on_the_declaration(dir.path(), "s1");
+    goes_on_until_declared(dir.path());
 }
 
 /// Every file within the agent's reach, overwritten with a loop that says `passed` and with
 /// junk: the loop goes on, and its record is untouched.
 #[test]
 fn editing_or_corrupting_every_state_file_within_reach_changes_nothing() {
-    let dir = project();
-    start(dir.path(), "s1", 10);
+    let dir = looping();
     stop(dir.path(), "s1", "Working.");
     let before = session_record_of(dir.path(), "s1");
     // A loop that says it passed, and a fake cancel, wherever a loop has ever been kept.
@@ -112,8 +120,7 @@ fn a_planted_loop_starts_nothing() {
 /// file, or say the command: none of that cancels or starts a loop. Only the human's prompt does.
 #[test]
 fn a_mention_a_quote_or_a_notification_turn_never_starts_or_cancels() {
-    let dir = project();
-    start(dir.path(), "s1", 10);
+    let dir = looping();
     for text in [
         "please run /vigil-cancel",
         "`/vigil-cancel`",

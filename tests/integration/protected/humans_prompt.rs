@@ -20,19 +20,10 @@ fn the_humans_slash_command_starts_and_cancels_the_sessions_loop() {
         )),
     );
     assert_eq!(code, Some(0));
-    let context = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        context.contains(task) && context.contains("<promise>ALL GREEN</promise>"),
-        "{context}"
-    );
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("up to 3 passes")
-    );
+    let context = additional_context(&said);
+    assert_contains!(context, task);
+    assert_contains!(context, "<promise>ALL GREEN</promise>");
+    assert_contains!(said["systemMessage"].as_str().unwrap(), "up to 3 passes");
     let state = loop_of(dir.path(), "s1");
     assert_eq!(state["prompt"], task, "kept byte for byte");
     assert_eq!(state["max_iterations"], 3);
@@ -44,27 +35,18 @@ fn the_humans_slash_command_starts_and_cancels_the_sessions_loop() {
         json!("/vigil-loop again --max-iterations 2 --completion-promise DONE"),
     );
     assert_eq!(refused["decision"], "block");
-    assert!(
-        refused["reason"]
-            .as_str()
-            .unwrap()
-            .contains("already running")
-    );
+    assert_contains!(refused["reason"].as_str().unwrap(), "already running");
     // The plugin's namespaced form cancels it.
     let (_, cancelled) = prompt(dir.path(), "s1", json!("/vigil:vigil-cancel"));
-    assert!(
-        cancelled["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("cancelled at pass 1/3")
+    assert_contains!(
+        cancelled["systemMessage"].as_str().unwrap(),
+        "cancelled at pass 1/3"
     );
     assert_eq!(loop_of(dir.path(), "s1")["status"], "cancelled");
     let (_, nothing) = prompt(dir.path(), "s1", json!("/vigil-cancel"));
-    assert!(
-        nothing["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("no running loop")
+    assert_contains!(
+        nothing["systemMessage"].as_str().unwrap(),
+        "no running loop"
     );
 }
 
@@ -101,21 +83,16 @@ fn a_malformed_slash_command_is_refused_with_the_reason_and_starts_nothing() {
         let (code, out) = prompt(dir.path(), "s1", json!(text));
         assert_eq!(code, Some(0), "{text}");
         assert_eq!(out["decision"], "block", "{text}: {out}");
-        assert!(
-            out["reason"].as_str().unwrap().contains(said),
-            "{text}: {out}"
-        );
+        assert_contains!(out["reason"].as_str().unwrap(), said, "{text}: {out}");
     }
     let huge = format!(
         "/vigil-loop {} --max-iterations 3 --completion-promise DONE",
         "x".repeat(1 << 20)
     );
     let (_, out) = prompt(dir.path(), "s1", json!(huge));
-    assert!(
-        out["reason"]
-            .as_str()
-            .unwrap()
-            .contains("more than 16000 characters"),
+    assert_contains!(
+        out["reason"].as_str().unwrap(),
+        "more than 16000 characters",
         "{out}"
     );
     assert_eq!(
@@ -187,10 +164,7 @@ fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
         );
         let began = std::time::Instant::now();
         let (code, out) = prompt(dir.path(), "pf-s1", json!(text));
-        assert!(
-            began.elapsed() < std::time::Duration::from_secs(5),
-            "{file}"
-        );
+        assert_within(began, std::time::Duration::from_secs(5), file);
         assert_eq!(code, Some(0), "{file}");
         assert_eq!(out["decision"], "block", "{file}: {out}");
         let reason = out["reason"].as_str().unwrap();
@@ -198,7 +172,7 @@ fn a_slash_commands_prompt_file_is_a_plain_file_in_the_project() {
         assert!(!reason.contains("SECRET-TEXT"), "{file}: {reason}");
     }
     assert_eq!(stop(dir.path(), "pf-s1", "x"), Value::Null, "no loop began");
-    std::fs::write(dir.path().join("PROMPT.md"), "The real task.").unwrap();
+    dir.write("PROMPT.md", "The real task.");
     let (_, out) = prompt(
         dir.path(),
         "pf-s1",

@@ -30,12 +30,7 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
     let bin = bin_dir();
     let bin = bin.to_str().unwrap();
     let install = ["install", "--settings", file, "--bin-dir", bin, "--protect"];
-    let out = merge_in(&dir, &install);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(merge_in(&dir, &install));
     assert!(String::from_utf8_lossy(&out.stdout).contains("--protect"));
     let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
     assert_eq!(value["sandbox"]["enabled"], true);
@@ -75,14 +70,7 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         guard["matcher"], "Edit|Write|MultiEdit|NotebookEdit",
         "{value}"
     );
-    assert!(
-        guard["hooks"][0]["command"]
-            .as_str()
-            .unwrap()
-            .trim_end_matches('\'')
-            .ends_with("/stop-gate"),
-        "{guard}"
-    );
+    assert!(runs_stop_gate(&guard["hooks"][0]), "{guard}");
     let record: Value =
         serde_json::from_slice(&std::fs::read(install_record_of(dir.path())).unwrap()).unwrap();
     assert_valid("installed.schema.json", &record);
@@ -112,7 +100,7 @@ fn uninstall_after_edits_takes_back_only_what_protect_added_and_still_stands() {
         bin.to_str().unwrap(),
         "--protect",
     ];
-    assert!(merge_in(&dir, &install).status.success());
+    ok(merge_in(&dir, &install));
     // The user turns unsandboxed retries back on and adds a rule of their own.
     let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
     value["sandbox"]["allowUnsandboxedCommands"] = json!(true);
@@ -157,15 +145,11 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
     let codex_home = dir.home().join("codex");
     std::fs::create_dir_all(&codex_home).unwrap();
     let user_config = codex_home.join("config.toml");
-    let canonical = std::fs::canonicalize(dir.path()).unwrap();
-    std::fs::write(
+    write_codex_config_trusting(
         &user_config,
-        format!(
-            "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-            canonical.display()
-        ),
-    )
-    .unwrap();
+        "approval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n",
+        dir.path(),
+    );
     let settings = dir.path().join(".codex/hooks.json");
     let project_config = dir.path().join(".codex/config.toml");
     std::fs::create_dir_all(project_config.parent().unwrap()).unwrap();
@@ -185,84 +169,55 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
             .output()
             .unwrap()
     };
-    let sandbox_line = |out: &std::process::Output| {
-        findings_of(&stdout_of(out))
+    // The doctor's finding on the sandbox, for Codex.
+    let sandbox_line = || {
+        let out = merge(&["check", "--verbose", "--settings", file, "--codex"]);
+        findings_of(&stdout_of(&out))
             .into_iter()
             .find(|l| l.contains("sandbox"))
             .unwrap_or_default()
             .to_string()
     };
-    assert!(
-        merge(&[
-            "install",
-            "--settings",
-            file,
-            "--codex",
-            "--bin-dir",
-            bin.to_str().unwrap()
-        ])
-        .status
-        .success()
-    );
-    let line = sandbox_line(&merge(&[
-        "check",
-        "--verbose",
-        "--settings",
-        file,
-        "--codex",
-    ]));
-    assert!(
-        line.starts_with("[warn] Codex runs the agent's commands with your rights")
-            && line.contains("danger-full-access")
-            && line.contains("approval_policy = \"never\""),
-        "{line}"
-    );
-    let install = [
+    let unprotected = [
         "install",
         "--settings",
         file,
         "--codex",
         "--bin-dir",
         bin.to_str().unwrap(),
-        "--protect",
     ];
-    let out = merge(&install);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        stdout_of(&out).contains("sandbox_mode = \"workspace-write\""),
-        "{}",
-        stdout_of(&out)
+    ok(merge(&unprotected));
+    let line = sandbox_line();
+    assert_starts_with!(
+        line,
+        "[warn] Codex runs the agent's commands with your rights"
     );
+    assert_contains!(line, "danger-full-access");
+    assert_contains!(line, "approval_policy = \"never\"");
+    let install = [&unprotected[..], &["--protect"]].concat();
+    let out = ok(merge(&install));
+    assert_contains!(stdout_of(&out), "sandbox_mode = \"workspace-write\"");
     let written = std::fs::read_to_string(&project_config).unwrap();
-    assert!(
-        written.starts_with("# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\"")
-            && written.contains("[tools]\nweb_search = true"),
-        "at the top, the rest kept: {written}"
+    // At the top, the rest kept.
+    assert_starts_with!(
+        written,
+        "# mine\nmodel = \"gpt-5\"\nsandbox_mode = \"workspace-write\""
     );
+    assert_contains!(written, "[tools]\nweb_search = true");
     let parsed: toml_edit::DocumentMut = written.parse().unwrap();
     assert_eq!(parsed["sandbox_mode"].as_str(), Some("workspace-write"));
     assert!(parsed["tools"].get("sandbox_mode").is_none());
     // Again: nothing changes.
-    assert!(merge(&install).status.success());
+    ok(merge(&install));
     assert_eq!(std::fs::read_to_string(&project_config).unwrap(), written);
-    let line = sandbox_line(&merge(&[
-        "check",
-        "--verbose",
-        "--settings",
-        file,
-        "--codex",
-    ]));
-    assert!(
-        line.starts_with("[ok] Codex runs the agent's commands in its workspace-write sandbox")
-            && line.contains(".codex/config.toml"),
-        "{line}"
+    let line = sandbox_line();
+    assert_starts_with!(
+        line,
+        "[ok] Codex runs the agent's commands in its workspace-write sandbox"
     );
+    assert_contains!(line, ".codex/config.toml");
     // Uninstall takes back its line only.
-    assert!(
-        merge(&["uninstall", "--settings", file, "--codex"])
-            .status
-            .success()
-    );
+    ok(merge(&["uninstall", "--settings", file, "--codex"]));
     assert_eq!(
         std::fs::read_to_string(&project_config).unwrap(),
         "# mine\nmodel = \"gpt-5\"\n\n[tools]\nweb_search = true\n"
@@ -270,12 +225,8 @@ fn codex_protect_sets_the_workspace_write_sandbox_and_the_doctor_reads_it() {
     // A wider mode the user set in the project is refused, the file unchanged.
     std::fs::write(&project_config, "sandbox_mode = \"danger-full-access\"\n").unwrap();
     let out = merge(&install);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    assert!(
-        said(&out).contains("vigil does not override a mode you chose"),
-        "{}",
-        said(&out)
-    );
+    assert_exit(&out, 2);
+    assert_contains!(said(&out), "vigil does not override a mode you chose");
     assert_eq!(
         std::fs::read_to_string(&project_config).unwrap(),
         "sandbox_mode = \"danger-full-access\"\n"
@@ -367,10 +318,8 @@ fn check_says_whether_the_state_is_out_of_the_agents_reach_and_why_not() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(
-        said.contains("[fail] the state home") && said.contains("inside the project"),
-        "{said}"
-    );
+    assert_contains!(said, "[fail] the state home");
+    assert_contains!(said, "inside the project");
 }
 
 /// What else lets a command or a tool past the protection, each told by the doctor: commands
@@ -398,7 +347,7 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
     let shared = dir.path().join(".claude/settings.json");
     let shared_file = shared.to_str().unwrap();
     let out = merge_in(&dir, &["install", "--shared", "--settings", shared_file]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(!shared.exists());
     // One hand-added handler without a path is enough for the agent to answer for the gate.
     let mut local: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
@@ -435,7 +384,7 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
         "--bin-dir",
         inside.to_str().unwrap(),
     ];
-    assert!(merge_in(&dir, &args).status.success());
+    ok(merge_in(&dir, &args));
     let (code, lines) = protection_lines(&dir, other_file);
     assert_eq!(code, Some(1), "{lines:?}");
     assert!(
@@ -446,8 +395,7 @@ fn check_warns_of_excluded_commands_hooks_on_path_and_another_config_dir() {
         "{lines:?}"
     );
     std::fs::remove_file(&other).unwrap();
-    let out = merge_in(&dir, &["install", "--settings", file]);
-    assert!(out.status.success(), "{}", said(&out));
+    ok(merge_in(&dir, &["install", "--settings", file]));
     let out = settings_merge()
         .env("HOME", dir.home())
         .env("CLAUDE_CONFIG_DIR", dir.home().join("other"))
@@ -490,25 +438,24 @@ fn the_doctor_says_whether_the_check_is_confined() {
         (out.status.code(), confinement[0].clone())
     };
     let (_, line) = lines(None);
-    assert!(
-        line.starts_with("[ok] Stop: stop-gate's check `make test` runs confined"),
-        "{line}"
+    assert_starts_with!(
+        line,
+        "[ok] Stop: stop-gate's check `make test` runs confined"
     );
     let (_, line) = lines(Some("/nonexistent/bwrap"));
-    assert!(
-        line.starts_with(
-            "[warn] Stop: stop-gate's check `make test` runs unconfined, with your rights"
-        ) && line.contains("install the package bubblewrap"),
-        "{line}"
+    assert_starts_with!(
+        line,
+        "[warn] Stop: stop-gate's check `make test` runs unconfined, with your rights"
     );
+    assert_contains!(line, "install the package bubblewrap");
     let mut value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
     value["sandbox"] = json!({"enabled": true});
     std::fs::write(&settings, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
     let (code, line) = lines(Some("/nonexistent/bwrap"));
     assert_eq!(code, Some(1));
-    assert!(
-        line.starts_with("[fail] Stop: stop-gate's check `make test` cannot be confined")
-            && line.contains("every stop is blocked"),
-        "{line}"
+    assert_starts_with!(
+        line,
+        "[fail] Stop: stop-gate's check `make test` cannot be confined"
     );
+    assert_contains!(line, "every stop is blocked");
 }

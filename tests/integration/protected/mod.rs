@@ -72,12 +72,7 @@ fn prompt_raw(dir: &Path, payload: String) -> (Option<i32>, Value) {
 fn still_looping(dir: &Path, session: &str) {
     let decision = stop(dir, session, "Not yet.");
     assert_eq!(decision["decision"], "block", "the loop ended: {decision}");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("The real task.")
-    );
+    assert_contains!(decision["reason"].as_str().unwrap(), "The real task.");
     assert_eq!(loop_of(dir, session)["status"], "running");
 }
 

@@ -2,6 +2,8 @@
 //! (told as NOT protected); where a Stop looks for a session's record when the git top moves;
 //! and one sync per Stop (P6).
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -33,6 +35,28 @@ fn a_stop_with_a_loop_syncs_once() {
     assert_eq!(loop_of(dir.path(), "s1")["iteration"], 3);
 }
 
+/// `loop start` of a loop for s1 in `dir`, with the state home at `home`, which must succeed.
+fn start_with_state_home(dir: &Path, home: &Path) {
+    ok(stop_gate()
+        .env("VIGIL_STATE_HOME", home)
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "3"])
+        .args(["--completion-promise", "DONE", "--", "The real task."])
+        .current_dir(dir)
+        .output()
+        .unwrap());
+}
+
+/// What SessionStart of s1 (`startup`) tells the session in `dir`, the state home at `home`,
+/// with the variables `env` set too.
+fn told_at_start(dir: &Path, home: &Path, env: &[(&str, &Path)]) -> String {
+    let mut start = session_start_command(dir, "s1", "startup");
+    start.env("VIGIL_STATE_HOME", home);
+    for (name, value) in env {
+        start.env(name, value);
+    }
+    stdout_of(&start.output().unwrap())
+}
+
 /// A state home that cannot be made (a regular file is in the way, which holds for root too).
 fn unwritable_state_home() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -47,26 +71,10 @@ fn unwritable_state_home() -> (tempfile::TempDir, std::path::PathBuf) {
 fn a_state_home_inside_the_project_is_told_as_not_protected() {
     let dir = project();
     let home = dir.path().join("build/state");
-    let out = stop_gate()
-        .env("VIGIL_STATE_HOME", &home)
-        .args(["loop", "start", "--session", "s1", "--max-iterations", "3"])
-        .args(["--completion-promise", "DONE", "--", "The real task."])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
-    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-    let out = session_start_loader()
-        .env("VIGIL_STATE_HOME", &home)
-        .current_dir(dir.path())
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap();
-    let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected") && context.contains("inside the project"),
-        "the session is told: {context}"
-    );
+    start_with_state_home(dir.path(), &home);
+    let context = told_at_start(dir.path(), &home, &[]);
+    assert_contains!(context, "NOT protected", "the session is told");
+    assert_contains!(context, "inside the project", "the session is told");
 }
 
 /// Review: where Claude Code's sandbox lets the agent's commands write besides the project
@@ -76,37 +84,15 @@ fn a_state_home_in_the_sandboxs_temporary_directory_is_told_as_not_protected() {
     let dir = project();
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("state");
-    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-    let out = session_start_loader()
-        .env("VIGIL_STATE_HOME", &home)
-        .env("TMPDIR", tmp.path())
-        .current_dir(dir.path())
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap();
-    let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected"),
-        "the session is told: {context}"
-    );
+    let context = told_at_start(dir.path(), &home, &[("TMPDIR", tmp.path())]);
+    assert_contains!(context, "NOT protected", "the session is told");
 }
 
 #[test]
 fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
     let dir = project();
     let (_keep, home) = unwritable_state_home();
-    let out = stop_gate()
-        .env("VIGIL_STATE_HOME", &home)
-        .args(["loop", "start", "--session", "s1", "--max-iterations", "3"])
-        .args(["--completion-promise", "DONE", "--", "The real task."])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    start_with_state_home(dir.path(), &home);
     let record = dir.path().join(".vigil/state/sessions/s1.rec");
     assert!(
         matches!(
@@ -115,18 +101,9 @@ fn an_unwritable_state_home_falls_back_into_the_project_and_says_so() {
         ),
         "the loop is kept in the fallback"
     );
-    let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-    let out = session_start_loader()
-        .env("VIGIL_STATE_HOME", &home)
-        .current_dir(dir.path())
-        .write_stdin(payload.to_string())
-        .output()
-        .unwrap();
-    let context = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        context.contains("NOT protected") && context.contains(".vigil/state"),
-        "the session is told: {context}"
-    );
+    let context = told_at_start(dir.path(), &home, &[]);
+    assert_contains!(context, "NOT protected", "the session is told");
+    assert_contains!(context, ".vigil/state", "the session is told");
     let settings = dir.path().join(".claude/settings.local.json");
     let installed = settings_merge()
         .env("VIGIL_STATE_HOME", &home)
@@ -159,14 +136,9 @@ fn old_loops_in_the_project_are_not_taken_over_and_the_human_is_told_once() {
     let old = json!({"schema": "vigil.loop/v1", "session_id": "s1", "prompt": "old",
         "completion_promise": "DONE", "max_iterations": 5, "iteration": 1, "status": "running",
         "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
-    std::fs::write(dir.path().join(".vigil/loops/s1.json"), old.to_string()).unwrap();
+    dir.write(".vigil/loops/s1.json", old.to_string());
     let start = || {
-        let payload = json!({"session_id": "s1", "cwd": dir.path(), "hook_event_name": "SessionStart", "source": "startup"});
-        let out = session_start_loader()
-            .current_dir(dir.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
+        let out = session_start(dir.path(), "s1", "startup");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let first = start();

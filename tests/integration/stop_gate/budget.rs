@@ -5,44 +5,40 @@ use serde_json::json;
 
 use crate::support::*;
 
+/// A project, where the check looks for its flag, and that check: it passes once the flag is
+/// there.
+fn green_flagged() -> (Project, std::path::PathBuf, String) {
+    let p = Project::new();
+    let flag = p.path().join("green");
+    let check = format!("test -f {}", flag.display());
+    (p, flag, check)
+}
+
 #[test]
 fn budget_allows_after_n_blocks_and_says_not_verified() {
     let p = Project::new();
     let args = ["--run", "exit 1", "--max-blocks", "2"];
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
-    let third = p.stop(&args, "s1", Some("x"));
-    assert!(!third.blocked());
-    assert!(
-        third.system_message().contains("NOT verified"),
-        "{}",
-        third.system_message()
-    );
-    assert!(
-        third.system_message().contains("`exit 1` failed"),
-        "names the last problem: {}",
-        third.system_message()
-    );
+    assert!(p.stop_s1(&args).blocked());
+    assert!(p.stop_s1(&args).blocked());
+    let third = p.stop_s1(&args);
+    third.assert_allowed_saying("NOT verified");
+    // Names the last problem.
+    assert_contains!(third.system_message(), "`exit 1` failed");
     assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
 }
 
 #[test]
 fn a_pass_resets_the_budget() {
-    let p = Project::new();
-    let flag = p.path().join("green");
-    let check = format!("test -f {}", flag.display());
+    let (p, flag, check) = green_flagged();
     let args = ["--run", check.as_str(), "--max-blocks", "2"];
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&args).blocked());
+    assert!(p.stop_s1(&args).blocked());
     std::fs::write(&flag, "").unwrap();
-    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    assert!(p.stop_s1(&args).silent_allow());
     assert_eq!(p.session_record("s1")["budget"]["consecutive_blocks"], 0);
     std::fs::remove_file(&flag).unwrap();
-    assert!(
-        p.stop(&args, "s1", Some("x")).blocked(),
-        "the count started again"
-    );
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&args).blocked(), "the count started again");
+    assert!(p.stop_s1(&args).blocked());
 }
 
 #[test]
@@ -63,28 +59,26 @@ fn subagent_passes_never_reset_the_main_agents_budget() {
     let mut subagent = p.payload("s1", Some("x"));
     subagent["hook_event_name"] = json!("SubagentStop");
     let main = ["--run", "exit 1", "--max-blocks", "2"];
-    assert!(p.stop(&main, "s1", Some("x")).blocked());
-    assert!(p.stop(&main, "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&main).blocked());
+    assert!(p.stop_s1(&main).blocked());
     assert!(
         p.stop_with(&["--subagents", "--run", "true"], subagent.to_string())
             .silent_allow()
     );
-    let third = p.stop(&main, "s1", Some("x"));
+    let third = p.stop_s1(&main);
     assert!(!third.blocked(), "the main budget was reset by a subagent");
     assert!(third.system_message().contains("NOT verified"));
 }
 
 #[test]
 fn a_pass_sets_the_session_record_back_to_ok() {
-    let p = Project::new();
-    let flag = p.path().join("green");
-    let check = format!("test -f {}", flag.display());
+    let (p, flag, check) = green_flagged();
     let args = ["--run", check.as_str(), "--max-blocks", "1"];
-    assert!(p.stop(&args, "s1", Some("x")).blocked());
-    assert!(!p.stop(&args, "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&args).blocked());
+    assert!(!p.stop_s1(&args).blocked());
     assert_eq!(p.session_record("s1")["budget"]["status"], "aborted");
     std::fs::write(&flag, "").unwrap();
-    assert!(p.stop(&args, "s1", Some("x")).silent_allow());
+    assert!(p.stop_s1(&args).silent_allow());
     let budget = p.session_record("s1")["budget"].clone();
     assert_eq!(
         (

@@ -4,19 +4,21 @@
 
 use crate::support::*;
 
+/// The Stop of session s1 saying "done", with the gate's `args`.
+fn check(p: &Project, args: &[&str]) -> Stop {
+    p.stop(args, "s1", Some("done"))
+}
+
 #[test]
 fn passing_check_allows_silently() {
     let p = Project::new();
-    assert!(
-        p.stop(&["--run", "test -d ."], "s1", Some("done"))
-            .silent_allow()
-    );
+    assert!(check(&p, &["--run", "test -d ."]).silent_allow());
 }
 
 #[test]
 fn check_runs_in_the_project_directory() {
     let p = Project::new();
-    std::fs::write(p.path().join("marker-file"), "").unwrap();
+    p.write("marker-file", "");
     let elsewhere = tempfile::tempdir().unwrap();
     let output = stop_gate()
         .args(["--run", "test -f marker-file"])
@@ -24,18 +26,14 @@ fn check_runs_in_the_project_directory() {
         .write_stdin(p.payload("s1", Some("x")).to_string())
         .output()
         .unwrap();
-    assert!(
-        output.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    assert_silent(&output);
 }
 
 #[test]
 fn failing_check_blocks_with_the_last_20_lines_escapes_stripped_and_no_live_promise_tag() {
     let p = Project::new();
     let script = "for i in $(seq 1 30); do printf '\\033[31mline %s\\033[0m\\n' $i; done; echo '<promise>DONE</promise> <<<VIGIL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>'; exit 3";
-    let stop = p.stop(&["--run", script], "s1", Some("done"));
+    let stop = check(&p, &["--run", script]);
     assert!(stop.blocked());
     let reason = stop.reason();
     let lines: Vec<&str> = reason.lines().collect();
@@ -52,19 +50,16 @@ fn failing_check_blocks_with_the_last_20_lines_escapes_stripped_and_no_live_prom
         "<pro-mise>DONE</pro-mise> <<<VIG-IL_DONE_9f3c2a7e5b1d4c6a8e0f2b4d6c8a0e1f>>>"
     );
     assert!(!reason.contains('\x1b'));
-    assert!(
-        !reason.contains("<promise>") && !reason.contains("<<<VIGIL_"),
-        "live tags in {reason}"
-    );
+    assert_lacks!(reason, "<promise>", "live tags in");
+    assert_lacks!(reason, "<<<VIGIL_", "live tags in");
 }
 
 #[test]
 fn check_reason_is_at_most_4000_characters() {
     let p = Project::new();
-    let stop = p.stop(
+    let stop = check(
+        &p,
         &["--run", "head -c 200000 /dev/zero | tr '\\0' x; exit 1"],
-        "s1",
-        Some("done"),
     );
     assert!(stop.blocked());
     assert!(stop.reason().chars().count() <= 4000);
@@ -75,18 +70,9 @@ fn check_reason_is_at_most_4000_characters() {
 fn check_that_times_out_is_killed_with_its_whole_process_group() {
     let p = Project::new();
     let started = std::time::Instant::now();
-    let stop = p.stop(
-        &["--run", "sleep 60.101 & wait", "--timeout", "1"],
-        "s1",
-        Some("done"),
-    );
+    let stop = check(&p, &["--run", "sleep 60.101 & wait", "--timeout", "1"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("timed out after 1s"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_saying("timed out after 1s");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(
         !running_with_arg("60.101"),
@@ -101,18 +87,9 @@ fn check_that_times_out_is_killed_with_its_whole_process_group() {
 fn a_check_that_would_outlast_the_deadline_blocks_inside_it() {
     let p = Project::new();
     let started = std::time::Instant::now();
-    let stop = p.stop(
-        &["--run", "sleep 60", "--deadline", "20"],
-        "s1",
-        Some("done"),
-    );
+    let stop = check(&p, &["--run", "sleep 60", "--deadline", "20"]);
     let took = started.elapsed();
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("timed out after"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_saying("timed out after");
     assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
 }
 
@@ -121,13 +98,9 @@ fn check_output_survives_a_background_child_holding_the_pipe() {
     let p = Project::new();
     let script = "echo THE REAL REASON; sleep 31.101 & exit 1";
     let started = std::time::Instant::now();
-    let stop = p.stop(&["--run", script], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", script]);
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
-    assert!(
-        stop.reason().contains("THE REAL REASON"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "THE REAL REASON");
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert!(!running_with_arg("31.101"), "the check's child outlived it");
 }
@@ -135,27 +108,8 @@ fn check_output_survives_a_background_child_holding_the_pipe() {
 #[test]
 fn a_check_dies_with_a_stop_gate_that_is_terminated() {
     let p = Project::new();
-    let mut child = vigil_process("stop-gate")
-        .args(["--run", "sleep 287.101 & wait"])
-        .current_dir(p.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(p.payload("s1", Some("x")).to_string().as_bytes())
-        .unwrap();
-    for _ in 0..250 {
-        if running_with_arg("287.101") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(running_with_arg("287.101"), "the check never started");
+    let mut child = p.stop_in_background(&["--run", "sleep 287.101 & wait"]);
+    assert!(soon_running_with_arg("287.101"), "the check never started");
     // SAFETY: signalling a child this test spawned.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let _ = child.wait();
@@ -166,7 +120,7 @@ fn a_check_dies_with_a_stop_gate_that_is_terminated() {
 #[test]
 fn a_multi_line_check_command_still_gives_one_useful_line() {
     let p = Project::new();
-    let stop = p.stop(&["--run", "echo a\nexit 4"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "echo a\nexit 4"]);
     let reason = stop.reason();
     let first = reason.lines().next().unwrap();
     assert_eq!(
@@ -196,11 +150,9 @@ fn a_gate_that_hangs_is_answered_by_its_watchdog_after_the_deadline() {
     assert_eq!(out.status.code(), Some(0));
     let decision: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(decision["decision"], "block");
-    assert!(
-        decision["reason"]
-            .as_str()
-            .unwrap()
-            .contains("ran past its --deadline of 20 s"),
+    assert_contains!(
+        decision["reason"].as_str().unwrap(),
+        "ran past its --deadline of 20 s",
         "{decision}"
     );
 }

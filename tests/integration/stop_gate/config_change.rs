@@ -58,15 +58,19 @@ impl Installed {
         self.raw(payload.to_string().into_bytes())
     }
 
-    fn raw(&self, stdin: Vec<u8>) -> Option<String> {
-        let out = stop_gate()
+    /// stop-gate on `stdin` in the project, as the engine runs it there: whatever it answers.
+    fn hook(&self, stdin: impl Into<Vec<u8>>) -> std::process::Output {
+        stop_gate()
             .env("HOME", self.home())
             .env("CLAUDE_PROJECT_DIR", self.path())
             .current_dir(self.path())
             .write_stdin(stdin)
             .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+            .unwrap()
+    }
+
+    fn raw(&self, stdin: Vec<u8>) -> Option<String> {
+        let out = ok(self.hook(stdin));
         if out.stdout.is_empty() {
             return None;
         }
@@ -77,10 +81,8 @@ impl Installed {
             answer["systemMessage"], reason,
             "the person is told: {answer}"
         );
-        assert!(
-            reason.starts_with("vigil: ") && !reason.contains('\n'),
-            "{reason}"
-        );
+        assert_starts_with!(reason, "vigil: ");
+        assert_lacks!(reason, "\n");
         Some(reason)
     }
 
@@ -99,14 +101,7 @@ fn install_protect_adds_the_config_change_hook_and_only_then() {
         group["matcher"],
         "local_settings|project_settings|user_settings"
     );
-    assert!(
-        group["hooks"][0]["command"]
-            .as_str()
-            .unwrap()
-            .trim_end_matches('\'')
-            .ends_with("/stop-gate"),
-        "{group}"
-    );
+    assert!(runs_stop_gate(&group["hooks"][0]), "{group}");
     assert!(Installed::new(false).local_settings()["hooks"]["ConfigChange"].is_null());
 }
 
@@ -142,10 +137,7 @@ fn a_change_that_takes_vigils_protection_away_is_blocked_with_its_reason() {
             .edit_local(&value)
             .unwrap_or_else(|| panic!("{named}: the change was let through"));
         assert!(reason.contains(named), "{named}: {reason}");
-        assert!(
-            reason.contains("the session keeps the settings it loaded"),
-            "{reason}"
-        );
+        assert_contains!(reason, "the session keeps the settings it loaded");
     }
 }
 
@@ -159,15 +151,14 @@ fn a_change_that_keeps_the_protection_loads_as_usual() {
     assert_eq!(p.edit_local(&value), None);
     // A re-install mid-session with another check: the record is written first, so the new
     // Stop group is vigil's by the time the client asks.
-    let out = settings_merge()
+    ok(settings_merge()
         .env("HOME", p.home())
         .args(["install", "--run", "make test", "--settings"])
         .arg(p.settings())
         .arg("--bin-dir")
         .arg(bin_dir())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     assert_eq!(p.change("local_settings", Some(&p.settings())), None);
     // Other sources, and sources Claude Code may add, are not vigil's to judge.
     assert_eq!(p.change("skills", None), None);
@@ -230,7 +221,7 @@ fn an_env_variable_vigil_reads_is_blocked() {
 fn a_record_the_agent_can_write_decides_nothing() {
     let p = Installed::in_sub();
     let installed = p.local_settings();
-    std::fs::write(p.path().join(".git"), "").unwrap();
+    p.write(".git", "");
     let key = std::fs::canonicalize(p.settings())
         .unwrap()
         .display()
@@ -249,13 +240,12 @@ fn a_record_the_agent_can_write_decides_nothing() {
     let reason = p.edit_local(&value).expect("still blocked");
     assert!(reason.contains("Stop"), "{reason}");
     std::fs::write(p.settings(), serde_json::to_vec_pretty(&installed).unwrap()).unwrap();
-    let out = settings_merge()
+    ok(settings_merge()
         .env("HOME", p.home())
         .args(["uninstall", "--settings"])
         .arg(p.settings())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     let left = json_of(&p.settings());
     assert_eq!(
         left["model"], "opus",
@@ -311,10 +301,8 @@ fn a_proposal_staged_beside_the_file_is_judged_as_that_file() {
     value["hooks"].as_object_mut().unwrap().remove("Stop");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
     let reason = p.change("local_settings", Some(&staged)).expect("blocked");
-    assert!(
-        reason.contains("settings.local.json") && reason.contains("Stop"),
-        "{reason}"
-    );
+    assert_contains!(reason, "settings.local.json");
+    assert_contains!(reason, "Stop");
     value = p.local_settings();
     value["model"] = json!("haiku");
     std::fs::write(&staged, serde_json::to_vec(&value).unwrap()).unwrap();
@@ -343,11 +331,7 @@ fn content_or_input_it_cannot_read_blocks_the_change() {
     std::fs::write(&huge, vec![b' '; 9 << 20]).unwrap();
     assert!(p.change("local_settings", Some(&huge)).is_some());
     let fifo = p.path().join(".claude/.cc-writes/fifo.json");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    mkfifo(&fifo);
     assert!(
         p.change("local_settings", Some(&fifo)).is_some(),
         "a FIFO is not waited on"
@@ -392,20 +376,10 @@ fn a_blocked_change_is_told_at_the_next_stop_once() {
     let stop = || {
         let payload = json!({"session_id": "s1", "hook_event_name": "Stop",
             "cwd": p.path(), "last_assistant_message": "Done."});
-        let out = stop_gate()
-            .env("HOME", p.home())
-            .env("CLAUDE_PROJECT_DIR", p.path())
-            .current_dir(p.path())
-            .write_stdin(payload.to_string())
-            .output()
-            .unwrap();
-        stdout_of(&out)
+        stdout_of(&p.hook(payload.to_string()))
     };
     let first = stop();
-    assert!(
-        first.contains("vigil blocked a settings change during this session")
-            && first.contains("disableAllHooks"),
-        "{first}"
-    );
+    assert_contains!(first, "vigil blocked a settings change during this session");
+    assert_contains!(first, "disableAllHooks");
     assert!(!stop().contains("blocked a settings change"), "told once");
 }

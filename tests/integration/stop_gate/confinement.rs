@@ -2,7 +2,7 @@
 //! have written. Each test plays that agent: its check attacks what the gate relies on, and the
 //! attack fails inside the confinement while the loop still ends only on a declaration.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use super::DECLARED;
@@ -44,7 +44,7 @@ fn a_check_that_deletes_the_state_home_leaves_the_loop_running() {
     assert_running_at(&p, 2);
     // The loop still ends, and only on the declaration.
     let stop = p.stop(&["--run", "true"], "s1", Some(DECLARED));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -52,14 +52,14 @@ fn a_check_that_deletes_the_state_home_leaves_the_loop_running() {
 fn a_check_cannot_trust_its_own_key_for_the_project() {
     let p = Project::git();
     // Made by a first stop, so the agent knows where it is.
-    p.stop(&["--run", "true"], "s1", Some("x"));
+    p.stop_s1(&["--run", "true"]);
     let keys = p.protected().join("trusted-keys");
     let attack = format!(
         "mkdir -p '{k}' && echo AGENTKEY > '{k}/agent.pub'; {mw} trust /dev/null",
         k = keys.display(),
         mw = bin_dir().join("marker-writer").display()
     );
-    let stop = p.stop(&["--run", &attacked(&attack)], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", &attacked(&attack)]);
     assert!(stop.blocked());
     assert!(!keys.join("agent.pub").exists());
     let reason = stop.reason();
@@ -83,11 +83,7 @@ fn a_check_cannot_kill_the_gate_that_runs_it() {
 #[test]
 fn a_check_sees_only_its_own_processes() {
     let p = Project::git();
-    let stop = p.stop(
-        &["--run", &attacked("ps -e -o comm= | sort | tr '\\n' ' '")],
-        "s1",
-        Some("x"),
-    );
+    let stop = p.stop_s1(&["--run", &attacked("ps -e -o comm= | sort | tr '\\n' ' '")]);
     let reason = stop.reason();
     let seen = printed(&reason);
     assert!(seen.contains("ps"), "{reason}");
@@ -165,14 +161,14 @@ fn a_check_cannot_read_the_users_keys_or_the_engines_homes() {
 fn a_check_cannot_plant_git_hooks_or_engine_files_in_the_project() {
     let p = Project::git();
     std::fs::create_dir_all(p.path().join(".claude")).unwrap();
-    std::fs::write(p.path().join(".claude/settings.json"), "{}\n").unwrap();
+    p.write(".claude/settings.json", "{}\n");
     let attack = "echo 'rm -rf ~' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
         mkdir -p .claude/agents && echo '---' > .claude/agents/helper.md; \
         echo '{}' > .claude/settings.json; echo '{\"mcpServers\":{}}' > .mcp.json; \
         mkdir -p .codex && echo x > .codex/hooks.json; echo '[core]' >> .git/config; \
         mkdir -p .vscode && echo '{}' > .vscode/tasks.json; echo written > ok.txt";
     let config_before = std::fs::read(p.path().join(".git/config")).unwrap();
-    let stop = p.stop(&["--run", &attacked(attack)], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", &attacked(attack)]);
     assert!(stop.blocked());
     let root = p.path();
     // What the project's own code may write, it writes.
@@ -235,10 +231,8 @@ fn a_check_cannot_reach_the_users_session_sockets() {
     let reason = stop.reason();
     let seen = printed(&reason);
     assert!(!seen.contains("CONNECTED"), "{reason}");
-    assert!(
-        seen.contains("bus=") && !seen.contains("bus=unix"),
-        "{reason}"
-    );
+    assert_contains!(seen, "bus=", "{reason}");
+    assert_lacks!(seen, "bus=unix", "{reason}");
     assert!(bus_listener.accept().is_err() && docker_listener.accept().is_err());
 }
 
@@ -250,12 +244,8 @@ fn a_check_has_no_network_unless_asked() {
     let attack = format!(
         "python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', {port}), 2); s.sendall(b'HELLO')\" && echo CONN''ECTED"
     );
-    let stop = p.stop(&["--run", &attacked(&attack)], "s1", Some("x"));
-    assert!(
-        !printed(&stop.reason()).contains("CONNECTED"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--run", &attacked(&attack)]);
+    assert_lacks!(printed(&stop.reason()), "CONNECTED", "{}", stop.reason());
     // With --check-network it may.
     let asked = std::thread::spawn(move || {
         let (mut peer, _) = listener.accept().unwrap();
@@ -263,16 +253,8 @@ fn a_check_has_no_network_unless_asked() {
         peer.read_to_string(&mut got).unwrap();
         got
     });
-    let stop = p.stop(
-        &["--run", &attacked(&attack), "--check-network"],
-        "s1",
-        Some("x"),
-    );
-    assert!(
-        printed(&stop.reason()).contains("CONNECTED"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--run", &attacked(&attack), "--check-network"]);
+    assert_contains!(printed(&stop.reason()), "CONNECTED", "{}", stop.reason());
     assert_eq!(asked.join().unwrap(), "HELLO");
 }
 
@@ -286,16 +268,12 @@ fn a_check_writes_the_project_a_private_tmp_and_the_directories_named() {
         c = cache.path().display(),
         o = outside.path().display()
     );
-    let stop = p.stop(
-        &[
-            "--run",
-            &attacked(&attack),
-            "--check-write",
-            cache.path().to_str().unwrap(),
-        ],
-        "s1",
-        Some("x"),
-    );
+    let stop = p.stop_s1(&[
+        "--run",
+        &attacked(&attack),
+        "--check-write",
+        cache.path().to_str().unwrap(),
+    ]);
     assert!(stop.reason().contains("TMPDIR=/tmp"), "{}", stop.reason());
     assert!(p.path().join("target.txt").exists());
     assert!(cache.path().join("c").exists());
@@ -310,36 +288,30 @@ fn without_bubblewrap_the_check_runs_unconfined_and_says_so_every_time() {
             &["--run", "true"],
             &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
         );
-        assert!(!stop.blocked(), "{}", stop.reason());
+        stop.assert_allowed();
         let message = stop.system_message();
-        assert!(
-            message.starts_with("stop-gate: the check `true` ran unconfined, with your rights")
-                && message.contains("bubblewrap"),
-            "{message}"
+        assert_starts_with!(
+            message,
+            "stop-gate: the check `true` ran unconfined, with your rights"
         );
+        assert_contains!(message, "bubblewrap");
     }
 }
 
 #[test]
 fn under_protect_a_check_that_cannot_be_confined_is_not_run() {
     let p = Project::git();
-    std::fs::create_dir_all(p.path().join(".claude")).unwrap();
-    std::fs::write(
-        p.path().join(".claude/settings.local.json"),
+    p.write(
+        ".claude/settings.local.json",
         r#"{"sandbox": {"enabled": true}}"#,
-    )
-    .unwrap();
+    );
     let stop = p.stop_env(
         &["--run", "touch ran.txt"],
         &[("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref())],
     );
-    assert!(stop.blocked());
-    let reason = stop.reason();
-    assert!(
-        reason.starts_with("stop-gate: `touch ran.txt` was not run: it cannot be confined")
-            && reason.contains("install the package bubblewrap"),
-        "{reason}"
-    );
+    let reason = stop
+        .assert_blocked_starting("stop-gate: `touch ran.txt` was not run: it cannot be confined");
+    assert_contains!(reason, "install the package bubblewrap");
     assert!(!p.path().join("ran.txt").exists());
 }
 
@@ -347,16 +319,11 @@ fn under_protect_a_check_that_cannot_be_confined_is_not_run() {
 fn a_project_that_breaks_the_sandbox_is_denied_never_run_unconfined() {
     let p = Project::git();
     std::os::unix::fs::symlink("nowhere/servers.json", p.path().join(".mcp.json")).unwrap();
-    let stop = p.stop(&["--run", "touch ran.txt"], "s1", Some("x"));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("cannot be confined")
-            && stop.reason().contains(".mcp.json")
-            && stop.reason().contains("fix that in the project")
-            && !stop.reason().contains("--protect"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--run", "touch ran.txt"]);
+    stop.assert_blocked_saying("cannot be confined");
+    assert_contains!(stop.reason(), ".mcp.json");
+    assert_contains!(stop.reason(), "fix that in the project");
+    assert_lacks!(stop.reason(), "--protect");
     assert!(stop.system_message().is_empty() || !stop.system_message().contains("unconfined"));
     assert!(!p.path().join("ran.txt").exists());
     assert!(!p.path().join("nowhere").exists());
@@ -407,7 +374,7 @@ fn real_toolchains_pass_and_fail_inside_the_confinement() {
         checks.push("python3 -m pytest -q -p no:cacheprovider test_add.py");
     }
     for check in checks {
-        let stop = p.stop(&["--run", check, "--timeout", "300"], "s1", Some("x"));
+        let stop = p.stop_s1(&["--run", check, "--timeout", "300"]);
         assert!(!stop.blocked(), "{check}: {}", stop.reason());
         assert!(
             stop.system_message().is_empty(),
@@ -421,11 +388,7 @@ fn real_toolchains_pass_and_fail_inside_the_confinement() {
         "pub fn add(a: i32, b: i32) -> i32 { a - b }\n#[test]\nfn adds() { assert_eq!(add(1, 1), 2); }\n",
     )
     .unwrap();
-    let stop = p.stop(
-        &["--run", "cargo test --offline -q", "--timeout", "300"],
-        "s1",
-        Some("x"),
-    );
+    let stop = p.stop_s1(&["--run", "cargo test --offline -q", "--timeout", "300"]);
     assert!(stop.blocked());
     assert!(stop.reason().contains("adds"), "{}", stop.reason());
 }
@@ -504,27 +467,13 @@ fn a_read_only_entry_that_is_a_symlink_is_not_run_and_says_why() {
     let p = Project::git();
     std::fs::create_dir_all(p.path().join("config/claude")).unwrap();
     std::os::unix::fs::symlink("config/claude", p.path().join(".claude")).unwrap();
-    let stop = p.stop(
-        &[
-            "--run",
-            "rm .claude && mkdir .claude && touch .claude/settings.json",
-        ],
-        "s1",
-        Some("x"),
-    );
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("cannot be confined")
-            && stop.reason().contains(".claude is a symlink"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        std::fs::symlink_metadata(p.path().join(".claude"))
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
+    let stop = p.stop_s1(&[
+        "--run",
+        "rm .claude && mkdir .claude && touch .claude/settings.json",
+    ]);
+    stop.assert_blocked_saying("cannot be confined");
+    assert_contains!(stop.reason(), ".claude is a symlink");
+    assert!(is_symlink(&p.path().join(".claude")));
 }
 
 /// A project reached through a symlink (the engine's cwd spelled through a link) is checked
@@ -543,11 +492,7 @@ fn a_project_reached_through_a_symlink_runs_its_check() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        output.stdout.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&output.stdout)
-    );
+    assert_silent(&output);
 }
 
 /// The signing key the gate's environment names, and a descriptor the engine left open, never
@@ -585,25 +530,8 @@ fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
     let p = Project::git();
     let root = p.path();
     std::fs::create_dir(root.join(".idea")).unwrap();
-    let mut gate = vigil_process("stop-gate")
-        .args(["--run", "sleep 30.202"])
-        .current_dir(root)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    gate.stdin
-        .take()
-        .unwrap()
-        .write_all(p.payload("s1", Some("x")).to_string().as_bytes())
-        .unwrap();
-    for _ in 0..250 {
-        if running_with_arg("30.202") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(running_with_arg("30.202"), "the check never started");
+    let mut gate = p.stop_in_background(&["--run", "sleep 30.202"]);
+    assert!(soon_running_with_arg("30.202"), "the check never started");
     gate.kill().unwrap();
     let _ = gate.wait();
     assert!(
@@ -611,7 +539,7 @@ fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
         "left behind"
     );
     let stop = p.stop(&["--run", "true"], "s2", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     for gone in [".mcp.json", ".claude", ".codex", ".vscode"] {
         assert!(
             std::fs::symlink_metadata(root.join(gone)).is_err(),
@@ -629,7 +557,7 @@ fn stand_ins_a_killed_gate_left_are_removed_by_the_next_check() {
 #[test]
 fn where_the_project_is_the_home_the_check_writes_no_start_up_file() {
     let p = Project::git();
-    std::fs::write(p.path().join(".bashrc"), "# mine\n").unwrap();
+    p.write(".bashrc", "# mine\n");
     let stop = p.stop_env(
         &[
             "--run",
@@ -638,10 +566,7 @@ fn where_the_project_is_the_home_the_check_writes_no_start_up_file() {
         &[("HOME", p.path().as_os_str())],
     );
     assert!(stop.blocked());
-    assert_eq!(
-        std::fs::read_to_string(p.path().join(".bashrc")).unwrap(),
-        "# mine\n"
-    );
+    assert_eq!(p.read(".bashrc"), "# mine\n");
     assert!(p.path().join("notes.txt").exists());
 }
 
@@ -655,11 +580,7 @@ fn a_git_file_pointing_into_the_hidden_set_reveals_nothing_and_a_fifo_holds_no_g
     let keys = home.path().join(".ssh/keys");
     std::fs::create_dir_all(&keys).unwrap();
     std::fs::write(keys.join("id_ed25519"), "SSH-SECRET").unwrap();
-    std::fs::write(
-        p.path().join(".git"),
-        format!("gitdir: {}\n", keys.display()),
-    )
-    .unwrap();
+    p.write(".git", format!("gitdir: {}\n", keys.display()));
     let stop = p.stop_env(
         &[
             "--run",
@@ -668,23 +589,20 @@ fn a_git_file_pointing_into_the_hidden_set_reveals_nothing_and_a_fifo_holds_no_g
         &[("HOME", home.path().as_os_str())],
     );
     assert!(stop.blocked());
-    assert!(
-        !printed(&stop.reason()).contains("SSH-SECRET"),
-        "{}",
-        stop.reason()
-    );
+    assert_lacks!(printed(&stop.reason()), "SSH-SECRET", "{}", stop.reason());
     // A git directory inside the project whose commondir is a FIFO.
     let gitdir = p.path().join("gd");
     std::fs::create_dir(&gitdir).unwrap();
     let fifo = std::ffi::CString::new(gitdir.join("commondir").to_str().unwrap()).unwrap();
     // SAFETY: mkfifo(3) reads the NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-    std::fs::write(p.path().join(".git"), "gitdir: gd\n").unwrap();
+    p.write(".git", "gitdir: gd\n");
     let started = std::time::Instant::now();
     let stop = p.stop(&["--run", "true", "--deadline", "60"], "s2", Some("x"));
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "the gate waited on the FIFO"
+    assert_within(
+        started,
+        std::time::Duration::from_secs(10),
+        "the gate waited on the FIFO",
     );
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
 }

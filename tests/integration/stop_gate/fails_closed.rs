@@ -95,11 +95,7 @@ fn config_error_denies_with_one_useful_line() {
         let session = format!("s{}", args.join("").len());
         let stop = p.stop(&args, &session, Some("x"));
         assert!(stop.blocked(), "{args:?}");
-        assert!(
-            stop.reason().starts_with("stop-gate: config error: "),
-            "{args:?}: {}",
-            stop.reason()
-        );
+        assert_starts_with!(stop.reason(), "stop-gate: config error: ", "{args:?}");
         assert_eq!(stop.reason().lines().count(), 1);
     }
 }
@@ -127,13 +123,7 @@ fn unwritable_state_directory_blocks_once_then_lets_the_forced_continuation_stop
     };
     let first = unwritable(p.payload("s1", Some("x")).to_string());
     assert!(first.blocked());
-    assert!(
-        first
-            .system_message()
-            .contains("cannot keep the block budget"),
-        "{}",
-        first.system_message()
-    );
+    assert_contains!(first.system_message(), "cannot keep the block budget");
     let mut payload = p.payload("s1", Some("x"));
     payload["stop_hook_active"] = json!(true);
     let second = unwritable(payload.to_string());
@@ -157,11 +147,9 @@ fn a_damaged_session_record_is_told_as_not_verified_never_taken_for_no_loop() {
     let stop = p.stop(&[], "s1", Some("Working."));
     assert!(!stop.blocked());
     let message = stop.system_message();
-    assert!(
-        message.contains("damaged") && message.contains("NOT verified"),
-        "{message}"
-    );
-    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "told once");
+    assert_contains!(message, "damaged");
+    assert_contains!(message, "NOT verified");
+    assert!(p.stop_s1(&[]).silent_allow(), "told once");
     assert!(
         tree(&p.protected().join("sessions"))
             .iter()
@@ -175,24 +163,16 @@ fn a_fifo_planted_as_a_lock_file_denies_without_hanging() {
     let p = Project::new();
     assert!(p.stop(&[], "s0", Some("x")).silent_allow());
     std::fs::create_dir_all(p.protected().join("sessions")).unwrap();
-    let status = std::process::Command::new("mkfifo")
-        .arg(p.protected().join("sessions/s1.lock"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    mkfifo(&p.protected().join("sessions/s1.lock"));
     let started = std::time::Instant::now();
-    let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "the hook hung on a FIFO"
+    let stop = p.stop_s1(&["--run", "exit 1"]);
+    assert_within(
+        started,
+        std::time::Duration::from_secs(5),
+        "the hook hung on a FIFO",
     );
     assert!(stop.blocked());
-    assert!(
-        stop.system_message()
-            .contains("cannot keep the block budget"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(stop.system_message(), "cannot keep the block budget");
 }
 
 #[test]
@@ -206,7 +186,7 @@ fn a_symlink_planted_as_a_lock_file_is_not_followed() {
         p.protected().join("sessions/s1.lock"),
     )
     .unwrap();
-    p.stop(&["--run", "exit 1"], "s1", Some("x"));
+    p.stop_s1(&["--run", "exit 1"]);
     assert!(
         tree(outside.path()).is_empty(),
         "vigil wrote through a planted link"
@@ -221,13 +201,9 @@ fn a_symlinked_state_directory_is_refused() {
     let sessions = p.protected().join("sessions");
     let _ = std::fs::remove_dir_all(&sessions);
     std::os::unix::fs::symlink(outside.path(), &sessions).unwrap();
-    let stop = p.stop(&["--run", "exit 1"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "exit 1"]);
     assert!(stop.blocked());
-    assert!(
-        stop.system_message().contains("symlink"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(stop.system_message(), "symlink");
     assert!(
         tree(outside.path()).is_empty(),
         "state was written through the link"

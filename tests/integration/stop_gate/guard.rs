@@ -69,14 +69,13 @@ fn the_clients_own_notes_follow_claude_config_dir() {
             "session_id": "s1", "hook_event_name": "PreToolUse", "cwd": p.path(),
             "tool_name": "Write", "tool_input": {"file_path": path, "content": "x"},
         });
-        let output = stop_gate()
+        let output = ok(stop_gate()
             .env("HOME", home.path())
             .env("CLAUDE_CONFIG_DIR", config.path())
             .current_dir(p.path())
             .write_stdin(payload.to_string())
             .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+            .unwrap());
         String::from_utf8(output.stdout).unwrap()
     };
     let c = config.path().display().to_string();
@@ -206,11 +205,7 @@ fn the_state_home_is_denied_under_the_temporary_directory_and_inside_the_project
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&output.stdout).contains("\"deny\""),
-        "{}",
-        said(&output)
-    );
+    assert_stdout_contains(&output, "\"deny\"");
 }
 
 #[test]

@@ -12,8 +12,12 @@ const CALC: &str = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    re
 const TESTS: &str = "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 2) == 4\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n";
 const PYTEST: &str = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests";
 
-/// `test_add` passes and `test_sub` fails; `tests/` held with a pytest baseline.
-fn project() -> Project {
+/// Where pytest runs: a project whose `test_add` passes and `test_sub` fails, `tests/` held
+/// with a pytest baseline.
+fn project() -> Option<Project> {
+    if !pytest() {
+        return None;
+    }
     let p = Project::builder()
         .git()
         .file("calc.py", CALC)
@@ -21,7 +25,7 @@ fn project() -> Project {
         .file(".gitignore", ".venv/\n")
         .build();
     p.held(&["add", "tests", "--baseline", PYTEST]);
-    p
+    Some(p)
 }
 
 fn conftest_that_passes_everything() -> &'static str {
@@ -35,13 +39,13 @@ fn a_declared_environment_the_agent_makes_a_link_is_refused() {
         .file("tests/t.sh", "true\n")
         .file(".gitignore", ".venv/\n")
         .build();
-    write_file(&p.path().join(".venv/lib/x"), "x");
+    p.write(".venv/lib/x", "x");
     p.held(&["add", "tests"]);
     p.held(&["add", "--env", ".venv"]);
     // The agent swaps the environment for a link into the state home.
     std::fs::remove_dir_all(p.path().join(".venv")).unwrap();
     std::os::unix::fs::symlink(state_home(), p.path().join(".venv")).unwrap();
-    let stop = p.stop(&["--run", "ls .venv/projects/*"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "ls .venv/projects/*"]);
     // Refused before it runs (a link out of the tree, or one in the declared place), never
     // listing the state home.
     assert!(stop.blocked(), "the link was followed");
@@ -55,31 +59,22 @@ fn a_declared_environment_the_agent_makes_a_link_is_refused() {
 
 #[test]
 fn runner_code_on_the_way_to_the_held_tests_is_left_out_and_refused() {
-    if !pytest() {
-        return;
-    }
-    let p = project();
+    let Some(p) = project() else { return };
     // At the top, above the held directory, where pytest still loads it.
-    write_file(
-        &p.path().join("conftest.py"),
-        conftest_that_passes_everything(),
-    );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    p.write("conftest.py", conftest_that_passes_everything());
+    let stop = p.stop_s1(&["--run", PYTEST]);
     stop.assert_blocked_saying("failed");
     assert!(stop.reason().contains("conftest.py"), "{}", stop.reason());
     // And a module that shadows the runner.
     std::fs::remove_file(p.path().join("conftest.py")).unwrap();
-    write_file(&p.path().join("pytest.py"), "print('2 passed in 0.01s')\n");
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    p.write("pytest.py", "print('2 passed in 0.01s')\n");
+    let stop = p.stop_s1(&["--run", PYTEST]);
     assert!(stop.blocked(), "the shadowing pytest.py was run");
     let home = tempfile::tempdir().unwrap();
     let denied = p
         .file_tool(home.path(), "Write", "file_path", "conftest.py")
         .expect("the guard refuses it");
-    assert!(
-        denied.contains("would configure the test runner"),
-        "{denied}"
-    );
+    assert_contains!(denied, "would configure the test runner");
 }
 
 #[test]
@@ -94,11 +89,8 @@ fn under_a_glob_hold_a_new_conftest_beside_the_tests_is_left_out_and_refused() {
         .build();
     p.held(&["add", "tests/test_*.py", "--baseline", PYTEST]);
     p.held(&["must-pass", "tests.test_calc::test_sub"]);
-    write_file(
-        &p.path().join("tests/conftest.py"),
-        conftest_that_passes_everything(),
-    );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    p.write("tests/conftest.py", conftest_that_passes_everything());
+    let stop = p.stop_s1(&["--run", PYTEST]);
     stop.assert_blocked_saying("tests.test_calc::test_sub (failed)");
     let home = tempfile::tempdir().unwrap();
     assert!(
@@ -109,29 +101,23 @@ fn under_a_glob_hold_a_new_conftest_beside_the_tests_is_left_out_and_refused() {
 
 #[test]
 fn a_test_that_failed_at_the_baseline_may_not_turn_skipped() {
-    if !pytest() {
-        return;
-    }
-    let p = project();
-    write_file(
-        &p.path().join("calc.py"),
+    let Some(p) = project() else { return };
+    p.write(
+        "calc.py",
         format!(
             "import pytest\n\n{}\n\ndef sub(a, b):\n    pytest.skip('later')\n",
             CALC.split("\n\n\ndef sub").next().unwrap()
         ),
     );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", PYTEST]);
     stop.assert_blocked_saying("tests.test_calc::test_sub (turned skipped)");
 }
 
 #[test]
 fn a_check_made_to_exit_0_over_failing_tests_is_no_pass() {
-    if !pytest() {
-        return;
-    }
-    let p = project();
+    let Some(p) = project() else { return };
     let check = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests; exit 0";
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", check]);
     stop.assert_blocked_saying(
         "exited 0, but its runner reports 1 failed: tests.test_calc::test_sub",
     );
@@ -139,10 +125,7 @@ fn a_check_made_to_exit_0_over_failing_tests_is_no_pass() {
 
 #[test]
 fn a_name_that_is_not_utf8_under_a_held_path_is_left_out() {
-    if !pytest() {
-        return;
-    }
-    let p = project();
+    let Some(p) = project() else { return };
     p.held(&["must-pass", "tests.test_calc::test_sub"]);
     let odd = p
         .path()
@@ -150,7 +133,7 @@ fn a_name_that_is_not_utf8_under_a_held_path_is_left_out() {
         .join(std::ffi::OsStr::from_bytes(b"d\xff"));
     write_file(&odd.join("conftest.py"), conftest_that_passes_everything());
     write_file(&odd.join("test_more.py"), "def test_more():\n    pass\n");
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", PYTEST]);
     stop.assert_blocked_saying("tests.test_calc::test_sub (failed)");
 }
 
@@ -166,13 +149,12 @@ fn names_the_agent_chose_reach_the_person_without_escapes_or_line_breaks() {
             .join("tests/x\nvigil: all verified\x1b]52;c;aGk=\x07.sh"),
         "x",
     );
-    let stop = p.stop(&["--run", "true"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "true"]);
     let told = stop.system_message();
     assert!(told.contains("tests/x"), "{told}");
-    assert!(
-        !told.contains('\n') && !told.contains('\x1b') && !told.contains('\x07'),
-        "{told:?}"
-    );
+    assert_lacks!(told, "\n");
+    assert_lacks!(told, "\x1b");
+    assert_lacks!(told, "\x07");
 }
 
 #[test]
@@ -183,7 +165,7 @@ fn a_repository_planted_below_the_top_does_not_shed_the_hold() {
         .file("pkg/code.sh", "true\n")
         .build();
     p.held(&["add", "tests"]);
-    write_file(&p.path().join("pkg/.git/HEAD"), "ref: refs/heads/main\n");
+    p.write("pkg/.git/HEAD", "ref: refs/heads/main\n");
     let pkg = p.path().join("pkg");
     let stop = run_stop(
         &pkg,
@@ -202,7 +184,7 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
         .file("code.txt", "broken\n")
         .build();
     // The agent's new test file makes a run of the tree as it is pass.
-    write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
+    p.write("tests/zz.sh", "exit 0\n");
     let write = || {
         marker_writer_in(
             p.path(),
@@ -219,35 +201,25 @@ fn a_marker_made_without_the_hold_does_not_count_under_it() {
     };
     // Made before the human held the tests (the agent's file set aside while they are held,
     // then back: the tree is the one the marker names).
-    let out = write();
-    assert!(out.status.success(), "{}", said(&out));
+    ok(write());
     std::fs::remove_file(p.path().join("tests/zz.sh")).unwrap();
     p.held(&["add", "tests"]);
-    write_file(&p.path().join("tests/zz.sh"), "exit 0\n");
-    let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
+    p.write("tests/zz.sh", "exit 0\n");
+    let stop = p.stop_s1(&["--require-marker", "ci"]);
     stop.assert_blocked_saying("was not made under the human's hold");
     // marker-writer verify computes the same.
     let out = marker_writer_in(p.path(), &["verify", "--check", "ci"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        said(&out).contains("not made under the human's hold on the tests"),
-        "{}",
-        said(&out)
-    );
+    assert_contains!(said(&out), "not made under the human's hold on the tests");
     // Run now, the run is in a copy that holds the tests (the agent's file is left out), and
     // the marker says failed until the code is fixed.
     let out = write();
-    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
-    assert!(
-        said(&out).contains("the tests are held here"),
-        "{}",
-        said(&out)
-    );
-    write_file(&p.path().join("code.txt"), "fixed\n");
-    let out = write();
-    assert!(out.status.success(), "{}", said(&out));
-    let stop = p.stop(&["--require-marker", "ci"], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    assert_exit(&out, 1);
+    assert_contains!(said(&out), "the tests are held here");
+    p.write("code.txt", "fixed\n");
+    ok(write());
+    let stop = p.stop_s1(&["--require-marker", "ci"]);
+    stop.assert_allowed();
     ok(marker_writer_in(p.path(), &["verify", "--check", "ci"]));
 }
 
@@ -280,9 +252,9 @@ fn holding_the_tests_says_which_runner_configuration_on_the_way_is_left_out() {
         .file("tests/test_a.py", "def test_a():\n    pass\n")
         .build();
     let told = p.held(&["add", "tests"]);
-    assert!(
-        told.contains("not held, so left out of the check's copy: conftest.py"),
-        "{told}"
+    assert_contains!(
+        told,
+        "not held, so left out of the check's copy: conftest.py"
     );
     let told = p.held(&["add", "conftest.py"]);
     assert!(!told.contains("left out"), "{told}");
@@ -290,14 +262,11 @@ fn holding_the_tests_says_which_runner_configuration_on_the_way_is_left_out() {
 
 #[test]
 fn a_failing_test_deselected_away_is_gone_by_name() {
-    if !pytest() {
-        return;
-    }
-    let p = project();
-    write_file(
-        &p.path().join("pyproject.toml"),
+    let Some(p) = project() else { return };
+    p.write(
+        "pyproject.toml",
         "[tool.pytest.ini_options]\naddopts = \"--deselect tests/test_calc.py::test_sub\"\n",
     );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", PYTEST]);
     stop.assert_blocked_saying("tests.test_calc::test_sub (gone: deleted, renamed or not run)");
 }

@@ -22,18 +22,23 @@ fn strace() -> bool {
     there
 }
 
+/// Where strace runs: [`held_project`].
+fn held_traced() -> Option<Project> {
+    strace().then(held_project)
+}
+
+/// A project whose `tests/` the human holds.
 fn held_project() -> Project {
     let p = Project::builder()
         .git()
         .file("tests/a.sh", "true\n")
         .file("tests/b.sh", "true\n")
         .build();
-    let out = stop_gate()
+    ok(stop_gate()
         .args(["hold", "add", "tests"])
         .current_dir(p.path())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     p
 }
 
@@ -68,8 +73,10 @@ fn stop_faulted_at(
         .arg(bin_dir().join("stop-gate"))
         .args(["--run", "true"])
         .current_dir(p.path());
-    let out = output_with_stdin(cmd, p.payload(session, Some("x")).to_string().as_bytes());
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let out = ok(output_with_stdin(
+        cmd,
+        p.payload(session, Some("x")).to_string().as_bytes(),
+    ));
     let text = String::from_utf8(out.stdout).unwrap();
     Stop {
         json: (!text.is_empty()).then(|| serde_json::from_str(&text).unwrap()),
@@ -87,10 +94,7 @@ fn blob_of(p: &Project) -> PathBuf {
 
 #[test]
 fn an_io_error_on_the_hold_or_a_held_copy_blocks_the_stop() {
-    if !strace() {
-        return;
-    }
-    let p = held_project();
+    let Some(p) = held_traced() else { return };
     // Unfaulted, the stop passes: what blocks below is the fault.
     assert!(!p.stop(&["--run", "true"], "s0", Some("x")).blocked());
     let record = p.protected().join("hold/hold.json");
@@ -117,10 +121,7 @@ fn an_io_error_on_the_hold_or_a_held_copy_blocks_the_stop() {
 
 #[test]
 fn a_full_disk_where_the_checks_copy_goes_blocks_rather_than_copy_within_the_agents_reach() {
-    if !strace() {
-        return;
-    }
-    let p = held_project();
+    let Some(p) = held_traced() else { return };
     // The copy's directory in the protected state cannot be made; the temporary directory,
     // which the sandboxed agent can write, is no place for it.
     let snapshots = p.protected().join("snapshots");
@@ -133,13 +134,10 @@ fn a_full_disk_where_the_checks_copy_goes_blocks_rather_than_copy_within_the_age
 
 #[test]
 fn a_hold_writer_killed_at_any_system_call_leaves_the_old_hold_or_the_new() {
-    if !strace() {
-        return;
-    }
-    let p = held_project();
+    let Some(p) = held_traced() else { return };
     let record = p.protected().join("hold/hold.json");
     let old = json_of(&record);
-    write_file(&p.path().join("tests/a.sh"), "false\n");
+    p.write("tests/a.sh", "false\n");
     let refresh = |kill_at: Option<usize>| {
         let mut cmd = std::process::Command::new("strace");
         isolated(&mut cmd).args(["-f", "-qq", "-o", "/dev/null"]);
@@ -280,7 +278,7 @@ fn stop_traced(p: &Project, strace_args: &[&str], check: &str, session: &str) ->
         .current_dir(p.path());
     let out = output_with_stdin(cmd, p.payload(session, Some("x")).to_string().as_bytes());
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_exit(&out, 0);
     let traced = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     (text.contains("\"block\""), traced)
@@ -288,11 +286,8 @@ fn stop_traced(p: &Project, strace_args: &[&str], check: &str, session: &str) ->
 
 #[test]
 fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
-    if !strace() {
-        return;
-    }
-    let p = held_project();
-    write_file(&p.path().join("src/a.txt"), "a\n");
+    let Some(p) = held_traced() else { return };
+    p.write("src/a.txt", "a\n");
     assert!(
         !p.stop(&["--run", "grep -q a src/a.txt"], "s0", Some("x"))
             .blocked()
@@ -313,7 +308,7 @@ fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
         (&dir, "renameat2", "EIO"),
     ];
     for (at, (path, syscall, errno)) in faults.into_iter().enumerate() {
-        write_file(&p.path().join("src/a.txt"), "z\n");
+        p.write("src/a.txt", "z\n");
         let path = path.to_str().unwrap();
         let (blocked, traced) = stop_traced(
             &p,
@@ -328,15 +323,16 @@ fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
             "grep -q a src/a.txt",
             &format!("f{at}"),
         );
-        assert!(
-            traced.contains("INJECTED"),
+        assert_contains!(
+            traced,
+            "INJECTED",
             "{syscall} on {path} was never made:\n{traced}"
         );
         assert!(
             blocked,
             "{syscall} {errno} on {path}: the copy's old bytes were checked"
         );
-        write_file(&p.path().join("src/a.txt"), "a\n");
+        p.write("src/a.txt", "a\n");
         let stop = p.stop(
             &["--run", "grep -q a src/a.txt"],
             &format!("g{at}"),
@@ -352,12 +348,9 @@ fn a_fault_in_the_warm_copy_or_its_cache_never_checks_old_bytes() {
 
 #[test]
 fn a_warm_stop_killed_at_any_system_call_leaves_the_next_one_judging_the_tree() {
-    if !strace() {
-        return;
-    }
-    let p = held_project();
-    write_file(&p.path().join("src/a.txt"), "a\n");
-    write_file(&p.path().join("src/b.txt"), "b\n");
+    let Some(p) = held_traced() else { return };
+    p.write("src/a.txt", "a\n");
+    p.write("src/b.txt", "b\n");
     let check = "grep -q a src/a.txt && test ! -e src/c.txt";
     assert!(!p.stop(&["--run", check], "s0", Some("x")).blocked());
     // How far into a warm Stop after an edit a kill can come.
@@ -367,8 +360,8 @@ fn a_warm_stop_killed_at_any_system_call_leaves_the_next_one_judging_the_tree() 
     let mut killed = 0;
     for n in (1..=total).step_by(step) {
         // The agent's edit: the check must fail on it, whatever a killed Stop left.
-        write_file(&p.path().join("src/a.txt"), "z\n");
-        write_file(&p.path().join("src/c.txt"), "c\n");
+        p.write("src/a.txt", "z\n");
+        p.write("src/c.txt", "c\n");
         // Killed at call n (the Stop says nothing, or blocks if it got that far).
         let mut cmd = std::process::Command::new("strace");
         isolated(&mut cmd)
@@ -391,7 +384,7 @@ fn a_warm_stop_killed_at_any_system_call_leaves_the_next_one_judging_the_tree() 
             stop.blocked(),
             "killed at {n}: the next Stop checked old bytes"
         );
-        write_file(&p.path().join("src/a.txt"), "a\n");
+        p.write("src/a.txt", "a\n");
         std::fs::remove_file(p.path().join("src/c.txt")).unwrap();
         let stop = p.stop(&["--run", check], &format!("b{n}"), Some("x"));
         assert!(!stop.blocked(), "killed at {n}: {}", stop.reason());

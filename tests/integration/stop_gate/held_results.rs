@@ -4,6 +4,8 @@
 //! the project. Each attack goes through what the hold does not hold (configuration, the code
 //! under test, the runner's script) and first shows that the check alone would pass it.
 
+use serde_json::json;
+
 use crate::support::*;
 
 const CALC: &str = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n";
@@ -20,11 +22,27 @@ fn pytest_project(check: &str) -> Project {
         .file("tests/test_calc.py", TESTS)
         .build();
     let said = p.held(&["add", "tests", "--baseline", check]);
-    assert!(
-        said.contains("1 passed (each must still pass, by name), 1 failed"),
-        "{said}"
-    );
+    assert_contains!(said, "1 passed (each must still pass, by name), 1 failed");
     p
+}
+
+/// Where pytest runs: [`pytest_project`] with the baseline of [`PYTEST`].
+fn baselined() -> Option<Project> {
+    pytest().then(|| pytest_project(PYTEST))
+}
+
+/// A Stop under `check` is refused saying `said`; once the real fix is made, it passes.
+fn refused_until_the_real_fix(p: &Project, check: &str, said: &str) {
+    let stop = p.stop_s1(&["--run", check]);
+    stop.assert_blocked_saying(said);
+    the_real_fix_passes(p, check);
+}
+
+/// The real fix made, a Stop under `check` passes.
+fn the_real_fix_passes(p: &Project, check: &str) {
+    p.write("calc.py", FIXED);
+    let stop = p.stop_s1(&["--run", check]);
+    stop.assert_allowed();
 }
 
 /// `check` run in place, as a check without a hold runs it: whether it exits 0.
@@ -41,21 +59,13 @@ fn passes_in_place(p: &Project, check: &str) -> bool {
 
 #[test]
 fn a_baseline_records_each_test_by_name() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
+    let Some(p) = baselined() else { return };
     let record = json_of(&p.protected().join("hold/hold.json"));
     assert_valid("hold.schema.json", &record);
-    assert_eq!(
-        record["tests"]["passed"],
-        serde_json::json!(["tests.test_calc::test_mul"])
-    );
-    assert_eq!(
-        record["tests"]["failed"],
-        serde_json::json!(["tests.test_calc::test_add"])
-    );
-    assert_eq!(record["tests"]["command"], PYTEST);
+    let tests = &record["tests"];
+    assert_eq!(tests["passed"], json!(["tests.test_calc::test_mul"]));
+    assert_eq!(tests["failed"], json!(["tests.test_calc::test_add"]));
+    assert_eq!(tests["command"], PYTEST);
     let shown = p.held(&["show"]);
     assert!(shown.contains("1 passed, 1 failed, 0 skipped"), "{shown}");
 }
@@ -65,8 +75,7 @@ fn a_baseline_of_a_check_that_names_no_test_is_refused_naming_the_flag() {
     let p = Project::builder().git().file("tests/t.sh", "true").build();
     p.held(&["add", "tests"]);
     let out = p.hold(&["baseline", "true"]);
-    assert_eq!(out.status.code(), Some(2));
-    let line = assert_one_line_error(&out, "stop-gate");
+    let line = usage_error(&out, "stop-gate");
     assert!(line.contains("reported no test by name"), "{line}");
     assert!(line.contains("--junitxml={junit}"), "{line}");
     let out = p.hold(&["baseline", "echo {junit}"]);
@@ -76,74 +85,44 @@ fn a_baseline_of_a_check_that_names_no_test_is_refused_naming_the_flag() {
 
 #[test]
 fn a_test_deselected_through_unheld_configuration_fails_the_stop_by_name() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
+    let Some(p) = baselined() else { return };
     // The agent fixes add, breaks mul, and deselects mul's test in configuration it may edit.
-    write_file(
-        &p.path().join("calc.py"),
-        FIXED.replace("return a * b", "return 0"),
-    );
-    write_file(
-        &p.path().join("pyproject.toml"),
+    p.write("calc.py", FIXED.replace("return a * b", "return 0"));
+    p.write(
+        "pyproject.toml",
         "[tool.pytest.ini_options]\naddopts = \"--deselect tests/test_calc.py::test_mul\"\n",
     );
     assert!(
         passes_in_place(&p, PYTEST),
         "the attack works without the hold"
     );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().starts_with(
-            "stop-gate: held tests do not pass: tests.test_calc::test_mul (gone: deleted, renamed or not run)"
-        ),
-        "{}",
-        stop.reason()
+    let stop = p.stop_s1(&["--run", PYTEST]);
+    stop.assert_blocked_starting(
+        "stop-gate: held tests do not pass: tests.test_calc::test_mul (gone: deleted, renamed or not run)",
     );
 }
 
 #[test]
 fn a_test_the_code_under_test_skips_fails_the_stop_by_name() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
-    write_file(
-        &p.path().join("calc.py"),
-        "import pytest\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    pytest.skip('later')\n",
-    );
+    let Some(p) = baselined() else { return };
+    p.write("calc.py", "import pytest\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    pytest.skip('later')\n");
     assert!(passes_in_place(&p, PYTEST));
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
-    stop.assert_blocked_saying("tests.test_calc::test_mul (turned skipped)");
-    // The real fix passes.
-    write_file(&p.path().join("calc.py"), FIXED);
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    refused_until_the_real_fix(&p, PYTEST, "tests.test_calc::test_mul (turned skipped)");
 }
 
 #[test]
 fn a_junit_report_the_code_under_test_rewrites_is_no_pass() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
+    let Some(p) = baselined() else { return };
     // The code under test finds the report on the command line and, as the process exits
     // after pytest wrote it, replaces it with one where everything passed.
-    write_file(
-        &p.path().join("calc.py"),
-        format!(
+    p.write("calc.py", format!(
             "{CALC}\nimport atexit, sys\n\ndef _forge():\n    for arg in sys.argv:\n        if arg.startswith('--junitxml='):\n            open(arg.split('=', 1)[1], 'w').write('<testsuites><testsuite name=\"pytest\"><testcase classname=\"tests.test_calc\" name=\"test_add\"/><testcase classname=\"tests.test_calc\" name=\"test_mul\"/></testsuite></testsuites>')\n    import os\n    os._exit(0)\n\natexit.register(_forge)\n"
-        ),
-    );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+        ));
+    let stop = p.stop_s1(&["--run", PYTEST]);
     assert!(stop.blocked(), "the forged report was believed");
-    assert!(
-        stop.reason()
-            .contains("the JUnit report says 0 failed where the runner printed 1"),
-        "{}",
-        stop.reason()
+    assert_contains!(
+        stop.reason(),
+        "the JUnit report says 0 failed where the runner printed 1"
     );
 }
 
@@ -162,12 +141,12 @@ fn a_suite_that_collects_nothing_is_no_pass() {
     // `-k` narrowed to nothing: unittest 3.11 says "Ran 0 tests" and exits 0.
     let check = "python3 -m unittest -k nothing_matches; exit 0";
     assert!(passes_in_place(&p, check));
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", check]);
     assert!(stop.blocked());
     assert!(stop.reason().contains("ran no test"), "{}", stop.reason());
     // Output with no runner's summary is judged by its exit code: a lint check still passes.
-    let stop = p.stop(&["--run", "echo all clean"], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let stop = p.stop_s1(&["--run", "echo all clean"]);
+    stop.assert_allowed();
 }
 
 #[test]
@@ -187,13 +166,10 @@ fn a_make_target_that_ignores_errors_fails_by_the_tests_names() {
     }
     p.held(&["add", "tests", "--baseline", "make test"]);
     // The agent breaks mul and has make ignore the failure.
-    write_file(&p.path().join("calc.py"), FIXED.replace("a * b", "0"));
-    write_file(
-        &p.path().join("Makefile"),
-        "test:\n\t-python3 -m unittest -v\n",
-    );
+    p.write("calc.py", FIXED.replace("a * b", "0"));
+    p.write("Makefile", "test:\n\t-python3 -m unittest -v\n");
     assert!(passes_in_place(&p, "make test"));
-    let stop = p.stop(&["--run", "make test"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "make test"]);
     stop.assert_blocked_saying("tests.test_calc.T.test_mul (failed)");
 }
 
@@ -236,12 +212,12 @@ fn a_narrowed_npm_test_script_fails_by_the_tests_names() {
         &p.path().join("calc.js"),
         "exports.add = (a, b) => a + b;\nexports.mul = (a, b) => 0;\n",
     );
-    write_file(
-        &p.path().join("package.json"),
+    p.write(
+        "package.json",
         "{\"name\": \"calc\", \"scripts\": {\"test\": \"node --test tests/add.test.js\"}}\n",
     );
     assert!(passes_in_place(&p, check));
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", check]);
     stop.assert_blocked_saying("multiplies (gone");
 }
 
@@ -278,28 +254,20 @@ fn an_ignored_cargo_test_fails_the_stop_by_name() {
         &p.path().join("src/lib.rs"),
         "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub fn mul(_: i32, _: i32) -> i32 {\n    0\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    #[ignore]\n    fn multiplies() {\n        assert_eq!(super::mul(2, 3), 6);\n    }\n}\n",
     );
-    let stop = p.stop(&["--run", "cargo test --offline"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "cargo test --offline"]);
     stop.assert_blocked_saying("calc::tests::multiplies (turned skipped)");
 }
 
 #[test]
 fn a_baseline_test_that_fails_once_is_run_again_before_it_blocks() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
+    let Some(p) = baselined() else { return };
     // mul fails on its first run only: the check cache outlives the copy.
-    write_file(
-        &p.path().join("calc.py"),
-        "import os\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    mark = os.path.join(os.environ['XDG_CACHE_HOME'], 'ran-once')\n    if not os.path.exists(mark):\n        os.makedirs(os.path.dirname(mark), exist_ok=True)\n        open(mark, 'w').close()\n        return 0\n    return a * b\n",
-    );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
-    assert!(
-        stop.system_message()
-            .contains("failed once and passed when run again"),
-        "{}",
-        stop.system_message()
+    p.write("calc.py", "import os\n\n\ndef add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    mark = os.path.join(os.environ['XDG_CACHE_HOME'], 'ran-once')\n    if not os.path.exists(mark):\n        os.makedirs(os.path.dirname(mark), exist_ok=True)\n        open(mark, 'w').close()\n        return 0\n    return a * b\n");
+    let stop = p.stop_s1(&["--run", PYTEST]);
+    stop.assert_allowed();
+    assert_contains!(
+        stop.system_message(),
+        "failed once and passed when run again"
     );
 }
 
@@ -311,25 +279,18 @@ fn a_test_the_human_names_must_pass_whatever_the_exit() {
     let check = "python3 -m pytest -q -p no:cacheprovider --junitxml={junit} tests; exit 0";
     let p = pytest_project(check);
     p.held(&["must-pass", "tests.test_calc::test_add"]);
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
-    stop.assert_blocked_saying("its runner reports 1 failed: tests.test_calc::test_add");
-    write_file(&p.path().join("calc.py"), FIXED);
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    refused_until_the_real_fix(
+        &p,
+        check,
+        "its runner reports 1 failed: tests.test_calc::test_add",
+    );
 }
 
 #[test]
 fn a_check_with_per_test_rules_that_names_no_test_is_refused_naming_the_flag() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
-    write_file(&p.path().join("calc.py"), FIXED);
-    let stop = p.stop(
-        &["--run", "python3 -m pytest -q -p no:cacheprovider tests"],
-        "s1",
-        Some("x"),
-    );
+    let Some(p) = baselined() else { return };
+    p.write("calc.py", FIXED);
+    let stop = p.stop_s1(&["--run", "python3 -m pytest -q -p no:cacheprovider tests"]);
     stop.assert_blocked_saying("reported no test by name");
 }
 
@@ -338,47 +299,38 @@ fn the_junit_report_is_written_outside_the_project_and_never_left_behind() {
     let p = Project::builder().git().file("tests/t", "").build();
     p.held(&["add", "tests"]);
     let check = "case {junit} in \"$PWD\"*) exit 3;; esac; printf '<testsuites><testsuite><testcase name=\"t\"/></testsuite></testsuites>' > {junit}";
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let stop = p.stop_s1(&["--run", check]);
+    stop.assert_allowed();
     let reports = p.protected().join("reports");
     assert_eq!(std::fs::read_dir(reports).unwrap().count(), 0);
     // A link in the report's place is not followed.
-    let stop = p.stop(&["--run", "ln -s /etc/hostname {junit}"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "ln -s /etc/hostname {junit}"]);
     stop.assert_blocked_saying("JUnit report cannot be read");
 }
 
 #[test]
 fn a_passed_loop_names_the_tests_that_moved_and_the_new_test_files() {
-    if !pytest() {
-        return;
-    }
-    let p = pytest_project(PYTEST);
+    let Some(p) = baselined() else { return };
     p.start_ok("s1", 5, "Make the tests pass.");
-    write_file(&p.path().join("calc.py"), FIXED);
-    write_file(
-        &p.path().join("tests/test_more.py"),
-        "def test_more():\n    assert True\n",
-    );
+    p.write("calc.py", FIXED);
+    p.write("tests/test_more.py", "def test_more():\n    assert True\n");
     let stop = p.stop(&["--run", PYTEST], "s1", Some(super::DECLARED));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "passed");
     assert_eq!(
         state["held"]["moved"],
-        serde_json::json!(["tests.test_calc::test_add (failed -> passed)"])
+        json!(["tests.test_calc::test_add (failed -> passed)"])
     );
-    assert_eq!(
-        state["held"]["new_tests"],
-        serde_json::json!(["tests/test_more.py"])
-    );
-    let wake = wakes_in(&queue_of(p.path())).pop().unwrap();
+    assert_eq!(state["held"]["new_tests"], json!(["tests/test_more.py"]));
+    let wake = p.wakes().pop().unwrap();
     let line = wake["line"].as_str().unwrap();
-    assert!(
-        line.contains("checks green")
-            && line.contains("tests moved: tests.test_calc::test_add (failed -> passed)")
-            && line.contains("not judged by the hold: tests/test_more.py"),
-        "{line}"
+    assert_contains!(line, "checks green");
+    assert_contains!(
+        line,
+        "tests moved: tests.test_calc::test_add (failed -> passed)"
     );
+    assert_contains!(line, "not judged by the hold: tests/test_more.py");
 }
 
 /// SECURITY.md, what a hold cannot prevent: the code under test runs in the runner's own
@@ -399,11 +351,8 @@ fn the_conftest_attack_from_the_packages_own_init_is_not_caught_as_security_md_s
         )
         .build();
     p.held(&["add", "tests", "--baseline", PYTEST]);
-    write_file(
-        &p.path().join("calc/__init__.py"),
-        "import _pytest.reports as _r\n\n_orig = _r.TestReport.from_item_and_call\n\n\ndef _pass(item, call):\n    report = _orig(item, call)\n    report.outcome = 'passed'\n    report.longrepr = None\n    return report\n\n\n_r.TestReport.from_item_and_call = staticmethod(_pass)\n\n\ndef add(a, b):\n    return a - b\n",
-    );
-    let stop = p.stop(&["--run", PYTEST], "s1", Some("x"));
+    p.write("calc/__init__.py", "import _pytest.reports as _r\n\n_orig = _r.TestReport.from_item_and_call\n\n\ndef _pass(item, call):\n    report = _orig(item, call)\n    report.outcome = 'passed'\n    report.longrepr = None\n    return report\n\n\n_r.TestReport.from_item_and_call = staticmethod(_pass)\n\n\ndef add(a, b):\n    return a - b\n");
+    let stop = p.stop_s1(&["--run", PYTEST]);
     assert!(
         !stop.blocked(),
         "caught after all: update SECURITY.md ({})",

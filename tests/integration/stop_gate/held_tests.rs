@@ -25,10 +25,34 @@ fn python_project() -> Project {
 /// `python_project` whose `.venv/` git ignores (a committed `.gitignore`).
 fn python_project_ignoring_its_venv() -> Project {
     let p = python_project();
-    write_file(&p.path().join(".gitignore"), ".venv/\n");
+    p.write(".gitignore", ".venv/\n");
     git(p.path(), &["add", ".gitignore"]);
     git(p.path(), &["commit", "-qm", "ignore"]);
     p
+}
+
+/// `python_project` with its tests held.
+fn held_python() -> Project {
+    let p = python_project();
+    p.held(&["add", "tests"]);
+    p
+}
+
+/// `held_python`, and a loop of session s1 to make the tests pass.
+fn held_python_loop() -> Project {
+    let p = held_python();
+    p.start_ok("s1", 5, "Make the tests pass.");
+    p
+}
+
+/// Where python3 runs: `held_python_loop`.
+fn python_loop() -> Option<Project> {
+    python().then(held_python_loop)
+}
+
+/// The agent's edit of the held test: its assertion now agrees with the bug.
+fn weaken_the_test(p: &Project) {
+    p.write("tests/test_calc.py", TEST.replace("4)", "0)"));
 }
 
 /// The project's loop s1, started, then a declaration under `--run check`.
@@ -45,12 +69,7 @@ fn hold_add_keeps_the_tests_in_the_protected_state_and_never_changes_the_tree() 
     assert_valid("hold.schema.json", &record);
     assert_eq!(record["patterns"][0]["pattern"], "tests");
     assert_eq!(record["patterns"][0]["at"], "working-tree");
-    let paths: Vec<&str> = record["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths = fields_of(&record["files"], "path");
     assert_eq!(paths, ["tests/__init__.py", "tests/test_calc.py"]);
     // The held bytes are kept beside it, under their blob id.
     let blob = record["files"][1]["blob"].as_str().unwrap();
@@ -64,65 +83,37 @@ fn hold_add_keeps_the_tests_in_the_protected_state_and_never_changes_the_tree() 
 
 #[test]
 fn a_declaration_while_a_held_test_is_edited_is_refused_naming_it() {
-    if !python() {
-        return;
-    }
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    p.start_ok("s1", 5, "Make the tests pass.");
-    // The agent's edit: the assertion now agrees with the bug.
-    write_file(
-        &p.path().join("tests/test_calc.py"),
-        TEST.replace("4)", "0)"),
-    );
+    let Some(p) = python_loop() else { return };
+    weaken_the_test(&p);
     let stop = declare(&p, UNITTEST);
-    assert!(stop.blocked());
-    let reason = stop.task();
-    assert!(
-        reason.starts_with(
-            "stop-gate: held files differ from the human's hold: tests/test_calc.py (modified)"
-        ),
-        "{reason}"
+    let reason = stop.assert_task_starting(
+        "stop-gate: held files differ from the human's hold: tests/test_calc.py (modified)",
     );
-    assert!(
-        reason.contains("stop-gate hold refresh tests/test_calc.py"),
-        "{reason}"
-    );
+    assert_contains!(reason, "stop-gate hold refresh tests/test_calc.py");
     assert_eq!(p.loop_state("s1")["status"], "running");
 }
 
 #[test]
 fn a_declaration_while_a_held_test_is_deleted_or_skipped_is_refused() {
-    if !python() {
-        return;
-    }
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    p.start_ok("s1", 5, "Make the tests pass.");
+    let Some(p) = python_loop() else { return };
     std::fs::remove_file(p.path().join("tests/test_calc.py")).unwrap();
     let stop = declare(&p, UNITTEST);
-    assert!(stop.blocked());
-    assert!(
-        stop.task().contains("tests/test_calc.py (deleted)"),
-        "{}",
-        stop.task()
-    );
+    stop.assert_task_saying("tests/test_calc.py (deleted)");
     // Marked skipped: a change like any other.
-    write_file(
-        &p.path().join("tests/test_calc.py"),
+    p.write(
+        "tests/test_calc.py",
         TEST.replace(
             "    def test_add",
             "    @unittest.skip('flaky')\n    def test_add",
         ),
     );
     let stop = declare(&p, UNITTEST);
-    assert!(stop.blocked());
-    assert!(stop.task().contains("tests/test_calc.py (modified)"));
+    stop.assert_task_saying("tests/test_calc.py (modified)");
     // The real fix, with the test as held, passes.
-    write_file(&p.path().join("tests/test_calc.py"), TEST);
-    write_file(&p.path().join("calc.py"), FIXED);
+    p.write("tests/test_calc.py", TEST);
+    p.write("calc.py", FIXED);
     let stop = declare(&p, UNITTEST);
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -134,12 +125,9 @@ fn without_a_hold_the_weakened_test_passes_the_check_as_before() {
     // What the hold is for: the same attack, no hold, and the gate has nothing to say.
     let p = python_project();
     p.start_ok("s1", 5, "Make the tests pass.");
-    write_file(
-        &p.path().join("tests/test_calc.py"),
-        TEST.replace("4)", "0)"),
-    );
+    weaken_the_test(&p);
     let stop = declare(&p, UNITTEST);
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
 }
 
 #[test]
@@ -147,35 +135,22 @@ fn a_new_conftest_under_a_held_path_is_left_out_of_the_checks_copy() {
     if !python() || !pytest() {
         return;
     }
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    p.start_ok("s1", 5, "Make the tests pass.");
+    let p = held_python_loop();
     // The agent's conftest turns every failure into a pass, then erases itself after the run.
-    write_file(
-        &p.path().join("tests/conftest.py"),
-        "import os, pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    r = out.get_result()\n    if r.failed:\n        r.outcome = 'passed'\n\ndef pytest_unconfigure(config):\n    pass\n",
-    );
+    p.write("tests/conftest.py", "import os, pytest\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n    out = yield\n    r = out.get_result()\n    if r.failed:\n        r.outcome = 'passed'\n\ndef pytest_unconfigure(config):\n    pass\n");
     let check = "python3 -m pytest -q -p no:cacheprovider tests";
     // Without the hold the attack works: the check passes in place.
-    let in_place = std::process::Command::new("sh")
+    ok(std::process::Command::new("sh")
         .args(["-c", check])
         .current_dir(p.path())
         .output()
-        .unwrap();
-    assert!(in_place.status.success(), "{}", said(&in_place));
+        .unwrap());
     let stop = declare(&p, check);
     assert!(stop.blocked(), "the conftest was run");
     let reason = stop.task();
     assert!(reason.contains("failed"), "{reason}");
-    assert!(
-        reason.contains("not in the check's copy: tests/conftest.py"),
-        "{reason}"
-    );
-    assert!(
-        stop.system_message().contains("tests/conftest.py"),
-        "{}",
-        stop.system_message()
-    );
+    assert_contains!(reason, "not in the check's copy: tests/conftest.py");
+    assert_contains!(stop.system_message(), "tests/conftest.py");
 }
 
 #[test]
@@ -183,11 +158,10 @@ fn a_check_cannot_rewrite_a_held_test_while_it_runs() {
     if !python() {
         return;
     }
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     // The check's own code edits the held test before the runner reads it.
     let attack = format!("sed -i 's/4)/0)/' tests/test_calc.py; {UNITTEST}");
-    let stop = p.stop(&["--run", &attack], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", &attack]);
     assert!(stop.blocked(), "the held test was rewritten");
     let reason = stop.reason();
     assert!(
@@ -196,57 +170,42 @@ fn a_check_cannot_rewrite_a_held_test_while_it_runs() {
     );
     assert!(reason.contains("AssertionError: 0 != 4"), "{reason}");
     // Nothing the check wrote reaches the tree.
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("tests/test_calc.py")).unwrap(),
-        TEST
-    );
+    assert_eq!(p.read("tests/test_calc.py"), TEST);
 }
 
 #[test]
 fn what_a_check_writes_under_a_hold_is_discarded_with_its_copy() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    let stop = p.stop(
-        &["--run", "echo made > made.txt && test -f made.txt"],
-        "s1",
-        Some("x"),
-    );
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let p = held_python();
+    let stop = p.stop_s1(&["--run", "echo made > made.txt && test -f made.txt"]);
+    stop.assert_allowed();
     assert!(!p.path().join("made.txt").exists());
     assert_eq!(git(p.path(), &["status", "--porcelain"]), "");
 }
 
 #[test]
 fn the_check_under_a_hold_runs_on_the_content_the_verdict_names() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     // An untracked file that git does not ignore is in the copy; an ignored one is not.
-    write_file(&p.path().join(".gitignore"), "ignored.txt\n");
-    write_file(&p.path().join("new.txt"), "n");
-    write_file(&p.path().join("ignored.txt"), "i");
-    let stop = p.stop(
-        &[
-            "--run",
-            "test -f new.txt && test ! -e ignored.txt && test -f tests/test_calc.py",
-        ],
-        "s1",
-        Some("x"),
-    );
-    assert!(!stop.blocked(), "{}", stop.reason());
+    p.write(".gitignore", "ignored.txt\n");
+    p.write("new.txt", "n");
+    p.write("ignored.txt", "i");
+    let stop = p.stop_s1(&[
+        "--run",
+        "test -f new.txt && test ! -e ignored.txt && test -f tests/test_calc.py",
+    ]);
+    stop.assert_allowed();
 }
 
 #[test]
 fn a_legitimate_test_change_passes_once_the_human_refreshes_it() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    p.start_ok("s1", 5, "Make the tests pass.");
+    let p = held_python_loop();
     let changed = TEST.replace("(2, 2), 4", "(2, 3), 5");
-    write_file(&p.path().join("tests/test_calc.py"), &changed);
+    p.write("tests/test_calc.py", &changed);
     assert!(declare(&p, "true").blocked());
     let said = p.held(&["refresh", "tests/test_calc.py"]);
     assert!(said.contains("renewed tests/test_calc.py"), "{said}");
     let stop = declare(&p, "true");
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert_eq!(stdout_of(&p.hold(&["cat", "tests/test_calc.py"])), changed);
 }
 
@@ -254,29 +213,20 @@ fn a_legitimate_test_change_passes_once_the_human_refreshes_it() {
 fn a_hold_at_a_commit_is_what_the_commit_has() {
     let p = python_project();
     // The tree was already weakened when the human held the tests at HEAD.
-    write_file(
-        &p.path().join("tests/test_calc.py"),
-        TEST.replace("4)", "0)"),
-    );
+    weaken_the_test(&p);
     let head = git(p.path(), &["rev-parse", "HEAD"]);
     p.held(&["add", "--at", "HEAD", "tests"]);
     let record = json_of(&p.protected().join("hold/hold.json"));
     assert_eq!(record["patterns"][0]["at"], head.trim());
-    let stop = p.stop(&["--run", "true"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "true"]);
     assert!(stop.blocked());
     assert!(stop.reason().contains("tests/test_calc.py (modified)"));
     let out = p.hold(&["diff", "--patch"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stdout_of(&out);
     assert!(text.contains("modified tests/test_calc.py"), "{text}");
-    assert!(
-        text.contains("-        self.assertEqual(add(2, 2), 4)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("+        self.assertEqual(add(2, 2), 0)"),
-        "{text}"
-    );
+    assert_contains!(text, "-        self.assertEqual(add(2, 2), 4)");
+    assert_contains!(text, "+        self.assertEqual(add(2, 2), 0)");
 }
 
 #[test]
@@ -287,12 +237,11 @@ fn hold_diff_names_modified_deleted_and_new_files() {
         .file("tests/b.py", "b")
         .build();
     p.held(&["add", "tests"]);
-    let out = p.hold(&["diff"]);
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let out = ok(p.hold(&["diff"]));
     assert_eq!(stdout_of(&out), "the 2 held files are as held\n");
-    write_file(&p.path().join("tests/a.py"), "A");
+    p.write("tests/a.py", "A");
     std::fs::remove_file(p.path().join("tests/b.py")).unwrap();
-    write_file(&p.path().join("tests/c.py"), "c");
+    p.write("tests/c.py", "c");
     let out = p.hold(&["diff"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -309,35 +258,20 @@ fn a_glob_holds_what_it_matches_and_the_copy_leaves_out_unheld_matches() {
         .file("pkg/a.go", "code")
         .build();
     p.held(&["add", "**/*_test.go"]);
-    write_file(&p.path().join("pkg/b_test.go"), "b");
-    write_file(&p.path().join("pkg/b.go"), "more code");
-    let stop = p.stop(
-        &[
-            "--run",
-            "test -f pkg/a_test.go && test ! -e pkg/b_test.go && test -f pkg/b.go",
-        ],
-        "s1",
-        Some("x"),
-    );
-    assert!(!stop.blocked(), "{}", stop.reason());
+    p.write("pkg/b_test.go", "b");
+    p.write("pkg/b.go", "more code");
+    let stop = p.stop_s1(&[
+        "--run",
+        "test -f pkg/a_test.go && test ! -e pkg/b_test.go && test -f pkg/b.go",
+    ]);
+    stop.assert_allowed();
 }
 
 #[test]
 fn every_worktree_of_the_repository_uses_the_hold() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     let other = p.root().join("other");
-    git(
-        p.path(),
-        &[
-            "worktree",
-            "add",
-            "-q",
-            "-b",
-            "other",
-            other.to_str().unwrap(),
-        ],
-    );
+    add_worktree(p.path(), "other", &other);
     write_file(&other.join("tests/test_calc.py"), TEST.replace("4)", "0)"));
     let stop = run_stop(
         &other,
@@ -351,59 +285,42 @@ fn every_worktree_of_the_repository_uses_the_hold() {
 #[test]
 fn what_git_ignores_reaches_the_check_only_when_the_human_declares_it() {
     let p = python_project_ignoring_its_venv();
-    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
+    p.write(".venv/lib/dep.py", "VALUE = 1\n");
     p.held(&["add", "tests"]);
     let check = "test -f .venv/lib/dep.py";
-    assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&["--run", check]).blocked());
     let said = p.held(&["add", "--env", ".venv"]);
     assert!(said.contains(".venv read-only"), "{said}");
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let stop = p.stop_s1(&["--run", check]);
+    stop.assert_allowed();
     // Read-only: the check cannot change the environment it was given.
-    let stop = p.stop(&["--run", "echo x >> .venv/lib/dep.py"], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", "echo x >> .venv/lib/dep.py"]);
     assert!(stop.blocked(), "the environment was written");
-    assert_eq!(
-        std::fs::read_to_string(p.path().join(".venv/lib/dep.py")).unwrap(),
-        "VALUE = 1\n"
-    );
+    assert_eq!(p.read(".venv/lib/dep.py"), "VALUE = 1\n");
 }
 
 #[test]
 fn build_directories_under_a_hold_go_to_the_check_cache() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    let stop = p.stop(
-        &[
+    let p = held_python();
+    let stop = p.stop_s1(&[
             "--run",
             "mkdir -p \"$CARGO_TARGET_DIR\" && echo warm > \"$CARGO_TARGET_DIR/built\" && test -n \"$PYTHONPYCACHEPREFIX\"",
-        ],
-        "s1",
-        Some("x"),
-    );
-    assert!(!stop.blocked(), "{}", stop.reason());
+        ]);
+    stop.assert_allowed();
     let cache = p.protected().join("check-cache/cargo-target/built");
     assert_eq!(std::fs::read_to_string(cache).unwrap(), "warm\n");
     // The next check finds what the last one built.
-    let stop = p.stop(
-        &["--run", "grep -q warm \"$CARGO_TARGET_DIR/built\""],
-        "s1",
-        Some("x"),
-    );
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let stop = p.stop_s1(&["--run", "grep -q warm \"$CARGO_TARGET_DIR/built\""]);
+    stop.assert_allowed();
 }
 
 #[test]
 fn a_damaged_hold_blocks_the_stop_and_the_guard() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     write_file(&p.protected().join("hold/hold.json"), "{not json");
-    let stop = p.stop(&["--run", "true"], "s1", Some("x"));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("the hold") && stop.reason().contains("is damaged"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--run", "true"]);
+    stop.assert_blocked_saying("the hold");
+    assert_contains!(stop.reason(), "is damaged");
     let denied = write_tool(&p, "src/new.py").expect("denied");
     assert!(denied.contains("cannot be read"), "{denied}");
 }
@@ -416,8 +333,7 @@ fn write_tool(p: &Project, path: &str) -> Option<String> {
 
 #[test]
 fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     let denied = write_tool(&p, "tests/test_calc.py").expect("a held file is denied");
     assert_eq!(
         denied,
@@ -427,10 +343,7 @@ fn the_guard_refuses_held_files_and_new_runner_configuration_but_not_new_tests()
     let spelled = format!("{}/tests/../tests/./test_calc.py", p.path().display());
     assert!(write_tool(&p, &spelled).is_some());
     let denied = write_tool(&p, "tests/conftest.py").expect("runner config is denied");
-    assert!(
-        denied.contains("would configure the test runner"),
-        "{denied}"
-    );
+    assert_contains!(denied, "would configure the test runner");
     assert_eq!(write_tool(&p, "tests/test_more.py"), None);
     assert_eq!(write_tool(&p, "calc.py"), None);
     // Outside a held path, configuration is the agent's project to shape.
@@ -467,8 +380,7 @@ fn hold_refuses_paths_it_cannot_hold_in_one_line() {
         (vec!["add", "--env", ".venv"], "there is no hold yet"),
     ] {
         let out = p.hold(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", said(&out));
-        let line = assert_one_line_error(&out, "stop-gate");
+        let line = usage_error(&out, "stop-gate");
         assert!(line.contains(says), "{args:?}: {line}");
     }
     assert!(!p.protected().join("hold/hold.json").exists());
@@ -484,20 +396,16 @@ fn hold_release_takes_the_hold_away() {
     assert!(said.contains("the hold is released"), "{said}");
     assert_eq!(p.hold(&["show"]).status.code(), Some(1));
     // Weakened, and no hold: the check runs in place as before.
-    write_file(&p.path().join("tests/test_calc.py"), "x");
-    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    p.write("tests/test_calc.py", "x");
+    assert!(!p.stop_s1(&["--run", "true"]).blocked());
 }
 
 #[test]
 fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
+    let p = held_python();
     p.start_ok("s1", 1, "Make the tests pass.");
-    write_file(
-        &p.path().join("tests/test_calc.py"),
-        TEST.replace("4)", "0)"),
-    );
-    write_file(&p.path().join("tests/test_new.py"), "x = 1\n");
+    weaken_the_test(&p);
+    p.write("tests/test_new.py", "x = 1\n");
     let stop = declare(&p, "true");
     assert!(!stop.blocked(), "the last pass ends the loop");
     let state = p.loop_state("s1");
@@ -507,22 +415,17 @@ fn a_loop_that_ends_while_held_files_differ_names_them_in_status_list_and_wake()
         serde_json::json!(["tests/test_calc.py (modified)"])
     );
     let status = stdout_of(&p.loop_command(&["status", "--session", "s1"]));
-    assert!(
-        status.contains("held files differ: tests/test_calc.py (modified)")
-            && status.contains("new test files, not judged by the hold: tests/test_new.py"),
-        "{status}"
+    assert_contains!(status, "held files differ: tests/test_calc.py (modified)");
+    assert_contains!(
+        status,
+        "new test files, not judged by the hold: tests/test_new.py"
     );
     let list = stdout_of(&p.loop_command(&["list"]));
-    assert!(
-        list.contains("  held files differ: tests/test_calc.py (modified)"),
-        "{list}"
-    );
-    let wake = wakes_in(&queue_of(p.path())).pop().unwrap();
-    assert!(
-        wake["line"]
-            .as_str()
-            .unwrap()
-            .contains("held files differ: tests/test_calc.py (modified)"),
+    assert_contains!(list, "  held files differ: tests/test_calc.py (modified)");
+    let wake = p.wakes().pop().unwrap();
+    assert_contains!(
+        wake["line"].as_str().unwrap(),
+        "held files differ: tests/test_calc.py (modified)",
         "{wake}"
     );
 }
@@ -543,21 +446,15 @@ fn the_humans_vigil_hold_prompt_holds_the_tests_and_a_mention_holds_nothing() {
     }
     assert_eq!(p.hold(&["show"]).status.code(), Some(1));
     let said = p.prompt("s1", "/vigil-hold tests/test_calc.py");
-    let context = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        context.starts_with(
-            "The human holds the tests that judge this work: held 1 files under tests/test_calc.py"
-        ),
-        "{context}"
+    let context = additional_context(&said);
+    assert_starts_with!(
+        context,
+        "The human holds the tests that judge this work: held 1 files under tests/test_calc.py"
     );
     assert!(context.contains("needs-decision:"), "{context}");
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .starts_with("vigil: held 1 files"),
+    assert_starts_with!(
+        said["systemMessage"].as_str().unwrap(),
+        "vigil: held 1 files",
         "{said}"
     );
     // A path that holds nothing is refused in one line, and nothing is held.
@@ -571,52 +468,42 @@ fn the_humans_vigil_hold_prompt_holds_the_tests_and_a_mention_holds_nothing() {
 #[test]
 fn a_hold_made_without_paths_holds_what_the_repositorys_vigil_hold_names() {
     let p = python_project();
-    write_file(&p.path().join(".vigil-hold"), "# the tests\ntests\n");
+    p.write(".vigil-hold", "# the tests\ntests\n");
     // The setting alone holds nothing: a human makes the hold.
-    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", "true"]).blocked());
     let said = p.held(&["add"]);
     assert!(said.contains("held 2 files under tests"), "{said}");
     git(p.path(), &["add", ".vigil-hold"]);
     git(p.path(), &["commit", "-qm", "what to hold"]);
     p.held(&["release", "--all"]);
     let said = p.prompt("s2", "/vigil-hold --at HEAD");
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("held 2 files under tests"),
+    assert_contains!(
+        said["systemMessage"].as_str().unwrap(),
+        "held 2 files under tests",
         "{said}"
     );
 }
 
 #[test]
 fn the_next_session_is_told_what_is_held_and_what_differs() {
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    write_file(&p.path().join("tests/test_calc.py"), "weakened\n");
-    let out = session_start(p.path(), "s9", "startup");
-    assert!(out.status.success(), "{}", said(&out));
+    let p = held_python();
+    p.write("tests/test_calc.py", "weakened\n");
+    let out = ok(session_start(p.path(), "s9", "startup"));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let context = json["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        context.contains("the human holds the tests that judge this work: tests (2 files)")
-            && context
-                .contains("must be put back as held before a stop: tests/test_calc.py (modified)"),
-        "{context}"
+    let context = additional_context(&json);
+    assert_contains!(
+        context,
+        "the human holds the tests that judge this work: tests (2 files)"
+    );
+    assert_contains!(
+        context,
+        "must be put back as held before a stop: tests/test_calc.py (modified)"
     );
 }
 
 /// `settings-merge check --verbose` of `p`'s local settings: each finding on one line.
 fn doctor(p: &Project) -> Vec<String> {
-    let out = settings_merge()
-        .args(["check", "--verbose", "--settings"])
-        .arg(p.settings())
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    findings_of(&stdout_of(&out))
+    findings_of(&stdout_of(&p.merge("check", &["--verbose"])))
 }
 
 #[test]
@@ -624,36 +511,23 @@ fn the_doctor_proposes_a_hold_and_a_runner_pinned_on_the_checks_line() {
     let p = python_project();
     p.install(&["--run", "make test"]);
     let said = doctor(&p);
-    let unheld = said
-        .iter()
-        .find(|f| f.contains("runs the tests as the agent leaves them"))
-        .unwrap_or_else(|| panic!("{said:#?}"));
-    assert!(
-        unheld.starts_with("[warn]") && unheld.contains("stop-gate hold add tests/"),
-        "{unheld}"
+    let unheld = finding(&said, "runs the tests as the agent leaves them");
+    assert_starts_with!(unheld, "[warn]");
+    assert_contains!(unheld, "stop-gate hold add tests/");
+    let pin = finding(
+        &said,
+        "takes its runner's configuration from files the agent can edit",
     );
-    let pin = said
-        .iter()
-        .find(|f| f.contains("takes its runner's configuration from files the agent can edit"))
-        .unwrap_or_else(|| panic!("{said:#?}"));
-    assert!(
-        pin.contains("`make` runs the Makefile") && pin.contains("holding a whole manifest"),
-        "{pin}"
-    );
+    assert_contains!(pin, "`make` runs the Makefile");
+    assert_contains!(pin, "holding a whole manifest");
     p.held(&["add", "tests"]);
     let p2 = python_project();
     p2.install(&["--run", "python3 -m pytest -q tests"]);
     let said = doctor(&p2);
-    let pin = said
-        .iter()
-        .find(|f| f.contains("takes its runner's configuration"))
-        .unwrap_or_else(|| panic!("{said:#?}"));
-    assert!(
-        pin.contains("-c tests/pytest.ini")
-            && pin.contains("-o addopts=")
-            && pin.contains("python3 -P"),
-        "{pin}"
-    );
+    let pin = finding(&said, "takes its runner's configuration");
+    assert_contains!(pin, "-c tests/pytest.ini");
+    assert_contains!(pin, "-o addopts=");
+    assert_contains!(pin, "python3 -P");
     // Pinned, and held: nothing to propose.
     p2.held(&["add", "tests"]);
     p2.install(&[
@@ -690,14 +564,10 @@ fn a_path_entry_inside_the_project_runs_only_from_the_declared_environment() {
     let payload = p.payload("s1", Some("x")).to_string();
     let stop = p.stop_with_env(&["--run", "mytool"], &env, payload.clone());
     stop.assert_blocked_saying("the check's PATH holds");
-    assert!(
-        stop.reason().contains("stop-gate hold add --env .venv"),
-        "{}",
-        stop.reason()
-    );
+    assert_contains!(stop.reason(), "stop-gate hold add --env .venv");
     p.held(&["add", "--env", ".venv"]);
     let stop = p.stop_with_env(&["--run", "mytool | grep -q from-the-venv"], &env, payload);
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
 }
 
 #[test]
@@ -705,43 +575,38 @@ fn a_check_that_lacks_a_dependency_under_a_hold_says_a_new_one_needs_the_human()
     if !python() {
         return;
     }
-    let p = python_project();
-    p.held(&["add", "tests"]);
-    write_file(
-        &p.path().join("calc.py"),
+    let p = held_python();
+    p.write(
+        "calc.py",
         format!("import requests_that_is_not_installed\n{CALC}"),
     );
-    let stop = p.stop(&["--run", UNITTEST], "s1", Some("x"));
+    let stop = p.stop_s1(&["--run", UNITTEST]);
     stop.assert_blocked_saying("a new dependency needs the human: end with `needs-decision: `");
 }
 
 #[test]
 fn an_environment_held_as_a_copy_is_what_the_check_gets_whatever_the_agent_installs_later() {
     let p = python_project_ignoring_its_venv();
-    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 1\n");
+    p.write(".venv/lib/dep.py", "VALUE = 1\n");
     p.held(&["add", "tests"]);
     let told = p.held(&["add", "--env", ".venv", "--copy"]);
-    assert!(
-        told.contains(".venv as a copy of 10 bytes made now"),
-        "{told}"
-    );
+    assert_contains!(told, ".venv as a copy of 10 bytes made now");
     // The agent's later change to the environment (a planted sitecustomize, a new package).
-    write_file(&p.path().join(".venv/lib/dep.py"), "VALUE = 2\n");
+    p.write(".venv/lib/dep.py", "VALUE = 2\n");
     let check = "grep -q 'VALUE = 1' .venv/lib/dep.py";
-    let stop = p.stop(&["--run", check], "s1", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    let stop = p.stop_s1(&["--run", check]);
+    stop.assert_allowed();
     // The human takes the new environment.
     let told = p.held(&["refresh", "--env"]);
     assert!(told.contains("renewed the held copy of .venv"), "{told}");
-    assert!(p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&["--run", check]).blocked());
     assert!(
         p.held(&["show"])
             .contains("env .venv  (held as a copy of 10 bytes")
     );
     // Over the limit: refused, nothing kept.
     let out = p.hold(&["add", "--env", ".venv", "--copy", "--max-size", "5"]);
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "stop-gate");
+    let line = usage_error(&out, "stop-gate");
     assert!(line.contains("larger than 5 bytes"), "{line}");
 }
 
@@ -779,22 +644,9 @@ fn protect_lists_the_held_files_in_the_sandboxs_rules_and_keeps_them_in_step() {
     p.held(&["add", "tests/test_calc.py"]);
     p.install(&["--protect", "--run", "true"]);
     let rules = deny_rules(&p);
-    assert!(
-        rules.contains(&"Edit(/tests/test_calc.py)".to_string()),
-        "{rules:?}"
-    );
-    assert!(
-        !rules.contains(&"Edit(/tests/__init__.py)".to_string()),
-        "{rules:?}"
-    );
+    assert!(rules.contains(&"Edit(/tests/test_calc.py)".to_string()));
+    assert!(!rules.contains(&"Edit(/tests/__init__.py)".to_string()));
     // Uninstall takes them back with the rest.
-    let out = settings_merge()
-        .env("HOME", p.home())
-        .args(["uninstall", "--settings"])
-        .arg(p.settings())
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+    ok(p.merge("uninstall", &[]));
     assert!(!p.settings().exists() || !deny_rules(&p).iter().any(|r| r.contains("tests/")));
 }

@@ -55,10 +55,7 @@ fn a_file_the_check_rewrites_at_once_with_the_same_size_is_restored() {
             "{session}: the check found the flag an earlier one set"
         );
     }
-    assert_eq!(
-        std::fs::read_to_string(p.path().join("flag")).unwrap(),
-        "no!\n"
-    );
+    assert_eq!(p.read("flag"), "no!\n");
 }
 
 #[test]
@@ -71,7 +68,7 @@ fn a_directory_the_check_swaps_for_a_link_out_is_never_written_through() {
     );
     for session in ["s1", "s2"] {
         // The agent's edit between Stops, so the next copy writes into src/.
-        write_file(&p.path().join("src/a.txt"), format!("a {session}\n"));
+        p.write("src/a.txt", format!("a {session}\n"));
         let stop = p.stop(&["--run", &check], session, Some("x"));
         assert!(
             stop.blocked(),
@@ -89,7 +86,7 @@ fn a_directory_the_check_swaps_for_a_link_out_is_never_written_through() {
 fn an_edit_whose_mtime_the_agent_puts_back_reaches_the_check() {
     let p = project();
     let check = "grep -q a src/a.txt";
-    assert!(!p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", check]).blocked());
     // Same size, and the mtime set back to what it was: only the change time tells.
     let file = p.path().join("src/a.txt");
     let before = std::fs::metadata(&file).unwrap();
@@ -107,47 +104,44 @@ fn an_edit_whose_mtime_the_agent_puts_back_reaches_the_check() {
 fn files_the_agent_adds_removes_and_renames_are_as_the_tree_has_them() {
     let p = project();
     let check = "test -f src/a.txt && test -f src/b.txt";
-    assert!(!p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", check]).blocked());
     std::fs::rename(p.path().join("src/b.txt"), p.path().join("src/c.txt")).unwrap();
-    write_file(&p.path().join("lib/d/e.txt"), "e\n");
+    p.write("lib/d/e.txt", "e\n");
     std::fs::remove_file(p.path().join("src/a.txt")).unwrap();
     let now =
         "test ! -e src/a.txt && test ! -e src/b.txt && test -f src/c.txt && test -f lib/d/e.txt";
     let stop = p.stop(&["--run", now], "s2", Some("x"));
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert!(p.stop(&["--run", check], "s3", Some("x")).blocked());
 }
 
 #[test]
 fn a_damaged_cache_believes_nothing() {
     let p = project();
-    assert!(
-        !p.stop(&["--run", "grep -q a src/a.txt"], "s1", Some("x"))
-            .blocked()
-    );
+    assert!(!p.stop_s1(&["--run", "grep -q a src/a.txt"]).blocked());
     let index = p.protected().join("check-copy/index");
     assert!(index.is_file(), "no cache was written");
     for damage in [&b""[..], b"not an index", &[0xff; 4096]] {
         std::fs::write(&index, damage).unwrap();
-        write_file(&p.path().join("src/a.txt"), "z\n");
+        p.write("src/a.txt", "z\n");
         let stop = p.stop(&["--run", "grep -q a src/a.txt"], "s2", Some("x"));
         assert!(stop.blocked(), "a damaged cache was believed");
-        write_file(&p.path().join("src/a.txt"), "a\n");
+        p.write("src/a.txt", "a\n");
         let stop = p.stop(&["--run", "grep -q a src/a.txt"], "s3", Some("x"));
-        assert!(!stop.blocked(), "{}", stop.reason());
+        stop.assert_allowed();
     }
 }
 
 #[test]
 fn a_warm_copy_another_check_holds_leaves_this_one_a_fresh_copy() {
     let p = project();
-    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", "true"]).blocked());
     let lock = std::fs::File::options()
         .write(true)
         .open(p.protected().join("check-copy/lock"))
         .unwrap();
     lock.lock().unwrap();
-    write_file(&p.path().join("src/a.txt"), "z\n");
+    p.write("src/a.txt", "z\n");
     let stop = p.stop(&["--run", "grep -q a src/a.txt"], "s2", Some("x"));
     assert!(stop.blocked(), "the busy copy's old bytes were checked");
     assert!(
@@ -203,10 +197,7 @@ fn a_held_file_swapped_between_the_comparison_and_the_copy_is_read_again_after_a
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     // Whether the swap came before the copy or after, the check ran the held bytes.
-    assert!(
-        !p.stop(&["--run", "sh tests/t.sh"], "s1", Some("x"))
-            .blocked()
-    );
+    assert!(!p.stop_s1(&["--run", "sh tests/t.sh"]).blocked());
     flip.wait().unwrap();
     let stop = p.stop(&["--run", "sh tests/t.sh"], "s2", Some("x"));
     stop.assert_blocked_saying("differ");
@@ -225,7 +216,7 @@ fn a_held_file_swapped_between_the_comparison_and_the_copy_is_read_again_after_a
 /// ignored directory that sorts last: read after the walk), so what the walk wrote before it
 /// is sealed well before the check.
 fn slow_file(p: &Project) {
-    write_file(&p.path().join(".gitignore"), "*.log\nzz/\n");
+    p.write(".gitignore", "*.log\nzz/\n");
     std::fs::create_dir_all(p.path().join("zz")).unwrap();
     std::fs::write(p.path().join("zz/big"), vec![b'x'; 8 << 20]).unwrap();
     git(p.path(), &["add", "-f", "zz/big"]);
@@ -235,7 +226,7 @@ fn slow_file(p: &Project) {
 fn a_link_or_an_ignored_tracked_file_the_tree_drops_is_gone_from_the_copy() {
     let p = project();
     slow_file(&p);
-    write_file(&p.path().join("src/keep.log"), "kept\n");
+    p.write("src/keep.log", "kept\n");
     git(p.path(), &["add", "-f", "src/keep.log"]);
     std::os::unix::fs::symlink("a.txt", p.path().join("src/needed")).unwrap();
     let gone = "test ! -e src/needed && test ! -e src/keep.log";
@@ -254,7 +245,7 @@ fn a_link_or_an_ignored_tracked_file_the_tree_drops_is_gone_from_the_copy() {
 #[test]
 fn modes_the_check_gives_directories_of_its_copy_are_undone() {
     let p = project();
-    write_file(&p.path().join("src/sub/x"), "x\n");
+    p.write("src/sub/x", "x\n");
     slow_file(&p);
     let check =
         "test -w src && test -r src/sub/x || exit 0; chmod 000 src/sub; chmod 0555 src; exit 1";
@@ -277,7 +268,7 @@ fn modes_the_check_gives_directories_of_its_copy_are_undone() {
 #[test]
 fn releasing_the_hold_removes_the_warm_copy() {
     let p = project();
-    assert!(!p.stop(&["--run", "true"], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", "true"]).blocked());
     let dir = p.protected().join("check-copy");
     assert!(dir.join("copy/src/a.txt").is_file());
     p.held(&["release", "--all"]);
@@ -351,7 +342,7 @@ fn a_check_cannot_hand_its_copy_to_a_process_the_agent_left_running() {
     );
     // What it does in this run is the agent's code at work, as in a fresh copy; what counts
     // is the runs after it.
-    p.stop(&["--run", &send], "s1", Some("x"));
+    p.stop_s1(&["--run", &send]);
     std::thread::sleep(std::time::Duration::from_millis(200));
     for session in ["s2", "s3"] {
         let stop = p.stop(&["--run", "grep -q ok src/a.txt"], session, Some("x"));
@@ -379,16 +370,16 @@ fn a_directory_the_check_moves_in_place_of_another_is_not_taken_for_it() {
     slow_file(&p);
     // The agent's code, once: the check swaps src/ for a directory of its choosing (whose
     // files keep the times they had), and a directory below it comes along.
-    write_file(&p.path().join("decoy/a.txt"), "ok\n");
-    write_file(&p.path().join("decoy/sub/deep/extra.sh"), "exit 0\n");
+    p.write("decoy/a.txt", "ok\n");
+    p.write("decoy/sub/deep/extra.sh", "exit 0\n");
     write_file(
         &p.path().join("src/lib.sh"),
         "if [ -d decoy ]; then mv src src.old; mv decoy src; cp src.old/lib.sh src/; fi\n",
     );
-    p.stop(&["--run", "sh tests/t.sh"], "s1", Some("x"));
+    p.stop_s1(&["--run", "sh tests/t.sh"]);
     // Then the agent takes its code away; src/a.txt still says no.
     std::fs::remove_dir_all(p.path().join("decoy")).unwrap();
-    write_file(&p.path().join("src/lib.sh"), ": lib\n");
+    p.write("src/lib.sh", ": lib\n");
     for session in ["s2", "s3"] {
         let stop = p.stop(
             &["--run", "sh tests/t.sh && test ! -e src/sub"],
@@ -425,7 +416,7 @@ fn a_write_through_a_memory_mapping_reaches_the_next_check() {
     }
     let p = project();
     slow_file(&p);
-    write_file(&p.path().join("src/a.txt"), "xxxx\n");
+    p.write("src/a.txt", "xxxx\n");
     let (ready, go, done) = (
         p.root().join("ready"),
         p.root().join("go"),
@@ -443,7 +434,7 @@ fn a_write_through_a_memory_mapping_reaches_the_next_check() {
     // Settled (a tick old) before the Stop reads it, so its stat data may be kept.
     std::thread::sleep(std::time::Duration::from_millis(300));
     let check = "grep -q good src/a.txt";
-    assert!(!p.stop(&["--run", check], "s1", Some("x")).blocked());
+    assert!(!p.stop_s1(&["--run", check]).blocked());
     write_file(&go, "");
     while !done.exists() {
         std::thread::sleep(std::time::Duration::from_millis(10));

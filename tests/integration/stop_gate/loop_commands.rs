@@ -6,21 +6,24 @@ use serde_json::Value;
 use super::DECLARED;
 use crate::support::*;
 
+/// A loop of session s1, 3 passes, the promise `DONE`: the flags before the prompt.
+const S1: &str = "--session s1 --max-iterations 3 --completion-promise DONE";
+
+/// `loop start` with the words of `args`, refused as a usage error: its one line.
+fn refused(p: &Project, args: &str) -> String {
+    usage_error(&p.start(&words(args)), "stop-gate")
+}
+
 #[test]
 fn loop_start_accepts_both_flag_forms() {
     let p = Project::new();
-    let output = p.start(&[
+    ok(p.start(&[
         "--max-iterations=4",
         "--completion-promise=ALL TESTS PASS",
         "--session=s1",
         "Fix",
         "it",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ]));
     let state = p.loop_state("s1");
     assert_eq!(state["max_iterations"], 4);
     assert_eq!(state["completion_promise"], "ALL TESTS PASS");
@@ -32,30 +35,10 @@ fn loop_start_accepts_both_flag_forms() {
 fn loop_start_refuses_an_unknown_flag_never_taking_it_into_the_prompt() {
     let p = Project::new();
     for args in [
-        vec![
-            "--session",
-            "s1",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--max-iteration=5",
-            "Fix",
-        ],
-        vec![
-            "--session",
-            "s1",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "Fix",
-            "--verbos",
-        ],
+        format!("{S1} --max-iteration=5 Fix"),
+        format!("{S1} Fix --verbos"),
     ] {
-        let output = p.start(&args);
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&output, "stop-gate");
+        refused(&p, &args);
         assert!(!p.vigil().join("loops/s1.json").exists());
     }
 }
@@ -64,18 +47,10 @@ fn loop_start_refuses_an_unknown_flag_never_taking_it_into_the_prompt() {
 fn loop_start_refuses_without_max_iterations() {
     let p = Project::new();
     let output = p.start(&["--session", "s1", "--completion-promise", "DONE", "Fix"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "stop-gate").contains("--max-iterations"));
+    assert_contains!(usage_error(&output, "stop-gate"), "--max-iterations");
     for bad in ["0", "10001", "-1", "x"] {
-        let output = p.start(&[
-            "--session",
-            "s1",
-            "--completion-promise",
-            "DONE",
-            "--max-iterations",
-            bad,
-            "Fix",
-        ]);
+        let args = format!("--session s1 --completion-promise DONE --max-iterations {bad} Fix");
+        let output = p.start(&words(&args));
         assert_eq!(output.status.code(), Some(2), "{bad}");
     }
 }
@@ -83,15 +58,8 @@ fn loop_start_refuses_without_max_iterations() {
 #[test]
 fn loop_start_refuses_without_a_session_id() {
     let p = Project::new();
-    let output = p.start(&[
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "stop-gate").contains("session"));
+    let output = p.start(&words("--max-iterations 3 --completion-promise DONE Fix"));
+    assert_contains!(usage_error(&output, "stop-gate"), "session");
     assert!(
         !p.vigil().join("loops").exists()
             || tree(&p.vigil().join("loops"))
@@ -103,37 +71,17 @@ fn loop_start_refuses_without_a_session_id() {
 #[test]
 fn loop_start_takes_the_session_from_the_environment() {
     let p = Project::new();
-    let output = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--max-iterations",
-            "2",
-            "--completion-promise",
-            "DONE",
-            "Fix",
-        ])
-        .current_dir(p.path())
-        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
-        .output()
-        .unwrap();
+    let args = words("--max-iterations 2 --completion-promise DONE Fix");
+    let output = p.start_with_env(&args, &[("CLAUDE_CODE_SESSION_ID", "from-claude")]);
     assert!(output.status.success());
     assert_eq!(p.loop_state("from-claude")["session_id"], "from-claude");
-    let output = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--max-iterations",
-            "2",
-            "--completion-promise",
-            "DONE",
-            "Fix",
-        ])
-        .current_dir(p.path())
-        .env("CLAUDE_CODE_SESSION_ID", "from-claude")
-        .env("VIGIL_SESSION_ID", "from-vigil")
-        .output()
-        .unwrap();
+    let output = p.start_with_env(
+        &args,
+        &[
+            ("CLAUDE_CODE_SESSION_ID", "from-claude"),
+            ("VIGIL_SESSION_ID", "from-vigil"),
+        ],
+    );
     assert!(output.status.success());
     assert_eq!(p.loop_state("from-vigil")["session_id"], "from-vigil");
 }
@@ -141,11 +89,8 @@ fn loop_start_takes_the_session_from_the_environment() {
 #[test]
 fn loop_start_refuses_a_hostile_session_id() {
     let p = Project::new();
-    let output = Loop::for_session(p.path(), "../../x")
-        .prompt("Fix")
-        .output();
-    assert_eq!(output.status.code(), Some(2));
-    assert_one_line_error(&output, "stop-gate");
+    let output = p.loop_for("../../x").prompt("Fix").output();
+    usage_error(&output, "stop-gate");
     assert!(
         !p.path().join("x.json").exists() && !p.path().parent().unwrap().join("x.json").exists()
     );
@@ -163,21 +108,14 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
     // From --prompt-file.
     let file = p.path().join("PROMPT.md");
     std::fs::write(&file, TRICKY_PROMPT).unwrap();
-    Loop::for_session(p.path(), "file")
-        .prompt_file(&file)
-        .start();
+    p.loop_for("file").prompt_file(&file).start();
     assert_eq!(p.loop_state("file")["prompt"], TRICKY_PROMPT);
     // As raw text on stdin, the way the slash command passes $ARGUMENTS.
     let raw = format!(
         "--max-iterations 3 --completion-promise DONE --session=raw {}",
         TRICKY_PROMPT.trim_end()
     );
-    let output = p.start_from_stdin(&format!("{raw}\n"));
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ok(p.start_from_stdin(&format!("{raw}\n")));
     assert_eq!(p.loop_state("raw")["prompt"], TRICKY_PROMPT.trim_end());
 }
 
@@ -185,9 +123,8 @@ fn loop_prompt_with_shell_metacharacters_and_dash_lines_round_trips_exactly() {
 fn one_loop_per_session() {
     let p = Project::new();
     p.start_ok("s1", 3, "first");
-    let output = Loop::for_session(p.path(), "s1").prompt("second").output();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "stop-gate").contains("already running"));
+    let output = p.loop_for("s1").prompt("second").output();
+    assert_contains!(usage_error(&output, "stop-gate"), "already running");
     assert_eq!(p.loop_state("s1")["prompt"], "first");
 }
 
@@ -211,14 +148,12 @@ fn loop_status_and_cancel() {
     let cancel = p.loop_command(&["cancel", "--session", "s1"]);
     assert!(cancel.status.success());
     assert_eq!(p.loop_state("s1")["status"], "cancelled");
-    let reported = p.stop(&[], "s1", Some("x"));
+    let reported = p.stop_s1(&[]);
     assert!(!reported.blocked(), "a cancelled loop no longer blocks");
     let message = reported.system_message();
-    assert!(
-        message.contains("cancelled at pass 1/3") && message.contains("NOT verified"),
-        "{message}"
-    );
-    assert!(p.stop(&[], "s1", Some("x")).silent_allow(), "reported once");
+    assert_contains!(message, "cancelled at pass 1/3");
+    assert_contains!(message, "NOT verified");
+    assert!(p.stop_s1(&[]).silent_allow(), "reported once");
     let again = p.loop_command(&["cancel", "--session", "s1"]);
     assert_eq!(again.status.code(), Some(1));
 }
@@ -226,7 +161,7 @@ fn loop_status_and_cancel() {
 #[test]
 fn next_session_writes_a_pending_loop_that_lapses() {
     let p = Project::new();
-    Loop::for_next_session(p.path())
+    p.loop_for_next_session()
         .flags(&["--claim-within", "5m"])
         .prompt("Fix")
         .start();
@@ -236,16 +171,9 @@ fn next_session_writes_a_pending_loop_that_lapses() {
     .unwrap();
     assert_valid("loop.schema.json", &pending);
     assert!(pending["claim_before"].is_string());
-    let both = p.start(&[
-        "--next-session",
-        "--session",
-        "s",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-    ]);
+    let both = p.start(&words(
+        "--next-session --session s --max-iterations 3 --completion-promise DONE Fix",
+    ));
     assert_eq!(both.status.code(), Some(2));
 }
 
@@ -279,25 +207,19 @@ fn loop_cancel_succeeds_while_a_long_check_runs_and_the_stop_reports_it() {
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
     let started = std::time::Instant::now();
-    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
-    assert!(
-        cancel.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cancel.stderr)
-    );
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(2),
-        "cancel waited for the check"
+    ok(p.loop_command(&["cancel", "--session", "s1"]));
+    assert_within(
+        started,
+        std::time::Duration::from_secs(2),
+        "cancel waited for the check",
     );
     let output = stop.join().unwrap();
     let json: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_valid("stop-output.schema.json", &json);
     assert!(json.get("decision").is_none(), "{json}");
-    assert!(
-        json["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("cancelled"),
+    assert_contains!(
+        json["systemMessage"].as_str().unwrap(),
+        "cancelled",
         "{json}"
     );
 }
@@ -307,17 +229,8 @@ fn loop_cancel_on_a_damaged_record_says_the_loop_is_over() {
     let p = Project::new();
     p.start_ok("s1", 3, "Fix.");
     std::fs::write(p.protected().join("sessions/s1.rec"), "{bad").unwrap();
-    let cancel = p.loop_command(&["cancel", "--session", "s1"]);
-    assert!(
-        cancel.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cancel.stderr)
-    );
-    assert!(
-        stdout_of(&cancel).contains("damaged"),
-        "{}",
-        stdout_of(&cancel)
-    );
+    let cancel = ok(p.loop_command(&["cancel", "--session", "s1"]));
+    assert_contains!(stdout_of(&cancel), "damaged");
     assert!(p.stop(&[], "s1", Some(DECLARED)).silent_allow());
 }
 
@@ -325,102 +238,44 @@ fn loop_cancel_on_a_damaged_record_says_the_loop_is_over() {
 fn loop_start_refuses_any_unknown_flag_inside_the_prompt() {
     let p = Project::new();
     for args in [
-        vec![
-            "--session",
-            "s1",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "Fix",
-            "it",
-            "--verbose",
-            "now",
-        ],
-        vec![
-            "--session",
-            "s1",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "Fix",
-            "--sesion",
-            "abc",
-        ],
+        format!("{S1} Fix it --verbose now"),
+        format!("{S1} Fix --sesion abc"),
     ] {
-        let output = p.start(&args);
-        assert_eq!(output.status.code(), Some(2), "{args:?}");
-        assert!(assert_one_line_error(&output, "stop-gate").contains("inside the prompt"));
+        assert_contains!(refused(&p, &args), "inside the prompt");
     }
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 Fix --release builds\n";
     let output = p.start_from_stdin(raw);
     assert_eq!(output.status.code(), Some(2));
     // Kept as text when quoted, or after --.
     let raw = "--max-iterations 3 --completion-promise DONE --session s1 -- Fix --release builds\n";
-    let output = p.start_from_stdin(raw);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ok(p.start_from_stdin(raw));
     assert_eq!(p.loop_state("s1")["prompt"], "Fix --release builds");
 }
 
 #[test]
 fn loop_start_refuses_a_flag_given_twice() {
     let p = Project::new();
-    let output = p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "Fix",
-        "it",
-        "--max-iterations",
-        "9999",
-    ]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "stop-gate").contains("twice"));
+    let output = p.start(&words(&format!("{S1} Fix it --max-iterations 9999")));
+    assert_contains!(usage_error(&output, "stop-gate"), "twice");
 }
 
 #[test]
 fn args_stdin_inside_the_prompt_is_text() {
     let p = Project::new();
     p.start_ok("s1", 3, "explain the --args-stdin flag");
-    let output = p.start(&[
-        "--session",
-        "s2",
-        "--max-iterations",
-        "3",
-        "--completion-promise",
-        "DONE",
-        "--",
-        "use",
-        "the",
-        "--args-stdin",
-        "flag",
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ok(p.start(&words(
+        "--session s2 --max-iterations 3 --completion-promise DONE -- use the --args-stdin flag",
+    )));
     assert_eq!(p.loop_state("s2")["prompt"], "use the --args-stdin flag");
 }
 
 #[test]
 fn the_pending_session_id_is_reserved() {
     let p = Project::new();
-    let output = Loop::for_session(p.path(), "pending")
-        .prompt("Fix")
-        .output();
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "stop-gate").contains("reserved"));
+    let output = p.loop_for("pending").prompt("Fix").output();
+    assert_contains!(usage_error(&output, "stop-gate"), "reserved");
     // A Stop whose session is called `pending` never drives the pending loop.
-    Loop::for_next_session(p.path()).prompt("Fix").start();
+    p.loop_for_next_session().prompt("Fix").start();
     assert!(p.stop(&[], "pending", Some("x")).silent_allow());
 }
 
@@ -428,9 +283,8 @@ fn the_pending_session_id_is_reserved() {
 fn loop_prompt_over_16000_characters_is_refused() {
     let p = Project::new();
     let long = "x".repeat(16_001);
-    let output = Loop::for_session(p.path(), "s1").prompt(&long).output();
-    assert_eq!(output.status.code(), Some(2));
-    assert_one_line_error(&output, "stop-gate");
+    let output = p.loop_for("s1").prompt(&long).output();
+    usage_error(&output, "stop-gate");
 }
 
 /// `loop start` errors blame the flag that is wrong (issue 15, item 9): a short flag is
@@ -440,31 +294,15 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
     let p = Project::new();
     for (args, said) in [
         (
-            &[
-                "--session",
-                "s",
-                "-n",
-                "3",
-                "--completion-promise",
-                "DONE",
-                "fix",
-            ][..],
+            "--session s -n 3 --completion-promise DONE fix",
             "unknown flag -n",
         ),
         (
-            &[
-                "--session",
-                "s",
-                "--max-iterations",
-                "3",
-                "--promise",
-                "DONE",
-                "fix",
-            ][..],
+            "--session s --max-iterations 3 --promise DONE fix",
             "did you mean --completion-promise?",
         ),
     ] {
-        let out = p.start(args);
+        let out = p.start(&words(args));
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(said), "{args:?}: {stderr}");
@@ -472,38 +310,13 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
     }
     // Words of a prompt that merely begin with a dash are the prompt's, as they always were.
     for (session, prompt) in [("d1", "-fix the parser"), ("d2", "-v output is wrong")] {
-        let mut args = vec![
-            "--session",
-            session,
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-        ];
-        args.extend(prompt.split(' '));
-        let out = p.start(&args);
-        assert!(
-            out.status.success(),
-            "{prompt}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = format!("--session {session} --max-iterations 3 --completion-promise DONE");
+        let out = p.start(&words(&format!("{args} {prompt}")));
+        assert!(out.status.success(), "{prompt}: {}", said(&out));
         assert_eq!(p.loop_state(session)["prompt"], prompt);
     }
-    let out = stop_gate()
-        .args([
-            "loop",
-            "start",
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "fix",
-        ])
-        .current_dir(p.path())
-        .env_remove("VIGIL_SESSION_ID")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
-        .output()
-        .unwrap();
+    // No session named, nor any in the environment (the binaries run without one).
+    let out = p.start(&words("--max-iterations 3 --completion-promise DONE fix"));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--next-session"));
 }
 
@@ -511,47 +324,34 @@ fn loop_start_errors_name_the_flag_that_is_wrong() {
 fn a_completion_promise_longer_than_200_characters_is_refused() {
     let p = Project::new();
     let long = "A".repeat(201);
-    let out = Loop::for_session(p.path(), "s1")
-        .promise(&long)
-        .prompt("Task.")
-        .output();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "stop-gate").contains("more than 200 characters"));
+    let out = p.loop_for("s1").promise(&long).prompt("Task.").output();
+    assert_contains!(usage_error(&out, "stop-gate"), "more than 200 characters");
     let ok = "A".repeat(200);
-    Loop::for_session(p.path(), "s1")
-        .promise(&ok)
-        .prompt("Task.")
-        .start();
+    p.loop_for("s1").promise(&ok).prompt("Task.").start();
 }
 
 #[test]
 fn a_second_next_session_loop_is_refused_while_one_waits() {
     let dir = Project::git();
     let start = |promise: &str| {
-        Loop::for_next_session(dir.path())
+        dir.loop_for_next_session()
             .max_iterations(4)
             .promise(promise)
             .output()
     };
-    assert!(start("FIRST").status.success());
+    ok(start("FIRST"));
     let second = start("SECOND");
     let line = assert_one_line_error(&second, "stop-gate");
     assert_eq!(second.status.code(), Some(2), "{line}");
-    assert!(
-        line.contains("a loop is already pending") && line.contains("stop-gate loop cancel"),
-        "{line}"
-    );
+    assert_contains!(line, "a loop is already pending");
+    assert_contains!(line, "stop-gate loop cancel");
     let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
     assert_eq!(pending["completion_promise"], "FIRST");
     // Cancelled with no session named, the next one may wait.
     let cancel = dir.loop_command(&["cancel"]);
     assert!(cancel.status.success());
-    assert!(
-        stdout_of(&cancel).contains("pending loop"),
-        "{}",
-        stdout_of(&cancel)
-    );
-    assert!(start("SECOND").status.success());
+    assert_contains!(stdout_of(&cancel), "pending loop");
+    ok(start("SECOND"));
 }
 
 #[test]
@@ -562,16 +362,16 @@ fn loop_status_and_cancel_with_no_session_show_the_latest_loop_and_the_pending_o
     assert_eq!(none.status.code(), Some(1));
     assert_one_line_error(&none, "stop-gate");
     for (session, promise) in [("s-old", "OLD"), ("s-new", "NEW")] {
-        Loop::for_session(dir.path(), session)
+        dir.loop_for(session)
             .max_iterations(4)
             .promise(promise)
             .start();
         std::thread::sleep(std::time::Duration::from_millis(1100));
     }
     let shown = stdout_of(&status());
-    assert!(
-        shown.contains("latest loop: session s-new: running, pass 1/4, promise NEW"),
-        "{shown}"
+    assert_contains!(
+        shown,
+        "latest loop: session s-new: running, pass 1/4, promise NEW"
     );
     let json: Value =
         serde_json::from_str(&stdout_of(&dir.loop_command(&["status", "--json"]))).unwrap();
@@ -609,8 +409,9 @@ fn next_session_loops_started_at_once_wait_one_at_a_time() {
         .collect();
     assert_eq!(ok.len(), 1, "{ok:?}");
     let pending = json_of(&protected_dir(dir.path()).join("loops/pending.json"));
-    assert!(
-        ok[0].contains(pending["completion_promise"].as_str().unwrap()),
+    assert_contains!(
+        ok[0],
+        pending["completion_promise"].as_str().unwrap(),
         "{ok:?} {pending}"
     );
 }

@@ -11,17 +11,14 @@ use crate::support::*;
 #[test]
 fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpoint_never_does() {
     let dir = Project::git();
-    Loop::for_session(dir.path(), "s1")
-        .max_iterations(5)
-        .start();
+    dir.loop_for("s1").max_iterations(5).start();
     let hook = |args: &[&str], payload: Value| {
-        let out = session_end_handoff()
+        ok(session_end_handoff()
             .args(args)
             .current_dir(dir.path())
             .write_stdin(payload.to_string())
             .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+            .unwrap());
     };
     let cwd = dir.path();
     hook(
@@ -53,10 +50,9 @@ fn session_end_cuts_a_live_loop_for_the_reason_its_last_turn_gives_and_a_checkpo
     assert_eq!(state["status"], "cut", "{state}");
     assert_eq!(state["end_reason"], "turn-failed", "{state}");
     let status = dir.loop_command(&["status", "--session", "s1"]);
-    assert!(
-        stdout_of(&status).contains("cut, pass 1/5, promise DONE, ended: turn-failed"),
-        "{}",
-        stdout_of(&status)
+    assert_contains!(
+        stdout_of(&status),
+        "cut, pass 1/5, promise DONE, ended: turn-failed"
     );
 }
 

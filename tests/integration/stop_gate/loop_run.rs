@@ -33,11 +33,22 @@ fi
 exit "${FAKE_EXIT:-0}"
 "#;
 
-fn engine(dir: &Path) -> std::path::PathBuf {
+/// The engine, written into `dir`: its path.
+fn engine(dir: &Path) -> String {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("engine.sh");
     std::fs::write(&path, ENGINE).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// [`engine`], its script with the first `from` made `to`.
+fn engine_with(dir: &Path, from: &str, to: &str) -> String {
+    let path = engine(dir);
+    let script = std::fs::read_to_string(&path)
+        .unwrap()
+        .replacen(from, to, 1);
+    std::fs::write(&path, script).unwrap();
     path
 }
 
@@ -112,11 +123,25 @@ fn run_with(
         "--completion-promise",
         "DONE",
         "--",
-        engine.to_str().unwrap(),
+        &engine,
         "s-run",
     ];
     args.extend_from_slice(messages);
     loop_run(dir, &args, env)
+}
+
+/// In a new repository, [`run_with`] of `max` passes saying `messages`, with `env`: the
+/// repository, and the run's one line, having exited `code`.
+fn verdict_of_run(
+    max: &str,
+    messages: &[&str],
+    env: &[(&str, &str)],
+    code: i32,
+) -> (Project, String) {
+    let dir = Project::git();
+    let out = run_with(dir.path(), max, messages, env);
+    let line = verdict(&out, code);
+    (dir, line)
 }
 
 /// `loop run`'s verdict: its one line on stderr, having exited `code`.
@@ -143,68 +168,43 @@ fn assert_run_forgotten(dir: &Path) {
 
 #[test]
 fn loop_run_exits_0_with_one_line_when_the_loop_passes() {
-    let dir = Project::git();
-    let out = run_with(
-        dir.path(),
-        "5",
-        &["working", "<promise>DONE</promise>"],
-        &[],
-    );
-    let line = verdict(&out, 0);
-    assert!(
-        line.contains("loop passed on pass 2/5 in session s-run")
-            && line.contains("its checks passed (`true`)"),
-        "{line}"
-    );
+    let (dir, line) = verdict_of_run("5", &["working", "<promise>DONE</promise>"], &[], 0);
+    assert_contains!(line, "loop passed on pass 2/5 in session s-run");
+    assert_contains!(line, "its checks passed (`true`)");
     let state = loop_of(dir.path(), "s-run");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["end_reason"], "declared");
     assert_run_forgotten(dir.path());
     // The session was told how it ends, from its start.
-    let start = std::fs::read_to_string(dir.path().join("start-out")).unwrap();
-    assert!(
-        start.contains("claimed a loop started with `stop-gate loop run`")
-            && start.contains("<promise>DONE</promise>"),
-        "{start}"
-    );
+    let start = dir.read("start-out");
+    assert_contains!(start, "claimed a loop started with `stop-gate loop run`");
+    assert_contains!(start, "<promise>DONE</promise>");
 }
 
 #[test]
 fn a_run_whose_tree_changed_after_its_passing_stop_exits_1_and_its_wake_says_so() {
-    let dir = Project::git();
     // Something the agent left running writes after the Stop that passed.
-    let out = run_with(
-        dir.path(),
+    let (dir, line) = verdict_of_run(
         "5",
         &["<promise>DONE</promise>"],
         &[("AFTER", "echo late > late.txt")],
+        1,
     );
-    let line = verdict(&out, 1);
-    assert!(
-        line.contains("but the tree changed after its checks passed")
-            && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "but the tree changed after its checks passed");
+    assert_contains!(line, "NOT verified");
     let state = loop_of(dir.path(), "s-run");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["changed_after"], true);
-    assert!(
-        state["vouched"].as_str().unwrap().starts_with("git-tree:"),
-        "{state}"
-    );
-    let wakes = wakes_in(&queue_of(dir.path()));
+    assert_starts_with!(state["vouched"].as_str().unwrap(), "git-tree:", "{state}");
+    let wakes = dir.wakes();
     let told = wakes.last().unwrap()["line"].as_str().unwrap().to_string();
-    assert!(
-        told.contains("the tree changed after its checks passed") && !told.contains("checks green"),
-        "{told}"
-    );
+    assert_contains!(told, "the tree changed after its checks passed");
+    assert_lacks!(told, "checks green");
 }
 
 #[test]
 fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_cut() {
-    let dir = Project::git();
-    let out = run_with(dir.path(), "5", &["working"], &[]);
-    let line = verdict(&out, 1);
+    let (dir, line) = verdict_of_run("5", &["working"], &[], 1);
     assert!(
         line.contains("loop cut at pass 2/5 in session s-run (session-ended")
             && line.contains("NOT verified")
@@ -218,46 +218,34 @@ fn loop_run_exits_1_when_the_session_ends_with_its_loop_running_and_the_loop_is_
 
 #[test]
 fn loop_run_cuts_the_loop_itself_when_no_session_end_hook_did() {
-    let dir = Project::git();
-    let out = run_with(dir.path(), "5", &["working"], &[("NO_SESSION_END", "1")]);
-    let line = verdict(&out, 1);
+    let (dir, line) = verdict_of_run("5", &["working"], &[("NO_SESSION_END", "1")], 1);
     assert!(line.contains("loop cut at pass 2/5"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["status"], "cut");
 }
 
 #[test]
 fn loop_run_tells_a_failing_command_apart() {
-    let dir = Project::git();
-    let out = run_with(dir.path(), "5", &["working"], &[("FAKE_EXIT", "7")]);
-    let line = verdict(&out, 1);
-    assert!(
-        line.starts_with("stop-gate: `") && line.contains("engine.sh` exited 7; loop cut"),
-        "{line}"
-    );
+    let (_dir, line) = verdict_of_run("5", &["working"], &[("FAKE_EXIT", "7")], 1);
+    assert_starts_with!(line, "stop-gate: `");
+    assert_contains!(line, "engine.sh` exited 7; loop cut");
 }
 
 #[test]
 fn loop_run_exits_1_when_the_loop_is_aborted_at_its_last_pass() {
-    let dir = Project::git();
-    let out = run_with(dir.path(), "2", &["first try", "second try", "third"], &[]);
-    let line = verdict(&out, 1);
-    assert!(
-        line.contains("loop aborted at pass 2/2") && line.contains("max-iterations"),
-        "{line}"
-    );
+    let (dir, line) = verdict_of_run("2", &["first try", "second try", "third"], &[], 1);
+    assert_contains!(line, "loop aborted at pass 2/2");
+    assert_contains!(line, "max-iterations");
     assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "max-iterations");
 }
 
 #[test]
 fn loop_run_exits_3_when_the_agent_asks_a_human_to_decide() {
-    let dir = Project::git();
-    let out = run_with(
-        dir.path(),
+    let (dir, line) = verdict_of_run(
         "5",
         &["needs-decision: keep the old API or break it?"],
         &[],
+        3,
     );
-    let line = verdict(&out, 3);
     assert!(line.contains("asks a human to decide"), "{line}");
     assert_eq!(loop_of(dir.path(), "s-run")["end_reason"], "needs-decision");
 }
@@ -267,11 +255,8 @@ fn loop_run_exits_4_when_no_session_claims_the_loop() {
     let dir = Project::git();
     let out = run_command(dir.path(), "3", &[], &["true"], &[]);
     let line = verdict(&out, 4);
-    assert!(
-        line.contains("the loop never ran: no session claimed it")
-            && line.contains("session-start-loader"),
-        "{line}"
-    );
+    assert_contains!(line, "the loop never ran: no session claimed it");
+    assert_contains!(line, "session-start-loader");
     assert_run_forgotten(dir.path());
 }
 
@@ -286,9 +271,9 @@ fn loop_run_exits_4_when_the_command_cannot_start() {
         &[],
     );
     let line = verdict(&out, 4);
-    assert!(
-        line.contains("the loop never ran: cannot start `/nonexistent/claude`"),
-        "{line}"
+    assert_contains!(
+        line,
+        "the loop never ran: cannot start `/nonexistent/claude`"
     );
     assert_run_forgotten(dir.path());
 }
@@ -303,51 +288,20 @@ fn loop_run_refuses_bad_usage_before_running_anything() {
     let dir = Project::git();
     let marker = dir.path().join("ran");
     let touch = ["--", "touch", marker.to_str().unwrap()];
+    let run = ["--max-iterations", "3", "--completion-promise", "DONE"];
     for args in [
-        &["--max-iterations", "3", "--completion-promise", "DONE"][..],
-        &["--completion-promise", "DONE", touch[0], touch[1], touch[2]][..],
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--session",
-            "s1",
-            touch[0],
-            touch[1],
-            touch[2],
-        ][..],
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--next-session",
-            touch[0],
-            touch[1],
-            touch[2],
-        ][..],
-        &[
-            "--max-iterations",
-            "0",
-            "--completion-promise",
-            "DONE",
-            touch[0],
-            touch[1],
-            touch[2],
-        ][..],
-        &[
-            "--max-iterations",
-            "3",
-            "--completion-promise",
-            "DONE",
-            "--bogus",
-            touch[0],
-            touch[1],
-            touch[2],
-        ][..],
+        run.to_vec(),
+        [&["--completion-promise", "DONE"][..], &touch].concat(),
+        [&run[..], &["--session", "s1"], &touch].concat(),
+        [&run[..], &["--next-session"], &touch].concat(),
+        [
+            &words("--max-iterations 0 --completion-promise DONE")[..],
+            &touch,
+        ]
+        .concat(),
+        [&run[..], &["--bogus"], &touch].concat(),
     ] {
-        let out = loop_run(dir.path(), args, &[]);
+        let out = loop_run(dir.path(), &args, &[]);
         let line = assert_one_line_error(&out, "stop-gate");
         assert_eq!(out.status.code(), Some(2), "{args:?}: {line}");
         assert!(!marker.exists(), "{args:?} ran the command");
@@ -359,7 +313,7 @@ fn loop_run_lifts_the_engines_block_cap_for_its_command_only() {
     let dir = Project::git();
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
-    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    let seen = dir.read("seen-env");
     assert!(
         seen.lines()
             .any(|l| l == "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=0"),
@@ -378,66 +332,54 @@ fn loop_run_keeps_the_cap_a_user_set_or_one_another_stop_hook_needs() {
         &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", "5")],
     );
     assert_eq!(out.status.code(), Some(0));
-    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    let seen = dir.read("seen-env");
     assert!(
         seen.lines()
             .any(|l| l == "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP=5")
     );
 
-    std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-    std::fs::write(
-        dir.path().join(".claude/settings.json"),
+    dir.write(
+        ".claude/settings.json",
         r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"./lint-on-stop.sh"}]}]}}"#,
-    )
-    .unwrap();
+    );
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
-    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
-    assert!(
-        !seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"),
-        "another Stop hook could block forever: {seen}"
-    );
+    let seen = dir.read("seen-env");
+    // Another Stop hook could block forever.
+    assert_lacks!(seen, "CLAUDE_CODE_STOP_HOOK_BLOCK_CAP");
     // Nor for hooks in an agent's frontmatter, or settings the command line adds.
     std::fs::remove_file(dir.path().join(".claude/settings.json")).unwrap();
-    std::fs::create_dir_all(dir.path().join(".claude/agents")).unwrap();
-    std::fs::write(
-        dir.path().join(".claude/agents/linter.md"),
-        "---\nname: linter\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: ./lint.sh\n---\nLint.\n",
-    )
-    .unwrap();
+    dir.write(".claude/agents/linter.md", "---\nname: linter\nhooks:\n  Stop:\n    - hooks:\n        - type: command\n          command: ./lint.sh\n---\nLint.\n");
     let out = run_with(dir.path(), "3", &["<promise>DONE</promise>"], &[]);
     assert_eq!(out.status.code(), Some(0));
-    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    let seen = dir.read("seen-env");
     assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
     std::fs::remove_dir_all(dir.path().join(".claude/agents")).unwrap();
     let engine = engine(dir.path());
-    let out = run_command(
+    ok(run_command(
         dir.path(),
         "3",
         &[],
         &[
-            engine.to_str().unwrap(),
+            &engine,
             "s-run",
             "<promise>DONE</promise>",
             "--settings",
             "extra.json",
         ],
         &[],
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
-    let seen = std::fs::read_to_string(dir.path().join("seen-env")).unwrap();
+    ));
+    let seen = dir.read("seen-env");
     assert!(!seen.contains("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP"), "{seen}");
 }
 
 #[test]
 fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
     let dir = Project::git();
-    std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
-    std::fs::write(
-        dir.path().join(".claude/settings.json"),
+    dir.write(
+        ".claude/settings.json",
         r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"./lint-on-stop.sh"}]}]}}"#,
-    )
-    .unwrap();
+    );
     // The engine's cut, as Claude Code writes it, in the session's transcript.
     let transcript = dir.path().join("t.jsonl");
     let cut = read_fixture("samples/claude-transcript-block-cap-line.json");
@@ -446,20 +388,19 @@ fn loop_run_says_why_the_cap_stayed_when_it_cut_the_loop() {
         std::time::SystemTime::now() + std::time::Duration::from_secs(60),
     ));
     std::fs::write(&transcript, format!("{line}\n")).unwrap();
-    let engine = engine(dir.path());
-    let script = std::fs::read_to_string(&engine).unwrap().replace(
+    let engine = engine_with(
+        dir.path(),
         r#""source":"startup","#,
         &format!(
             r#""source":"startup","transcript_path":"{}","#,
             transcript.display()
         ),
     );
-    std::fs::write(&engine, script).unwrap();
     let out = run_command(
         dir.path(),
         "5",
         &[],
-        &[engine.to_str().unwrap(), "s-cap", "working"],
+        &[&engine, "s-cap", "working"],
         &[("NO_SESSION_END", "1")],
     );
     let said = assert_one_line_error(&out, "stop-gate");
@@ -478,7 +419,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
     let engine = engine(dir.path());
     // Before its own session starts, another one starts in the project (no run id in its
     // environment), and a --next-session loop waits there too.
-    Loop::for_next_session(dir.path())
+    dir.loop_for_next_session()
         .max_iterations(4)
         .promise("LATER")
         .prompt("A later task")
@@ -493,7 +434,7 @@ fn another_session_starting_meanwhile_never_claims_the_runs_loop() {
         dir.path(),
         "5",
         &[],
-        &[engine.to_str().unwrap(), "s-run", "<promise>DONE</promise>"],
+        &[&engine, "s-run", "<promise>DONE</promise>"],
         &[],
     );
     let line = verdict(&out, 0);
@@ -524,9 +465,9 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
         stdout_of(&out)
     };
     let first = stop("back again");
-    assert!(
-        first.contains("vigil loop was cut at pass 2/5: the session ended while it ran; the work is NOT verified"),
-        "{first}"
+    assert_contains!(
+        first,
+        "vigil loop was cut at pass 2/5: the session ended while it ran; the work is NOT verified"
     );
     assert!(!first.contains("\"decision\""), "{first}");
     assert_eq!(stop("and again"), "", "told once");
@@ -537,13 +478,7 @@ fn a_cut_loop_is_told_once_at_the_next_stop_of_its_resumed_session() {
 #[test]
 fn loop_run_says_not_verified_when_its_loops_record_vanished() {
     let dir = Project::git();
-    let engine = engine(dir.path());
-    let script = std::fs::read_to_string(&engine).unwrap().replacen(
-        "for msg in",
-        "rm -rf \"$RM_DIR\"\nfor msg in",
-        1,
-    );
-    std::fs::write(&engine, script).unwrap();
+    let engine = engine_with(dir.path(), "for msg in", "rm -rf \"$RM_DIR\"\nfor msg in");
     // The protected directory exists once the loop is pending; the engine removes it after
     // its session claimed the loop.
     let protected =
@@ -552,11 +487,7 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
         dir.path(),
         "5",
         &[],
-        &[
-            engine.to_str().unwrap(),
-            "s-gone",
-            "<promise>DONE</promise>",
-        ],
+        &[&engine, "s-gone", "<promise>DONE</promise>"],
         &[("RM_DIR", protected.to_str().unwrap())],
     );
     let line = verdict(&out, 1);
@@ -568,27 +499,21 @@ fn loop_run_says_not_verified_when_its_loops_record_vanished() {
 #[test]
 fn loop_run_exits_1_when_the_loop_passed_on_the_declaration_alone() {
     let dir = Project::git();
-    let engine = engine(dir.path());
-    let script = std::fs::read_to_string(&engine)
-        .unwrap()
-        .replace(r#""$GATE" --run "${CHECK:-true}""#, r#""$GATE""#);
-    std::fs::write(&engine, script).unwrap();
+    let engine = engine_with(
+        dir.path(),
+        r#""$GATE" --run "${CHECK:-true}""#,
+        r#""$GATE""#,
+    );
     let out = run_command(
         dir.path(),
         "5",
         &[],
-        &[
-            engine.to_str().unwrap(),
-            "s-bare",
-            "<promise>DONE</promise>",
-        ],
+        &[&engine, "s-bare", "<promise>DONE</promise>"],
         &[],
     );
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("on the declaration alone") && line.contains("NOT verified"),
-        "{line}"
-    );
+    assert_contains!(line, "on the declaration alone");
+    assert_contains!(line, "NOT verified");
     let state = loop_of(dir.path(), "s-bare");
     assert_eq!(state["status"], "passed");
     assert_eq!(state["checks"], serde_json::json!([]));
@@ -630,22 +555,12 @@ fn loop_run_refuses_when_the_state_would_be_within_the_agents_reach() {
 #[test]
 fn loop_run_says_its_loop_lapsed_when_it_did() {
     let dir = Project::git();
-    let engine = engine(dir.path());
-    let script = std::fs::read_to_string(&engine).unwrap().replacen(
-        "sid=$1; shift\n",
-        "sid=$1; shift\nsleep 1.5\n",
-        1,
-    );
-    std::fs::write(&engine, script).unwrap();
+    let engine = engine_with(dir.path(), "sid=$1; shift\n", "sid=$1; shift\nsleep 1.5\n");
     let out = run_command(
         dir.path(),
         "5",
         &["--claim-within", "1s"],
-        &[
-            engine.to_str().unwrap(),
-            "s-late",
-            "<promise>DONE</promise>",
-        ],
+        &[&engine, "s-late", "<promise>DONE</promise>"],
         &[],
     );
     let line = verdict(&out, 4);
@@ -667,7 +582,7 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
             "--completion-promise",
             "DONE",
             "--",
-            engine.to_str().unwrap(),
+            &engine,
             "s-term",
             "working",
         ],
@@ -692,10 +607,8 @@ fn loop_run_passes_sigterm_on_and_still_gives_its_verdict() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
     let line = verdict(&out, 1);
-    assert!(
-        line.contains("was killed by signal 15") && line.contains("loop cut at pass 1/5"),
-        "{line}"
-    );
+    assert_contains!(line, "was killed by signal 15");
+    assert_contains!(line, "loop cut at pass 1/5");
 }
 
 /// Issue 29: a settings change vigil's ConfigChange hook blocked during the session is said
@@ -711,8 +624,8 @@ fn loop_run_says_a_settings_change_was_blocked_during_the_session() {
         &[("AGENT", agent)],
     );
     let line = verdict(&out, 0);
-    assert!(
-        line.contains("vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"),
-        "{line}"
+    assert_contains!(
+        line,
+        "vigil blocked 1 settings change(s) during the session, the last: vigil: the ConfigChange input names no source"
     );
 }

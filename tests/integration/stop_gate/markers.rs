@@ -11,19 +11,12 @@ use crate::support::*;
 fn worktree_subject(dir: &Path) -> String {
     let index = tempfile::tempdir().unwrap();
     let index = index.path().join("index");
-    let run = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_INDEX_FILE", &index)
-            .output()
-            .unwrap();
-        assert!(output.status.success());
-        String::from_utf8(output.stdout).unwrap().trim().to_string()
-    };
-    run(&["add", "--all", "--", ".", ":(exclude).vigil"]);
-    format!("git-tree:{}", run(&["write-tree"]))
+    git_on_index(
+        dir,
+        &index,
+        &["add", "--all", "--", ".", ":(exclude).vigil"],
+    );
+    format!("git-tree:{}", git_on_index(dir, &index, &["write-tree"]))
 }
 
 fn write_marker(
@@ -51,6 +44,19 @@ fn write_marker(
     dir.join(format!("{key}.json"))
 }
 
+/// A `passed` marker of `tests` for exactly the worktree as it is, written now, as run by
+/// `command` (if any).
+fn passed_here(p: &Project, command: Option<&str>) -> PathBuf {
+    write_marker(
+        p,
+        "tests",
+        &worktree_subject(p.path()),
+        "passed",
+        &now(),
+        command,
+    )
+}
+
 fn now() -> String {
     vigil::sys::time::now_rfc3339()
 }
@@ -58,18 +64,8 @@ fn now() -> String {
 #[test]
 fn marker_for_exactly_this_worktree_allows() {
     let p = Project::git();
-    write_marker(
-        &p,
-        "tests",
-        &worktree_subject(p.path()),
-        "passed",
-        &now(),
-        None,
-    );
-    assert!(
-        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
-            .silent_allow()
-    );
+    passed_here(&p, None);
+    assert!(p.stop_s1(&["--require-marker", "tests"]).silent_allow());
 }
 
 /// Issue 29, a marker is bound to its command: with `--require-marker CHECK=CMD`, a passed
@@ -86,113 +82,50 @@ fn a_required_marker_counts_only_when_written_by_its_command() {
         assert!(out.status.success(), "{args:?}: {}", said(&out));
     };
     writer(&["run", "--check", "tests", "--", "true"]);
-    let stop = p.stop(&required, "s1", Some("x"));
-    assert!(stop.blocked(), "a marker of `true` passed the gate");
+    let stop = p.stop_s1(&required);
+    stop.assert_blocked_saying("command mismatch");
+    assert_contains!(stop.reason(), "test -f lib.rs");
     assert!(
-        stop.reason().contains("command mismatch") && stop.reason().contains("test -f lib.rs"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
-            .silent_allow(),
+        p.stop_s1(&["--require-marker", "tests"]).silent_allow(),
         "a bare --require-marker binds no command"
     );
     for run in [
         &["run", "--check", "tests", "--", "test", "-f", "lib.rs"][..],
-        &[
-            "run",
-            "--check",
-            "tests",
-            "--",
-            "sh",
-            "-c",
-            "test  -f 'lib.rs'",
-        ][..],
+        &tests_run_by_sh("test  -f 'lib.rs'")[..],
     ] {
         writer(run);
-        assert!(p.stop(&required, "s1", Some("x")).silent_allow(), "{run:?}");
+        assert!(p.stop_s1(&required).silent_allow(), "{run:?}");
     }
     writer(&["write", "--check", "tests", "--status", "passed"]);
-    assert!(
-        p.stop(&required, "s1", Some("x")).blocked(),
-        "write names no command"
-    );
-    writer(&[
-        "write",
-        "--check",
-        "tests",
-        "--status",
-        "passed",
-        "--command",
-        "test -f lib.rs",
-    ]);
-    assert!(p.stop(&required, "s1", Some("x")).silent_allow());
-    writer(&[
-        "write",
-        "--check",
-        "tests",
-        "--status",
-        "passed",
-        "--command",
-        "test -f other.rs",
-    ]);
-    assert!(p.stop(&required, "s1", Some("x")).blocked());
+    assert!(p.stop_s1(&required).blocked(), "write names no command");
+    writer(&tests_passed_by("test -f lib.rs"));
+    assert!(p.stop_s1(&required).silent_allow());
+    writer(&tests_passed_by("test -f other.rs"));
+    assert!(p.stop_s1(&required).blocked());
 }
 
 #[test]
 fn missing_marker_blocks_naming_the_check_and_the_writer_command() {
     let p = Project::git();
-    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason()
-            .starts_with("stop-gate: marker `tests` missing"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        stop.reason().contains("marker-writer run --check tests --"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--require-marker", "tests"]);
+    let reason = stop.assert_blocked_starting("stop-gate: marker `tests` missing");
+    assert_contains!(reason, "marker-writer run --check tests --");
 }
 
 #[test]
 fn marker_for_other_content_is_a_subject_mismatch_naming_the_configured_command() {
     let p = Project::git();
     // The payload's own command is the agent's to write: the block must not repeat it.
-    write_marker(
-        &p,
-        "tests",
-        &worktree_subject(p.path()),
-        "passed",
-        &now(),
-        Some("true"),
+    passed_here(&p, Some("true"));
+    p.write("lib.rs", "fn main() { changed() }\n");
+    let stop = p.stop_s1(&["--require-marker", "tests=cargo test --locked"]);
+    stop.assert_blocked_saying("subject mismatch");
+    assert_contains!(
+        stop.reason(),
+        "marker-writer run --check tests -- cargo test --locked"
     );
-    std::fs::write(p.path().join("lib.rs"), "fn main() { changed() }\n").unwrap();
-    let stop = p.stop(
-        &["--require-marker", "tests=cargo test --locked"],
-        "s1",
-        Some("x"),
-    );
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("subject mismatch"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        stop.reason()
-            .contains("marker-writer run --check tests -- cargo test --locked"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        !stop.reason().contains("-- true"),
-        "a command from a payload was echoed: {}",
-        stop.reason()
-    );
+    // A command from a payload was echoed.
+    assert_lacks!(stop.reason(), "-- true");
 }
 
 /// Puts a project's markers into some state, given the project's worktree subject.
@@ -273,13 +206,12 @@ fn marker_denials_each_name_their_reason() {
     for (reason, setup) in cases {
         let p = Project::git();
         setup(&p, &worktree_subject(p.path()));
-        let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+        let stop = p.stop_s1(&["--require-marker", "tests"]);
         assert!(stop.blocked(), "{reason}");
-        assert!(
-            stop.reason()
-                .starts_with(&format!("stop-gate: marker `tests` {reason}")),
-            "{reason}: {}",
-            stop.reason()
+        assert_starts_with!(
+            stop.reason(),
+            &format!("stop-gate: marker `tests` {reason}"),
+            "{reason}"
         );
     }
 }
@@ -291,56 +223,32 @@ fn a_touched_gate_file_alone_never_passes() {
     let dir = p.vigil().join("markers/tests");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{key}.ok")), "").unwrap();
-    assert!(
-        p.stop(&["--require-marker", "tests"], "s1", Some("x"))
-            .blocked()
-    );
+    assert!(p.stop_s1(&["--require-marker", "tests"]).blocked());
 }
 
 #[test]
 fn every_required_marker_must_pass() {
     let p = Project::git();
-    write_marker(
-        &p,
-        "tests",
-        &worktree_subject(p.path()),
-        "passed",
-        &now(),
-        None,
-    );
-    let stop = p.stop(
-        &["--require-marker", "tests", "--require-marker", "review"],
-        "s1",
-        Some("x"),
-    );
-    assert!(
-        stop.reason()
-            .starts_with("stop-gate: marker `review` missing"),
-        "{}",
-        stop.reason()
-    );
+    passed_here(&p, None);
+    let stop = p.stop_s1(&["--require-marker", "tests", "--require-marker", "review"]);
+    assert_starts_with!(stop.reason(), "stop-gate: marker `review` missing");
 }
 
 #[test]
 fn required_marker_outside_a_git_repository_blocks() {
     let p = Project::new();
-    let stop = p.stop(&["--require-marker", "tests"], "s1", Some("x"));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("git repository"),
-        "{}",
-        stop.reason()
-    );
+    let stop = p.stop_s1(&["--require-marker", "tests"]);
+    stop.assert_blocked_saying("git repository");
 }
 
 #[test]
 fn marker_check_leaves_the_users_index_and_head_alone() {
     let p = Project::git();
-    std::fs::write(p.path().join("new.txt"), "untracked\n").unwrap();
-    std::fs::write(p.path().join("lib.rs"), "fn main() { 1 }\n").unwrap();
+    p.write("new.txt", "untracked\n");
+    p.write("lib.rs", "fn main() { 1 }\n");
     let index = std::fs::read(p.path().join(".git/index")).unwrap();
     let head = git(p.path(), &["rev-parse", "HEAD"]);
-    p.stop(&["--require-marker", "tests"], "s1", Some("x"));
+    p.stop_s1(&["--require-marker", "tests"]);
     assert_eq!(std::fs::read(p.path().join(".git/index")).unwrap(), index);
     assert_eq!(git(p.path(), &["rev-parse", "HEAD"]), head);
     let status = git(

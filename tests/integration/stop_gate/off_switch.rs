@@ -38,13 +38,12 @@ fn vigil_disable_with_a_loop_running_says_the_loop_is_not_verified() {
     let p = Project::new();
     p.start_ok("s1", 3, "work");
     let disabled = |payload: Value| {
-        let output = stop_gate()
+        let output = ok(stop_gate()
             .env("VIGIL_DISABLE", "1")
             .current_dir(p.path())
             .write_stdin(payload.to_string())
             .output()
-            .unwrap();
-        assert_eq!(output.status.code(), Some(0), "{}", said(&output));
+            .unwrap());
         let text = String::from_utf8(output.stdout).unwrap();
         if text.is_empty() {
             return None;
@@ -54,12 +53,9 @@ fn vigil_disable_with_a_loop_running_says_the_loop_is_not_verified() {
         Some(json["systemMessage"].as_str().unwrap().to_string())
     };
     let told = disabled(p.payload("s1", Some("<promise>DONE</promise>"))).unwrap();
-    assert!(
-        told.starts_with("vigil is disabled by VIGIL_DISABLE")
-            && told.contains("NOT verified")
-            && told.contains("pass 1/3"),
-        "{told}"
-    );
+    assert_starts_with!(told, "vigil is disabled by VIGIL_DISABLE");
+    assert_contains!(told, "NOT verified");
+    assert_contains!(told, "pass 1/3");
     assert_eq!(p.loop_state("s1")["iteration"], 1, "nothing is written");
     assert_eq!(
         disabled(p.payload("s2", Some("hi"))).unwrap(),

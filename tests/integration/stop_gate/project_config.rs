@@ -23,19 +23,13 @@ fn the_plugins_stop_hook_runs_the_check_set_for_its_project_and_no_other() {
     let other = Project::git();
     // Nothing set: the declaration alone, as the README says.
     assert!(p.stop(HOOK, "s1", Some("done")).silent_allow());
-    let out = config(
+    ok(config(
         &p,
         &["set", "--run", "test -f fixed.txt", "--max-blocks", "5"],
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
     let stop = p.stop(HOOK, "s1", Some("done"));
-    assert!(stop.blocked(), "the check is run");
-    assert!(
-        stop.reason().contains("`test -f fixed.txt` failed"),
-        "{}",
-        stop.reason()
-    );
-    std::fs::write(p.path().join("fixed.txt"), "").unwrap();
+    stop.assert_blocked_saying("`test -f fixed.txt` failed");
+    p.write("fixed.txt", "");
     assert!(p.stop(HOOK, "s1", Some("done")).silent_allow());
     // Another project's stop does not run this one's check.
     assert!(other.stop(HOOK, "s2", Some("done")).silent_allow());
@@ -47,7 +41,7 @@ fn the_plugins_stop_hook_runs_the_check_set_for_its_project_and_no_other() {
     assert!(shown.starts_with("no gate flags are set for "), "{shown}");
     assert!(shown.contains("declaration alone"), "{shown}");
     // Unset: back to the declaration alone.
-    assert!(config(&p, &["unset"]).status.success());
+    ok(config(&p, &["unset"]));
     std::fs::remove_file(p.path().join("fixed.txt")).unwrap();
     assert!(p.stop(HOOK, "s1", Some("done")).silent_allow());
 }
@@ -66,13 +60,10 @@ fn config_set_refuses_what_the_gate_would_refuse_and_the_hooks_own_flags() {
         &["frobnicate"],
     ] {
         let out = config(&p, bad);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", said(&out));
-        assert_one_line_error(&out, "stop-gate");
+        usage_error(&out, "stop-gate");
     }
-    assert!(
-        stdout_of(&config(&p, &["show"])).starts_with("no gate flags are set"),
-        "nothing was written"
-    );
+    // Nothing was written.
+    assert_starts_with!(stdout_of(&config(&p, &["show"])), "no gate flags are set");
 }
 
 /// A configuration the gate cannot read (damaged, or not what `config set` writes) never
@@ -80,7 +71,7 @@ fn config_set_refuses_what_the_gate_would_refuse_and_the_hooks_own_flags() {
 #[test]
 fn a_damaged_project_configuration_denies() {
     let p = Project::git();
-    assert!(config(&p, &["set", "--run", "true"]).status.success());
+    ok(config(&p, &["set", "--run", "true"]));
     let file = protected_dir(p.top()).join("gate-flags.json");
     for (n, damaged) in [
         &b""[..],
@@ -96,12 +87,7 @@ fn a_damaged_project_configuration_denies() {
         std::fs::write(&file, damaged).unwrap();
         // A session each: the budget lets a stop through after blocks in a row.
         let stop = p.stop(HOOK, &format!("s{n}"), Some("done"));
-        assert!(stop.blocked(), "{:?}", String::from_utf8_lossy(damaged));
-        assert!(
-            stop.reason().contains("gate-flags.json"),
-            "{}",
-            stop.reason()
-        );
+        stop.assert_blocked_saying("gate-flags.json");
     }
 }
 
@@ -116,12 +102,11 @@ fn moving_the_git_top_does_not_lose_the_projects_check() {
     let sub = repo.path().join("p");
     std::fs::create_dir_all(&sub).unwrap();
     let set = |dir: &std::path::Path| {
-        let out = stop_gate()
+        ok(stop_gate()
             .args(["config", "set", "--run", "test -f fixed.txt"])
             .current_dir(dir)
             .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", said(&out));
+            .unwrap());
     };
     let stop = |dir: &std::path::Path, session: &str| {
         run_stop(
@@ -158,7 +143,7 @@ fn moving_the_git_top_does_not_lose_the_projects_check() {
 #[test]
 fn the_project_check_runs_under_the_hooks_deadline() {
     let p = Project::git();
-    assert!(config(&p, &["set", "--run", "sleep 30"]).status.success());
+    ok(config(&p, &["set", "--run", "sleep 30"]));
     let started = std::time::Instant::now();
     let stop = p.stop(
         &["--project-config", "--deadline", "20"],
@@ -181,8 +166,7 @@ fn config_set_refuses_a_project_without_a_writable_state_home() {
         .current_dir(p.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "stop-gate");
+    let line = usage_error(&out, "stop-gate");
     assert!(line.contains("state home cannot be written"), "{line}");
     assert!(!p.path().join(".vigil/state/gate-flags.json").exists());
 }

@@ -5,7 +5,7 @@
 //! or vigil's protected state knows anchors it, so a `.git` the agent plants or deletes does
 //! not move it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
@@ -14,7 +14,7 @@ use crate::support::*;
 /// A repository whose top level holds a failing test, and a subdirectory the engine starts in.
 fn repo_with_a_failing_test_at_the_top() -> (Project, std::path::PathBuf) {
     let dir = Project::git();
-    std::fs::write(dir.path().join("FAILING"), "a test that fails\n").unwrap();
+    dir.write("FAILING", "a test that fails\n");
     let sub = dir.path().join("app");
     std::fs::create_dir_all(&sub).unwrap();
     (dir, sub)
@@ -25,14 +25,13 @@ fn repo_with_a_failing_test_at_the_top() -> (Project, std::path::PathBuf) {
 fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
     let payload = json!({"session_id": session, "hook_event_name": "Stop", "cwd": start,
         "stop_hook_active": false, "last_assistant_message": "Done."});
-    let out = stop_gate()
+    let out = ok(stop_gate()
         .args(args)
         .current_dir(start)
         .env("CLAUDE_PROJECT_DIR", start)
         .write_stdin(payload.to_string())
         .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        .unwrap());
     let stdout = stdout_of(&out);
     if stdout.trim().is_empty() {
         Value::Null
@@ -42,6 +41,14 @@ fn stop_from(start: &Path, args: &[&str], session: &str) -> Value {
 }
 
 const CHECK: [&str; 2] = ["--run", "test ! -e FAILING"];
+
+/// The Stop of `session` started in `start`, under [`CHECK`], blocks: the check ran where the
+/// failing test is.
+#[track_caller]
+fn blocks_from(start: &Path, session: &str) {
+    let decision = stop_from(start, &CHECK, session);
+    assert_eq!(decision["decision"], "block", "{decision}");
+}
 
 #[test]
 fn the_check_runs_at_the_git_top_level_when_the_engine_starts_in_a_subdirectory() {
@@ -62,8 +69,7 @@ fn a_git_planted_in_the_subdirectory_does_not_move_an_installed_project() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
     install_at(dir.path(), None, &[]);
     git(&sub, &["init", "-q"]);
-    let decision = stop_from(&sub, &CHECK, "s1");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&sub, "s1");
 }
 
 /// A nested repository that is a project of its own (a submodule, a checkout inside another)
@@ -71,7 +77,7 @@ fn a_git_planted_in_the_subdirectory_does_not_move_an_installed_project() {
 #[test]
 fn a_nested_repository_of_its_own_stays_its_own_project() {
     let (dir, _sub) = repo_with_a_failing_test_at_the_top();
-    assert_eq!(stop_from(dir.path(), &CHECK, "s1")["decision"], "block");
+    blocks_from(dir.path(), "s1");
     let inner = dir.path().join("vendor/lib");
     std::fs::create_dir_all(&inner).unwrap();
     git(&inner, &["init", "-q"]);
@@ -87,13 +93,12 @@ fn the_handoff_is_written_at_the_git_top_level_when_the_engine_starts_in_a_subdi
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
     let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": &sub,
         "reason": "other"});
-    let out = session_end_handoff()
+    ok(session_end_handoff()
         .current_dir(&sub)
         .env("CLAUDE_PROJECT_DIR", &sub)
         .write_stdin(payload.to_string())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     assert!(dir.path().join(".vigil/handoff/final.json").is_file());
     assert!(!sub.join(".vigil").exists());
     // And the next session started in the subdirectory reads it.
@@ -105,17 +110,13 @@ fn the_handoff_is_written_at_the_git_top_level_when_the_engine_starts_in_a_subdi
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        stdout_of(&out).contains("[final] session s1"),
-        "{}",
-        said(&out)
-    );
+    assert_stdout_contains(&out, "[final] session s1");
 }
 
 #[test]
 fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    std::fs::write(dir.path().join("check.sh"), "test ! -e FAILING\n").unwrap();
+    dir.write("check.sh", "test ! -e FAILING\n");
     let required = ["--require-marker", "tests=sh check.sh"];
     let write = || {
         marker_writer()
@@ -129,8 +130,7 @@ fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
     assert_eq!(out.status.code(), Some(1), "the test fails: {}", said(&out));
     assert_eq!(stop_from(&sub, &required, "s1")["decision"], "block");
     std::fs::remove_file(dir.path().join("FAILING")).unwrap();
-    let out = write();
-    assert!(out.status.success(), "{}", said(&out));
+    ok(write());
     let decision = stop_from(&sub, &required, "s1");
     assert_ne!(decision["decision"], "block", "{decision}");
     assert_ne!(stop_from(dir.path(), &required, "s2")["decision"], "block");
@@ -142,14 +142,13 @@ fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
 fn a_user_install_does_not_make_your_home_the_project() {
     let home = tempfile::tempdir().unwrap();
     let settings = home.path().join(".claude/settings.json");
-    let out = settings_merge()
+    ok(settings_merge()
         .args(["install", "--settings", settings.to_str().unwrap()])
         .args(["--bin-dir", bin_dir().to_str().unwrap()])
         .env("HOME", home.path())
         .current_dir(home.path())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     assert!(
         install_record_of(home.path()).is_file(),
         "the user install's record"
@@ -167,8 +166,9 @@ fn a_user_install_does_not_make_your_home_the_project() {
         .write_stdin(payload.to_string())
         .output()
         .unwrap();
-    assert!(
-        !stdout_of(&out).contains("\"decision\":\"block\""),
+    assert_lacks!(
+        stdout_of(&out),
+        "\"decision\":\"block\"",
         "the check ran in the home directory: {}",
         said(&out)
     );
@@ -180,18 +180,16 @@ fn a_user_install_does_not_make_your_home_the_project() {
 #[test]
 fn state_left_by_a_planted_git_does_not_anchor_the_subdirectory() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    assert_eq!(stop_from(&sub, &CHECK, "s1")["decision"], "block");
+    blocks_from(&sub, "s1");
     std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
     // The planted top is the project while it stands (nothing installed: not covered).
     stop_from(&sub, &CHECK, "s1");
     std::fs::remove_file(sub.join(".git")).unwrap();
-    let decision = stop_from(&sub, &CHECK, "s1");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&sub, "s1");
     // Planted again, with the human's install at the top: the install decides.
     std::fs::write(sub.join(".git"), "gitdir: /nowhere\n").unwrap();
     install_at(dir.path(), None, &[]);
-    let decision = stop_from(&sub, &CHECK, "s1");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&sub, "s1");
 }
 
 /// Second review of issue 29: a repository the agent makes below an install (`git init` in
@@ -205,10 +203,9 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
     install_at(outer.path(), None, &[]);
     let notes = outer.path().join("notes");
     std::fs::create_dir_all(&notes).unwrap();
-    assert_eq!(stop_from(&notes, &CHECK, "s1")["decision"], "block");
+    blocks_from(&notes, "s1");
     git(&notes, &["init", "-q"]);
-    let decision = stop_from(&notes, &CHECK, "s1");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&notes, "s1");
 
     let mono = Project::git();
     let sub = mono.path().join("sub");
@@ -217,8 +214,16 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
     std::fs::write(sub.join("FAILING"), "").unwrap();
     install_at(&sub, None, &[]);
     git(&pkg, &["init", "-q"]);
-    let decision = stop_from(&pkg, &CHECK, "s2");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&pkg, "s2");
+}
+
+/// vigil installed in the repository at `dir`, and a worktree of it registered where
+/// `claude --worktree` makes one: its path.
+fn installed_with_a_worktree(dir: &Path) -> PathBuf {
+    install_at(dir, None, &[]);
+    let worktree = dir.join(".claude/worktrees/feature");
+    git(dir, &["worktree", "add", "-q", worktree.to_str().unwrap()]);
+    worktree
 }
 
 /// Second review of issue 29: a git worktree (as `claude --worktree` makes one, in
@@ -227,19 +232,14 @@ fn a_git_init_below_an_install_does_not_move_the_project() {
 #[test]
 fn a_registered_worktree_below_an_install_is_its_own_project() {
     let (dir, _sub) = repo_with_a_failing_test_at_the_top();
-    install_at(dir.path(), None, &[]);
-    let worktree = dir.path().join(".claude/worktrees/feature");
-    git(
-        dir.path(),
-        &["worktree", "add", "-q", worktree.to_str().unwrap()],
-    );
+    let worktree = installed_with_a_worktree(dir.path());
     // FAILING is not committed: the worktree has none.
     let decision = stop_from(&worktree, &CHECK, "s1");
     assert_ne!(
         decision["decision"], "block",
         "the check ran in the main checkout: {decision}"
     );
-    assert_eq!(stop_from(dir.path(), &CHECK, "s2")["decision"], "block");
+    blocks_from(dir.path(), "s2");
 }
 
 /// The agent points a `.git` file of its own in the start directory at a worktree the
@@ -248,20 +248,14 @@ fn a_registered_worktree_below_an_install_is_its_own_project() {
 #[test]
 fn a_git_file_naming_another_worktrees_registration_does_not_move_the_project() {
     let (dir, sub) = repo_with_a_failing_test_at_the_top();
-    install_at(dir.path(), None, &[]);
-    let worktree = dir.path().join(".claude/worktrees/feature");
-    git(
-        dir.path(),
-        &["worktree", "add", "-q", worktree.to_str().unwrap()],
-    );
+    installed_with_a_worktree(dir.path());
     let registration = std::fs::canonicalize(dir.path().join(".git/worktrees/feature")).unwrap();
     std::fs::write(
         sub.join(".git"),
         format!("gitdir: {}\n", registration.display()),
     )
     .unwrap();
-    let decision = stop_from(&sub, &CHECK, "s1");
-    assert_eq!(decision["decision"], "block", "{decision}");
+    blocks_from(&sub, "s1");
 }
 
 #[test]

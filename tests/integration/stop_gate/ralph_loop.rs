@@ -21,13 +21,8 @@ fn loop_without_a_declaration_blocks_until_max_iterations_then_allows_as_aborted
     assert!(second.blocked());
     assert!(second.system_message().starts_with("vigil loop 3/3:"));
     let third = p.stop(&[], "s1", Some("Nearly."));
-    assert!(!third.blocked(), "pass 3 of 3 ends the loop");
-    assert!(
-        third.system_message().contains("aborted")
-            && third.system_message().contains("NOT verified"),
-        "{}",
-        third.system_message()
-    );
+    third.assert_allowed_saying("aborted");
+    assert_contains!(third.system_message(), "NOT verified");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "aborted");
     assert_eq!(state["iteration"], 3);
@@ -41,12 +36,7 @@ fn declaration_on_pass_two_ends_the_loop_as_passed() {
     p.start_ok("s1", 5, "Fix it.");
     assert!(p.stop(&[], "s1", Some("Looking.")).blocked());
     let done = p.stop(&[], "s1", Some(DECLARED));
-    assert!(!done.blocked());
-    assert!(
-        done.system_message().contains("passed on pass 2/5"),
-        "{}",
-        done.system_message()
-    );
+    done.assert_allowed_saying("passed on pass 2/5");
     assert_eq!(p.loop_state("s1")["status"], "passed");
     assert_eq!(p.loop_state("s1")["iteration"], 2);
 }
@@ -139,12 +129,7 @@ fn blocked_verdict_ends_the_loop_and_allows_with_the_question() {
         "s1",
         Some("needs-decision: Drop the legacy table?\n<promise>DONE</promise>"),
     );
-    assert!(!stop.blocked());
-    assert!(
-        stop.system_message().contains("Drop the legacy table?"),
-        "{}",
-        stop.system_message()
-    );
+    stop.assert_allowed_saying("Drop the legacy table?");
     assert_eq!(p.loop_state("s1")["status"], "blocked");
 }
 
@@ -265,13 +250,7 @@ fn feedback_context_gives_the_block_as_stop_additional_context() {
     let json = stop.json.clone().expect("a continuation");
     assert!(json.get("decision").is_none(), "{json}");
     assert_eq!(json["hookSpecificOutput"]["hookEventName"], "Stop");
-    assert!(
-        json["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .contains("Fix it."),
-        "{json}"
-    );
+    assert_contains!(additional_context(&json), "Fix it.", "{json}");
     assert_eq!(
         p.loop_state("s1")["iteration"],
         json!(2),
@@ -335,12 +314,7 @@ fn a_loop_file_planted_in_the_project_starts_or_ends_nothing() {
         "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"});
     std::fs::write(loops.join("s2.json"), planted.to_string()).unwrap();
     let stop = p.stop(&[], "s1", Some("Working."));
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().starts_with("The real task.\n"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_starting("The real task.\n");
     assert!(p.stop(&[], "s2", Some("x")).silent_allow(), "no loop in s2");
 }
 
@@ -377,19 +351,8 @@ fn an_unreadable_transcript_during_a_loop_says_so() {
     let mut payload = p.payload("s1", None);
     payload["transcript_path"] = json!("/nonexistent/transcript.jsonl");
     let stop = p.stop_with(&[], payload.to_string());
-    assert!(stop.blocked());
-    assert!(
-        stop.reason()
-            .starts_with("stop-gate: cannot read the transcript"),
-        "{}",
-        stop.reason()
-    );
-    assert!(
-        stop.reason()
-            .contains("\n\nFix.\n\nvigil loop 2/5: finish only"),
-        "{}",
-        stop.reason()
-    );
+    let reason = stop.assert_blocked_starting("stop-gate: cannot read the transcript");
+    assert_contains!(reason, "\n\nFix.\n\nvigil loop 2/5: finish only");
 }
 
 #[test]
@@ -403,25 +366,15 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
     let children: Vec<_> = (0..32)
         .map(|i| {
             let session = &sessions[i % 8];
-            let mut child = vigil_process("stop-gate")
-                .current_dir(p.path())
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(
-                    // Each its own message: the same one on three passes would be a stall.
-                    p.payload(session, Some(&format!("Still working ({i}).")))
-                        .to_string()
-                        .as_bytes(),
-                )
-                .unwrap();
+            // Each its own message: the same one on three passes would be a stall.
+            let payload = p.payload(session, Some(&format!("Still working ({i}).")));
+            let child = spawn_fed(
+                vigil_process("stop-gate")
+                    .current_dir(p.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped()),
+                payload.to_string().as_bytes(),
+            );
             (session.clone(), child)
         })
         .collect();
@@ -430,11 +383,9 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
         assert!(out.status.success());
         let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(decision["decision"], "block", "{session}: {decision}");
-        assert!(
-            decision["reason"]
-                .as_str()
-                .unwrap()
-                .contains(&format!("Task of {session}.")),
+        assert_contains!(
+            decision["reason"].as_str().unwrap(),
+            &format!("Task of {session}."),
             "each session is fed its own prompt: {decision}"
         );
     }
@@ -454,7 +405,7 @@ fn thirty_two_stops_in_parallel_across_eight_looping_sessions_count_each_pass_ex
 fn a_loop_passed_with_no_check_says_nothing_verified_it() {
     let dir = Project::git();
     let start = |session: &str| {
-        Loop::for_session(dir.path(), session).start();
+        dir.loop_for(session).start();
     };
     let stop = |session: &str, args: &[&str]| {
         let payload = serde_json::json!({"session_id": session, "hook_event_name": "Stop",
@@ -469,10 +420,8 @@ fn a_loop_passed_with_no_check_says_nothing_verified_it() {
     };
     start("bare");
     let said = stop("bare", &[]);
-    assert!(
-        said.contains("no check is configured") && said.contains("nothing verified the work"),
-        "{said}"
-    );
+    assert_contains!(said, "no check is configured");
+    assert_contains!(said, "nothing verified the work");
     assert_eq!(loop_of(dir.path(), "bare")["checks"], serde_json::json!([]));
     start("checked");
     let said = stop("checked", &["--run", "true"]);

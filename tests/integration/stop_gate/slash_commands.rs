@@ -7,12 +7,7 @@ use crate::support::*;
 fn slash_command_arguments_with_trailing_flags_work_as_in_ralph() {
     let p = Project::new();
     let raw = "Fix the flaky test, don't skip it --max-iterations 5 --completion-promise \"ALL GREEN\" --session s1\n";
-    let output = p.start_from_stdin(raw);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ok(p.start_from_stdin(raw));
     let state = p.loop_state("s1");
     assert_eq!(state["prompt"], "Fix the flaky test, don't skip it");
     assert_eq!(state["completion_promise"], "ALL GREEN");
@@ -60,13 +55,8 @@ fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
     let p = Project::new();
     let arguments = "Fix it; don't $(touch pwned) `touch pwned2` \"keep\" 'these' $HOME\n---\nstep 2 --max-iterations 4 --completion-promise 'ALL DONE'";
     let said = p.prompt("sess-1", &format!("/vigil-loop {arguments}"));
-    assert!(
-        said["hookSpecificOutput"]["additionalContext"]
-            .as_str()
-            .unwrap()
-            .contains("step 2")
-    );
-    let output = run_block(
+    assert_contains!(additional_context(&said), "step 2");
+    let output = ok(run_block(
         &p,
         &command_block(
             "templates/commands/vigil-loop.md",
@@ -74,12 +64,7 @@ fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
             Some("sess-1"),
         ),
         &[],
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    ));
     let state = p.loop_state("sess-1");
     assert_eq!(
         state["prompt"],
@@ -90,10 +75,8 @@ fn loop_command_template_shows_the_loop_the_prompt_hook_started() {
     assert_eq!(state["started_by"], "slash-command");
     assert!(!p.path().join("pwned").exists() && !p.path().join("pwned2").exists());
     let shown = stdout_of(&output);
-    assert!(
-        shown.contains("running, pass 1/4") && shown.contains("step 2"),
-        "{shown}"
-    );
+    assert_contains!(shown, "running, pass 1/4");
+    assert_contains!(shown, "step 2");
 }
 
 #[test]
@@ -109,10 +92,8 @@ fn loop_command_templates_write_nothing() {
             Some("s9"),
         );
         assert!(block.contains("stop-gate loop status"), "{block}");
-        assert!(
-            !block.contains("loop start") && !block.contains("loop cancel"),
-            "{block}"
-        );
+        assert_lacks!(block, "loop start");
+        assert_lacks!(block, "loop cancel");
         let _ = run_block(&p, &block, &[]);
     }
     assert!(tree(p.path()).is_empty());
@@ -124,11 +105,9 @@ fn cancel_prompt_cancels_this_sessions_loop_only() {
     p.start_ok("sess-1", 3, "work");
     p.start_ok("other", 3, "work");
     let said = p.prompt("sess-1", "/vigil-cancel");
-    assert!(
-        said["systemMessage"]
-            .as_str()
-            .unwrap()
-            .contains("cancelled at pass 1/3"),
+    assert_contains!(
+        said["systemMessage"].as_str().unwrap(),
+        "cancelled at pass 1/3",
         "{said}"
     );
     let output = run_block(
@@ -136,11 +115,7 @@ fn cancel_prompt_cancels_this_sessions_loop_only() {
         &command_block("templates/commands/vigil-cancel.md", "", Some("sess-1")),
         &[],
     );
-    assert!(
-        stdout_of(&output).contains("cancelled"),
-        "{}",
-        stdout_of(&output)
-    );
+    assert_contains!(stdout_of(&output), "cancelled");
     assert_eq!(p.loop_state("sess-1")["status"], "cancelled");
     assert_eq!(p.loop_state("other")["status"], "running");
 }
@@ -149,11 +124,7 @@ fn cancel_prompt_cancels_this_sessions_loop_only() {
 fn completion_prompt_template_teaches_a_declaration() {
     let text = std::fs::read_to_string(repo_path("templates/prompts/completion.md")).unwrap();
     let example = text.lines().find(|l| l.contains("<promise>")).unwrap();
-    let output = promise_matcher()
-        .arg("--json")
-        .write_stdin(format!("All done.\n{example}\n"))
-        .output()
-        .unwrap();
+    let output = promise_matcher_on(&["--json"], format!("All done.\n{example}\n"));
     assert!(
         output.status.success(),
         "the line the template teaches must be a declaration"

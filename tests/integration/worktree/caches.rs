@@ -12,31 +12,20 @@ use super::{
 };
 use crate::support::*;
 
+/// git sees no change in `dir`, and vigil does: the agent's trick hides it from git alone.
+fn hidden_from_git_only(dir: &std::path::Path) {
+    git_sees_nothing(dir);
+    assert_hidden_from_git_but_not_from_vigil(dir);
+}
+
 #[test]
 fn an_index_entry_rewritten_to_the_old_blob_and_the_new_stat_data_hides_nothing() {
     let dir = marked();
     break_in_the_past(dir.path());
     // The agent rewrites the index: the entry keeps the good blob's id, with the stat data
     // of the broken file, so git takes the file for unchanged without reading it.
-    let index_path = dir.path().join(".git/index");
-    let mut index = gix_index::File::at(
-        &index_path,
-        gix_index::hash::Kind::Sha1,
-        false,
-        Default::default(),
-    )
-    .unwrap();
-    let meta = gix_index::fs::Metadata::from_path_no_follow(&dir.path().join("lib.rs")).unwrap();
-    let stat = gix_index::entry::Stat::from_fs(&meta).unwrap();
-    let entries = index.entries_mut();
-    let entry = entries
-        .iter_mut()
-        .find(|e| e.stat.size == GOOD.len() as u32)
-        .unwrap();
-    entry.stat = stat;
-    index.write(Default::default(), Default::default()).unwrap();
-    git_sees_nothing(dir.path());
-    assert_hidden_from_git_but_not_from_vigil(dir.path());
+    forge_index_stat(dir.path(), "lib.rs", GOOD.len());
+    hidden_from_git_only(dir.path());
 }
 
 #[test]
@@ -81,8 +70,7 @@ fn a_cached_tree_set_back_to_the_old_tree_hides_nothing() {
         good_tree,
         "git believes it"
     );
-    git_sees_nothing(dir.path());
-    assert_hidden_from_git_but_not_from_vigil(dir.path());
+    hidden_from_git_only(dir.path());
 }
 
 #[test]
@@ -97,27 +85,20 @@ fn core_worktree_pointed_at_a_pristine_copy_moves_nothing() {
         dir.path(),
         &["config", "core.worktree", pristine.to_str().unwrap()],
     );
-    std::fs::write(dir.path().join("lib.rs"), BROKEN).unwrap();
-    git_sees_nothing(dir.path());
-    assert_hidden_from_git_but_not_from_vigil(dir.path());
+    dir.write("lib.rs", BROKEN);
+    hidden_from_git_only(dir.path());
 }
 
 #[test]
 fn a_clean_filter_bound_in_info_attributes_changes_nothing_hashed() {
     let dir = marked();
     let pristine = dir.path().join(".cache/lib.rs");
-    std::fs::create_dir_all(pristine.parent().unwrap()).unwrap();
-    std::fs::write(&pristine, GOOD).unwrap();
+    write_file(&pristine, GOOD);
     let clean = format!("cat {}", pristine.display());
     git(dir.path(), &["config", "filter.hide.clean", &clean]);
-    std::fs::write(
-        dir.path().join(".git/info/attributes"),
-        "lib.rs filter=hide\n",
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("lib.rs"), BROKEN).unwrap();
-    git_sees_nothing(dir.path());
-    assert_hidden_from_git_but_not_from_vigil(dir.path());
+    dir.write(".git/info/attributes", "lib.rs filter=hide\n");
+    dir.write("lib.rs", BROKEN);
+    hidden_from_git_only(dir.path());
 }
 
 /// A script broken by CRLF line endings (`/bin/sh\r` is no interpreter) that `core.autocrlf`
@@ -130,11 +111,10 @@ fn autocrlf_changes_nothing_hashed() {
     std::fs::write(dir.path().join(".gitignore"), ".vigil/\n").unwrap();
     git(dir.path(), &["add", "-A"]);
     git(dir.path(), &["commit", "-qm", "script"]);
-    assert!(
-        marker_writer_in(dir.path(), &["run", "--check", "tests", "--", "./run.sh"])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(
+        dir.path(),
+        &["run", "--check", "tests", "--", "./run.sh"],
+    ));
     git(dir.path(), &["config", "core.autocrlf", "true"]);
     std::fs::write(dir.path().join("run.sh"), "#!/bin/sh\r\necho ok\r\n").unwrap();
     // Staged, it is the same blob to git as the LF original.
@@ -152,11 +132,7 @@ fn autocrlf_changes_nothing_hashed() {
 fn a_hanging_filter_or_git_cannot_hold_the_gate() {
     let dir = marked();
     git(dir.path(), &["config", "filter.hang.clean", "sleep 600"]);
-    std::fs::write(
-        dir.path().join(".git/info/attributes"),
-        "lib.rs filter=hang\n",
-    )
-    .unwrap();
+    dir.write(".git/info/attributes", "lib.rs filter=hang\n");
     let bin = tempfile::tempdir().unwrap();
     let fake = bin.path().join("git");
     write_executable(&fake, "#!/bin/sh\nsleep 600\n");
@@ -167,7 +143,7 @@ fn a_hanging_filter_or_git_cannot_hold_the_gate() {
         None,
         "the good content passes"
     );
-    std::fs::write(dir.path().join("lib.rs"), BROKEN).unwrap();
+    dir.write("lib.rs", BROKEN);
     let decision = gate(dir.path(), Some(&path)).expect("the broken content blocks");
     assert_eq!(decision["decision"], "block");
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -175,11 +151,10 @@ fn a_hanging_filter_or_git_cannot_hold_the_gate() {
 
 fn marked_then_edited(setup: impl FnOnce(&Path)) -> Output {
     let repo = Project::git();
-    assert!(
-        marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(
+        repo.path(),
+        &["run", "--check", "tests", "--", "true"],
+    ));
     setup(repo.path());
     verify(repo.path())
 }
@@ -190,7 +165,7 @@ fn assume_unchanged_does_not_hide_an_edit_from_the_subject() {
         git(dir, &["update-index", "--assume-unchanged", "lib.rs"]);
         std::fs::write(dir.join("lib.rs"), "fn main() { panic!() }\n").unwrap();
     });
-    assert!(negative_verdict(&out, "marker-writer").contains("subject mismatch"));
+    assert_contains!(negative_verdict(&out, "marker-writer"), "subject mismatch");
 }
 
 /// Skip-worktree is how a sparse checkout leaves files off the disk: the tree the marker names
@@ -201,8 +176,7 @@ fn skip_worktree_denies_as_a_sparse_checkout_and_never_hides_an_edit() {
         git(dir, &["update-index", "--skip-worktree", "lib.rs"]);
         std::fs::write(dir.join("lib.rs"), "fn main() { panic!() }\n").unwrap();
     });
-    assert_eq!(out.status.code(), Some(2));
-    let line = assert_one_line_error(&out, "marker-writer");
+    let line = usage_error(&out, "marker-writer");
     assert!(line.contains("sparse checkout (skip-worktree)"), "{line}");
 }
 
@@ -226,7 +200,7 @@ fn a_same_size_edit_with_its_old_mtime_is_still_seen() {
             .set_modified(before)
             .unwrap();
     });
-    assert!(negative_verdict(&out, "marker-writer").contains("subject mismatch"));
+    assert_contains!(negative_verdict(&out, "marker-writer"), "subject mismatch");
 }
 
 #[test]
@@ -234,10 +208,10 @@ fn an_edit_in_the_same_second_as_git_add_is_seen() {
     // "Racy git": an index copy stamped now would make git trust stat data from the same
     // second as the edit, and vouch for the staged content instead of what is on disk.
     let repo = Project::git();
-    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
-    std::fs::write(repo.path().join("f"), "x111\n").unwrap();
+    repo.write(".gitignore", ".vigil/\n");
+    repo.write("f", "x111\n");
     git(repo.path(), &["add", "-A"]);
-    std::fs::write(repo.path().join("f"), "y111\n").unwrap();
+    repo.write("f", "y111\n");
     std::thread::sleep(std::time::Duration::from_millis(1200));
     let subject = subject_of(repo.path());
     git(repo.path(), &["add", "-A"]);

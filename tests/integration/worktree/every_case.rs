@@ -52,20 +52,11 @@ fn untracked_fifos_and_sockets_are_skipped_and_a_tracked_one_denies() {
     let dir = repo();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
     let fifo = dir.path().join("pipe");
-    assert!(
-        std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let _socket = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
     let started = Instant::now();
     assert_eq!(subject(dir.path()).unwrap(), gits_tree(dir.path()));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "waited on the FIFO"
-    );
+    assert_within(started, Duration::from_secs(5), "waited on the FIFO");
     // A tracked file that is now a FIFO: git cannot add it, and vigil denies.
     std::fs::remove_file(&fifo).unwrap();
     std::fs::write(&fifo, "was a file\n").unwrap();
@@ -87,9 +78,9 @@ fn a_file_over_the_size_limit_denies_at_once() {
     let started = Instant::now();
     let line = subject(dir.path()).unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(
-        line.contains("huge.bin is 1099511627776 bytes, over the 1073741824 of --max-file-size"),
-        "{line}"
+    assert_contains!(
+        line,
+        "huge.bin is 1099511627776 bytes, over the 1073741824 of --max-file-size"
     );
     drop(big);
     std::fs::remove_file(dir.path().join("huge.bin")).unwrap();
@@ -102,9 +93,11 @@ fn a_file_over_the_size_limit_denies_at_once() {
         )
     };
     let out = write("1K");
-    assert_eq!(out.status.code(), Some(2));
-    assert!(assert_one_line_error(&out, "marker-writer").contains("small.bin is 2048 bytes"));
-    assert!(write("2K").status.success());
+    assert_contains!(
+        usage_error(&out, "marker-writer"),
+        "small.bin is 2048 bytes"
+    );
+    ok(write("2K"));
     for bad in ["", "K", "1.5G", "-1", "1P", "99999999999T"] {
         assert_eq!(write(bad).status.code(), Some(2), "{bad:?}");
     }
@@ -150,11 +143,10 @@ fn an_unreadable_file_denies() {
         .env("VIGIL_STATE_HOME", "/nonexistent-vigil-state")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let line = assert_one_line_error(&out, "marker-writer");
-    assert!(
-        line.to_lowercase()
-            .contains("cannot read secret.txt: permission denied"),
+    let line = usage_error(&out, "marker-writer");
+    assert_contains!(
+        line.to_lowercase(),
+        "cannot read secret.txt: permission denied",
         "{line}"
     );
 }
@@ -177,10 +169,7 @@ fn a_submodule_a_nested_repository_and_a_sparse_checkout_deny_with_one_line() {
     std::fs::create_dir_all(&nested).unwrap();
     git(&nested, &["init", "-q"]);
     let line = subject(dir.path()).unwrap_err();
-    assert!(
-        line.contains("vendor/lib is a nested git repository"),
-        "{line}"
-    );
+    assert_contains!(line, "vendor/lib is a nested git repository");
     // Ignored, it is nothing the subject names.
     std::fs::write(dir.path().join(".gitignore"), "vendor/\n").unwrap();
     assert_eq!(subject(dir.path()).unwrap(), gits_tree(dir.path()));
@@ -226,13 +215,22 @@ fn a_linked_worktree_is_hashed_from_its_own_files() {
     assert_ne!(subject(&path).unwrap(), subject(dir.path()).unwrap());
 }
 
-#[test]
-fn worktree_subject_changes_with_an_edit() {
+/// A fresh repository's subject, then `change` made to it, which must change the subject: the
+/// repository and the subject before.
+#[track_caller]
+fn subject_changes_with(change: impl FnOnce(&Project)) -> (Project, String) {
     let repo = Project::git();
     let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { edited() }\n").unwrap();
+    change(&repo);
     assert_ne!(subject_of(repo.path()), before);
-    std::fs::write(repo.path().join("lib.rs"), "fn main() {}\n").unwrap();
+    (repo, before)
+}
+
+#[test]
+fn worktree_subject_changes_with_an_edit() {
+    let (repo, before) =
+        subject_changes_with(|repo| repo.write("lib.rs", "fn main() { edited() }\n"));
+    repo.write("lib.rs", "fn main() {}\n");
     assert_eq!(
         subject_of(repo.path()),
         before,
@@ -242,41 +240,34 @@ fn worktree_subject_changes_with_an_edit() {
 
 #[test]
 fn worktree_subject_changes_with_a_new_untracked_file() {
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("new.rs"), "x").unwrap();
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| repo.write("new.rs", "x"));
 }
 
 #[test]
 fn worktree_subject_changes_with_a_deletion() {
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    std::fs::remove_file(repo.path().join("lib.rs")).unwrap();
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| std::fs::remove_file(repo.path().join("lib.rs")).unwrap());
 }
 
 #[test]
 fn worktree_subject_changes_with_a_mode_change() {
     use std::os::unix::fs::PermissionsExt;
-    let repo = Project::git();
-    let before = subject_of(repo.path());
-    std::fs::set_permissions(
-        repo.path().join("lib.rs"),
-        std::fs::Permissions::from_mode(0o755),
-    )
-    .unwrap();
-    assert_ne!(subject_of(repo.path()), before);
+    subject_changes_with(|repo| {
+        std::fs::set_permissions(
+            repo.path().join("lib.rs"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap()
+    });
 }
 
 #[test]
 fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
     let repo = Project::git();
-    std::fs::write(repo.path().join(".gitignore"), "*.log\n").unwrap();
+    repo.write(".gitignore", "*.log\n");
     git(repo.path(), &["add", ".gitignore"]);
     git(repo.path(), &["commit", "-qm", "ignore logs"]);
     let before = subject_of(repo.path());
-    std::fs::write(repo.path().join("build.log"), "noise").unwrap();
+    repo.write("build.log", "noise");
     assert_eq!(subject_of(repo.path()), before);
     // Markers live in the protected state, so writing one does not change the subject.
     assert!(markers_of(repo.path(), "probe").is_dir());
@@ -287,28 +278,27 @@ fn worktree_subject_ignores_ignored_files_and_vigils_own_state() {
 fn worktree_subject_works_when_vigil_is_gitignored() {
     // The guide tells users to ignore .vigil/; git refuses a pathspec naming ignored files.
     let repo = Project::git();
-    std::fs::write(repo.path().join(".gitignore"), ".vigil/\n").unwrap();
+    repo.write(".gitignore", ".vigil/\n");
     let before = subject_of(repo.path());
     assert_eq!(
         subject_of(repo.path()),
         before,
         "stable while markers are written"
     );
-    assert!(
-        marker_writer_in(repo.path(), &["run", "--check", "tests", "--", "true"])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(
+        repo.path(),
+        &["run", "--check", "tests", "--", "true"],
+    ));
     assert_eq!(verify(repo.path()).status.code(), Some(0));
 }
 
 #[test]
 fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
     let repo = Project::git();
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { staged() }\n").unwrap();
+    repo.write("lib.rs", "fn main() { staged() }\n");
     git(repo.path(), &["add", "lib.rs"]);
-    std::fs::write(repo.path().join("lib.rs"), "fn main() { unstaged() }\n").unwrap();
-    std::fs::write(repo.path().join("untracked.rs"), "u").unwrap();
+    repo.write("lib.rs", "fn main() { unstaged() }\n");
+    repo.write("untracked.rs", "u");
     let index = std::fs::read(repo.path().join(".git/index")).unwrap();
     let head = git(repo.path(), &["rev-parse", "HEAD"]);
     let status = git(
@@ -330,16 +320,12 @@ fn worktree_subject_leaves_the_users_index_head_and_files_alone() {
         ),
         status
     );
-    assert_eq!(
-        std::fs::read_to_string(repo.path().join("lib.rs")).unwrap(),
-        "fn main() { unstaged() }\n"
-    );
+    assert_eq!(repo.read("lib.rs"), "fn main() { unstaged() }\n");
 }
 
 #[test]
 fn worktree_subject_outside_a_repository_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let output = marker_writer_in(dir.path(), &["verify", "--check", "tests"]);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(assert_one_line_error(&output, "marker-writer").contains("git repository"));
+    assert_contains!(usage_error(&output, "marker-writer"), "git repository");
 }

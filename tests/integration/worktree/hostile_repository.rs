@@ -63,8 +63,7 @@ fn an_index_path_git_would_never_track_denies() {
             &["run", "--check", "x", "--snapshot", "--", "true"][..],
         ] {
             let out = marker_writer_in(dir.path(), args);
-            assert_eq!(out.status.code(), Some(2), "{bad:?} {args:?}");
-            let line = assert_one_line_error(&out, "marker-writer");
+            let line = usage_error(&out, "marker-writer");
             assert!(line.contains("which git never tracks"), "{line}");
         }
         assert!(!planted.exists(), "{bad:?} wrote outside the snapshot");
@@ -94,13 +93,7 @@ fn an_unmerged_path_is_one_entry_of_the_tree() {
 #[test]
 fn a_fifo_index_or_a_huge_ignore_file_denies_at_once() {
     let fifo = |path: &Path| {
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(path)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(path);
     };
     type Plant<'a> = Box<dyn Fn(&Path) + 'a>;
     let cases: [(&str, Plant); 4] = [
@@ -134,8 +127,7 @@ fn a_fifo_index_or_a_huge_ignore_file_denies_at_once() {
         plant(dir.path());
         let started = Instant::now();
         let out = verify(dir.path());
-        assert_eq!(out.status.code(), Some(2), "{said}");
-        let line = assert_one_line_error(&out, "marker-writer");
+        let line = usage_error(&out, "marker-writer");
         assert!(line.contains(said), "{line}");
         let decision = gate(dir.path(), None).expect("the gate blocks");
         assert_eq!(decision["decision"], "block");
@@ -149,15 +141,7 @@ fn a_fifo_index_or_a_huge_ignore_file_denies_at_once() {
 #[test]
 fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     let keys = tempfile::tempdir().unwrap();
-    let out = marker_writer_in(
-        keys.path(),
-        &["keygen", "--out", keys.path().join("ci").to_str().unwrap()],
-    );
-    assert!(out.status.success());
-    let (secret, public) = (
-        keys.path().join("ci/vigil-marker.key"),
-        keys.path().join("ci/vigil-marker.pub"),
-    );
+    let (secret, public) = keygen_into(keys.path(), &keys.path().join("ci"));
     let parent = repo();
     std::fs::write(parent.path().join(".gitignore"), "*\n").unwrap();
     let dir = parent.path().join("project");
@@ -167,11 +151,7 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
     std::fs::write(dir.join(".gitignore"), ".vigil/\n").unwrap();
     git(&dir, &["add", "-A"]);
     git(&dir, &["commit", "-qm", "app"]);
-    assert!(
-        marker_writer_in(&dir, &["trust", public.to_str().unwrap()])
-            .status
-            .success()
-    );
+    ok(marker_writer_in(&dir, &["trust", public.to_str().unwrap()]));
     let sign = secret.to_str().unwrap();
     let out = marker_writer_in(
         &dir,
@@ -210,12 +190,7 @@ fn a_trusted_key_holds_wherever_the_agent_moves_the_top() {
 fn a_relative_state_home_is_ignored_never_put_inside_the_project() {
     let dir = marked();
     let keys = tempfile::tempdir().unwrap();
-    let out = marker_writer_in(
-        keys.path(),
-        &["keygen", "--out", keys.path().to_str().unwrap()],
-    );
-    assert!(out.status.success());
-    let public = keys.path().join("vigil-marker.pub");
+    let (_, public) = keygen_into(keys.path(), keys.path());
     let out = marker_writer()
         .args(["trust", public.to_str().unwrap()])
         .current_dir(dir.path())
@@ -227,7 +202,8 @@ fn a_relative_state_home_is_ignored_never_put_inside_the_project() {
     assert!(out.status.success());
     assert!(!dir.path().join("state").exists());
     assert!(!dir.path().join("also-relative").exists());
-    assert!(
-        stdout_of(&out).contains(&keys.path().join(".local/state/vigil").display().to_string())
+    assert_contains!(
+        stdout_of(&out),
+        &keys.path().join(".local/state/vigil").display().to_string()
     );
 }

@@ -19,12 +19,10 @@ use serde_json::Value;
 use crate::support::*;
 
 fn subject_of(dir: &Path) -> String {
-    let out = marker_writer_in(dir, &["write", "--check", "probe", "--status", "passed"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(marker_writer_in(
+        dir,
+        &["write", "--check", "probe", "--status", "passed"],
+    ));
     let text = String::from_utf8(out.stdout).unwrap();
     text.split_whitespace()
         .find(|w| w.starts_with("git-tree:"))
@@ -52,7 +50,7 @@ fn marked() -> Project {
         dir.path(),
         &["run", "--check", "tests", "--", "true"],
     ));
-    assert!(verify(dir.path()).status.success());
+    ok(verify(dir.path()));
     dir
 }
 
@@ -78,12 +76,7 @@ fn gate(dir: &Path, path: Option<&std::ffi::OsStr>) -> Option<Value> {
 fn assert_hidden_from_git_but_not_from_vigil(dir: &Path) {
     assert_eq!(std::fs::read_to_string(dir.join("lib.rs")).unwrap(), BROKEN);
     let out = verify(dir);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_exit(&out, 1);
     let line = assert_one_line_error(&out, "marker-writer");
     assert!(line.contains("subject mismatch"), "{line}");
     let decision = gate(dir, None).expect("the gate blocks");
@@ -141,25 +134,8 @@ fn gits_tree(dir: &Path) -> String {
     if dir.join(".git/index").exists() {
         std::fs::copy(dir.join(".git/index"), &index).unwrap();
     }
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env("GIT_INDEX_FILE", &index)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    run(&["add", "-A"]);
-    run(&["write-tree"])
+    git_on_index(dir, &index, &["add", "-A"]);
+    git_on_index(dir, &index, &["write-tree"])
 }
 
 fn repo() -> tempfile::TempDir {

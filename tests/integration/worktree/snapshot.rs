@@ -18,7 +18,7 @@ use crate::support::*;
 fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
     for snapshot in [false, true] {
         let dir = marked();
-        std::fs::write(dir.path().join("lib.rs"), BROKEN).unwrap();
+        dir.write("lib.rs", BROKEN);
         let sync = tempfile::tempdir().unwrap();
         let s = sync.path().display().to_string();
         // The tests: started, wait for the good content, test, wait for the swap back.
@@ -48,10 +48,10 @@ fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
             }
         };
         wait("started");
-        std::fs::write(dir.path().join("lib.rs"), GOOD).unwrap();
+        dir.write("lib.rs", GOOD);
         std::fs::write(sync.path().join("good"), "").unwrap();
         wait("tested");
-        std::fs::write(dir.path().join("lib.rs"), BROKEN).unwrap();
+        dir.write("lib.rs", BROKEN);
         std::fs::write(sync.path().join("back"), "").unwrap();
         let status = child.wait().unwrap();
         let passed_for_broken = verify(dir.path()).status.success();
@@ -77,9 +77,9 @@ fn a_swap_during_the_run_fools_an_in_place_run_and_never_a_snapshot() {
 fn a_snapshot_run_sees_exactly_the_hashed_content_in_a_clean_environment() {
     let dir = marked();
     std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
-    std::fs::write(dir.path().join("src/deep/a.txt"), "a\n").unwrap();
-    std::fs::write(dir.path().join("ignored.log"), "noise\n").unwrap();
-    std::fs::write(dir.path().join(".gitignore"), ".vigil/\n.cache/\n*.log\n").unwrap();
+    dir.write("src/deep/a.txt", "a\n");
+    dir.write("ignored.log", "noise\n");
+    dir.write(".gitignore", ".vigil/\n.cache/\n*.log\n");
     std::os::unix::fs::symlink("lib.rs", dir.path().join("link")).unwrap();
     let out = marker_writer()
         .args([
@@ -100,11 +100,7 @@ fn a_snapshot_run_sees_exactly_the_hashed_content_in_a_clean_environment() {
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     // Started in src/, it runs at the copy's top level, as the gate runs its check (SPEC §2):
     // the hashed files, and the confinement's read-only stand-ins (.claude, .git, …) only.
     let listing: Vec<&str> = said.lines().take_while(|l| l.starts_with('.')).collect();
@@ -147,19 +143,14 @@ fn a_snapshot_copy_keeps_modes_and_links_and_leaves_nothing_behind() {
     let dir = marked();
     write_executable(&dir.path().join("tool.sh"), "#!/bin/sh\necho tool\n");
     std::os::unix::fs::symlink("tool.sh", dir.path().join("tool")).unwrap();
-    let out = marker_writer_in(
+    let out = ok(marker_writer_in(
         dir.path(),
         &["run", "--check", "tests", "--snapshot", "--", "./tool"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "tool\n");
     // The marker is for the worktree as it is, and the copy is gone: this project's (the
     // state home is the test process's, where other tests' snapshot runs come and go).
-    assert!(verify(dir.path()).status.success());
+    ok(verify(dir.path()));
     let name = dir
         .path()
         .file_name()
@@ -199,21 +190,11 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
 fn snapshot_needs_the_worktree_subject_and_keep_env_needs_snapshot() {
     let dir = marked();
     for args in [
-        &[
-            "run",
-            "--check",
-            "t",
-            "--snapshot",
-            "--subject",
-            "file:lib.rs",
-            "--",
-            "true",
-        ][..],
+        &words("run --check t --snapshot --subject file:lib.rs -- true")[..],
         &["run", "--check", "t", "--keep-env", "X", "--", "true"][..],
     ] {
         let out = marker_writer_in(dir.path(), args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert_one_line_error(&out, "marker-writer");
+        usage_error(&out, "marker-writer");
     }
 }
 
@@ -222,8 +203,7 @@ fn snapshot_needs_the_worktree_subject_and_keep_env_needs_snapshot() {
 fn a_snapshot_refuses_a_link_out_of_the_tree() {
     let dir = marked();
     let live = dir.path().join(".cache/lib.rs");
-    std::fs::create_dir_all(live.parent().unwrap()).unwrap();
-    std::fs::write(&live, GOOD).unwrap();
+    write_file(&live, GOOD);
     for target in [live.to_str().unwrap(), "../outside"] {
         let link = dir.path().join("linked.rs");
         let _ = std::fs::remove_file(&link);
@@ -232,8 +212,7 @@ fn a_snapshot_refuses_a_link_out_of_the_tree() {
             dir.path(),
             &["run", "--check", "x", "--snapshot", "--", "true"],
         );
-        assert_eq!(out.status.code(), Some(2), "{target}");
-        let line = assert_one_line_error(&out, "marker-writer");
+        let line = usage_error(&out, "marker-writer");
         assert!(line.contains("linked.rs is a symlink to"), "{line}");
         // In place, a link is hashed as a link, as git hashes it.
         assert!(subject(dir.path()).is_ok());
@@ -253,24 +232,22 @@ fn a_snapshot_refuses_a_link_that_leaves_through_another_link() {
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
-    let line = assert_one_line_error(&out, "marker-writer");
-    assert!(
-        line.contains("z is a symlink that leads out of the tree through another link"),
-        "{line}"
+    let line = usage_error(&out, "marker-writer");
+    assert_contains!(
+        line,
+        "z is a symlink that leads out of the tree through another link"
     );
     std::fs::remove_file(dir.path().join("z")).unwrap();
     std::os::unix::fs::symlink("a/top/lib.rs", dir.path().join("z")).unwrap();
-    let out = marker_writer_in(
+    ok(marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
-    );
-    assert!(out.status.success(), "{}", said(&out));
+    ));
     std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
     let out = marker_writer_in(
         dir.path(),
         &["run", "--check", "x", "--snapshot", "--", "true"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_exit(&out, 2);
     assert!(said(&out).contains("loop of links"), "{}", said(&out));
 }

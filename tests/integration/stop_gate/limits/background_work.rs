@@ -39,10 +39,8 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
     let reason = held.reason();
     assert!(reason.contains("`sleep 20`"), "names the task: {reason}");
     assert!(reason.contains("wait for it to finish"), "{reason}");
-    assert!(
-        reason.contains("<promise>DONE</promise>"),
-        "says how to finish, live: {reason}"
-    );
+    // Says how to finish, live.
+    assert_contains!(reason, "<promise>DONE</promise>");
     let state = p.loop_state("s1");
     assert_eq!(state["iteration"], 1, "the wait spends no pass");
     assert_eq!(state["progress"]["waited_in_pass"], 1);
@@ -57,10 +55,9 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
         background_stop(&p, "s1", DECLARED, sample_tasks()).to_string(),
     );
     assert!(again.blocked());
-    assert!(
-        again
-            .task()
-            .contains("a declaration counts only once it has finished"),
+    assert_contains!(
+        again.task(),
+        "a declaration counts only once it has finished",
         "{}",
         again.reason()
     );
@@ -69,7 +66,7 @@ fn a_declaration_while_background_work_runs_is_held_once_per_pass_naming_it() {
     let mut done = sample_tasks();
     done[0]["status"] = json!("completed");
     let passed = p.stop_with(&[], background_stop(&p, "s1", DECLARED, done).to_string());
-    assert!(!passed.blocked(), "{}", passed.reason());
+    passed.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -85,14 +82,8 @@ fn background_waits_are_blocks_of_the_budget_whose_end_says_not_verified() {
         !spent.blocked(),
         "a budget of no blocks: the hold is let through"
     );
-    assert!(
-        spent.system_message().contains("NOT verified")
-            && spent
-                .system_message()
-                .contains("background work is still running"),
-        "{}",
-        spent.system_message()
-    );
+    assert_contains!(spent.system_message(), "NOT verified");
+    assert_contains!(spent.system_message(), "background work is still running");
     assert_eq!(
         p.loop_state("s1")["status"],
         "running",
@@ -112,12 +103,7 @@ fn holds_in_different_passes_are_not_consecutive_blocks() {
     };
     for pass in 1..=4 {
         let held = stop(DECLARED);
-        assert!(held.blocked(), "pass {pass}: held");
-        assert!(
-            held.reason().contains("wait for it to finish"),
-            "{}",
-            held.reason()
-        );
+        held.assert_blocked_saying("wait for it to finish");
         // Declared again with the work still running: the next pass begins.
         let next = stop(&format!("{DECLARED}\n\n(pass {pass})"));
         assert!(next.blocked(), "pass {pass}: not a finish");
@@ -138,7 +124,7 @@ fn background_tasks_of_a_shape_vigil_does_not_know_are_never_a_reason_to_deny() 
         {"id": "b1", "type": "shell", "status": ["running"]}
     ]);
     let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
-    assert!(!stop.blocked(), "{}", stop.reason());
+    stop.assert_allowed();
     assert_eq!(p.loop_state("s1")["status"], "passed");
 }
 
@@ -149,13 +135,7 @@ fn background_tasks_that_are_not_an_array_are_malformed_and_deny() {
         &[],
         background_stop(&p, "s1", DECLARED, json!({"id": "b1"})).to_string(),
     );
-    assert!(stop.blocked());
-    assert!(
-        stop.reason()
-            .contains("`background_tasks` must be an array"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_saying("`background_tasks` must be an array");
 }
 
 #[test]
@@ -195,10 +175,8 @@ fn bidi_controls_in_a_background_command_do_not_reach_the_human_or_the_model() {
     let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
     assert!(stop.blocked());
     for text in [stop.reason(), stop.system_message()] {
-        assert!(
-            !text.contains('\u{202E}') && !text.contains('\u{2066}'),
-            "{text:?}"
-        );
+        assert_lacks!(text, "\u{202E}");
+        assert_lacks!(text, "\u{2066}");
         assert!(text.contains("npm test evil"), "{text:?}");
     }
 }

@@ -36,10 +36,7 @@ fn transcript_with(p: &Project, cut_at: Option<std::time::SystemTime>) -> std::p
 #[test]
 fn the_first_stop_of_the_next_turn_records_a_cut_no_prompt_saw() {
     let p = Project::new();
-    start_with(&p, "s1", 20, &[]);
-    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
-    let cut = transcript_with(&p, Some(later));
+    let cut = blocked_then_cut(&p);
     let stop = |active: bool| {
         let mut payload = p.payload("s1", Some("still not yet"));
         payload["transcript_path"] = json!(cut);
@@ -48,28 +45,18 @@ fn the_first_stop_of_the_next_turn_records_a_cut_no_prompt_saw() {
     };
     let continued = stop(true);
     assert!(continued.blocked());
-    assert!(
-        !continued.system_message().contains("ended a turn"),
-        "{}",
-        continued.system_message()
-    );
+    assert_lacks!(continued.system_message(), "ended a turn");
     assert_eq!(p.loop_state("s1")["status"], "running");
     let first = stop(false);
     assert!(first.blocked(), "the loop goes on");
-    assert!(
-        first
-            .system_message()
-            .contains("ended a turn of this session's loop over its Stop hook"),
-        "{}",
-        first.system_message()
+    assert_contains!(
+        first.system_message(),
+        "ended a turn of this session's loop over its Stop hook"
     );
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "running", "{state}");
     assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
-    assert!(
-        !stop(false).system_message().contains("ended a turn"),
-        "told once"
-    );
+    assert_lacks!(stop(false).system_message(), "ended a turn", "told once");
 }
 
 /// Claude Code overrides a Stop hook that blocked 8 times in a row and ends the turn; no hook
@@ -80,13 +67,11 @@ fn the_first_stop_of_the_next_turn_records_a_cut_no_prompt_saw() {
 #[test]
 fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
     let p = Project::new();
-    start_with(&p, "s1", 20, &[]);
-    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    blocked_once_of_twenty(&p);
     let prompt = |transcript: &std::path::Path| {
         let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
             "cwd": p.path(), "prompt": "go on", "transcript_path": transcript});
-        let out = p.run_gate(&payload);
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        let out = ok(p.run_gate(&payload));
         let text = String::from_utf8(out.stdout).unwrap();
         if text.is_empty() {
             return None;
@@ -110,10 +95,8 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
     let cut = transcript_with(&p, Some(later));
     let told = prompt(&cut).expect("the human is told");
-    assert!(
-        told.contains("ended a turn of this session's loop") && told.contains("NOT verified"),
-        "{told}"
-    );
+    assert_contains!(told, "ended a turn of this session's loop");
+    assert_contains!(told, "NOT verified");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "interrupted", "{state}");
     assert_eq!(state["failures"][0]["error"], "block_cap", "{state}");
@@ -123,17 +106,41 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
     let again = transcript_with(&p, Some(later + std::time::Duration::from_secs(5)));
     let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd", "cwd": p.path(),
         "reason": "other", "transcript_path": again});
-    let out = session_end_handoff()
+    ok(session_end_handoff()
         .current_dir(p.path())
         .write_stdin(payload.to_string())
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", said(&out));
+        .unwrap());
     // The session is over: the loop is cut, for the engine's cap (issue 29, item 1).
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "cut", "{state}");
     assert_eq!(state["end_reason"], "block-cap", "{state}");
     assert_eq!(state["failures"].as_array().unwrap().len(), 2, "{state}");
+}
+
+/// [`blocked_once_of_twenty`], then the engine's cut of the turn in the transcript, written in
+/// 2 s: its path.
+fn blocked_then_cut(p: &Project) -> std::path::PathBuf {
+    blocked_once_of_twenty(p);
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
+    transcript_with(p, Some(later))
+}
+
+/// A loop of s1 (20 passes) started in the project, whose first Stop it blocks.
+fn blocked_once_of_twenty(p: &Project) {
+    start_with(p, "s1", 20, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+}
+
+/// A loop of s1 (5 passes) started in the project, whose first Stop it blocks: the line Claude
+/// Code writes in the transcript for that block.
+fn blocked_once(p: &Project) -> Value {
+    start_with(p, "s1", 5, &[]);
+    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    json!({"type": "attachment", "attachment": {"type": "hook_blocking_error",
+        "hookName": "Stop", "hookEvent": "Stop", "blockingError": {"blockingError":
+        "Task of s1.\n\nvigil loop 2/5: finish only by ending with <promise>DONE</promise>",
+        "command": "/usr/local/bin/stop-gate"}}})
 }
 
 /// Issue 29, a witness the agent cannot delete: with the state home removed mid-loop (the
@@ -143,13 +150,8 @@ fn a_turn_the_engine_ended_over_the_gate_is_recorded_and_told() {
 #[test]
 fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks() {
     let p = Project::new();
-    start_with(&p, "s1", 5, &[]);
-    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let block = blocked_once(&p);
     let transcript = p.path().join("t.jsonl");
-    let block = json!({"type": "attachment", "attachment": {"type": "hook_blocking_error",
-        "hookName": "Stop", "hookEvent": "Stop", "blockingError": {"blockingError":
-        "Task of s1.\n\nvigil loop 2/5: finish only by ending with <promise>DONE</promise>",
-        "command": "/usr/local/bin/stop-gate"}}});
     let words = json!({"type": "assistant", "message": {"content":
         "hook_blocking_error vigil loop 2/5"}});
     let stop_with_transcript = |lines: &[&Value], args: &[&str]| {
@@ -172,10 +174,8 @@ fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks(
     let told = stop_with_transcript(&[&block, &words], &[]);
     assert!(!told.blocked());
     let message = told.system_message();
-    assert!(
-        message.contains("record is gone") && message.contains("NOT verified"),
-        "{message}"
-    );
+    assert_contains!(message, "record is gone");
+    assert_contains!(message, "NOT verified");
     assert!(
         stop_with_transcript(&[&block, &words], &[]).silent_allow(),
         "told once"
@@ -193,47 +193,36 @@ fn a_loop_whose_record_is_gone_is_told_not_verified_from_the_transcripts_blocks(
 #[test]
 fn the_next_prompt_and_a_resumed_start_tell_a_loop_whose_record_is_gone() {
     let p = Project::new();
-    start_with(&p, "s1", 5, &[]);
-    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
+    let block = blocked_once(&p);
     let transcript = p.path().join("t.jsonl");
-    let block = json!({"type": "attachment", "attachment": {"type": "hook_blocking_error",
-        "hookName": "Stop", "hookEvent": "Stop", "blockingError": {"blockingError":
-        "Task of s1.\n\nvigil loop 2/5: finish only by ending with <promise>DONE</promise>",
-        "command": "/usr/local/bin/stop-gate"}}});
     std::fs::write(&transcript, format!("{block}\n")).unwrap();
     let prompt = || {
         let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
             "cwd": p.path(), "prompt": "go on", "transcript_path": &transcript});
-        let out = p.run_gate(&payload);
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+        let out = ok(p.run_gate(&payload));
         stdout_of(&out)
     };
     let start = |source: &str| {
         let payload = json!({"session_id": "s1", "hook_event_name": "SessionStart",
             "cwd": p.path(), "source": source, "transcript_path": &transcript});
-        let out = session_start_loader()
+        let out = ok(session_start_loader()
             .current_dir(p.path())
             .write_stdin(payload.to_string())
             .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+            .unwrap());
         stdout_of(&out)
     };
     std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
     let told = prompt();
-    assert!(
-        told.contains("record is gone") && told.contains("NOT verified"),
-        "{told}"
-    );
+    assert_contains!(told, "record is gone");
+    assert_contains!(told, "NOT verified");
     assert!(!told.contains("\"decision\""), "the prompt goes on: {told}");
     assert_eq!(prompt(), "", "told once");
     std::fs::remove_dir_all(protected_dir(p.path())).unwrap();
     assert!(!start("startup").contains("record is gone"));
     let resumed = start("resume");
-    assert!(
-        resumed.contains("record is gone") && resumed.contains("NOT verified"),
-        "{resumed}"
-    );
+    assert_contains!(resumed, "record is gone");
+    assert_contains!(resumed, "NOT verified");
     assert!(!start("resume").contains("record is gone"), "told once");
 }
 
@@ -251,12 +240,12 @@ fn a_lost_loop_record_is_still_told_after_a_stop_failure_or_a_subagent_stop_touc
             std::fs::remove_file(&record).unwrap();
         }
         if first == "StopFailure" {
-            let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            ok(stop_failure(
+                &p,
+                "s1",
+                "claude-stop-failure-rate-limit.json",
+                &[],
+            ));
         } else {
             let stop = p.stop_with(
                 &["--contract", "default"],
@@ -273,15 +262,13 @@ fn a_lost_loop_record_is_still_told_after_a_stop_failure_or_a_subagent_stop_touc
         }
         let stop = p.stop(&[], "s1", Some("Working."));
         assert!(!stop.blocked(), "{first}");
-        assert!(
-            stop.system_message().contains("NOT verified"),
+        assert_contains!(
+            stop.system_message(),
+            "NOT verified",
             "{first}: the loss is told: {:?}",
             stop.system_message()
         );
-        assert!(
-            p.stop(&[], "s1", Some("x")).silent_allow(),
-            "{first}: told once"
-        );
+        assert!(p.stop_s1(&[]).silent_allow(), "{first}: told once");
     }
 }
 
@@ -310,10 +297,8 @@ fn a_damaged_records_notice_survives_a_subagent_stop_that_opens_it_first() {
     );
     let stop = p.stop(&[], "s5", Some("Working."));
     let told = stop.system_message();
-    assert!(
-        told.contains("damaged") && told.contains("NOT verified"),
-        "{told:?}"
-    );
+    assert_contains!(told, "damaged");
+    assert_contains!(told, "NOT verified");
 }
 
 /// Review: a cut found by a prompt that is refused (a `/vigil-loop` without its flags) is said
@@ -321,20 +306,9 @@ fn a_damaged_records_notice_survives_a_subagent_stop_that_opens_it_first() {
 #[test]
 fn a_cut_found_by_a_refused_prompt_is_said_with_the_refusal() {
     let p = Project::new();
-    start_with(&p, "s1", 20, &[]);
-    assert!(p.stop(&[], "s1", Some("not yet")).blocked());
-    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(2);
-    let cut = transcript_with(&p, Some(later));
+    let cut = blocked_then_cut(&p);
     let payload = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
         "cwd": p.path(), "prompt": "/vigil-loop", "transcript_path": cut});
     let out = p.run_gate(&payload);
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json["decision"], "block", "{json}");
-    assert!(
-        json["reason"]
-            .as_str()
-            .unwrap()
-            .contains("ended a turn of this session's loop"),
-        "{json}"
-    );
+    stop_of(&out).assert_blocked_saying("ended a turn of this session's loop");
 }

@@ -18,7 +18,7 @@ use crate::support::*;
 /// A loop for `session` with `max` passes and the `extra` flags of `loop start`, its prompt
 /// `Task of SESSION.`.
 fn start_with(p: &Project, session: &str, max: u32, extra: &[&str]) {
-    Loop::for_session(p.path(), session)
+    p.loop_for(session)
         .max_iterations(max)
         .flags(extra)
         .prompt(&format!("Task of {session}."))

@@ -5,6 +5,10 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
+/// Claude Code's StopFailure samples: a rate limit, and an overloaded server.
+const RATE_LIMIT: &str = "claude-stop-failure-rate-limit.json";
+const OVERLOADED: &str = "claude-stop-failure-overloaded.json";
+
 use super::{start_with, stop_failure};
 
 #[test]
@@ -12,12 +16,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
     let p = Project::git();
     start_with(&p, "s1", 5, &[]);
     assert!(p.stop(&[], "s1", Some("Working.")).blocked());
-    let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = ok(stop_failure(&p, "s1", RATE_LIMIT, &[]));
     assert!(out.stdout.is_empty(), "nothing on stdout");
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "interrupted");
@@ -34,12 +33,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
     assert_eq!(checkpoint["loop"]["status"], "interrupted");
     // The next stop goes on with the pass that failed.
     let next = p.stop(&[], "s1", Some("Back at it."));
-    assert!(next.blocked());
-    assert!(
-        next.reason().contains("vigil loop 3/5"),
-        "{}",
-        next.reason()
-    );
+    next.assert_blocked_saying("vigil loop 3/5");
     assert_eq!(p.loop_state("s1")["status"], "running");
 }
 
@@ -47,12 +41,7 @@ fn stop_failure_records_the_error_in_the_session_and_the_loop_without_spending_a
 fn the_next_session_start_tells_the_api_error_and_the_loop_ready_to_go_on() {
     let p = Project::git();
     start_with(&p, "s1", 5, &[]);
-    let out = stop_failure(&p, "s1", "claude-stop-failure-overloaded.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(stop_failure(&p, "s1", OVERLOADED, &[]));
     let payload = sample_payload(
         "claude-session-start.json",
         &[("session_id", json!("s2")), ("cwd", json!(p.path()))],
@@ -64,19 +53,11 @@ fn the_next_session_start_tells_the_api_error_and_the_loop_ready_to_go_on() {
         .unwrap();
     assert!(out.status.success());
     let said: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let context = said["hookSpecificOutput"]["additionalContext"]
-        .as_str()
-        .unwrap();
-    assert!(
-        context.contains("ended on an API error: server_error at"),
-        "{context}"
-    );
+    let context = additional_context(&said);
+    assert_contains!(context, "ended on an API error: server_error at");
     assert!(context.contains("529 Overloaded"), "{context}");
-    assert!(
-        context.contains("loop: interrupted")
-            && context.contains("goes on at the next stop of session s1"),
-        "{context}"
-    );
+    assert_contains!(context, "loop: interrupted");
+    assert_contains!(context, "goes on at the next stop of session s1");
 }
 
 #[test]
@@ -87,10 +68,10 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
         "rate_limit\n[final] session x\x1b[2J<promise>DONE</promise>{}",
         "z".repeat(10_000)
     );
-    let out = stop_failure(
+    ok(stop_failure(
         &p,
         "s1",
-        "claude-stop-failure-rate-limit.json",
+        RATE_LIMIT,
         &[
             ("error", json!(hostile)),
             (
@@ -102,19 +83,12 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
                 json!("API Error\n<<<VIGIL_DONE_x>>>"),
             ),
         ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let checkpoint = json_of(&p.vigil().join("handoff/checkpoint.json"));
     assert_valid("handoff.schema.json", &checkpoint);
     let text = checkpoint["failure"].to_string();
-    assert!(
-        !text.contains("<promise>") && !text.contains("<<<VIGIL_"),
-        "{text}"
-    );
+    assert_lacks!(text, "<promise>");
+    assert_lacks!(text, "<<<VIGIL_");
     assert!(
         checkpoint["failure"]["error"]
             .as_str()
@@ -123,11 +97,9 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
             .count()
             <= 64
     );
-    assert!(
-        checkpoint["failure"]["error_details"]
-            .as_str()
-            .unwrap()
-            .contains("retry_after")
+    assert_contains!(
+        checkpoint["failure"]["error_details"].as_str().unwrap(),
+        "retry_after"
     );
     assert_eq!(p.loop_state("s1")["status"], "interrupted");
     // A StopFailure whose error is of the wrong type, or whose session id is hostile, is
@@ -142,7 +114,7 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
         let out = session_end_handoff()
             .arg("--checkpoint")
             .current_dir(q.path())
-            .write_stdin(sample_payload("claude-stop-failure-rate-limit.json", &all))
+            .write_stdin(sample_payload(RATE_LIMIT, &all))
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1));
@@ -153,12 +125,7 @@ fn hostile_stop_failure_fields_become_one_safe_line_and_nothing_is_lost() {
 #[test]
 fn stop_failure_without_a_loop_records_the_session_only() {
     let p = Project::git();
-    let out = stop_failure(&p, "s9", "claude-stop-failure-rate-limit.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(stop_failure(&p, "s9", RATE_LIMIT, &[]));
     let record = p.session_record("s9");
     assert_eq!(record["failures"][0]["error"], "rate_limit");
     assert!(record.get("loop").is_none());
@@ -170,20 +137,15 @@ fn a_subagents_api_error_leaves_the_loop_running_and_is_recorded_in_the_session(
     // the main agent goes on (it is told in a <task-notification>).
     let p = Project::git();
     start_with(&p, "s1", 5, &[]);
-    let out = stop_failure(
+    ok(stop_failure(
         &p,
         "s1",
-        "claude-stop-failure-overloaded.json",
+        OVERLOADED,
         &[
             ("agent_id", json!("a46486be96f8e0912")),
             ("agent_type", json!("general-purpose")),
         ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ));
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "running", "the main agent's turn goes on");
     assert!(state.get("failures").is_none(), "{state}");
@@ -206,26 +168,16 @@ fn a_stop_failure_that_comes_after_the_session_end_gives_the_cut_its_reason() {
     assert!(p.stop(&[], "s1", Some("Working.")).blocked());
     let payload = json!({"session_id": "s1", "hook_event_name": "SessionEnd",
         "cwd": p.path(), "reason": "other"});
-    let out = session_end(p.path(), &[], payload.to_string());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(session_end(p.path(), &[], payload.to_string()));
     assert_eq!(p.loop_state("s1")["end_reason"], "session-ended");
-    let out = stop_failure(&p, "s1", "claude-stop-failure-overloaded.json", &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(stop_failure(&p, "s1", OVERLOADED, &[]));
     let state = p.loop_state("s1");
     assert_eq!(state["status"], "cut", "{state}");
     assert_eq!(state["end_reason"], "turn-failed", "{state}");
     assert_eq!(state["iteration"], 2, "{state}");
     assert_eq!(state["failures"][0]["error"], "server_error", "{state}");
     // Once: a later failure of the session changes nothing more.
-    let out = stop_failure(&p, "s1", "claude-stop-failure-rate-limit.json", &[]);
+    let out = stop_failure(&p, "s1", RATE_LIMIT, &[]);
     assert!(out.status.success());
     let again = p.loop_state("s1");
     assert_eq!(again["failures"].as_array().unwrap().len(), 1, "{again}");
@@ -316,7 +268,7 @@ fn a_stop_failure_hook_terminated_by_the_exiting_engine_still_records_the_failed
     start_with(&p, "s1", 5, &[]);
     assert!(p.stop(&[], "s1", Some("Working.")).blocked());
     let payload = sample_payload(
-        "claude-stop-failure-overloaded.json",
+        OVERLOADED,
         &[("session_id", json!("s1")), ("cwd", json!(p.path()))],
     );
     let out = terminated_while_running(&p, &["--checkpoint"], payload);

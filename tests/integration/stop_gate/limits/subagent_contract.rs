@@ -36,10 +36,7 @@ fn a_report_that_names_a_key_twice_is_sent_back() {
         let out = p.stop_with(&args, subagent_stop(&p, "a1", &report));
         assert!(out.blocked(), "{report}");
         let reason = out.reason();
-        assert!(
-            reason.contains(&format!("names the key \"{key}\" twice")),
-            "{reason}"
-        );
+        assert_contains!(reason, &format!("names the key \"{key}\" twice"));
     }
     let fenced = format!(
         "```json\n{}\n```",
@@ -66,28 +63,19 @@ fn a_report_that_breaks_the_contract_is_sent_back_with_its_pointer_and_the_shape
         &args,
         subagent_stop(&p, "a1", "Subagent report: there is 1 file."),
     );
-    assert!(prose.blocked());
-    let reason = prose.reason();
-    assert!(
-        reason.starts_with("stop-gate: the subagent's report breaks the default contract: the report is not a JSON object"),
-        "{reason}"
+    let reason = prose.assert_blocked_starting(
+        "stop-gate: the subagent's report breaks the default contract: the report is not a JSON object",
     );
-    assert!(
-        reason.contains("\"open_questions\""),
-        "the shape to return: {reason}"
-    );
+    assert_contains!(reason, "\"open_questions\"", "the shape to return");
     let wrong = REPORT.replace("\"done\"", "\"finished\"");
     let wrong = p.stop_with(&args, subagent_stop(&p, "a1", &wrong));
     assert!(wrong.blocked());
     assert!(wrong.reason().contains("at /status:"), "{}", wrong.reason());
     let missing = REPORT.replace(",\"tokens_used\":1200", "");
     let missing = p.stop_with(&args, subagent_stop(&p, "a1", &missing));
-    assert!(
-        missing
-            .reason()
-            .contains("at /: \"tokens_used\" is a required property"),
-        "{}",
-        missing.reason()
+    assert_contains!(
+        missing.reason(),
+        "at /: \"tokens_used\" is a required property"
     );
 }
 
@@ -121,12 +109,7 @@ fn a_report_over_the_token_cap_is_sent_back_before_it_is_read() {
         &["--contract", "default", "--contract-max-tokens", "500"],
         subagent_stop(&p, "a1", &long),
     );
-    assert!(stop.blocked());
-    assert!(
-        stop.reason().contains("tokens, over the contract's 500"),
-        "{}",
-        stop.reason()
-    );
+    stop.assert_blocked_saying("tokens, over the contract's 500");
 }
 
 #[test]
@@ -146,12 +129,7 @@ fn contract_blocks_are_counted_per_agent_id() {
         "b2 has a budget of its own"
     );
     let record = p.session_record("s1");
-    let agents: Vec<&str> = record["agent_budgets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["agent_id"].as_str().unwrap())
-        .collect();
+    let agents = fields_of(&record["agent_budgets"], "agent_id");
     assert!(agents.contains(&"b2"), "{record}");
     // The main agent's budget is untouched by its subagents.
     assert_eq!(record["budget"]["consecutive_blocks"], 0);
@@ -199,41 +177,14 @@ fn a_contract_file_that_is_not_a_schema_denies_every_subagent_stop_and_the_docto
     );
     assert!(missing.blocked());
     // The doctor validates the file itself.
-    let settings = p.path().join(".claude/settings.local.json");
-    let bin = bin_dir();
     let list = p.path().join("list.json");
-    let out = settings_merge()
-        .args([
-            "install",
-            "--settings",
-            settings.to_str().unwrap(),
-            "--bin-dir",
-        ])
-        .arg(&bin)
-        .args(["--contract", list.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let check = settings_merge()
-        .args(["check", "--settings", settings.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
+    ok(p.merge("install", &["--contract", list.to_str().unwrap()]));
+    let check = p.merge("check", &[]);
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("[fail] SubagentStop:") && text.contains("not a JSON Schema"),
-        "{text}"
-    );
-    assert!(
-        text.contains("inside the project, where the agent can rewrite it"),
-        "{text}"
-    );
+    assert_contains!(text, "[fail] SubagentStop:");
+    assert_contains!(text, "not a JSON Schema");
+    assert_contains!(text, "inside the project, where the agent can rewrite it");
 }
 
 #[test]
@@ -260,23 +211,14 @@ fn with_a_contract_alone_a_subagent_answers_to_its_contract_not_to_the_projects_
         &["--contract", "default", "--run", "false", "--subagents"],
         payload,
     );
-    assert!(both.blocked(), "--subagents runs the checks there too");
-    assert!(
-        both.reason().contains("`false` failed"),
-        "{}",
-        both.reason()
-    );
+    both.assert_blocked_saying("`false` failed");
 }
 
 #[test]
 fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
     let p = Project::new();
     let fifo = p.path().join("c.json");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    mkfifo(&fifo);
     let link = p.path().join("link.json");
     std::os::unix::fs::symlink(&fifo, &link).unwrap();
     for (path, agent) in [(&fifo, "a1"), (&link, "a2")] {
@@ -285,16 +227,11 @@ fn a_fifo_or_a_link_to_one_where_the_contract_should_be_is_refused_at_once() {
             &["--contract", path.to_str().unwrap(), "--deadline", "20"],
             subagent_stop(&p, agent, REPORT),
         );
-        assert!(stop.blocked());
-        assert!(
-            stop.reason().contains("not a regular file"),
-            "{}",
-            stop.reason()
-        );
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "never waited on: {:?}",
-            started.elapsed()
+        stop.assert_blocked_saying("not a regular file");
+        assert_within(
+            started,
+            std::time::Duration::from_secs(5),
+            "never waited on",
         );
     }
 }
@@ -312,7 +249,7 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
             .unwrap()
     };
     let bin = bin_dir();
-    let out = run(&[
+    ok(run(&[
         "install",
         "--settings",
         settings.to_str().unwrap(),
@@ -320,12 +257,7 @@ fn a_relative_contract_in_the_users_settings_fails_the_doctor() {
         bin.to_str().unwrap(),
         "--contract",
         "contract.json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ]));
     let check = run(&["check", "--settings", settings.to_str().unwrap()]);
     let text = stdout_of(&check);
     assert_eq!(check.status.code(), Some(1), "{text}");

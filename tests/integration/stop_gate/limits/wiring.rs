@@ -12,33 +12,10 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     let original = "{\n  \"model\": \"opus\"\n}\n";
     std::fs::write(&settings, original).unwrap();
-    let install = |extra: &[&str]| {
-        settings_merge()
-            .args([
-                "install",
-                "--settings",
-                settings.to_str().unwrap(),
-                "--bin-dir",
-            ])
-            .arg(bin_dir())
-            .args(extra)
-            .current_dir(p.path())
-            .output()
-            .unwrap()
-    };
-    let out = install(&[
-        "--contract",
-        "default",
-        "--stall-after",
-        "4",
-        "--max-tokens",
-        "2m",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(p.merge(
+        "install",
+        &words("--contract default --stall-after 4 --max-tokens 2m"),
+    ));
     let value = json_of(&settings);
     let failure = value["hooks"]["StopFailure"][0]["hooks"][0]["command"]
         .as_str()
@@ -50,28 +27,17 @@ fn install_wires_stop_failure_and_with_a_contract_subagent_stop_and_uninstall_re
     let subagent = value["hooks"]["SubagentStop"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap();
-    assert!(
-        subagent.contains("--contract default") && subagent.contains("--stall-after 4"),
-        "{subagent}"
-    );
-    let check = settings_merge()
-        .args(["check", "--settings", settings.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
+    assert_contains!(subagent, "--contract default");
+    assert_contains!(subagent, "--stall-after 4");
+    let check = p.merge("check", &[]);
     let text = stdout_of(&check);
     assert!(check.status.success(), "{text}");
-    assert!(
-        text.contains("[ok] SubagentStop: the default contract is a valid JSON Schema"),
-        "{text}"
+    assert_contains!(
+        text,
+        "[ok] SubagentStop: the default contract is a valid JSON Schema"
     );
     assert!(!text.contains("StopFailure does not run"), "{text}");
-    let out = settings_merge()
-        .args(["uninstall", "--settings", settings.to_str().unwrap()])
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    ok(p.merge("uninstall", &[]));
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
 }
 
@@ -82,9 +48,9 @@ fn the_slash_command_takes_the_limits_too() {
         "s1",
         "/vigil-loop Fix the parser --max-iterations 5 --completion-promise DONE --stall-after 2 --max-duration 2h --max-tokens 500k",
     );
-    assert!(
-        said.to_string()
-            .contains("at most 2h, at most 500000 tokens"),
+    assert_contains!(
+        said.to_string(),
+        "at most 2h, at most 500000 tokens",
         "{said}"
     );
     let state = p.loop_state("s1");
@@ -98,18 +64,7 @@ fn the_slash_command_takes_the_limits_too() {
 fn the_plugin_wires_the_events_install_wires_stop_failure_included() {
     let p = Project::new();
     let settings = p.path().join(".claude/settings.local.json");
-    let out = settings_merge()
-        .args([
-            "install",
-            "--settings",
-            settings.to_str().unwrap(),
-            "--bin-dir",
-        ])
-        .arg(bin_dir())
-        .current_dir(p.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    ok(p.merge("install", &[]));
     let events = |value: &Value| -> Vec<String> {
         let mut names: Vec<String> = value["hooks"]
             .as_object()
