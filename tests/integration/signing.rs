@@ -464,3 +464,29 @@ fn the_command_under_test_is_not_told_where_the_sign_key_is() {
         "and it signed"
     );
 }
+
+/// Canonical JSON is what a signature and Codex's trust hash are taken over: signed markers
+/// already published, and trust entries already in users' Codex config, verify only while the
+/// same value gives the same bytes. Pinned here (issue 42) before any change to how the bytes
+/// are made: sorted keys at every level (by code point, so U+FFFF before an emoji), no
+/// whitespace, numbers as written, strings escaped as serde_json escapes them.
+#[test]
+fn canonical_json_bytes_are_pinned_for_signatures_and_trust_hashes() {
+    let dir = repo_path("tests/fixtures/canonical");
+    let value: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("value.json")).unwrap()).unwrap();
+    let made = vigil::sys::digest::canonical_json(&value);
+    let pinned = dir.join("canonical.json");
+    if std::env::var_os("VIGIL_BLESS").is_some() {
+        std::fs::write(&pinned, &made).unwrap();
+    }
+    assert_eq!(
+        made,
+        std::fs::read_to_string(&pinned).unwrap(),
+        "canonical JSON's bytes changed: every published signature and trust hash breaks"
+    );
+    assert_eq!(
+        vigil::sys::digest::sha256_hex(made.as_bytes()),
+        "e9e6a8ff665bd1cef4f4ed9e93ed6b54bd0579c23533b793a5f664a62255b62d"
+    );
+}
