@@ -144,9 +144,25 @@ fn a_blocked_question_is_shown_as_capped_plain_text() {
         "needs-decision: Drop \u{1b}]52;c;cm0gLXJmIH4=\u{7}the table?{}",
         "<\u{1b}[999b".repeat(200_000)
     );
-    let started = std::time::Instant::now();
-    let stop = p.stop(&[], "s1", Some(&question));
-    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    // Fast is CPU time, the gate's own (bash's `times` for its child): a clock on the wall
+    // measures the machine's other work too. Here it takes about 0.4 s.
+    let mut timed = std::process::Command::new("bash");
+    isolated(&mut timed)
+        .current_dir(p.path())
+        .args(["-c", "\"$0\"; times >&2"])
+        .arg(bin_dir().join("stop-gate"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let payload = p.payload("s1", Some(&question)).to_string();
+    let out = spawn_fed(&mut timed, payload.as_bytes())
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let cpu = cpu_seconds(stderr.lines().last().unwrap_or_default());
+    assert!(cpu < 2.0, "{cpu} s of CPU: {stderr}");
+    let stop = Stop {
+        json: Some(serde_json::from_slice(&out.stdout).unwrap()),
+    };
     let message = stop.system_message();
     assert!(message.contains("Drop the table?"), "{message}");
     assert!(!message.contains('\u{1b}'), "an escape reached the human");
@@ -156,6 +172,16 @@ fn a_blocked_question_is_shown_as_capped_plain_text() {
         message.chars().count()
     );
     assert_eq!(p.loop_state("s1")["status"], "blocked");
+}
+
+/// The user and system seconds of bash's `times` line for its children (`0m0.412s 0m0.020s`).
+fn cpu_seconds(line: &str) -> f64 {
+    line.split_whitespace()
+        .map(|t| {
+            let (minutes, seconds) = t.trim_end_matches('s').split_once('m').unwrap();
+            minutes.parse::<f64>().unwrap() * 60.0 + seconds.parse::<f64>().unwrap()
+        })
+        .sum()
 }
 
 #[test]
