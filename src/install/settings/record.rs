@@ -162,6 +162,17 @@ pub(super) struct Installed {
     pub(super) protect: Option<Protection>,
 }
 
+impl Installed {
+    /// Records that vigil added `group` to `event`, unless it already has: whether it was new.
+    pub(super) fn record(&mut self, event: &str, group: &Value) -> bool {
+        if self.entries.iter().any(|(e, g)| e == event && g == group) {
+            return false;
+        }
+        self.entries.push((event.to_string(), group.clone()));
+        true
+    }
+}
+
 fn load_record(path: &Path) -> Result<Map<String, Value>> {
     let read = files::open_state(path).and_then(|file| {
         use std::io::Read;

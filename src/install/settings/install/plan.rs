@@ -282,30 +282,14 @@ fn merge_entries(
         // Only what vigil itself adds is recorded: an identical group the user put there is
         // theirs, and uninstall leaves it. Unless the file ran vigil with no record of it:
         // those groups are adopted, or an uninstall after this install would leave them.
-        if unrecorded
-            && list.contains(&entry.group)
-            && !installed
-                .entries
-                .iter()
-                .any(|(e, g)| e == entry.event && g == &entry.group)
+        if unrecorded && list.contains(&entry.group) && installed.record(entry.event, &entry.group)
         {
-            installed
-                .entries
-                .push((entry.event.to_string(), entry.group.clone()));
             tally.adopted += 1;
         }
         if !list.contains(&entry.group) {
             list.push(entry.group.clone());
             tally.added += 1;
-            if !installed
-                .entries
-                .iter()
-                .any(|(e, g)| e == entry.event && g == &entry.group)
-            {
-                installed
-                    .entries
-                    .push((entry.event.to_string(), entry.group.clone()));
-            }
+            installed.record(entry.event, &entry.group);
         }
     }
     tally
