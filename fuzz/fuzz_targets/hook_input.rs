@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(input) = vigil::hook::HookInput::parse(data) {
+    if let Ok(input) = vigil::cli::hook::HookInput::parse(data) {
         let _ = input.event();
     }
 });

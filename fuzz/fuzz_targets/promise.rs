@@ -2,7 +2,7 @@
 //! never declares (SPEC §3: text handed on cannot declare on the agent's behalf).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use vigil::promise::{Promise, Verdict, assess};
+use vigil::verdict::promise::{Promise, Verdict, assess};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = assess(text, &promise);
-    let defanged = vigil::defang::defang(text);
+    let defanged = vigil::verdict::defang::defang(text);
     assert_ne!(
         assess(&defanged, &promise).verdict,
         Verdict::Declared,

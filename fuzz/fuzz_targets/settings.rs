@@ -5,9 +5,9 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let path = std::path::Path::new("settings.json");
-    if let Ok(root) = vigil::settings::parse(data, path) {
-        let rendered = vigil::settings::render(&root);
-        let again = vigil::settings::parse(&rendered, path).expect("a rendered file parses");
+    if let Ok(root) = vigil::install::settings::parse(data, path) {
+        let rendered = vigil::install::settings::render(&root);
+        let again = vigil::install::settings::parse(&rendered, path).expect("a rendered file parses");
         assert_eq!(again, root, "render then parse is the identity");
     }
 });

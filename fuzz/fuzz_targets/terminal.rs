@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = vigil::terminal::scan(data, "VIGIL-DONE-0123", 80, true);
+    let _ = vigil::verdict::terminal::scan(data, "VIGIL-DONE-0123", 80, true);
 });
