@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::cli::flags;
 use crate::evidence::held;
 use crate::evidence::results::{self, Outcome, Results};
 use crate::evidence::subject::Limits;
@@ -47,10 +48,7 @@ impl Report {
             .tempdir_in(&parent)?;
         let report = Report { dir };
         let path = report.path().to_string_lossy().into_owned();
-        let quoted = shlex::try_quote(&path)
-            .map(|q| q.into_owned())
-            .unwrap_or(path);
-        Ok((command.replace(JUNIT, &quoted), Some(report)))
+        Ok((command.replace(JUNIT, &flags::shell_quote(&path)), Some(report)))
     }
 
     pub fn dir(&self) -> &Path {

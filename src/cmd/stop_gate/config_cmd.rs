@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use crate::cli::flags::print;
+use crate::cli::flags::{self, print};
 use crate::gate::project_config;
 use crate::state::project::Project;
 use crate::verdict::defang;
@@ -96,7 +96,7 @@ pub fn unset_line(project: &str) -> String {
 /// The flags as a shell would take them back.
 fn words(args: &[String]) -> String {
     args.iter()
-        .map(|a| shlex::try_quote(a).map_or_else(|_| a.clone(), |q| q.into_owned()))
+        .map(|a| flags::shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ")
 }
