@@ -58,58 +58,89 @@ pub struct Specific<'a> {
 /// Hook input larger than this is malformed (SPEC §2).
 pub const MAX_HOOK_INPUT: u64 = 16 * 1024 * 1024;
 
-/// The fields vigil uses. Every one may be absent; a binary that needs one says so.
+/// The fields vigil uses, read by serde's derive (SPEC §2): every one may be absent, and
 /// `null` counts as absent, since both engines send `null` for fields they do not have.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Unknown fields are ignored; a known field of the wrong type is malformed, and the error
+/// names it. Each field's reader is in [`field`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default)]
 pub struct HookInput {
+    #[serde(deserialize_with = "field::text")]
     pub session_id: Option<String>,
+    #[serde(deserialize_with = "field::path")]
     pub transcript_path: Option<PathBuf>,
+    #[serde(deserialize_with = "field::path")]
     pub cwd: Option<PathBuf>,
+    #[serde(deserialize_with = "field::text")]
     pub hook_event_name: Option<String>,
+    #[serde(deserialize_with = "field::flag")]
     pub stop_hook_active: Option<bool>,
+    #[serde(deserialize_with = "field::text")]
     pub last_assistant_message: Option<String>,
     /// SessionStart: `startup`, `resume`, `clear`, `compact`, `fork`.
+    #[serde(deserialize_with = "field::text")]
     pub source: Option<String>,
     /// SessionEnd: why the session ended.
+    #[serde(deserialize_with = "field::text")]
     pub reason: Option<String>,
     /// Codex only.
+    #[serde(deserialize_with = "field::text")]
     pub turn_id: Option<String>,
     /// UserPromptSubmit: the prompt as the human typed it (a slash command before expansion).
+    #[serde(deserialize_with = "field::text")]
     pub prompt: Option<String>,
     /// Stop and SubagentStop: the background work Claude Code lists, entries of a shape vigil
     /// knows only (any other entry is left out, never a reason to deny); `None` when absent.
+    #[serde(deserialize_with = "field::tasks")]
     pub background_tasks: Option<Vec<BackgroundTask>>,
     /// SubagentStop: which subagent stopped, its type (`""` for Claude Code's own compaction),
     /// and its own transcript.
+    #[serde(deserialize_with = "field::text")]
     pub agent_id: Option<String>,
+    #[serde(deserialize_with = "field::text")]
     pub agent_type: Option<String>,
+    #[serde(deserialize_with = "field::path")]
     pub agent_transcript_path: Option<PathBuf>,
     /// StopFailure: the failed turn's error category (`rate_limit`, `server_error`, …).
+    #[serde(deserialize_with = "field::text")]
     pub error: Option<String>,
     /// StopFailure: detail of the error, as text (a JSON value other than a string is kept as
     /// its compact JSON: the record of a failure is never lost to a type).
+    #[serde(deserialize_with = "field::any_as_text")]
     pub error_details: Option<String>,
     /// PreToolUse: the tool about to run, and its input (an object).
+    #[serde(deserialize_with = "field::text")]
     pub tool_name: Option<String>,
+    #[serde(deserialize_with = "field::object")]
     pub tool_input: Option<Value>,
-    /// ConfigChange: the settings file that changed (`source` says which kind).
+    /// ConfigChange: the settings file that changed (`source` says which kind). Read only for
+    /// ConfigChange, and leniently, as it always was: a field of another type makes no other
+    /// event's input malformed.
+    #[serde(deserialize_with = "field::path_if_text")]
     pub file_path: Option<PathBuf>,
 }
 
-/// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent. An entry of
+/// another shape does not deserialize, and is left out.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct BackgroundTask {
     pub id: String,
+    #[serde(rename = "type")]
     pub kind: TaskKind,
     pub status: String,
+    /// Taken when it is a string, as the two below.
+    #[serde(default, deserialize_with = "field::text_or_none")]
     pub description: Option<String>,
     /// A shell's command.
+    #[serde(default, deserialize_with = "field::text_or_none")]
     pub command: Option<String>,
     /// A subagent's type.
+    #[serde(default, deserialize_with = "field::text_or_none")]
     pub agent_type: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TaskKind {
     Shell,
     Subagent,
@@ -120,26 +151,92 @@ impl BackgroundTask {
     pub fn is_running(&self) -> bool {
         matches!(self.status.as_str(), "running" | "pending")
     }
+}
 
-    /// The entry if it has the shape vigil knows: an object with a string `id`, a `type` of
-    /// `shell` or `subagent`, and a string `status`; the other fields are taken when they are
-    /// strings.
-    fn from_value(value: &Value) -> Option<BackgroundTask> {
-        let object = value.as_object()?;
-        let text = |name: &str| object.get(name).and_then(Value::as_str).map(str::to_string);
-        let kind = match object.get("type")?.as_str()? {
-            "shell" => TaskKind::Shell,
-            "subagent" => TaskKind::Subagent,
-            _ => return None,
-        };
-        Some(BackgroundTask {
-            id: text("id")?,
-            kind,
-            status: text("status")?,
-            description: text("description"),
-            command: text("command"),
-            agent_type: text("agent_type"),
+/// How each field of hook input is read. Each takes the field's JSON value and keeps what
+/// SPEC §2 keeps; an error says only what the field must be, and [`HookInput::parse`] puts
+/// the field's name before it.
+mod field {
+    use std::path::PathBuf;
+
+    use serde::de::{Deserialize, Deserializer, Error};
+    use serde_json::Value;
+
+    use super::{BackgroundTask, json_type};
+
+    fn wrong<E: Error>(expected: &str, got: &Value) -> E {
+        E::custom(format_args!("must be {expected}, not {}", json_type(got)))
+    }
+
+    pub(super) fn text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::String(s) => Ok(Some(s)),
+            other => Err(wrong("a string", &other)),
+        }
+    }
+
+    pub(super) fn path<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Ok(text(d)?.map(PathBuf::from))
+    }
+
+    pub(super) fn flag<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::Bool(b) => Ok(Some(b)),
+            other => Err(wrong("a boolean", &other)),
+        }
+    }
+
+    pub(super) fn object<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            value @ Value::Object(_) => Ok(Some(value)),
+            other => Err(wrong("an object", &other)),
+        }
+    }
+
+    /// An array whose entries of a known shape are kept; an entry of another shape is left out.
+    pub(super) fn tasks<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<BackgroundTask>>, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Null => Ok(None),
+            Value::Array(entries) => Ok(Some(
+                entries
+                    .into_iter()
+                    .filter_map(|entry| serde_json::from_value(entry).ok())
+                    .collect(),
+            )),
+            other => Err(wrong("an array", &other)),
+        }
+    }
+
+    /// Any value: a string as it is, another value as its compact JSON, `null` as absent.
+    pub(super) fn any_as_text<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<String>, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::Null => None,
+            Value::String(s) => Some(s),
+            other => Some(other.to_string()),
         })
+    }
+
+    /// A string, and anything else as absent.
+    pub(super) fn text_or_none<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<String>, D::Error> {
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) => Some(s),
+            _ => None,
+        })
+    }
+
+    pub(super) fn path_if_text<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<PathBuf>, D::Error> {
+        Ok(text_or_none(d)?.map(PathBuf::from))
     }
 }
 
@@ -244,7 +341,7 @@ impl Hook {
             .map(HookEvent::named);
         Hook {
             event,
-            input: HookInput::of(&object),
+            input: HookInput::of(&Value::Object(object)),
         }
     }
 }
@@ -258,45 +355,14 @@ impl HookInput {
 
     /// Parses hook input (as [`Hook::parse`]).
     pub fn parse(bytes: &[u8]) -> Result<HookInput> {
-        HookInput::of(&object_of(bytes)?)
+        HookInput::of(&Value::Object(object_of(bytes)?))
     }
 
-    /// The fields of a hook's JSON object.
-    fn of(object: &Map<String, Value>) -> Result<HookInput> {
-        Ok(HookInput {
-            session_id: string_field(object, "session_id")?,
-            transcript_path: string_field(object, "transcript_path")?.map(PathBuf::from),
-            cwd: string_field(object, "cwd")?.map(PathBuf::from),
-            hook_event_name: string_field(object, "hook_event_name")?,
-            stop_hook_active: bool_field(object, "stop_hook_active")?,
-            last_assistant_message: string_field(object, "last_assistant_message")?,
-            source: string_field(object, "source")?,
-            reason: string_field(object, "reason")?,
-            turn_id: string_field(object, "turn_id")?,
-            prompt: string_field(object, "prompt")?,
-            background_tasks: tasks_field(object, "background_tasks")?,
-            agent_id: string_field(object, "agent_id")?,
-            agent_type: string_field(object, "agent_type")?,
-            agent_transcript_path: string_field(object, "agent_transcript_path")?
-                .map(PathBuf::from),
-            error: string_field(object, "error")?,
-            error_details: match object.get("error_details") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(other) => Some(other.to_string()),
-            },
-            tool_name: string_field(object, "tool_name")?,
-            tool_input: match object.get("tool_input") {
-                None | Some(Value::Null) => None,
-                Some(value @ Value::Object(_)) => Some(value.clone()),
-                Some(other) => return Err(wrong_type("tool_input", "an object", other)),
-            },
-            // Read only for ConfigChange, and leniently, as it always was: a field of another
-            // type makes no other event's input malformed.
-            file_path: object
-                .get("file_path")
-                .and_then(Value::as_str)
-                .map(PathBuf::from),
+    /// The fields of a hook's JSON object. Read from the parsed value, not the text: a
+    /// field's error has no line and column, and a key given twice counts once, its last.
+    fn of(object: &Value) -> Result<HookInput> {
+        serde_path_to_error::deserialize(object).map_err(|e| {
+            Error::input(format!("hook input field `{}` {}", e.path(), e.inner()))
         })
     }
 
@@ -332,43 +398,6 @@ fn object_of(bytes: &[u8]) -> Result<Map<String, Value>> {
             json_type(&other)
         ))),
     }
-}
-
-fn string_field(object: &Map<String, Value>, name: &str) -> Result<Option<String>> {
-    match object.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(wrong_type(name, "a string", other)),
-    }
-}
-
-/// An array whose entries of a known shape are kept; an entry of another shape is left out.
-fn tasks_field(object: &Map<String, Value>, name: &str) -> Result<Option<Vec<BackgroundTask>>> {
-    match object.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(entries)) => Ok(Some(
-            entries
-                .iter()
-                .filter_map(BackgroundTask::from_value)
-                .collect(),
-        )),
-        Some(other) => Err(wrong_type(name, "an array", other)),
-    }
-}
-
-fn bool_field(object: &Map<String, Value>, name: &str) -> Result<Option<bool>> {
-    match object.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(wrong_type(name, "a boolean", other)),
-    }
-}
-
-fn wrong_type(name: &str, expected: &str, got: &Value) -> Error {
-    Error::input(format!(
-        "hook input field `{name}` must be {expected}, not {}",
-        json_type(got)
-    ))
 }
 
 /// `a number`, `an array`: the JSON type of a value, for messages.
@@ -412,6 +441,28 @@ mod tests {
             err.to_string()
                 .contains("`session_id` must be a string, not a number")
         );
+    }
+
+    #[test]
+    fn a_key_given_twice_counts_once_its_last() {
+        let input = HookInput::parse(br#"{"session_id":7,"session_id":"s"}"#).unwrap();
+        assert_eq!(input.session_id.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_without_a_position() {
+        for (json, message) in [
+            (&br#"{"cwd":["/"]}"#[..], "`cwd` must be a string, not an array"),
+            (br#"{"tool_input":"ls"}"#, "`tool_input` must be an object, not a string"),
+            (br#"{"background_tasks":7}"#, "`background_tasks` must be an array, not a number"),
+        ] {
+            let err = HookInput::parse(json).unwrap_err().to_string();
+            assert_eq!(err, format!("hook input field {message}"));
+        }
+        // Lenient fields: `file_path` of another type is absent, `error_details` is text.
+        let input = HookInput::parse(br#"{"file_path":7,"error_details":[1]}"#).unwrap();
+        assert_eq!(input.file_path, None);
+        assert_eq!(input.error_details.as_deref(), Some("[1]"));
     }
 
     #[test]
