@@ -36,6 +36,12 @@ impl Error {
         ))
     }
 
+    /// An error of an `fs_err` call, whose message already names what was done and to which
+    /// path (`failed to create directory `/x`: Permission denied`).
+    pub fn fs(err: io::Error) -> Error {
+        Error::Io(plain_io(&err))
+    }
+
     /// Every error of a CLI command exits 2 (SPEC §2).
     pub fn exit(&self) -> Exit {
         Exit::Usage

@@ -139,13 +139,13 @@ fn entry(path: String, mode: String, bytes: Vec<u8>) -> Result<Taken> {
 /// when there is none. Never follows a link, never blocks on a FIFO.
 fn read_live(top: &Path, path: &str) -> Result<Option<(String, Vec<u8>)>> {
     let full = top.join(path);
-    let meta = match std::fs::symlink_metadata(&full) {
+    let meta = match fs_err::symlink_metadata(&full) {
         Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("read", &full, &e)),
+        Err(e) => return Err(Error::fs(e)),
     };
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(&full).map_err(|e| Error::io("read", &full, &e))?;
+        let target = fs_err::read_link(&full).map_err(Error::fs)?;
         return Ok(Some((
             "120000".into(),
             paths::bytes(target.as_os_str()).to_vec(),
@@ -561,16 +561,16 @@ pub fn copy_env(project: &Project, path: &str, max: u64) -> Result<hold::EnvCopy
 
 /// Copies `from` to `to` (links as links), counting `bytes` against `max`.
 fn copy_tree(from: &Path, to: &Path, bytes: &mut u64, max: u64, shown: &str) -> Result<()> {
-    let meta = std::fs::symlink_metadata(from).map_err(|e| Error::io("read", from, &e))?;
+    let meta = fs_err::symlink_metadata(from).map_err(Error::fs)?;
     if meta.file_type().is_symlink() {
-        let target = std::fs::read_link(from).map_err(|e| Error::io("read", from, &e))?;
+        let target = fs_err::read_link(from).map_err(Error::fs)?;
         return files::symlink(target.as_os_str(), to).map_err(|e| Error::io("copy", to, &e));
     }
     if meta.is_dir() {
-        std::fs::create_dir(to).map_err(|e| Error::io("create", to, &e))?;
-        let entries = std::fs::read_dir(from).map_err(|e| Error::io("read", from, &e))?;
+        fs_err::create_dir(to).map_err(Error::fs)?;
+        let entries = fs_err::read_dir(from).map_err(Error::fs)?;
         for entry in entries {
-            let entry = entry.map_err(|e| Error::io("read", from, &e))?;
+            let entry = entry.map_err(Error::fs)?;
             copy_tree(
                 &entry.path(),
                 &to.join(entry.file_name()),
@@ -591,7 +591,7 @@ fn copy_tree(from: &Path, to: &Path, bytes: &mut u64, max: u64, shown: &str) -> 
             files::human_bytes(max)
         )));
     }
-    std::fs::copy(from, to).map_err(|e| Error::io("copy", from, &e))?;
+    fs_err::copy(from, to).map_err(Error::fs)?;
     Ok(())
 }
 

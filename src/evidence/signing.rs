@@ -50,7 +50,7 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 /// `DIR/vigil-marker.pub`. Returns both paths.
 pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::io::Write;
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    fs_err::create_dir_all(dir).map_err(Error::fs)?;
     let secret_path = dir.join("vigil-marker.key");
     let public_path = dir.join("vigil-marker.pub");
     for path in [&secret_path, &public_path] {
@@ -76,7 +76,7 @@ pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
         temp.write_all(text.as_bytes())
             .and_then(|()| temp.as_file().sync_all())
             .map_err(|e| Error::io("write", path, &e))?;
-        std::fs::hard_link(temp.path(), path).map_err(|e| Error::io("create", path, &e))
+        fs_err::hard_link(temp.path(), path).map_err(Error::fs)
     };
     place(
         &secret_path,

@@ -128,10 +128,10 @@ pub fn save(project: &Project, args: &[String]) -> Result<()> {
 /// Takes the project's flags away; whether there were any.
 pub fn remove(project: &Project) -> Result<bool> {
     let path = path(project);
-    match std::fs::remove_file(&path) {
+    match fs_err::remove_file(&path) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io("remove", &path, &e)),
+        Err(e) => Err(Error::fs(e)),
     }
 }
 

@@ -85,10 +85,10 @@ pub fn trust_hash(event: &str, matcher: Option<&str>, handler: &Value) -> String
 }
 
 fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, toml_edit::DocumentMut)> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match fs_err::read(path) {
         Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io("read", path, &e)),
+        Err(e) => return Err(Error::fs(e)),
     };
     let text = match &bytes {
         Some(bytes) => std::str::from_utf8(bytes).map_err(|_| {
@@ -270,8 +270,7 @@ pub fn unprotect(project_config: &Path) -> Result<()> {
     document.as_table_mut().remove("sandbox_mode");
     let after = document.to_string();
     if after.trim().is_empty() {
-        return std::fs::remove_file(project_config)
-            .map_err(|e| Error::io("remove", project_config, &e));
+        return fs_err::remove_file(project_config).map_err(Error::fs);
     }
     write(project_config, before.as_deref(), after.as_bytes())
 }
@@ -316,7 +315,7 @@ fn write(config: &Path, before: Option<&[u8]>, after: &[u8]) -> Result<()> {
         return Ok(());
     }
     if let Some(dir) = config.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        fs_err::create_dir_all(dir).map_err(Error::fs)?;
     }
     write_atomic(config, after, 0o600).map_err(|e| Error::io("write", config, &e))
 }

@@ -92,7 +92,7 @@ pub fn lines(file: &Path) -> Vec<String> {
 /// Adds `add` to vigil's block and takes `remove` out of it; the block goes when it is empty.
 /// Everything outside the block stays byte for byte. Returns whether the file changed.
 pub fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
-    let text = match std::fs::read(file) {
+    let text = match fs_err::read(file) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
             Error::input(format!(
                 "{} is not UTF-8; vigil adds no lines to it",
@@ -100,7 +100,7 @@ pub fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
             ))
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Error::io("read", file, &e)),
+        Err(e) => return Err(Error::fs(e)),
     };
     let (outside, mut ours) = split(&text);
     let before = ours.clone();
@@ -128,7 +128,7 @@ pub fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
         new.push('\n');
     }
     if let Some(dir) = file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        fs_err::create_dir_all(dir).map_err(Error::fs)?;
     }
     atomic::write_atomic(file, new.as_bytes(), 0o644).map_err(|e| Error::io("write", file, &e))?;
     Ok(true)

@@ -458,10 +458,10 @@ pub fn save(project: &Project, hold: &Hold) -> Result<()> {
 pub fn release(project: &Project) -> Result<bool> {
     let dir = dir(project);
     let path = dir.join(RECORD);
-    match std::fs::remove_file(&path) {
+    match fs_err::remove_file(&path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::io("remove", &path, &e)),
+        Err(e) => return Err(Error::fs(e)),
     }
     let _ = std::fs::remove_dir_all(dir.join(BLOBS));
     Ok(true)

@@ -219,7 +219,7 @@ pub fn start_pending(
     state.claim_before = Some(time::format_rfc3339(deadline));
     state.updated_at = time::now_rfc3339();
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+    fs_err::create_dir_all(dir).map_err(Error::fs)?;
     let mut json = serde_json::to_vec_pretty(&state).expect("loop state serializes");
     json.push(b'\n');
     write_atomic(&path, &json, 0o600)

@@ -95,7 +95,7 @@ impl Project {
             checked.push(dir.clone());
         }
         checked.iter().try_for_each(|p| refuse_symlink(p))?;
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+        fs_err::create_dir_all(&dir).map_err(Error::fs)?;
         // Checked again after creating: a link could have appeared in between.
         checked.iter().try_for_each(|p| refuse_symlink(p))?;
         if self.default_state {

@@ -342,7 +342,7 @@ impl Session {
         let marked = std::fs::symlink_metadata(&marker).is_ok();
         if running && !marked {
             let dir = marker.parent().unwrap_or(Path::new("."));
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+            fs_err::create_dir_all(dir).map_err(Error::fs)?;
             atomic::write_atomic(&marker, b"", 0o600)
                 .map_err(|e| Error::io("write", &marker, &e))?;
         } else if !running && marked {

@@ -79,7 +79,7 @@ impl FileLock {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tries = 0;
         loop {
-            std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+            fs_err::create_dir_all(dir).map_err(Error::fs)?;
             match FileLock::acquire(path, wait) {
                 Ok(lock) => return Ok(lock.transient()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 100 => tries += 1,

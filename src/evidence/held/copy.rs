@@ -81,7 +81,7 @@ pub fn apply(
     kept: &dyn Fn(&HeldFile) -> bool,
     env_copies: Option<&Path>,
 ) -> Result<Applied> {
-    let copy = std::fs::canonicalize(copy).map_err(|e| Error::io("read", copy, &e))?;
+    let copy = fs_err::canonicalize(copy).map_err(Error::fs)?;
     let mut touched = Vec::new();
     for held in &hold.files {
         if kept(held) {
@@ -143,7 +143,7 @@ pub fn apply(
         // The mount point: an empty directory or file where the environment goes.
         let place = real_parent(&copy, &env)?;
         if meta.is_dir() {
-            std::fs::create_dir(&place).map_err(|e| Error::io("create", &place, &e))?;
+            fs_err::create_dir(&place).map_err(Error::fs)?;
         } else {
             files::create_new(&place, 0o644).map_err(|e| Error::io("create", &place, &e))?;
         }
@@ -234,17 +234,15 @@ fn remove_unheld(
             None => Some(lossy(copy, start)),
         };
         if let Some(path) = out {
-            std::fs::remove_file(start).map_err(|e| Error::io("remove", start, &e))?;
+            fs_err::remove_file(start).map_err(Error::fs)?;
             left_out.push(path);
         }
         return Ok(());
     }
-    let entries = std::fs::read_dir(start).map_err(|e| Error::io("read", start, &e))?;
+    let entries = fs_err::read_dir(start).map_err(Error::fs)?;
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io("read", start, &e))?;
-        let kind = entry
-            .file_type()
-            .map_err(|e| Error::io("read", start, &e))?;
+        let entry = entry.map_err(Error::fs)?;
+        let kind = entry.file_type().map_err(Error::fs)?;
         if kind.is_dir() && !deep {
             continue;
         }

@@ -72,7 +72,7 @@ pub(super) fn materialize(
     deadline: Deadline,
 ) -> Result<Written> {
     let dir = cache_dir(project, check);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, &e))?;
+    fs_err::create_dir_all(&dir).map_err(Error::fs)?;
     let broken = dir.join(BROKEN);
     let written = read_notes(repo, &notes_ref(check), deadline).and_then(|(notes, left_out)| {
         let mut keep = std::collections::HashSet::new();
@@ -94,8 +94,8 @@ pub(super) fn materialize(
             }
             keep.insert(name);
         }
-        for entry in std::fs::read_dir(&dir).map_err(|e| Error::io("read", &dir, &e))? {
-            let entry = entry.map_err(|e| Error::io("read", &dir, &e))?;
+        for entry in fs_err::read_dir(&dir).map_err(Error::fs)? {
+            let entry = entry.map_err(Error::fs)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".jsonl") && !keep.contains(&name) {
                 let _ = std::fs::remove_file(entry.path());

@@ -126,7 +126,7 @@ pub(super) fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
             // Made beside it and renamed into place whole: no one sees git's own config.
             let staging = repo.with_file_name(format!(".notes.git.{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&staging);
-            std::fs::create_dir_all(&staging).map_err(|e| Error::io("create", &staging, &e))?;
+            fs_err::create_dir_all(&staging).map_err(Error::fs)?;
             // No template: no sample hooks, nothing but what git needs.
             git(
                 &staging,
@@ -139,7 +139,7 @@ pub(super) fn ensure(project: &Project, deadline: Deadline) -> Result<PathBuf> {
                 .map_err(|e| Error::io("write", &config, &e))?;
             // What is there has no HEAD: the rest of an init that was cut off.
             let _ = std::fs::remove_dir_all(&repo);
-            std::fs::rename(&staging, &repo).map_err(|e| Error::io("rename", &staging, &e))?;
+            fs_err::rename(&staging, &repo).map_err(Error::fs)?;
         }
     }
     let config = repo.join("config");

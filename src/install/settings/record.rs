@@ -61,7 +61,7 @@ impl Record {
         }
         let path = self.fallback();
         let dir = path.parent().expect("the fallback state");
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        fs_err::create_dir_all(dir).map_err(Error::fs)?;
         Ok(path)
     }
 
@@ -107,9 +107,9 @@ impl Record {
     /// Removes the record, in both places.
     pub(super) fn remove(&self) -> Result<()> {
         let (path, _) = self.path();
-        match std::fs::remove_file(&path) {
+        match fs_err::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::io("remove", &path, &e));
+                return Err(Error::fs(e));
             }
             _ => {}
         }

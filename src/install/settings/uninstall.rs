@@ -79,10 +79,10 @@ pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     }
     match &after {
         None => {
-            match std::fs::remove_file(&target.file) {
+            match fs_err::remove_file(&target.file) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("remove", &target.file, &e)),
+                Err(e) => return Err(Error::fs(e)),
             }
             // A `.claude/` or `.codex/` left empty goes too (one with anything in it stays).
             if let Some(dir) = target.file.parent()

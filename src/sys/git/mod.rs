@@ -26,7 +26,7 @@ pub struct Repository {
 
 impl Repository {
     pub fn locate(start: &Path) -> Result<Repository> {
-        let start = std::fs::canonicalize(start).map_err(|e| Error::io("read", start, &e))?;
+        let start = fs_err::canonicalize(start).map_err(Error::fs)?;
         for dir in start.ancestors() {
             let dot_git = dir.join(".git");
             let Ok(meta) = std::fs::symlink_metadata(&dot_git) else {

@@ -479,6 +479,22 @@ fn a_read_only_settings_file_is_refused_and_left_as_it_is() {
 }
 
 #[test]
+fn a_settings_folder_that_cannot_be_made_is_named_in_the_one_line() {
+    // A file where `.claude/` goes: no one, root included, can make the folder.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".claude"), "a file").unwrap();
+    let path = dir.path().join(".claude/settings.json");
+    let out = merge("install", &path, false, &[]);
+    let stderr = usage_error(&out, "settings-merge");
+    let folder = dir.path().join(".claude");
+    assert!(
+        stderr.contains(&format!("`{}`", folder.display())) && !stderr.contains("os error"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&folder).unwrap(), b"a file");
+}
+
+#[test]
 fn a_command_that_only_mentions_a_binary_is_not_taken_for_vigils() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".claude/settings.local.json");

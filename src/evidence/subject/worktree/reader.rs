@@ -240,7 +240,7 @@ pub(super) fn unreadable(shown: &str, e: &std::io::Error) -> Error {
 fn copy_path(snapshot: &Path, relative: &[u8]) -> Result<PathBuf> {
     let path = snapshot.join(paths::os_str(relative));
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create", parent, &e))?;
+        fs_err::create_dir_all(parent).map_err(Error::fs)?;
     }
     Ok(path)
 }

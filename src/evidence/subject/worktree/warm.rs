@@ -131,7 +131,7 @@ impl Warm {
         while let Some(dir) = dirs.pop() {
             let path = self.copy.join(paths::os_str(&dir));
             let meta =
-                std::fs::symlink_metadata(&path).map_err(|e| Error::io("read", &path, &e))?;
+                fs_err::symlink_metadata(&path).map_err(Error::fs)?;
             // Not the directory vigil left there (moved in whole by the check): removed, all
             // it holds with it, and made again by the walk.
             if !dir.is_empty()
@@ -152,16 +152,14 @@ impl Warm {
             // the check added in it removed.
             let mode = if dir.is_empty() { 0o700 } else { 0o755 };
             files::reset_dir(&path, mode).map_err(|e| Error::io("reset", &path, &e))?;
-            for entry in std::fs::read_dir(&path).map_err(|e| Error::io("read", &path, &e))? {
-                let entry = entry.map_err(|e| Error::io("read", &path, &e))?;
+            for entry in fs_err::read_dir(&path).map_err(Error::fs)? {
+                let entry = entry.map_err(Error::fs)?;
                 let mut relative = dir.clone();
                 if !relative.is_empty() {
                     relative.push(b'/');
                 }
                 relative.extend_from_slice(paths::bytes(&entry.file_name()));
-                let kind = entry
-                    .file_type()
-                    .map_err(|e| Error::io("read", &path, &e))?;
+                let kind = entry.file_type().map_err(Error::fs)?;
                 if kind.is_dir() && expected.is_dir(&relative) {
                     dirs.push(relative);
                 } else if !(kind.is_file() && expected.is_file(&relative)) {
@@ -184,7 +182,7 @@ impl Warm {
             let mut place = self.copy.join(paths::os_str(path));
             match std::fs::symlink_metadata(&place) {
                 Ok(meta) if !meta.is_dir() => {
-                    std::fs::remove_file(&place).map_err(|e| Error::io("remove", &place, &e))?;
+                    fs_err::remove_file(&place).map_err(Error::fs)?;
                 }
                 _ => continue,
             }
@@ -261,7 +259,7 @@ pub fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
             Ok(_) => remove_any(&at)?,
             Err(_) => {}
         }
-        std::fs::create_dir(&at).map_err(|e| Error::io("create", &at, &e))?;
+        fs_err::create_dir(&at).map_err(Error::fs)?;
     }
     let path = copy.join(paths::os_str(relative));
     remove_any(&path)?;

@@ -112,7 +112,7 @@ fn apply(
             .map_err(|e| Error::io("back up to", &target.backup(), &e))?;
     }
     if let Some(dir) = target.file.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io("create", dir, &e))?;
+        fs_err::create_dir_all(dir).map_err(Error::fs)?;
     }
     // The record goes first: a crash between the two leaves a record whose hash the file does
     // not match, which uninstall handles by taking entries out, never by restoring blindly.
