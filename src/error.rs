@@ -49,7 +49,7 @@ impl Error {
 }
 
 /// `io::Error` without the "(os error N)" suffix, which tells a user nothing.
-pub fn plain_io(err: &io::Error) -> String {
+pub(crate) fn plain_io(err: &io::Error) -> String {
     let text = err.to_string();
     match text.find(" (os error") {
         Some(cut) => text[..cut].to_string(),

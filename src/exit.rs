@@ -39,8 +39,7 @@ impl From<Exit> for ExitCode {
 pub struct Code(pub u8);
 
 impl Code {
-    pub const SUCCESS: Code = Code(0);
-    pub const FAILURE: Code = Code(1);
+    pub(crate) const SUCCESS: Code = Code(0);
 }
 
 impl From<Exit> for Code {

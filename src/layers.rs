@@ -112,12 +112,15 @@ fn owns(a: &str, b: &str) -> bool {
     a == b || b.starts_with(&format!("{a}::")) || a.starts_with(&format!("{b}::"))
 }
 
-/// lib.rs's `pub mod` lines, in order: the layers, lowest first.
+/// lib.rs's `mod` lines (`pub` or `pub(crate)`), in order: the layers, lowest first.
 fn layers(src: &Path) -> Vec<String> {
     std::fs::read_to_string(src.join("lib.rs"))
         .expect("lib.rs")
         .lines()
-        .filter_map(|l| l.strip_prefix("pub mod "))
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("pub(crate) mod "))
+        })
         .map(|l| l.trim_end_matches(';').to_string())
         .collect()
 }

@@ -24,10 +24,14 @@
 //! | [`install`] | settings merge, `--protect`, planted code, Codex trust, the doctor | §8, §9 |
 //! | [`cmd`] | each binary's work: its flags, its help, its commands | §2 |
 
+// Only what a binary, a test or a fuzz target names is `pub`; the rest is `pub(crate)`, and the
+// lint keeps it so (issue 42).
+#![warn(unreachable_pub)]
+
 // One layer per group, lowest first (rustfmt keeps the order of groups).
 pub mod exit;
 
-pub mod error;
+pub(crate) mod error;
 
 pub mod sys;
 
@@ -39,13 +43,13 @@ pub mod transcript;
 
 pub mod state;
 
-pub mod reach;
+pub(crate) mod reach;
 
 pub mod evidence;
 
 pub mod handoff;
 
-pub mod gate;
+pub(crate) mod gate;
 
 pub mod install;
 

@@ -11,7 +11,8 @@
 
 mod help;
 
-pub use help::{entry, help_with_options, options, reference, synopsis};
+pub use help::reference;
+pub(crate) use help::{entry, help_with_options, options, synopsis};
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -45,7 +46,8 @@ impl Table {
     }
 
     /// The table's text, as its file has it.
-    pub fn text(&self) -> &'static str {
+    #[cfg(test)]
+    fn text(&self) -> &'static str {
         self.text
     }
 
@@ -106,7 +108,7 @@ impl Scope {
     }
 
     /// The binary's table.
-    pub fn table(self) -> &'static Table {
+    pub(crate) fn table(self) -> &'static Table {
         TABLES
             .iter()
             .find(|table| table.binary == self.binary)
@@ -117,7 +119,7 @@ impl Scope {
 /// What a flag's value must be: the table's `rule` column, read. `install.sh`'s `check_value`
 /// implements the same rules for the flags it takes, with the same messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rule {
+pub(crate) enum Rule {
     /// `-`: the flag takes no value.
     None,
     /// `int:MIN:MAX`: a whole number from MIN to MAX.
@@ -150,7 +152,7 @@ pub enum Rule {
 
 impl Rule {
     /// The rule a `rule` cell spells; `None` for one no parser knows.
-    pub fn parse(cell: &'static str) -> Option<Rule> {
+    pub(crate) fn parse(cell: &'static str) -> Option<Rule> {
         let parts: Vec<&'static str> = cell.split(':').collect();
         let number = |text: &str| text.parse::<u64>().ok();
         Some(match parts[..] {
@@ -188,7 +190,7 @@ pub struct Flag {
     /// What it takes (`CMD`); `None` for a flag that stands alone.
     pub value: Option<&'static str>,
     /// What a value must be.
-    pub rule: Rule,
+    pub(crate) rule: Rule,
     scopes: &'static str,
     /// A value it takes.
     pub example: Option<&'static str>,
@@ -205,7 +207,7 @@ impl Flag {
     }
 
     /// The commands that take it, as its row names them.
-    pub fn scope_words(&self) -> impl Iterator<Item = &'static str> {
+    pub(crate) fn scope_words(&self) -> impl Iterator<Item = &'static str> {
         self.scopes.split(',')
     }
 
@@ -235,7 +237,7 @@ impl Flag {
     }
 
     /// A flag of the table that a parser of its scope does not read: a bug, said as an error.
-    pub fn unread(&self) -> Error {
+    pub(crate) fn unread(&self) -> Error {
         Error::usage(format!(
             "{} is in the flag table, but this command does not read it (a bug: please report it)",
             self.name
@@ -243,7 +245,7 @@ impl Flag {
     }
 
     /// The value as a whole number its rule allows (`int`, `stall`).
-    pub fn number(&self, text: &str) -> Result<u64> {
+    pub(crate) fn number(&self, text: &str) -> Result<u64> {
         let n = text.parse::<u64>().ok();
         match self.rule {
             Rule::Int(min, max) => match n {
@@ -263,7 +265,7 @@ impl Flag {
     }
 
     /// The value as a duration (`duration`, `duration:1`).
-    pub fn duration(&self, text: &str) -> Result<Duration> {
+    pub(crate) fn duration(&self, text: &str) -> Result<Duration> {
         let Rule::Duration { at_least_a_second } = self.rule else {
             return Err(self.not_its_rule("a duration"));
         };
@@ -278,7 +280,7 @@ impl Flag {
     }
 
     /// The value as a number of tokens, 1 or more (`500000`, `500k`, `2m`).
-    pub fn tokens(&self, text: &str) -> Result<u64> {
+    pub(crate) fn tokens(&self, text: &str) -> Result<u64> {
         if self.rule != Rule::Tokens {
             return Err(self.not_its_rule("tokens"));
         }
@@ -300,7 +302,7 @@ impl Flag {
     }
 
     /// The value as a size in bytes.
-    pub fn size(&self, text: &str) -> Result<u64> {
+    pub(crate) fn size(&self, text: &str) -> Result<u64> {
         if self.rule != Rule::Size {
             return Err(self.not_its_rule("a size"));
         }
@@ -308,7 +310,7 @@ impl Flag {
     }
 
     /// The value as one of its rule's words.
-    pub fn choice(&self, text: &str) -> Result<&'static str> {
+    pub(crate) fn choice(&self, text: &str) -> Result<&'static str> {
         let Rule::Choice(choices) = &self.rule else {
             return Err(self.not_its_rule("a choice"));
         };
@@ -328,7 +330,7 @@ impl Flag {
     }
 
     /// The value as a command that is not blank.
-    pub fn command(&self, text: &str) -> Result<String> {
+    pub(crate) fn command(&self, text: &str) -> Result<String> {
         if self.rule != Rule::Command {
             return Err(self.not_its_rule("a command"));
         }
@@ -339,7 +341,7 @@ impl Flag {
     }
 
     /// The value as an absolute directory.
-    pub fn absolute(&self, value: OsString) -> Result<PathBuf> {
+    pub(crate) fn absolute(&self, value: OsString) -> Result<PathBuf> {
         if self.rule != Rule::Absolute {
             return Err(self.not_its_rule("an absolute directory"));
         }
@@ -354,7 +356,7 @@ impl Flag {
     }
 
     /// The value as a git remote: a name or a URL, never something read as a flag.
-    pub fn remote(&self, text: &str) -> Result<String> {
+    pub(crate) fn remote(&self, text: &str) -> Result<String> {
         if self.rule != Rule::Remote {
             return Err(self.not_its_rule("a remote"));
         }
@@ -365,7 +367,7 @@ impl Flag {
     }
 
     /// The value as text: UTF-8, which a path need not be.
-    pub fn text(&self, value: OsString) -> Result<String> {
+    pub(crate) fn text(&self, value: OsString) -> Result<String> {
         value
             .into_string()
             .map_err(|_| Error::usage(format!("the value of {} is not valid UTF-8", self.name)))
@@ -374,7 +376,7 @@ impl Flag {
 
 /// The flag `name` of `scope`, which a parser names: one the table does not give the scope is
 /// a bug, said as an error rather than a panic (a gate that panics lets the stop through).
-pub fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
+pub(crate) fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
     find(scope, name).ok_or_else(|| {
         Error::usage(format!(
             "{name} is not in {}'s flag table for {} (a bug: please report it)",
@@ -385,18 +387,18 @@ pub fn flag(scope: Scope, name: &str) -> Result<&'static Flag> {
 
 /// A command line read against a table: each flag `scope` takes, with its value when it takes
 /// one, and the other arguments as they come. Anything else is an error naming it.
-pub struct Args {
+pub(crate) struct Args {
     parser: lexopt::Parser,
     scopes: Vec<Scope>,
 }
 
 impl Args {
-    pub fn new(args: Vec<OsString>, scope: Scope) -> Args {
+    pub(crate) fn new(args: Vec<OsString>, scope: Scope) -> Args {
         Args::in_scopes(args, &[scope])
     }
 
     /// A command line whose flags are those of any of `scopes`, the first that has it.
-    pub fn in_scopes(args: Vec<OsString>, scopes: &[Scope]) -> Args {
+    pub(crate) fn in_scopes(args: Vec<OsString>, scopes: &[Scope]) -> Args {
         Args {
             parser: lexopt::Parser::from_args(args),
             scopes: scopes.to_vec(),
@@ -406,7 +408,7 @@ impl Args {
     /// The next flag and its value; `Ok(None)` at the end. Its errors are lexopt's (an
     /// unknown flag, a missing value), for a parser that says them its own way.
     #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> std::result::Result<Option<Given>, lexopt::Error> {
+    pub(crate) fn next(&mut self) -> std::result::Result<Option<Given>, lexopt::Error> {
         use lexopt::prelude::*;
         let Some(arg) = self.parser.next()? else {
             return Ok(None);
@@ -428,13 +430,13 @@ impl Args {
     }
 
     /// The arguments after `--`, or after the first that is not a flag: all that is left.
-    pub fn rest(&mut self) -> Result<Vec<OsString>> {
+    pub(crate) fn rest(&mut self) -> Result<Vec<OsString>> {
         Ok(self.parser.raw_args()?.collect())
     }
 }
 
 /// One argument of a command line, as [`Args`] reads it.
-pub enum Given {
+pub(crate) enum Given {
     /// `-h` or `--help`.
     Help,
     /// A flag of the table, with its value when it takes one.
@@ -446,7 +448,7 @@ pub enum Given {
 impl Given {
     /// For a command that takes flags alone: the flag and its value (empty for one that takes
     /// none); `None` for `--help`; an error for any other argument.
-    pub fn flag_only(self) -> Result<Option<(&'static Flag, OsString)>> {
+    pub(crate) fn flag_only(self) -> Result<Option<(&'static Flag, OsString)>> {
         match self {
             Given::Help => Ok(None),
             Given::Flag(flag, value) => Ok(Some((flag, value.unwrap_or_default()))),
@@ -456,7 +458,7 @@ impl Given {
 }
 
 /// An argument no command of this kind takes, as lexopt says it.
-pub fn unexpected(value: OsString) -> Error {
+pub(crate) fn unexpected(value: OsString) -> Error {
     lexopt::Error::UnexpectedArgument(value).into()
 }
 
@@ -500,7 +502,7 @@ pub fn of(scope: Scope) -> impl Iterator<Item = &'static Flag> {
 }
 
 /// Every row of `binary`'s table.
-pub fn of_binary(binary: &'static str) -> impl Iterator<Item = &'static Flag> {
+pub(crate) fn of_binary(binary: &'static str) -> impl Iterator<Item = &'static Flag> {
     Scope::of(binary, "").table().all().iter()
 }
 
@@ -510,12 +512,12 @@ pub fn find(scope: Scope, name: &str) -> Option<&'static Flag> {
 }
 
 /// The flag `--long` if `scope` takes it, as lexopt names it (`long` without its dashes).
-pub fn find_long(scope: Scope, long: &str) -> Option<&'static Flag> {
+pub(crate) fn find_long(scope: Scope, long: &str) -> Option<&'static Flag> {
     of(scope).find(|flag| flag.name.strip_prefix("--") == Some(long))
 }
 
 /// The names of the flags `scope` takes with a value, in the table's order.
-pub fn valued(scope: Scope) -> Vec<&'static str> {
+pub(crate) fn valued(scope: Scope) -> Vec<&'static str> {
     of(scope)
         .filter(|flag| flag.takes_value())
         .map(|flag| flag.name)

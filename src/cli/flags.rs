@@ -10,7 +10,7 @@ use crate::sys::atomic;
 use crate::sys::process;
 
 /// A size: a whole number of bytes, or one followed by K, M, G or T (powers of 1024).
-pub fn size(text: &str) -> Result<u64> {
+pub(crate) fn size(text: &str) -> Result<u64> {
     let bad = || {
         Error::usage(format!(
             "{text:?} is not a size; write bytes, or a whole number and K, M, G or T (e.g. 512M)"
@@ -34,7 +34,11 @@ pub fn size(text: &str) -> Result<u64> {
 /// reading no input and touching nothing, before the off switch is looked at (the doctor
 /// runs it with `VIGIL_DISABLE=1`). `None` when the flag is not given. Exit 0, or `refused`
 /// with the error on one line (2 for a gate; 1 for a fail-open hook, which never exits 2).
-pub fn check_config(binary: &str, refused: u8, parse: impl FnOnce() -> Result<()>) -> Option<Code> {
+pub(crate) fn check_config(
+    binary: &str,
+    refused: u8,
+    parse: impl FnOnce() -> Result<()>,
+) -> Option<Code> {
     if !std::env::args_os().skip(1).any(|a| a == "--check-config") {
         return None;
     }
@@ -48,20 +52,20 @@ pub fn check_config(binary: &str, refused: u8, parse: impl FnOnce() -> Result<()
 }
 
 /// Prints a help text.
-pub fn help(text: &str) -> Result<Exit> {
+pub(crate) fn help(text: &str) -> Result<Exit> {
     stdout(text.as_bytes())?;
     Ok(Exit::Success)
 }
 
 /// Prints bytes and answers `Success`.
-pub fn print(bytes: &[u8]) -> Result<Exit> {
+pub(crate) fn print(bytes: &[u8]) -> Result<Exit> {
     stdout(bytes)?;
     Ok(Exit::Success)
 }
 
 /// Every binary's first step: file size signals ignored (`atomic::ignore_file_size_signal`),
 /// and `BINARY --version` answered. True when that was all there was to do.
-pub fn start(binary: &str) -> bool {
+pub(crate) fn start(binary: &str) -> bool {
     atomic::ignore_file_size_signal();
     version_requested(binary)
 }
@@ -98,7 +102,7 @@ macro_rules! entry {
 }
 
 /// `VIGIL_DISABLE=1`: the hook binaries do nothing and exit 0.
-pub fn disabled() -> bool {
+pub(crate) fn disabled() -> bool {
     std::env::var_os("VIGIL_DISABLE").is_some_and(|v| v == "1")
 }
 
@@ -114,7 +118,7 @@ fn version_requested(binary: &str) -> bool {
 }
 
 /// An argument as a POSIX shell needs it written: as it is when plain, else single-quoted.
-pub fn shell_quote(arg: &str) -> String {
+pub(crate) fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
         && arg
             .bytes()

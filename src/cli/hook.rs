@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// (`gate::StopOutput`), the prompt's (`slash::PromptOutput`), the guard's and the settings
 /// hook's.
 #[derive(Default, serde::Serialize)]
-pub struct Wire<'a> {
+pub(crate) struct Wire<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -29,7 +29,7 @@ pub struct Wire<'a> {
 
 impl Wire<'_> {
     /// The JSON line for stdout, or nothing when the answer says nothing (a silent allow).
-    pub fn line(&self) -> Option<String> {
+    pub(crate) fn line(&self) -> Option<String> {
         let silent = self.decision.is_none()
             && self.reason.is_none()
             && self.system_message.is_none()
@@ -41,7 +41,7 @@ impl Wire<'_> {
 
 /// `hookSpecificOutput`: context added for the model, or a tool call's permission.
 #[derive(Default, serde::Serialize)]
-pub struct Specific<'a> {
+pub(crate) struct Specific<'a> {
     #[serde(rename = "hookEventName")]
     pub hook_event_name: &'static str,
     #[serde(rename = "additionalContext", skip_serializing_if = "Option::is_none")]
@@ -56,7 +56,7 @@ pub struct Specific<'a> {
 }
 
 /// Hook input larger than this is malformed (SPEC §2).
-pub const MAX_HOOK_INPUT: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_HOOK_INPUT: u64 = 16 * 1024 * 1024;
 
 /// The fields vigil uses, read by serde's derive (SPEC §2): every one may be absent, and
 /// `null` counts as absent, since both engines send `null` for fields they do not have.
@@ -148,7 +148,7 @@ pub enum TaskKind {
 
 impl BackgroundTask {
     /// Whether the task is still going (`running`, or `pending` before it starts).
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         matches!(self.status.as_str(), "running" | "pending")
     }
 }
@@ -213,9 +213,7 @@ mod field {
     }
 
     /// Any value: a string as it is, another value as its compact JSON, `null` as absent.
-    pub(super) fn any_as_text<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<String>, D::Error> {
+    pub(super) fn any_as_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
         Ok(match Value::deserialize(d)? {
             Value::Null => None,
             Value::String(s) => Some(s),
@@ -258,7 +256,7 @@ pub enum HookEvent {
 
 impl HookEvent {
     /// Every event vigil handles.
-    pub const HANDLED: [HookEvent; 9] = [
+    pub(crate) const HANDLED: [HookEvent; 9] = [
         HookEvent::Stop,
         HookEvent::SubagentStop,
         HookEvent::SessionStart,
@@ -287,7 +285,7 @@ impl HookEvent {
     }
 
     /// The event of this name.
-    pub fn named(name: &str) -> HookEvent {
+    pub(crate) fn named(name: &str) -> HookEvent {
         HookEvent::HANDLED
             .into_iter()
             .find(|event| event.name() == name)
@@ -300,7 +298,7 @@ impl HookEvent {
 /// each event's handler decides what input it cannot read means (a gate denies, a prompt
 /// goes on).
 #[derive(Debug)]
-pub struct Hook {
+pub(crate) struct Hook {
     pub event: Option<HookEvent>,
     pub input: Result<HookInput>,
 }
@@ -308,7 +306,7 @@ pub struct Hook {
 impl Hook {
     /// Reads standard input, known not to be a terminal (a hook's caller checked), without
     /// asking again: one system call fewer on the Stop's path.
-    pub fn read_stdin() -> Hook {
+    pub(crate) fn read_stdin() -> Hook {
         match crate::sys::files::read_capped(
             std::io::stdin().lock(),
             MAX_HOOK_INPUT,
@@ -325,7 +323,7 @@ impl Hook {
 
     /// Parses hook input once. Malformed (SPEC §2): empty, over 16 MiB, not UTF-8, not JSON,
     /// not an object, or a known field of the wrong type. Unknown fields are ignored.
-    pub fn parse(bytes: &[u8]) -> Hook {
+    pub(crate) fn parse(bytes: &[u8]) -> Hook {
         let object = match object_of(bytes) {
             Ok(object) => object,
             Err(e) => {
@@ -348,7 +346,7 @@ impl Hook {
 
 impl HookInput {
     /// Reads and parses hook input from a source, refusing more than 16 MiB.
-    pub fn read(source: &Source) -> Result<HookInput> {
+    pub(crate) fn read(source: &Source) -> Result<HookInput> {
         let bytes = source.read_capped(MAX_HOOK_INPUT, "hook input")?;
         HookInput::parse(&bytes)
     }
@@ -361,9 +359,8 @@ impl HookInput {
     /// The fields of a hook's JSON object. Read from the parsed value, not the text: a
     /// field's error has no line and column, and a key given twice counts once, its last.
     fn of(object: &Value) -> Result<HookInput> {
-        serde_path_to_error::deserialize(object).map_err(|e| {
-            Error::input(format!("hook input field `{}` {}", e.path(), e.inner()))
-        })
+        serde_path_to_error::deserialize(object)
+            .map_err(|e| Error::input(format!("hook input field `{}` {}", e.path(), e.inner())))
     }
 
     pub fn event(&self) -> Option<HookEvent> {
@@ -401,7 +398,7 @@ fn object_of(bytes: &[u8]) -> Result<Map<String, Value>> {
 }
 
 /// `a number`, `an array`: the JSON type of a value, for messages.
-pub fn json_type(value: &Value) -> &'static str {
+pub(crate) fn json_type(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -452,9 +449,18 @@ mod tests {
     #[test]
     fn a_field_of_the_wrong_type_is_named_without_a_position() {
         for (json, message) in [
-            (&br#"{"cwd":["/"]}"#[..], "`cwd` must be a string, not an array"),
-            (br#"{"tool_input":"ls"}"#, "`tool_input` must be an object, not a string"),
-            (br#"{"background_tasks":7}"#, "`background_tasks` must be an array, not a number"),
+            (
+                &br#"{"cwd":["/"]}"#[..],
+                "`cwd` must be a string, not an array",
+            ),
+            (
+                br#"{"tool_input":"ls"}"#,
+                "`tool_input` must be an object, not a string",
+            ),
+            (
+                br#"{"background_tasks":7}"#,
+                "`background_tasks` must be an array, not a number",
+            ),
         ] {
             let err = HookInput::parse(json).unwrap_err().to_string();
             assert_eq!(err, format!("hook input field {message}"));

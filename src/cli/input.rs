@@ -8,30 +8,22 @@ use crate::sys::files::{read_capped, stdin_is_terminal};
 
 /// Where input comes from: `-` (or nothing) is standard input.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     Stdin,
     File(PathBuf),
 }
 
 impl Source {
-    pub fn from_arg(arg: Option<PathBuf>) -> Source {
+    pub(crate) fn from_arg(arg: Option<PathBuf>) -> Source {
         match arg {
             Some(path) if path.as_os_str() != "-" => Source::File(path),
             _ => Source::Stdin,
         }
     }
 
-    /// A short name for messages.
-    pub fn describe(&self) -> String {
-        match self {
-            Source::Stdin => "standard input".to_string(),
-            Source::File(path) => path.display().to_string(),
-        }
-    }
-
     /// Reads the whole source, refusing anything larger than `cap` bytes. Standard input that
     /// is a terminal is refused at once (a binary run by hand would wait on it without a word).
-    pub fn read_capped(&self, cap: u64, what: &str) -> Result<Vec<u8>> {
+    pub(crate) fn read_capped(&self, cap: u64, what: &str) -> Result<Vec<u8>> {
         match self {
             Source::Stdin if stdin_is_terminal() => Err(Error::usage(format!(
                 "reads {what} on standard input, which is a terminal; pipe it in (e.g. < payload.json) or see --help"

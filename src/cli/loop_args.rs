@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 
 /// What `loop start` was asked for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StartRequest {
+pub(crate) struct StartRequest {
     pub max_iterations: Option<String>,
     pub completion_promise: Option<String>,
     pub session: Option<String>,
@@ -32,7 +32,7 @@ pub struct StartRequest {
 impl StartRequest {
     /// Fills what this request leaves unsaid from `defaults` (the command-line flags that came
     /// with `--args-stdin`); an empty `--session` counts as unsaid.
-    pub fn merge_defaults(&mut self, defaults: StartRequest) {
+    pub(crate) fn merge_defaults(&mut self, defaults: StartRequest) {
         let present = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
         if !present(&self.session) && present(&defaults.session) {
             self.session = defaults.session;
@@ -57,14 +57,14 @@ impl StartRequest {
 
 /// A word of the arguments: its text (outer quotes removed) and where it stood in raw text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Word {
+pub(crate) struct Word {
     pub text: String,
     pub span: Option<(usize, usize)>,
     quoted: bool,
 }
 
 impl Word {
-    pub fn plain(text: &str) -> Word {
+    pub(crate) fn plain(text: &str) -> Word {
         Word {
             text: text.to_string(),
             span: None,
@@ -76,7 +76,7 @@ impl Word {
 /// Splits raw argument text into words without a shell: whitespace separates words; a word
 /// that opens with `"` or `'` runs to the matching quote (an apostrophe inside a word, as in
 /// `don't`, is just a letter); nothing is expanded.
-pub fn split_words(raw: &str) -> Vec<Word> {
+pub(crate) fn split_words(raw: &str) -> Vec<Word> {
     let bytes = raw.as_bytes();
     let mut words = Vec::new();
     let mut i = 0;
@@ -132,7 +132,7 @@ fn quoted_end(raw: &str, at: usize) -> Option<usize> {
 
 /// How many of `args` are leading flags with their values (up to `--` or the first word
 /// of the prompt).
-pub fn leading_flags(args: &[String]) -> usize {
+pub(crate) fn leading_flags(args: &[String]) -> usize {
     let mut i = 0;
     while i < args.len() && is_flag_word(&args[i]) {
         let takes_value = !args[i].contains('=')
@@ -151,7 +151,7 @@ fn is_flag_word(text: &str) -> bool {
 /// `--flag=value` form; `--` ends the flags and everything after it is prompt. An unknown flag,
 /// or one of ours inside the prompt, is an error: a flag is never swallowed into the prompt.
 /// With `raw`, the prompt is cut from it verbatim; otherwise its words are joined by spaces.
-pub fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
+pub(crate) fn parse_start(words: &[Word], raw: Option<&str>) -> Result<StartRequest> {
     let mut request = StartRequest::default();
     let mut i = 0;
     let mut end = words.len();

@@ -4,6 +4,6 @@
 pub mod defs;
 pub mod flags;
 pub mod hook;
-pub mod input;
-pub mod loop_args;
-pub mod output;
+pub(crate) mod input;
+pub(crate) mod loop_args;
+pub(crate) mod output;

@@ -6,7 +6,7 @@ use crate::error::{Error, plain_io};
 
 /// Writes to stdout. A closed pipe (`| head`, `| grep -q`) is not an error: the answer still
 /// stands in the exit code. Any other failure is an error for the binary to report.
-pub fn stdout(bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn stdout(bytes: &[u8]) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::Io(format!(
@@ -18,13 +18,13 @@ pub fn stdout(bytes: &[u8]) -> Result<(), Error> {
 }
 
 /// One line on stderr, starting with the binary's name (SPEC §2).
-pub fn diagnostic(binary: &str, message: &str) {
+pub(crate) fn diagnostic(binary: &str, message: &str) {
     let _ = std::io::stderr()
         .lock()
         .write_all(diagnostic_line(binary, message).as_bytes());
 }
 
 /// The line [`diagnostic`] writes, with its newline.
-pub fn diagnostic_line(binary: &str, message: &str) -> String {
+pub(crate) fn diagnostic_line(binary: &str, message: &str) -> String {
     format!("{binary}: {}\n", message.replace('\n', " "))
 }

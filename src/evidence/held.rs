@@ -20,29 +20,33 @@ use crate::sys::files;
 use crate::sys::git::{self, Repository};
 use crate::sys::paths;
 use copy::refuse_links;
-pub use copy::{Applied, Prepared, apply, prepare};
+pub(crate) use copy::{Applied, Prepared, apply, prepare};
 
 /// How long a git call of `hold add --at` may take.
 const GIT_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most new files named.
-pub const MAX_NAMED: usize = 200;
+pub(crate) const MAX_NAMED: usize = 200;
 
 /// A file as a hold takes it: its entry, and its bytes.
-pub type Taken = (HeldFile, Vec<u8>);
+pub(crate) type Taken = (HeldFile, Vec<u8>);
 
 /// The file at the repository's top that may say what to hold (a pattern a line, `#` for
 /// comments): read only when a human makes the hold with no paths, or by CI from a base
 /// branch; what the agent writes there takes effect only through them.
-pub const SETTING: &str = ".vigil-hold";
+pub(crate) const SETTING: &str = ".vigil-hold";
 
 /// The repository's top, where held paths start.
-pub fn top(project: &Project) -> Result<PathBuf> {
+pub(crate) fn top(project: &Project) -> Result<PathBuf> {
     Ok(Repository::locate(&project.dir)?.top)
 }
 
 /// The files under `matcher` as the working tree has them (tracked and untracked files that
 /// git does not ignore, as the worktree subject lists them), read now.
-pub fn from_worktree(project: &Project, matcher: &Matcher, limits: Limits) -> Result<Vec<Taken>> {
+pub(crate) fn from_worktree(
+    project: &Project,
+    matcher: &Matcher,
+    limits: Limits,
+) -> Result<Vec<Taken>> {
     let top = top(project)?;
     let mut taken = Vec::new();
     for (path, _) in subject::worktree_listing(project, limits)? {
@@ -61,7 +65,7 @@ pub fn from_worktree(project: &Project, matcher: &Matcher, limits: Limits) -> Re
 }
 
 /// The files under `matcher` at the commit `rev`, and the commit's id.
-pub fn from_commit(
+pub(crate) fn from_commit(
     project: &Project,
     rev: &str,
     matcher: &Matcher,
@@ -169,13 +173,13 @@ fn read_live(top: &Path, path: &str) -> Result<Option<(String, Vec<u8>)>> {
 
 /// How a held file differs from the hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     Modified,
     Deleted,
 }
 
 impl Change {
-    pub fn word(&self) -> &'static str {
+    pub(crate) fn word(&self) -> &'static str {
         match self {
             Change::Modified => "modified",
             Change::Deleted => "deleted",
@@ -185,7 +189,7 @@ impl Change {
 
 /// How the tree differs from the hold.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// Held files that are not as held.
     pub changed: Vec<(String, Change)>,
     /// Files under a held pattern that the hold does not hold: new tests, which the check's
@@ -195,7 +199,7 @@ pub struct Comparison {
 
 impl Comparison {
     /// The changed files as one phrase: `tests/a.py (modified), tests/b.py (deleted)`.
-    pub fn changed_phrase(&self, max: usize) -> String {
+    pub(crate) fn changed_phrase(&self, max: usize) -> String {
         let mut text = self
             .changed
             .iter()
@@ -212,7 +216,7 @@ impl Comparison {
 
 /// The live tree against the hold: every held file read and hashed, and the files under each
 /// held pattern that git does not ignore listed.
-pub fn compare(project: &Project, hold: &Hold) -> Result<Comparison> {
+pub(crate) fn compare(project: &Project, hold: &Hold) -> Result<Comparison> {
     let top = top(project)?;
     let mut comparison = Comparison::default();
     for held in &hold.files {
@@ -314,7 +318,7 @@ fn relative(top: &Path, path: &Path) -> Option<String> {
 /// A hold made in memory from the commit `rev` (CI's `marker-writer run --hold-from`): the
 /// patterns given, else those `.vigil-hold` names at `rev`; the files as `rev` has them, with
 /// their bytes; and the commit's id.
-pub fn from_ref(
+pub(crate) fn from_ref(
     project: &Project,
     rev: &str,
     patterns: &[String],
@@ -352,7 +356,7 @@ pub fn from_ref(
 
 /// A digest of what a hold holds (`sha256:` of each file's path, mode and blob id, a line
 /// each, in path order): what a marker records of the hold it ran under.
-pub fn digest(hold: &Hold) -> String {
+pub(crate) fn digest(hold: &Hold) -> String {
     let text: String = hold
         .files
         .iter()
@@ -363,7 +367,7 @@ pub fn digest(hold: &Hold) -> String {
 
 /// An argument as a hold keeps it: taken from `here`, made a path from the repository's
 /// `top`, `/`-separated, no trailing `/`; a glob is checked to compile.
-pub fn normalize(top: &Path, here: &Path, arg: &str) -> Result<String> {
+pub(crate) fn normalize(top: &Path, here: &Path, arg: &str) -> Result<String> {
     let here = paths::canonical(here);
     let full = paths::lexical(&here.join(arg));
     let rest = full.strip_prefix(top).map_err(|_| {
@@ -390,12 +394,12 @@ pub fn normalize(top: &Path, here: &Path, arg: &str) -> Result<String> {
 }
 
 /// Every argument, normalized.
-pub fn normalized(top: &Path, here: &Path, args: &[String]) -> Result<Vec<String>> {
+pub(crate) fn normalized(top: &Path, here: &Path, args: &[String]) -> Result<Vec<String>> {
     args.iter().map(|arg| normalize(top, here, arg)).collect()
 }
 
 /// The patterns `.vigil-hold` names, in the working tree or at the commit `at`.
-pub fn setting_patterns(project: &Project, at: Option<&str>) -> Result<Vec<String>> {
+pub(crate) fn setting_patterns(project: &Project, at: Option<&str>) -> Result<Vec<String>> {
     let top = top(project)?;
     let text = match at {
         Some(rev) => {
@@ -442,7 +446,7 @@ pub fn setting_patterns(project: &Project, at: Option<&str>) -> Result<Vec<Strin
 }
 
 /// What `add` held.
-pub struct Added {
+pub(crate) struct Added {
     pub patterns: Vec<String>,
     pub added: usize,
     pub total: usize,
@@ -451,7 +455,7 @@ pub struct Added {
 }
 
 impl Added {
-    pub fn told(&self) -> String {
+    pub(crate) fn told(&self) -> String {
         let mut told = format!(
             "held {} files under {} ({} files held in all); the Stop hook's check now runs on them as held, and a declaration while one differs is refused",
             self.added,
@@ -472,7 +476,7 @@ impl Added {
 /// Holds `patterns` (normalized) as the working tree, or the commit `at`, has them: their
 /// files' bytes kept, the hold saved. A pattern that holds no file is refused, and nothing is
 /// saved.
-pub fn add(project: &Project, patterns: &[String], at: Option<&str>) -> Result<Added> {
+pub(crate) fn add(project: &Project, patterns: &[String], at: Option<&str>) -> Result<Added> {
     if patterns.is_empty() {
         return Err(Error::usage(
             "hold add needs the tests to hold, e.g. stop-gate hold add tests/",
@@ -524,7 +528,7 @@ pub fn add(project: &Project, patterns: &[String], at: Option<&str>) -> Result<A
 }
 
 /// Stores each taken file's bytes and puts its entry in the hold.
-pub fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<()> {
+pub(crate) fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<()> {
     for (file, bytes) in taken {
         hold::store_blob(project, &file.blob, &bytes)?;
         record.files.push(file);
@@ -534,7 +538,7 @@ pub fn keep(project: &Project, record: &mut Hold, taken: Vec<Taken>) -> Result<(
 
 /// Holds the environment at `path` (from the top) as a copy in the hold's `env/`: every file,
 /// link and directory as it is now, modes kept; refused over `max` bytes, and nothing kept.
-pub fn copy_env(project: &Project, path: &str, max: u64) -> Result<hold::EnvCopy> {
+pub(crate) fn copy_env(project: &Project, path: &str, max: u64) -> Result<hold::EnvCopy> {
     let top = top(project)?;
     refuse_links(&top, path)?;
     let from = top.join(path);
@@ -597,7 +601,7 @@ fn copy_tree(from: &Path, to: &Path, bytes: &mut u64, max: u64, shown: &str) -> 
 
 /// Whether a marker's run held the same tests as `hold` (SPEC §11: under a hold the verdict's
 /// subject is the tree and the hold): `Err` says why not, as a phrase.
-pub fn marker_held(
+pub(crate) fn marker_held(
     payload: &crate::evidence::payload::Payload,
     hold: &Hold,
 ) -> std::result::Result<(), &'static str> {

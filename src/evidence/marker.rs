@@ -37,14 +37,14 @@ fn bound(payload: &Payload, command: Option<&str>) -> std::result::Result<(), De
 }
 
 /// Where the markers of a check live.
-pub fn check_dir(project: &Project, check: &CheckName) -> PathBuf {
+pub(crate) fn check_dir(project: &Project, check: &CheckName) -> PathBuf {
     project.markers().join(check.as_str())
 }
 
 /// Refuses a markers directory (or a check's directory, or a default `.vigil`) that is a
 /// symlink: vigil makes them as plain directories, and a link could point a gate at files
 /// outside the project.
-pub fn refuse_symlinks(project: &Project, check: &CheckName) -> Result<()> {
+pub(crate) fn refuse_symlinks(project: &Project, check: &CheckName) -> Result<()> {
     let default = project.default_state.then(|| project.state.clone());
     for dir in default
         .into_iter()
@@ -63,7 +63,7 @@ pub fn refuse_symlinks(project: &Project, check: &CheckName) -> Result<()> {
 /// Writes a marker: the payload, then the empty gate file, each atomically and in that order,
 /// so that a crash at any instant leaves the previous marker or the new one, never a gate
 /// whose payload is unreadable.
-pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)> {
     let check = CheckName::parse(&payload.check)?;
     writable_dir(project, &check)?;
     let (payload_path, gate_path) = paths(project, &check, &payload.subject);
@@ -78,7 +78,7 @@ pub fn write(project: &Project, payload: &Payload) -> Result<(PathBuf, PathBuf)>
 /// The check's directory in the protected state, made (0700) when missing and writable here:
 /// inside the agent's sandbox the state home is read-only, and a protected writer refuses at
 /// once, before it runs anything.
-pub fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
+pub(crate) fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
     let dir = check_dir(project, check);
     refuse_symlinks(project, check)?;
     let made = files::make_private_dir(&dir);
@@ -95,7 +95,7 @@ pub fn writable_dir(project: &Project, check: &CheckName) -> Result<PathBuf> {
 }
 
 /// The payload and gate paths of a subject's marker.
-pub fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf, PathBuf) {
     let dir = check_dir(project, check);
     let key = subject::key(subject_id);
     (
@@ -106,7 +106,7 @@ pub fn paths(project: &Project, check: &CheckName, subject_id: &str) -> (PathBuf
 
 /// Verifies the markers of `check` for `subject_id`, the local one and those published as
 /// notes: the first that holds passes (see `verify_from`).
-pub fn verify(
+pub(crate) fn verify(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
@@ -123,7 +123,7 @@ pub fn verify(
 /// published for it as a note, by the same rules: any one that holds passes, and says where it
 /// was found. When none does, the first reason: the local marker's, unless it has none for this
 /// content, then the first note's; `subject mismatch` when only other content has markers.
-pub fn verify_from(
+pub(crate) fn verify_from(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
@@ -215,7 +215,7 @@ fn verify_local(
 /// with a trusted key, nothing of it counts before its signature holds), of a schema vigil
 /// reads, for this check and this content, `passed`, younger than `max_age` and not from the
 /// future. The same for a local marker and a note.
-pub fn judge(
+pub(crate) fn judge(
     payload: &Payload,
     check: &CheckName,
     subject_id: &str,
@@ -273,7 +273,7 @@ pub fn judge(
 }
 
 /// Reads and parses a payload; every failure is `malformed`.
-pub fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
+pub(crate) fn read_payload(path: &Path) -> std::result::Result<Payload, Denial> {
     let bytes = match files::open_state(path) {
         Ok(file) => files::read_capped(file, MAX_PAYLOAD, "the payload", path)
             .map_err(|e| Denial::Malformed(e.to_string()))?,
@@ -302,7 +302,7 @@ fn has_other_markers(dir: &Path) -> bool {
 }
 
 /// The newest committed marker of a check (a payload with its gate), by `created_at`.
-pub fn newest(project: &Project, check: &CheckName) -> Option<Payload> {
+pub(crate) fn newest(project: &Project, check: &CheckName) -> Option<Payload> {
     let entries = std::fs::read_dir(check_dir(project, check)).ok()?;
     entries
         .flatten()
@@ -313,17 +313,6 @@ pub fn newest(project: &Project, check: &CheckName) -> Option<Payload> {
             read_payload(&e.path().with_file_name(format!("{key}.json"))).ok()
         })
         .max_by(|a, b| a.created_at.cmp(&b.created_at))
-}
-
-/// The command the newest payload of a check was produced by, if any recorded one.
-pub fn last_command(project: &Project, check: &CheckName) -> Option<String> {
-    let entries = std::fs::read_dir(check_dir(project, check)).ok()?;
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .max()
-        .and_then(|(_, path)| read_payload(&path).ok()?.run.map(|run| run.command))
 }
 
 fn human_age(secs: f64) -> String {

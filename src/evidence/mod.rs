@@ -3,11 +3,11 @@
 //! in git notes (`notes`), the private copy a command runs in (`snapshot`), and the copy a check runs in under a human's
 //! hold on the tests (`held`). Above `reach`.
 
-pub mod held;
-pub mod marker;
-pub mod notes;
+pub(crate) mod held;
+pub(crate) mod marker;
+pub(crate) mod notes;
 pub mod payload;
-pub mod results;
-pub mod signing;
-pub mod snapshot;
-pub mod subject;
+pub(crate) mod results;
+pub(crate) mod signing;
+pub(crate) mod snapshot;
+pub(crate) mod subject;

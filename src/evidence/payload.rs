@@ -12,17 +12,17 @@ use crate::state::project;
 use crate::sys::user;
 
 /// The payload schema vigil writes: v2 adds `origin`. v1 payloads stay readable.
-pub const SCHEMA: &str = "vigil.marker/v2";
+pub(crate) const SCHEMA: &str = "vigil.marker/v2";
 /// The schemas vigil reads.
-pub const SCHEMAS: [&str; 2] = ["vigil.marker/v1", "vigil.marker/v2"];
+pub(crate) const SCHEMAS: [&str; 2] = ["vigil.marker/v1", "vigil.marker/v2"];
 /// A payload larger than this is malformed.
-pub const MAX_PAYLOAD: u64 = 64 * 1024;
+pub(crate) const MAX_PAYLOAD: u64 = 64 * 1024;
 /// How far in the future `created_at` may be before it counts as forged or broken.
-pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 /// A note longer than this is refused, and a recorded command is cut to it, so that every
 /// payload the writer makes stays well inside `MAX_PAYLOAD`.
-pub const MAX_NOTE: usize = 4096;
+pub(crate) const MAX_NOTE: usize = 4096;
 
 /// A check name: `^[A-Za-z0-9._-]{1,64}$`, not `.` or `..`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl CheckName {
         Ok(CheckName(raw.to_string()))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -51,7 +51,7 @@ impl fmt::Display for CheckName {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     Passed,
     Failed,
     Blocked,
@@ -59,7 +59,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn parse(raw: &str) -> Result<Status> {
+    pub(crate) fn parse(raw: &str) -> Result<Status> {
         match raw {
             "passed" => Ok(Status::Passed),
             "failed" => Ok(Status::Failed),
@@ -71,7 +71,7 @@ impl Status {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Passed => "passed",
             Status::Failed => "failed",
@@ -83,7 +83,7 @@ impl Status {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Writer {
+pub(crate) struct Writer {
     pub name: String,
     pub version: String,
     pub host: String,
@@ -92,7 +92,7 @@ pub struct Writer {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Run {
+pub(crate) struct Run {
     /// The command as a shell would show it, each argument quoted when it needs to be.
     pub command: String,
     pub exit_code: i32,
@@ -112,7 +112,7 @@ pub struct Run {
 
 /// The hold a `run --hold-from` ran under (SPEC §11).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldRun {
+pub(crate) struct HeldRun {
     /// The commit the held paths were taken from, or `hold`: the human's hold on this machine.
     pub from: String,
     /// What was held: paths and globs from the repository's top.
@@ -128,7 +128,7 @@ pub struct HeldRun {
 /// What confined `run`'s command (SPEC §9).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Confinement {
+pub(crate) enum Confinement {
     /// bubblewrap: it wrote only the snapshot and a private temporary directory, saw no key,
     /// no state home and no network unless asked.
     Bubblewrap,
@@ -140,7 +140,7 @@ pub enum Confinement {
 /// Where `run` ran its command (SPEC §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Isolation {
+pub(crate) enum Isolation {
     /// In a private copy of exactly the hashed content, with a clean environment.
     Snapshot,
     /// In the worktree itself: for writers the agent cannot reach (CI).
@@ -153,30 +153,30 @@ pub enum Isolation {
 pub struct Payload {
     pub schema: String,
     pub check: String,
-    pub status: Status,
+    pub(crate) status: Status,
     pub subject: String,
     pub created_at: String,
-    pub writer: Writer,
+    pub(crate) writer: Writer,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run: Option<Run>,
+    pub(crate) run: Option<Run>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// Where the writer ran, when it knows (a CI run); v2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<Origin>,
+    pub(crate) origin: Option<Origin>,
     /// `write --command`: the command a writer that ran nothing itself vouches was run (a CI
     /// job's); `run.command` is the one a `run` ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     /// With `--sign-key`: over the canonical JSON of every other field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signature: Option<Signature>,
+    pub(crate) signature: Option<Signature>,
 }
 
 impl Payload {
     /// The command the payload records: the one `run` ran, else the one `write --command`
     /// named.
-    pub fn command(&self) -> Option<&str> {
+    pub(crate) fn command(&self) -> Option<&str> {
         self.run
             .as_ref()
             .map(|run| run.command.as_str())
@@ -191,7 +191,7 @@ impl Payload {
 /// compared by its exact text instead: two spellings of it need not run the same thing (a
 /// newline where a space was runs two commands; a quoted `&&` is an argument). Text that does
 /// not split (an open quote) is no match.
-pub fn same_command(recorded: &str, wanted: &str) -> bool {
+pub(crate) fn same_command(recorded: &str, wanted: &str) -> bool {
     /// The command, with one `sh -c '…'` taken off.
     fn inner(text: &str) -> Option<String> {
         let words = shlex::split(text)?;
@@ -214,7 +214,7 @@ pub fn same_command(recorded: &str, wanted: &str) -> bool {
 
 /// Whether a command uses shell syntax beyond words and quotes: a writer runs it as
 /// `sh -c '…'`, and it is bound by its exact text.
-pub fn needs_shell(command: &str) -> bool {
+pub(crate) fn needs_shell(command: &str) -> bool {
     command.contains([
         '\n', '\r', ';', '&', '|', '<', '>', '(', ')', '$', '`', '*', '?', '[', ']', '{', '}', '~',
         '#', '\\', '!',
@@ -225,7 +225,7 @@ pub fn needs_shell(command: &str) -> bool {
 /// says. It informs; it is covered by the signature like every other field.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Origin {
+pub(crate) struct Origin {
     /// The CI run's page (GitHub Actions: the run, and its attempt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_url: Option<String>,
@@ -242,7 +242,7 @@ pub struct Origin {
 }
 
 /// Where this writer runs, from a CI's own variables; `None` outside CI.
-pub fn origin() -> Option<Origin> {
+pub(crate) fn origin() -> Option<Origin> {
     let var = |name: &str| {
         std::env::var(name)
             .ok()
@@ -273,7 +273,7 @@ pub fn origin() -> Option<Origin> {
 
 /// Where a payload that passed was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// `.vigil/markers/<check>/`.
     Local,
     /// A git note, published and synced (`marker-writer sync`).
@@ -282,7 +282,7 @@ pub enum Source {
 
 /// Why verification denied: the first reason found (SPEC §5).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Denial {
+pub(crate) enum Denial {
     /// The check has no marker at all.
     Missing,
     /// Markers exist, but for other content; or a payload names another subject than its file.
@@ -301,7 +301,7 @@ pub enum Denial {
 
 impl Denial {
     /// The reason word of SPEC §5: `missing`, `subject mismatch`, `malformed`, `status <s>`, `stale`.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             Denial::Missing | Denial::Moved(_) => "missing".into(),
             Denial::SubjectMismatch(_) => "subject mismatch".into(),
@@ -314,7 +314,7 @@ impl Denial {
     }
 
     /// The reason word and what it means, in one line.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Denial::Missing => "missing: there is no marker for this check".into(),
             Denial::Status(status) => {
@@ -338,7 +338,7 @@ impl Denial {
 /// The `signature` field of a payload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Signature {
+pub(crate) struct Signature {
     pub alg: String,
     /// The first 16 hex digits of the sha256 of the public key.
     pub key_id: String,
@@ -347,7 +347,7 @@ pub struct Signature {
 }
 
 /// Who wrote a marker: this program, this host, this user.
-pub fn writer() -> Writer {
+pub(crate) fn writer() -> Writer {
     let host = user::host_name();
     let user = user::user_name();
     Writer {

@@ -10,14 +10,14 @@ use crate::error::{Error, Result};
 
 /// One test's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Passed,
     Skipped,
     Failed,
 }
 
 impl Outcome {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Outcome::Passed => "passed",
             Outcome::Skipped => "skipped",
@@ -28,7 +28,7 @@ impl Outcome {
 
 /// What a run said of its tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Results {
+pub(crate) struct Results {
     /// Each test by its identity; a test named twice keeps its worst outcome.
     pub tests: BTreeMap<String, Outcome>,
     /// How many tests ran (passed or failed, not skipped) by the summaries recognised, when
@@ -51,7 +51,7 @@ impl Results {
         }
     }
 
-    pub fn outcome(&self, id: &str) -> Option<Outcome> {
+    pub(crate) fn outcome(&self, id: &str) -> Option<Outcome> {
         self.tests.get(id).copied()
     }
 }
@@ -60,7 +60,7 @@ impl Results {
 /// `<testsuite>`, nested suites, or `<testsuites>` itself, as node's reporter writes them):
 /// `classname::name`, or `name` without a class. A case with `<failure>` or `<error>` failed,
 /// one with `<skipped>` was skipped. The XML is read by quick-xml.
-pub fn from_junit(bytes: &[u8]) -> Result<Results> {
+pub(crate) fn from_junit(bytes: &[u8]) -> Result<Results> {
     use quick_xml::events::{BytesStart, Event};
 
     let bad = |e: &dyn std::fmt::Display| {
@@ -155,7 +155,7 @@ pub fn from_junit(bytes: &[u8]) -> Result<Results> {
 
 /// What the runners printed: each test by the lines they print for it, and the tests run by
 /// their summaries. Output that names no test and no summary gives empty results.
-pub fn from_output(text: &str) -> Results {
+pub(crate) fn from_output(text: &str) -> Results {
     let mut results = Results::default();
     let mut binary = String::new();
     // node prints `pass` before `fail`: the pair is counted at `fail`.

@@ -17,17 +17,16 @@ use crate::sys::files;
 
 const SECRET_TAG: &str = "vigil-ed25519-secret";
 const PUBLIC_TAG: &str = "vigil-ed25519-public";
-pub const ALG: &str = "ed25519";
+pub(crate) const ALG: &str = "ed25519";
 
-pub struct SignKey {
+pub(crate) struct SignKey {
     key: SigningKey,
 }
 
 #[derive(Clone)]
-pub struct VerifyKey {
+pub(crate) struct VerifyKey {
     pub id: String,
     key: VerifyingKey,
-    pub path: PathBuf,
 }
 
 fn key_id(public: &VerifyingKey) -> String {
@@ -48,7 +47,7 @@ fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
 
 /// `keygen --out DIR`: `DIR/vigil-marker.key` (0600, never overwritten) and
 /// `DIR/vigil-marker.pub`. Returns both paths.
-pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::io::Write;
     fs_err::create_dir_all(dir).map_err(Error::fs)?;
     let secret_path = dir.join("vigil-marker.key");
@@ -109,7 +108,7 @@ fn read_tagged(path: &Path, tag: &str) -> Result<String> {
         })
 }
 
-pub fn load_sign_key(path: &Path) -> Result<SignKey> {
+pub(crate) fn load_sign_key(path: &Path) -> Result<SignKey> {
     let seed = unhex::<32>(&read_tagged(path, SECRET_TAG)?)
         .ok_or_else(|| Error::input(format!("{}: the secret key is damaged", path.display())))?;
     Ok(SignKey {
@@ -117,7 +116,7 @@ pub fn load_sign_key(path: &Path) -> Result<SignKey> {
     })
 }
 
-pub fn load_verify_key(path: &Path) -> Result<VerifyKey> {
+pub(crate) fn load_verify_key(path: &Path) -> Result<VerifyKey> {
     let bytes = unhex::<32>(&read_tagged(path, PUBLIC_TAG)?)
         .ok_or_else(|| Error::input(format!("{}: the public key is damaged", path.display())))?;
     let key = VerifyingKey::from_bytes(&bytes)
@@ -125,7 +124,6 @@ pub fn load_verify_key(path: &Path) -> Result<VerifyKey> {
     Ok(VerifyKey {
         id: key_id(&key),
         key,
-        path: path.to_path_buf(),
     })
 }
 
@@ -140,19 +138,19 @@ fn flag_or_env(flag: Option<&Path>, var: &str) -> Option<PathBuf> {
 
 /// Where the sign key is: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none (hidden from a
 /// confined command).
-pub fn sign_key_path(flag: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn sign_key_path(flag: Option<&Path>) -> Option<PathBuf> {
     flag_or_env(flag, "VIGIL_SIGN_KEY")
 }
 
 /// The sign key to use: `--sign-key`, else `$VIGIL_SIGN_KEY`, else none.
-pub fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
+pub(crate) fn sign_key(flag: Option<&Path>) -> Result<Option<SignKey>> {
     let path = flag_or_env(flag, "VIGIL_SIGN_KEY");
     path.map(|p| load_sign_key(&p)).transpose()
 }
 
 /// The keys a marker's signature is checked against (SPEC §9).
 #[derive(Clone, Default)]
-pub struct Trust {
+pub(crate) struct Trust {
     /// The pinned key (`--verify-key`, `$VIGIL_VERIFY_KEY`), or the keys of the protected
     /// state: this project's and every project's. Empty: markers need no signature.
     pub keys: Vec<VerifyKey>,
@@ -163,7 +161,7 @@ pub struct Trust {
 
 impl Trust {
     /// Why a payload's signature does not count, if it does not.
-    pub fn check(&self, payload: &Payload) -> std::result::Result<(), String> {
+    pub(crate) fn check(&self, payload: &Payload) -> std::result::Result<(), String> {
         if self.keys.is_empty() {
             return match self.planted.first() {
                 None => Ok(()),
@@ -195,7 +193,7 @@ impl Trust {
 /// from every directory the project's top could be said to be: `protected::key_dirs`) and for
 /// all. Keys in the project's own `.vigil/trusted-keys/` are never among them. A
 /// directory that exists but cannot be read is an error (the gate denies), never "no keys".
-pub fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
+pub(crate) fn trusted_keys(project: &Project, flag: Option<&Path>) -> Result<Trust> {
     let planted = key_files(&project.state.join("trusted-keys"))?;
     if let Some(path) = flag_or_env(flag, "VIGIL_VERIFY_KEY") {
         return Ok(Trust {
@@ -240,7 +238,7 @@ fn key_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// `marker-writer trust KEYFILE [--global]`: copies a public key into the protected state, for
 /// this project or for all. Returns the key's id and where it went.
-pub fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, PathBuf)> {
+pub(crate) fn trust(project: &Project, file: &Path, global: bool) -> Result<(String, PathBuf)> {
     let key = load_verify_key(file)?;
     let dir = if global {
         protected::global_keys()
@@ -270,7 +268,7 @@ fn signed_bytes(payload: &Payload) -> Vec<u8> {
 }
 
 /// Signs `payload` in place.
-pub fn sign(key: &SignKey, payload: &mut Payload) {
+pub(crate) fn sign(key: &SignKey, payload: &mut Payload) {
     let sig = key.key.sign(&signed_bytes(payload));
     payload.signature = Some(Signature {
         alg: ALG.into(),

@@ -16,7 +16,7 @@ use crate::sys::lock::FileLock;
 
 /// A copy of the worktree: a fresh one is removed when dropped; a warm one (under a hold) is
 /// kept for the next Stop, locked while in use.
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     place: Place,
     /// The id of exactly what was copied.
     pub subject: String,
@@ -38,7 +38,7 @@ enum Place {
 }
 
 impl Snapshot {
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         match &self.place {
             Place::Fresh(dir) => dir.path(),
             Place::Warm { copy, .. } => copy,
@@ -46,7 +46,7 @@ impl Snapshot {
     }
 
     /// What a warm copy holds, file by file (`None` for a fresh copy).
-    pub fn warm(&self) -> Option<&Synced> {
+    pub(crate) fn warm(&self) -> Option<&Synced> {
         match &self.place {
             Place::Fresh(_) => None,
             Place::Warm { synced, .. } => Some(synced),
@@ -56,7 +56,7 @@ impl Snapshot {
     /// Seals a warm copy once it is as the check must find it (its cache written): what
     /// changes it afterwards is undone before the next check. `touched`: the paths changed in
     /// it since it was brought to the tree (read again next time). A fresh copy needs nothing.
-    pub fn seal(&self, touched: &[String]) -> Result<()> {
+    pub(crate) fn seal(&self, touched: &[String]) -> Result<()> {
         match &self.place {
             Place::Fresh(_) => Ok(()),
             Place::Warm {
@@ -71,7 +71,7 @@ impl Snapshot {
 
 /// Copies the worktree into a fresh private directory of the protected state (the system's
 /// temp directory when that cannot be made), hashing what it copies.
-pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
+pub(crate) fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
     let protected = protected::project_dir(&project.dir).map(|dir| dir.join("snapshots"));
     let made = protected.as_ref().and_then(|dir| {
         files::make_private_dir(dir).ok()?;
@@ -102,7 +102,7 @@ pub fn take(project: &Project, limits: Limits) -> Result<Snapshot> {
 /// to the tree (it is then discarded, and made anew next time), or where the state home's
 /// file system does not move a change time for every write (tmpfs, for a write through a
 /// memory mapping; only ext4, XFS and Btrfs on Linux are known to).
-pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
+pub(crate) fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
     if !cfg!(unix) || std::env::var_os("VIGIL_CHECK_COPY").is_some_and(|v| v == "fresh") {
         return take(project, limits);
     }
@@ -153,7 +153,7 @@ pub fn take_warm(project: &Project, limits: Limits) -> Result<Snapshot> {
 
 /// Removes the project's warm copy once nothing is held (it is as large as the project's
 /// files); one a check holds now is left for the next release.
-pub fn discard_warm(project: &Project) {
+pub(crate) fn discard_warm(project: &Project) {
     let Some(dir) = protected::project_dir(&project.dir).map(|dir| dir.join("check-copy")) else {
         return;
     };

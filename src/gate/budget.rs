@@ -7,11 +7,11 @@ use crate::error::Result;
 use crate::state::project::{Project, SessionId};
 use crate::state::session::{AgentBudget, Budget, Session};
 
-pub const DEFAULT_MAX_BLOCKS: u32 = 3;
+pub(crate) const DEFAULT_MAX_BLOCKS: u32 = 3;
 
 /// What the budget says about a block the gate wants to give.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Charge {
+pub(crate) enum Charge {
     /// Block: this is block `count` of `max`.
     Block { count: u32, max: u32 },
     /// The budget is spent: allow, and say the work is not verified.
@@ -23,14 +23,14 @@ pub enum Charge {
 /// by its `agent_id`, so one subagent sent back never spends another's budget; one without an
 /// id shares the session's subagent budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     Main,
     Subagent(Option<String>),
 }
 
 /// How many subagents' budgets a session keeps: past it, the budgets at zero go first, then
 /// the oldest.
-pub const MAX_AGENT_BUDGETS: usize = 64;
+pub(crate) const MAX_AGENT_BUDGETS: usize = 64;
 
 fn of<'a>(session: &'a mut Session, scope: &Scope) -> &'a mut Budget {
     match scope {
@@ -62,12 +62,12 @@ fn of<'a>(session: &'a mut Session, scope: &Scope) -> &'a mut Budget {
 /// Counts one more block in an open session record (saved by the caller). When that would
 /// exceed `max`, the budget is spent instead: the count starts again from zero and the session
 /// records `aborted`.
-pub fn charge_in(session: &mut Session, scope: &Scope, max: u32) -> Charge {
+pub(crate) fn charge_in(session: &mut Session, scope: &Scope, max: u32) -> Charge {
     charge_budget(of(session, scope), max)
 }
 
 /// Counts one more block against `budget`.
-pub fn charge_budget(budget: &mut Budget, max: u32) -> Charge {
+pub(crate) fn charge_budget(budget: &mut Budget, max: u32) -> Charge {
     budget.consecutive_blocks += 1;
     if budget.consecutive_blocks > max {
         budget.consecutive_blocks = 0;
@@ -83,7 +83,7 @@ pub fn charge_budget(budget: &mut Budget, max: u32) -> Charge {
 }
 
 /// A pass, in an open session record: whether it changed anything to save.
-pub fn reset_in(session: &mut Session, scope: &Scope) -> bool {
+pub(crate) fn reset_in(session: &mut Session, scope: &Scope) -> bool {
     if let Scope::Subagent(Some(agent)) = scope {
         // A subagent's budget at zero is no budget: its entry goes.
         let before = session.record.agent_budgets.len();
@@ -103,7 +103,12 @@ pub fn reset_in(session: &mut Session, scope: &Scope) -> bool {
 }
 
 /// Counts one more block for `session` and saves it.
-pub fn charge(project: &Project, session: &SessionId, scope: &Scope, max: u32) -> Result<Charge> {
+pub(crate) fn charge(
+    project: &Project,
+    session: &SessionId,
+    scope: &Scope,
+    max: u32,
+) -> Result<Charge> {
     let mut record = Session::open(project, session)?;
     let charge = charge_in(&mut record, scope, max);
     record.save()?;
@@ -112,7 +117,7 @@ pub fn charge(project: &Project, session: &SessionId, scope: &Scope, max: u32) -
 
 /// A pass for `session`, which has a record (the caller has looked): nothing is written when
 /// the count is at zero already.
-pub fn reset(project: &Project, session: &SessionId, scope: &Scope) -> Result<()> {
+pub(crate) fn reset(project: &Project, session: &SessionId, scope: &Scope) -> Result<()> {
     let mut record = Session::open(project, session)?;
     if reset_in(&mut record, scope) {
         record.save()?;

@@ -13,21 +13,21 @@ use crate::sys::process::{self, Outcome};
 use crate::verdict::terminal;
 
 /// Output kept from a check: enough for its last 20 lines.
-pub const OUTPUT_TAIL: usize = 64 * 1024;
+pub(crate) const OUTPUT_TAIL: usize = 64 * 1024;
 /// Output kept from a check whose tests are read one by one (SPEC §11): a large suite's.
-pub const OUTPUT_WHOLE: usize = 16 << 20;
-pub const TAIL_LINES: usize = 20;
+pub(crate) const OUTPUT_WHOLE: usize = 16 << 20;
+pub(crate) const TAIL_LINES: usize = 20;
 
 /// A failed check: the one useful line, then the tail of its output.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckFailure {
+pub(crate) struct CheckFailure {
     pub line: String,
     pub tail: String,
 }
 
 /// A check's result, and the note for the human when it ran unconfined.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     pub result: Result<(), CheckFailure>,
     /// Said to the human (`systemMessage`) every time the check ran with the user's rights.
     pub unconfined: Option<String>,
@@ -38,7 +38,7 @@ pub struct Checked {
 /// How the project's check is confined (SPEC §9): it writes the project, the directories the
 /// user names (`--check-write`), never sees the signing key the gate's environment names, and
 /// uses the network only where `network` says.
-pub fn plan(project: &Project, writable: Vec<std::path::PathBuf>, network: bool) -> Plan {
+pub(crate) fn plan(project: &Project, writable: Vec<std::path::PathBuf>, network: bool) -> Plan {
     Plan {
         work: project.dir.clone(),
         cwd: project.dir.clone(),
@@ -58,7 +58,7 @@ pub fn plan(project: &Project, writable: Vec<std::path::PathBuf>, network: bool)
 /// timeout. Where this machine has no confinement the check runs unconfined and says so, unless
 /// `required` says it must be (the engine's sandbox is on: `--protect`; asked only then), where
 /// it blocks instead.
-pub fn run_check(
+pub(crate) fn run_check(
     command: &str,
     plan: &Plan,
     required: impl FnOnce() -> bool,
@@ -183,7 +183,7 @@ fn shown(command: &str) -> String {
 }
 
 /// The last `n` non-empty-at-the-end lines of text.
-pub fn last_lines(text: &str, n: usize) -> String {
+pub(crate) fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }

@@ -20,13 +20,13 @@ use crate::sys::time::Deadline;
 use crate::verdict::defang;
 
 /// `--deadline` by default: under both engines' default hook timeout of 600 s, with room.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(570);
+pub(crate) const DEFAULT_DEADLINE: Duration = Duration::from_secs(570);
 /// What the gate keeps of its deadline after the check command, for the markers and its state.
-pub const RESERVE: Duration = Duration::from_secs(15);
+pub(crate) const RESERVE: Duration = Duration::from_secs(15);
 
 /// How stop-gate was configured on its command line.
 #[derive(Clone, Debug)]
-pub struct GateConfig {
+pub(crate) struct GateConfig {
     pub run: Option<String>,
     pub timeout: Duration,
     pub markers: Vec<RequiredMarker>,
@@ -89,7 +89,7 @@ impl Default for GateConfig {
 /// writer runs to produce it (named in the block, so the human knows what to run). The command
 /// comes from the configuration, never from a payload: those the agent can write.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequiredMarker {
+pub(crate) struct RequiredMarker {
     pub check: CheckName,
     pub command: Option<String>,
 }
@@ -97,7 +97,7 @@ pub struct RequiredMarker {
 impl GateConfig {
     /// The checks a declaration must pass, as a person names them: `` `make test` ``,
     /// `marker tests`.
-    pub fn check_names(&self) -> Vec<String> {
+    pub(crate) fn check_names(&self) -> Vec<String> {
         let run = self
             .run
             .iter()
@@ -111,7 +111,7 @@ impl GateConfig {
 }
 
 impl RequiredMarker {
-    pub fn parse(text: &str) -> Result<RequiredMarker> {
+    pub(crate) fn parse(text: &str) -> Result<RequiredMarker> {
         let (check, command) = match text.split_once('=') {
             Some((check, command)) if !command.trim().is_empty() => {
                 (check, Some(command.trim().to_string()))
@@ -128,7 +128,7 @@ impl RequiredMarker {
 
 /// How a block reaches the model (`--feedback`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Feedback {
+pub(crate) enum Feedback {
     /// `decision: block` with the reason: both engines take it (Claude Code shows it to the
     /// model as "Stop hook blocking error").
     #[default]
@@ -142,7 +142,7 @@ pub enum Feedback {
 impl GateConfig {
     /// The hook's flags; `Ok(None)` for --help. The check's timeout defaults to what the
     /// deadline leaves after the reserve, and one that leaves less is a config error.
-    pub fn parse(args: Vec<OsString>) -> Result<Option<GateConfig>> {
+    pub(crate) fn parse(args: Vec<OsString>) -> Result<Option<GateConfig>> {
         let mut config = GateConfig::default();
         let mut timeout = None;
         // Only what the table defines for the hook is a flag of the hook, and its value is
@@ -213,7 +213,7 @@ impl GateConfig {
     }
 
     /// What bounds hashing the worktree for the markers: the gate's deadline.
-    pub fn limits(&self, deadline: Deadline) -> subject::Limits {
+    pub(crate) fn limits(&self, deadline: Deadline) -> subject::Limits {
         subject::Limits {
             max_file_size: self.max_file_size,
             deadline,

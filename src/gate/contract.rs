@@ -16,21 +16,21 @@ use crate::sys::files;
 use crate::verdict::defang;
 
 /// The default contract: the shape of the founding document.
-pub const DEFAULT_SCHEMA: &str = include_str!("../../schemas/subagent-report.schema.json");
+pub(crate) const DEFAULT_SCHEMA: &str = include_str!("../../schemas/subagent-report.schema.json");
 /// The default of `--contract-max-tokens`.
-pub const DEFAULT_MAX_TOKENS: u32 = 2000;
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 2000;
 /// The largest contract file read.
 const MAX_SCHEMA: u64 = 1024 * 1024;
 
 /// Where the contract comes from (`--contract`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     Default,
     File(PathBuf),
 }
 
 impl Source {
-    pub fn parse(text: &str) -> Result<Source> {
+    pub(crate) fn parse(text: &str) -> Result<Source> {
         match text {
             "" => Err(Error::usage(
                 "--contract needs a JSON Schema file, or `default`",
@@ -41,7 +41,7 @@ impl Source {
     }
 
     /// How the contract is named in messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Source::Default => "the default contract".into(),
             Source::File(path) => format!("the contract {}", path.display()),
@@ -50,7 +50,7 @@ impl Source {
 }
 
 /// A compiled contract.
-pub struct Contract {
+pub(crate) struct Contract {
     schema: Value,
     validator: jsonschema::Validator,
     source: Source,
@@ -73,7 +73,7 @@ impl jsonschema::Retrieve for Offline {
 
 impl Contract {
     /// Reads and compiles a contract; `project` resolves a relative file.
-    pub fn load(source: &Source, project: &Path) -> Result<Contract> {
+    pub(crate) fn load(source: &Source, project: &Path) -> Result<Contract> {
         let schema: Value = match source {
             Source::Default => serde_json::from_str(DEFAULT_SCHEMA).expect("the default parses"),
             Source::File(path) => {
@@ -137,7 +137,11 @@ impl Contract {
 
     /// Checks a subagent's last message: `Err` with the one useful line and the shape to
     /// return.
-    pub fn check(&self, message: &str, max_tokens: u32) -> std::result::Result<(), Violation> {
+    pub(crate) fn check(
+        &self,
+        message: &str,
+        max_tokens: u32,
+    ) -> std::result::Result<(), Violation> {
         let estimate = estimate_tokens(message);
         if estimate > u64::from(max_tokens) {
             return Err(self.violation(format!(
@@ -199,7 +203,7 @@ impl Contract {
 
 /// A broken contract: the one useful line, then what to return.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     pub line: String,
     pub shape: String,
 }
@@ -207,7 +211,7 @@ pub struct Violation {
 /// A conservative token count: one token per 3 bytes of UTF-8, and at least one per character
 /// outside ASCII (English prose runs near 4 bytes a token and JSON near 3, so this counts high,
 /// never low, for the text a report holds).
-pub fn estimate_tokens(text: &str) -> u64 {
+pub(crate) fn estimate_tokens(text: &str) -> u64 {
     let by_bytes = (text.len() as u64).div_ceil(3);
     let wide = text.chars().filter(|c| !c.is_ascii()).count() as u64;
     by_bytes.max(wide)

@@ -19,7 +19,7 @@ use crate::state::project::Project;
 use crate::sys::files;
 
 /// The placeholder a check command writes where its JUnit report goes.
-pub const JUNIT: &str = "{junit}";
+pub(crate) const JUNIT: &str = "{junit}";
 /// The largest JUnit report read.
 const MAX_REPORT: u64 = 256 << 20;
 /// The most tests named in one line.
@@ -27,14 +27,14 @@ const NAMED: usize = 10;
 
 /// A fresh, empty directory for a run's JUnit report, outside the project (in the protected
 /// state), removed when dropped.
-pub struct Report {
+pub(crate) struct Report {
     dir: tempfile::TempDir,
 }
 
 impl Report {
     /// A report directory for `command` when it names `{junit}`; the command with the
     /// placeholder replaced by the report's path (quoted for `sh`).
-    pub fn for_command(
+    pub(crate) fn for_command(
         project: &Project,
         command: &str,
     ) -> std::io::Result<(String, Option<Report>)> {
@@ -48,21 +48,24 @@ impl Report {
             .tempdir_in(&parent)?;
         let report = Report { dir };
         let path = report.path().to_string_lossy().into_owned();
-        Ok((command.replace(JUNIT, &flags::shell_quote(&path)), Some(report)))
+        Ok((
+            command.replace(JUNIT, &flags::shell_quote(&path)),
+            Some(report),
+        ))
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
     /// `text` with the report's path written back as `{junit}`: the model and the person read
     /// the command as it was given, not a path that changes with every run.
-    pub fn unsubstitute(&self, text: &str) -> String {
+    pub(crate) fn unsubstitute(&self, text: &str) -> String {
         text.replace(&self.path().to_string_lossy().into_owned(), JUNIT)
     }
 
     /// A check's result with the report's path written back as `{junit}`.
-    pub fn shown(&self, mut checked: Checked) -> Checked {
+    pub(crate) fn shown(&self, mut checked: Checked) -> Checked {
         if let Err(failure) = checked.result.as_mut() {
             failure.line = self.unsubstitute(&failure.line);
             failure.tail = self.unsubstitute(&failure.tail);
@@ -70,13 +73,13 @@ impl Report {
         checked
     }
 
-    pub fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         self.dir.path().join("junit.xml")
     }
 
     /// The report, read once the check's processes are gone: a regular file, never through a
     /// link; `Err` when there is none or it cannot be read.
-    pub fn read(&self) -> Result<Results, String> {
+    pub(crate) fn read(&self) -> Result<Results, String> {
         let path = self.path();
         match files::read_regular(&path, MAX_REPORT, false) {
             Ok(Some(bytes)) => results::from_junit(&bytes).map_err(|e| e.to_string()),
@@ -91,7 +94,7 @@ impl Report {
 /// Runs the check `command` confined as `plan` says, `{junit}` in it replaced by a fresh report
 /// path that the check may write (and that its failure line shows as `{junit}` again): what it
 /// did, and the report to read.
-pub fn run_reported(
+pub(crate) fn run_reported(
     project: &Project,
     command: &str,
     mut plan: Plan,
@@ -112,7 +115,7 @@ pub fn run_reported(
 }
 
 /// One run of the check under the hold.
-pub struct Ran {
+pub(crate) struct Ran {
     pub checked: Checked,
     /// The tests by name (the report's, else the output's), and the runners' counts.
     pub results: Result<Results, String>,
@@ -125,7 +128,7 @@ pub struct Ran {
 }
 
 /// Runs `command` once under `hold`, confined as `base` says but in the prepared copy.
-pub fn run_once(
+pub(crate) fn run_once(
     project: &Project,
     hold: &Hold,
     command: &str,
@@ -245,14 +248,14 @@ fn check_path(
 
 /// The project's check cache (SPEC §11): build and cache directories that only confined checks
 /// under a hold write, in the protected state, so a Stop is not a cold build.
-pub fn check_cache(project: &Project) -> std::io::Result<PathBuf> {
+pub(crate) fn check_cache(project: &Project) -> std::io::Result<PathBuf> {
     let dir = project.protected().dir.join("check-cache");
     files::make_private_dir(&dir)?;
     Ok(dir)
 }
 
 /// The variables that send build and cache directories into the check cache.
-pub fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
     [
         ("CARGO_TARGET_DIR", "cargo-target"),
         ("PYTHONPYCACHEPREFIX", "pycache"),
@@ -267,13 +270,13 @@ pub fn cache_variables(cache: &Path) -> Vec<(String, PathBuf)> {
 
 /// A failed check under the hold: the one useful line and the detail.
 #[derive(Debug)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub line: String,
     pub detail: String,
 }
 
 /// What the check under the hold decided, and what the person is told besides.
-pub struct Decided {
+pub(crate) struct Decided {
     pub result: Result<(), Refusal>,
     pub notices: Vec<String>,
     /// Tests whose outcome moved from the baseline: `id (failed -> passed)`.
@@ -284,7 +287,7 @@ pub struct Decided {
 
 /// The check under `hold`: run, judged by its exit and by the tests one by one; a test that
 /// passed at the baseline and fails now is run again once before it blocks.
-pub fn check(
+pub(crate) fn check(
     project: &Project,
     hold: &Hold,
     command: &str,
@@ -379,7 +382,7 @@ fn baseline_failed(rules: Option<&TestRules>, ran: &Ran) -> bool {
 }
 
 /// The run against the rules: its exit, its report, zero tests, and each held test by name.
-pub fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), Refusal> {
+pub(crate) fn judge(rules: Option<&TestRules>, command: &str, ran: &Ran) -> Result<(), Refusal> {
     let shown = command.trim().replace('\n', "\\n");
     let by_name = rules.is_some_and(TestRules::any);
     let results = match &ran.results {
@@ -546,7 +549,7 @@ fn problem(id: &str, outcome: Option<Outcome>, baseline: bool) -> Option<String>
 }
 
 /// Items as one phrase, the first ten named.
-pub fn named(items: &[String]) -> String {
+pub(crate) fn named(items: &[String]) -> String {
     let mut text = items
         .iter()
         .take(NAMED)
@@ -560,7 +563,7 @@ pub fn named(items: &[String]) -> String {
 }
 
 /// A baseline recorded: what to tell, and the note for a check that ran unconfined.
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub told: String,
     pub unconfined: Option<String>,
 }
@@ -568,7 +571,7 @@ pub struct Recorded {
 /// Runs `command` under the hold as the Stop hook would (confined, in the copy) and records
 /// each test's outcome as the baseline: every test that passed must still pass. A check that
 /// names no test records nothing.
-pub fn record_baseline(
+pub(crate) fn record_baseline(
     project: &Project,
     command: &str,
     network: bool,

@@ -1,19 +1,19 @@
 //! `stop-gate`'s decision (SPEC §4): the loop, then the check command, then the markers; the
 //! first that denies blocks the stop, within a budget so that it never blocks forever.
 
-pub mod budget;
+pub(crate) mod budget;
 mod checks;
-pub mod command;
+pub(crate) mod command;
 mod config;
-pub mod contract;
-pub mod held_check;
+pub(crate) mod contract;
+pub(crate) mod held_check;
 mod output;
 mod pass;
-pub mod project_config;
-pub mod slash;
+pub(crate) mod project_config;
+pub(crate) mod slash;
 
-pub use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
-pub use output::{Decision, MAX_REASON, StopOutput, Watchdog, desktop_notification};
+pub(crate) use config::{DEFAULT_DEADLINE, Feedback, GateConfig, RESERVE, RequiredMarker};
+pub(crate) use output::{Decision, MAX_REASON, StopOutput, Watchdog, desktop_notification};
 
 use crate::cli::hook::{HookEvent, HookInput};
 use crate::error::Error;
@@ -27,7 +27,10 @@ use crate::sys::time::Deadline;
 
 /// Decides a Stop or SubagentStop. `config` and `input` arrive as results so that a broken
 /// command line or payload is denied here, within the budget, like any other failure.
-pub fn decide(config: Result<GateConfig, Error>, input: Result<HookInput, Error>) -> Decision {
+pub(crate) fn decide(
+    config: Result<GateConfig, Error>,
+    input: Result<HookInput, Error>,
+) -> Decision {
     let heard = std::cell::RefCell::new(Heard::default());
     let output = decide_checked(config, input, &heard);
     let heard = heard.into_inner();

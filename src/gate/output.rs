@@ -9,11 +9,11 @@ use crate::verdict::defang::defang;
 use crate::verdict::terminal;
 
 /// The longest `reason` a block carries.
-pub const MAX_REASON: usize = 4000;
+pub(crate) const MAX_REASON: usize = 4000;
 
 /// What a Stop hook prints (both engines accept these fields).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopOutput {
+pub(crate) enum StopOutput {
     /// Let the stop happen; the message, if any, is for the human.
     Allow(Option<String>),
     /// Keep the agent working: `reason` is what it reads next.
@@ -25,13 +25,13 @@ pub enum StopOutput {
 
 impl StopOutput {
     /// The JSON line for stdout, or nothing for a silent allow.
-    pub fn to_json(&self) -> Option<String> {
+    pub(crate) fn to_json(&self) -> Option<String> {
         self.wire(Feedback::Block, false).line()
     }
 
     /// The answer with a block given as `feedback`; `subagent` for a SubagentStop (which
     /// always gets `decision: block`).
-    pub fn wire(&self, feedback: Feedback, subagent: bool) -> Wire<'_> {
+    pub(crate) fn wire(&self, feedback: Feedback, subagent: bool) -> Wire<'_> {
         match self {
             StopOutput::Allow(message) => Wire {
                 system_message: message.as_deref(),
@@ -88,7 +88,7 @@ impl StopOutput {
 /// What the gate decided at a Stop: its answer, with every line the person must hear in it,
 /// and the line of the loop that settled at this Stop, if one did (its wake's, SPEC §10).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub(crate) struct Decision {
     pub output: StopOutput,
     pub settled: Option<String>,
 }
@@ -105,12 +105,12 @@ const WATCHDOG_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 ///
 /// An alarm, not a thread (`sys::watchdog`): starting a thread cost more than the rest of a
 /// Stop without a loop.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     alarm: watchdog::Alarm,
 }
 
 impl Watchdog {
-    pub fn start(deadline: std::time::Duration) -> Watchdog {
+    pub(crate) fn start(deadline: std::time::Duration) -> Watchdog {
         let reason = format!(
             "stop-gate: ran past its --deadline of {} s (something it reads hangs); the stop is blocked, NOT verified",
             deadline.as_secs()
@@ -151,7 +151,7 @@ impl Watchdog {
     /// Prints the gate's own answer, unless the alarm has answered already (then the process
     /// is gone): only one answer is ever written.
     /// Whether the answer was written out.
-    pub fn answer(&self, json: Option<String>) -> bool {
+    pub(crate) fn answer(&self, json: Option<String>) -> bool {
         self.alarm
             .answer(json.map(|json| format!("{json}\n").into_bytes()).as_deref())
     }
@@ -161,7 +161,7 @@ impl Watchdog {
 /// OSC 9 and as OSC 777, which Claude Code emits for the hook (it allows only those, and BEL).
 /// Control characters go, and `;` (OSC 777's separator); the body begins with `vigil`, since
 /// an OSC 9 body may not begin with a digit.
-pub fn desktop_notification(line: &str) -> String {
+pub(crate) fn desktop_notification(line: &str) -> String {
     let body: String = format!("vigil: {line}")
         .chars()
         .filter(|c| !c.is_control())

@@ -19,7 +19,7 @@ use crate::sys::files;
 use crate::sys::paths;
 
 /// The file, in the project's protected state.
-pub const FILE: &str = "gate-flags.json";
+pub(crate) const FILE: &str = "gate-flags.json";
 
 /// The largest file read: a few flags.
 const MAX_BYTES: u64 = 64 * 1024;
@@ -34,7 +34,7 @@ const REFUSED: &[&str] = &[
 ];
 
 /// Where `config set` writes: the project's protected state (its git top's).
-pub fn path(project: &Project) -> PathBuf {
+pub(crate) fn path(project: &Project) -> PathBuf {
     project.protected().dir.join(FILE)
 }
 
@@ -52,7 +52,7 @@ fn found(project: &Project, start: &Path) -> PathBuf {
 }
 
 /// Checks `args` as the gate will read them; the parsed configuration.
-pub fn check(args: &[String]) -> Result<GateConfig> {
+pub(crate) fn check(args: &[String]) -> Result<GateConfig> {
     if let Some(flag) = args.iter().find(|arg| {
         REFUSED
             .iter()
@@ -71,7 +71,7 @@ pub fn check(args: &[String]) -> Result<GateConfig> {
 
 /// The project's flags: `None` when none are set; an error for a file that cannot be read or
 /// is not what `save` writes (a gate denies on it).
-pub fn load(project: &Project, start: &Path) -> Result<Option<Vec<String>>> {
+pub(crate) fn load(project: &Project, start: &Path) -> Result<Option<Vec<String>>> {
     let path = found(project, start);
     let bytes = match files::read_regular(&path, MAX_BYTES, false) {
         Ok(Some(bytes)) => bytes,
@@ -111,7 +111,7 @@ pub fn load(project: &Project, start: &Path) -> Result<Option<Vec<String>>> {
 }
 
 /// Writes the project's flags, checked first.
-pub fn save(project: &Project, args: &[String]) -> Result<()> {
+pub(crate) fn save(project: &Project, args: &[String]) -> Result<()> {
     check(args)?;
     let place = project.protected();
     if place.fallback {
@@ -126,7 +126,7 @@ pub fn save(project: &Project, args: &[String]) -> Result<()> {
 }
 
 /// Takes the project's flags away; whether there were any.
-pub fn remove(project: &Project) -> Result<bool> {
+pub(crate) fn remove(project: &Project) -> Result<bool> {
     let path = path(project);
     match fs_err::remove_file(&path) {
         Ok(()) => Ok(true),

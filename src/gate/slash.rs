@@ -17,7 +17,7 @@ use crate::state::wakes;
 
 /// What a prompt asks of vigil.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Command<'a> {
+pub(crate) enum Command<'a> {
     /// `/vigil-loop ARGS`: the arguments as typed.
     Loop(&'a str),
     Cancel,
@@ -29,7 +29,7 @@ pub enum Command<'a> {
 
 /// The command a prompt begins with. The name must stand at the very start and end at
 /// whitespace or the end of the prompt.
-pub fn command_of(prompt: &str) -> Command<'_> {
+pub(crate) fn command_of(prompt: &str) -> Command<'_> {
     let Some(rest) = prompt.strip_prefix('/') else {
         return Command::None;
     };
@@ -52,7 +52,7 @@ pub fn command_of(prompt: &str) -> Command<'_> {
 
 /// What the hook prints for a UserPromptSubmit.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PromptOutput {
+pub(crate) enum PromptOutput {
     /// Not vigil's business: nothing is printed.
     Nothing,
     /// Done: `context` goes to the model with the prompt, `message` to the human.
@@ -64,12 +64,12 @@ pub enum PromptOutput {
 }
 
 impl PromptOutput {
-    pub fn to_json(&self) -> Option<String> {
+    pub(crate) fn to_json(&self) -> Option<String> {
         self.wire().line()
     }
 
     /// The answer as the engines read it.
-    pub fn wire(&self) -> Wire<'_> {
+    pub(crate) fn wire(&self) -> Wire<'_> {
         match self {
             PromptOutput::Nothing => Wire::default(),
             PromptOutput::Done { context, message } => Wire {
@@ -117,7 +117,7 @@ impl PromptOutput {
 
 /// A prompt hook's answer, the wakes it tells (done when the answer is written out, put back
 /// when it is not: the alarm answered first), and a line for stderr.
-pub struct Prompted {
+pub(crate) struct Prompted {
     pub output: PromptOutput,
     pub woken: Vec<wakes::Claimed>,
     pub said: Option<String>,
@@ -129,7 +129,10 @@ pub struct Prompted {
 /// waiter was live (SPEC §10), as context for the model. `config` is the hook's state
 /// directory, or what is wrong with its flags. Input it cannot read lets the prompt through
 /// (and is said on stderr): only a prompt that is plainly a vigil command is ever held up.
-pub fn hook(config: Result<Option<&Path>, &Error>, input: &Result<HookInput, Error>) -> Prompted {
+pub(crate) fn hook(
+    config: Result<Option<&Path>, &Error>,
+    input: &Result<HookInput, Error>,
+) -> Prompted {
     let input = match input {
         Ok(input) => input,
         Err(e) => {
@@ -227,7 +230,7 @@ fn command_output(config: Result<Option<&Path>, &Error>, input: &HookInput) -> P
 /// begins with a vigil command. Bad input blocks the prompt with the reason (only when the
 /// prompt could be a command: a hook that cannot read its input otherwise lets it through, as
 /// a prompt that is not vigil's must never be held up).
-pub fn handle(project: &Project, input: &HookInput) -> PromptOutput {
+pub(crate) fn handle(project: &Project, input: &HookInput) -> PromptOutput {
     let prompt = input.prompt.as_deref().unwrap_or("");
     let command = command_of(prompt);
     if command == Command::None {

@@ -22,15 +22,15 @@ use crate::verdict::defang::{self, defang};
 use crate::verdict::terminal;
 
 /// The most SessionStart JSON the loader prints.
-pub const MAX_OUTPUT: usize = 10_000;
+pub(crate) const MAX_OUTPUT: usize = 10_000;
 /// The most of the progress file that is shown: its tail.
-pub const MAX_PROGRESS: usize = 4 * 1024;
+pub(crate) const MAX_PROGRESS: usize = 4 * 1024;
 /// How far in the future a record's time may be before it counts as forged.
 const FUTURE_SKEW: f64 = 300.0;
 
 const HEADER: &str = "vigil handoff: what earlier sessions left in this project. It orients you and approves nothing: check the code and run the checks before relying on it.\n";
 
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub project: &'a Project,
     pub session: &'a SessionId,
     /// `startup`, `resume`, `clear`, `compact` or `fork`.
@@ -44,7 +44,7 @@ pub struct Request<'a> {
 }
 
 /// The context for the new session, or `None` when there is nothing to tell.
-pub fn context(request: &Request) -> Option<String> {
+pub(crate) fn context(request: &Request) -> Option<String> {
     let mut notes: Vec<String> = request.told.iter().cloned().collect();
     notes.extend(protection_notes(request.project));
     let mut records = Vec::new();

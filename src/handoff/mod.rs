@@ -1,8 +1,8 @@
 //! Handoff records (SPEC §6, §7): what one session leaves for the next. They only orient:
 //! both ends fail open, and nothing in a record is ever trusted as approval.
 
-pub mod briefing;
-pub mod repo;
+pub(crate) mod briefing;
+pub(crate) mod repo;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -26,18 +26,18 @@ use crate::sys::time::{self, Deadline};
 use crate::transcript;
 use crate::verdict::defang::{self, clean, defang, field, field_max, keep_tail};
 
-pub const SCHEMA: &str = "vigil.handoff/v1";
+pub(crate) const SCHEMA: &str = "vigil.handoff/v1";
 /// A record larger than this is not written, and not read.
-pub const MAX_RECORD: usize = 16 * 1024;
-pub const MAX_LAST_MESSAGE: usize = 2000;
+pub(crate) const MAX_RECORD: usize = 16 * 1024;
+pub(crate) const MAX_LAST_MESSAGE: usize = 2000;
 const MAX_LOOP_PROMPT: usize = 500;
 const MAX_CHECKS: usize = 32;
 /// The progress files looked for in the project, in this order.
-pub const PROGRESS_FILES: [&str; 3] = ["PROGRESS.md", "progress.md", "progress.txt"];
+pub(crate) const PROGRESS_FILES: [&str; 3] = ["PROGRESS.md", "progress.md", "progress.txt"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HandoffKind {
+pub(crate) enum HandoffKind {
     /// Written at SessionEnd: the session is over.
     Final,
     /// A checkpoint from Stop or PreCompact: the session was still going.
@@ -45,14 +45,14 @@ pub enum HandoffKind {
 }
 
 impl HandoffKind {
-    pub fn file_name(self) -> &'static str {
+    pub(crate) fn file_name(self) -> &'static str {
         match self {
             HandoffKind::Final => "final.json",
             HandoffKind::Intermediate => "checkpoint.json",
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HandoffKind::Final => "final",
             HandoffKind::Intermediate => "intermediate",
@@ -63,7 +63,7 @@ impl HandoffKind {
 /// The loop of the session, as the next one should see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct LoopSummary {
+pub(crate) struct LoopSummary {
     pub status: loop_state::LoopStatus,
     /// Why it ended, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,7 +77,7 @@ pub struct LoopSummary {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MarkerState {
+pub(crate) struct MarkerState {
     pub check: String,
     pub status: payload::Status,
     pub subject: String,
@@ -91,27 +91,27 @@ pub struct MarkerState {
 #[serde(deny_unknown_fields)]
 pub struct Record {
     pub schema: String,
-    pub kind: HandoffKind,
+    pub(crate) kind: HandoffKind,
     pub session_id: String,
     pub event: Option<String>,
     pub reason: Option<String>,
     pub written_at: String,
     pub cwd: Option<String>,
-    pub git: Option<GitState>,
+    pub(crate) git: Option<GitState>,
     pub last_message: Option<String>,
     #[serde(rename = "loop")]
-    pub loop_summary: Option<LoopSummary>,
-    pub markers: Vec<MarkerState>,
+    pub(crate) loop_summary: Option<LoopSummary>,
+    pub(crate) markers: Vec<MarkerState>,
     pub progress_file: Option<String>,
     /// A checkpoint of StopFailure: the API error the session's last turn ended on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<FailureNote>,
+    pub(crate) failure: Option<FailureNote>,
 }
 
 /// The API error a turn ended on (StopFailure), as the next session is told it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FailureNote {
+pub(crate) struct FailureNote {
     /// The engine's category: `rate_limit`, `server_error`, `overloaded`, ….
     pub error: String,
     pub error_details: Option<String>,
@@ -123,7 +123,7 @@ pub struct FailureNote {
 impl FailureNote {
     /// The failure a StopFailure payload reports, each field made one safe line; `None` for a
     /// subagent's (the session goes on: the main agent is told in a `<task-notification>`).
-    pub fn of(input: &HookInput) -> Option<FailureNote> {
+    pub(crate) fn of(input: &HookInput) -> Option<FailureNote> {
         if input.agent_id.is_some() {
             return None;
         }
@@ -139,7 +139,7 @@ impl FailureNote {
 
 /// A StopFailure's error, its details and the API's message, each one safe line (the error at
 /// most `MAX_ERROR` characters, the others `max`); `None` without an error.
-pub fn failure_fields(
+pub(crate) fn failure_fields(
     input: &HookInput,
     max: usize,
 ) -> Option<(String, Option<String>, Option<String>)> {
@@ -155,7 +155,11 @@ pub fn failure_fields(
 /// StopFailure (SPEC §6): the failed turn, recorded in the session and its loop, which waits,
 /// interrupted, for the session's next stop (the checkpoint tells it too). Nothing for input
 /// that names no error.
-pub fn record_failure(project: &Project, session: &SessionId, input: &HookInput) -> Result<()> {
+pub(crate) fn record_failure(
+    project: &Project,
+    session: &SessionId,
+    input: &HookInput,
+) -> Result<()> {
     let Some((error, error_details, message)) = failure_fields(input, 200) else {
         return Ok(());
     };
@@ -173,7 +177,7 @@ pub fn record_failure(project: &Project, session: &SessionId, input: &HookInput)
 /// The longest error category kept.
 const MAX_ERROR: usize = 64;
 
-pub fn dir(project: &Project) -> PathBuf {
+pub(crate) fn dir(project: &Project) -> PathBuf {
     project.state.join("handoff")
 }
 
@@ -185,7 +189,7 @@ const MAX_FIELD: usize = defang::MAX_FIELD;
 /// `refine_by`, is added and the record written again. Neither write waits for the disk, so a
 /// disk busy writing back something else does not hold the hook past its budget. An error is
 /// that nothing was written; `Ok(Some(e))` that the first record stays, unrefined, because of e.
-pub fn leave(
+pub(crate) fn leave(
     project: &Project,
     session: &SessionId,
     input: &HookInput,
@@ -346,7 +350,7 @@ fn progress_file(project_dir: &Path, flag: Option<&Path>) -> Option<String> {
 
 /// Serializes a record within `MAX_RECORD` bytes, shedding detail (changed paths, then the
 /// last message) until it fits.
-pub fn to_json(record: &mut Record) -> Result<Vec<u8>> {
+pub(crate) fn to_json(record: &mut Record) -> Result<Vec<u8>> {
     loop {
         let mut json = serde_json::to_vec_pretty(record).expect("a record serializes");
         json.push(b'\n');
@@ -379,7 +383,7 @@ pub fn to_json(record: &mut Record) -> Result<Vec<u8>> {
 
 /// Writes a record atomically, then reads it back and checks it is what was meant. It does not
 /// wait for the disk (SPEC P6): a record a crash tore fails to parse, and the loader skips it.
-pub fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
+pub(crate) fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
     let dir = project.owned_dir("handoff")?;
     let path = dir.join(record.kind.file_name());
     let json = to_json(record)?;
@@ -401,7 +405,7 @@ pub fn write(project: &Project, record: &mut Record) -> Result<PathBuf> {
 
 /// Why a record was not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     Missing,
     TooLarge,
     Unreadable(String),
@@ -410,7 +414,7 @@ pub enum Unusable {
 }
 
 impl Unusable {
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Unusable::Missing => "missing".into(),
             Unusable::TooLarge => format!("larger than {} KiB", MAX_RECORD / 1024),
@@ -422,7 +426,7 @@ impl Unusable {
 }
 
 /// Reads a record with typed parsing (the schema, enforced at run time).
-pub fn read(path: &Path) -> std::result::Result<Record, Unusable> {
+pub(crate) fn read(path: &Path) -> std::result::Result<Record, Unusable> {
     let file = match files::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
@@ -536,4 +540,4 @@ pub fn age_secs(record: &Record) -> Option<f64> {
     time::parse_rfc3339(&record.written_at).map(|t| time::now_secs() - t)
 }
 
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);
+pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(7 * 86_400);

@@ -13,13 +13,13 @@ use crate::sys::paths;
 use crate::sys::time::Deadline;
 
 /// At most this many changed paths are named.
-pub const MAX_CHANGED: usize = 50;
+pub(crate) const MAX_CHANGED: usize = 50;
 const MAX_PATH: usize = 200;
 
 /// `schemas/handoff.schema.json#/$defs/git`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct GitState {
+pub(crate) struct GitState {
     pub head: String,
     /// `None` on a detached HEAD.
     pub branch: Option<String>,
@@ -30,7 +30,7 @@ pub struct GitState {
 }
 
 /// HEAD, the branch, and the top of the working tree, as git finds them.
-pub struct Heads {
+pub(crate) struct Heads {
     pub toplevel: PathBuf,
     pub head: String,
     /// `None` on a detached HEAD.
@@ -39,7 +39,7 @@ pub struct Heads {
 
 /// HEAD and the branch at `dir`, or `None` outside a repository, on an unborn branch, or when
 /// git did not answer in time.
-pub fn heads(dir: &Path, deadline: Deadline) -> Option<Heads> {
+pub(crate) fn heads(dir: &Path, deadline: Deadline) -> Option<Heads> {
     let heads = git(
         dir,
         &[
@@ -69,7 +69,7 @@ pub fn heads(dir: &Path, deadline: Deadline) -> Option<Heads> {
 
 /// The paths whose staged content differs from HEAD's (`git diff-index --cached`, which reads
 /// no working file), vigil's own state left out.
-pub fn staged(
+pub(crate) fn staged(
     dir: &Path,
     heads: &Heads,
     state_dir: &Path,

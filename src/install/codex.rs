@@ -15,7 +15,7 @@ use crate::sys::digest;
 use crate::sys::lock::FileLock;
 
 /// Codex's label of an event in trust keys: `SessionStart` → `session_start`.
-pub fn event_label(event: &str) -> String {
+pub(crate) fn event_label(event: &str) -> String {
     let mut out = String::new();
     for (i, c) in event.chars().enumerate() {
         if c.is_ascii_uppercase() {
@@ -110,7 +110,7 @@ fn read_config(path: &Path) -> Result<(Option<Vec<u8>>, toml_edit::DocumentMut)>
 }
 
 /// The `trusted_hash` of each key present in a Codex config.
-pub fn trusted_hashes(config: &Path) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn trusted_hashes(config: &Path) -> std::collections::BTreeMap<String, String> {
     let Ok((_, document)) = read_config(config) else {
         return Default::default();
     };
@@ -133,7 +133,7 @@ pub fn trusted_hashes(config: &Path) -> std::collections::BTreeMap<String, Strin
 /// Sets `trusted_hash` for each (key, hash), keeping everything else in the file as it was.
 /// Whether config.toml marks `project` trusted (`[projects."<path>"] trust_level = "trusted"`):
 /// Codex reads a project's `.codex/` only then.
-pub fn project_trusted(config: &Path, project: &Path) -> bool {
+pub(crate) fn project_trusted(config: &Path, project: &Path) -> bool {
     let Ok((_, document)) = read_config(config) else {
         return false;
     };
@@ -187,7 +187,7 @@ pub fn trust(config: &Path, entries: &[(String, String)]) -> Result<()> {
 }
 
 /// Removes the trust entries of these keys (and the tables vigil's entries left empty).
-pub fn untrust(config: &Path, keys: &[String]) -> Result<()> {
+pub(crate) fn untrust(config: &Path, keys: &[String]) -> Result<()> {
     let _lock = lock(config)?;
     let (before, mut document) = read_config(config)?;
     let Some(hooks) = document.get_mut("hooks").and_then(|h| h.as_table_mut()) else {
@@ -218,7 +218,7 @@ const PROTECT_MARK: &str =
 /// so the agent's commands can change neither it nor the state home. A mode the user set there is
 /// theirs: `workspace-write` or `read-only` is kept as it is, anything else is refused. `Ok(true)`
 /// when it was written.
-pub fn protect(project_config: &Path) -> Result<bool> {
+pub(crate) fn protect(project_config: &Path) -> Result<bool> {
     let _lock = lock(project_config)?;
     let (before, mut document) = read_config(project_config)?;
     match document.get("sandbox_mode") {
@@ -251,7 +251,7 @@ pub fn protect(project_config: &Path) -> Result<bool> {
 
 /// Uninstall: the `sandbox_mode` line `protect` wrote goes, if it still stands as written; a
 /// file left empty goes too.
-pub fn unprotect(project_config: &Path) -> Result<()> {
+pub(crate) fn unprotect(project_config: &Path) -> Result<()> {
     if !project_config.exists() {
         return Ok(());
     }
@@ -278,7 +278,7 @@ pub fn unprotect(project_config: &Path) -> Result<()> {
 /// The sandbox Codex runs the agent's commands in for `project`, and the file that says so:
 /// the project's `.codex/config.toml` when the project is trusted and it sets one, else the
 /// user's config. `None`: no file sets it (Codex then picks by how it is started).
-pub fn sandbox_mode(user_config: &Path, project: &Path) -> Option<(String, PathBuf)> {
+pub(crate) fn sandbox_mode(user_config: &Path, project: &Path) -> Option<(String, PathBuf)> {
     let mode_in = |path: &Path| {
         let (_, document) = read_config(path).ok()?;
         Some(document.get("sandbox_mode")?.as_str()?.to_string())
@@ -294,7 +294,7 @@ pub fn sandbox_mode(user_config: &Path, project: &Path) -> Option<(String, PathB
 }
 
 /// `approval_policy` of the user's config, when set.
-pub fn approval_policy(user_config: &Path) -> Option<String> {
+pub(crate) fn approval_policy(user_config: &Path) -> Option<String> {
     let (_, document) = read_config(user_config).ok()?;
     Some(document.get("approval_policy")?.as_str()?.to_string())
 }

@@ -18,7 +18,7 @@ const END: &str = "# end of vigil's lines";
 
 /// The `info/exclude` git reads for the repository holding `dir` (a linked worktree's is its
 /// common directory's), and the top it is relative to. `None` outside git.
-pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
     let repository = Repository::locate(dir).ok()?;
     let common = match std::fs::read_to_string(repository.git_dir.join("commondir")) {
         Ok(text) => repository.git_dir.join(text.trim_end()),
@@ -28,7 +28,7 @@ pub fn file_for(dir: &Path) -> Option<(PathBuf, PathBuf)> {
 }
 
 /// The pattern that matches exactly `path` (inside `top`), from the top: `/a/b.json`.
-pub fn pattern(top: &Path, path: &Path) -> Option<String> {
+pub(crate) fn pattern(top: &Path, path: &Path) -> Option<String> {
     let top = paths::canonical(top);
     let path = paths::canonical(path);
     let relative = path.strip_prefix(&top).ok()?;
@@ -47,7 +47,11 @@ pub fn pattern(top: &Path, path: &Path) -> Option<String> {
 /// (not `--shared`) the settings file itself and the slash commands `install.sh` copies beside
 /// it, which name this machine's paths. `None` for a file outside a repository, or one in the
 /// user's home rather than a project.
-pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathBuf, Vec<String>)> {
+pub(crate) fn for_install(
+    file: &Path,
+    project: &Path,
+    personal: bool,
+) -> Option<(PathBuf, Vec<String>)> {
     let home = crate::sys::user::home();
     if home.is_some_and(|h| paths::canonical(&h) == paths::canonical(project)) {
         return None;
@@ -78,20 +82,14 @@ pub fn for_install(file: &Path, project: &Path, personal: bool) -> Option<(PathB
 
 /// The line an older vigil added for its install record in the project (`.vigil/installed.json`),
 /// now in the protected state: taken out of the block by every install and uninstall.
-pub fn legacy_record_line(project: &Path) -> Option<String> {
+pub(crate) fn legacy_record_line(project: &Path) -> Option<String> {
     let (_, top) = file_for(project)?;
     pattern(&top, &project.join(".vigil/installed.json"))
 }
 
-/// vigil's lines in `file`: those between its markers.
-pub fn lines(file: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    split(&text).1
-}
-
 /// Adds `add` to vigil's block and takes `remove` out of it; the block goes when it is empty.
 /// Everything outside the block stays byte for byte. Returns whether the file changed.
-pub fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
+pub(crate) fn update(file: &Path, add: &[String], remove: &[String]) -> Result<bool> {
     let text = match fs_err::read(file) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
             Error::input(format!(
@@ -152,6 +150,11 @@ fn split(text: &str) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// vigil's lines in `file`: those between its markers.
+    fn lines(file: &Path) -> Vec<String> {
+        split(&std::fs::read_to_string(file).unwrap()).1
+    }
 
     #[test]
     fn the_block_is_added_merged_and_taken_back_leaving_the_rest() {

@@ -5,19 +5,16 @@
 
 /// One line of `check`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Finding {
+pub(crate) enum Finding {
     Ok(String),
     Warn(String),
     Fail(String),
 }
 
-/// The widest a `[warn]` headline may be (a terminal's 100 columns).
-pub const HEADLINE_COLUMNS: usize = 100;
-
 impl Finding {
     /// The finding as `check` prints it: its headline, and with `verbose` its detail, each
     /// line of it indented under the headline.
-    pub fn line(&self, verbose: bool) -> String {
+    pub(crate) fn line(&self, verbose: bool) -> String {
         let (tag, text) = match self {
             Finding::Ok(text) => ("[ok]", text),
             Finding::Warn(text) => ("[warn]", text),
@@ -35,7 +32,7 @@ impl Finding {
     }
 
     /// Whether this finding has a detail that `--verbose` would show.
-    pub fn has_detail(&self) -> bool {
+    pub(crate) fn has_detail(&self) -> bool {
         let (Finding::Ok(text) | Finding::Warn(text) | Finding::Fail(text)) = self;
         text.split_once('\n')
             .is_some_and(|(_, d)| !d.trim().is_empty())
@@ -44,7 +41,7 @@ impl Finding {
 
 /// A rule of Claude Code's permission syntax as the user would type the path it covers:
 /// `Edit(/x/**)` (the project's x) as `./x/`, `Edit(//x)` as `/x`, `Edit(~/x)` as `~/x`.
-pub fn typed_path(rule: &str) -> String {
+pub(crate) fn typed_path(rule: &str) -> String {
     let inner = rule
         .split_once('(')
         .and_then(|(_, rest)| rest.strip_suffix(')'))
@@ -67,7 +64,7 @@ pub fn typed_path(rule: &str) -> String {
 
 /// A path as the user would type it: `./x` inside the project, `~/x` inside the home
 /// directory, else as it is.
-pub fn typed(path: &std::path::Path, project: &std::path::Path) -> String {
+pub(crate) fn typed(path: &std::path::Path, project: &std::path::Path) -> String {
     if let Ok(rest) = path.strip_prefix(project) {
         return format!("./{}", rest.display());
     }

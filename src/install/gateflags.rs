@@ -13,13 +13,13 @@ use crate::gate::GateConfig;
 
 /// The flags of one stop-gate handler, in order: `(flag, value)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct GateFlags {
+pub(crate) struct GateFlags {
     pub flags: Vec<(String, Option<String>)>,
 }
 
 /// What an install is told to change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Changes {
+pub(crate) struct Changes {
     /// Flags to set, replacing the handler's own (`--run`, `--timeout`…), in order.
     pub set: Vec<(String, String)>,
     /// `--require-marker CHECK[=CMD]` to add (replacing one for the same check).
@@ -31,14 +31,14 @@ pub struct Changes {
 }
 
 impl Changes {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Changes::default()
     }
 }
 
 impl GateFlags {
     /// Reads a handler's arguments (as a shell splits them); `--flag=value` is taken too.
-    pub fn read(words: &[String]) -> Result<GateFlags> {
+    pub(crate) fn read(words: &[String]) -> Result<GateFlags> {
         let mut flags = Vec::new();
         let mut words = words.iter();
         while let Some(word) = words.next() {
@@ -93,7 +93,7 @@ impl GateFlags {
     /// These flags with `changes` applied. The result must be flags the gate accepts (checked
     /// with its own parser), else nothing is written. A new `--run` with no timeout or deadline
     /// of its own gets `--timeout 540` (the default `install` has always written).
-    pub fn apply(&self, changes: &Changes) -> Result<GateFlags> {
+    pub(crate) fn apply(&self, changes: &Changes) -> Result<GateFlags> {
         let mut next = self.clone();
         if changes.no_run {
             if changes.set.iter().any(|(n, _)| n == "--run") {
@@ -143,14 +143,14 @@ impl GateFlags {
 
     /// Whether the gate checks subagents' stops (`--subagents`, or a `--contract`): then
     /// SubagentStop runs it too.
-    pub fn gates_subagents(&self) -> bool {
+    pub(crate) fn gates_subagents(&self) -> bool {
         self.flags
             .iter()
             .any(|(n, _)| n == "--subagents" || n == "--contract")
     }
 
     /// The words, in order.
-    pub fn words(&self) -> Vec<String> {
+    pub(crate) fn words(&self) -> Vec<String> {
         let mut words = Vec::new();
         for (name, value) in &self.flags {
             words.push(name.clone());
@@ -162,17 +162,17 @@ impl GateFlags {
     }
 
     /// The deadline the gate will keep (`--deadline`, else its default), in seconds.
-    pub fn deadline(&self) -> Option<u64> {
+    pub(crate) fn deadline(&self) -> Option<u64> {
         self.value("--deadline").and_then(|v| v.parse().ok())
     }
 
-    pub fn has_run(&self) -> bool {
+    pub(crate) fn has_run(&self) -> bool {
         self.value("--run").is_some()
     }
 
     /// The flags of `self` that come unchanged from `before` and that `changes` did not name:
     /// what an install keeps on the file's word, each shown as `--flag 'value'`.
-    pub fn kept_from(&self, before: &GateFlags, changes: &Changes) -> Vec<String> {
+    pub(crate) fn kept_from(&self, before: &GateFlags, changes: &Changes) -> Vec<String> {
         let set = |name: &str| changes.set.iter().any(|(n, _)| n == name);
         // A check's timeout goes with it: giving --run again vouches for its --timeout.
         let named = |flag: &(String, Option<String>)| {
@@ -194,7 +194,7 @@ impl GateFlags {
 
     /// What changed from `before` to `self`, a line each: `+ --run 'cargo test'`,
     /// `- --require-marker tests`, `~ --timeout 540 -> 300`.
-    pub fn changes_from(&self, before: &GateFlags) -> Vec<String> {
+    pub(crate) fn changes_from(&self, before: &GateFlags) -> Vec<String> {
         let mut lines = Vec::new();
         for flag in &before.flags {
             let same_key = |f: &&(String, Option<String>)| key(f) == key(flag);

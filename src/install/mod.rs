@@ -4,9 +4,9 @@
 //! handler's flags as written (`gateflags`), and the doctor's lines (`finding`). The top layer.
 
 pub mod codex;
-pub mod exclude;
-pub mod finding;
-pub mod gateflags;
+pub(crate) mod exclude;
+pub(crate) mod finding;
+pub(crate) mod gateflags;
 pub mod planted;
-pub mod protect;
+pub(crate) mod protect;
 pub mod settings;

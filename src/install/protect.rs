@@ -26,7 +26,7 @@ use crate::sys::files;
 use crate::sys::paths;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
-pub const SANDBOX: [(&str, bool); 3] = [
+pub(crate) const SANDBOX: [(&str, bool); 3] = [
     ("enabled", true),
     ("allowUnsandboxedCommands", false),
     ("failIfUnavailable", true),
@@ -34,7 +34,7 @@ pub const SANDBOX: [(&str, bool); 3] = [
 
 /// What `--protect` changed in one settings file, to be taken back by uninstall.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Protection {
+pub(crate) struct Protection {
     /// `sandbox` did not exist, and was made.
     pub created_sandbox: bool,
     /// Each sandbox key set, with its value before (`Null`: it was absent).
@@ -50,13 +50,13 @@ pub struct Protection {
 }
 
 impl Protection {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Protection::default()
     }
 
     /// One record of two applies, `self` the earlier: what was there before the first stays
     /// what uninstall puts back.
-    pub fn merge(&mut self, later: Protection) {
+    pub(crate) fn merge(&mut self, later: Protection) {
         self.created_sandbox |= later.created_sandbox;
         self.created_permissions |= later.created_permissions;
         self.created_deny |= later.created_deny;
@@ -75,12 +75,12 @@ impl Protection {
 
 /// The most held files `--protect` lists one by one in the sandbox's rules; past it none is
 /// listed (the file tools' guard and the Stop still hold them all), and the doctor says so.
-pub const MAX_HELD_RULES: usize = 500;
+pub(crate) const MAX_HELD_RULES: usize = 500;
 
 /// The deny rules for the files the human holds in the project at `project` (paths from the
 /// repository's `top`): `Edit(/path)` from the project's root, which Claude Code's sandbox also
 /// applies to the Bash tool's writes. Empty past [`MAX_HELD_RULES`].
-pub fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
+pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
     if held.len() > MAX_HELD_RULES {
         return Vec::new();
     }
@@ -103,7 +103,11 @@ pub fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
 /// Keeps the held files' deny rules in `root` as `wanted`: the rules vigil added for files no
 /// longer held are taken out, those now held added (a rule the user had already is theirs);
 /// `done.held_added` is what vigil added. Whether `root` changed.
-pub fn sync_held(root: &mut Map<String, Value>, done: &mut Protection, wanted: &[String]) -> bool {
+pub(crate) fn sync_held(
+    root: &mut Map<String, Value>,
+    done: &mut Protection,
+    wanted: &[String],
+) -> bool {
     let Some(deny) = root
         .get_mut("permissions")
         .and_then(|p| p.get_mut("deny"))
@@ -133,7 +137,7 @@ pub fn sync_held(root: &mut Map<String, Value>, done: &mut Protection, wanted: &
 
 /// What the deny rules keep the Edit and Write tools off.
 #[derive(Clone, Debug)]
-pub struct Guarded {
+pub(crate) struct Guarded {
     /// The state home (loops, session records, trusted keys).
     pub state_home: PathBuf,
     /// The directory of the binaries the hooks run, when they are named by path.
@@ -146,7 +150,7 @@ pub struct Guarded {
 
 impl Guarded {
     /// The rules of this machine: `$HOME` and the state home as vigil finds them.
-    pub fn here(bin_dir: Option<PathBuf>) -> Option<Guarded> {
+    pub(crate) fn here(bin_dir: Option<PathBuf>) -> Option<Guarded> {
         Some(Guarded {
             state_home: protected::home()?,
             bin_dir,
@@ -158,7 +162,7 @@ impl Guarded {
     /// The deny rules, each in the form Claude Code reads: `~/…` under the home (so a
     /// committed file works on every machine), `//…` for another absolute path, `/…` for a
     /// path from the project root.
-    pub fn rules(&self) -> Vec<String> {
+    pub(crate) fn rules(&self) -> Vec<String> {
         let mut rules = vec![self.rule(&self.state_home, true)];
         if let Some(bin) = &self.bin_dir {
             rules.push(self.rule(bin, true));
@@ -231,7 +235,7 @@ impl Guarded {
 
 /// Turns the protection on in `root`; what was changed, to record. A file already protected
 /// changes nothing (and yields an empty record).
-pub fn apply(root: &mut Map<String, Value>, guarded: &Guarded) -> Protection {
+pub(crate) fn apply(root: &mut Map<String, Value>, guarded: &Guarded) -> Protection {
     let mut done = Protection::default();
     if !matches!(root.get("sandbox"), Some(Value::Object(_))) {
         // A sandbox that is not an object is not one Claude Code reads: vigil's takes its
@@ -280,7 +284,7 @@ pub fn apply(root: &mut Map<String, Value>, guarded: &Guarded) -> Protection {
 
 /// Takes back what `apply` did, where it still stands as `apply` left it: a value the user has
 /// changed since is theirs, and stays.
-pub fn revert(root: &mut Map<String, Value>, done: &Protection) {
+pub(crate) fn revert(root: &mut Map<String, Value>, done: &Protection) {
     if let Some(Value::Object(sandbox)) = root.get_mut("sandbox") {
         for (key, wanted) in SANDBOX {
             let Some((_, before)) = done.sandbox_before.iter().find(|(k, _)| k == key) else {
@@ -321,7 +325,7 @@ pub fn revert(root: &mut Map<String, Value>, done: &Protection) {
     }
 }
 
-pub fn to_value(done: &Protection) -> Value {
+pub(crate) fn to_value(done: &Protection) -> Value {
     json!({
         "created_sandbox": done.created_sandbox,
         "sandbox_before": done.sandbox_before.iter().map(|(key, before)| json!({"key": key, "before": before})).collect::<Vec<_>>(),
@@ -332,7 +336,7 @@ pub fn to_value(done: &Protection) -> Value {
     })
 }
 
-pub fn from_value(value: &Value) -> Option<Protection> {
+pub(crate) fn from_value(value: &Value) -> Option<Protection> {
     Some(Protection {
         created_sandbox: value.get("created_sandbox")?.as_bool()?,
         sandbox_before: value
@@ -367,7 +371,7 @@ pub fn from_value(value: &Value) -> Option<Protection> {
 
 /// The doctor's lines: whether Claude Code, with these settings, keeps the agent off the
 /// protected state of the project at `project_dir`, and why not.
-pub fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Vec<Finding> {
+pub(crate) fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Vec<Finding> {
     let mut findings = Vec::new();
     if !protected::home_is_writable() {
         findings.push(Finding::Fail(format!(

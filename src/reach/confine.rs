@@ -14,8 +14,6 @@
 
 mod seatbelt;
 
-pub use seatbelt::seatbelt_profile;
-
 use seatbelt::seatbelt_command;
 
 use std::ffi::OsString;
@@ -49,14 +47,14 @@ const BINARIES: &[&str] = &[
 ];
 
 /// The package that brings the confinement, for the one useful line.
-pub const PACKAGE: &str = "bubblewrap";
+pub(crate) const PACKAGE: &str = "bubblewrap";
 
 /// macOS's sandbox (Seatbelt), which takes a profile of its own language (SBPL).
 const SEATBELT: &str = "/usr/bin/sandbox-exec";
 
 /// What a check is confined to.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The directory the command may write: the project's top, or the snapshot copy.
     pub work: PathBuf,
     /// Where the command starts (inside `work`).
@@ -86,7 +84,7 @@ pub struct Plan {
 
 /// Why a command could not be confined.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Unavailable {
+pub(crate) enum Unavailable {
     /// No confinement on this machine: it runs unconfined only where the user allows it.
     Machine(String),
     /// This project cannot be confined as it is (a link the sandbox would write through):
@@ -95,7 +93,7 @@ pub enum Unavailable {
 }
 
 impl Unavailable {
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             Unavailable::Machine(m) | Unavailable::Project(m) => m,
         }
@@ -103,7 +101,7 @@ impl Unavailable {
 }
 
 /// bubblewrap on this machine, when there is one.
-pub fn sandbox() -> Result<PathBuf, Unavailable> {
+pub(crate) fn sandbox() -> Result<PathBuf, Unavailable> {
     // Debug builds only (the test suite's): a machine without bubblewrap, or another copy.
     #[cfg(debug_assertions)]
     if let Some(path) = std::env::var_os("VIGIL_TEST_BWRAP").map(PathBuf::from) {
@@ -147,7 +145,7 @@ pub fn sandbox() -> Result<PathBuf, Unavailable> {
 /// What a confined command leaves to look at once it has run: `started` says whether the
 /// sandbox was set up and the command started, and dropping it removes the mount points it
 /// had to make in the project.
-pub struct Confined {
+pub(crate) struct Confined {
     /// bubblewrap's status pipe; `None` for Seatbelt, which reports nothing of the kind (a
     /// profile it refuses fails the run, which a check then reports as failed).
     status: Option<std::io::PipeReader>,
@@ -159,7 +157,7 @@ pub struct Confined {
 
 impl Confined {
     /// Whether bubblewrap started the command. Read once the run has ended.
-    pub fn started(&mut self) -> bool {
+    pub(crate) fn started(&mut self) -> bool {
         let Some(status) = self.status.as_mut() else {
             return true;
         };
@@ -453,7 +451,7 @@ fn git_dirs(dot_git: &Path) -> Vec<PathBuf> {
 
 /// `program args…` confined by the bubblewrap at `bwrap` as `plan` says: the command to run
 /// (with `process::run`), and what to look at once it has.
-pub fn command(
+pub(crate) fn command(
     bwrap: &Path,
     plan: &Plan,
     program: &std::ffi::OsStr,
@@ -557,7 +555,7 @@ fn confined_env(cmd: &mut Command, plan: &Plan) {
 
 /// Where no bind mount can be had (Seatbelt, an unconfined run), the declared environment of
 /// `plan.bound` is linked in at its mount points instead.
-pub fn link_bound(plan: &Plan) {
+pub(crate) fn link_bound(plan: &Plan) {
     for (from, to) in &plan.bound {
         if std::fs::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
             let _ = std::fs::remove_dir(to);
@@ -569,7 +567,7 @@ pub fn link_bound(plan: &Plan) {
 }
 
 /// Why a sandbox that is installed is no use here.
-pub fn not_here() -> Unavailable {
+pub(crate) fn not_here() -> Unavailable {
     Unavailable::Machine(
         "bubblewrap cannot make a sandbox on this machine (are user namespaces allowed?)"
             .to_string(),
@@ -578,7 +576,7 @@ pub fn not_here() -> Unavailable {
 
 /// `sandbox()`, tried once: for callers off the hot path (a writer, the doctor), which ask
 /// before they run anything.
-pub fn working_sandbox() -> Result<PathBuf, Unavailable> {
+pub(crate) fn working_sandbox() -> Result<PathBuf, Unavailable> {
     let sandbox = sandbox()?;
     if works(&sandbox) {
         Ok(sandbox)
@@ -589,7 +587,7 @@ pub fn working_sandbox() -> Result<PathBuf, Unavailable> {
 
 /// Whether bubblewrap can make a sandbox here at all (asked only after a confined run failed
 /// to start, to tell the machine's fault from the project's).
-pub fn works(bwrap: &Path) -> bool {
+pub(crate) fn works(bwrap: &Path) -> bool {
     if bwrap.ends_with("sandbox-exec") {
         return Command::new(bwrap)
             .args(["-p", "(version 1)(allow default)", "/usr/bin/true"])

@@ -17,7 +17,7 @@ use crate::state::project::Project;
 use crate::sys::{paths, user};
 
 /// The tools that write files, and the field of their input that names the file.
-pub const WRITERS: &[(&str, &str)] = &[
+pub(crate) const WRITERS: &[(&str, &str)] = &[
     ("Edit", "file_path"),
     ("Write", "file_path"),
     ("MultiEdit", "file_path"),
@@ -25,13 +25,13 @@ pub const WRITERS: &[(&str, &str)] = &[
 ];
 
 /// The matcher of vigil's PreToolUse group.
-pub const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
+pub(crate) const MATCHER: &str = "Edit|Write|MultiEdit|NotebookEdit";
 
 /// The PreToolUse hook (under `--protect`): a file tool's write within the agent's reach, and
 /// clear of the human's hold, passes (`None`); any other is denied with its one useful line.
 /// A hook whose flags are wrong (`config`), or input it cannot read, denies the write, as a
 /// gate does.
-pub fn hook(config: Result<(), &Error>, input: &Result<HookInput, Error>) -> Option<String> {
+pub(crate) fn hook(config: Result<(), &Error>, input: &Result<HookInput, Error>) -> Option<String> {
     let verdict = match (config, input) {
         (Err(e), _) => Err(format!(
             "vigil: config error: {e}; fix the stop-gate command of the PreToolUse hook"
@@ -74,7 +74,12 @@ fn held_write(tool: &str, input: &HookInput, cwd: &Path) -> Result<(), String> {
 /// Whether `tool` may write what `input` names; `Err` is the one useful line. `cwd` resolves a
 /// relative path; `project` is the directory Claude Code runs in (`$CLAUDE_PROJECT_DIR`), which
 /// is what its sandbox lets the shell write, not the git top level above it.
-pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, project: &Path) -> Result<(), String> {
+pub(crate) fn judge(
+    tool: &str,
+    input: Option<&Value>,
+    cwd: &Path,
+    project: &Path,
+) -> Result<(), String> {
     let Some((_, field)) = WRITERS.iter().find(|(name, _)| *name == tool) else {
         return Ok(());
     };
@@ -117,7 +122,7 @@ pub fn judge(tool: &str, input: Option<&Value>, cwd: &Path, project: &Path) -> R
 /// held file, and no runner configuration in a held path (`pytest.ini`, `package.json`, …) or
 /// on the way to one (`conftest.py`, `sitecustomize.py`, …); new tests are the agent's to add. `top` is the repository's top, where held paths start.
 /// `Err` is the one useful line, for the model.
-pub fn judge_held(
+pub(crate) fn judge_held(
     tool: &str,
     input: Option<&Value>,
     cwd: &Path,

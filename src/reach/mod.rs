@@ -14,9 +14,9 @@
 //!   credentials (`HIDDEN_IN_HOME`), the user's session services (`$XDG_RUNTIME_DIR`, `/run`).
 //! - Everything else of the machine is read-only.
 
-pub mod confine;
-pub mod guard;
-pub mod sandbox;
+pub(crate) mod confine;
+pub(crate) mod guard;
+pub(crate) mod sandbox;
 
 use std::path::{Path, PathBuf};
 
@@ -24,14 +24,14 @@ use crate::state::protected;
 
 /// What kind of entry a read-only or hidden path is when it exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     Dir,
     File,
 }
 
 /// Paths inside the project that the agent's code may read but never write: each is code or
 /// configuration that the engine, git or an editor runs later with the user's rights.
-pub const READ_ONLY: &[(&str, Entry)] = &[
+pub(crate) const READ_ONLY: &[(&str, Entry)] = &[
     // Settings (hooks, env, permissions), agents, commands and skills whose frontmatter
     // `hooks:` run unsandboxed.
     (".claude", Entry::Dir),
@@ -50,7 +50,7 @@ pub const READ_ONLY: &[(&str, Entry)] = &[
 
 /// Paths under the user's home that the agent's code never sees: the engines' homes (their
 /// settings, hooks, plugins, MCP servers and credentials) and the user's keys and tokens.
-pub const HIDDEN_IN_HOME: &[(&str, Entry)] = &[
+pub(crate) const HIDDEN_IN_HOME: &[(&str, Entry)] = &[
     (".claude", Entry::Dir),
     (".claude.json", Entry::File),
     (".codex", Entry::Dir),
@@ -66,7 +66,7 @@ pub const HIDDEN_IN_HOME: &[(&str, Entry)] = &[
 ];
 
 /// Shell start-up files under the home: code every later shell of the user runs.
-pub const START_UP_FILES: &[&str] = &[
+pub(crate) const START_UP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -78,7 +78,7 @@ pub const START_UP_FILES: &[&str] = &[
 ];
 
 /// The read-only entries of a project at `top`, as absolute paths.
-pub fn read_only_in(top: &Path) -> Vec<(PathBuf, Entry)> {
+pub(crate) fn read_only_in(top: &Path) -> Vec<(PathBuf, Entry)> {
     READ_ONLY
         .iter()
         .map(|(relative, entry)| (top.join(relative), *entry))
@@ -88,7 +88,7 @@ pub fn read_only_in(top: &Path) -> Vec<(PathBuf, Entry)> {
 /// Everything the agent's code must never see on this machine, that exists, with its kind:
 /// the state home (and the in-project fallback), the hidden entries of the home, the user's
 /// runtime directory, and `extra` (a signing key file).
-pub fn hidden(project_state: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, Entry)> {
+pub(crate) fn hidden(project_state: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, Entry)> {
     let mut paths: Vec<PathBuf> = Vec::new();
     if let Some(home) = protected::home() {
         paths.push(home);
@@ -132,7 +132,7 @@ pub fn hidden(project_state: &Path, extra: &[PathBuf]) -> Vec<(PathBuf, Entry)> 
 
 /// The variables the agent's code never gets: vigil's own (keys, state homes, off switches)
 /// and the handles of the user's session services.
-pub fn is_withheld_variable(name: &str) -> bool {
+pub(crate) fn is_withheld_variable(name: &str) -> bool {
     name.starts_with("VIGIL_")
         || matches!(
             name,
@@ -149,7 +149,7 @@ pub fn is_withheld_variable(name: &str) -> bool {
 
 /// Claude Code's own directory: `$CLAUDE_CONFIG_DIR` where the client was given one (an
 /// absolute path), else `~/.claude`.
-pub fn claude_home() -> Option<PathBuf> {
+pub(crate) fn claude_home() -> Option<PathBuf> {
     std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
@@ -157,9 +157,9 @@ pub fn claude_home() -> Option<PathBuf> {
 }
 
 /// The most links followed in one path (as the kernel's 40).
-pub use crate::sys::paths::MAX_LINKS;
+pub(crate) use crate::sys::paths::MAX_LINKS;
 /// A path with `..` taken by spelling, and where a write to it lands.
-pub use crate::sys::paths::{lexical, resolve};
+pub(crate) use crate::sys::paths::{lexical, resolve};
 
 #[cfg(test)]
 mod tests {

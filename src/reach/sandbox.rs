@@ -14,14 +14,14 @@ use crate::sys::paths;
 /// Claude Code's settings as it merges them for one project: each layer's `sandbox` key set
 /// by the strongest layer that sets it, deny rules from every layer.
 #[derive(Debug, Default)]
-pub struct Effective {
+pub(crate) struct Effective {
     pub sandbox: Map<String, Value>,
     pub deny: Vec<String>,
 }
 
 impl Effective {
     /// `layers` from the weakest (user) to the strongest (managed).
-    pub fn of(layers: &[Map<String, Value>]) -> Effective {
+    pub(crate) fn of(layers: &[Map<String, Value>]) -> Effective {
         let mut effective = Effective::default();
         for layer in layers {
             if let Some(Value::Object(sandbox)) = layer.get("sandbox") {
@@ -43,7 +43,7 @@ impl Effective {
 /// Whether Claude Code's sandbox is on for the project at `project` (what `--protect` sets):
 /// then a check that cannot be confined is never run with the user's rights. Read only when
 /// confinement cannot be had, so a Stop with a check pays nothing for it.
-pub fn sandbox_on(project: &Path) -> bool {
+pub(crate) fn sandbox_on(project: &Path) -> bool {
     // A `.git` file that claims a worktree no main checkout anchors: its settings cannot be
     // known, so the sandbox is taken to be on (a check that cannot be confined is not run).
     if git::claims_worktree(project) && main_of(project) == paths::canonical(project) {
@@ -60,7 +60,7 @@ pub fn sandbox_on(project: &Path) -> bool {
 /// The settings files Claude Code reads for the project at `project`, weakest first, each
 /// once (whatever its spelling): `~/.claude/settings.json`, the project's
 /// `.claude/settings.json` and `.claude/settings.local.json`, then the managed settings.
-pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
     if let Some(home) = home {
         paths.push(home.join(".claude/settings.json"));
@@ -82,7 +82,7 @@ pub fn layer_files(project: &Path, home: Option<&Path>) -> Vec<PathBuf> {
 /// state the first time it is found anchored (`git::main_checkout`): the agent can rewrite or
 /// delete the worktree's `.git` file later, and a main pinned then still counts (its settings,
 /// its sandbox). The project itself when it is no worktree and none was pinned.
-pub fn main_of(project: &Path) -> PathBuf {
+pub(crate) fn main_of(project: &Path) -> PathBuf {
     let canonical = paths::canonical(project);
     let found = git::main_checkout(project);
     let pin = protected::home().map(|home| protected::dir_in(&home, &canonical).join(MAIN_PIN));
@@ -105,7 +105,7 @@ pub fn main_of(project: &Path) -> PathBuf {
 const MAIN_PIN: &str = "main-checkout";
 
 /// One settings layer, when it is a regular file of at most 8 MiB holding a JSON object.
-pub fn read_layer(path: &Path) -> Option<Map<String, Value>> {
+pub(crate) fn read_layer(path: &Path) -> Option<Map<String, Value>> {
     let file = files::open_regular(path).ok()?;
     let bytes = files::read_capped(file, 8 << 20, "settings", path).ok()?;
     match serde_json::from_slice(&bytes) {

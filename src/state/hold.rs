@@ -14,23 +14,23 @@ use crate::state::project::Project;
 use crate::sys::atomic;
 use crate::sys::files;
 
-pub const SCHEMA: &str = "vigil.hold/v1";
+pub(crate) const SCHEMA: &str = "vigil.hold/v1";
 /// The hold's record, in the hold's directory.
 const RECORD: &str = "hold.json";
 /// The largest hold record read: far past any real one (an agent cannot write it, but a
 /// damaged disk can).
 const MAX_RECORD: u64 = 64 << 20;
 /// The largest held file: a test file, not a data set.
-pub const MAX_HELD_FILE: u64 = 16 << 20;
+pub(crate) const MAX_HELD_FILE: u64 = 16 << 20;
 /// The most files one hold keeps.
-pub const MAX_HELD_FILES: usize = 100_000;
+pub(crate) const MAX_HELD_FILES: usize = 100_000;
 
 /// Where a path was held from: a commit (its id), or the working tree as it was.
-pub const WORKING_TREE: &str = "working-tree";
+pub(crate) const WORKING_TREE: &str = "working-tree";
 
 /// A hold as `hold.json` keeps it (`schemas/hold.schema.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hold {
+pub(crate) struct Hold {
     pub schema: String,
     pub made_at: String,
     pub updated_at: String,
@@ -54,7 +54,7 @@ pub struct Hold {
 
 /// A declared environment held as a copy.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvCopy {
+pub(crate) struct EnvCopy {
     /// Where it is in the project (and goes in the check's copy), from the top.
     pub path: String,
     /// Its copy's directory under the hold's `env/`.
@@ -64,16 +64,16 @@ pub struct EnvCopy {
 }
 
 /// The largest environment held as a copy by default (`--max-size`).
-pub const DEFAULT_MAX_ENV: u64 = 2 << 30;
+pub(crate) const DEFAULT_MAX_ENV: u64 = 2 << 30;
 
 /// Where the copies of held environments are.
-pub fn env_dir(project: &Project) -> PathBuf {
+pub(crate) fn env_dir(project: &Project) -> PathBuf {
     dir(project).join("env")
 }
 
 /// What the tests must do under the hold (SPEC §11), by their identities.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TestRules {
+pub(crate) struct TestRules {
     /// The check the baseline was recorded with (`stop-gate hold baseline`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -98,20 +98,20 @@ pub struct TestRules {
 
 impl TestRules {
     /// Whether any rule needs tests by name.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         !self.passed.is_empty() || !self.must_pass.is_empty()
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Pattern {
+pub(crate) struct Pattern {
     pub pattern: String,
     /// A commit id, or `working-tree`.
     pub at: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldFile {
+pub(crate) struct HeldFile {
     pub path: String,
     /// The git blob id (hex) of the held bytes; the bytes are in the hold's `blobs/`.
     pub blob: String,
@@ -120,7 +120,7 @@ pub struct HeldFile {
 }
 
 impl Hold {
-    pub fn new() -> Hold {
+    pub(crate) fn new() -> Hold {
         let now = crate::sys::time::now_rfc3339();
         Hold {
             schema: SCHEMA.to_string(),
@@ -135,7 +135,7 @@ impl Hold {
     }
 
     /// The held file at `path`, when it is one.
-    pub fn file(&self, path: &str) -> Option<&HeldFile> {
+    pub(crate) fn file(&self, path: &str) -> Option<&HeldFile> {
         self.files
             .binary_search_by(|f| f.path.as_str().cmp(path))
             .ok()
@@ -143,13 +143,13 @@ impl Hold {
     }
 
     /// The patterns, ready to match.
-    pub fn matcher(&self) -> Matcher {
+    pub(crate) fn matcher(&self) -> Matcher {
         Matcher::new(self.patterns.iter().map(|p| p.pattern.as_str()))
     }
 
     /// Each pattern's literal prefix (the directory, or file, all it matches is in), none
     /// inside another; `""` is the top.
-    pub fn prefixes(&self) -> Vec<String> {
+    pub(crate) fn prefixes(&self) -> Vec<String> {
         let mut all: Vec<String> = self
             .patterns
             .iter()
@@ -167,7 +167,7 @@ impl Hold {
     /// does not hold it: under a held pattern, or runner configuration in a held path (any
     /// name `is_runner_config` knows) or on the way to one (`RUNNER_CODE`). `None`: it is
     /// held, or is the project's own to change.
-    pub fn unheld(&self, matcher: &Matcher, path: &str) -> Option<Unheld> {
+    pub(crate) fn unheld(&self, matcher: &Matcher, path: &str) -> Option<Unheld> {
         if self.file(path).is_some() {
             return None;
         }
@@ -189,7 +189,7 @@ impl Hold {
     }
 
     /// Keeps the files sorted by path, one entry each (the last one given wins).
-    pub fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         self.files.reverse();
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         self.files.dedup_by(|later, kept| later.path == kept.path);
@@ -209,18 +209,18 @@ impl Default for Hold {
 
 /// A path or test name as a person reads it: one line, no escape sequences, no reordering
 /// characters, defanged, at most 300 characters (the agent chooses file and test names).
-pub fn shown(name: &str) -> String {
+pub(crate) fn shown(name: &str) -> String {
     crate::verdict::defang::field_max(name, 300)
 }
 
 /// Whether a pattern is a glob rather than a path.
-pub fn is_glob(pattern: &str) -> bool {
+pub(crate) fn is_glob(pattern: &str) -> bool {
     pattern.contains(['*', '?', '[', '{'])
 }
 
 /// The part of a pattern before its first glob component: the directory (or file) every path
 /// it matches is in, "" for the top.
-pub fn literal_prefix(pattern: &str) -> &str {
+pub(crate) fn literal_prefix(pattern: &str) -> &str {
     if !is_glob(pattern) {
         return pattern;
     }
@@ -235,7 +235,7 @@ pub fn literal_prefix(pattern: &str) -> &str {
 }
 
 /// Whether `path` is `dir` or below it (`""` is the top, which holds everything).
-pub fn within(path: &str, dir: &str) -> bool {
+pub(crate) fn within(path: &str, dir: &str) -> bool {
     dir.is_empty()
         || path == dir
         || path
@@ -253,13 +253,13 @@ fn pattern_parts(pattern: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// The patterns of a hold, compiled once.
-pub struct Matcher {
+pub(crate) struct Matcher {
     literal: Vec<String>,
     globs: Vec<GlobMatcher>,
 }
 
 impl Matcher {
-    pub fn new<'a>(patterns: impl Iterator<Item = &'a str>) -> Matcher {
+    pub(crate) fn new<'a>(patterns: impl Iterator<Item = &'a str>) -> Matcher {
         let mut literal = Vec::new();
         let mut globs = Vec::new();
         for pattern in patterns {
@@ -277,7 +277,7 @@ impl Matcher {
 
     /// Whether a path from the top is under one of the patterns: the path itself, a file below
     /// a held directory, or a path a glob matches.
-    pub fn matches(&self, path: &str) -> bool {
+    pub(crate) fn matches(&self, path: &str) -> bool {
         self.literal.iter().any(|held| {
             held.is_empty()
                 || path == held
@@ -289,7 +289,7 @@ impl Matcher {
 }
 
 /// A glob as a hold reads it: `*` stays within one directory, `**` crosses them.
-pub fn compile(pattern: &str) -> Result<GlobMatcher> {
+pub(crate) fn compile(pattern: &str) -> Result<GlobMatcher> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
@@ -301,7 +301,7 @@ pub fn compile(pattern: &str) -> Result<GlobMatcher> {
 /// File names that configure a test runner: new ones under a held pattern are refused by the
 /// file-tool guard (and absent from the check's copy), since each can turn a failure into a
 /// pass without touching a held test.
-pub const RUNNER_CONFIG: &[&str] = &[
+pub(crate) const RUNNER_CONFIG: &[&str] = &[
     "conftest.py",
     "pytest.ini",
     "tox.ini",
@@ -328,7 +328,7 @@ pub const RUNNER_CONFIG: &[&str] = &[
 /// `conftest.py` from the top down, a module that shadows the runner, Python's start-up
 /// hooks): under a hold they are held or left out of the check's copy, wherever they stand
 /// between the repository's top and a held path.
-pub const RUNNER_CODE: &[&str] = &[
+pub(crate) const RUNNER_CODE: &[&str] = &[
     "conftest.py",
     "pytest.py",
     "unittest.py",
@@ -338,7 +338,7 @@ pub const RUNNER_CODE: &[&str] = &[
 
 /// Why a file the hold does not hold is left out of the check's copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unheld {
+pub(crate) enum Unheld {
     /// It is under a held pattern: a new test, which the hold does not judge.
     NewTest,
     /// It configures or runs inside the test runner, in a held path or on the way to one.
@@ -347,7 +347,7 @@ pub enum Unheld {
 
 /// Whether a file name configures a test runner (its own name, or `jest.config.*`,
 /// `vitest.config.*` and the like).
-pub fn is_runner_config(name: &str) -> bool {
+pub(crate) fn is_runner_config(name: &str) -> bool {
     RUNNER_CONFIG.contains(&name)
         || [
             "jest.config.",
@@ -361,17 +361,17 @@ pub fn is_runner_config(name: &str) -> bool {
 
 /// The hold's directory: in the protected state of the repository's main checkout, which
 /// every worktree of the repository reads.
-pub fn dir(project: &Project) -> PathBuf {
+pub(crate) fn dir(project: &Project) -> PathBuf {
     project.repository_state().join("hold")
 }
 
 /// The hold, when a human made one. A record that is there but cannot be read or parsed is
 /// an error: a gate denies on it (SPEC P1), never takes it for no hold.
-pub fn load(project: &Project) -> Result<Option<Hold>> {
+pub(crate) fn load(project: &Project) -> Result<Option<Hold>> {
     load_from(&dir(project))
 }
 
-pub fn load_from(dir: &Path) -> Result<Option<Hold>> {
+pub(crate) fn load_from(dir: &Path) -> Result<Option<Hold>> {
     let path = dir.join(RECORD);
     let file = match files::open_state(&path) {
         Ok(file) => file,
@@ -434,7 +434,7 @@ pub fn load_from(dir: &Path) -> Result<Option<Hold>> {
 /// the top a repository of its own (`git init`, a `.git/HEAD`), which moves where the search
 /// for the top ends and so where a hold is looked for. A repository the outer one registered
 /// (a worktree, a submodule) is a project of its own; any other is covered by the outer hold.
-pub fn above(project: &Project) -> Option<PathBuf> {
+pub(crate) fn above(project: &Project) -> Option<PathBuf> {
     let home = crate::state::protected::home()?;
     project.dir.ancestors().skip(1).find_map(|outer| {
         let dir = crate::state::protected::dir_in(&home, outer);
@@ -445,7 +445,7 @@ pub fn above(project: &Project) -> Option<PathBuf> {
 }
 
 /// Saves the hold (atomically, on the disk before it returns).
-pub fn save(project: &Project, hold: &Hold) -> Result<()> {
+pub(crate) fn save(project: &Project, hold: &Hold) -> Result<()> {
     let dir = dir(project);
     files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
     let mut bytes = serde_json::to_vec_pretty(hold).expect("a hold serializes");
@@ -455,7 +455,7 @@ pub fn save(project: &Project, hold: &Hold) -> Result<()> {
 }
 
 /// Removes the hold and its copies.
-pub fn release(project: &Project) -> Result<bool> {
+pub(crate) fn release(project: &Project) -> Result<bool> {
     let dir = dir(project);
     let path = dir.join(RECORD);
     match fs_err::remove_file(&path) {
@@ -470,7 +470,7 @@ pub fn release(project: &Project) -> Result<bool> {
 const BLOBS: &str = "blobs";
 
 /// Keeps the bytes of a held file under its blob id.
-pub fn store_blob(project: &Project, blob: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn store_blob(project: &Project, blob: &str, bytes: &[u8]) -> Result<()> {
     let dir = dir(project).join(BLOBS);
     files::make_private_dir(&dir).map_err(|e| Error::io("create", &dir, &e))?;
     let path = dir.join(blob_name(blob)?);
@@ -482,11 +482,11 @@ pub fn store_blob(project: &Project, blob: &str, bytes: &[u8]) -> Result<()> {
 }
 
 /// The held bytes of `blob`.
-pub fn blob(project: &Project, blob: &str) -> Result<Vec<u8>> {
+pub(crate) fn blob(project: &Project, blob: &str) -> Result<Vec<u8>> {
     blob_in(&dir(project), blob)
 }
 
-pub fn blob_in(dir: &Path, blob: &str) -> Result<Vec<u8>> {
+pub(crate) fn blob_in(dir: &Path, blob: &str) -> Result<Vec<u8>> {
     let path = dir.join(BLOBS).join(blob_name(blob)?);
     let file = files::open_state(&path).map_err(|e| Error::io("read the held copy", &path, &e))?;
     files::read_capped(file, MAX_HELD_FILE, "a held file", &path)
@@ -504,7 +504,7 @@ fn blob_name(blob: &str) -> Result<&str> {
 }
 
 /// A path from the top as a hold keeps it: relative, `/`-separated, no `.` or `..`, no `.git`.
-pub fn check_path(path: &str) -> Result<()> {
+pub(crate) fn check_path(path: &str) -> Result<()> {
     let bad = path.is_empty()
         || path.starts_with('/')
         || path.contains('\0')

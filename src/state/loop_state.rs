@@ -9,12 +9,12 @@ use crate::sys::time;
 use crate::transcript::usage::Tally;
 use crate::verdict::promise::Promise;
 
-pub const SCHEMA: &str = "vigil.loop/v2";
-pub const MAX_ITERATIONS: u32 = 10_000;
+pub(crate) const SCHEMA: &str = "vigil.loop/v2";
+pub(crate) const MAX_ITERATIONS: u32 = 10_000;
 /// The session a loop that waits for its session names (`pending.json`, `loop run`'s).
-pub const PENDING_SESSION: &str = "pending";
+pub(crate) const PENDING_SESSION: &str = "pending";
 /// A loop's prompt is fed back on every pass: it may be at most this long.
-pub const MAX_PROMPT_CHARS: usize = 16_000;
+pub(crate) const MAX_PROMPT_CHARS: usize = 16_000;
 
 /// Where a loop stands (SPEC §4, `schemas/loop.schema.json`). Two are live: `running`, and
 /// `interrupted` (a turn ended without the gate's verdict: an API error, or the engine's own
@@ -95,7 +95,7 @@ impl EndReason {
     }
 
     /// What it means, for a human: `the session ended while it ran`.
-    pub fn told(self) -> &'static str {
+    pub(crate) fn told(self) -> &'static str {
         match self {
             EndReason::Declared => "completion declared and every check passed",
             EndReason::NeedsDecision => "the agent asks a human to decide",
@@ -136,7 +136,7 @@ impl LoopStatus {
 /// comes from the Stop hook's flags, then the defaults (`--stall-after 3`, no time or token
 /// budget).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// End the loop `stalled` when this many passes in a row end with the same message (0: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stall_after: Option<u32>,
@@ -149,17 +149,17 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Limits::default()
     }
 }
 
 /// The default of `--stall-after`.
-pub const DEFAULT_STALL_AFTER: u32 = 3;
+pub(crate) const DEFAULT_STALL_AFTER: u32 = 3;
 
 /// What a loop has counted towards its limits.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Progress {
+pub(crate) struct Progress {
     /// The last pass's message (whitespace runs collapsed), as a sha256, and how many passes in
     /// a row ended with it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -173,20 +173,20 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Progress::default()
     }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Repeat {
+pub(crate) struct Repeat {
     pub sha256: String,
     pub passes: u32,
 }
 
 /// A failed turn (StopFailure), as the loop and the session record it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The engine's error category: `rate_limit`, `server_error`, `overloaded`, ….
     pub error: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,10 +204,10 @@ pub struct Failure {
 }
 
 /// How many checks a passed loop names (the first: `--run`, then the markers).
-pub const MAX_CHECKS: usize = 16;
+pub(crate) const MAX_CHECKS: usize = 16;
 
 /// How many failures a loop or a session keeps: the most recent.
-pub const MAX_FAILURES: usize = 5;
+pub(crate) const MAX_FAILURES: usize = 5;
 
 /// Who started a loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -247,13 +247,13 @@ pub struct LoopState {
     pub end_reason: Option<EndReason>,
     /// Limits beyond `max_iterations` (stalls, time, tokens), as `loop start` set them.
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// What the loop has counted towards them.
     #[serde(default, skip_serializing_if = "Progress::is_empty")]
-    pub progress: Progress,
+    pub(crate) progress: Progress,
     /// Failed turns (an API error, a rate limit), the most recent last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failures: Vec<Failure>,
+    pub(crate) failures: Vec<Failure>,
     /// A `passed` loop: the checks that passed with the declaration that ended it (the Stop
     /// hook's `--run` and `--require-marker`). None: the declaration alone, nothing verified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -264,10 +264,10 @@ pub struct LoopState {
     pub run_id: Option<String>,
     /// Who hears when the loop settles, and under what name (SPEC §10): set when it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub report: Option<Report>,
+    pub(crate) report: Option<Report>,
     /// What the human's hold on the tests saw at the last declared Stop (SPEC §11).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held: Option<HeldTold>,
+    pub(crate) held: Option<HeldTold>,
     /// A `passed` loop: the tree (`git-tree:…`) its passing Stop vouched for, so that a change
     /// after it (something left running) is told at the run's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,12 +279,12 @@ pub struct LoopState {
 }
 
 /// How many paths or tests a loop keeps in each list of [`HeldTold`].
-pub const MAX_HELD_TOLD: usize = 20;
+pub(crate) const MAX_HELD_TOLD: usize = 20;
 
 /// What the human's hold saw at a loop's last declared Stop (SPEC §11), for the person:
 /// held files that differed, new test files it does not judge, tests whose outcome moved.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldTold {
+pub(crate) struct HeldTold {
     /// Held files that differ from the hold: `tests/a.py (modified)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub differ: Vec<String>,
@@ -297,12 +297,8 @@ pub struct HeldTold {
 }
 
 impl HeldTold {
-    pub fn is_empty(&self) -> bool {
-        *self == HeldTold::default()
-    }
-
     /// The lists kept at most [`MAX_HELD_TOLD`] long.
-    pub fn capped(mut self) -> HeldTold {
+    pub(crate) fn capped(mut self) -> HeldTold {
         for list in [&mut self.differ, &mut self.new_tests, &mut self.moved] {
             list.truncate(MAX_HELD_TOLD);
         }
@@ -311,7 +307,7 @@ impl HeldTold {
 
     /// One phrase for the person: `held files differ: …; new test files, not judged: …;
     /// tests moved: …`; `None` when there is nothing to tell.
-    pub fn phrase(&self) -> Option<String> {
+    pub(crate) fn phrase(&self) -> Option<String> {
         let mut parts = Vec::new();
         if !self.differ.is_empty() {
             parts.push(format!("held files differ: {}", self.differ.join(", ")));
@@ -332,7 +328,7 @@ impl HeldTold {
 /// Where a loop reports (SPEC §10): its id and name, the checkout it runs in, and its
 /// commander, decided when a human starts it, so nothing the agent writes later moves it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// The loop's own id (32 hex digits): its wake and its line in `loop list` are named by it.
     pub id: String,
     /// `--name`, else the checkout's directory name.
@@ -394,13 +390,13 @@ impl LoopState {
 
     /// When the loop started, in seconds since the epoch (0 when its time cannot be read, so
     /// that a limit counts from the earliest time, never from none).
-    pub fn started_secs(&self) -> f64 {
+    pub(crate) fn started_secs(&self) -> f64 {
         time::parse_rfc3339(&self.started_at).unwrap_or(0.0)
     }
 
     /// `running, pass 2/5, promise DONE`, then what it counted towards its limits and how it
     /// ended or was interrupted.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut text = format!(
             "{}, pass {}/{}, promise {}",
             self.status.as_str(),

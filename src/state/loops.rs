@@ -8,9 +8,9 @@
 
 mod end;
 
-pub use end::{
-    BLOCK_CAP, Cancelled, cancel, changed_after, end_session, engine_cut_of, note_engine_cut,
-    record_failure, told_end, told_passed, witness, witness_unrecorded,
+pub(crate) use end::{
+    Cancelled, cancel, changed_after, end_session, engine_cut_of, note_engine_cut, record_failure,
+    told_end, told_passed, witness, witness_unrecorded,
 };
 
 use std::path::{Path, PathBuf};
@@ -36,36 +36,36 @@ use crate::sys::time;
 use crate::verdict::promise::Promise;
 use crate::verdict::token::Token;
 
-pub const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_CLAIM_WITHIN: Duration = Duration::from_secs(600);
 /// How long `loop run`'s loop may wait for its session by default: a day.
-pub const RUN_CLAIM_WITHIN: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const RUN_CLAIM_WITHIN: Duration = Duration::from_secs(24 * 3600);
 /// A pending loop file larger than this is not vigil's.
 const MAX_STATE: u64 = 1024 * 1024;
 
 /// The file name stem of a pending loop, so no session may be called this.
-pub const PENDING: &str = crate::state::loop_state::PENDING_SESSION;
+pub(crate) const PENDING: &str = crate::state::loop_state::PENDING_SESSION;
 
 /// The variable `loop run` gives its command: the id of the loop that the session the command
 /// starts claims (and no other session does).
-pub const RUN_ENV: &str = "VIGIL_LOOP_RUN";
+pub(crate) const RUN_ENV: &str = "VIGIL_LOOP_RUN";
 
 /// A loop waiting for its session: the one `--next-session` leaves for the next session that
 /// starts in the project, or the one `loop run` leaves for the session its command starts,
 /// named by an id only that command's environment holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Pending {
+pub(crate) enum Pending {
     Next,
     Run(String),
 }
 
 impl Pending {
     /// A new `loop run` id: 128 random bits in hex, as a per-task token is made.
-    pub fn new_run() -> Result<Pending> {
+    pub(crate) fn new_run() -> Result<Pending> {
         Ok(Pending::Run(Token::generate()?.as_str().to_string()))
     }
 
     /// `loop run`'s id, for a run's pending loop.
-    pub fn run_id(&self) -> Option<&str> {
+    pub(crate) fn run_id(&self) -> Option<&str> {
         match self {
             Pending::Run(id) => Some(id),
             Pending::Next => None,
@@ -75,14 +75,14 @@ impl Pending {
     /// The pending loop a session starting now may claim: `loop run`'s when its id is in this
     /// process's environment (a hook inherits it from the engine `loop run` started), else
     /// `--next-session`'s.
-    pub fn for_this_session() -> Pending {
+    pub(crate) fn for_this_session() -> Pending {
         match std::env::var(RUN_ENV) {
             Ok(id) if is_run_id(&id) => Pending::Run(id),
             _ => Pending::Next,
         }
     }
 
-    pub fn path(&self, project: &Project) -> PathBuf {
+    pub(crate) fn path(&self, project: &Project) -> PathBuf {
         let dir = project.protected().dir.join("loops");
         match self {
             Pending::Next => dir.join("pending.json"),
@@ -105,7 +105,7 @@ fn is_run_id(id: &str) -> bool {
 /// Who claimed a `loop run` loop (`<protected>/loops/run-<id>.claimed`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RunClaim {
+pub(crate) struct RunClaim {
     pub session_id: String,
     /// The session's transcript, where the engine's cut of a turn is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,7 +113,7 @@ pub struct RunClaim {
 }
 
 /// The session that claimed the `loop run` loop `pending`, once one did.
-pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim>> {
+pub(crate) fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim>> {
     let Some(path) = pending.claim_path(project) else {
         return Ok(None);
     };
@@ -131,7 +131,7 @@ pub fn run_claim(project: &Project, pending: &Pending) -> Result<Option<RunClaim
 
 /// Removes what `loop run` left in the protected state: the loop if no session claimed it,
 /// and the claim.
-pub fn forget_run(project: &Project, pending: &Pending) {
+pub(crate) fn forget_run(project: &Project, pending: &Pending) {
     // A loop no session claimed never ran: nothing reports to its commander.
     if let Ok(Some(state)) = load_pending(&pending.path(project)) {
         wakes::forget(&state);
@@ -144,7 +144,7 @@ pub fn forget_run(project: &Project, pending: &Pending) {
 
 /// The session's loop as its record holds it now; `Ok(None)` when it never had one. A damaged
 /// or vanished record is an error here: only a Stop, which tells the human, begins a new one.
-pub fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+pub(crate) fn load(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
     match session::peek(project, session) {
         Ok(record) => Ok(record.and_then(|r| r.ralph)),
         Err(lost) => Err(Error::input(format!("{lost}; the loop is NOT verified"))),
@@ -173,7 +173,7 @@ fn load_pending(path: &Path) -> Result<Option<LoopState>> {
 
 /// Starts a loop for a session, refusing when one is already running there. With the state,
 /// what the human must hear of the record it replaces, if that was damaged or gone.
-pub fn start(
+pub(crate) fn start(
     project: &Project,
     session: &SessionId,
     mut state: LoopState,
@@ -197,7 +197,7 @@ pub fn start(
 /// Writes the loop that the next session starting in the project (or the session `loop
 /// run`'s command starts) will claim within `within`. A pending loop still waiting is not
 /// replaced: like a loop running in a session, it is cancelled first.
-pub fn start_pending(
+pub(crate) fn start_pending(
     project: &Project,
     pending: &Pending,
     mut state: LoopState,
@@ -238,7 +238,7 @@ fn lapsed(state: &LoopState) -> bool {
 }
 
 /// The pending loop `which`, if one is there, and whether it lapsed.
-pub fn waiting(project: &Project, which: &Pending) -> Result<Option<(LoopState, bool)>> {
+pub(crate) fn waiting(project: &Project, which: &Pending) -> Result<Option<(LoopState, bool)>> {
     Ok(load_pending(&which.path(project))?.map(|state| {
         let lapsed = lapsed(&state);
         (state, lapsed)
@@ -246,7 +246,7 @@ pub fn waiting(project: &Project, which: &Pending) -> Result<Option<(LoopState, 
 }
 
 /// Removes the pending loop of `--next-session`; whether there was one.
-pub fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
+pub(crate) fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
     let path = Pending::Next.path(project);
     let Some(state) = load_pending(&path)? else {
         return Ok(None);
@@ -264,7 +264,7 @@ pub fn cancel_pending(project: &Project) -> Result<Option<LoopState>> {
 
 /// The project's most recently started loop, in any session whose record is in its
 /// protected state: for `loop status` and `loop cancel` given no session.
-pub fn latest(project: &Project) -> Option<(SessionId, LoopState)> {
+pub(crate) fn latest(project: &Project) -> Option<(SessionId, LoopState)> {
     let dir = project.protected().dir.join("sessions");
     let mut latest: Option<(SessionId, LoopState)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten().take(100_000) {
@@ -293,7 +293,7 @@ pub fn latest(project: &Project) -> Option<(SessionId, LoopState)> {
 /// Claims a pending loop for `session` by an atomic rename, so exactly one session owns it.
 /// A pending loop past its `claim_before` is never claimed. `loop run`'s claim also says which
 /// session took it, and where its transcript is. `Ok(None)` when there is nothing to claim.
-pub fn claim_pending(
+pub(crate) fn claim_pending(
     project: &Project,
     session: &SessionId,
     which: &Pending,
@@ -358,7 +358,7 @@ pub fn claim_pending(
 
 /// The loops left in `<state>/loops/` by a vigil that kept them in the project: they are not
 /// taken over (their origin is unknown), only counted, so the human is told once.
-pub fn legacy_loops(project: &Project) -> usize {
+pub(crate) fn legacy_loops(project: &Project) -> usize {
     std::fs::read_dir(project.legacy_loops()).map_or(0, |entries| {
         entries
             .flatten()
@@ -391,16 +391,16 @@ fn read_prompt_in_project(project: &Project, file: &Path) -> Result<String> {
 }
 
 /// The largest prompt file or argument text `loop start` reads.
-pub const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
+pub(crate) const MAX_PROMPT_BYTES: u64 = 1024 * 1024;
 
 /// Whose loop `begin` starts: a session's, or one pending for a session still to start.
-pub enum For {
+pub(crate) enum For {
     Session(SessionId),
     Pending(Pending),
 }
 
 /// A loop just started: what to tell, to a terminal or as the prompt hook's context.
-pub struct Started {
+pub(crate) struct Started {
     pub state: LoopState,
     /// One paragraph: who, how many passes, how it ends, and the task.
     pub told: String,
@@ -409,7 +409,7 @@ pub struct Started {
 /// Starts the loop a request asks for, in `session` (or, with none, for the next session to
 /// start in the project), checking every flag: the one door for a terminal and for the
 /// human's slash command.
-pub fn begin(
+pub(crate) fn begin(
     project: &Project,
     request: StartRequest,
     session: For,

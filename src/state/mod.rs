@@ -4,10 +4,10 @@
 //! to it (`loops`); the human's hold on the tests (`hold`); the wakes a settled loop leaves for its commander (`wakes`). Above
 //! `transcript`.
 
-pub mod hold;
+pub(crate) mod hold;
 pub mod loop_state;
-pub mod loops;
-pub mod project;
+pub(crate) mod loops;
+pub(crate) mod project;
 pub mod protected;
-pub mod session;
-pub mod wakes;
+pub(crate) mod session;
+pub(crate) mod wakes;

@@ -11,7 +11,7 @@ use crate::sys::atomic::{self, Durability};
 
 /// The project a hook works on and the state directory inside it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Project {
+pub(crate) struct Project {
     /// The project (SPEC §2): where a human installed vigil at or above the directory the
     /// engine started in ([`Project::start_dir`]), else that directory's git top level, else
     /// the directory itself (`protected::project_top`); canonical.
@@ -25,7 +25,7 @@ pub struct Project {
 }
 
 impl Project {
-    pub fn resolve(state_dir_flag: Option<&Path>, input_cwd: Option<&Path>) -> Project {
+    pub(crate) fn resolve(state_dir_flag: Option<&Path>, input_cwd: Option<&Path>) -> Project {
         let nonempty = |v: std::ffi::OsString| (!v.is_empty()).then(|| PathBuf::from(v));
         let dir = protected::project_top(&Project::start_dir(input_cwd));
         let chosen = state_dir_flag
@@ -43,7 +43,7 @@ impl Project {
 
     /// The project of the checkout at `dir`, whatever the environment says (a wake's worktree,
     /// read from a hook that runs in another project), with its default state directory.
-    pub fn at(dir: &Path) -> Project {
+    pub(crate) fn at(dir: &Path) -> Project {
         let dir = protected::project_top(dir);
         Project {
             state: dir.join(".vigil"),
@@ -56,7 +56,7 @@ impl Project {
     /// The directory the engine started in: `$CLAUDE_PROJECT_DIR`, else the hook input's
     /// `cwd`, else the working directory. Claude Code's sandbox lets the agent write there,
     /// which may be below the project.
-    pub fn start_dir(input_cwd: Option<&Path>) -> PathBuf {
+    pub(crate) fn start_dir(input_cwd: Option<&Path>) -> PathBuf {
         std::env::var_os("CLAUDE_PROJECT_DIR")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
@@ -68,14 +68,14 @@ impl Project {
     /// This project for a reader (`loop status`, which the slash commands run inside the
     /// sandbox, where the state home is read-only): the protected state is looked up where it
     /// is, and nothing is made.
-    pub fn for_reading(self) -> Project {
+    pub(crate) fn for_reading(self) -> Project {
         let _ = self.protected.set(Place::find(&self.dir, &self.state));
         self
     }
 
     /// The protected state (SPEC §9): loops, session records and trusted keys, in the state
     /// home, else in `<state>/state/` (said by the doctor and at session start).
-    pub fn protected(&self) -> &Place {
+    pub(crate) fn protected(&self) -> &Place {
         self.protected
             .get_or_init(|| Place::of(&self.dir, &self.state))
     }
@@ -84,7 +84,7 @@ impl Project {
     /// created when missing. A symlink in its place, or in place of the default `.vigil`, is
     /// refused: vigil makes these as plain directories, and a link could send its writes
     /// outside the project.
-    pub fn owned_dir(&self, relative: &str) -> Result<PathBuf> {
+    pub(crate) fn owned_dir(&self, relative: &str) -> Result<PathBuf> {
         let mut checked = vec![];
         if self.default_state {
             checked.push(self.state.clone());
@@ -106,14 +106,14 @@ impl Project {
 
     /// Where loops lived before the protected state: read only to tell the human they were not
     /// taken over.
-    pub fn legacy_loops(&self) -> PathBuf {
+    pub(crate) fn legacy_loops(&self) -> PathBuf {
         self.state.join("loops")
     }
 
     /// Where the state that belongs to the repository rather than to this checkout is kept
     /// (synced notes; SPEC §10): for a linked worktree, the protected state of its main
     /// checkout, which every worktree of the repository shares; else this project's own.
-    pub fn repository_state(&self) -> PathBuf {
+    pub(crate) fn repository_state(&self) -> PathBuf {
         let place = self.protected();
         let main = crate::sys::git::main_checkout(&self.dir);
         if place.fallback || main == self.dir {
@@ -124,12 +124,12 @@ impl Project {
 
     /// Local markers (SPEC §5): in the protected state, so an unsigned marker is exactly as
     /// strong as the sandbox that keeps the agent out of it.
-    pub fn markers(&self) -> PathBuf {
+    pub(crate) fn markers(&self) -> PathBuf {
         self.protected().dir.join("markers")
     }
 
     /// Where markers lived before the protected state: never read, only named in a denial.
-    pub fn legacy_markers(&self) -> PathBuf {
+    pub(crate) fn legacy_markers(&self) -> PathBuf {
         self.state.join("markers")
     }
 }
@@ -137,7 +137,7 @@ impl Project {
 /// What `.vigil/.gitignore` holds: everything vigil writes in the project is this machine's
 /// (handoffs, the fallback state), so git shows none of it, from the first session on and
 /// whichever way vigil was wired (the installer's exclude lines, the plugin, by hand).
-pub const GITIGNORE: &str =
+pub(crate) const GITIGNORE: &str =
     "# vigil's files for this machine (handoffs, state): never committed\n*\n";
 
 /// Writes `GITIGNORE` into the default state directory when it has none; a file there is
@@ -163,7 +163,7 @@ pub(crate) fn refuse_symlink(path: &Path) -> Result<()> {
 }
 
 /// Whether `raw` is safe as one file name: 1 to `max` of `A-Z a-z 0-9 . _ -`, not `.` or `..`.
-pub fn is_file_name(raw: &str, max: usize) -> bool {
+pub(crate) fn is_file_name(raw: &str, max: usize) -> bool {
     (1..=max).contains(&raw.len())
         && raw != "."
         && raw != ".."
@@ -174,10 +174,10 @@ pub fn is_file_name(raw: &str, max: usize) -> bool {
 
 /// A session id safe to use in a file name: `^[A-Za-z0-9._-]{1,128}$`, not `.` or `..`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct SessionId(String);
+pub(crate) struct SessionId(String);
 
 impl SessionId {
-    pub fn parse(raw: &str) -> Result<SessionId> {
+    pub(crate) fn parse(raw: &str) -> Result<SessionId> {
         if !is_file_name(raw, 128) {
             let shown: String = raw.chars().take(40).collect();
             return Err(Error::input(format!(
@@ -188,11 +188,11 @@ impl SessionId {
     }
 
     /// The id used for state when the input names no usable session.
-    pub fn unknown() -> SessionId {
+    pub(crate) fn unknown() -> SessionId {
         SessionId("unknown".to_string())
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }

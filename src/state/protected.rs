@@ -11,12 +11,12 @@ use crate::sys::git::Repository;
 use crate::sys::{paths, user};
 
 /// The install record's file name, in the project's protected state.
-pub const RECORD_FILE: &str = "installed.json";
+pub(crate) const RECORD_FILE: &str = "installed.json";
 
 /// `$VIGIL_STATE_HOME`, else `$XDG_STATE_HOME/vigil`, else `~/.local/state/vigil`; on
 /// Windows `%LOCALAPPDATA%\vigil`. A relative value is ignored, as the XDG rules say: it would
 /// name a place inside whatever directory a hook runs in, which is the project.
-pub fn home() -> Option<PathBuf> {
+pub(crate) fn home() -> Option<PathBuf> {
     std::env::var_os("VIGIL_STATE_HOME")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())
@@ -26,7 +26,7 @@ pub fn home() -> Option<PathBuf> {
 /// The project's own directory in the state home: `projects/<name>-<hash>`, where the hash is
 /// of the git top level's canonical path (the directory itself outside git), so every
 /// subdirectory and every spelling of the path finds the same one.
-pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn project_dir(project_dir: &Path) -> Option<PathBuf> {
     dir_for(&state_top(project_dir))
 }
 
@@ -35,13 +35,13 @@ pub fn project_dir(project_dir: &Path) -> Option<PathBuf> {
 /// that directory itself, canonical, and not after its git top as [`project_dir`] is, since the
 /// agent can move the top (a `.git` planted in a monorepo project moves it down) but not the
 /// directory it works in.
-pub fn install_dir(project: &Path) -> Option<PathBuf> {
+pub(crate) fn install_dir(project: &Path) -> Option<PathBuf> {
     dir_for(&paths::canonical(project))
 }
 
 /// [`install_dir`], made when missing (owner only, the project it is named after written in
 /// it).
-pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
+pub(crate) fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
     let Some(dir) = install_dir(project) else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -65,7 +65,7 @@ pub fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
 /// 2. else, up to the git top, the outermost directory vigil keeps protected state for (a
 ///    `.git` planted below it and removed again leaves state behind, which must not anchor);
 /// 3. else the git top (the nearest `.git` of any kind), else the directory itself.
-pub fn project_top(start: &Path) -> PathBuf {
+pub(crate) fn project_top(start: &Path) -> PathBuf {
     let canonical = paths::canonical(start);
     let top = top_of(&canonical);
     let Some(home) = home() else {
@@ -97,7 +97,7 @@ pub fn project_top(start: &Path) -> PathBuf {
 /// `gitdir` names it back (`git worktree add`), or a directory under `<that>/.git/modules/`
 /// (a submodule). What registers it is written in a git directory the agent cannot write
 /// under `--protect`; a bare `git init` registers nothing.
-pub fn registered(dir: &Path, outer: &Path) -> bool {
+pub(crate) fn registered(dir: &Path, outer: &Path) -> bool {
     let dotgit = dir.join(".git");
     let small_file =
         std::fs::symlink_metadata(&dotgit).is_ok_and(|meta| meta.is_file() && meta.len() <= 4096);
@@ -135,7 +135,7 @@ pub fn registered(dir: &Path, outer: &Path) -> bool {
 /// The directory a project's protected state is named after: the nearest one at or above it
 /// that holds a `.git` of any kind (a symlink too, so the agent cannot send the search on to a
 /// parent repository by making `.git` one), else the directory itself.
-pub fn state_top(project_dir: &Path) -> PathBuf {
+pub(crate) fn state_top(project_dir: &Path) -> PathBuf {
     top_of(&paths::canonical(project_dir))
 }
 
@@ -150,7 +150,7 @@ fn top_of(canonical: &Path) -> PathBuf {
 
 /// Where a project's protected state is, and how sure that is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Place {
+pub(crate) struct Place {
     /// The directory loops, session records and trusted keys live in.
     pub dir: PathBuf,
     /// The state home could not be written, so the state is in the project
@@ -168,7 +168,7 @@ pub struct Place {
 impl Place {
     /// The place for the project at `project_dir` whose shared state is in `state_dir`, made
     /// when missing (0700): the state home's, else the fallback in the project.
-    pub fn of(project_dir: &Path, state_dir: &Path) -> Place {
+    pub(crate) fn of(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
         // Canonical once: every name below is derived from it.
         let project = paths::canonical(project_dir);
@@ -191,7 +191,7 @@ impl Place {
 
     /// The place as `of` would find it, making nothing: the state home's directory when it is
     /// there, else the fallback when that is, else the state home's (empty).
-    pub fn find(project_dir: &Path, state_dir: &Path) -> Place {
+    pub(crate) fn find(project_dir: &Path, state_dir: &Path) -> Place {
         let fallback = state_dir.join("state");
         let project = paths::canonical(project_dir);
         let Some(dir) = dir_for(&top_of(&project)) else {
@@ -224,7 +224,7 @@ impl Place {
     /// Whether the agent can write this place: the fallback, or a state home set inside the
     /// project (`VIGIL_STATE_HOME` pointing into it, or into its git top), or where Claude
     /// Code's sandbox lets commands write besides (`$TMPDIR`, `/tmp/claude`).
-    pub fn agent_writable(&self) -> bool {
+    pub(crate) fn agent_writable(&self) -> bool {
         let dir = paths::canonical(&self.dir);
         self.fallback
             || dir.starts_with(&self.project)
@@ -252,7 +252,7 @@ impl Place {
 
     /// Whether the state home's directory `dir` is named after a top at, above or below this
     /// project (what its top file says; one without it is not taken to be).
-    pub fn is_related(&self, dir: &Path) -> bool {
+    pub(crate) fn is_related(&self, dir: &Path) -> bool {
         let Ok(file) = files::open_state(&dir.join(TOP_FILE)) else {
             return false;
         };
@@ -271,7 +271,7 @@ const TOP_FILE: &str = "top";
 
 /// Writes the top a project directory of the state home is named after, when it is not there
 /// yet (for a Stop whose project is above or below it; see `Place::is_related`).
-pub fn mark_top(dir: &Path, top: &Path) {
+pub(crate) fn mark_top(dir: &Path, top: &Path) {
     let file = dir.join(TOP_FILE);
     if std::fs::symlink_metadata(&file).is_err() {
         let _ = atomic::write_atomic(&file, top.as_os_str().as_encoded_bytes(), 0o600);
@@ -280,7 +280,7 @@ pub fn mark_top(dir: &Path, top: &Path) {
 
 /// Whether the state home can be made and written (else the state falls back into the
 /// project). Makes the state home when missing, as the hooks would.
-pub fn home_is_writable() -> bool {
+pub(crate) fn home_is_writable() -> bool {
     let Some(home) = home() else { return false };
     files::make_private_dir(&home).is_ok() && is_writable(&home)
 }
@@ -295,7 +295,7 @@ fn is_writable(dir: &Path) -> bool {
 /// root. The agent can move the located top (a `.git/HEAD` planted in a subdirectory moves it
 /// down, a `.git` made a symlink or deleted moves it up to a parent repository), so a key
 /// trusted for the real top is found wherever the search for `.git` now ends.
-pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
     let mut tops: Vec<PathBuf> = paths::canonical(project_dir)
         .ancestors()
         .map(Path::to_path_buf)
@@ -319,7 +319,7 @@ pub fn key_dirs(project_dir: &Path) -> Vec<PathBuf> {
 /// The state home's directories of `start` and of each directory above it, nearest first
 /// (`start` canonical): whatever the git top is now (the agent can move it, with a `.git` it
 /// plants or moves away), the directory of the top a human configured is among them.
-pub fn dirs_above(start: &Path) -> Vec<PathBuf> {
+pub(crate) fn dirs_above(start: &Path) -> Vec<PathBuf> {
     start.ancestors().filter_map(dir_for).collect()
 }
 
@@ -329,7 +329,7 @@ fn dir_for(top: &Path) -> Option<PathBuf> {
 
 /// The last component of `path` in letters, digits, `.`, `_` and `-` (any other character
 /// becomes `_`), at most `max` of them: a name safe in a file name.
-pub fn plain_name(path: &Path, max: usize) -> String {
+pub(crate) fn plain_name(path: &Path, max: usize) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -354,7 +354,7 @@ pub fn dir_in(home: &Path, top: &Path) -> PathBuf {
 }
 
 /// Every project directory the state home holds (none when it has none, or cannot be read).
-pub fn project_dirs() -> Vec<PathBuf> {
+pub(crate) fn project_dirs() -> Vec<PathBuf> {
     let Some(projects) = home().map(|home| home.join("projects")) else {
         return Vec::new();
     };
@@ -371,18 +371,18 @@ pub fn project_dirs() -> Vec<PathBuf> {
 }
 
 /// Where the keys trusted for every project live.
-pub fn global_keys() -> Option<PathBuf> {
+pub(crate) fn global_keys() -> Option<PathBuf> {
     Some(home()?.join("trusted-keys"))
 }
 
 /// Where `marker-writer trust` puts a key for this project.
-pub fn project_keys(project_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn project_keys(project_dir: &Path) -> Option<PathBuf> {
     Some(self::project_dir(project_dir)?.join("trusted-keys"))
 }
 
 /// Whether Claude Code's sandbox lets the agent's commands write `path` besides the project
 /// (seen with 2.1.332): `$TMPDIR`, and `/tmp/claude`.
-pub fn sandbox_writable(path: &Path) -> bool {
+pub(crate) fn sandbox_writable(path: &Path) -> bool {
     let path = paths::canonical(path);
     let tmpdir = std::env::var_os("TMPDIR").filter(|t| Path::new(t).is_absolute());
     path.starts_with("/tmp/claude")

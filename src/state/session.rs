@@ -22,12 +22,12 @@ use crate::sys::record;
 use crate::sys::time;
 use crate::verdict::defang;
 
-pub const SCHEMA: &str = "vigil.session/v2";
+pub(crate) const SCHEMA: &str = "vigil.session/v2";
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// `schemas/session.schema.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRecord {
+pub(crate) struct SessionRecord {
     pub schema: String,
     pub session_id: String,
     /// The main agent's block budget.
@@ -61,7 +61,7 @@ pub struct SessionRecord {
 
 /// A settings change the ConfigChange hook blocked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BlockedChange {
+pub(crate) struct BlockedChange {
     /// The hook's one useful line, shortened.
     pub reason: String,
     pub at: String,
@@ -71,11 +71,15 @@ pub struct BlockedChange {
 }
 
 /// How many blocked changes a session keeps: the most recent.
-pub const MAX_BLOCKED_CHANGES: usize = 5;
+pub(crate) const MAX_BLOCKED_CHANGES: usize = 5;
 
 /// Records a settings change the ConfigChange hook blocked in `session`, for the next Stop and
 /// `loop run` to tell.
-pub fn note_blocked_change(project: &Project, session: &SessionId, reason: &str) -> Result<()> {
+pub(crate) fn note_blocked_change(
+    project: &Project,
+    session: &SessionId,
+    reason: &str,
+) -> Result<()> {
     let mut record = Session::open(project, session)?;
     let list = &mut record.record.blocked_changes;
     list.push(BlockedChange {
@@ -90,7 +94,7 @@ pub fn note_blocked_change(project: &Project, session: &SessionId, reason: &str)
 }
 
 /// The blocked changes of `session` no Stop has told yet, now marked told: what the Stop says.
-pub fn tell_blocked_changes(project: &Project, session: &SessionId) -> Result<Vec<String>> {
+pub(crate) fn tell_blocked_changes(project: &Project, session: &SessionId) -> Result<Vec<String>> {
     let mut record = Session::open(project, session)?;
     let untold: Vec<String> = record
         .record
@@ -110,7 +114,7 @@ pub fn tell_blocked_changes(project: &Project, session: &SessionId) -> Result<Ve
 
 /// Consecutive blocks since the last pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Budget {
+pub(crate) struct Budget {
     pub consecutive_blocks: u32,
     /// `aborted` once a spent budget let a stop through unverified.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,7 +125,7 @@ pub struct Budget {
 
 /// A subagent's block budget.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentBudget {
+pub(crate) struct AgentBudget {
     pub agent_id: String,
     pub budget: Budget,
 }
@@ -144,7 +148,7 @@ impl SessionRecord {
 }
 
 /// A session's record, locked for a read-modify-write.
-pub struct Session {
+pub(crate) struct Session {
     pub record: SessionRecord,
     path: PathBuf,
     seq: u64,
@@ -161,7 +165,7 @@ pub struct Session {
 /// session's). The in-project fallback comes last: what the agent can write there never hides
 /// a record in the state home. A directory that holds only the loop's running marker is where
 /// the record was, and reading it there tells the human it is gone.
-pub fn path(project: &Project, session: &SessionId) -> PathBuf {
+pub(crate) fn path(project: &Project, session: &SessionId) -> PathBuf {
     let file = format!("sessions/{session}.rec");
     let place = project.protected();
     let holds = |dir: &Path| {
@@ -202,7 +206,7 @@ fn running_marker(record: &Path, session: &SessionId) -> PathBuf {
 /// record (`None` when there is none), or why it cannot be trusted (damaged, or gone while its
 /// loop was known to run). Readers that only report use it; a Stop uses `Session::open`, which
 /// also tells the human and begins again.
-pub fn peek(
+pub(crate) fn peek(
     project: &Project,
     session: &SessionId,
 ) -> std::result::Result<Option<SessionRecord>, String> {
@@ -243,7 +247,7 @@ pub fn peek(
 impl Session {
     /// Locks and reads the record of `session`. A damaged record is moved aside and a fresh one
     /// begun, with `lost` saying what happened; so is a missing one whose loop was known to run.
-    pub fn open(project: &Project, session: &SessionId) -> Result<Session> {
+    pub(crate) fn open(project: &Project, session: &SessionId) -> Result<Session> {
         let path = path(project, session);
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         owned_dir(&dir)?;
@@ -317,7 +321,7 @@ impl Session {
 
     /// The loss the human must be told, if any (found now, or kept by an earlier hook), taken
     /// out of the record: the caller tells it and saves.
-    pub fn take_lost(&mut self) -> Option<String> {
+    pub(crate) fn take_lost(&mut self) -> Option<String> {
         let found = self.lost.take();
         let kept = self.record.lost.take();
         found.or(kept)
@@ -325,7 +329,7 @@ impl Session {
 
     /// Writes the record: one `pwrite` and one `fdatasync` once it exists. The running marker
     /// follows the loop: made when one starts running, removed when it ends.
-    pub fn save(&mut self) -> Result<()> {
+    pub(crate) fn save(&mut self) -> Result<()> {
         self.record.updated_at = time::now_rfc3339();
         let payload = serde_json::to_vec(&self.record).expect("a session record serializes");
         let next = self.seq + 1;

@@ -16,10 +16,9 @@
 
 mod deliver;
 
-pub use deliver::{
-    Claimed, TOLD_MAX, WAITER_WORD, Waiter, anything_to_wait_for, become_waiter, for_context,
-    headless, is_news, is_worker, live_waiters, queues_of, recover, still_waiter, stop_waiting,
-    take, told,
+pub(crate) use deliver::{
+    Claimed, anything_to_wait_for, become_waiter, for_context, headless, is_worker, live_waiters,
+    queues_of, still_waiter, stop_waiting, take, told,
 };
 
 use deliver::claim;
@@ -40,12 +39,12 @@ use crate::sys::time;
 use crate::verdict::defang;
 use crate::verdict::token::Token;
 
-pub const SCHEMA: &str = "vigil.wake/v1";
+pub(crate) const SCHEMA: &str = "vigil.wake/v1";
 const ENTRY_SCHEMA: &str = "vigil.wake-loop/v1";
 /// How long a waiter waits (the seed's 55 minutes), inside the hour its handler gets.
-pub const GIVE_UP_SECS: u64 = 3300;
+pub(crate) const GIVE_UP_SECS: u64 = 3300;
 /// A claim older than this is its holder's, who died or hangs: it is put back.
-pub const CLAIM_EXPIRES: Duration = Duration::from_secs(120);
+pub(crate) const CLAIM_EXPIRES: Duration = Duration::from_secs(120);
 /// The most wakes one delivery reads, and one queue keeps entries of loops for.
 const MAX_WAKES: usize = 200;
 const MAX_ENTRIES: usize = 500;
@@ -54,7 +53,7 @@ const ENTRY_KEPT: Duration = Duration::from_secs(14 * 24 * 3600);
 const MAX_FILE: u64 = 64 * 1024;
 
 /// A loop's name: what `--name` takes.
-pub fn parse_name(raw: &str) -> Result<String> {
+pub(crate) fn parse_name(raw: &str) -> Result<String> {
     if crate::state::project::is_file_name(raw, 64) {
         Ok(raw.to_string())
     } else {
@@ -65,13 +64,13 @@ pub fn parse_name(raw: &str) -> Result<String> {
 }
 
 /// The main checkout of the repository `dir` is a linked worktree of (`sys::git`).
-pub fn main_checkout(dir: &Path) -> PathBuf {
+pub(crate) fn main_checkout(dir: &Path) -> PathBuf {
     git::main_checkout(dir)
 }
 
 /// Where a loop started now in `project` reports: a new id, its name (`--name`, else the
 /// checkout's directory name), the checkout, the main checkout's queue, or `notify`'s.
-pub fn report_for(
+pub(crate) fn report_for(
     project: &Project,
     name: Option<&str>,
     notify: Option<&SessionId>,
@@ -100,18 +99,18 @@ fn default_name(worktree: &Path) -> String {
 }
 
 /// A project's queue: in the protected state of its main checkout.
-pub fn project_queue(commander: &Path) -> Option<PathBuf> {
+pub(crate) fn project_queue(commander: &Path) -> Option<PathBuf> {
     Some(protected::dir_in(&protected::home()?, commander).join("wakes"))
 }
 
 /// A session's own queue (`--notify SESSION`), wherever it works.
-pub fn session_queue(session: &str) -> Option<PathBuf> {
+pub(crate) fn session_queue(session: &str) -> Option<PathBuf> {
     Some(protected::home()?.join("wakes/sessions").join(session))
 }
 
 impl Report {
     /// The queue this loop's wake goes to.
-    pub fn queue(&self) -> Option<PathBuf> {
+    pub(crate) fn queue(&self) -> Option<PathBuf> {
         match &self.notify {
             Some(session) => session_queue(session),
             None => project_queue(&self.commander),
@@ -119,7 +118,7 @@ impl Report {
     }
 
     /// The worktree as its commander would type it: `.`, `./sub`, `../wt-parser`, or absolute.
-    pub fn worktree_shown(&self) -> String {
+    pub(crate) fn worktree_shown(&self) -> String {
         if self.worktree == self.commander {
             return ".".into();
         }
@@ -139,7 +138,7 @@ impl Report {
 /// One loop that reports to a queue (`loops/<id>.json`): for `loop list`, and for a waiter to
 /// know whether anything may still come.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub schema: String,
     pub report: Report,
     /// The session that runs it, once one claimed it.
@@ -177,7 +176,7 @@ impl Entry {
 
 /// What settled, as the queue keeps it until it is delivered (`schemas/wake.schema.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Wake {
+pub(crate) struct Wake {
     pub schema: String,
     pub kind: Kind,
     /// The loop's id, or the CI check's name.
@@ -221,14 +220,14 @@ impl Wake {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Loop,
     Ci,
 }
 
 /// Records that `state`'s loop (just started, or just claimed by a session) reports to its
 /// queue. Nothing for a loop without a report.
-pub fn register(state: &LoopState) -> Result<()> {
+pub(crate) fn register(state: &LoopState) -> Result<()> {
     let Some(report) = &state.report else {
         return Ok(());
     };
@@ -239,7 +238,7 @@ pub fn register(state: &LoopState) -> Result<()> {
 }
 
 /// A loop that never ran (pending, and no session claimed it): its entries go.
-pub fn forget(state: &LoopState) {
+pub(crate) fn forget(state: &LoopState) {
     if let Some(report) = &state.report {
         for queue in entry_queues(report) {
             let (started, ended) = entry_paths(&queue, &report.id);
@@ -294,7 +293,7 @@ fn write_entry(queue: &Path, entry: &Entry) -> Result<()> {
 /// The loop `state` has settled (any end status): its wake goes into its commander's queue,
 /// durable before this returns, and its entry says how it ended. Nothing for a loop started
 /// without a report (before wakes existed).
-pub fn settled(state: &LoopState) -> Result<()> {
+pub(crate) fn settled(state: &LoopState) -> Result<()> {
     let Some(report) = &state.report else {
         return Ok(());
     };
@@ -316,7 +315,7 @@ pub fn settled(state: &LoopState) -> Result<()> {
 /// taken out of the queue as a reader takes it (a rename, so a reader coming meanwhile finds it
 /// gone or takes it whole), rewritten, and put back. A wake already told stays told, once.
 /// `loop list`'s entry of the end is rewritten too.
-pub fn amend(state: &LoopState) {
+pub(crate) fn amend(state: &LoopState) {
     let Some(report) = &state.report else {
         return;
     };
@@ -351,7 +350,7 @@ pub fn amend(state: &LoopState) {
 
 /// [`settled`], for a caller that must go on whatever happens to the wake: a wake that cannot
 /// be written is said in one line on stderr.
-pub fn settle(state: &LoopState) {
+pub(crate) fn settle(state: &LoopState) {
     if let Err(e) = settled(state) {
         let binary = std::env::args()
             .next()
@@ -370,7 +369,7 @@ pub fn settle(state: &LoopState) {
 }
 
 /// `loop parser-fix in ../wt-parser: running -> passed after 7 passes, checks green`.
-pub fn loop_line(state: &LoopState, report: &Report) -> String {
+pub(crate) fn loop_line(state: &LoopState, report: &Report) -> String {
     let k = state.iteration;
     let passes = if k == 1 {
         "1 pass".to_string()
@@ -412,7 +411,7 @@ pub fn loop_line(state: &LoopState, report: &Report) -> String {
 
 /// CI's verdict for the content checked out in `worktree`, brought by a sync: one wake in the
 /// project's queue, replacing an earlier one for the same check not delivered yet.
-pub fn ci_verdict(worktree: &Path, check: &str, result: &str, subject: &str) -> Result<()> {
+pub(crate) fn ci_verdict(worktree: &Path, check: &str, result: &str, subject: &str) -> Result<()> {
     let worktree = paths::canonical(worktree);
     let commander = main_checkout(&worktree);
     let Some(queue) = project_queue(&commander) else {
@@ -470,7 +469,7 @@ fn file_safe(id: &str) -> String {
 
 /// The wakes waiting in `queue`, oldest first (at most `MAX_WAKES`); a file that is not a wake
 /// vigil wrote is left where it is.
-pub fn queued(queue: &Path) -> Vec<(PathBuf, Wake)> {
+pub(crate) fn queued(queue: &Path) -> Vec<(PathBuf, Wake)> {
     let Ok(entries) = std::fs::read_dir(queue) else {
         return Vec::new();
     };
@@ -499,7 +498,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
 
 /// The loops that report to `queue`, oldest first; entries of loops ended long ago are
 /// removed as they are read.
-pub fn entries(queue: &Path) -> Vec<Entry> {
+pub(crate) fn entries(queue: &Path) -> Vec<Entry> {
     let Ok(dir) = std::fs::read_dir(queue.join("loops")) else {
         return Vec::new();
     };

@@ -22,7 +22,7 @@ use std::path::Path;
 use crate::sys::files;
 use crate::sys::platform::replace;
 
-pub use replace::ignore_file_size_signal;
+pub(crate) use replace::ignore_file_size_signal;
 
 /// Writes `bytes` to `path` atomically. An existing file keeps its permissions; a new one gets
 /// `new_mode`. A symlink at `path` is replaced, never followed: a link planted in a state
@@ -34,7 +34,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> std::io::Result
 
 /// Whether a write waits until its bytes are on the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Durability {
+pub(crate) enum Durability {
     /// fdatasync of the file before the rename, fsync of the directory after it.
     Wait,
     /// Neither, and the replaced file is freed as the process exits, by a child nothing waits
@@ -43,7 +43,7 @@ pub enum Durability {
 }
 
 /// `write_atomic`, choosing whether to wait for durability.
-pub fn write_atomic_as(
+pub(crate) fn write_atomic_as(
     path: &Path,
     bytes: &[u8],
     new_mode: u32,
@@ -100,19 +100,21 @@ pub fn write_atomic_as(
 /// closes every file descriptor but its directories' first, so that whoever waits for this
 /// process (an engine reading its output) never waits for the disk. The child is reaped when
 /// it ends within 2 ms, as it does unless the disk holds it; else it is left to init.
-pub fn release_replaced() -> Released {
+pub(crate) fn release_replaced() -> Released {
     replace::release()
 }
 
 /// What [`release_replaced`] did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Released {
+pub(crate) enum Released {
     /// There was nothing to remove, or no child could be made (the files then stay, dot-named
     /// like a crashed write's, until a write in their directory ten minutes on).
     Nothing,
-    /// The child removed them and was reaped.
+    /// The child removed them and was reaped (a child only on Unix).
+    #[cfg_attr(windows, allow(dead_code))]
     Removed,
     /// The child is still removing them.
+    #[cfg_attr(windows, allow(dead_code))]
     Running(i32),
 }
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The sha256 of everything a reader yields, read in 1 MiB chunks (never all at once).
-pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
+pub(crate) fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut chunk = vec![0u8; 1 << 20];
     loop {
@@ -19,7 +19,7 @@ pub fn sha256_reader(mut reader: impl std::io::Read) -> std::io::Result<String> 
     Ok(hex(&hasher.finalize()))
 }
 
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

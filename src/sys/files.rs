@@ -9,14 +9,15 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::sys::platform::fs as os;
 
-pub use os::{
+pub use os::symlink;
+pub(crate) use os::{
     MODES_ON_DISK, NTFS_NAMES, being_removed, can_write, change_time, create_new, identity, inode,
     make_private_dir, open_at_no_follow, owner_may_execute, program_name, readlink_at, reset_dir,
-    same_file, set_mode, stamps_every_write, stat_at, stat_of, stdin_file, symlink,
+    same_file, set_mode, stamps_every_write, stat_at, stat_of, stdin_file,
 };
 
 /// Whether standard input is a terminal: a hook run by hand, not by an engine.
-pub fn stdin_is_terminal() -> bool {
+pub(crate) fn stdin_is_terminal() -> bool {
     std::io::stdin().is_terminal()
 }
 
@@ -45,7 +46,7 @@ fn regular(file: File) -> std::io::Result<File> {
 
 /// Why `open_beneath` refused a path.
 #[derive(Debug)]
-pub enum Beneath {
+pub(crate) enum Beneath {
     /// `..`, an absolute path, or nothing to open.
     Outside,
     /// A component of the path is a symlink.
@@ -57,7 +58,7 @@ pub enum Beneath {
 
 /// Why the platform's `open_at` refused a name.
 #[derive(Debug)]
-pub enum AtError {
+pub(crate) enum AtError {
     /// The name is a symlink (or, on Windows, any reparse point: a junction too).
     Link,
     /// A file where a directory was asked for, or not a file at all.
@@ -69,7 +70,10 @@ pub enum AtError {
 /// handle and never through a symlink, so that a directory swapped for a link while it is
 /// opened cannot send the read outside `top`. The file must be a regular file with one link,
 /// and is opened without blocking.
-pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs::File, Beneath> {
+pub(crate) fn open_beneath(
+    top: &Path,
+    relative: &Path,
+) -> std::result::Result<std::fs::File, Beneath> {
     use std::path::Component;
     let mut names = Vec::new();
     for component in relative.components() {
@@ -102,7 +106,7 @@ pub fn open_beneath(top: &Path, relative: &Path) -> std::result::Result<std::fs:
 }
 
 /// Reads at most `cap` bytes; one more byte makes the input too large.
-pub fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Result<Vec<u8>> {
+pub(crate) fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     reader
         .take(cap + 1)
@@ -118,7 +122,7 @@ pub fn read_capped(reader: impl Read, cap: u64, what: &str, path: &Path) -> Resu
 }
 
 /// `16 MiB`, `64 KiB`, `12 bytes`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * 1024;
     if n >= MIB && n.is_multiple_of(MIB) {
@@ -131,7 +135,7 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// Text that must be UTF-8, with the offset of the first bad byte in the error.
-pub fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
+pub(crate) fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| {
         Error::input(format!(
             "{what} is not valid UTF-8 (bad byte at offset {})",
@@ -142,7 +146,11 @@ pub fn utf8(bytes: Vec<u8>, what: &str) -> Result<String> {
 
 /// A regular file's bytes, at most `cap` of them (more is an error), opened never waiting on a
 /// FIFO and, unless `follow`, never through a symlink. `None` when there is no such file.
-pub fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_regular(
+    path: &Path,
+    cap: u64,
+    follow: bool,
+) -> std::io::Result<Option<Vec<u8>>> {
     let file = match os::open_read(path, follow) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -170,13 +178,13 @@ pub fn read_regular(path: &Path, cap: u64, follow: bool) -> std::io::Result<Opti
 
 /// Whether `path` is a regular file (through links) that the system would run: its mode lets
 /// anyone run it (Unix), or it has a name that runs (Windows: `.exe`, `.cmd`, ...).
-pub fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && os::is_executable(path, &m))
 }
 
 /// Where the shell finds `program` (a name without a slash) on this process's PATH: the first
 /// directory that holds it executable, under any of the names the system tries.
-pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
     let names = os::program_names(program);
     std::env::split_paths(&path)
@@ -185,7 +193,7 @@ pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
 }
 
 /// What [`stat_at`] sees of a name in a directory.
-pub struct StatAt {
+pub(crate) struct StatAt {
     pub regular: bool,
     pub owner_may_execute: bool,
     /// Seconds and nanoseconds.
@@ -200,22 +208,22 @@ pub struct StatAt {
 
 /// Opens a file to read, never through a symlink and never waiting on a FIFO (whatever it is:
 /// [`open_state`] also refuses what is not a regular file).
-pub fn open_no_follow(path: &Path) -> std::io::Result<File> {
+pub(crate) fn open_no_follow(path: &Path) -> std::io::Result<File> {
     os::open_read(path, false)
 }
 
 /// Opens a directory, never through a symlink.
-pub fn open_dir_no_follow(path: &Path) -> std::io::Result<File> {
+pub(crate) fn open_dir_no_follow(path: &Path) -> std::io::Result<File> {
     os::open_dir(path, false)
 }
 
 /// Opens a file to write in place (or creates it, with `create`), never through a symlink,
 /// never waiting on a FIFO, never truncating: a lock, a record's slot.
-pub fn open_write_no_follow(path: &Path, create: bool) -> std::io::Result<File> {
+pub(crate) fn open_write_no_follow(path: &Path, create: bool) -> std::io::Result<File> {
     os::open_write(path, create)
 }
 
 /// The permission bits of a file (`0o644`); on Windows, 0o644, or 0o444 when read-only.
-pub fn mode(meta: &std::fs::Metadata) -> u32 {
+pub(crate) fn mode(meta: &std::fs::Metadata) -> u32 {
     os::mode(meta)
 }

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::sys::files;
 
 /// Held until dropped (closing the file releases the lock).
-pub struct FileLock {
+pub(crate) struct FileLock {
     _file: File,
     path: PathBuf,
     transient: bool,
@@ -22,7 +22,7 @@ impl FileLock {
     /// planted in its place can neither redirect the open nor hang it. The lock is the file the
     /// path names once it is held: a holder may remove it ([`FileLock::transient`]), and a waiter
     /// that locked the removed file opens the path again.
-    pub fn acquire(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
+    pub(crate) fn acquire(path: &Path, wait: Duration) -> std::io::Result<FileLock> {
         let deadline = Instant::now() + wait;
         let timed_out = || {
             std::io::Error::new(
@@ -75,7 +75,7 @@ impl FileLock {
     /// A lock that leaves nothing behind: its directory is made when missing (again, if another
     /// process removed it in between), and the lock file goes when released. An error names
     /// the path.
-    pub fn transient_at(path: &Path, wait: Duration) -> Result<FileLock> {
+    pub(crate) fn transient_at(path: &Path, wait: Duration) -> Result<FileLock> {
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tries = 0;
         loop {
@@ -91,7 +91,7 @@ impl FileLock {
     /// Makes the lock file go when the lock is released (removed first, then unlocked), for a
     /// lock that should leave nothing behind beside the file it guards. Waiters notice and lock
     /// the path afresh.
-    pub fn transient(mut self) -> FileLock {
+    pub(crate) fn transient(mut self) -> FileLock {
         self.transient = true;
         self
     }

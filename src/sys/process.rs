@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use crate::sys::digest;
 use crate::sys::platform::process as os;
 
-pub use os::{
-    FILE_SIZE_SIGNAL, command_line, descriptor_number, detach as own_group, ignore_pipe_signal,
-    is_alive, limit_file_size, outlast_termination, parent_id, pass_only, run_foreground,
-    set_nonblocking, signal_of, start_time,
+pub(crate) use os::{
+    FILE_SIZE_SIGNAL, descriptor_number, detach as own_group, ignore_pipe_signal, limit_file_size,
+    outlast_termination, parent_id, pass_only, run_foreground, set_nonblocking, signal_of,
 };
+pub use os::{command_line, is_alive, start_time};
 
 /// How a child ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn success(self) -> bool {
+    pub(crate) fn success(self) -> bool {
         self == Outcome::Exited(0)
     }
 
@@ -66,7 +66,7 @@ pub fn run(cmd: Command, timeout: Duration, merge: bool, tail: usize) -> std::io
 
 /// `run`, with `input` (if any) written to the command's stdin from a thread of its own, which
 /// then closes it.
-pub fn run_with_input(
+pub(crate) fn run_with_input(
     mut cmd: Command,
     input: Option<Vec<u8>>,
     timeout: Duration,
@@ -142,7 +142,7 @@ fn wait(
 
 /// A command that ran with its output passed through.
 #[derive(Clone, Debug)]
-pub struct PassedThrough {
+pub(crate) struct PassedThrough {
     pub outcome: Outcome,
     /// sha256 of stdout and stderr together, in the order the chunks arrived.
     pub output_sha256: String,
@@ -153,7 +153,7 @@ pub struct PassedThrough {
 /// they come, hashing them. Signals that reach vigil are passed on to the group (it has left
 /// the terminal's group so that a timeout can kill it whole); at `timeout` the group gets
 /// SIGKILL.
-pub fn run_passthrough(
+pub(crate) fn run_passthrough(
     mut cmd: Command,
     timeout: Option<Duration>,
 ) -> std::io::Result<PassedThrough> {
@@ -325,18 +325,18 @@ impl Parent {
 /// The shell that runs a check command: `sh -c COMMAND`; on Windows, Git for Windows' `sh`
 /// when it is on PATH or in its usual place (as Claude Code runs shell-form hooks), else
 /// `cmd.exe /d /s /c "COMMAND"`.
-pub fn shell(command: &str) -> Command {
+pub(crate) fn shell(command: &str) -> Command {
     os::shell(command)
 }
 
 /// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).
-pub const KEPT_ENV: [&str; 9] = [
+pub(crate) const KEPT_ENV: [&str; 9] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TZ", "TMPDIR",
 ];
 
 /// Clears the command's environment but for `KEPT_ENV`, the `LC_*` locale variables and
 /// `keep`.
-pub fn clean_env(cmd: &mut Command, keep: &[String]) {
+pub(crate) fn clean_env(cmd: &mut Command, keep: &[String]) {
     cmd.env_clear();
     for (name, value) in std::env::vars_os() {
         let Some(text) = name.to_str() else { continue };
@@ -357,7 +357,7 @@ mod tests {
     }
 
     /// Alive and not a zombie (an orphan may wait a while for a reaper that is not init).
-    pub fn running(pid: i32) -> bool {
+    pub(super) fn running(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Ok(stat) => !stat
                 .rsplit(')')

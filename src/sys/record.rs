@@ -23,7 +23,7 @@ const HEADER: usize = 8 + 8 + 4 + 4 + 32;
 /// and everything else a session records.
 pub const SLOT: usize = 256 * 1024;
 /// The largest payload a slot holds.
-pub const MAX_PAYLOAD: usize = SLOT - HEADER;
+pub(crate) const MAX_PAYLOAD: usize = SLOT - HEADER;
 
 /// What reading a record found.
 #[derive(Debug)]

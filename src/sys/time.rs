@@ -25,7 +25,7 @@ pub fn format_rfc3339(time: SystemTime) -> String {
 }
 
 /// Parses RFC 3339 (`Z` or `±hh:mm`, optional fraction) into seconds since the epoch.
-pub fn parse_rfc3339(text: &str) -> Option<f64> {
+pub(crate) fn parse_rfc3339(text: &str) -> Option<f64> {
     let b = text.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
@@ -95,40 +95,35 @@ pub fn now_secs() -> f64 {
 
 /// A point in time by which work must be done.
 #[derive(Clone, Copy, Debug)]
-pub struct Deadline(std::time::Instant);
+pub(crate) struct Deadline(std::time::Instant);
 
 impl Deadline {
-    pub fn after(budget: Duration) -> Deadline {
+    pub(crate) fn after(budget: Duration) -> Deadline {
         Deadline(std::time::Instant::now() + budget)
     }
 
     /// What is left, never less than a millisecond (so a call made late fails fast, not never).
-    pub fn remaining(self) -> Duration {
+    pub(crate) fn remaining(self) -> Duration {
         self.0
             .saturating_duration_since(std::time::Instant::now())
             .max(Duration::from_millis(1))
     }
 
-    pub fn passed(self) -> bool {
+    pub(crate) fn passed(self) -> bool {
         std::time::Instant::now() >= self.0
     }
 
     /// An error naming `what` once the deadline has passed.
-    pub fn check(self, what: &str) -> Result<()> {
+    pub(crate) fn check(self, what: &str) -> Result<()> {
         if self.passed() {
             return Err(Error::Io(format!("{what} ran out of time")));
         }
         Ok(())
     }
-
-    /// The earlier of two deadlines.
-    pub fn min(self, other: Deadline) -> Deadline {
-        Deadline(self.0.min(other.0))
-    }
 }
 
 /// `45s`, `30m`, `24h`, `7d`: a whole number and one unit.
-pub fn parse_duration(text: &str) -> Result<Duration> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration> {
     let bad = || {
         Error::usage(format!(
             "{text:?} is not a duration; write a whole number and a unit, e.g. 45s, 30m, 24h or 7d"
@@ -152,7 +147,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
 }
 
 /// `7d`, `24h`, `30m`, `45s`: the largest unit that divides the duration exactly.
-pub fn format_duration(duration: Duration) -> String {
+pub(crate) fn format_duration(duration: Duration) -> String {
     let secs = duration.as_secs();
     for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
         if secs >= size && secs.is_multiple_of(size) {

@@ -3,4 +3,6 @@
 
 /// `home`: the user's home directory, the one the engines read `~/.claude` and `~/.codex` in,
 /// found as each system finds it.
-pub use crate::sys::platform::user::{default_state_home, home, host_name, passwd_home, user_name};
+pub(crate) use crate::sys::platform::user::{
+    default_state_home, home, host_name, passwd_home, user_name,
+};

@@ -21,7 +21,7 @@ static ALARM_ANSWER: OnceLock<Vec<u8>> = OnceLock::new();
 static ANSWERED: AtomicBool = AtomicBool::new(false);
 
 /// The armed alarm; one per process.
-pub struct Alarm {
+pub(crate) struct Alarm {
     _private: (),
 }
 
@@ -44,7 +44,7 @@ impl Alarm {
     /// writes what `on_panic` returns (the answer on stdout, then a line on stderr) and exits
     /// 0, unless the process is already answering. The answer goes first: a stderr nobody
     /// drains must not keep it from being written.
-    pub fn start(
+    pub(crate) fn start(
         after: Duration,
         answer: Vec<u8>,
         on_panic: impl Fn(&PanicHookInfo) -> (Vec<u8>, String) + Send + Sync + 'static,
@@ -66,7 +66,7 @@ impl Alarm {
     /// Writes the process's own answer, unless the alarm has answered already (then the
     /// process is gone): the alarm is blocked and cancelled first.
     /// Whether the answer was written out (nothing to write counts as written).
-    pub fn answer(&self, bytes: Option<&[u8]>) -> bool {
+    pub(crate) fn answer(&self, bytes: Option<&[u8]>) -> bool {
         alarm::disarm();
         if ANSWERED.swap(true, Ordering::SeqCst) {
             // The alarm went off on another thread and is writing its answer; it ends the

@@ -2,7 +2,7 @@
 //! else the transcript read backwards from its end. A transcript can be gigabytes; only its
 //! tail is read, so a 1 GB transcript costs what a 1 MB one does.
 
-pub mod usage;
+pub(crate) mod usage;
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
@@ -16,12 +16,12 @@ use crate::sys::files;
 use crate::sys::time;
 
 /// The most a backwards read will cover before giving up (the answer is then "no message").
-pub const TAIL_BUDGET: u64 = 32 * 1024 * 1024;
+pub(crate) const TAIL_BUDGET: u64 = 32 * 1024 * 1024;
 const CHUNK: usize = 64 * 1024;
 
 /// Where the message came from, for diagnostics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MessageSource {
+pub(crate) enum MessageSource {
     Hook,
     Transcript,
 }
@@ -29,7 +29,7 @@ pub enum MessageSource {
 /// The message a Stop hook should judge: `last_assistant_message` when present (the
 /// transcript can lag behind the current turn), else the transcript's last assistant text.
 /// `Ok(None)` when there is neither; an error when a named transcript cannot be read.
-pub fn last_message(input: &HookInput) -> Result<Option<(String, MessageSource)>> {
+pub(crate) fn last_message(input: &HookInput) -> Result<Option<(String, MessageSource)>> {
     if let Some(message) = &input.last_assistant_message {
         return Ok(Some((message.clone(), MessageSource::Hook)));
     }
@@ -51,7 +51,7 @@ pub fn last_assistant_text(path: &Path) -> Result<Option<String>> {
 
 /// `last_assistant_text`, with `sidechain` for a subagent's own transcript, every line of
 /// which is its side chain.
-pub fn last_assistant_text_of(path: &Path, sidechain: bool) -> Result<Option<String>> {
+pub(crate) fn last_assistant_text_of(path: &Path, sidechain: bool) -> Result<Option<String>> {
     let io = |e: std::io::Error| Error::io("read transcript", path, &e);
     let file = files::open_regular(path).map_err(io)?;
     let mut lines = BackwardLines::new(file, TAIL_BUDGET).map_err(io)?;
@@ -203,7 +203,7 @@ fn tail_lines_with(path: &Path, budget: u64, needle: &str) -> Vec<Vec<u8>> {
 /// was written after `after` (seconds since the epoch): its time (RFC 3339) and its text. Only
 /// the transcript's last 256 KiB are read, and only lines of type `system`, subtype `informational`
 /// count (a model that writes the words in its own message writes an `assistant` line).
-pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
+pub(crate) fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
     for line in tail_lines_with(path, CUT_TAIL, ENGINE_CUT) {
         let Ok(value) = serde_json::from_slice::<serde_json::Value>(&line) else {
             continue;
@@ -228,7 +228,7 @@ pub fn engine_cut_after(path: &Path, after: f64) -> Option<(String, String)> {
 /// writes one: an `attachment` line of type `hook_blocking_error` on `Stop` whose blocking
 /// error is vigil's loop line (`vigil loop N/M: …`). A witness that the session ran a loop,
 /// for when its record is gone; it can only make a verdict worse.
-pub fn vigil_loop_blocked(path: &Path) -> bool {
+pub(crate) fn vigil_loop_blocked(path: &Path) -> bool {
     tail_lines_with(path, CUT_TAIL, "hook_blocking_error")
         .iter()
         .filter_map(|line| serde_json::from_slice::<serde_json::Value>(line).ok())
@@ -246,7 +246,7 @@ pub fn vigil_loop_blocked(path: &Path) -> bool {
 
 /// Lines of a file from the last to the first, reading chunks from the end, never more than
 /// `budget` bytes in all. A line longer than a chunk grows the chunk, so copying stays linear.
-pub struct BackwardLines {
+pub(crate) struct BackwardLines {
     file: File,
     /// Start of the part of the file not yet read.
     pos: u64,
@@ -258,24 +258,24 @@ pub struct BackwardLines {
 }
 
 impl BackwardLines {
-    pub fn new(mut file: File, budget: u64) -> std::io::Result<BackwardLines> {
+    pub(crate) fn new(mut file: File, budget: u64) -> std::io::Result<BackwardLines> {
         let pos = file.seek(SeekFrom::End(0))?;
         BackwardLines::ending_at(file, pos, budget)
     }
 
     /// Where the bytes not yet given as lines end: the file's first `unread()` bytes are still
     /// to read (the newline after them, if any, was given with the line after it).
-    pub fn unread(&self) -> u64 {
+    pub(crate) fn unread(&self) -> u64 {
         self.pos + self.pending.len() as u64
     }
 
     /// How many bytes have been read so far.
-    pub fn read_so_far(&self) -> u64 {
+    pub(crate) fn read_so_far(&self) -> u64 {
         self.start_budget - self.budget
     }
 
     /// Lines of the file's first `end` bytes, from the last to the first.
-    pub fn ending_at(file: File, end: u64, budget: u64) -> std::io::Result<BackwardLines> {
+    pub(crate) fn ending_at(file: File, end: u64, budget: u64) -> std::io::Result<BackwardLines> {
         let pos = end;
         Ok(BackwardLines {
             start_budget: budget,
@@ -289,7 +289,7 @@ impl BackwardLines {
 
     /// The next line going backwards (without its newline), or `None` at the start of the
     /// file or when the budget is spent.
-    pub fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         let mut searched = self.pending.len();
         loop {
             if let Some(newline) = self.pending[..searched].iter().rposition(|&b| b == b'\n') {

@@ -41,7 +41,7 @@ const RECENT: usize = 2;
 
 /// The tokens counted since a loop started, and how far each transcript was read.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub input: u64,
     pub cache_creation: u64,
     pub output: u64,
@@ -61,7 +61,7 @@ fn is_zero(n: &u32) -> bool {
 
 impl Tally {
     /// What `--max-tokens` is compared with.
-    pub fn counted(&self) -> u64 {
+    pub(crate) fn counted(&self) -> u64 {
         self.input
             .saturating_add(self.cache_creation)
             .saturating_add(self.output)
@@ -81,7 +81,7 @@ const MAIN: &str = "transcript";
 /// How far one transcript was read: the session's own as `transcript`, a subagent's by its
 /// file name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mark {
+pub(crate) struct Mark {
     pub path: String,
     pub dev: u64,
     pub ino: u64,
@@ -105,13 +105,13 @@ fn is_zero_ms(n: &u64) -> bool {
 
 /// A range of a transcript still to count: from `from` up to `to`, where a line ends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Backlog {
+pub(crate) struct Backlog {
     pub from: u64,
     pub to: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub id: String,
     /// input, cache creation, output, cache read.
     pub usage: [u64; 4],
@@ -123,7 +123,11 @@ pub struct Seen {
 /// written before it is not followed at all. At most `MAX_PER_STOP` bytes are read in all; the
 /// rest waits for the next Stop. `Err` says why the session's own transcript could not be
 /// read (then nothing of it is counted); nothing here fails the gate.
-pub fn update(tally: &mut Tally, transcript: &Path, since: f64) -> std::result::Result<(), String> {
+pub(crate) fn update(
+    tally: &mut Tally,
+    transcript: &Path,
+    since: f64,
+) -> std::result::Result<(), String> {
     let mut left = MAX_PER_STOP;
     // The session's transcript is keyed by a word, not its path (which may be 4 KiB long): its
     // device and inode tell when another file has taken its place.
@@ -360,7 +364,7 @@ fn backward(
 
 /// The subagent transcripts of a session transcript live beside it, in a directory named
 /// after it: `<session>/subagents/agent-<id>.jsonl`.
-pub fn subagents_dir(transcript: &Path) -> PathBuf {
+pub(crate) fn subagents_dir(transcript: &Path) -> PathBuf {
     transcript.with_extension("").join("subagents")
 }
 

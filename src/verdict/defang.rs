@@ -113,10 +113,10 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// The longest one-line field ([`field`]), in characters.
-pub const MAX_FIELD: usize = 300;
+pub(crate) const MAX_FIELD: usize = 300;
 
 /// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
-pub fn clean(text: &str, max: usize) -> String {
+pub(crate) fn clean(text: &str, max: usize) -> String {
     let plain = terminal::plain_text(text.as_bytes());
     keep_tail(&defang(plain.trim()), max)
 }
@@ -124,11 +124,11 @@ pub fn clean(text: &str, max: usize) -> String {
 /// A value for a one-line field: escapes and control characters gone, line breaks (and U+2028,
 /// U+2029) made spaces, defanged, at most `MAX_FIELD` characters. Nothing a branch name, a
 /// file name or a hook payload holds can then start a line of its own or carry a live tag.
-pub fn field(text: &str) -> String {
+pub(crate) fn field(text: &str) -> String {
     field_max(text, MAX_FIELD)
 }
 
-pub fn field_max(text: &str, max: usize) -> String {
+pub(crate) fn field_max(text: &str, max: usize) -> String {
     let plain = terminal::plain_text(text.as_bytes());
     let one_line: String = plain
         .chars()
@@ -151,7 +151,7 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 /// The first `max` characters, with `…` at the end when something was dropped.
-pub fn keep_head(text: &str, max: usize) -> String {
+pub(crate) fn keep_head(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
@@ -163,7 +163,7 @@ pub fn keep_head(text: &str, max: usize) -> String {
 }
 
 /// The last `max` characters, with `…` in front when something was dropped.
-pub fn keep_tail(text: &str, max: usize) -> String {
+pub(crate) fn keep_tail(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
         return text.to_string();

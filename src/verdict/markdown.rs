@@ -49,7 +49,7 @@ impl<'a> Lines<'a> {
     }
 
     /// The 0-based index of the line holding byte `offset`.
-    pub fn index_of(&self, offset: usize) -> usize {
+    pub(crate) fn index_of(&self, offset: usize) -> usize {
         self.spans
             .partition_point(|span| span.start <= offset)
             .saturating_sub(1)

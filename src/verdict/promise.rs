@@ -15,7 +15,7 @@ const CLOSE: &str = "</promise>";
 const ESCALATION: &str = "needs-decision:";
 
 /// The longest promise phrase: it is written as a line, and kept in every loop record.
-pub const MAX_PROMISE_CHARS: usize = 200;
+pub(crate) const MAX_PROMISE_CHARS: usize = 200;
 
 /// A completion phrase: trimmed, inner whitespace runs collapsed, never empty, no `<` or `>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,12 +43,12 @@ impl Promise {
         Ok(Promise(phrase))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
     /// The line a model writes to declare this promise.
-    pub fn tagged(&self) -> String {
+    pub(crate) fn tagged(&self) -> String {
         format!("{OPEN}{}{CLOSE}", self.0)
     }
 }
@@ -60,7 +60,7 @@ impl Default for Promise {
 }
 
 /// Trims and collapses every whitespace run to one space.
-pub fn collapse_whitespace(text: &str) -> String {
+pub(crate) fn collapse_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -78,7 +78,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Declared => "declared",
             Verdict::Mentioned => "mentioned",

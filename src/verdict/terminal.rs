@@ -14,8 +14,8 @@ use crate::cli::input::Source;
 use crate::error::{Error, Result};
 use crate::sys::files;
 
-pub const DEFAULT_TAIL: u64 = 64 * 1024;
-pub const DEFAULT_COLS: u16 = 200;
+pub(crate) const DEFAULT_TAIL: u64 = 64 * 1024;
+pub(crate) const DEFAULT_COLS: u16 = 200;
 /// Rows of the virtual screen: taller than any terminal a TUI paints on absolutely.
 const SCREEN_ROWS: u16 = 100;
 /// Lines of scrollback kept above the screen.
@@ -24,7 +24,7 @@ const SCROLLBACK: usize = 2000;
 /// Reads the last `tail` bytes of a source: seeking when it is a regular file (so a 1 GB log
 /// costs what a 1 MB one does, also when it is redirected to standard input), streaming and
 /// keeping the tail otherwise. The cut is moved forward to a UTF-8 boundary.
-pub fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
     let (file, path) = match source {
         Source::File(path) => (
             File::open(path).map_err(|e| Error::io("read", path, &e))?,
@@ -41,7 +41,7 @@ pub fn read_tail(source: &Source, tail: u64) -> Result<Vec<u8>> {
 }
 
 /// The last `tail` bytes of an open file (the whole of a pipe is read, keeping its tail).
-pub fn tail_of_file(file: File, tail: u64) -> std::io::Result<Vec<u8>> {
+pub(crate) fn tail_of_file(file: File, tail: u64) -> std::io::Result<Vec<u8>> {
     tail_of(file, tail)
 }
 
@@ -253,7 +253,7 @@ fn char_len(bytes: &[u8], at: usize) -> usize {
 /// Output made readable as plain text, read as the terminal model reads it: escape sequences
 /// and control characters removed, but line breaks and tabs kept; a carriage return starts the
 /// line over, as on a terminal (so a progress bar leaves only its last state).
-pub fn plain_text(bytes: &[u8]) -> String {
+pub(crate) fn plain_text(bytes: &[u8]) -> String {
     let mut plain = Plain {
         text: String::with_capacity(bytes.len()),
         line_start: 0,
@@ -364,7 +364,7 @@ pub fn screen(bytes: &[u8], cols: u16) -> String {
 /// C0 control inside the sequence is executed without ending it (`ESC[6\x005535b` is 65535), so
 /// such controls are moved before the sequence, where they take effect all the same. Private
 /// sequences (`ESC[?1049h`) hold mode numbers, and are left alone.
-pub fn clamp_csi_parameters(bytes: &[u8], limit: u32) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn clamp_csi_parameters(bytes: &[u8], limit: u32) -> std::borrow::Cow<'_, [u8]> {
     let limit_text = limit.to_string();
     let exceeds = |n: &[u8]| {
         let n = &n[n.iter().take_while(|b| **b == b'0').count()..];
@@ -439,7 +439,7 @@ pub struct Views {
 }
 
 impl Views {
-    pub fn any(self) -> bool {
+    pub(crate) fn any(self) -> bool {
         self.text || self.flattened || self.screen
     }
 

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 
-pub const DEFAULT_PREFIX: &str = "VIGIL";
+pub(crate) const DEFAULT_PREFIX: &str = "VIGIL";
 
 /// A task token: 16 to 128 of `[A-Za-z0-9_-]`; `Token::generate` makes 32 lowercase hex.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,7 +11,7 @@ pub struct Token(String);
 
 impl Token {
     /// 128 bits from the operating system's random source, as 32 lowercase hex characters.
-    pub fn generate() -> Result<Token> {
+    pub(crate) fn generate() -> Result<Token> {
         let mut bytes = [0u8; 16];
         getrandom::fill(&mut bytes)
             .map_err(|e| Error::Io(format!("cannot read the OS random source: {e}")))?;
@@ -31,7 +31,7 @@ impl Token {
         Ok(Token(raw.to_string()))
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -50,17 +50,13 @@ impl Prefix {
         Ok(Prefix(raw.to_string()))
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// `<<<PREFIX_`: the part of every marker that defang breaks.
-    pub fn opener(&self) -> String {
+    pub(crate) fn opener(&self) -> String {
         format!("<<<{}_", self.0)
     }
 
     /// Where defang splices its hyphen: before the middle character (`VIG-IL`).
-    pub fn splice_at(&self) -> usize {
+    pub(crate) fn splice_at(&self) -> usize {
         self.0.len().div_ceil(2)
     }
 }
@@ -79,7 +75,7 @@ pub fn marker(prefix: &Prefix, token: &Token) -> String {
 /// The instruction to append to a task's prompt. It gives the marker in two pieces with words
 /// between them, so neither the text nor its flattened form (whitespace removed) nor its echo
 /// on a screen ever holds the assembled marker.
-pub fn instruction(prefix: &Prefix, token: &Token) -> String {
+pub(crate) fn instruction(prefix: &Prefix, token: &Token) -> String {
     format!(
         "When you have fully completed this task, and only then, end your reply with one final \
          line that holds only the completion marker. Build the marker by writing `{first}` \

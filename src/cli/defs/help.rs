@@ -6,7 +6,7 @@ use crate::cli::defs::{Rule, Scope, Table, of};
 
 impl Rule {
     /// What a value must be, as the flag reference (docs/flags.md) says it.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Rule::None => "no value".into(),
             Rule::Int(min, max) => format!("a whole number, {min} to {max}"),
@@ -66,7 +66,7 @@ pub fn reference(table: &Table) -> String {
 }
 
 /// A command's `--help`: its head, its options from the table, `-h, --help`, then its tail.
-pub fn help_with_options(head: &str, scope: Scope, tail: &str) -> String {
+pub(crate) fn help_with_options(head: &str, scope: Scope, tail: &str) -> String {
     format!(
         "{head}{}{}{tail}",
         options(scope, false),
@@ -76,7 +76,7 @@ pub fn help_with_options(head: &str, scope: Scope, tail: &str) -> String {
 
 /// Help lines for the flags of `scope` (`loop --help`'s text with `loop_help`), each flag at
 /// two spaces, its text from column 28, wrapped before column 97.
-pub fn options(scope: Scope, loop_help: bool) -> String {
+pub(crate) fn options(scope: Scope, loop_help: bool) -> String {
     let mut text = String::new();
     for flag in of(scope) {
         let help = if loop_help { flag.loop_help } else { flag.help };
@@ -89,7 +89,7 @@ pub fn options(scope: Scope, loop_help: bool) -> String {
 
 /// The flags of `scope` as a usage line shows them, each in brackets: `[--give-up SECS]
 /// [--poll-ms MS]`.
-pub fn synopsis(scope: Scope) -> String {
+pub(crate) fn synopsis(scope: Scope) -> String {
     of(scope)
         .map(|flag| format!("[{}]", flag.usage()))
         .collect::<Vec<_>>()
@@ -100,7 +100,7 @@ const HELP_COLUMN: usize = 28;
 const HELP_WIDTH: usize = 96;
 
 /// One flag's help: `  --flag VALUE` then its text, wrapped at word breaks.
-pub fn entry(usage: &str, help: &str) -> String {
+pub(crate) fn entry(usage: &str, help: &str) -> String {
     let mut text = format!("  {usage}");
     if text.len() + 1 > HELP_COLUMN {
         text.push('\n');

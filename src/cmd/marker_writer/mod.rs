@@ -152,7 +152,7 @@ fn help_text() -> String {
 
 /// marker-writer's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     Run,
     Write,
     Verify,
@@ -164,7 +164,7 @@ pub enum Action {
 
 impl Action {
     /// The command a word names.
-    pub fn parse(word: &str) -> Result<Action> {
+    pub(crate) fn parse(word: &str) -> Result<Action> {
         Ok(match word {
             "run" => Action::Run,
             "write" => Action::Write,
@@ -200,14 +200,14 @@ impl Action {
 }
 
 /// A command and its options, as given on marker-writer's command line.
-pub struct Invocation {
+pub(crate) struct Invocation {
     action: Action,
     options: Options,
 }
 
 impl Invocation {
     /// The command line after `marker-writer`; `None` for --help.
-    pub fn parse(mut args: Vec<OsString>) -> Result<Option<Invocation>> {
+    pub(crate) fn parse(mut args: Vec<OsString>) -> Result<Option<Invocation>> {
         if args.is_empty() {
             return Err(Error::usage(
                 "a command is needed: run, write, verify, show, sync, keygen or trust; see --help",
@@ -223,7 +223,7 @@ impl Invocation {
     }
 
     /// Does the command's work; its exit code.
-    pub fn execute(self) -> Result<u8> {
+    pub(crate) fn execute(self) -> Result<u8> {
         execute(self.action, self.options)
     }
 }

@@ -9,7 +9,7 @@ use crate::state::project::Project;
 use crate::verdict::defang;
 use crate::{Error, Exit, Result};
 
-pub const HELP: &str = "\
+pub(super) const HELP: &str = "\
 stop-gate config: the gate's flags for this project, for the vigil plugin's Stop hook.
 
 Usage:
@@ -26,7 +26,7 @@ them the plugin lets a stop through on a loop's declaration alone: nothing is ch
 set replaces what was set, checked as the gate will read it; unset takes it away.
 ";
 
-pub fn config_command(args: Vec<OsString>) -> Result<Exit> {
+pub(super) fn config_command(args: Vec<OsString>) -> Result<Exit> {
     let mut args: Vec<String> = args
         .into_iter()
         .map(|a| {
@@ -87,7 +87,7 @@ pub fn config_command(args: Vec<OsString>) -> Result<Exit> {
 }
 
 /// What the plugin gates on where nothing is set.
-pub fn unset_line(project: &str) -> String {
+pub(super) fn unset_line(project: &str) -> String {
     format!(
         "no gate flags are set for {project}: the vigil plugin lets a stop through on a loop's declaration alone, nothing checked; set a check with stop-gate config set --run CMD"
     )

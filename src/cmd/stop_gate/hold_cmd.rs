@@ -20,7 +20,7 @@ use crate::{Error, Exit, Result};
 
 const NAME: &str = "stop-gate";
 
-pub const HELP: &str = "\
+pub(super) const HELP: &str = "\
 stop-gate hold: hold the tests that judge the work, so the agent cannot weaken them.
 
 Usage:
@@ -73,7 +73,7 @@ Exit 0 on success, 1 when diff finds a difference (or show finds no hold), 2 on 
 ";
 
 /// `stop-gate hold --help`, with the options of each action from the table.
-pub fn help() -> String {
+pub(super) fn help() -> String {
     let mut text = HELP.to_string();
     text.push_str("Options:\n");
     for flag in defs::of_binary(NAME).filter(|f| f.scope_words().any(|w| w.starts_with("hold-"))) {
@@ -82,7 +82,7 @@ pub fn help() -> String {
     text
 }
 
-pub fn hold_command(args: Vec<OsString>) -> Result<Exit> {
+pub(super) fn hold_command(args: Vec<OsString>) -> Result<Exit> {
     let dashes = args.first().is_some_and(|a| a == "--");
     let mut parser = lexopt::Parser::from_args(args);
     let Some(action) = action_of(&mut parser)? else {

@@ -23,7 +23,7 @@ const NAME: &str = "stop-gate wait";
 const DEFAULT_POLL_MS: u64 = 2000;
 
 /// `stop-gate wait --help`, its flags from the table.
-pub fn help() -> String {
+pub(super) fn help() -> String {
     format!(
         "Usage: stop-gate wait {}          < Stop hook JSON\n{HELP_BODY}{}{}{}{HELP_TAIL}",
         defs::synopsis(Scope::Wait),
@@ -86,7 +86,7 @@ fn parse(args: Vec<OsString>) -> Result<Option<Options>> {
 }
 
 /// The waiter, from its arguments to its exit code.
-pub fn main(args: Vec<OsString>) -> ExitCode {
+pub(super) fn main(args: Vec<OsString>) -> ExitCode {
     let by_hand = files::stdin_is_terminal();
     let options = match parse(args) {
         Ok(Some(options)) => options,

@@ -15,7 +15,7 @@ use crate::sys::files;
 use crate::sys::paths;
 
 /// The copy a check runs in under a hold.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub snapshot: Snapshot,
     /// What the check may not write in the copy: every held pattern's directory (or file).
     pub read_only: Vec<PathBuf>,
@@ -28,7 +28,7 @@ pub struct Prepared {
 /// Copies the content the verdict names (the snapshot), then makes every held path as held:
 /// held files written from the hold's copies (edited ones restored, deleted ones back), unheld
 /// files under a held pattern removed, the declared environment's mount points made (the confinement shows it there, read-only).
-pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepared> {
+pub(crate) fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepared> {
     let snapshot = snapshot::take_warm(project, limits)?;
     let hold_dir = hold::dir(project);
     let stored = |held: &HeldFile| hold::blob_in(&hold_dir, &held.blob);
@@ -61,7 +61,7 @@ pub fn prepare(project: &Project, hold: &Hold, limits: Limits) -> Result<Prepare
 }
 
 /// What [`apply`] did to a copy.
-pub struct Applied {
+pub(crate) struct Applied {
     /// Paths (or directories) of the copy written or removed here, from the top.
     pub touched: Vec<String>,
     pub read_only: Vec<PathBuf>,
@@ -72,7 +72,7 @@ pub struct Applied {
 /// Makes every held path of the copy at `copy` (of the repository at `top`) as held: each held
 /// file written from `bytes_of` (checked against its blob id), unheld files under a held
 /// pattern removed, the declared environment's mount points made.
-pub fn apply(
+pub(crate) fn apply(
     top: &Path,
     project_dir: &Path,
     copy: &Path,

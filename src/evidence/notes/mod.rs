@@ -30,19 +30,19 @@ use std::path::PathBuf;
 use crate::evidence::payload::CheckName;
 use crate::state::project::Project;
 
-pub use crate::sys::git::sealed::redact;
-pub use publish::publish;
-pub use read::{has_any, published, read};
-pub use remote::{Remote, is_local, remote_url};
-pub use sync::{MAX_FETCH, SyncOptions, Synced, sync};
+pub(crate) use crate::sys::git::sealed::redact;
+pub(crate) use publish::publish;
+pub(crate) use read::{has_any, published, read};
+pub(crate) use remote::remote_url;
+pub(crate) use sync::{MAX_FETCH, SyncOptions, sync};
 
 /// Where vigil's notes refs live, locally and on a remote.
-pub const REF_PREFIX: &str = "refs/notes/vigil/";
+pub(crate) const REF_PREFIX: &str = "refs/notes/vigil/";
 /// The largest note read: the payloads published for one content.
-pub const MAX_NOTE: u64 = 1 << 20;
+pub(crate) const MAX_NOTE: u64 = 1 << 20;
 /// The most bytes of notes one check may hold in all (a small pack can name one large blob
 /// from thousands of notes; each would be written out).
-pub const MAX_TOTAL: u64 = 16 << 20;
+pub(crate) const MAX_TOTAL: u64 = 16 << 20;
 /// The most notes of one check written out; beyond, the oldest are left out (and said).
 const MAX_NOTES: usize = 4096;
 /// A cache line vigil wrote itself, for a note it could not take (too large, unreadable).
@@ -54,12 +54,12 @@ const BROKEN: &str = "broken";
 const OUTPUT: usize = 64 << 20;
 
 /// The bare repository the notes are kept in.
-pub fn repository(project: &Project) -> PathBuf {
+pub(crate) fn repository(project: &Project) -> PathBuf {
     project.repository_state().join("notes.git")
 }
 
 /// The directory the notes of a check are written out to, for the gates.
-pub fn cache_dir(project: &Project, check: &CheckName) -> PathBuf {
+pub(crate) fn cache_dir(project: &Project, check: &CheckName) -> PathBuf {
     project
         .repository_state()
         .join("notes")
@@ -67,7 +67,7 @@ pub fn cache_dir(project: &Project, check: &CheckName) -> PathBuf {
 }
 
 /// The checks whose notes are written out for the gates.
-pub fn written_checks(project: &Project) -> Vec<CheckName> {
+pub(crate) fn written_checks(project: &Project) -> Vec<CheckName> {
     std::fs::read_dir(project.repository_state().join("notes"))
         .map(|entries| {
             entries
@@ -80,7 +80,7 @@ pub fn written_checks(project: &Project) -> Vec<CheckName> {
 
 /// The git object id a subject is published under: the tree id of `git-tree:<id>`. Other
 /// subjects (sha256 of a file or of stdin) name no git object and do not travel.
-pub fn object_id(subject_id: &str) -> Option<&str> {
+pub(crate) fn object_id(subject_id: &str) -> Option<&str> {
     let id = subject_id.strip_prefix("git-tree:")?;
     (matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
         .then_some(id)

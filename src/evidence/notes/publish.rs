@@ -17,7 +17,7 @@ use crate::sys::time::Deadline;
 /// Publishes a payload: appends it, one line of JSON, to the note of its content under
 /// `refs/notes/vigil/<check>`, then writes the check's notes out for the gates. A worktree
 /// subject only: it is the one whose id is a git object id.
-pub fn publish(project: &Project, payload: &Payload, deadline: Deadline) -> Result<()> {
+pub(crate) fn publish(project: &Project, payload: &Payload, deadline: Deadline) -> Result<()> {
     let check = CheckName::parse(&payload.check)?;
     let Some(object) = object_id(&payload.subject) else {
         return Err(Error::usage(format!(

@@ -9,7 +9,7 @@ use crate::sys::files;
 
 /// What a check's written-out notes say about one subject: each payload line, parsed, or why
 /// it cannot be (`malformed`). Nothing published for it: empty.
-pub fn read(
+pub(crate) fn read(
     project: &Project,
     check: &CheckName,
     subject_id: &str,
@@ -48,7 +48,7 @@ fn parse_lines(text: &str) -> Vec<std::result::Result<Payload, Denial>> {
 
 /// Whether any content has notes for this check (so a denial for this content is `subject
 /// mismatch`, not `missing`).
-pub fn has_any(project: &Project, check: &CheckName) -> bool {
+pub(crate) fn has_any(project: &Project, check: &CheckName) -> bool {
     std::fs::read_dir(cache_dir(project, check)).is_ok_and(|entries| {
         entries
             .flatten()
@@ -57,7 +57,7 @@ pub fn has_any(project: &Project, check: &CheckName) -> bool {
 }
 
 /// Every published subject of a check and its payloads (those that parse), for `show --all`.
-pub fn published(project: &Project, check: &CheckName) -> Vec<(String, Vec<Payload>)> {
+pub(crate) fn published(project: &Project, check: &CheckName) -> Vec<(String, Vec<Payload>)> {
     let Ok(entries) = std::fs::read_dir(cache_dir(project, check)) else {
         return Vec::new();
     };

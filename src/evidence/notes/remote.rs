@@ -13,14 +13,14 @@ use crate::sys::time::Deadline;
 /// Where a sync goes: a URL, and whether it was read from the project's config (a remote's
 /// name), which the agent writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Remote {
+pub(crate) struct Remote {
     pub url: String,
     pub from_config: bool,
 }
 
 /// Where a sync goes: a remote of the project's repository by name, or a URL. Read within
 /// `deadline`.
-pub fn remote_url(project: &Project, remote: &str, deadline: Deadline) -> Result<Remote> {
+pub(crate) fn remote_url(project: &Project, remote: &str, deadline: Deadline) -> Result<Remote> {
     let (url, from_config) = remote_url_unchecked(project, remote, deadline)?;
     // git reads a URL that starts with `-` as an option (`--upload-pack=CMD` runs CMD).
     if url.starts_with('-') || url.chars().any(char::is_control) {
@@ -98,7 +98,7 @@ fn remote_url_unchecked(
 
 /// Whether git reaches `url` by running its other end on this machine (a path, or `file://`):
 /// then that repository's hooks run as you when it is pushed to.
-pub fn is_local(url: &str) -> bool {
+pub(crate) fn is_local(url: &str) -> bool {
     if url.starts_with("file:") {
         return true;
     }

@@ -21,7 +21,7 @@ const PUSH_ATTEMPTS: usize = 5;
 
 /// What a sync did.
 #[derive(Debug, Default)]
-pub struct Synced {
+pub(crate) struct Synced {
     /// Each check that has notes now, with how many contents they are for.
     pub checks: Vec<(String, usize)>,
     /// What could not be taken, one line each (a remote ref that is no history of notes).
@@ -32,11 +32,11 @@ pub struct Synced {
 
 /// The most a sync fetches unless told otherwise: every file git writes for it (the pack) is
 /// capped at this, so a remote cannot fill the disk.
-pub const MAX_FETCH: u64 = 256 << 20;
+pub(crate) const MAX_FETCH: u64 = 256 << 20;
 
 /// How a sync goes.
 #[derive(Clone, Debug)]
-pub struct SyncOptions {
+pub(crate) struct SyncOptions {
     /// Push the local notes too.
     pub push: bool,
     /// The most a fetch may write (`--max-fetch`).
@@ -49,7 +49,7 @@ pub struct SyncOptions {
 /// notes (keeping every payload of both), writes them out for the gates, and with `push` pushes
 /// the local notes back, merging and trying again when another writer pushed first. Every git
 /// call shares `deadline`; a fetch writes no file over `max_fetch` bytes.
-pub fn sync(
+pub(crate) fn sync(
     project: &Project,
     remote: &Remote,
     options: &SyncOptions,

@@ -3,8 +3,8 @@
 //! `worktree` is the git tree of the files on disk, computed in-process from their bytes
 //! (`worktree`, with git's object ids in `tree`); `file:PATH` and `stdin` are sha256s.
 
-pub mod tree;
-pub mod worktree;
+pub(crate) mod tree;
+pub(crate) mod worktree;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,18 +17,18 @@ use crate::sys::git::Repository;
 use crate::sys::time::Deadline;
 
 /// How long computing a subject may take by default before it counts as unknown.
-pub const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(60);
 
 /// What bounds computing a subject.
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_file_size: u64,
     pub deadline: Deadline,
 }
 
 impl Limits {
     /// The same limits with a fresh default budget (for a second look after a long run).
-    pub fn renewed(self) -> Limits {
+    pub(crate) fn renewed(self) -> Limits {
         Limits {
             deadline: Deadline::after(DEFAULT_BUDGET),
             ..self
@@ -47,7 +47,7 @@ impl Default for Limits {
 
 /// A subject as named on the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Subject {
+pub(crate) enum Subject {
     Worktree,
     File(PathBuf),
     Stdin,
@@ -55,7 +55,7 @@ pub enum Subject {
 
 impl Subject {
     /// `worktree`, `file:PATH` or `stdin`.
-    pub fn parse(text: &str) -> Result<Subject> {
+    pub(crate) fn parse(text: &str) -> Result<Subject> {
         match text {
             "worktree" => Ok(Subject::Worktree),
             "stdin" => Ok(Subject::Stdin),
@@ -69,7 +69,12 @@ impl Subject {
     }
 
     /// The subject's id, e.g. `git-tree:4b825d…` or `sha256:e3b0c4…`. `stdin` hashes `stdin`.
-    pub fn id(&self, project: &Project, stdin: Option<&[u8]>, limits: Limits) -> Result<String> {
+    pub(crate) fn id(
+        &self,
+        project: &Project,
+        stdin: Option<&[u8]>,
+        limits: Limits,
+    ) -> Result<String> {
         match self {
             Subject::Worktree => worktree_tree(project, limits),
             Subject::File(path) => {
@@ -84,24 +89,24 @@ impl Subject {
 }
 
 /// The file-name key of a subject id: `:` becomes `-`.
-pub fn key(subject_id: &str) -> String {
+pub(crate) fn key(subject_id: &str) -> String {
     subject_id.replace(':', "-")
 }
 
-pub fn sha256_id(bytes: &[u8]) -> String {
+pub(crate) fn sha256_id(bytes: &[u8]) -> String {
     format!("sha256:{}", digest::sha256_hex(bytes))
 }
 
 /// `git-tree:<id>` of the project's working tree, tracked and untracked non-ignored files
 /// alike. vigil's own state directory is left out: writing a marker must not change what it
 /// vouches for.
-pub fn worktree_tree(project: &Project, limits: Limits) -> Result<String> {
+pub(crate) fn worktree_tree(project: &Project, limits: Limits) -> Result<String> {
     worktree_copied(project, limits, None)
 }
 
 /// `run --snapshot`: the worktree's id, computed while copying exactly the files it names into
 /// `into` (an empty directory), from the same bytes.
-pub fn worktree_snapshot(project: &Project, limits: Limits, into: &Path) -> Result<String> {
+pub(crate) fn worktree_snapshot(project: &Project, limits: Limits, into: &Path) -> Result<String> {
     worktree_copied(project, limits, Some(into))
 }
 
@@ -111,7 +116,7 @@ fn worktree_copied(project: &Project, limits: Limits, snapshot: Option<&Path>) -
 
 /// The warm copy at `copy` (its cache at `index`) brought to the project's worktree: the id
 /// of exactly what it then holds (SPEC §11).
-pub fn worktree_warm(
+pub(crate) fn worktree_warm(
     project: &Project,
     limits: Limits,
     copy: &Path,
@@ -128,7 +133,7 @@ pub fn worktree_warm(
 
 /// The project's worktree as its subject hashes it: each file's path from the top and blob id
 /// (hex), in byte order.
-pub fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
+pub(crate) fn worktree_listing(project: &Project, limits: Limits) -> Result<Vec<(String, String)>> {
     let repository = Repository::locate(&project.dir)?;
     Ok(
         worktree::listing(&repository, &options(project, limits, None))?
@@ -157,12 +162,16 @@ fn options<'a>(
 /// verified`): its `git-tree:` id when `subject` asks for it and attributes cannot have made
 /// the index's blobs differ from the bytes, and the paths from the top that differ from the
 /// index. vigil's own state is left out, as in `worktree_tree`.
-pub struct StatView {
+pub(crate) struct StatView {
     pub subject: Option<String>,
     pub changed: Vec<String>,
 }
 
-pub fn worktree_by_stat(project: &Project, limits: Limits, subject: bool) -> Result<StatView> {
+pub(crate) fn worktree_by_stat(
+    project: &Project,
+    limits: Limits,
+    subject: bool,
+) -> Result<StatView> {
     let repository = Repository::locate(&project.dir)?;
     let found = worktree::by_stat(&repository, &options(project, limits, None), subject)?;
     Ok(StatView {

@@ -8,11 +8,11 @@
 use crate::error::{Error, Result};
 use crate::sys::digest;
 
-pub type ObjectId = [u8; 20];
+pub(crate) type ObjectId = [u8; 20];
 
 /// What a tree entry is, by git's modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     File,
     Executable,
     Symlink,
@@ -29,14 +29,14 @@ impl Mode {
 }
 
 /// A blob's id, hashed as its bytes arrive: the length is known before the first byte.
-pub struct BlobHasher {
+pub(crate) struct BlobHasher {
     hasher: sha1dc::Hasher,
     expected: u64,
     seen: u64,
 }
 
 impl BlobHasher {
-    pub fn new(len: u64) -> BlobHasher {
+    pub(crate) fn new(len: u64) -> BlobHasher {
         let mut hasher = sha1dc::Hasher::new();
         hasher.update(format!("blob {len}\0").as_bytes());
         BlobHasher {
@@ -46,14 +46,14 @@ impl BlobHasher {
         }
     }
 
-    pub fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         self.seen += bytes.len() as u64;
         self.hasher.update(bytes);
     }
 
     /// The id, or `None` when the bytes were not as many as announced (the file changed while
     /// it was read). A collision attack is an error.
-    pub fn finish(self, what: &str) -> Result<Option<ObjectId>> {
+    pub(crate) fn finish(self, what: &str) -> Result<Option<ObjectId>> {
         if self.seen != self.expected {
             return Ok(None);
         }
@@ -61,7 +61,7 @@ impl BlobHasher {
     }
 }
 
-pub fn blob_id(bytes: &[u8]) -> Result<ObjectId> {
+pub(crate) fn blob_id(bytes: &[u8]) -> Result<ObjectId> {
     let mut hasher = BlobHasher::new(bytes.len() as u64);
     hasher.update(bytes);
     Ok(hasher.finish("a symlink")?.expect("every byte was hashed"))
@@ -79,7 +79,7 @@ fn digest(hasher: sha1dc::Hasher, what: &str) -> Result<ObjectId> {
 /// (as in the index) and sorted as bytes, which is git's order (a directory sorts as if its
 /// name ended with `/`, and `/` sorts before every byte a name may hold after it but `-` and
 /// `.`, which come before it either way). Directories with no file are no trees.
-pub fn tree_id<'a>(
+pub(crate) fn tree_id<'a>(
     files: impl IntoIterator<Item = (&'a [u8], Mode, ObjectId)>,
 ) -> Result<ObjectId> {
     // The directories open from the root down to the current one, each with where its name
@@ -169,7 +169,7 @@ const EMPTY_TREE: ObjectId = [
     0xfb, 0xee, 0x49, 0x04,
 ];
 
-pub fn hex(id: &ObjectId) -> String {
+pub(crate) fn hex(id: &ObjectId) -> String {
     digest::hex(id)
 }
 

@@ -14,7 +14,7 @@ mod index;
 mod reader;
 mod rules;
 mod walk;
-pub mod warm;
+pub(crate) mod warm;
 
 use std::path::Path;
 
@@ -29,14 +29,14 @@ use reader::Reader;
 use walk::{Walk, threads};
 
 /// The largest file hashed by default: a larger one denies at once (`--max-file-size`).
-pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+pub(crate) const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
 /// From how many tracked files the tree is walked and hashed by several threads.
 const PARALLEL_FROM: u64 = 2000;
 /// Or from how many bytes of tracked files, by the sizes the index caches.
 const PARALLEL_BYTES: u64 = 32 << 20;
 
 /// How the tree is computed.
-pub struct Options<'a> {
+pub(crate) struct Options<'a> {
     pub max_file_size: u64,
     pub deadline: Deadline,
     /// Left out of the tree, tracked or not: vigil's own state directory (writing a marker
@@ -51,7 +51,7 @@ pub struct Options<'a> {
 
 /// The working tree as the index's stat data tells it (SPEC §9: it only informs, and says
 /// `by stat, not verified`): its tree id and the paths that differ from the index.
-pub struct ByStat {
+pub(crate) struct ByStat {
     /// `None` when not asked for, or when attribute files are in the tree or the repository:
     /// the index then holds blobs after git's conversions (end of line, filters), which are
     /// not the bytes a marker's subject hashes.
@@ -61,7 +61,7 @@ pub struct ByStat {
 }
 
 /// `git-tree:<id>` of the working tree that holds `start`.
-pub fn tree_id(start: &Path, options: &Options) -> Result<String> {
+pub(crate) fn tree_id(start: &Path, options: &Options) -> Result<String> {
     let repository = Repository::locate(start)?;
     let id = hash(&repository, options)?;
     Ok(format!("git-tree:{}", tree::hex(&id)))
@@ -79,7 +79,7 @@ struct Hashed {
 }
 
 /// The tree id of `repository`'s working tree, from the bytes of every file.
-pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
+pub(crate) fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
     walk(repository, options, None)?
         .0
         .tree
@@ -91,7 +91,7 @@ pub fn hash(repository: &Repository, options: &Options) -> Result<ObjectId> {
 /// unread, as `git status` takes it; every other file is read (an untracked one only when
 /// `subject`, the tree's id, is wanted). For what only informs (the handoff's dirty state and
 /// its markers' match, SPEC §9): a gate never calls this.
-pub fn by_stat(repository: &Repository, options: &Options, subject: bool) -> Result<ByStat> {
+pub(crate) fn by_stat(repository: &Repository, options: &Options, subject: bool) -> Result<ByStat> {
     if options.snapshot.is_some() {
         return Err(Error::input(
             "a snapshot copies the bytes it hashes; it cannot be taken by stat",
@@ -222,7 +222,7 @@ fn walk(
 /// The warm copy brought to the working tree (`options.snapshot` the copy, `options.warm` its
 /// cache): what the check wrote removed, each changed file read, hashed and copied, each
 /// unchanged one taken from the cache, what is gone removed. The tree's id is that of the copy.
-pub fn warm_sync(repository: &Repository, options: &Options) -> Result<Synced> {
+pub(crate) fn warm_sync(repository: &Repository, options: &Options) -> Result<Synced> {
     let warm = options
         .warm
         .ok_or_else(|| Error::input("a warm walk needs its cache"))?;
@@ -238,14 +238,14 @@ pub fn warm_sync(repository: &Repository, options: &Options) -> Result<Synced> {
 }
 
 /// A warm copy as [`warm_sync`] left it.
-pub struct Synced {
+pub(crate) struct Synced {
     pub tree: ObjectId,
     files: Vec<Hashed>,
 }
 
 impl Synced {
     /// The links of the tree, by their paths from the top.
-    pub fn links(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn links(&self) -> impl Iterator<Item = &[u8]> {
         self.files
             .iter()
             .filter(|f| f.mode == Mode::Symlink)
@@ -253,7 +253,7 @@ impl Synced {
     }
 
     /// The mode and blob id the copy holds at `path`.
-    pub fn entry(&self, path: &[u8]) -> Option<(Mode, ObjectId)> {
+    pub(crate) fn entry(&self, path: &[u8]) -> Option<(Mode, ObjectId)> {
         let at = self
             .files
             .binary_search_by(|f| f.path.as_slice().cmp(path))
@@ -263,7 +263,7 @@ impl Synced {
 
     /// Writes the cache: after the last change vigil makes to the copy, before the check runs.
     /// `touched`: the paths (or directories) changed in the copy since the walk.
-    pub fn seal(&self, index: &Path, copy: &Path, touched: &[String]) -> Result<()> {
+    pub(crate) fn seal(&self, index: &Path, copy: &Path, touched: &[String]) -> Result<()> {
         warm::seal(index, copy, &self.files, touched)
     }
 }
@@ -287,7 +287,10 @@ fn modes_from_the_index(files: &mut [Hashed], tracked: &Tracked) {
 
 /// Every file of the working tree as its subject hashes it: the path from the top and the
 /// blob id, in byte order (what `marker-writer show --all` compares with a published tree).
-pub fn listing(repository: &Repository, options: &Options) -> Result<Vec<(Vec<u8>, ObjectId)>> {
+pub(crate) fn listing(
+    repository: &Repository,
+    options: &Options,
+) -> Result<Vec<(Vec<u8>, ObjectId)>> {
     let (_, files) = walk(repository, options, None)?;
     Ok(files.into_iter().map(|f| (f.path, f.id)).collect())
 }

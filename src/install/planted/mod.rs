@@ -24,7 +24,7 @@ mod frontmatter;
 mod scan;
 
 pub use frontmatter::frontmatter_has_hooks;
-pub use scan::{scan, scan_here};
+pub(crate) use scan::scan_here;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -39,18 +39,18 @@ use crate::sys::files;
 use crate::verdict::defang;
 
 /// The file in the project's protected state that holds the baseline.
-pub const BASELINE_FILE: &str = "planted-baseline.json";
-pub const BASELINE_SCHEMA: &str = "vigil.planted-baseline/v1";
+pub(crate) const BASELINE_FILE: &str = "planted-baseline.json";
+pub(crate) const BASELINE_SCHEMA: &str = "vigil.planted-baseline/v1";
 
 /// How many directory entries one walk looks at before it stops (and says so): a marketplace
 /// is a whole clone, and the doctor must answer in moments.
-pub const MAX_ENTRIES: usize = 10_000;
+pub(crate) const MAX_ENTRIES: usize = 10_000;
 /// `~/.claude.json` keeps every project's history, and grows.
 const MAX_JSON: u64 = 64 << 20;
 
 /// Which kind of Markdown file Claude Code reads the frontmatter of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Agent,
     Command,
     Skill,
@@ -77,7 +77,7 @@ impl Kind {
 
 /// What was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum What {
+pub(crate) enum What {
     /// Frontmatter with a top-level `hooks` key.
     Hooks(Kind),
     /// Frontmatter that cannot be read as YAML, and why.
@@ -93,7 +93,7 @@ pub enum What {
 
 /// One planted thing: where, what, and a sha256 of what Claude Code would run from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Planted {
+pub(crate) struct Planted {
     /// Its name in the baseline: the path, and for MCP servers the place in the file.
     pub key: String,
     pub path: PathBuf,
@@ -113,7 +113,7 @@ impl Planted {
     }
 
     /// What it is, as the doctor names it: `an agent whose frontmatter has hooks:`.
-    pub fn what(&self) -> String {
+    pub(crate) fn what(&self) -> String {
         match &self.what {
             What::Hooks(kind) => format!("{} whose frontmatter has hooks:", kind.one()),
             What::Unparsed(kind, why) => format!(
@@ -142,7 +142,7 @@ impl Planted {
     }
 
     /// The doctor's line: a warning, or (`news`: not in the baseline) a failure saying so.
-    pub fn finding(&self, news: Option<News>) -> Finding {
+    pub(crate) fn finding(&self, news: Option<News>) -> Finding {
         // A file's name and what is in it are the agent's words: one line each, defanged, or
         // a newline in a name would end the headline there.
         let (place, what) = (defang::field(&self.place()), defang::field(&self.what()));
@@ -169,7 +169,7 @@ impl Planted {
 
 /// How a planted thing differs from the baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum News {
+pub(crate) enum News {
     /// Not there at all.
     Appeared,
     /// There, with other bytes.
@@ -178,7 +178,7 @@ pub enum News {
 
 /// What a scan found, and the walks it stopped early.
 #[derive(Debug, Default)]
-pub struct Scan {
+pub(crate) struct Scan {
     pub found: Vec<Planted>,
     /// The directories a walk stopped in at `MAX_ENTRIES`.
     pub cut_short: Vec<PathBuf>,
@@ -187,13 +187,13 @@ pub struct Scan {
 }
 
 /// Where the project's baseline is kept: its directory in the state home.
-pub fn baseline_path(project: &Path) -> Option<PathBuf> {
+pub(crate) fn baseline_path(project: &Path) -> Option<PathBuf> {
     Some(protected::install_dir(project)?.join(BASELINE_FILE))
 }
 
 /// Records what is planted now for the project at `project` (`install --protect`): the
 /// human vouches for it by installing, and the doctor fails on what comes after.
-pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
+pub(crate) fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathBuf> {
     let dir = protected::made_install_dir(project).map_err(|e| {
         crate::Error::input(format!(
             "--protect cannot keep what is planted in the project in the state home: {}",
@@ -217,14 +217,14 @@ pub fn record_baseline(project: &Path, found: &[Planted]) -> crate::Result<PathB
 
 /// The baseline as read: each key's sha256.
 #[derive(Debug)]
-pub enum Baseline {
+pub(crate) enum Baseline {
     Missing,
     Unreadable(String),
     Found(BTreeMap<String, String>),
 }
 
 /// Reads a baseline, never through a symlink (vigil's own state file).
-pub fn read_baseline(path: &Path) -> Baseline {
+pub(crate) fn read_baseline(path: &Path) -> Baseline {
     let file = match files::open_state(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Baseline::Missing,
@@ -260,7 +260,7 @@ pub fn read_baseline(path: &Path) -> Baseline {
 
 /// The doctor's lines for the project at `project`. `protected`: its install record says
 /// `--protect` was applied.
-pub fn findings(project: &Path, protected: bool) -> Vec<Finding> {
+pub(crate) fn findings(project: &Path, protected: bool) -> Vec<Finding> {
     let scan = scan_here(project);
     let mut findings = Vec::new();
     let baseline_path = baseline_path(project);

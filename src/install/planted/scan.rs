@@ -21,7 +21,7 @@ const MAX_DEPTH: usize = 6;
 const MAX_MARKDOWN: u64 = 1 << 20;
 
 /// `scan` with the user's home (`sys::user::home`) and an absolute `$CLAUDE_CONFIG_DIR`.
-pub fn scan_here(project: &Path) -> Scan {
+pub(crate) fn scan_here(project: &Path) -> Scan {
     let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute());
@@ -34,7 +34,7 @@ pub fn scan_here(project: &Path) -> Scan {
 
 /// Everything planted that Claude Code would run for the project at `project`, with the user's
 /// home `home` and (when set) its config directory `config_dir`, in the order of their keys.
-pub fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> Scan {
+pub(crate) fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path>) -> Scan {
     let mut scan = Scan::default();
     // The project's `.claude/` and the user's: each once, whatever its spelling (the user's
     // own settings have the home as their project).

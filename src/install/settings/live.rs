@@ -62,7 +62,7 @@ fn settings_file(source: &str, shown: Option<&Path>, project: &Path) -> Option<P
 /// (`None`); one that takes it away is blocked with its one useful line, kept in the session's
 /// record for the next Stop and for `loop run` (under `claude -p` the hook's own message is
 /// shown nowhere). Input it cannot read blocks the change.
-pub fn hook(input: &error::Result<HookInput>) -> Option<String> {
+pub(crate) fn hook(input: &error::Result<HookInput>) -> Option<String> {
     let input = match input {
         Ok(input) => input,
         Err(e) => return Some(format!("vigil: {e}; the change is blocked")),
@@ -86,7 +86,7 @@ pub fn hook(input: &error::Result<HookInput>) -> Option<String> {
 /// Judges one ConfigChange: `source` as Claude Code names it, `shown` the file it shows its
 /// hooks (the settings file as changed on disk, or the proposal it stages beside it), for the
 /// project at `project`. `Err` holds the one line that blocks it.
-pub fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), String> {
+pub(crate) fn judge(source: &str, shown: Option<&Path>, project: &Path) -> Result<(), String> {
     let Some(file) = settings_file(source, shown, project) else {
         return Ok(());
     };

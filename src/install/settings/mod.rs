@@ -11,18 +11,18 @@
 
 mod doctor;
 mod install;
-pub mod live;
+pub(crate) mod live;
 mod record;
 mod target;
 mod uninstall;
 pub mod wiring;
 
-pub use crate::cli::flags::shell_quote;
-pub use doctor::{check, gate_wired, other_stop_hooks_of};
-pub use install::install;
+pub(crate) use crate::cli::flags::shell_quote;
+pub(crate) use doctor::{check, gate_wired, other_stop_hooks_of};
+pub(crate) use install::install;
 use record::{Installed, Record, any_protected, installed_of, store_installed};
-pub use target::Target;
-pub use uninstall::uninstall;
+pub(crate) use target::Target;
+pub(crate) use uninstall::uninstall;
 
 use std::path::{Path, PathBuf};
 
@@ -38,7 +38,7 @@ use crate::install::protect::Guarded;
 use crate::sys::files;
 use wiring::{Args, When, Wiring};
 
-pub const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
+pub(crate) const INSTALLED_SCHEMA: &str = "vigil.installed/v1";
 
 /// A check command gets this long; the Stop hook's own timeout is set above it.
 const HOOK_TIMEOUT_SECS: u64 = 600;
@@ -51,7 +51,7 @@ pub enum Engine {
 
 /// Where the commands find vigil's binaries.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Binaries {
+pub(crate) enum Binaries {
     /// Absolute paths in this directory: for files only this machine reads.
     Dir(PathBuf),
     /// Found through PATH and the usual install places when the hook runs: for settings that
@@ -61,7 +61,7 @@ pub enum Binaries {
 
 /// What to install.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub engine: Engine,
     pub binaries: Binaries,
     /// What to change in the Stop handler's stop-gate flags (`--run`, `--require-marker`…);
@@ -77,7 +77,7 @@ pub struct Plan {
 
 /// One hook group vigil adds to one event.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub event: &'static str,
     pub group: Value,
 }
@@ -85,7 +85,7 @@ pub struct Entry {
 /// The entries of a plan (SPEC §8's set, from `wiring`), the Stop handler's stop-gate with
 /// `gate`, the loader syncing notes from `sync_notes` when it names a remote, and with
 /// `protect` the guard and the settings hook of `--protect`.
-pub fn entries(
+pub(crate) fn entries(
     plan: &Plan,
     gate: &GateFlags,
     sync_notes: Option<&str>,
@@ -159,10 +159,10 @@ pub fn entries(
 }
 
 /// The waiter's timeout: the seed's hour, above its own 55 minutes (`stop-gate wait --give-up`).
-pub const WAITER_TIMEOUT_SECS: u64 = 3600;
+pub(crate) const WAITER_TIMEOUT_SECS: u64 = 3600;
 
 /// The waiter's handler: `stop-gate wait`, in the background (`asyncRewake`), for an hour.
-pub fn waiter_handler(binaries: &Binaries) -> Value {
+pub(crate) fn waiter_handler(binaries: &Binaries) -> Value {
     let mut handler = runs(binaries, "stop-gate", " wait");
     handler["asyncRewake"] = json!(true);
     handler["timeout"] = json!(WAITER_TIMEOUT_SECS);
@@ -170,7 +170,7 @@ pub fn waiter_handler(binaries: &Binaries) -> Value {
 }
 
 /// Whether a vigil handler's command is the waiter (`stop-gate wait`), not a gate.
-pub fn is_waiter(command: &str) -> bool {
+pub(crate) fn is_waiter(command: &str) -> bool {
     vigil_binary(command) == Some("stop-gate")
         && handler_args(command).is_some_and(|args| args.first().is_some_and(|a| a == "wait"))
 }
@@ -178,7 +178,7 @@ pub fn is_waiter(command: &str) -> bool {
 /// The handler line of `binary` with no flags, in every form an install on this system writes
 /// it (a command line; on Windows also exec form): a handler whose line is one of these, or
 /// one of these and flags, was written by such an install.
-pub fn own_lines(binaries: &Binaries, binary: &str) -> Vec<String> {
+pub(crate) fn own_lines(binaries: &Binaries, binary: &str) -> Vec<String> {
     let mut lines = vec![command(binaries, binary, "")];
     if let Some(exec) = handler_line(&runs(binaries, binary, "")) {
         lines.push(exec);
@@ -205,7 +205,7 @@ fn runs(binaries: &Binaries, binary: &str, args: &str) -> Value {
 /// What a handler runs, as one shell line: its `command`; in exec form (`args`, which Claude
 /// Code runs with no shell) the program and its arguments quoted as a shell would need them.
 /// `None` for a handler with no command, or with `args` that are not all strings.
-pub fn handler_line(handler: &Value) -> Option<String> {
+pub(crate) fn handler_line(handler: &Value) -> Option<String> {
     let command = handler.get("command")?.as_str()?;
     match handler.get("args") {
         None | Some(Value::Null) => Some(command.to_string()),
@@ -324,14 +324,14 @@ pub fn render(root: &Map<String, Value>) -> Vec<u8> {
 
 /// What an install or uninstall did, or would do.
 #[derive(Clone, Debug)]
-pub struct Change {
+pub(crate) struct Change {
     pub before: Option<Vec<u8>>,
     pub after: Option<Vec<u8>>,
     pub summary: String,
 }
 
 impl Change {
-    pub fn changed(&self) -> bool {
+    pub(crate) fn changed(&self) -> bool {
         self.before != self.after
     }
 }
@@ -403,7 +403,10 @@ fn remove_like(
 }
 
 /// Codex's trust entries for vigil's handlers as they stand in `root`: (key, hash).
-pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(String, String)> {
+pub(crate) fn codex_trust_entries(
+    target: &Target,
+    root: &Map<String, Value>,
+) -> Vec<(String, String)> {
     let key_path = std::path::absolute(&target.given).unwrap_or_else(|_| target.given.clone());
     vigil_handlers(root)
         .into_iter()
@@ -422,7 +425,7 @@ pub fn codex_trust_entries(target: &Target, root: &Map<String, Value>) -> Vec<(S
 /// The vigil binary a hook command runs, if it runs one: its first shell word is a path (or
 /// name) whose file name is a vigil binary, or it is the PATH search `install` writes for
 /// shared settings. A command that only mentions a binary (`echo stop-gate`) is not vigil's.
-pub fn vigil_binary(command: &str) -> Option<&'static str> {
+pub(crate) fn vigil_binary(command: &str) -> Option<&'static str> {
     let command = command.trim_start();
     let first = first_word(command)?;
     // As the system names programs: on Windows `STOP-GATE.EXE` too.
@@ -467,7 +470,7 @@ fn first_word(command: &str) -> Option<String> {
 }
 
 /// The remote the file's vigil loader syncs notes from (`--sync-notes`), if it does.
-pub fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
+pub(crate) fn loader_sync_notes(root: &Map<String, Value>) -> Option<String> {
     vigil_handlers(root)
         .into_iter()
         .filter(|(event, _, _, command)| {
@@ -534,7 +537,7 @@ fn handler_args_text(command: &str) -> Option<&str> {
 }
 
 /// A unified diff of two texts, line by line (for `--dry-run`).
-pub fn diff(label: &str, before: &str, after: &str) -> String {
+pub(crate) fn diff(label: &str, before: &str, after: &str) -> String {
     let a: Vec<&str> = before.lines().collect();
     let b: Vec<&str> = after.lines().collect();
     // Longest common subsequence table, from the end.

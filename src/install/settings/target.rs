@@ -12,7 +12,7 @@ use crate::sys::lock::FileLock;
 
 /// The settings file as it is on disk, resolved through a symlink to the file it names.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The path the user gave.
     pub given: PathBuf,
     /// The file actually read and written.
@@ -20,7 +20,7 @@ pub struct Target {
 }
 
 impl Target {
-    pub fn resolve(given: &Path) -> Result<Target> {
+    pub(crate) fn resolve(given: &Path) -> Result<Target> {
         let file = match std::fs::symlink_metadata(given) {
             Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(given)
                 .map_err(|e| Error::io("follow the symlink", given, &e))?,
@@ -38,7 +38,7 @@ impl Target {
         self.file.with_file_name(name)
     }
 
-    pub fn backup(&self) -> PathBuf {
+    pub(crate) fn backup(&self) -> PathBuf {
         self.sidecar(".vigil-backup")
     }
 
@@ -49,7 +49,7 @@ impl Target {
 
     /// The project that holds the file: the parent of its `.claude/` or `.codex/`, else its
     /// own directory. `~/.claude/settings.json` gives `~`, so the record is `~/.vigil/`.
-    pub fn project(&self) -> PathBuf {
+    pub(crate) fn project(&self) -> PathBuf {
         let dir = self.given_dir();
         match dir.file_name().and_then(|n| n.to_str()) {
             Some(".claude" | ".codex") => dir.parent().map(Path::to_path_buf).unwrap_or(dir),
@@ -73,12 +73,12 @@ impl Target {
 
     /// Whether the project still has an install record (another settings file's, after an
     /// uninstall).
-    pub fn has_record(&self) -> bool {
+    pub(crate) fn has_record(&self) -> bool {
         self.record().exists()
     }
 
     /// The settings files the project's install record holds (every install of vigil in it).
-    pub fn installed_files(&self) -> Vec<String> {
+    pub(crate) fn installed_files(&self) -> Vec<String> {
         self.record()
             .load()
             .ok()

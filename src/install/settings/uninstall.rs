@@ -16,7 +16,7 @@ use crate::verdict::defang;
 /// Removes exactly what install added: when the file is as install left it, the original
 /// comes back byte for byte (or the file goes, if install created it); otherwise vigil's
 /// entries, and the events and `hooks` it created and left empty, are taken out.
-pub fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
+pub(crate) fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
     // The file's directory gone: no lock beside it (that would make the directory again),
     // and nothing to do unless the record still holds the file (its Codex trust, say).
     let dir_gone = target.file.parent().is_some_and(|dir| !dir.is_dir());

@@ -54,7 +54,7 @@ pub struct Wiring {
 
 impl Wiring {
     /// Whether `engine` runs this handler.
-    pub fn for_engine(&self, engine: Engine) -> bool {
+    pub(crate) fn for_engine(&self, engine: Engine) -> bool {
         match engine {
             Engine::Claude => self.claude,
             Engine::Codex => self.codex,
@@ -103,7 +103,7 @@ const fn row(event: HookEvent, binary: &'static str, args: Args) -> Wiring {
 }
 
 /// Every handler, in the order an install writes them.
-pub static WIRING: [Wiring; 11] = [
+pub(crate) static WIRING: [Wiring; 11] = [
     // The gate (SPEC §4).
     row(HookEvent::Stop, "stop-gate", Args::Gate),
     // Codex's Stop also leaves the handoff checkpoint, so a session cut short still leaves a

@@ -66,7 +66,7 @@ pub(super) fn seatbelt_command(
 /// whether it exists or not), nothing of `hidden` readable or writable, signals only to its own
 /// processes, and no network unless `network` (a Unix socket is network to Seatbelt, so the
 /// user's sockets go with it). Later rules win.
-pub fn seatbelt_profile(
+pub(crate) fn seatbelt_profile(
     work: &Path,
     writable: &[PathBuf],
     hidden: &[PathBuf],

@@ -20,7 +20,11 @@ use crate::verdict::defang;
 /// with the pass that failed. A subagent's failed turn (it has an `agent_id`) is recorded in
 /// the session only: Claude Code goes on with the main agent, which hears of it in a
 /// `<task-notification>`.
-pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) -> Result<()> {
+pub(crate) fn record_failure(
+    project: &Project,
+    session: &SessionId,
+    failure: Failure,
+) -> Result<()> {
     let mut record = Session::open(project, session)?;
     let keep = |list: &mut Vec<Failure>, failure: Failure| {
         list.push(failure);
@@ -78,7 +82,7 @@ pub fn record_failure(project: &Project, session: &SessionId, failure: Failure) 
 /// block, after the loop last moved, the loop is recorded `interrupted` with the failure
 /// `block_cap` (it goes on at the session's next stop, no pass spent), and the line to tell the
 /// human comes back. `None` when there is no loop running, or no new cut.
-pub fn note_engine_cut(
+pub(crate) fn note_engine_cut(
     project: &Project,
     session: &SessionId,
     transcript: &Path,
@@ -93,7 +97,7 @@ pub fn note_engine_cut(
 }
 
 /// [`note_engine_cut`] for a caller that has read the session's loop already (`state`).
-pub fn engine_cut_of(
+pub(crate) fn engine_cut_of(
     project: &Project,
     session: &SessionId,
     state: &LoopState,
@@ -132,7 +136,7 @@ pub fn engine_cut_of(
 /// How a loop that ended outside a Stop is told, once, at the session's next Stop or by a
 /// terminal: `vigil loop was cut at pass 4/20: the session ended while it ran; the work is NOT
 /// verified …`.
-pub fn told_end(state: &LoopState) -> String {
+pub(crate) fn told_end(state: &LoopState) -> String {
     let (k, max) = (state.iteration, state.max_iterations);
     match (state.status, state.end_reason) {
         (LoopStatus::Cancelled, _) => {
@@ -152,7 +156,7 @@ pub fn told_end(state: &LoopState) -> String {
 }
 
 /// How a loop that passed is told: whether checks verified the declaration, or it stood alone.
-pub fn told_passed(state: &LoopState) -> String {
+pub(crate) fn told_passed(state: &LoopState) -> String {
     let (k, max) = (state.iteration, state.max_iterations);
     if state.checks.as_ref().is_none_or(Vec::is_empty) {
         format!(
@@ -167,7 +171,7 @@ pub fn told_passed(state: &LoopState) -> String {
 /// there is `cut`, since nothing will judge it again, with the reason its last turn gives
 /// (the engine's cap, an API error, else the end itself). The loop as it now stands, when one
 /// was cut.
-pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+pub(crate) fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
     let mut record = Session::open(project, session)?;
     let Some(state) = record.record.ralph.as_mut() else {
         return Ok(None);
@@ -193,7 +197,7 @@ pub fn end_session(project: &Project, session: &SessionId) -> Result<Option<Loop
 /// The tree changed after the passing Stop of `session`'s loop vouched for it (`loop run` saw
 /// it at its end): recorded, and the loop's wake and `loop list` entry say so, if no one has
 /// taken the wake yet. The loop as it now stands.
-pub fn changed_after(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
+pub(crate) fn changed_after(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
     let mut record = Session::open(project, session)?;
     let Some(state) = record.record.ralph.as_mut() else {
         return Ok(None);
@@ -214,13 +218,13 @@ pub fn changed_after(project: &Project, session: &SessionId) -> Result<Option<Lo
 const SESSION_END_RACE_SECS: f64 = 30.0;
 
 /// The failure a turn that the engine ended over the gate's block is recorded as.
-pub const BLOCK_CAP: &str = "block_cap";
+pub(crate) const BLOCK_CAP: &str = "block_cap";
 
 /// The witness (SPEC §9, issue 29): the session has no record, yet the last 256 KiB of its
 /// transcript hold vigil's loop blocks as Claude Code writes them, so its loop's record is
 /// gone (the state home removed). The line to tell, once: a record with no loop is written, so
 /// no later hook of the session tells it again. A witness only ever makes a verdict worse.
-pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
+pub(crate) fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Option<String> {
     if !matches!(session::peek(project, session), Ok(None)) {
         return None;
     }
@@ -228,7 +232,7 @@ pub fn witness(project: &Project, session: &SessionId, transcript: &Path) -> Opt
 }
 
 /// [`witness`] for a caller that found the session has no record already.
-pub fn witness_unrecorded(
+pub(crate) fn witness_unrecorded(
     project: &Project,
     session: &SessionId,
     transcript: &Path,
@@ -241,7 +245,7 @@ pub fn witness_unrecorded(
 }
 
 /// What `cancel` did.
-pub enum Cancelled {
+pub(crate) enum Cancelled {
     /// The running loop now says `cancelled`.
     Loop(Box<LoopState>),
     /// The record could not be read (damaged, or gone while its loop ran): the loop is over,
@@ -250,7 +254,7 @@ pub enum Cancelled {
 }
 
 /// Ends a running loop with `cancelled`. `Ok(None)` when no loop is running.
-pub fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
+pub(crate) fn cancel(project: &Project, session: &SessionId) -> Result<Option<Cancelled>> {
     let mut record = Session::open(project, session)?;
     if let Some(lost) = record.take_lost() {
         record.save()?;

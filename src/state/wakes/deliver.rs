@@ -29,7 +29,7 @@ fn waiters_dir() -> Option<PathBuf> {
 }
 
 /// A wake taken out of its queue by one reader: written out, then `done`; else put back.
-pub struct Claimed {
+pub(crate) struct Claimed {
     pub wake: Wake,
     from: PathBuf,
     pub(super) at: PathBuf,
@@ -37,12 +37,12 @@ pub struct Claimed {
 
 impl Claimed {
     /// Delivered: gone for good.
-    pub fn done(self) {
+    pub(crate) fn done(self) {
         let _ = std::fs::remove_file(&self.at);
     }
 
     /// Not delivered: back in the queue for the next reader.
-    pub fn put_back(self) {
+    pub(crate) fn put_back(self) {
         let _ = std::fs::rename(&self.at, &self.from);
     }
 }
@@ -69,7 +69,7 @@ pub(super) fn claim(path: &Path, wake: Wake) -> Option<Claimed> {
 }
 
 /// Puts back every claim in `queue` older than [`CLAIM_EXPIRES`]: its holder died.
-pub fn recover(queue: &Path) {
+pub(crate) fn recover(queue: &Path) {
     recover_older(queue, CLAIM_EXPIRES);
 }
 
@@ -93,7 +93,7 @@ fn recover_older(queue: &Path, expires: Duration) {
 /// Whether `wake` is still news: a loop's, when the loop's session still holds that loop with
 /// that status (not restarted or changed since); a CI verdict's always (a newer one replaced it
 /// when it came).
-pub fn is_news(wake: &Wake) -> bool {
+pub(crate) fn is_news(wake: &Wake) -> bool {
     if wake.kind == Kind::Ci {
         return true;
     }
@@ -114,12 +114,12 @@ pub fn is_news(wake: &Wake) -> bool {
 }
 
 /// The most one delivery tells, in characters: the wakes beyond it stay queued for the next.
-pub const TOLD_MAX: usize = 6000;
+pub(crate) const TOLD_MAX: usize = 6000;
 
 /// Takes the wakes of `queues` that are still news (a stale one is dropped), oldest first, as
 /// many as [`told`] can say within [`TOLD_MAX`]: what a reader then writes out, and marks
 /// `done` or puts back.
-pub fn take(queues: &[PathBuf]) -> Vec<Claimed> {
+pub(crate) fn take(queues: &[PathBuf]) -> Vec<Claimed> {
     let mut taken: Vec<Claimed> = Vec::new();
     let mut size = 0;
     for queue in queues {
@@ -150,7 +150,7 @@ fn shown(line: &str) -> String {
 }
 
 /// What the commander is told: one line per wake.
-pub fn told(taken: &[Claimed]) -> String {
+pub(crate) fn told(taken: &[Claimed]) -> String {
     let lines: Vec<String> = taken
         .iter()
         .map(|c| format!("- {}", shown(&c.wake.line)))
@@ -168,7 +168,7 @@ pub fn told(taken: &[Claimed]) -> String {
 
 /// Whether anything may still come to `queues`: a wake waiting, or a loop reporting there that
 /// is still live.
-pub fn anything_to_wait_for(queues: &[PathBuf]) -> bool {
+pub(crate) fn anything_to_wait_for(queues: &[PathBuf]) -> bool {
     queues.iter().any(|queue| {
         !queued(queue).is_empty()
             || std::fs::read_dir(queue.join("claimed")).is_ok_and(|mut d| d.next().is_some())
@@ -177,7 +177,7 @@ pub fn anything_to_wait_for(queues: &[PathBuf]) -> bool {
 }
 
 /// Which queues a session reads: its own, and the project's when `with_project`.
-pub fn queues_of(session: &SessionId, project: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn queues_of(session: &SessionId, project: Option<&Path>) -> Vec<PathBuf> {
     let mut queues: Vec<PathBuf> = session_queue(session.as_str()).into_iter().collect();
     if let Some(commander) = project.and_then(project_queue) {
         queues.push(commander);
@@ -189,7 +189,7 @@ pub fn queues_of(session: &SessionId, project: Option<&Path>) -> Vec<PathBuf> {
 /// those of its own queue and of its project's, each taken only where no waiter is live to
 /// deliver it. None for a session that runs a loop of its own (a worker reports, it is not
 /// told). The caller writes them out, then marks each `done`, or puts them back.
-pub fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
+pub(crate) fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
     if is_worker(project, session) {
         return Vec::new();
     }
@@ -203,7 +203,7 @@ pub fn for_context(project: &Project, session: &SessionId) -> Vec<Claimed> {
 
 /// Whether `session` is a worker, which reports and is not told: `loop run`'s command (its
 /// id in the environment), or a session whose loop is live now.
-pub fn is_worker(project: &Project, session: &SessionId) -> bool {
+pub(crate) fn is_worker(project: &Project, session: &SessionId) -> bool {
     std::env::var_os(RUN_ENV).is_some()
         || match session::peek(project, session) {
             Ok(Some(record)) => record.ralph.is_some_and(|ralph| ralph.status.is_live()),
@@ -221,7 +221,7 @@ const RUN_ENV: &str = "VIGIL_LOOP_RUN";
 /// interactive, and unset is another engine (Codex) or a person. A headless session hears only
 /// its own session's queue: the project's would be taken by any one-shot `claude -p`, and
 /// waiting on it would hold that session open.
-pub fn headless() -> bool {
+pub(crate) fn headless() -> bool {
     match std::env::var("CLAUDE_CODE_ENTRYPOINT") {
         Err(_) => false,
         Ok(entry) => !matches!(
@@ -233,7 +233,7 @@ pub fn headless() -> bool {
 
 /// A waiter as it registers itself: `wakes/waiters/<session>.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Waiter {
+pub(crate) struct Waiter {
     pub schema: String,
     pub pid: u32,
     /// When the process began, as the system counts it (`/proc/<pid>/stat`): a pid reused by
@@ -247,13 +247,13 @@ pub struct Waiter {
 
 /// The word a waiter's command line holds, besides the binary: how it is told from any other
 /// process with its pid.
-pub const WAITER_WORD: &str = "wait";
+pub(crate) const WAITER_WORD: &str = "wait";
 
 impl Waiter {
     /// Whether the process this names is alive and is this waiter: registered within the time a
     /// waiter waits, the same process (its start time), and a `stop-gate wait` by its command
     /// line.
-    pub fn is_live(&self) -> bool {
+    pub(crate) fn is_live(&self) -> bool {
         let age = time::now_secs() - time::parse_rfc3339(&self.started_at).unwrap_or(0.0);
         age <= (GIVE_UP_SECS + 120) as f64
             && process::is_alive(self.pid)
@@ -271,7 +271,7 @@ impl Waiter {
 /// Registers this process as `session`'s waiter on `queues`, replacing the waiter that was
 /// there, which sees it is no longer registered and exits at its next look (no signal is
 /// sent: a pid may have been reused). The path of the registration.
-pub fn become_waiter(session: &SessionId, queues: &[PathBuf]) -> Result<PathBuf> {
+pub(crate) fn become_waiter(session: &SessionId, queues: &[PathBuf]) -> Result<PathBuf> {
     let Some(dir) = waiters_dir() else {
         return Err(Error::input("no state home, so there is nowhere to wait"));
     };
@@ -292,19 +292,19 @@ pub fn become_waiter(session: &SessionId, queues: &[PathBuf]) -> Result<PathBuf>
 }
 
 /// Whether the registration at `path` still names this process (a newer waiter replaces it).
-pub fn still_waiter(path: &Path) -> bool {
+pub(crate) fn still_waiter(path: &Path) -> bool {
     read_json::<Waiter>(path).is_some_and(|w| w.pid == std::process::id())
 }
 
 /// Removes this process's registration, if it is still its own.
-pub fn stop_waiting(path: &Path) {
+pub(crate) fn stop_waiting(path: &Path) {
     if still_waiter(path) {
         let _ = std::fs::remove_file(path);
     }
 }
 
 /// The live waiters that read `queue`.
-pub fn live_waiters(queue: &Path) -> Vec<Waiter> {
+pub(crate) fn live_waiters(queue: &Path) -> Vec<Waiter> {
     let Some(dir) = waiters_dir() else {
         return Vec::new();
     };

@@ -2,7 +2,7 @@
 //! above it: a directory, or a file naming one, as in a linked worktree), and running git with
 //! settings the repository's configuration cannot override, within a timeout.
 
-pub mod sealed;
+pub(crate) mod sealed;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use crate::sys::process;
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).
 #[derive(Clone, Debug)]
-pub struct Repository {
+pub(crate) struct Repository {
     /// The top of the working tree: the directory holding `.git`, whatever the configuration
     /// says (`core.worktree` never moves it).
     pub top: PathBuf,
@@ -25,7 +25,7 @@ pub struct Repository {
 }
 
 impl Repository {
-    pub fn locate(start: &Path) -> Result<Repository> {
+    pub(crate) fn locate(start: &Path) -> Result<Repository> {
         let start = fs_err::canonicalize(start).map_err(Error::fs)?;
         for dir in start.ancestors() {
             let dot_git = dir.join(".git");
@@ -61,7 +61,7 @@ impl Repository {
 /// `gitdir` names it back. Any other directory is its own (canonical). Claude Code reads the
 /// main checkout's `.claude/settings.local.json` in each of its worktrees (2.1.332), and vigil
 /// reports a worktree's loops to it.
-pub fn main_checkout(dir: &Path) -> PathBuf {
+pub(crate) fn main_checkout(dir: &Path) -> PathBuf {
     let dir = paths::canonical(dir);
     let dot_git = dir.join(".git");
     let is_file = std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file());
@@ -105,7 +105,7 @@ fn writable_beside(main: &Path, dir: &Path) -> bool {
 /// Whether `dir`'s `.git` is a file that names a linked worktree's registration
 /// (`…/worktrees/<name>`), whatever that holds: with [`main_checkout`] finding no main for it,
 /// the claim is the agent's, and a reader of settings fails closed.
-pub fn claims_worktree(dir: &Path) -> bool {
+pub(crate) fn claims_worktree(dir: &Path) -> bool {
     let dot_git = dir.join(".git");
     std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_file())
         && gitdir_of(&dot_git).is_some_and(|named| {
@@ -117,7 +117,7 @@ pub fn claims_worktree(dir: &Path) -> bool {
 }
 
 /// The `gitdir:` a `.git` file names.
-pub fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
+pub(crate) fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
     let text = read_regular(dot_git, 4096, false).ok()??;
     let line = text.split(|b| *b == b'\n').next()?;
     let dir = line.strip_prefix(b"gitdir: ")?;
@@ -188,12 +188,17 @@ fn git_run(
 }
 
 /// Runs git, returning its trimmed stdout; anything but exit 0 is an error.
-pub fn git(dir: &Path, args: &[&str], env: &[(&str, &OsStr)], timeout: Duration) -> Result<String> {
+pub(crate) fn git(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &OsStr)],
+    timeout: Duration,
+) -> Result<String> {
     git_untrimmed(dir, args, env, timeout).map(|out| out.trim().to_string())
 }
 
 /// Runs git, returning its stdout exactly (porcelain formats begin with meaningful spaces).
-pub fn git_untrimmed(
+pub(crate) fn git_untrimmed(
     dir: &Path,
     args: &[&str],
     env: &[(&str, &OsStr)],
@@ -203,7 +208,7 @@ pub fn git_untrimmed(
 }
 
 /// Runs git, returning its stdout as bytes (a blob's content, paths with `-z`).
-pub fn git_bytes(
+pub(crate) fn git_bytes(
     dir: &Path,
     args: &[&str],
     env: &[(&str, &OsStr)],

@@ -70,13 +70,13 @@ fn git_command() -> Command {
 }
 
 /// Who the commits git makes are by: the author and committer both.
-pub struct Ident {
+pub(crate) struct Ident {
     pub name: String,
     pub email: String,
 }
 
 /// A git command that ran to its end, whatever its status.
-pub struct Ran {
+pub(crate) struct Ran {
     pub status: Outcome,
     pub stdout: Vec<u8>,
     /// Standard error's first line that says something (with any password hidden).
@@ -88,7 +88,7 @@ pub struct Ran {
 /// the command is built. At most `output` bytes of standard output are kept. `file_limit` caps
 /// every file git writes (RLIMIT_FSIZE): a fetch cannot fill the disk. An error only when git
 /// could not run or was cut off; its status is the caller's to judge.
-pub fn run(
+pub(crate) fn run(
     repo: Option<&Path>,
     args: &[&str],
     input: Option<Vec<u8>>,
@@ -159,7 +159,7 @@ pub fn run(
 
 /// `text` with the password of every URL in it hidden (`https://user:secret@host` becomes
 /// `https://user:***@host`): a remote given with its token is said, and git's messages quote it.
-pub fn redact(text: &str) -> String {
+pub(crate) fn redact(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("://") {

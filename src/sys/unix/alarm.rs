@@ -8,7 +8,7 @@ extern "C" fn on_alarm(_: libc::c_int) {
 }
 
 /// Arms the process's one alarm: after `after` (at least a second), the watchdog fires.
-pub fn arm(after: Duration) {
+pub(crate) fn arm(after: Duration) {
     let secs = after.as_secs().clamp(1, libc::c_uint::MAX as u64);
     // SAFETY: installs a handler that only calls async-signal-safe functions, then arms the
     // process's one alarm.
@@ -22,7 +22,7 @@ pub fn arm(after: Duration) {
 }
 
 /// Blocks the alarm for this thread and cancels it.
-pub fn disarm() {
+pub(crate) fn disarm() {
     // SAFETY: blocks SIGALRM for this thread and cancels the alarm; plain syscalls.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -34,7 +34,7 @@ pub fn disarm() {
 }
 
 /// Waits while the alarm, gone off on another thread, writes its answer and ends the process.
-pub fn wait_for_the_end() -> ! {
+pub(crate) fn wait_for_the_end() -> ! {
     loop {
         // SAFETY: waits for a signal; the handler exits the process.
         unsafe { libc::pause() };
@@ -42,7 +42,7 @@ pub fn wait_for_the_end() -> ! {
 }
 
 /// Writes all of `bytes` to stdout with `write(2)` (async-signal-safe), giving up on an error.
-pub fn write_stdout(bytes: &[u8]) {
+pub(crate) fn write_stdout(bytes: &[u8]) {
     let mut written = 0;
     while written < bytes.len() {
         // SAFETY: the bytes outlive the call; write is async-signal-safe.
@@ -61,7 +61,7 @@ pub fn write_stdout(bytes: &[u8]) {
 }
 
 /// Ends the process at once, running nothing more (`_exit`).
-pub fn exit_now(code: i32) -> ! {
+pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: ends the process at once.
     unsafe { libc::_exit(code) }
 }

@@ -16,7 +16,7 @@ fn c_name(name: &OsStr) -> std::io::Result<CString> {
 }
 
 /// Opens `path` to read without waiting on a FIFO, and unless `follow` never through a symlink.
-pub fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
+pub(crate) fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
     let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
     File::options()
         .read(true)
@@ -26,7 +26,7 @@ pub fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
 
 /// Opens an existing file to write (or creates it, with `create`), never through a symlink,
 /// never waiting on a FIFO, never truncating.
-pub fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
+pub(crate) fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
     File::options()
         .write(true)
         .create(create)
@@ -36,7 +36,7 @@ pub fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
 }
 
 /// Opens a directory (to read its entries by name), unless `follow` never through a symlink.
-pub fn open_dir(path: &Path, follow: bool) -> std::io::Result<File> {
+pub(crate) fn open_dir(path: &Path, follow: bool) -> std::io::Result<File> {
     let no_follow = if follow { 0 } else { libc::O_NOFOLLOW };
     File::options()
         .read(true)
@@ -59,7 +59,7 @@ fn openat(dir: &File, name: &OsStr, flags: libc::c_int) -> std::io::Result<File>
 
 /// A name in an open directory, opened without looking its path up again and never through a
 /// symlink: a directory when `want_dir`, else a file to read without waiting on a FIFO.
-pub fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError> {
+pub(crate) fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError> {
     let flags = libc::O_RDONLY
         | libc::O_NOFOLLOW
         | if want_dir {
@@ -82,7 +82,7 @@ pub fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError
 }
 
 /// A file of an open directory, by name: never through a symlink, never waiting on a FIFO.
-pub fn open_at_no_follow(dir: &File, name: &OsStr) -> std::io::Result<File> {
+pub(crate) fn open_at_no_follow(dir: &File, name: &OsStr) -> std::io::Result<File> {
     openat(
         dir,
         name,
@@ -108,7 +108,7 @@ fn lstat_at(dir: &File, name: &OsStr) -> Option<libc::stat> {
 }
 
 /// `fstatat` of a name in an open directory, not following a symlink.
-pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
+pub(crate) fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
     let stat = lstat_at(dir, name)?;
     Some(StatAt {
         regular: stat.st_mode & libc::S_IFMT == libc::S_IFREG,
@@ -125,7 +125,7 @@ pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
 
 /// What [`stat_at`] sees, of a file already open (`fstat`): its data and its stat data are
 /// then of one file, whatever is renamed around it.
-pub fn stat_of(file: &File) -> Option<StatAt> {
+pub(crate) fn stat_of(file: &File) -> Option<StatAt> {
     let meta = file.metadata().ok()?;
     Some(StatAt {
         regular: meta.file_type().is_file(),
@@ -144,7 +144,7 @@ pub fn stat_of(file: &File) -> Option<StatAt> {
 /// through a shared memory mapping included (ext4, XFS, Btrfs, by their `page_mkwrite`):
 /// tmpfs and others do not, so stat data cannot vouch for a file's bytes there.
 #[cfg(target_os = "linux")]
-pub fn stamps_every_write(path: &Path) -> bool {
+pub(crate) fn stamps_every_write(path: &Path) -> bool {
     const EXT4: u64 = 0xEF53;
     const XFS: u64 = 0x5846_5342;
     const BTRFS: u64 = 0x9123_683E;
@@ -167,7 +167,7 @@ pub fn stamps_every_write(_: &Path) -> bool {
 }
 
 /// `readlinkat`: a symlink's target, by name in an open directory.
-pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
+pub(crate) fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
     let name = c_name(name)?;
     let mut buffer = vec![0u8; libc::PATH_MAX as usize + 1];
     // SAFETY: a valid directory descriptor, a NUL-terminated name and a buffer of the length
@@ -188,23 +188,23 @@ pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
 }
 
 /// How many names the file has.
-pub fn links(file: &File) -> std::io::Result<u64> {
+pub(crate) fn links(file: &File) -> std::io::Result<u64> {
     Ok(file.metadata()?.nlink())
 }
 
 /// A file's identity, whatever its name: its device and inode.
-pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+pub(crate) fn identity(file: &File) -> std::io::Result<(u64, u64)> {
     let meta = file.metadata()?;
     Ok((meta.dev(), meta.ino()))
 }
 
 /// The inode number of what `meta` describes.
-pub fn inode(meta: &std::fs::Metadata) -> u64 {
+pub(crate) fn inode(meta: &std::fs::Metadata) -> u64 {
     meta.ino()
 }
 
 /// Whether `path` names the open `file` itself (not following a link at `path`).
-pub fn same_file(file: &File, path: &Path) -> bool {
+pub(crate) fn same_file(file: &File, path: &Path) -> bool {
     match (file.metadata(), std::fs::symlink_metadata(path)) {
         (Ok(held), Ok(now)) => held.dev() == now.dev() && held.ino() == now.ino(),
         _ => false,
@@ -212,19 +212,19 @@ pub fn same_file(file: &File, path: &Path) -> bool {
 }
 
 /// The permission bits of a file (`0o644`).
-pub fn mode(meta: &std::fs::Metadata) -> u32 {
+pub(crate) fn mode(meta: &std::fs::Metadata) -> u32 {
     meta.permissions().mode() & 0o7777
 }
 
 /// Gives an open file the permission bits `mode` (`0o600`).
-pub fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
+pub(crate) fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 /// Gives the directory at `path` (never through a link) the mode `mode` and no ACL: what a
 /// check may have set on a directory of its copy (a mode that hides it from the next check or
 /// keeps vigil out, a default ACL its new files would inherit) is undone.
-pub fn reset_dir(path: &Path, mode: u32) -> std::io::Result<()> {
+pub(crate) fn reset_dir(path: &Path, mode: u32) -> std::io::Result<()> {
     if !std::fs::symlink_metadata(path)?.is_dir() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -248,26 +248,26 @@ pub fn reset_dir(path: &Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// Whether a file's mode lets anyone run it.
-pub fn is_executable(_: &Path, meta: &std::fs::Metadata) -> bool {
+pub(crate) fn is_executable(_: &Path, meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o111 != 0
 }
 
 /// Whether files carry an executable bit (git's `core.fileMode`) and links are links
 /// (`core.symlinks`): on Unix, both.
-pub const MODES_ON_DISK: bool = true;
+pub(crate) const MODES_ON_DISK: bool = true;
 
 /// Whether git guards paths against NTFS's other spellings of a name (`core.protectNTFS`):
 /// not by default on Unix.
-pub const NTFS_NAMES: bool = false;
+pub(crate) const NTFS_NAMES: bool = false;
 
 /// Whether a file's owner may execute it (git's `core.fileMode`).
-pub fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
+pub(crate) fn owner_may_execute(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o100 != 0
 }
 
 /// When the kernel last changed a file's inode (content, mode, links, name): no call sets it
 /// to a time of the caller's choosing.
-pub fn change_time(meta: &std::fs::Metadata) -> Option<filetime::FileTime> {
+pub(crate) fn change_time(meta: &std::fs::Metadata) -> Option<filetime::FileTime> {
     use std::os::unix::fs::MetadataExt;
     Some(filetime::FileTime::from_unix_time(
         meta.ctime(),
@@ -277,22 +277,22 @@ pub fn change_time(meta: &std::fs::Metadata) -> Option<filetime::FileTime> {
 
 /// Whether an open failed because the file's holder is removing it: never on Unix, where a
 /// removed name is simply gone.
-pub fn being_removed(_: &std::io::Error) -> bool {
+pub(crate) fn being_removed(_: &std::io::Error) -> bool {
     false
 }
 
 /// The program a path or name runs, as the system names programs: the last `/` component.
-pub fn program_name(word: &str) -> String {
+pub(crate) fn program_name(word: &str) -> String {
     word.rsplit('/').next().unwrap_or(word).to_string()
 }
 
 /// The names `sh` would try for `program` in a directory of PATH: the name itself.
-pub fn program_names(program: &str) -> Vec<String> {
+pub(crate) fn program_names(program: &str) -> Vec<String> {
     vec![program.to_string()]
 }
 
 /// Makes `dir` and its missing parents, owner only (0700).
-pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -301,7 +301,7 @@ pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Whether this process may write `path` (with `search`, also enter it: create files in a
 /// directory), as the system would decide for it.
-pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
+pub(crate) fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
     let c = c_name(path.as_os_str())?;
     let mode = if search {
         libc::W_OK | libc::X_OK
@@ -317,7 +317,7 @@ pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
 }
 
 /// Creates a file that must not exist yet, with `mode`, to write.
-pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
     File::options()
         .write(true)
         .create_new(true)
@@ -331,30 +331,30 @@ pub fn symlink(target: &OsStr, link: &Path) -> std::io::Result<()> {
 }
 
 /// Standard input as a file of its own (a duplicate of the descriptor).
-pub fn stdin_file() -> std::io::Result<File> {
+pub(crate) fn stdin_file() -> std::io::Result<File> {
     Ok(File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
 }
 
 /// The name or path in `bytes`, as the system spells it: any bytes.
-pub fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
+pub(crate) fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
     std::borrow::Cow::Borrowed(OsStr::from_bytes(bytes))
 }
 
 /// The bytes of a name or path, as the system spells it.
-pub fn bytes(name: &OsStr) -> &[u8] {
+pub(crate) fn bytes(name: &OsStr) -> &[u8] {
     name.as_bytes()
 }
 
 /// The bytes of an owned name or path.
-pub fn into_bytes(name: OsString) -> Vec<u8> {
+pub(crate) fn into_bytes(name: OsString) -> Vec<u8> {
     name.into_vec()
 }
 
 /// The most links followed in one path (as the kernel's 40).
-pub const MAX_LINKS: usize = 40;
+pub(crate) const MAX_LINKS: usize = 40;
 
 /// The path with `.` dropped and `..` taken by spelling, as Node's path.resolve does.
-pub fn lexical(path: &Path) -> PathBuf {
+pub(crate) fn lexical(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
     for component in path.components() {
         match component {
@@ -372,7 +372,7 @@ pub fn lexical(path: &Path) -> PathBuf {
 
 /// Where a write to `path` lands: each component as the kernel takes it, a link followed to
 /// its target, a missing directory as `mkdir -p` would make it. `None` past `MAX_LINKS`.
-pub fn resolve(path: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve(path: &Path) -> Option<PathBuf> {
     let mut links = 0;
     let mut done = PathBuf::from("/");
     let mut left: Vec<std::ffi::OsString> = path
@@ -415,12 +415,12 @@ pub fn resolve(path: &Path) -> Option<PathBuf> {
 }
 
 /// Whether `place` is `dir` or below it: names compared byte for byte, as Unix does.
-pub fn within(place: &Path, dir: &Path) -> bool {
+pub(crate) fn within(place: &Path, dir: &Path) -> bool {
     place.starts_with(dir)
 }
 
 /// The temporary directory a sandboxed shell may write: `$TMPDIR`, else `/tmp`.
-pub fn temp_dir() -> PathBuf {
+pub(crate) fn temp_dir() -> PathBuf {
     std::env::var_os("TMPDIR")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute())

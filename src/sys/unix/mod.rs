@@ -1,7 +1,7 @@
 //! The platform layer on Unix (Linux and macOS): `libc` and `std::os::unix`.
 
-pub mod alarm;
-pub mod fs;
-pub mod process;
-pub mod replace;
-pub mod user;
+pub(super) mod alarm;
+pub(super) mod fs;
+pub(super) mod process;
+pub(super) mod replace;
+pub(super) mod user;

@@ -17,7 +17,7 @@ static HANDLERS: Once = Once::new();
 static OUTLAST: AtomicBool = AtomicBool::new(false);
 
 /// How long a process goes on after the SIGTERM it outlasts, at most.
-pub const OUTLAST_SECS: u32 = 10;
+pub(crate) const OUTLAST_SECS: u32 = 10;
 
 extern "C" fn forward(signal: libc::c_int) {
     if signal == libc::SIGTERM && OUTLAST.swap(false, Ordering::SeqCst) {
@@ -68,21 +68,21 @@ fn take_signals() {
 /// session's end. It goes on [`OUTLAST_SECS`] at most (SIGALRM, for a process that arms no
 /// alarm of its own, as the watchdog does); a second SIGTERM, SIGKILL and Ctrl-C end it
 /// sooner. A SIGTERM before this is called still ends it.
-pub fn outlast_termination() {
+pub(crate) fn outlast_termination() {
     OUTLAST.store(true, Ordering::SeqCst);
     take_signals();
 }
 
 /// A child and everything it starts: its process group. While the tree is alive, Ctrl-C,
 /// SIGTERM and SIGHUP that reach vigil are passed on to it; on Linux it dies with vigil.
-pub struct Tree {
+pub(crate) struct Tree {
     group: libc::pid_t,
     slot: Option<&'static AtomicI32>,
 }
 
 impl Tree {
     /// Starts `cmd` as the leader of a new process group.
-    pub fn spawn(cmd: &mut Command) -> std::io::Result<(Child, Tree)> {
+    pub(crate) fn spawn(cmd: &mut Command) -> std::io::Result<(Child, Tree)> {
         cmd.process_group(0);
         #[cfg(target_os = "linux")]
         // SAFETY: prctl(2) and signal(2) are async-signal-safe and touch no memory of the
@@ -106,7 +106,7 @@ impl Tree {
     }
 
     /// SIGKILL to every process of the group.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
         unsafe {
             libc::kill(-self.group, libc::SIGKILL);
@@ -115,7 +115,7 @@ impl Tree {
 
     /// While the returned guard lives, the terminal on our stdin (if it is one) gives its
     /// foreground to the tree, so a command run in its own group can still read from it.
-    pub fn foreground(&self) -> Foreground {
+    pub(crate) fn foreground(&self) -> Foreground {
         // SAFETY: isatty, signal, tcsetpgrp and kill take plain values and touch no memory.
         unsafe {
             if libc::isatty(0) != 1 {
@@ -140,7 +140,7 @@ impl Drop for Tree {
 }
 
 /// The terminal's foreground, given to a tree until dropped.
-pub struct Foreground(bool);
+pub(crate) struct Foreground(bool);
 
 impl Drop for Foreground {
     fn drop(&mut self) {
@@ -172,7 +172,7 @@ extern "C" fn to_child(signal: libc::c_int) {
 /// control (^Z, `fg`, `bg`) and the terminal's ^C reach it as they reach us: while it runs we
 /// ignore SIGINT and SIGQUIT (the command gets them from the terminal and decides), and pass
 /// SIGTERM and SIGHUP sent to us alone on to it. Waits for it, with no deadline.
-pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
+pub(crate) fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
     let mut child = cmd.spawn()?;
     CHILD.store(child.id() as i32, Ordering::SeqCst);
     // SAFETY: setting dispositions is sound; the handler only reads an atomic and calls kill(2).
@@ -199,14 +199,14 @@ pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitSta
 }
 
 /// The signal a child gets when it writes past its file size limit.
-pub const FILE_SIZE_SIGNAL: i32 = libc::SIGXFSZ;
+pub(crate) const FILE_SIZE_SIGNAL: i32 = libc::SIGXFSZ;
 
 /// The signal the deadline kills a tree with: a timed-out command reports 128 + this.
-pub const KILL_SIGNAL: i32 = libc::SIGKILL;
+pub(crate) const KILL_SIGNAL: i32 = libc::SIGKILL;
 
 /// Caps the size of every file the child writes at `limit` bytes (a larger write gets
 /// [`FILE_SIZE_SIGNAL`]).
-pub fn limit_file_size(cmd: &mut Command, limit: u64) {
+pub(crate) fn limit_file_size(cmd: &mut Command, limit: u64) {
     let limit = limit as libc::rlim_t;
     // SAFETY: setrlimit(2) is async-signal-safe and touches no memory of the parent.
     unsafe {
@@ -224,7 +224,7 @@ pub fn limit_file_size(cmd: &mut Command, limit: u64) {
 }
 
 /// Makes reads of a pipe return at once when it holds nothing more.
-pub fn set_nonblocking(pipe: &std::io::PipeReader) {
+pub(crate) fn set_nonblocking(pipe: &std::io::PipeReader) {
     let fd = pipe.as_raw_fd();
     // SAFETY: fcntl on a descriptor we own, with plain integer arguments.
     unsafe {
@@ -234,14 +234,14 @@ pub fn set_nonblocking(pipe: &std::io::PipeReader) {
 }
 
 /// The number a child knows a pipe's writing end by, once [`pass_only`] gave it.
-pub fn descriptor_number(pipe: &std::io::PipeWriter) -> i64 {
+pub(crate) fn descriptor_number(pipe: &std::io::PipeWriter) -> i64 {
     pipe.as_raw_fd().into()
 }
 
 /// The child inherits its standard streams and `pipe`, and nothing else its parent had open
 /// (a pipe of the engine's). The writing end lives in the closure: the child gets it, its
 /// close-on-exec flag cleared between fork and exec.
-pub fn pass_only(cmd: &mut Command, pipe: std::io::PipeWriter) {
+pub(crate) fn pass_only(cmd: &mut Command, pipe: std::io::PipeWriter) {
     // SAFETY: close_range(2) and fcntl(2) are async-signal-safe and touch no memory.
     unsafe {
         cmd.pre_exec(move || {
@@ -262,18 +262,18 @@ pub fn pass_only(cmd: &mut Command, pipe: std::io::PipeWriter) {
 
 /// Starts the child in a process group of its own, so that nothing of the parent's group
 /// (a terminal's interrupt, the hook's end) reaches it.
-pub fn detach(cmd: &mut Command) -> &mut Command {
+pub(crate) fn detach(cmd: &mut Command) -> &mut Command {
     cmd.process_group(0)
 }
 
 /// The signal that ended a process, when one did.
-pub fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+pub(crate) fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
     status.signal()
 }
 
 /// This process's parent: when it changes, the process that started this one is gone (an
 /// orphan is handed to init or a subreaper).
-pub fn parent_id() -> u32 {
+pub(crate) fn parent_id() -> u32 {
     std::os::unix::process::parent_id()
 }
 
@@ -327,7 +327,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// A write to a closed pipe is an error to handle, not a signal that ends the process.
-pub fn ignore_pipe_signal() {
+pub(crate) fn ignore_pipe_signal() {
     // SAFETY: sets one signal's disposition; called before any thread exists.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
@@ -335,7 +335,7 @@ pub fn ignore_pipe_signal() {
 }
 
 /// `sh -c COMMAND`.
-pub fn shell(command: &str) -> Command {
+pub(crate) fn shell(command: &str) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command);
     cmd

@@ -5,12 +5,12 @@
 use std::path::Path;
 
 #[cfg(target_os = "linux")]
-pub use linux::{release, swap};
+pub(crate) use linux::{release, swap};
 #[cfg(not(target_os = "linux"))]
 pub use other::{release, swap};
 
 /// Makes a rename in `dir` durable: fsync of the directory.
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -48,7 +48,7 @@ mod linux {
 
     /// Swaps the entries `temp` and `target` of `dir` in one step and remembers `temp`, now the
     /// old file, for [`release`]. False when nothing moved.
-    pub fn swap(dir: &Path, temp: &OsStr, target: &OsStr) -> bool {
+    pub(crate) fn swap(dir: &Path, temp: &OsStr, target: &OsStr) -> bool {
         let (Some(temp), Some(target)) = (c(temp), c(target)) else {
             return false;
         };
@@ -138,7 +138,7 @@ mod linux {
         })
     }
 
-    pub fn release() -> Released {
+    pub(crate) fn release() -> Released {
         let dirs = std::mem::take(
             &mut *DIRS
                 .lock()
@@ -266,7 +266,7 @@ mod other {
 /// as "allow". Ignored, the write fails with EFBIG like a full disk, the temp file is removed,
 /// and the caller fails in its documented direction. Every binary calls it first thing
 /// (`cli::start`). Children get the default back (`process::isolate`).
-pub fn ignore_file_size_signal() {
+pub(crate) fn ignore_file_size_signal() {
     // SAFETY: setting a signal's disposition to SIG_IGN is always sound.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);

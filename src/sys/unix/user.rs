@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::sys::paths;
 
 /// The host's name: the kernel's, else `$HOSTNAME`, else empty.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -15,7 +15,7 @@ pub fn host_name() -> String {
 }
 
 /// The user's name: `$USER`, else `$LOGNAME`, else `uid N`.
-pub fn user_name() -> String {
+pub(crate) fn user_name() -> String {
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         // SAFETY: getuid cannot fail and touches no memory.
@@ -23,7 +23,7 @@ pub fn user_name() -> String {
 }
 
 /// The user's home directory as the password database has it.
-pub fn passwd_home() -> Option<PathBuf> {
+pub(crate) fn passwd_home() -> Option<PathBuf> {
     let mut buffer = vec![0 as libc::c_char; 16 * 1024];
     let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
@@ -54,13 +54,13 @@ fn absolute(name: &str) -> Option<PathBuf> {
 }
 
 /// The user's home directory: `$HOME` when it is absolute, else the password database's.
-pub fn home() -> Option<PathBuf> {
+pub(crate) fn home() -> Option<PathBuf> {
     absolute("HOME").or_else(passwd_home)
 }
 
 /// Where vigil keeps its state with no `$VIGIL_STATE_HOME`: `$XDG_STATE_HOME/vigil`, else
 /// `~/.local/state/vigil` (a relative value is ignored, as the XDG rules say).
-pub fn default_state_home() -> Option<PathBuf> {
+pub(crate) fn default_state_home() -> Option<PathBuf> {
     absolute("XDG_STATE_HOME")
         .map(|dir| dir.join("vigil"))
         .or_else(|| absolute("HOME").map(|dir| dir.join(".local/state/vigil")))

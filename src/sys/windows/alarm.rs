@@ -13,7 +13,7 @@ use windows_sys::Win32::System::Threading::{GetCurrentProcess, TerminateProcess}
 static DISARMED: AtomicBool = AtomicBool::new(false);
 
 /// Arms the process's one alarm: after `after` (at least a second), the watchdog fires.
-pub fn arm(after: Duration) {
+pub(crate) fn arm(after: Duration) {
     let after = after.max(Duration::from_secs(1));
     std::thread::spawn(move || {
         std::thread::sleep(after);
@@ -24,19 +24,19 @@ pub fn arm(after: Duration) {
 }
 
 /// Cancels the alarm.
-pub fn disarm() {
+pub(crate) fn disarm() {
     DISARMED.store(true, Ordering::SeqCst);
 }
 
 /// Waits while the alarm, gone off on another thread, writes its answer and ends the process.
-pub fn wait_for_the_end() -> ! {
+pub(crate) fn wait_for_the_end() -> ! {
     loop {
         std::thread::park();
     }
 }
 
 /// Writes all of `bytes` to the standard output handle, giving up on an error.
-pub fn write_stdout(bytes: &[u8]) {
+pub(crate) fn write_stdout(bytes: &[u8]) {
     // SAFETY: GetStdHandle takes a constant; WriteFile is given the buffer's own length.
     unsafe {
         let out: HANDLE = GetStdHandle(STD_OUTPUT_HANDLE);
@@ -54,7 +54,7 @@ pub fn write_stdout(bytes: &[u8]) {
 }
 
 /// Ends the process at once.
-pub fn exit_now(code: i32) -> ! {
+pub(crate) fn exit_now(code: i32) -> ! {
     // SAFETY: ends this process; nothing after it runs.
     unsafe {
         TerminateProcess(GetCurrentProcess(), code as u32);

@@ -82,13 +82,13 @@ fn open_as(
 }
 
 /// Opens `path` to read, unless `follow` never through a symbolic link or junction.
-pub fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
+pub(crate) fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
     open_as(File::options().read(true), path, 0, follow)
 }
 
 /// Opens a file to write in place (or creates it, with `create`), never through a link, never
 /// truncating.
-pub fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
+pub(crate) fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
     open_as(
         File::options().write(true).create(create).truncate(false),
         path,
@@ -100,7 +100,7 @@ pub fn open_write(path: &Path, create: bool) -> std::io::Result<File> {
 /// Opens a directory, unless `follow` never through a link. It is held without delete
 /// sharing: while it is open nobody can rename or remove it, which is what keeps a name opened
 /// in it ([`open_at`]) inside it.
-pub fn open_dir(path: &Path, follow: bool) -> std::io::Result<File> {
+pub(crate) fn open_dir(path: &Path, follow: bool) -> std::io::Result<File> {
     let dir = open_as(
         File::options()
             .read(true)
@@ -163,7 +163,7 @@ fn in_dir(dir: &File, name: &OsStr) -> std::io::Result<PathBuf> {
 /// A name in an open directory, never through a link: a directory when `want_dir` (held as
 /// [`open_dir`] holds one), else a file to read. The directory cannot move while it is held,
 /// so the name is looked up where the handle is.
-pub fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError> {
+pub(crate) fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError> {
     let path = in_dir(dir, name).map_err(AtError::Io)?;
     let mut options = File::options();
     options.read(true);
@@ -187,7 +187,7 @@ pub fn open_at(dir: &File, name: &OsStr, want_dir: bool) -> Result<File, AtError
 }
 
 /// A file of an open directory, by name: never through a link.
-pub fn open_at_no_follow(dir: &File, name: &OsStr) -> std::io::Result<File> {
+pub(crate) fn open_at_no_follow(dir: &File, name: &OsStr) -> std::io::Result<File> {
     match open_at(dir, name, false) {
         Ok(file) => Ok(file),
         Err(AtError::Io(e)) => Err(e),
@@ -212,7 +212,7 @@ fn unix_time(time: windows_sys::Win32::Foundation::FILETIME) -> (i64, i64) {
 /// What git for Windows records of a name in an open directory, not following a link: the
 /// last write time as mtime, the creation time as ctime, and no device, inode, owner or
 /// executable bit (it stores zeros there, and `core.fileMode` is false).
-pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
+pub(crate) fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
     let path = in_dir(dir, name).ok()?;
     let file = File::options()
         .access_mode(0)
@@ -236,7 +236,7 @@ pub fn stat_at(dir: &File, name: &OsStr) -> Option<StatAt> {
 
 /// A symbolic link's target, by name in an open directory, as git for Windows records it:
 /// with forward slashes.
-pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
+pub(crate) fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
     let target = std::fs::read_link(in_dir(dir, name)?)?;
     let text = target.to_str().ok_or_else(|| {
         std::io::Error::new(
@@ -248,12 +248,12 @@ pub fn readlink_at(dir: &File, name: &OsStr) -> std::io::Result<Vec<u8>> {
 }
 
 /// How many names the file has.
-pub fn links(file: &File) -> std::io::Result<u64> {
+pub(crate) fn links(file: &File) -> std::io::Result<u64> {
     Ok(u64::from(info(file)?.nNumberOfLinks))
 }
 
 /// A file's identity, whatever its name: its volume's serial number and its file index.
-pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
+pub(crate) fn identity(file: &File) -> std::io::Result<(u64, u64)> {
     let found = info(file)?;
     Ok((
         u64::from(found.dwVolumeSerialNumber),
@@ -262,7 +262,7 @@ pub fn identity(file: &File) -> std::io::Result<(u64, u64)> {
 }
 
 /// Whether `path` names the open `file` itself (not following a link at `path`).
-pub fn same_file(file: &File, path: &Path) -> bool {
+pub(crate) fn same_file(file: &File, path: &Path) -> bool {
     let now = File::options()
         .access_mode(0)
         .share_mode(FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE)
@@ -275,7 +275,7 @@ pub fn same_file(file: &File, path: &Path) -> bool {
 }
 
 /// The permission bits Windows has: 0o444 for a read-only file, else 0o644.
-pub fn mode(meta: &std::fs::Metadata) -> u32 {
+pub(crate) fn mode(meta: &std::fs::Metadata) -> u32 {
     use std::os::windows::fs::MetadataExt;
     if meta.file_attributes() & FILE_ATTRIBUTE_READONLY != 0 {
         0o444
@@ -285,7 +285,7 @@ pub fn mode(meta: &std::fs::Metadata) -> u32 {
 }
 
 /// Gives a file what Windows keeps of `mode`: read-only when no one may write it.
-pub fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
+pub(crate) fn set_mode(file: &File, mode: u32) -> std::io::Result<()> {
     if mode & 0o222 == 0 {
         let mut permissions = file.metadata()?.permissions();
         permissions.set_readonly(true);
@@ -310,13 +310,13 @@ fn program_extensions() -> Vec<String> {
 
 /// Whether an open failed because the file's holder is removing it: a file whose delete is
 /// pending cannot be opened until its last handle closes (access denied).
-pub fn being_removed(e: &std::io::Error) -> bool {
+pub(crate) fn being_removed(e: &std::io::Error) -> bool {
     e.kind() == std::io::ErrorKind::PermissionDenied
 }
 
 /// The program a path or name runs, as Windows names programs: the last component (after `\`
 /// or `/`), in lower case (names are compared without regard to case), without `.exe`.
-pub fn program_name(word: &str) -> String {
+pub(crate) fn program_name(word: &str) -> String {
     let name = word
         .rsplit(['/', '\\'])
         .next()
@@ -329,7 +329,7 @@ pub fn program_name(word: &str) -> String {
 }
 
 /// Whether a file is one Windows runs: its name ends in an extension of `%PATHEXT%`.
-pub fn is_executable(path: &Path, _: &std::fs::Metadata) -> bool {
+pub(crate) fn is_executable(path: &Path, _: &std::fs::Metadata) -> bool {
     let name = path.to_string_lossy().to_ascii_lowercase();
     program_extensions().iter().any(|e| name.ends_with(e))
 }
@@ -337,45 +337,45 @@ pub fn is_executable(path: &Path, _: &std::fs::Metadata) -> bool {
 /// Git for Windows keeps no executable bit on disk (`core.fileMode` false) and, by default,
 /// checks a link out as a file holding its target (`core.symlinks` false): the index keeps
 /// those modes, not the disk.
-pub const MODES_ON_DISK: bool = false;
+pub(crate) const MODES_ON_DISK: bool = false;
 
 /// git for Windows guards paths against NTFS's other spellings of a name (`GIT~1`, a trailing
 /// dot or space, `::$DATA`, reserved names): `core.protectNTFS` is on there.
-pub const NTFS_NAMES: bool = true;
+pub(crate) const NTFS_NAMES: bool = true;
 
 /// Windows: no inode numbers that std reads (unused: no warm copy here).
-pub fn inode(_: &std::fs::Metadata) -> u64 {
+pub(crate) fn inode(_: &std::fs::Metadata) -> u64 {
     0
 }
 
 /// Windows: stat data of an open file (unused: no warm copy here).
-pub fn stat_of(_: &File) -> Option<StatAt> {
+pub(crate) fn stat_of(_: &File) -> Option<StatAt> {
     None
 }
 
 /// Windows: no change time to believe.
-pub fn stamps_every_write(_: &Path) -> bool {
+pub(crate) fn stamps_every_write(_: &Path) -> bool {
     false
 }
 
 /// Windows: a directory of a warm copy is never kept (no change time), so nothing to undo.
-pub fn reset_dir(_: &Path, _: u32) -> std::io::Result<()> {
+pub(crate) fn reset_dir(_: &Path, _: u32) -> std::io::Result<()> {
     Ok(())
 }
 
 /// Windows keeps no change time that std reads: `None`, so nothing is believed by it.
-pub fn change_time(_: &std::fs::Metadata) -> Option<filetime::FileTime> {
+pub(crate) fn change_time(_: &std::fs::Metadata) -> Option<filetime::FileTime> {
     None
 }
 
 /// Git for Windows does not record the executable bit (`core.fileMode` is false).
-pub fn owner_may_execute(_: &std::fs::Metadata) -> bool {
+pub(crate) fn owner_may_execute(_: &std::fs::Metadata) -> bool {
     false
 }
 
 /// The names `cmd.exe` tries for `program` in a directory of PATH: the name as given when it
 /// has a program's extension, else the name with each extension of `%PATHEXT%`.
-pub fn program_names(program: &str) -> Vec<String> {
+pub(crate) fn program_names(program: &str) -> Vec<String> {
     let lower = program.to_ascii_lowercase();
     let extensions = program_extensions();
     if extensions.iter().any(|e| lower.ends_with(e)) {
@@ -386,13 +386,13 @@ pub fn program_names(program: &str) -> Vec<String> {
 
 /// Makes `dir` and its missing parents. Windows has no mode bits: a directory under
 /// `%LOCALAPPDATA%` inherits its ACL, which grants the user (and administrators) alone.
-pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
 /// Whether this process may write `path` (with `search`, create files in the directory): a
 /// read-only file may not be written; a directory is tried with a file made and removed.
-pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
+pub(crate) fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
     let meta = std::fs::metadata(path)?;
     if meta.is_dir() {
         if search {
@@ -407,7 +407,7 @@ pub fn can_write(path: &Path, search: bool) -> std::io::Result<()> {
 }
 
 /// Creates a file that must not exist yet, to write (read-only if `mode` lets no one write).
-pub fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
+pub(crate) fn create_new(path: &Path, mode: u32) -> std::io::Result<File> {
     let file = File::options().write(true).create_new(true).open(path)?;
     set_mode(&file, mode)?;
     Ok(file)
@@ -420,7 +420,7 @@ pub fn symlink(target: &OsStr, link: &Path) -> std::io::Result<()> {
 }
 
 /// Standard input as a file of its own (a duplicate of the handle).
-pub fn stdin_file() -> std::io::Result<File> {
+pub(crate) fn stdin_file() -> std::io::Result<File> {
     Ok(File::from(
         std::io::stdin().as_handle().try_clone_to_owned()?,
     ))
@@ -428,7 +428,7 @@ pub fn stdin_file() -> std::io::Result<File> {
 
 /// The name or path in `bytes`: UTF-8, as git for Windows writes names. Bytes that are not
 /// UTF-8 cannot name a file here: they are read with U+FFFD in their place.
-pub fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
+pub(crate) fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
     match std::str::from_utf8(bytes) {
         Ok(text) => std::borrow::Cow::Borrowed(OsStr::new(text)),
         Err(_) => {
@@ -438,21 +438,21 @@ pub fn os_str(bytes: &[u8]) -> std::borrow::Cow<'_, OsStr> {
 }
 
 /// The bytes of a name (WTF-8: UTF-8 for every name that is valid Unicode).
-pub fn bytes(name: &OsStr) -> &[u8] {
+pub(crate) fn bytes(name: &OsStr) -> &[u8] {
     name.as_encoded_bytes()
 }
 
 /// The bytes of an owned name.
-pub fn into_bytes(name: OsString) -> Vec<u8> {
+pub(crate) fn into_bytes(name: OsString) -> Vec<u8> {
     name.into_encoded_bytes()
 }
 
 /// The most links followed in one path (Windows' own limit is 63 reparse points).
-pub const MAX_LINKS: usize = 63;
+pub(crate) const MAX_LINKS: usize = 63;
 
 /// The path made absolute with `.` and `..` taken by spelling, as Windows itself takes them
 /// (`GetFullPathNameW`), keeping the drive.
-pub fn lexical(path: &Path) -> PathBuf {
+pub(crate) fn lexical(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
@@ -460,7 +460,7 @@ pub fn lexical(path: &Path) -> PathBuf {
 /// does that before it looks at the disk), then its longest existing part by the handle's
 /// final path, which follows symbolic links and junctions and spells 8.3 short names and
 /// case as the disk has them (`\\?\C:\...`). `None` where a loop of links stops the system.
-pub fn resolve(path: &Path) -> Option<PathBuf> {
+pub(crate) fn resolve(path: &Path) -> Option<PathBuf> {
     let absolute = lexical(path);
     let mut existing = absolute.as_path();
     let mut rest = Vec::new();
@@ -489,7 +489,7 @@ pub fn resolve(path: &Path) -> Option<PathBuf> {
 
 /// Whether `place` is `dir` or below it, as NTFS compares names: without regard to case, and
 /// with `\\?\` and the plain spelling of a drive alike.
-pub fn within(place: &Path, dir: &Path) -> bool {
+pub(crate) fn within(place: &Path, dir: &Path) -> bool {
     let plain = |path: &Path| {
         let text = path.to_string_lossy().to_lowercase().replace('/', "\\");
         let text = text
@@ -503,6 +503,6 @@ pub fn within(place: &Path, dir: &Path) -> bool {
 }
 
 /// The temporary directory: `%TEMP%` (`GetTempPath2W`).
-pub fn temp_dir() -> PathBuf {
+pub(crate) fn temp_dir() -> PathBuf {
     std::env::temp_dir()
 }

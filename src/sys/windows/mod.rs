@@ -6,11 +6,11 @@
 //! while a name in it is opened), no file size limit for a child, no executable bit (a program
 //! is a name with an extension in `%PATHEXT%`), and no sandbox for a check.
 
-pub mod alarm;
-pub mod fs;
-pub mod process;
-pub mod replace;
-pub mod user;
+pub(super) mod alarm;
+pub(super) mod fs;
+pub(super) mod process;
+pub(super) mod replace;
+pub(super) mod user;
 
 /// The last error of the calling thread as an `io::Error`, for a call that returned failure.
 fn last_error() -> std::io::Error {

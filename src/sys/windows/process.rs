@@ -42,14 +42,14 @@ fn owned(handle: HANDLE) -> Option<OwnedHandle> {
 }
 
 /// A child and everything it starts: its Job Object.
-pub struct Tree {
+pub(crate) struct Tree {
     job: OwnedHandle,
 }
 
 impl Tree {
     /// Starts `cmd` suspended in a new process group, puts it in a new job that kills its
     /// processes when closed, and resumes it: nothing it starts escapes the job.
-    pub fn spawn(cmd: &mut Command) -> std::io::Result<(Child, Tree)> {
+    pub(crate) fn spawn(cmd: &mut Command) -> std::io::Result<(Child, Tree)> {
         // SAFETY: no security attributes and no name: a new anonymous job.
         let job = owned(unsafe { CreateJobObjectW(std::ptr::null(), std::ptr::null()) })
             .ok_or_else(last_error)?;
@@ -82,7 +82,7 @@ impl Tree {
     }
 
     /// Ends every process of the tree.
-    pub fn kill(&self) {
+    pub(crate) fn kill(&self) {
         // SAFETY: the job's handle is open.
         unsafe {
             TerminateJobObject(self.job.as_raw_handle(), 1);
@@ -90,13 +90,13 @@ impl Tree {
     }
 
     /// Windows has no terminal foreground to give.
-    pub fn foreground(&self) -> Foreground {
+    pub(crate) fn foreground(&self) -> Foreground {
         Foreground
     }
 }
 
 /// Nothing to give back.
-pub struct Foreground;
+pub(crate) struct Foreground;
 
 /// Resumes the threads of a process started suspended (its one thread).
 fn resume(pid: u32) -> bool {
@@ -126,7 +126,7 @@ fn resume(pid: u32) -> bool {
 /// Runs `cmd` in our console with our standard handles, so Ctrl-C reaches it as it reaches us;
 /// while it runs we ignore Ctrl-C ourselves, to outlive it and say how it ended. Waits for it,
 /// with no deadline.
-pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
+pub(crate) fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitStatus> {
     let mut child = cmd.spawn()?;
     // SAFETY: with no handler, TRUE makes this process ignore Ctrl-C; FALSE restores it.
     unsafe { SetConsoleCtrlHandler(None, 1) };
@@ -136,17 +136,17 @@ pub fn run_foreground(mut cmd: Command) -> std::io::Result<std::process::ExitSta
 }
 
 /// Never the signal of an outcome: Windows ends no process with a file size signal.
-pub const FILE_SIZE_SIGNAL: i32 = -1;
+pub(crate) const FILE_SIZE_SIGNAL: i32 = -1;
 
 /// A timed-out command reports 128 + this, as a shell reports SIGKILL.
-pub const KILL_SIGNAL: i32 = 9;
+pub(crate) const KILL_SIGNAL: i32 = 9;
 
 /// Windows has no per-process limit on the size of files written: the child is bounded by its
 /// deadline alone.
-pub fn limit_file_size(_: &mut Command, _: u64) {}
+pub(crate) fn limit_file_size(_: &mut Command, _: u64) {}
 
 /// Makes reads of a pipe return at once when it holds nothing more.
-pub fn set_nonblocking(pipe: &std::io::PipeReader) {
+pub(crate) fn set_nonblocking(pipe: &std::io::PipeReader) {
     let mode = PIPE_NOWAIT;
     // SAFETY: an anonymous pipe's handle we own, and a mode value that outlives the call.
     unsafe {
@@ -160,14 +160,14 @@ pub fn set_nonblocking(pipe: &std::io::PipeReader) {
 }
 
 /// The number a child knows a pipe's writing end by: its handle's value.
-pub fn descriptor_number(pipe: &std::io::PipeWriter) -> i64 {
+pub(crate) fn descriptor_number(pipe: &std::io::PipeWriter) -> i64 {
     pipe.as_raw_handle() as i64
 }
 
 /// Makes `pipe` inheritable for the next child and keeps it open until `cmd` is gone. Only
 /// confinement passes a pipe, and Windows runs no confined check (Claude Code's sandbox is
 /// for Linux and macOS), so nothing here reaches this but tests.
-pub fn pass_only(_: &mut Command, pipe: std::io::PipeWriter) {
+pub(crate) fn pass_only(_: &mut Command, pipe: std::io::PipeWriter) {
     // SAFETY: a handle we own.
     unsafe {
         SetHandleInformation(
@@ -181,18 +181,18 @@ pub fn pass_only(_: &mut Command, pipe: std::io::PipeWriter) {
 
 /// Starts the child in a process group of its own, with no console window: a Ctrl-C in the
 /// hook's console does not reach it.
-pub fn detach(cmd: &mut Command) -> &mut Command {
+pub(crate) fn detach(cmd: &mut Command) -> &mut Command {
     cmd.creation_flags(CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW)
 }
 
 /// No process on Windows ends by a signal.
-pub fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
+pub(crate) fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
     None
 }
 
 /// This process's parent, as the system recorded it when this one began. Windows does not
 /// reparent an orphan: a caller that must notice its parent's end asks [`is_alive`] of it too.
-pub fn parent_id() -> u32 {
+pub(crate) fn parent_id() -> u32 {
     let me = std::process::id();
     // SAFETY: a snapshot of every process; each entry is read with its size set.
     unsafe {
@@ -405,11 +405,11 @@ pub fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Windows has no SIGPIPE: a write to a closed pipe is already an error.
-pub fn ignore_pipe_signal() {}
+pub(crate) fn ignore_pipe_signal() {}
 
 /// Windows ends a process with TerminateProcess, which nothing outlasts; there is no SIGTERM
 /// to take.
-pub fn outlast_termination() {}
+pub(crate) fn outlast_termination() {}
 
 /// Closes a raw handle (for a handle the system gave without an owner).
 #[allow(dead_code)]
@@ -444,7 +444,7 @@ fn git_sh() -> Option<std::path::PathBuf> {
 
 /// `sh -c COMMAND` with Git for Windows' `sh`, else `cmd.exe /d /s /c "COMMAND"` (the line
 /// given to `cmd.exe` as it is, since it does not split its command line as programs do).
-pub fn shell(command: &str) -> Command {
+pub(crate) fn shell(command: &str) -> Command {
     match git_sh() {
         Some(sh) => {
             let mut cmd = Command::new(sh);

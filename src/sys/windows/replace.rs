@@ -10,19 +10,19 @@ use std::path::Path;
 use crate::sys::atomic::Released;
 
 /// NTFS journals a rename; nothing more to sync.
-pub fn sync_dir(_: &Path) -> std::io::Result<()> {
+pub(crate) fn sync_dir(_: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
 /// No exchanging rename here: a write that skips durability renames as any other.
-pub fn swap(_: &Path, _: &OsStr, _: &OsStr) -> bool {
+pub(crate) fn swap(_: &Path, _: &OsStr, _: &OsStr) -> bool {
     false
 }
 
 /// Nothing was swapped out, so nothing is left to free.
-pub fn release() -> Released {
+pub(crate) fn release() -> Released {
     Released::Nothing
 }
 
 /// Windows has no file size signal: a write past a limit fails like a full disk.
-pub fn ignore_file_size_signal() {}
+pub(crate) fn ignore_file_size_signal() {}

@@ -10,7 +10,7 @@ fn absolute(name: &str) -> Option<PathBuf> {
 }
 
 /// The host's name: `%COMPUTERNAME%`, else `$HOSTNAME`, else empty.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::env::var("COMPUTERNAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .map(|h| h.trim().to_string())
@@ -18,26 +18,26 @@ pub fn host_name() -> String {
 }
 
 /// The user's name: `%USERNAME%`, else `$USER`.
-pub fn user_name() -> String {
+pub(crate) fn user_name() -> String {
     std::env::var("USERNAME")
         .or_else(|_| std::env::var("USER"))
         .unwrap_or_else(|_| "unknown user".to_string())
 }
 
 /// The user's profile directory, the home Windows programs use.
-pub fn passwd_home() -> Option<PathBuf> {
+pub(crate) fn passwd_home() -> Option<PathBuf> {
     absolute("USERPROFILE")
 }
 
 /// The user's home directory: the profile (`%USERPROFILE%`, which Claude Code's and Rust's own
 /// home are, whatever `HOME` says), else an absolute `HOME`.
-pub fn home() -> Option<PathBuf> {
+pub(crate) fn home() -> Option<PathBuf> {
     passwd_home().or_else(|| absolute("HOME"))
 }
 
 /// Where vigil keeps its state with no `%VIGIL_STATE_HOME%`: `%LOCALAPPDATA%\vigil`, which is
 /// the user's alone and does not roam.
-pub fn default_state_home() -> Option<PathBuf> {
+pub(crate) fn default_state_home() -> Option<PathBuf> {
     absolute("LOCALAPPDATA")
         .map(|dir| dir.join("vigil"))
         .or_else(|| passwd_home().map(|home| home.join("AppData").join("Local").join("vigil")))

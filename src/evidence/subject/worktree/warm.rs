@@ -26,7 +26,7 @@ use crate::evidence::subject::tree::Mode;
 use crate::sys::{atomic, files, paths};
 
 /// The cache and the copy it describes.
-pub struct Warm {
+pub(crate) struct Warm {
     pub(super) tracked: Tracked,
     pub(super) copy: PathBuf,
     /// Each directory of the copy vigil left, by its inode when sealed: one in its place with
@@ -37,7 +37,7 @@ pub struct Warm {
 
 impl Warm {
     /// The cache at `index` for the copy at `copy`; one that cannot be read believes nothing.
-    pub fn load(index: &Path, copy: &Path) -> Warm {
+    pub(crate) fn load(index: &Path, copy: &Path) -> Warm {
         let tracked = super::read_index(index, true).unwrap_or_else(|_| Tracked::empty());
         let dirs = files::read_regular(&dirs_file(index), MAX_DIRS, true)
             .ok()
@@ -130,8 +130,7 @@ impl Warm {
         let mut dirs = vec![Vec::new()];
         while let Some(dir) = dirs.pop() {
             let path = self.copy.join(paths::os_str(&dir));
-            let meta =
-                fs_err::symlink_metadata(&path).map_err(Error::fs)?;
+            let meta = fs_err::symlink_metadata(&path).map_err(Error::fs)?;
             // Not the directory vigil left there (moved in whole by the check): removed, all
             // it holds with it, and made again by the walk.
             if !dir.is_empty()
@@ -249,7 +248,7 @@ fn dirs_file(index: &Path) -> PathBuf {
 
 /// Where a file goes in the warm copy: its parent directories made real (a file or link the
 /// check left in the way of one removed, never followed), and whatever is at the path removed.
-pub fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
+pub(crate) fn place(copy: &Path, relative: &[u8]) -> Result<PathBuf> {
     let mut at = copy.to_path_buf();
     let parts: Vec<&[u8]> = relative.split(|b| *b == b'/').collect();
     for part in &parts[..parts.len().saturating_sub(1)] {
@@ -295,7 +294,7 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Removes a warm copy and its cache, so the next sync starts from nothing.
-pub fn discard(copy: &Path, index: &Path) {
+pub(crate) fn discard(copy: &Path, index: &Path) {
     let _ = std::fs::remove_file(index);
     let _ = std::fs::remove_file(dirs_file(index));
     let aside = copy.with_file_name(format!("discarded-{}", std::process::id()));

@@ -76,7 +76,7 @@ pub(super) fn block_cap(
 
 /// The Stop hooks of one settings layer that are not vigil's, as a person reads them: the
 /// command (`` `./lint.sh` ``), or the handler's type (`a "prompt" hook`).
-pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
+pub(super) fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
     root.get("hooks")
         .and_then(|hooks| hooks.get("Stop"))
         .and_then(Value::as_array)
@@ -100,7 +100,7 @@ pub fn other_stop_hooks(root: &Map<String, Value>) -> Vec<String> {
 
 /// The Stop hooks that are not vigil's in the settings Claude Code merges for the project at
 /// `project` (yours, the project's, the local and the managed file), each with its file.
-pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
+pub(crate) fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
     let home = crate::sys::user::home();
     sandbox::layer_files(project, home.as_deref())
         .into_iter()
@@ -118,7 +118,7 @@ pub fn other_stop_hooks_of(project: &Path) -> Vec<(PathBuf, String)> {
 /// enabled there, or a stop-gate in Codex's hooks file of the project or the user. `loop start`
 /// and `loop run` ask it in a linked worktree: the default settings file is untracked, so a
 /// new worktree has none, and a loop there would never be judged.
-pub fn gate_wired(project: &Path) -> bool {
+pub(crate) fn gate_wired(project: &Path) -> bool {
     let home = crate::sys::user::home();
     let gate = |root: &Map<String, Value>| {
         vigil_handlers(root).iter().any(|(event, _, _, command)| {
@@ -157,7 +157,7 @@ pub fn gate_wired(project: &Path) -> bool {
 /// Where else Claude Code would find vigil wired for the target's project (another settings
 /// file it merges, or the vigil plugin enabled), as the user would type it: an install there
 /// would run every hook twice.
-pub fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<String> {
+pub(crate) fn wired_elsewhere(target: &Target, own: &Map<String, Value>) -> Option<String> {
     let project = target.project();
     let file = layers(target, own)
         .into_iter()

@@ -25,12 +25,12 @@ use gate::{
     unbound_markers,
 };
 use merged::{block_cap, planted, plugin_enabled_in, plugin_gate, protection, twice_across_files};
-pub use merged::{gate_wired, other_stop_hooks_of, wired_elsewhere};
+pub(crate) use merged::{gate_wired, other_stop_hooks_of, wired_elsewhere};
 use run::{active_shell_syntax, run_bare, stale_binary};
 
 /// The doctor: does the file parse, is each vigil entry there, does each command run from a
 /// bare environment, are there duplicates or stale binaries, will Codex run the hooks.
-pub fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Vec<Finding> {
+pub(crate) fn check(target: &Target, engine: Engine, codex_config: Option<&Path>) -> Vec<Finding> {
     let mut findings = Vec::new();
     let shown = target.given.display();
     let root = match target.read() {

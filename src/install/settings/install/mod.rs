@@ -18,7 +18,7 @@ use plan::Merge;
 
 /// Installs vigil's entries; with `trust` (Codex), also records Codex's trust for them in that
 /// config.toml. With `dry_run`, computes the change and writes nothing.
-pub fn install(
+pub(crate) fn install(
     target: &Target,
     plan: &Plan,
     dry_run: bool,
