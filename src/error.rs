@@ -37,7 +37,7 @@ impl Error {
     }
 
     /// An error of an `fs_err` call, whose message already names what was done and to which
-    /// path (`failed to create directory `/x`: Permission denied`).
+    /// path (``failed to create directory `/x`: Permission denied``).
     pub fn fs(err: io::Error) -> Error {
         Error::Io(plain_io(&err))
     }
