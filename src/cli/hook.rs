@@ -121,11 +121,12 @@ pub struct HookInput {
 }
 
 /// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent. An entry of
-/// another shape does not deserialize, and is left out.
+/// another shape (not an object, or its `type` not the string `shell` or `subagent`) is left
+/// out.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct BackgroundTask {
     pub id: String,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "field::kind")]
     pub kind: TaskKind,
     pub status: String,
     /// Taken when it is a string, as the two below.
@@ -139,8 +140,7 @@ pub struct BackgroundTask {
     pub agent_type: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskKind {
     Shell,
     Subagent,
@@ -162,7 +162,7 @@ mod field {
     use serde::de::{Deserialize, Deserializer, Error};
     use serde_json::Value;
 
-    use super::{BackgroundTask, json_type};
+    use super::{BackgroundTask, TaskKind, json_type};
 
     fn wrong<E: Error>(expected: &str, got: &Value) -> E {
         E::custom(format_args!("must be {expected}, not {}", json_type(got)))
@@ -205,10 +205,21 @@ mod field {
             Value::Array(entries) => Ok(Some(
                 entries
                     .into_iter()
+                    .filter(Value::is_object)
                     .filter_map(|entry| serde_json::from_value(entry).ok())
                     .collect(),
             )),
             other => Err(wrong("an array", &other)),
+        }
+    }
+
+    /// A task's `type`: the string `shell` or `subagent` (serde's own enum forms, a map or an
+    /// index, are other shapes).
+    pub(super) fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<TaskKind, D::Error> {
+        match Value::deserialize(d)? {
+            Value::String(s) if s == "shell" => Ok(TaskKind::Shell),
+            Value::String(s) if s == "subagent" => Ok(TaskKind::Subagent),
+            other => Err(wrong("`shell` or `subagent`", &other)),
         }
     }
 
@@ -339,7 +350,7 @@ impl Hook {
             .map(HookEvent::named);
         Hook {
             event,
-            input: HookInput::of(&Value::Object(object)),
+            input: HookInput::of(Value::Object(object)),
         }
     }
 }
@@ -353,12 +364,13 @@ impl HookInput {
 
     /// Parses hook input (as [`Hook::parse`]).
     pub fn parse(bytes: &[u8]) -> Result<HookInput> {
-        HookInput::of(&Value::Object(object_of(bytes)?))
+        HookInput::of(Value::Object(object_of(bytes)?))
     }
 
     /// The fields of a hook's JSON object. Read from the parsed value, not the text: a
     /// field's error has no line and column, and a key given twice counts once, its last.
-    fn of(object: &Value) -> Result<HookInput> {
+    /// Taken by value: each string moves into its field.
+    fn of(object: Value) -> Result<HookInput> {
         serde_path_to_error::deserialize(object)
             .map_err(|e| Error::input(format!("hook input field `{}` {}", e.path(), e.inner())))
     }
@@ -508,6 +520,31 @@ mod tests {
         assert_eq!(tasks[1].description, None);
         let err = HookInput::parse(br#"{"background_tasks":{"id":"b1"}}"#).unwrap_err();
         assert!(err.to_string().contains("must be an array"), "{err}");
+    }
+
+    #[test]
+    fn background_tasks_are_objects_naming_their_type_as_a_string() {
+        // serde's other forms of a struct (an array) and of an enum (a map) are other shapes.
+        let input = HookInput::parse(
+            br#"{"background_tasks":[["b1","shell","running"],{"id":"b2","type":{"shell":null},"status":"running"},{"id":"b3","type":0,"status":"running"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(input.background_tasks, Some(vec![]));
+    }
+
+    #[test]
+    fn numbers_handed_on_keep_their_text() {
+        // As serde_json passes a value on: exact where its text is not what an i64, a u64 or
+        // an f64 would print (`-0` becomes `0`, as in any value serde_json passes on).
+        let input = HookInput::parse(
+            br#"{"error_details":1.50,"tool_input":{"n":123456789012345678901234567890}}"#,
+        )
+        .unwrap();
+        assert_eq!(input.error_details.as_deref(), Some("1.50"));
+        assert_eq!(
+            input.tool_input.unwrap().to_string(),
+            r#"{"n":123456789012345678901234567890}"#
+        );
     }
 
     #[test]
