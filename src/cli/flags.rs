@@ -117,18 +117,8 @@ fn version_requested(binary: &str) -> bool {
     asked
 }
 
-/// An argument as a POSIX shell needs it written: as it is when plain, else single-quoted.
-pub(crate) fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
-    if plain {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
+/// The one quoting function (SPEC §2's words for a shell): see [`crate::sys::process::shell_quote`].
+pub(crate) use crate::sys::process::shell_quote;
 
 /// The binaries a vigil entry runs; a handler naming one of them is vigil's.
 pub const BINARIES: [&str; 3] = ["stop-gate", "session-start-loader", "session-end-handoff"];

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::flags;
 use crate::evidence::held;
 use crate::evidence::results::{self, Outcome, Results};
 use crate::evidence::subject::Limits;
@@ -16,7 +15,7 @@ use crate::gate::command::{self, Checked};
 use crate::reach::confine::Plan;
 use crate::state::hold::{Hold, TestRules};
 use crate::state::project::Project;
-use crate::sys::files;
+use crate::sys::{files, process};
 
 /// The placeholder a check command writes where its JUnit report goes.
 pub(crate) const JUNIT: &str = "{junit}";
@@ -49,7 +48,7 @@ impl Report {
         let report = Report { dir };
         let path = report.path().to_string_lossy().into_owned();
         Ok((
-            command.replace(JUNIT, &flags::shell_quote(&path)),
+            command.replace(JUNIT, &process::shell_word(&path)),
             Some(report),
         ))
     }

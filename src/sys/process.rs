@@ -325,8 +325,34 @@ impl Parent {
 /// The shell that runs a check command: `sh -c COMMAND`; on Windows, Git for Windows' `sh`
 /// when it is on PATH or in its usual place (as Claude Code runs shell-form hooks), else
 /// `cmd.exe /d /s /c "COMMAND"`.
-pub(crate) fn shell(command: &str) -> Command {
+pub fn shell(command: &str) -> Command {
     os::shell(command)
+}
+
+/// An argument as a POSIX shell needs it written: as it is when plain, else single-quoted. The
+/// one quoting function: the handlers settings-merge writes, a marker's recorded command,
+/// `config show`, and (through [`shell_word`]) a path put into a check's command line.
+pub(crate) fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// `word` as the shell [`shell`] runs a command with takes it: [`shell_quote`] for `sh`; on
+/// Windows without Git's `sh`, in double quotes, which `cmd.exe` reads as quotes and `'` it
+/// does not (a Windows path holds no `"`; a `%` in it `cmd` would expand, as in any line).
+pub fn shell_word(word: &str) -> String {
+    if os::shell_is_cmd() {
+        format!("\"{word}\"")
+    } else {
+        shell_quote(word)
+    }
 }
 
 /// What the command keeps of the environment; everything else is cleared (`--keep-env` adds).

@@ -47,6 +47,29 @@ fn a_replace_interrupted_leaves_the_old_file_or_the_new_never_a_mix() {
 }
 
 #[test]
+fn a_path_put_into_a_check_is_one_word_for_the_shell_that_runs_it() {
+    // `sh` here; on Windows without Git's `sh` (as under wine), `cmd.exe`, which takes no `'`.
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("a b").join("junit it's.xml");
+    std::fs::create_dir(report.parent().unwrap()).unwrap();
+    let word = process::shell_word(report.to_str().unwrap());
+    let done = process::run(
+        process::shell(&format!("echo ok> {word}")),
+        Duration::from_secs(30),
+        true,
+        4096,
+    )
+    .unwrap();
+    assert_eq!(
+        done.outcome,
+        Outcome::Exited(0),
+        "{word}: {:?}",
+        done.output
+    );
+    assert!(report.is_file(), "{word}");
+}
+
+#[test]
 fn a_process_tree_is_killed_whole_at_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("leaf.pid");

@@ -334,6 +334,11 @@ pub(crate) fn ignore_pipe_signal() {
     }
 }
 
+/// Whether [`shell`] runs `cmd.exe`: never here.
+pub(crate) fn shell_is_cmd() -> bool {
+    false
+}
+
 /// `sh -c COMMAND`.
 pub(crate) fn shell(command: &str) -> Command {
     let mut cmd = Command::new("sh");

@@ -442,6 +442,11 @@ fn git_sh() -> Option<std::path::PathBuf> {
     })
 }
 
+/// Whether [`shell`] runs `cmd.exe`: when no Git for Windows' `sh` is found.
+pub(crate) fn shell_is_cmd() -> bool {
+    git_sh().is_none()
+}
+
 /// `sh -c COMMAND` with Git for Windows' `sh`, else `cmd.exe /d /s /c "COMMAND"` (the line
 /// given to `cmd.exe` as it is, since it does not split its command line as programs do).
 pub(crate) fn shell(command: &str) -> Command {
