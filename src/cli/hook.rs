@@ -89,8 +89,9 @@ pub struct HookInput {
     /// UserPromptSubmit: the prompt as the human typed it (a slash command before expansion).
     #[serde(deserialize_with = "field::text")]
     pub prompt: Option<String>,
-    /// Stop and SubagentStop: the background work Claude Code lists, entries of a shape vigil
-    /// knows only (any other entry is left out, never a reason to deny); `None` when absent.
+    /// Stop and SubagentStop: the background work Claude Code lists, each entry an object with a
+    /// string `status` (any other entry is left out, never a reason to deny); `None` when
+    /// absent.
     #[serde(deserialize_with = "field::tasks")]
     pub background_tasks: Option<Vec<BackgroundTask>>,
     /// SubagentStop: which subagent stopped, its type (`""` for Claude Code's own compaction),
@@ -120,13 +121,16 @@ pub struct HookInput {
     pub file_path: Option<PathBuf>,
 }
 
-/// One entry of `background_tasks` (Claude Code 2.1.332): a shell or a subagent. An entry of
-/// another shape (not an object, or its `type` not the string `shell` or `subagent`) is left
-/// out.
+/// One entry of `background_tasks` (Claude Code 2.1.332): a shell, a subagent, a Monitor, a
+/// workflow, or a kind vigil does not know (its `type` is a label, or the task's raw kind). An
+/// entry that is not an object, or has no string `status`, is left out; every other field is
+/// taken when it is a string (SPEC §2: a running or pending entry holds a declaration whatever
+/// its type).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct BackgroundTask {
-    pub id: String,
-    #[serde(rename = "type", deserialize_with = "field::kind")]
+    #[serde(default, deserialize_with = "field::text_or_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, deserialize_with = "field::kind")]
     pub kind: TaskKind,
     pub status: String,
     /// Taken when it is a string, as the two below.
@@ -138,12 +142,23 @@ pub struct BackgroundTask {
     /// A subagent's type.
     #[serde(default, deserialize_with = "field::text_or_none")]
     pub agent_type: Option<String>,
+    /// A workflow's name.
+    #[serde(default, deserialize_with = "field::text_or_none")]
+    pub name: Option<String>,
+    /// A Monitor's or an MCP task's tool.
+    #[serde(default, deserialize_with = "field::text_or_none")]
+    pub tool: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A task's `type`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum TaskKind {
     Shell,
     Subagent,
+    /// Any other label (`monitor`, `workflow`, a raw kind), `""` when it has none.
+    Other(String),
+    #[default]
+    Unnamed,
 }
 
 impl BackgroundTask {
@@ -213,14 +228,15 @@ mod field {
         }
     }
 
-    /// A task's `type`: the string `shell` or `subagent` (serde's own enum forms, a map or an
-    /// index, are other shapes).
+    /// A task's `type`: its label when it is a string, else unnamed (never a reason to leave
+    /// the task out: a running task holds whatever its type).
     pub(super) fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<TaskKind, D::Error> {
-        match Value::deserialize(d)? {
-            Value::String(s) if s == "shell" => Ok(TaskKind::Shell),
-            Value::String(s) if s == "subagent" => Ok(TaskKind::Subagent),
-            other => Err(wrong("`shell` or `subagent`", &other)),
-        }
+        Ok(match Value::deserialize(d)? {
+            Value::String(s) if s == "shell" => TaskKind::Shell,
+            Value::String(s) if s == "subagent" => TaskKind::Subagent,
+            Value::String(s) if !s.is_empty() => TaskKind::Other(s),
+            _ => TaskKind::Unnamed,
+        })
     }
 
     /// Any value: a string as it is, another value as its compact JSON, `null` as absent.
@@ -507,29 +523,36 @@ mod tests {
     }
 
     #[test]
-    fn background_tasks_of_an_unknown_shape_are_left_out() {
+    fn background_tasks_without_a_status_are_left_out_and_any_type_is_kept() {
         let input = HookInput::parse(
-            br#"{"background_tasks":[7,{"id":"b1","type":"shell","status":"running","command":"npm test"},{"id":"x","type":"cron","status":"running"},{"type":"shell","status":"running"},{"id":"a1","type":"subagent","status":"completed","description":3}]}"#,
+            br#"{"background_tasks":[7,{"id":"b1","type":"shell","status":"running","command":"npm test"},{"id":"x","type":"cron","status":"running"},{"type":"shell"},{"id":"a1","type":"subagent","status":"completed","description":3},{"status":"pending","type":7}]}"#,
         )
         .unwrap();
         let tasks = input.background_tasks.unwrap();
-        assert_eq!(tasks.len(), 2, "{tasks:?}");
+        assert_eq!(tasks.len(), 4, "{tasks:?}");
         assert_eq!(tasks[0].command.as_deref(), Some("npm test"));
         assert!(tasks[0].is_running());
-        assert!(!tasks[1].is_running());
-        assert_eq!(tasks[1].description, None);
+        assert_eq!(tasks[1].kind, TaskKind::Other("cron".into()));
+        assert!(tasks[1].is_running());
+        assert!(!tasks[2].is_running());
+        assert_eq!(tasks[2].description, None);
+        assert_eq!((&tasks[3].kind, &tasks[3].id), (&TaskKind::Unnamed, &None));
+        assert!(tasks[3].is_running());
         let err = HookInput::parse(br#"{"background_tasks":{"id":"b1"}}"#).unwrap_err();
         assert!(err.to_string().contains("must be an array"), "{err}");
     }
 
     #[test]
-    fn background_tasks_are_objects_naming_their_type_as_a_string() {
-        // serde's other forms of a struct (an array) and of an enum (a map) are other shapes.
+    fn background_tasks_are_objects() {
+        // serde's other form of a struct (an array) is another shape; a type of serde's map
+        // form of an enum is a type vigil does not know.
         let input = HookInput::parse(
-            br#"{"background_tasks":[["b1","shell","running"],{"id":"b2","type":{"shell":null},"status":"running"},{"id":"b3","type":0,"status":"running"}]}"#,
+            br#"{"background_tasks":[["b1","shell","running"],{"id":"b2","type":{"shell":null},"status":"running"}]}"#,
         )
         .unwrap();
-        assert_eq!(input.background_tasks, Some(vec![]));
+        let tasks = input.background_tasks.unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].kind, TaskKind::Unnamed);
     }
 
     #[test]

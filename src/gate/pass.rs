@@ -142,8 +142,10 @@ fn spent(state: &LoopState, bounds: &Bounds) -> Option<(EndReason, String)> {
     None
 }
 
-/// The background tasks of a Stop still running, named for the model: a shell by its command,
-/// a subagent by its description; at most five, each at most 80 characters of plain text.
+/// The background tasks of a Stop still running, named for the model with the id the TaskStop
+/// tool takes: a shell by its command, a subagent by its description, another kind by its
+/// description, name or tool and its label; at most five, each at most 80 characters of plain
+/// text.
 fn running_tasks(input: &HookInput) -> String {
     let running: Vec<&BackgroundTask> = input
         .background_tasks
@@ -154,35 +156,48 @@ fn running_tasks(input: &HookInput) -> String {
     let named: Vec<String> = running
         .iter()
         .take(5)
-        .map(|task| {
-            let short = |text: &str| defang::field_max(text, 80);
-            match task.kind {
-                TaskKind::Shell => match &task.command {
-                    Some(command) => format!("`{}` (shell {})", short(command), short(&task.id)),
-                    None => format!(
-                        "{} (shell {})",
-                        short(task.description.as_deref().unwrap_or("a shell")),
-                        short(&task.id)
-                    ),
-                },
-                TaskKind::Subagent => format!(
-                    "{} (subagent {})",
-                    short(
-                        task.description
-                            .as_deref()
-                            .or(task.agent_type.as_deref())
-                            .unwrap_or("a subagent")
-                    ),
-                    short(&task.id)
-                ),
-            }
-        })
+        .map(|task| task_named(task))
         .collect();
     let mut text = named.join(", ");
     if running.len() > 5 {
         text.push_str(&format!(" and {} more", running.len() - 5));
     }
     text
+}
+
+/// One running task, for the model: what it is, then its kind and id.
+fn task_named(task: &BackgroundTask) -> String {
+    let short = |text: &str| defang::field_max(text, 80);
+    let said = |fields: &[&Option<String>], otherwise: &str| {
+        short(
+            fields
+                .iter()
+                .find_map(|f| f.as_deref())
+                .unwrap_or(otherwise),
+        )
+    };
+    let (what, kind) = match &task.kind {
+        TaskKind::Shell => match &task.command {
+            Some(command) => (format!("`{}`", short(command)), "shell".to_string()),
+            None => (said(&[&task.description], "a shell"), "shell".to_string()),
+        },
+        TaskKind::Subagent => (
+            said(&[&task.description, &task.agent_type], "a subagent"),
+            "subagent".to_string(),
+        ),
+        TaskKind::Other(label) => (
+            said(&[&task.description, &task.name, &task.tool], "a task"),
+            short(label),
+        ),
+        TaskKind::Unnamed => (
+            said(&[&task.description, &task.name, &task.tool], "a task"),
+            "task".to_string(),
+        ),
+    };
+    match &task.id {
+        Some(id) => format!("{what} ({kind} {})", short(id)),
+        None => format!("{what} ({kind})"),
+    }
 }
 
 impl Gate<'_> {
@@ -260,7 +275,7 @@ impl Gate<'_> {
                         return Ok(self.wait(state, budget, &running));
                     }
                     let line = format!(
-                        "stop-gate: {work}; a declaration counts only once it has finished (stop a task that never ends, such as a server, before you finish)"
+                        "stop-gate: {work}; a declaration counts only once it has finished (stop a task that never ends, such as a server or a monitor, with the TaskStop tool and its id before you finish)"
                     );
                     self.advance(state, budget, Verdict::Absent, Some(line), &pass)
                 }
@@ -332,7 +347,7 @@ impl Gate<'_> {
         match budget::charge_budget(budget, self.max_blocks) {
             Charge::Block { .. } => {
                 let line = format!(
-                    "stop-gate: {work}; wait for it to finish (its result comes back to you; stop a task that never ends, such as a server), then finish by ending with {promise} on its own last line, when it is true"
+                    "stop-gate: {work}; wait for it to finish (its result comes back to you; a task that never ends, such as a server or a monitor, you stop with the TaskStop tool and its id), then finish by ending with {promise} on its own last line, when it is true"
                 );
                 Step::Output(StopOutput::Block {
                     reason: cap(&defang_except(&line, &promise), MAX_REASON),

@@ -1,5 +1,6 @@
 //! A declaration while background work runs is held, not a finish (SPEC §2 `background_tasks`):
-//! once a pass, naming the work, within the block budget; unknown shapes are never a reason to
+//! once a pass, naming the work and the tool that stops it, within the block budget; an entry
+//! running or pending holds whatever its type, and other unknown shapes are never a reason to
 //! deny.
 
 use serde_json::{Value, json};
@@ -112,16 +113,46 @@ fn holds_in_different_passes_are_not_consecutive_blocks() {
 }
 
 #[test]
+fn a_running_task_of_any_type_holds_the_declaration_naming_the_tool_that_stops_it() {
+    // Claude Code 2.1.332 lists a Monitor and a workflow too (their `type` is a label, or the
+    // task's raw kind), and a monitor may never end by itself: the agent's work after the
+    // check. Each running or pending entry holds, whatever its type or other fields.
+    for task in [
+        json!({"id": "m1", "type": "monitor", "status": "running", "description": "watch the deploy", "server": "ops", "tool": "tail"}),
+        json!({"id": "w1", "type": "workflow", "status": "pending", "description": "release", "name": "release"}),
+        json!({"id": "d1", "type": "dream", "status": "running", "description": 7}),
+        json!({"type": "remote_agent", "status": "running"}),
+    ] {
+        let p = Project::new();
+        start_with(&p, "s1", 5, &[]);
+        let stop = p.stop_with(
+            &[],
+            background_stop(&p, "s1", DECLARED, json!([task])).to_string(),
+        );
+        assert!(stop.blocked(), "{task}: {:?}", stop.system_message());
+        let reason = stop.reason();
+        assert_contains!(reason, "wait for it to finish");
+        assert_contains!(reason, "TaskStop");
+        if let Some(id) = task["id"].as_str() {
+            assert_contains!(reason, id);
+        }
+        assert_eq!(p.loop_state("s1")["status"], "running", "{task}");
+    }
+}
+
+#[test]
 fn background_tasks_of_a_shape_vigil_does_not_know_are_never_a_reason_to_deny() {
     let p = Project::new();
     start_with(&p, "s1", 5, &[]);
+    // Entries that are not objects, or that say of no status that it runs.
     let tasks = json!([
         "a string",
         7,
         {"weird": true},
-        {"id": "c1", "type": "cron", "status": "running"},
-        {"id": 5, "type": "shell", "status": "running"},
-        {"id": "b1", "type": "shell", "status": ["running"]}
+        {"id": "c1", "type": "cron", "status": "completed"},
+        {"id": 5, "type": "shell", "status": "failed"},
+        {"id": "b1", "type": "shell", "status": ["running"]},
+        ["b2", "shell", "running"]
     ]);
     let stop = p.stop_with(&[], background_stop(&p, "s1", DECLARED, tasks).to_string());
     stop.assert_allowed();
