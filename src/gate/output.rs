@@ -5,7 +5,7 @@ use crate::cli::hook::{Specific, Wire};
 use crate::cli::output;
 use crate::gate::Feedback;
 use crate::sys::watchdog;
-use crate::verdict::defang::defang;
+use crate::verdict::defang::{self, defang};
 use crate::verdict::terminal;
 
 /// The longest `reason` a block carries.
@@ -242,10 +242,11 @@ pub(super) fn defang_except(text: &str, keep: &str) -> String {
 /// The longest question a human is shown.
 const MAX_QUESTION: usize = 500;
 
-/// An escalated question as the human reads it: plain text (escape sequences would run in the
-/// human's terminal), at most `MAX_QUESTION` characters, defanged.
+/// An escalated question as the human reads it: plain text without format characters (escape
+/// sequences would run in the human's terminal, bidi controls reorder what it shows),
+/// at most `MAX_QUESTION` characters, defanged.
 pub(super) fn shown_question(question: &str) -> String {
-    let plain = terminal::plain_text(question.as_bytes());
+    let plain = defang::visible(&terminal::plain_text(question.as_bytes()));
     let mut shown: String = plain.chars().take(MAX_QUESTION).collect();
     if shown.len() < plain.len() {
         shown.push('…');

@@ -6,6 +6,10 @@
 //! controls, gutters and whitespace between its characters do not hide it), so the result
 //! holds no marker as text or flattened text either. The function is idempotent.
 
+use std::sync::LazyLock;
+
+use regex_syntax::hir::{Class, HirKind};
+
 use crate::verdict::terminal;
 use crate::verdict::token::Prefix;
 
@@ -115,13 +119,14 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 /// The longest one-line field ([`field`]), in characters.
 pub(crate) const MAX_FIELD: usize = 300;
 
-/// Text copied from a session: escapes gone, defanged, at most `max` characters (the end kept).
+/// Text copied from a session: escapes and format characters gone, defanged, at most `max`
+/// characters (the end kept).
 pub(crate) fn clean(text: &str, max: usize) -> String {
-    let plain = terminal::plain_text(text.as_bytes());
+    let plain = visible(&terminal::plain_text(text.as_bytes()));
     keep_tail(&defang(plain.trim()), max)
 }
 
-/// A value for a one-line field: escapes and control characters gone, line breaks (and U+2028,
+/// A value for a one-line field: escapes, control and format characters gone, line breaks (and U+2028,
 /// U+2029) made spaces, defanged, at most `MAX_FIELD` characters. Nothing a branch name, a
 /// file name or a hook payload holds can then start a line of its own or carry a live tag.
 pub(crate) fn field(text: &str) -> String {
@@ -132,7 +137,7 @@ pub(crate) fn field_max(text: &str, max: usize) -> String {
     let plain = terminal::plain_text(text.as_bytes());
     let one_line: String = plain
         .chars()
-        .filter(|c| !is_bidi_control(*c))
+        .filter(|c| !is_format(*c))
         .map(|c| {
             if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
                 ' '
@@ -144,10 +149,42 @@ pub(crate) fn field_max(text: &str, max: usize) -> String {
     keep_head(&defang(one_line.trim()), max)
 }
 
-/// The characters that reorder text as a terminal shows it (embeddings, overrides, isolates,
-/// marks): in a one-line field they could make a command or a path read as another.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+/// Unicode's format characters (general category Cf): the bidirectional embeddings, overrides,
+/// isolates and marks that reorder text as a terminal shows it, zero-width spaces and joiners,
+/// the soft hyphen, the BOM and the invisible tag characters. In text a person reads they could
+/// make a command or a path read as another, or carry what nobody sees. The table is Unicode's,
+/// as regex-syntax has it.
+pub(crate) fn is_format(c: char) -> bool {
+    static FORMAT: LazyLock<Vec<(char, char)>> = LazyLock::new(|| {
+        let hir = regex_syntax::Parser::new()
+            .parse(r"\p{Cf}")
+            .expect("Unicode's general categories are in regex-syntax");
+        match hir.kind() {
+            HirKind::Class(Class::Unicode(class)) => class
+                .ranges()
+                .iter()
+                .map(|r| (r.start(), r.end()))
+                .collect(),
+            other => unreachable!("\\p{{Cf}} is a class, not {other:?}"),
+        }
+    });
+    !c.is_ascii()
+        && FORMAT
+            .binary_search_by(|&(start, end)| {
+                if end < c {
+                    std::cmp::Ordering::Less
+                } else if start > c {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
+}
+
+/// `text` without its format characters ([`is_format`]): what a person is shown.
+pub(crate) fn visible(text: &str) -> String {
+    text.chars().filter(|c| !is_format(*c)).collect()
 }
 
 /// The first `max` characters, with `…` at the end when something was dropped.
@@ -178,6 +215,46 @@ pub(crate) fn keep_tail(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn format_characters_are_unicodes_cf_and_nothing_a_person_reads() {
+        for c in [
+            '\u{AD}',
+            '\u{61C}',
+            '\u{180E}',
+            '\u{200B}',
+            '\u{200D}',
+            '\u{200E}',
+            '\u{202A}',
+            '\u{202E}',
+            '\u{2060}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{FEFF}',
+            '\u{FFF9}',
+            '\u{E0001}',
+            '\u{E0041}',
+            '\u{E007F}',
+        ] {
+            assert!(is_format(c), "U+{:04X}", c as u32);
+        }
+        for c in [
+            'a',
+            ' ',
+            '\n',
+            'é',
+            'ß',
+            '中',
+            '\u{2028}',
+            '😀',
+            '\u{1F3FB}',
+            '\u{FFFD}',
+        ] {
+            assert!(!is_format(c), "U+{:04X}", c as u32);
+        }
+        assert_eq!(visible("rm\u{202E}fr-\u{E0041} ok"), "rmfr- ok");
+        assert_eq!(field("a\u{2066}b\u{200B}c"), "abc");
+    }
 
     #[test]
     fn splices_a_hyphen_into_marker_prefixes_and_promise_tags() {

@@ -174,6 +174,28 @@ fn a_blocked_question_is_shown_as_capped_plain_text() {
     assert_eq!(p.loop_state("s1")["status"], "blocked");
 }
 
+#[test]
+fn a_blocked_questions_bidi_and_format_controls_never_reach_the_person() {
+    // An override that shows `rm -rf ~` reversed, isolates, marks, a zero-width space, a soft
+    // hyphen, a word joiner, a BOM and invisible tag characters (U+E0041: "A" nobody sees).
+    let p = Project::new();
+    p.start_ok("s1", 5, "Migrate.");
+    let hidden = "\u{202E}~ fr- mr\u{202C} \u{2066}x\u{2069}\u{200F}\u{061C}\u{200B}\u{AD}\u{2060}\u{FEFF}\u{E0041}\u{E007F}";
+    let question = format!("needs-decision: Run it?{hidden} Keep the table?");
+    let stop = p.stop(&[], "s1", Some(&question));
+    let message = stop.system_message();
+    assert!(message.contains("Run it?"), "{message}");
+    assert!(message.contains("Keep the table?"), "{message}");
+    for c in hidden.chars().filter(|c| !c.is_ascii()) {
+        assert!(
+            !message.contains(c),
+            "U+{:04X} reached the person: {message:?}",
+            c as u32
+        );
+    }
+    assert_eq!(p.loop_state("s1")["status"], "blocked");
+}
+
 /// The user and system seconds of bash's `times` line for its children (`0m0.412s 0m0.020s`).
 fn cpu_seconds(line: &str) -> f64 {
     line.split_whitespace()
