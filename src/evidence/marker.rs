@@ -9,7 +9,8 @@ use crate::error;
 use crate::error::{Error, Result};
 use crate::evidence::notes;
 use crate::evidence::payload::{
-    CLOCK_SKEW, CheckName, Denial, MAX_PAYLOAD, Payload, SCHEMAS, Source, Status, same_command,
+    CLOCK_SKEW, CheckName, Denial, Isolation, MAX_PAYLOAD, Payload, SCHEMAS, Source, Status,
+    same_command,
 };
 use crate::evidence::signing::Trust;
 use crate::evidence::subject;
@@ -19,20 +20,35 @@ use crate::sys::files;
 use crate::sys::time;
 use crate::verdict::defang;
 
-/// The payload records `command`, when one is required.
-fn bound(payload: &Payload, command: Option<&str>) -> std::result::Result<(), Denial> {
+/// The payload records `command`, when one is required, from a run whose environment could
+/// not steer it: a snapshot's (a clean environment in a private copy), or any run of a writer
+/// whose key a human trusted (CI's). The words of a run in place do not say what ran: `PATH`
+/// or a runner's option variable (`PYTEST_ADDOPTS`) in the writer's environment changes it
+/// and leaves them as they were (issue 43).
+fn bound(
+    payload: &Payload,
+    command: Option<&str>,
+    trust: &Trust,
+) -> std::result::Result<(), Denial> {
     let Some(wanted) = command else {
         return Ok(());
     };
+    let snapshot = payload
+        .run
+        .as_ref()
+        .is_some_and(|run| run.isolation == Some(Isolation::Snapshot));
     match payload.command() {
-        Some(recorded) if same_command(recorded, wanted) => Ok(()),
-        Some(recorded) => Err(Denial::CommandMismatch(format!(
+        Some(recorded) if !same_command(recorded, wanted) => Err(Denial::CommandMismatch(format!(
             "the marker was written by `{}`, not `{wanted}`",
             defang::field_max(recorded, 200)
         ))),
         None => Err(Denial::CommandMismatch(format!(
             "the marker records no command, and `{wanted}` is required"
         ))),
+        Some(_) if !snapshot && trust.keys.is_empty() => Err(Denial::CommandMismatch(format!(
+            "the marker records `{wanted}` from a run in place, whose environment could have steered it (PATH, a runner's option variables); a required command counts only from `marker-writer run --snapshot`, or from a writer whose key is trusted (CI's, with --sign-key)"
+        ))),
+        Some(_) => Ok(()),
     }
 }
 
@@ -132,7 +148,7 @@ pub(crate) fn verify_from(
     command: Option<&str>,
 ) -> std::result::Result<(Payload, Source), Denial> {
     let local = verify_local(project, check, subject_id, max_age, trust)
-        .and_then(|payload| bound(&payload, command).map(|()| payload));
+        .and_then(|payload| bound(&payload, command, trust).map(|()| payload));
     let local = match local {
         Ok(payload) => return Ok((payload, Source::Local)),
         Err(denial) => denial,
@@ -143,7 +159,7 @@ pub(crate) fn verify_from(
         // pinned or trusted key, even where an unsigned local marker would.
         match note.and_then(|payload| {
             judge(&payload, check, subject_id, max_age, trust)?;
-            bound(&payload, command)?;
+            bound(&payload, command, trust)?;
             if trust.keys.is_empty() {
                 return Err(Denial::BadSignature(
                     "a note counts only when signed by a trusted key, and none is trusted here; pin CI's key with --verify-key or `marker-writer trust KEYFILE`".to_string(),

@@ -238,8 +238,14 @@ impl Gate<'_> {
                     Some(command) => command.to_string(),
                     None => "<the command that checks it>".to_string(),
                 };
+                // A bound command counts from a snapshot's run, or from CI's signed one.
+                let snapshot = if required.command.is_some() {
+                    " --snapshot"
+                } else {
+                    ""
+                };
                 return Err(Failure::line(format!(
-                    "stop-gate: marker `{check}` {}; a protected writer (CI, a git hook, a human) must run `marker-writer run --check {check} -- {command}` on this content before you stop",
+                    "stop-gate: marker `{check}` {}; a protected writer (CI, a git hook, a human) must run `marker-writer run --check {check}{snapshot} -- {command}` on this content before you stop",
                     denial.describe()
                 )));
             }

@@ -7,13 +7,14 @@ use crate::support::*;
 #[test]
 fn stop_gate_trusts_what_marker_writer_writes() {
     let repo = Project::git();
-    // The writer vouches for the command the gate names (a marker of another command does
-    // not count: stop_gate::a_required_marker_counts_only_when_written_by_its_command).
+    // The writer runs the command the gate names, in a snapshot (a marker of another command,
+    // or of one run in place, does not count:
+    // stop_gate::a_required_marker_counts_only_when_written_by_its_command).
     ok(marker_writer_in(
         repo.path(),
-        &tests_passed_by("cargo test --locked"),
+        &["run", "--check", "tests", "--snapshot", "--", "true"],
     ));
-    let required = ["--require-marker", "tests=cargo test --locked"];
+    let required = ["--require-marker", "tests=true"];
     let gate = repo.stop(&required, "s1", Some("done"));
     assert!(gate.silent_allow(), "allowed: {:?}", gate.json);
     repo.write("lib.rs", "fn main() { after_the_run() }\n");
@@ -21,7 +22,7 @@ fn stop_gate_trusts_what_marker_writer_writes() {
     assert!(gate.blocked());
     assert_contains!(
         gate.reason(),
-        "marker-writer run --check tests -- cargo test --locked"
+        "marker-writer run --check tests --snapshot -- true"
     );
 }
 

@@ -71,17 +71,20 @@ fn marker_for_exactly_this_worktree_allows() {
 /// Issue 29, a marker is bound to its command: with `--require-marker CHECK=CMD`, a passed
 /// marker for this very content counts only when the command it records is CMD (the same
 /// shell words, bare or as `sh -c`). The agent's way around it, a marker from a command that
-/// checks nothing, is turned away; a vouching writer that ran nothing itself names the
-/// command with `write --command`.
+/// checks nothing, is turned away. Issue 43: the words do not say what ran where the
+/// environment steers the command (`PATH=…`, a runner's option variables), so the binding
+/// counts only a marker whose run was a snapshot's (a clean environment) or signed by a
+/// trusted key (CI's, whose environment is its own).
 #[test]
 fn a_required_marker_counts_only_when_written_by_its_command() {
     let p = Project::git();
+    p.write("lib.rs", "");
     let required = ["--require-marker", "tests=test -f lib.rs"];
     let writer = |args: &[&str]| {
         let out = marker_writer_in(p.path(), args);
         assert!(out.status.success(), "{args:?}: {}", said(&out));
     };
-    writer(&["run", "--check", "tests", "--", "true"]);
+    writer(&["run", "--check", "tests", "--snapshot", "--", "true"]);
     let stop = p.stop_s1(&required);
     stop.assert_blocked_saying("command mismatch");
     assert_contains!(stop.reason(), "test -f lib.rs");
@@ -90,18 +93,79 @@ fn a_required_marker_counts_only_when_written_by_its_command() {
         "a bare --require-marker binds no command"
     );
     for run in [
-        &["run", "--check", "tests", "--", "test", "-f", "lib.rs"][..],
-        &tests_run_by_sh("test  -f 'lib.rs'")[..],
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--snapshot",
+            "--",
+            "test",
+            "-f",
+            "lib.rs",
+        ][..],
+        &[
+            "run",
+            "--check",
+            "tests",
+            "--snapshot",
+            "--",
+            "sh",
+            "-c",
+            "test  -f 'lib.rs'",
+        ][..],
     ] {
         writer(run);
         assert!(p.stop_s1(&required).silent_allow(), "{run:?}");
     }
     writer(&["write", "--check", "tests", "--status", "passed"]);
     assert!(p.stop_s1(&required).blocked(), "write names no command");
-    writer(&tests_passed_by("test -f lib.rs"));
-    assert!(p.stop_s1(&required).silent_allow());
     writer(&tests_passed_by("test -f other.rs"));
     assert!(p.stop_s1(&required).blocked());
+}
+
+/// The agent's way around the binding (issue 43): the recorded words, with its own program
+/// first on PATH (or a runner's option variable) in the environment of a writer run in place.
+#[test]
+fn a_required_command_counts_only_in_a_snapshot_or_signed_by_a_trusted_key() {
+    let p = Project::git();
+    p.write("lib.rs", "");
+    p.write("fake/test", "#!/bin/sh\nexit 0\n");
+    make_executable(&p.path().join("fake/test"));
+    let required = ["--require-marker", "tests=test -f lib.rs"];
+    let path = format!(
+        "{}:{}",
+        p.path().join("fake").display(),
+        std::env::var("PATH").unwrap()
+    );
+    for args in [
+        &["run", "--check", "tests", "--", "test", "-f", "lib.rs"][..],
+        &tests_passed_by("test -f lib.rs")[..],
+    ] {
+        let out = marker_writer()
+            .args(args)
+            .env("PATH", &path)
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", said(&out));
+        let stop = p.stop_s1(&required);
+        stop.assert_blocked_saying("command mismatch");
+        assert_contains!(stop.reason(), "--snapshot");
+    }
+    // Signed by a key a human trusted (CI's): its environment is the writer's own.
+    let keys = tempfile::tempdir().unwrap();
+    let (secret, public) = keygen_into(p.path(), keys.path());
+    let mut signed = tests_passed_by("test -f lib.rs");
+    signed.extend(["--sign-key", secret.to_str().unwrap()]);
+    let out = marker_writer_in(p.path(), &signed);
+    assert!(out.status.success(), "{}", said(&out));
+    let with_key = [
+        "--require-marker",
+        "tests=test -f lib.rs",
+        "--verify-key",
+        public.to_str().unwrap(),
+    ];
+    assert!(p.stop_s1(&with_key).silent_allow());
 }
 
 #[test]
@@ -122,7 +186,7 @@ fn marker_for_other_content_is_a_subject_mismatch_naming_the_configured_command(
     stop.assert_blocked_saying("subject mismatch");
     assert_contains!(
         stop.reason(),
-        "marker-writer run --check tests -- cargo test --locked"
+        "marker-writer run --check tests --snapshot -- cargo test --locked"
     );
     // A command from a payload was echoed.
     assert_lacks!(stop.reason(), "-- true");

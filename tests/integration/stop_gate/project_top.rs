@@ -120,7 +120,15 @@ fn a_marker_written_in_a_subdirectory_runs_its_command_at_the_git_top_level() {
     let required = ["--require-marker", "tests=sh check.sh"];
     let write = || {
         marker_writer()
-            .args(["run", "--check", "tests", "--", "sh", "check.sh"])
+            .args([
+                "run",
+                "--check",
+                "tests",
+                "--snapshot",
+                "--",
+                "sh",
+                "check.sh",
+            ])
             .current_dir(&sub)
             .output()
             .unwrap()
