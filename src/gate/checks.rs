@@ -148,7 +148,7 @@ impl Gate<'_> {
             config.check_write.clone(),
             config.check_network,
         );
-        let required = || sandbox::sandbox_on(&self.project.dir);
+        let required = || sandbox::confinement_required(&self.project.dir);
         if let Some(hold) = hold {
             // Under a hold the check runs on what it judges, and its tests are read one by
             // one (SPEC §11).

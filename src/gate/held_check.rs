@@ -582,7 +582,7 @@ pub(crate) fn record_baseline(
         Error::usage("nothing is held: hold the tests first (stop-gate hold add tests/)")
     })?;
     let plan = command::plan(project, Vec::new(), network);
-    let required = || crate::reach::sandbox::sandbox_on(&project.dir);
+    let required = || crate::reach::sandbox::confinement_required(&project.dir);
     let ran = run_once(
         project,
         &record,

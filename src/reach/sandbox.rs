@@ -40,6 +40,38 @@ impl Effective {
     }
 }
 
+/// Whether a check that cannot be confined must not run in `project`: Claude Code's sandbox is
+/// on there, or Codex's (what `--codex --protect` sets), or a human installed vigil with
+/// `--protect` (the install record in the protected state says it).
+pub(crate) fn confinement_required(project: &Path) -> bool {
+    sandbox_on(project) || codex_sandbox_on(project) || protected::installed_protected(project)
+}
+
+/// Whether the project asks Codex to run the agent's commands in its sandbox: a `sandbox_mode`
+/// of `workspace-write` or `read-only` in the project's `.codex/config.toml`, which `--codex
+/// --protect` writes and Codex keeps read-only to the agent's commands. (Codex's own config in
+/// `~/.codex` is not read: it says nothing of a project a Claude Code session works in, where a
+/// machine without bubblewrap runs the check unconfined and says so.) A file that exists but
+/// cannot be read counts as one that asks.
+pub(crate) fn codex_sandbox_on(project: &Path) -> bool {
+    let path = project.join(".codex/config.toml");
+    let file = match files::open_regular(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        Err(_) => return true,
+    };
+    let Ok(bytes) = files::read_capped(file, 1 << 20, "Codex's config", &path) else {
+        return true;
+    };
+    let Ok(document) = String::from_utf8_lossy(&bytes).parse::<toml_edit::DocumentMut>() else {
+        return true;
+    };
+    matches!(
+        document.get("sandbox_mode").and_then(|mode| mode.as_str()),
+        Some("workspace-write" | "read-only")
+    )
+}
+
 /// Whether Claude Code's sandbox is on for the project at `project` (what `--protect` sets):
 /// then a check that cannot be confined is never run with the user's rights. Read only when
 /// confinement cannot be had, so a Stop with a check pays nothing for it.

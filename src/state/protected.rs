@@ -53,6 +53,31 @@ pub(crate) fn made_install_dir(project: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Whether a human installed vigil into `project` with `--protect`, for either engine: its
+/// install record, in the protected state, names what `--protect` changed in some settings
+/// file. A record that exists but cannot be read counts as one that says so (a check is then
+/// not run unconfined). Read only when a check cannot be confined.
+pub(crate) fn installed_protected(project: &Path) -> bool {
+    let Some(dir) = install_dir(project) else {
+        return false;
+    };
+    let path = dir.join(RECORD_FILE);
+    let file = match files::open_state(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return false,
+        Err(_) => return true,
+    };
+    let Ok(bytes) = files::read_capped(file, 64 << 20, "the install record", &path) else {
+        return true;
+    };
+    let Ok(record) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return true;
+    };
+    record["files"]
+        .as_object()
+        .is_some_and(|files| files.values().any(|file| file["protect"].is_object()))
+}
+
 /// The project a hook or command works on (SPEC §2), from the directory the engine started in
 /// (or the command runs in). The agent can plant a `.git` (`git init`) or delete one, and so
 /// move where the search for `.git` ends, but can write neither the state home nor, under

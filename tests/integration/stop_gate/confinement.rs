@@ -315,6 +315,44 @@ fn under_protect_a_check_that_cannot_be_confined_is_not_run() {
     assert!(!p.path().join("ran.txt").exists());
 }
 
+/// Issue 43: Codex's sandbox is no Claude Code setting, so `--codex --protect` used to let a
+/// check run unconfined where bubblewrap cannot make a sandbox. What says `--protect` on either
+/// engine is the install record a human's install left in the protected state.
+#[test]
+fn under_codex_protect_a_check_that_cannot_be_confined_is_not_run() {
+    let p = Project::builder().git().home().build();
+    let codex_home = p.home().join("codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    write_codex_config_trusting(&codex_home.join("config.toml"), "", p.path());
+    let settings = p.path().join(".codex/hooks.json");
+    let bin = bin_dir();
+    ok(settings_merge()
+        .env("HOME", p.home())
+        .env("CODEX_HOME", &codex_home)
+        .args([
+            "install",
+            "--settings",
+            settings.to_str().unwrap(),
+            "--codex",
+            "--protect",
+        ])
+        .args(["--bin-dir", bin.to_str().unwrap(), "--no-run"])
+        .current_dir(p.path())
+        .output()
+        .unwrap());
+    let stop = p.stop_env(
+        &["--run", "touch ran.txt"],
+        &[
+            ("VIGIL_TEST_BWRAP", "/nonexistent/bwrap".as_ref()),
+            ("CODEX_HOME", codex_home.as_os_str()),
+        ],
+    );
+    let reason = stop
+        .assert_blocked_starting("stop-gate: `touch ran.txt` was not run: it cannot be confined");
+    assert_contains!(reason, "--protect");
+    assert!(!p.path().join("ran.txt").exists());
+}
+
 #[test]
 fn a_project_that_breaks_the_sandbox_is_denied_never_run_unconfined() {
     let p = Project::git();

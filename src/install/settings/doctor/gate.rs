@@ -357,9 +357,9 @@ pub(super) fn check_confinement(
         }
         Err(unavailable) => unavailable.message().to_string(),
     };
-    Some(if sandbox::sandbox_on(project) {
+    Some(if sandbox::confinement_required(project) {
         Finding::Fail(format!(
-            "{event}: stop-gate's check `{short}` cannot be confined: every stop is blocked\n{why}; with Claude Code's sandbox on it is never run unconfined, so every stop is blocked until it can be"
+            "{event}: stop-gate's check `{short}` cannot be confined: every stop is blocked\n{why}; under --protect (Claude Code's sandbox on, or vigil installed with --protect for either engine) it is never run unconfined, so every stop is blocked until it can be"
         ))
     } else {
         Finding::Warn(format!(
