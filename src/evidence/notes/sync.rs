@@ -67,15 +67,19 @@ pub(crate) fn sync(
     }
     let repo = ensure(project, deadline)?;
     let mut synced = Synced::default();
-    let mut broken = fetch_and_merge(
-        project,
-        &repo,
-        url,
-        options.max_fetch,
-        &options.checks,
-        deadline,
-        &mut synced.skipped,
-    )?;
+    // Fetched and merged once, and again after each push another writer got in before.
+    let fetch = |skipped: &mut Vec<_>| {
+        fetch_and_merge(
+            project,
+            &repo,
+            url,
+            options.max_fetch,
+            &options.checks,
+            deadline,
+            skipped,
+        )
+    };
+    let mut broken = fetch(&mut synced.skipped)?;
     if push {
         for attempt in 0..PUSH_ATTEMPTS {
             delete_below_checks(&repo, url, &broken, deadline, &mut synced.skipped)?;
@@ -112,15 +116,7 @@ pub(crate) fn sync(
                     };
                     // Another writer pushed first: take its notes in, and push the union.
                     std::thread::sleep(Duration::from_millis(20 << attempt));
-                    broken = fetch_and_merge(
-                        project,
-                        &repo,
-                        url,
-                        options.max_fetch,
-                        &options.checks,
-                        deadline,
-                        &mut synced.skipped,
-                    )?;
+                    broken = fetch(&mut synced.skipped)?;
                     broken.extend(parents);
                 }
                 Some((reason, _)) => {
