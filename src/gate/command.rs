@@ -10,6 +10,7 @@ use crate::evidence::signing;
 use crate::reach::confine::{self, Plan, Unavailable};
 use crate::state::project::Project;
 use crate::sys::process::{self, Outcome};
+use crate::sys::programs;
 use crate::verdict::terminal;
 
 /// Output kept from a check: enough for its last 20 lines.
@@ -68,7 +69,7 @@ pub(crate) fn run_check(
     let shown = shown(command);
     let args = ["-c".into(), command.into()];
     let unavailable = match confine::sandbox() {
-        Ok(bwrap) => match confine::command(&bwrap, plan, "sh".as_ref(), &args) {
+        Ok(bwrap) => match confine::command(&bwrap, plan, programs::SH.as_ref(), &args) {
             Ok((cmd, mut confined)) => {
                 let done = process::run(cmd, timeout, true, capture);
                 if confined.started() {

@@ -16,6 +16,8 @@
 //! - `time`: RFC 3339 timestamps, durations, deadlines.
 //! - `digest`: sha256 in hex, canonical JSON.
 //! - `paths`: paths compared by what they name; names as the system spells them in bytes.
+//! - `programs`: the programs vigil starts of its own accord (git, sh), found in the system's
+//!   places, and the PATH they get: never an entry the agent can fill.
 //! - `git`: the repository that holds a directory, found from the files alone; git run with
 //!   settings the repository cannot override, and (`git::sealed`) git in a repository vigil
 //!   owns, sealed off from its caller's environment.
@@ -36,6 +38,7 @@ pub(crate) mod git;
 pub(crate) mod lock;
 pub(crate) mod paths;
 pub mod process;
+pub(crate) mod programs;
 pub mod record;
 pub mod time;
 pub(crate) mod user;

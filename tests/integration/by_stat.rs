@@ -286,10 +286,10 @@ fn the_record_is_written_before_git_answers() {
     let dir = one_file_repo();
     let dir = dir.path();
     // A git that takes two seconds for anything.
-    let (_bin, path) = slow_git("2");
+    let (_bin, slow) = slow_git("2");
     let mut cmd = vigil_process("session-end-handoff");
     cmd.current_dir(dir)
-        .env("PATH", path)
+        .env("VIGIL_TEST_GIT", &slow)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());

@@ -84,8 +84,9 @@ pub fn forge_index_stat(dir: &Path, path: &str, size: usize) -> gix_index::entry
     stat
 }
 
-/// A `git` earlier on PATH that sleeps before doing anything.
-pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
+/// A `git` that sleeps before doing anything, for `VIGIL_TEST_GIT` (debug builds find git only
+/// in the system's places otherwise): the directory that holds it, and its path.
+pub fn slow_git(seconds: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let bin = tempfile::tempdir().unwrap();
     let real = String::from_utf8(
         std::process::Command::new("sh")
@@ -96,16 +97,8 @@ pub fn slow_git(seconds: &str) -> (tempfile::TempDir, String) {
     )
     .unwrap();
     let script = format!("#!/bin/sh\nsleep {seconds}\nexec {} \"$@\"\n", real.trim());
-    std::fs::write(bin.path().join("git"), script).unwrap();
-    std::fs::set_permissions(
-        bin.path().join("git"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.path().display(),
-        std::env::var("PATH").unwrap()
-    );
-    (bin, path)
+    let git = bin.path().join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    (bin, git)
 }

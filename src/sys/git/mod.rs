@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::sys::files::read_regular;
 use crate::sys::paths;
 use crate::sys::process;
+use crate::sys::programs;
 
 /// A working tree and its repository, found from the files alone: the nearest `.git` above
 /// the start (a directory, or a file naming one, as in a linked worktree).
@@ -153,8 +154,18 @@ fn git_run(
     env: &[(&str, &OsStr)],
     timeout: Duration,
 ) -> Result<GitOutput> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir);
+    // The system's git, never one a PATH entry inside the project holds, and the same PATH
+    // less those entries for whatever git starts itself (a filter the user installed).
+    let program = programs::git(dir).ok_or_else(|| {
+        Error::Io(format!(
+            "cannot run `git {}`: git is not installed where vigil looks (the system's places, then PATH outside the project)",
+            args.join(" ")
+        ))
+    })?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-C")
+        .arg(dir)
+        .env("PATH", programs::trusted_path(dir));
     // The repository's configuration is the agent's to edit: nothing in it may make git
     // trust stale stat data, skip files, or ask a hook what changed.
     for setting in TRUSTED_SETTINGS {

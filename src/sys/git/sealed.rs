@@ -10,12 +10,9 @@ use std::process::Command;
 use crate::error::{Error, Result};
 use crate::sys::process;
 use crate::sys::process::Outcome;
+use crate::sys::programs;
 use crate::sys::time::Deadline;
 use crate::sys::user;
-
-/// Where git is looked for, and the PATH it runs with: the system's, never the caller's, which
-/// a project's `.claude/settings.json` can set for the hook that starts a background sync.
-const SYSTEM_PATH: &str = "/usr/bin:/usr/local/bin:/opt/homebrew/bin:/bin:/usr/sbin:/sbin";
 
 /// The caller's variables git is given; every other one is dropped. A project's
 /// `.claude/settings.json` sets the environment of the hook that starts a background sync, and
@@ -44,12 +41,14 @@ const KEPT_ENV: &[&str] = &[
 ];
 
 /// `git`, from the system's places, with an environment the caller cannot steer: only the
-/// variables of [`KEPT_ENV`], the system PATH, and HOME the user's own from the password
+/// variables of [`KEPT_ENV`], the system's PATH, and HOME the user's own from the password
 /// database (the user's ~/.gitconfig, with its credential helpers, not one a settings file
 /// points at).
 fn git_command() -> Command {
-    let git = SYSTEM_PATH
-        .split(':')
+    // The system's PATH, never the caller's, which a project's `.claude/settings.json` can set
+    // for the hook that starts a background sync: where git is looked for, and what it gets.
+    let git = programs::SYSTEM_DIRS
+        .iter()
         .map(|dir| Path::new(dir).join("git"))
         .find(|p| p.is_file())
         .unwrap_or_else(|| PathBuf::from("/usr/bin/git"));
@@ -62,7 +61,7 @@ fn git_command() -> Command {
             cmd.env(name, value);
         }
     }
-    cmd.env("PATH", SYSTEM_PATH);
+    cmd.env("PATH", programs::system_path());
     if let Some(home) = user::passwd_home() {
         cmd.env("HOME", home);
     }

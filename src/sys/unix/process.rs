@@ -339,9 +339,10 @@ pub(crate) fn shell_is_cmd() -> bool {
     false
 }
 
-/// `sh -c COMMAND`.
+/// `sh -c COMMAND`, the system's `sh` by absolute path: never one a PATH entry inside the
+/// project holds.
 pub(crate) fn shell(command: &str) -> Command {
-    let mut cmd = Command::new("sh");
+    let mut cmd = Command::new(crate::sys::programs::SH);
     cmd.arg("-c").arg(command);
     cmd
 }

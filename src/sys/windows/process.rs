@@ -420,24 +420,24 @@ fn close(handle: HANDLE) {
     }
 }
 
-/// Git for Windows' `sh` when PATH has it, or where its installer puts it; else `cmd.exe`.
+/// Git for Windows' `sh` where its installer puts it, else where PATH has it outside the
+/// project (the directory vigil runs in) and the temporary directories; else `cmd.exe`.
 fn git_sh() -> Option<std::path::PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
+    let installed = ["ProgramFiles", "ProgramW6432", "LOCALAPPDATA"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .flat_map(|root| {
+            let root = std::path::PathBuf::from(root);
+            [
+                root.join("Git").join("bin").join("sh.exe"),
+                root.join("Programs").join("Git").join("bin").join("sh.exe"),
+            ]
+        })
+        .find(|sh| sh.is_file());
+    installed.or_else(|| {
+        let here = std::env::current_dir().ok()?;
+        std::env::split_paths(&crate::sys::programs::trusted_path(&here))
             .map(|dir| dir.join("sh.exe"))
-            .find(|sh| sh.is_file())
-    });
-    on_path.or_else(|| {
-        ["ProgramFiles", "ProgramW6432", "LOCALAPPDATA"]
-            .iter()
-            .filter_map(std::env::var_os)
-            .flat_map(|root| {
-                let root = std::path::PathBuf::from(root);
-                [
-                    root.join("Git").join("bin").join("sh.exe"),
-                    root.join("Programs").join("Git").join("bin").join("sh.exe"),
-                ]
-            })
             .find(|sh| sh.is_file())
     })
 }

@@ -142,10 +142,10 @@ fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
         repo.path(),
         &["run", "--check", "tests", "--", "true"],
     ));
-    let (_bin, path) = slow_git("2");
+    let (_bin, slow) = slow_git("2");
     let started = std::time::Instant::now();
     let out = session_end_handoff()
-        .env("PATH", &path)
+        .env("VIGIL_TEST_GIT", &slow)
         .current_dir(repo.path())
         .write_stdin(end_payload(repo.path(), "s-1", "SessionEnd", None))
         .output()
@@ -160,7 +160,7 @@ fn a_slow_git_costs_the_handoff_its_detail_not_its_budget() {
     assert_eq!(record["git"], Value::Null);
     let started = std::time::Instant::now();
     let out = session_start_loader()
-        .env("PATH", &path)
+        .env("VIGIL_TEST_GIT", &slow)
         .current_dir(repo.path())
         .write_stdin(
             json!({"session_id": "s-2", "cwd": repo.path(), "source": "startup"}).to_string(),

@@ -7,6 +7,7 @@ mod attacks;
 mod humans_prompt;
 mod install_protect;
 mod state_home;
+mod what_vigil_runs;
 
 use std::path::Path;
 

@@ -19,6 +19,7 @@ use crate::install::settings::{
 };
 use crate::state::wakes;
 use crate::sys::git;
+use crate::sys::{paths, programs};
 use codex::codex_trust;
 use gate::{
     check_confinement, check_held, check_program, contracts, gate_config, gate_deadline,
@@ -116,6 +117,7 @@ pub(crate) fn check(target: &Target, engine: Engine, codex_config: Option<&Path>
     findings.extend(placed(&root, &handlers, &expected, &optional));
     findings.extend(gates(target, &root, &handlers));
     findings.extend(bare_runs(&handlers));
+    findings.extend(path_inside(&target.project()));
     if engine == Engine::Codex {
         findings.extend(codex_trust(target, &root, codex_config));
     }
@@ -254,6 +256,28 @@ fn waiter(
         }
     }
     findings
+}
+
+/// Each PATH entry inside the project (a `.venv/bin`, `node_modules/.bin`, or a relative
+/// entry): a program the agent's shell puts there runs, with the user's rights, for every
+/// command found through PATH. vigil's own programs are not among them (it finds git and sh in
+/// the system's places); the user's hooks and an unheld check are. Not for the user's own
+/// settings, whose "project" is the home directory.
+fn path_inside(project: &Path) -> Vec<Finding> {
+    if crate::sys::user::home()
+        .is_some_and(|home| paths::canonical(&home) == paths::canonical(project))
+    {
+        return Vec::new();
+    }
+    programs::path_entries_inside(project)
+        .into_iter()
+        .map(|entry| {
+            Finding::Warn(format!(
+                "PATH holds {}, inside the project, where the agent's shell can put programs\nevery command found through PATH runs what is there with your rights (your hooks', an unheld check's; vigil finds its own git and sh in the system's places): start claude or codex with it off PATH and name the program by its path, or declare it for a held check (`stop-gate hold add --env DIR`)",
+                if entry.as_os_str().is_empty() { "an empty entry".to_string() } else { format!("`{}`", entry.display()) }
+            ))
+        })
+        .collect()
 }
 
 /// Who waits for the project's wakes (its main checkout's queue): two sessions share one queue,

@@ -10,6 +10,7 @@ use crate::install::settings::{
     Binaries, command, first_word, handler_args, shell_quote, vigil_binary,
 };
 use crate::sys::process;
+use crate::sys::programs;
 
 /// The first character a POSIX shell would act on rather than pass on as part of a word:
 /// expansions (`$`, a backtick, also inside double quotes), operators and globs outside
@@ -80,7 +81,7 @@ pub(super) fn run_bare(event: &str, command: &str, home: &std::ffi::OsStr) -> Fi
         }
         cmd
     } else {
-        let mut cmd = std::process::Command::new("sh");
+        let mut cmd = std::process::Command::new(programs::SH);
         cmd.arg("-c")
             .arg(script)
             .env_clear()
