@@ -52,6 +52,7 @@ pub(crate) fn plan(project: &Project, writable: Vec<std::path::PathBuf>, network
         bound: Vec::new(),
         env: Vec::new(),
         ledger: Some(project.protected().dir.join("stand-ins")),
+        in_place: true,
     }
 }
 
@@ -73,7 +74,11 @@ pub(crate) fn run_check(
             Ok((cmd, mut confined)) => {
                 let done = process::run(cmd, timeout, true, capture);
                 if confined.started() {
-                    let (result, output) = judge(&shown, done, timeout);
+                    let (mut result, output) = judge(&shown, done, timeout);
+                    let made = confined.appeared();
+                    if !made.is_empty() {
+                        result = Err(made_what_runs(&shown, &plan.work, &made));
+                    }
                     return Checked {
                         result,
                         unconfined: None,
@@ -132,6 +137,34 @@ pub(crate) fn run_check(
             "stop-gate: the check `{shown}` ran unconfined, with your rights: {why}"
         )),
         output,
+    }
+}
+
+/// A check that left behind what the engine or git would run with the user's rights: never a
+/// pass, whatever it exited with, and each place named. Nothing is removed: it may be the
+/// user's own doing in a check that sets a project up.
+fn made_what_runs(
+    shown: &str,
+    work: &std::path::Path,
+    made: &[std::path::PathBuf],
+) -> CheckFailure {
+    let named: Vec<String> = made
+        .iter()
+        .map(|path| {
+            path.strip_prefix(work)
+                .unwrap_or(path)
+                .display()
+                .to_string()
+        })
+        .collect();
+    CheckFailure {
+        line: format!(
+            "stop-gate: `{shown}` made {}, which the engine or git would run with your rights outside any sandbox; a check never counts when it leaves one behind: remove {} and find what made {}",
+            named.join(", "),
+            if made.len() == 1 { "it" } else { "them" },
+            if made.len() == 1 { "it" } else { "them" },
+        ),
+        tail: String::new(),
     }
 }
 

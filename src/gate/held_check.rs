@@ -163,6 +163,8 @@ pub(crate) fn run_once(
     plan.read_only = prepared.read_only.clone();
     plan.bound = prepared.bound.clone();
     plan.ledger = None;
+    // The copy is thrown away after the run: nothing it makes reaches the project.
+    plan.in_place = false;
     if let Ok(cache) = check_cache(project) {
         plan.env = cache_variables(&cache);
         plan.writable.push(cache);

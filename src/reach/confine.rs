@@ -21,7 +21,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::reach::{self, Entry};
+use crate::reach::{self, Entry, nested};
 use crate::sys::atomic;
 use crate::sys::atomic::Durability;
 use crate::sys::files;
@@ -80,6 +80,10 @@ pub(crate) struct Plan {
     /// Where the stand-ins made in the project are listed (in the protected state) while a
     /// check runs, so that those of a gate killed outright are removed by the next run.
     pub ledger: Option<PathBuf>,
+    /// Whether `work` is the project itself, not a copy thrown away after the run: then the
+    /// read-only names below its top and what git runs from it are bound read-only too, and a
+    /// walk after the run names those that appeared (`Confined::appeared`).
+    pub in_place: bool,
 }
 
 /// Why a command could not be confined.
@@ -151,8 +155,33 @@ pub(crate) struct Confined {
     status: Option<std::io::PipeReader>,
     made: Made,
     ledger: Option<PathBuf>,
+    /// What was below the top before the run, to compare with after it (in place only).
+    watch: Option<Watch>,
     /// Seatbelt's private temporary directory, removed with this.
     _tmp: Option<tempfile::TempDir>,
+}
+
+/// The read-only set below an in-place check's top as it was before the run: the walk's
+/// finds, and the places git would run that did not exist (no mount can keep them unmade).
+#[derive(Clone, Debug)]
+pub(crate) struct Watch {
+    work: PathBuf,
+    before: nested::Found,
+    absent: Vec<PathBuf>,
+}
+
+impl Watch {
+    /// The read-only names and places git runs from, below the top, that the run made.
+    fn appeared(&self) -> Vec<PathBuf> {
+        let mut made = nested::appeared(&self.before, &nested::walk(&self.work));
+        made.extend(
+            self.absent
+                .iter()
+                .filter(|path| std::fs::symlink_metadata(path).is_ok())
+                .cloned(),
+        );
+        made
+    }
 }
 
 impl Confined {
@@ -165,6 +194,13 @@ impl Confined {
         let mut text = String::new();
         let _ = status.read_to_string(&mut text);
         text.contains("\"child-pid\"")
+    }
+
+    /// What the run made that the engine, an editor or git would run with the user's rights
+    /// (a `.claude/` or `.git` below the top, a hook where `core.hooksPath` points): in place
+    /// only, where nothing throws the work away. Read once the run has ended.
+    pub(crate) fn appeared(&self) -> Vec<PathBuf> {
+        self.watch.as_ref().map(Watch::appeared).unwrap_or_default()
     }
 }
 
@@ -266,7 +302,7 @@ impl Mount {
 
 /// The mounts of `plan`, parents before what is inside them, and the mount points made for
 /// read-only entries that did not exist.
-fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
+fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made, Option<Watch>), Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
     // What a gate killed during its check left in the project goes first.
@@ -294,6 +330,11 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
         mounts.push(Mount::ReadOnlyAt(real(from), to.clone()));
     }
     let planned = read_only_entries(&work, &hidden, &mut mounts)?;
+    let watch = if plan.in_place {
+        Some(nested_entries(&work, &hidden, &mut mounts)?)
+    } else {
+        None
+    };
     // Listed once before any is made, so a gate killed at any instant leaves them named; not
     // waited for on the disk (only a crash loses the list, and then only the removal).
     if let Some(ledger) = &plan.ledger
@@ -356,7 +397,81 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made), Unavailable> {
     // Parents first, so what is inside a mount is mounted over it (the work inside a hidden
     // directory, a read-only entry inside the work); the sort keeps the order above for equals.
     mounts.sort_by_key(|m| m.path().components().count());
-    Ok((mounts, made))
+    Ok((mounts, made, watch))
+}
+
+/// The read-only set below the top of an in-place `work` (`nested`): each name found bound
+/// read-only (with the git directories a `.git` file names), and each place git runs from
+/// that exists; what does not exist yet is watched. A link among them, or a configuration git
+/// cannot read in time: the project cannot be confined.
+fn nested_entries(
+    work: &Path,
+    hidden: &[(PathBuf, Entry)],
+    mounts: &mut Vec<Mount>,
+) -> Result<Watch, Unavailable> {
+    let before = nested::walk(work);
+    if let Some(link) = before.links.first() {
+        return Err(Unavailable::Project(format!(
+            "{} is a symlink, which a confined check could replace with files of its own that the engine or git would then run; make it a real file or directory",
+            link.display()
+        )));
+    }
+    let mut repos = nested::repositories(work, &before);
+    // The repository the project is a part of, where its top is above the project's.
+    if let Ok(holder) = crate::sys::git::Repository::locate(work)
+        && holder.top != work
+    {
+        repos.push(holder.top.join(".git"));
+    }
+    if repos.len() > nested::MAX_REPOSITORIES {
+        return Err(Unavailable::Project(format!(
+            "{} holds {} git repositories, more than the {} whose configuration a check reads before it runs",
+            work.display(),
+            repos.len(),
+            nested::MAX_REPOSITORIES
+        )));
+    }
+    for (path, _) in &before.entries {
+        if path.file_name().is_some_and(|n| n == ".git")
+            && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        {
+            mounts.extend(
+                git_dirs(path)
+                    .into_iter()
+                    .filter(|dir| !hidden.iter().any(|(h, _)| dir.starts_with(h)))
+                    .map(Mount::ReadOnly),
+            );
+        }
+        mounts.push(Mount::ReadOnly(path.clone()));
+    }
+    let mut absent = Vec::new();
+    let deadline = crate::sys::time::Deadline::after(nested::CONFIG_BUDGET);
+    for repo in repos {
+        let runs = nested::git_runs(work, &repo, deadline).map_err(|e| {
+            Unavailable::Project(format!(
+                "what git runs from {} cannot be read ({e}), so a check cannot be kept from it",
+                repo.display()
+            ))
+        })?;
+        for run in runs {
+            if run.through_link {
+                return Err(Unavailable::Project(format!(
+                    "git reaches {} through a symlink in the project ({}), which a confined check could point elsewhere; make it a real path",
+                    run.path.display(),
+                    run.why
+                )));
+            }
+            match std::fs::symlink_metadata(&run.path) {
+                Ok(_) => mounts.push(Mount::ReadOnly(run.path)),
+                Err(_) => absent.push(run.path),
+            }
+        }
+    }
+    Ok(Watch {
+        work: work.to_path_buf(),
+        before,
+        absent,
+    })
 }
 
 /// The mounts of the read-only entries of `work` that are there, with the git directories a
@@ -460,7 +575,7 @@ pub(crate) fn command(
     if bwrap.ends_with("sandbox-exec") {
         return seatbelt_command(bwrap, plan, program, args);
     }
-    let (mounts, made) = mounts(plan)?;
+    let (mounts, made, watch) = mounts(plan)?;
     let (status, status_writer) =
         std::io::pipe().map_err(|e| Unavailable::Machine(format!("cannot make a pipe: {e}")))?;
     let fd = process::descriptor_number(&status_writer);
@@ -532,6 +647,7 @@ pub(crate) fn command(
             status: Some(status),
             made,
             ledger: plan.ledger.clone(),
+            watch,
             _tmp: None,
         },
     ))

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::cli::hook::HookInput;
 use crate::error::Error;
-use crate::reach::{self, MAX_LINKS, lexical, resolve};
+use crate::reach::{self, MAX_LINKS, lexical, nested, resolve};
 use crate::state::hold::{self, Hold};
 use crate::state::project::Project;
 use crate::sys::{paths, user};
@@ -114,8 +114,55 @@ pub(crate) fn judge(
                 place.display()
             ));
         }
+        if let Some(why) = git_runs_it(&place, &project) {
+            return Err(format!(
+                "vigil: {tool} to {} denied: {why}, with your rights; under --protect the file tools never write what git runs",
+                place.display()
+            ));
+        }
     }
     Ok(())
+}
+
+/// Why git would run `place` (inside `project`) with the user's rights, if it would: the
+/// repositories it is in (each directory from it up to the project's top that holds a `.git`,
+/// and the repository the project is part of) name it as a hooks directory, an included
+/// configuration file or a program (`nested::git_runs`). Configuration that cannot be read in
+/// time denies: the guard cannot say the write is safe.
+fn git_runs_it(place: &Path, project: &Path) -> Option<String> {
+    if !paths::within(place, project) {
+        return None;
+    }
+    let mut repos: Vec<PathBuf> = place
+        .ancestors()
+        .skip(1)
+        .take_while(|dir| paths::within(dir, project))
+        .map(|dir| dir.join(".git"))
+        .filter(|dot_git| std::fs::symlink_metadata(dot_git).is_ok())
+        .collect();
+    if let Ok(holder) = crate::sys::git::Repository::locate(project) {
+        let dot_git = holder.top.join(".git");
+        if !repos.contains(&dot_git) {
+            repos.push(dot_git);
+        }
+    }
+    let deadline = crate::sys::time::Deadline::after(nested::CONFIG_BUDGET);
+    for repo in repos {
+        match nested::git_runs(project, &repo, deadline) {
+            Ok(runs) => {
+                if let Some(run) = runs.iter().find(|run| paths::within(place, &run.path)) {
+                    return Some(format!("{} ({})", run.why, repo.display()));
+                }
+            }
+            Err(e) => {
+                return Some(format!(
+                    "what git runs from {} cannot be read ({e}), so it may run this",
+                    repo.display()
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// Whether `tool` may write what `input` names under the human's `hold` (SPEC §11): never a

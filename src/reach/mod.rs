@@ -16,6 +16,7 @@
 
 pub(crate) mod confine;
 pub(crate) mod guard;
+pub(crate) mod nested;
 pub(crate) mod sandbox;
 
 use std::path::{Path, PathBuf};

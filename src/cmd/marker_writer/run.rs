@@ -338,6 +338,7 @@ fn plan(
         clean_env: Some(options.keep_env.clone()),
         // The snapshot is removed whole; nothing of the project is made.
         ledger: None,
+        in_place: false,
     }
 }
 

@@ -37,8 +37,23 @@ pub(super) fn seatbelt_command(
     // No bind mounts here: the declared environment is linked in (its writes are outside the
     // work, so denied).
     link_bound(plan);
+    // In place, what git runs from the project (and what `.git` files name) is read-only too,
+    // and what the run makes is looked for after it.
+    let mut nested = Vec::new();
+    let watch = if plan.in_place {
+        let work = std::fs::canonicalize(&plan.work).unwrap_or_else(|_| plan.work.clone());
+        let hidden = reach::hidden(&plan.project_state, &plan.hide);
+        Some(super::nested_entries(&work, &hidden, &mut nested)?)
+    } else {
+        None
+    };
     // Later rules win: the hold's read-only paths after the work's allow.
-    for path in &plan.read_only {
+    for path in plan
+        .read_only
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(nested.iter().map(|m| m.path()))
+    {
         let text = path.to_string_lossy();
         let quoted = format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""));
         profile.push_str(&format!(
@@ -56,6 +71,7 @@ pub(super) fn seatbelt_command(
             status: None,
             made: Vec::new(),
             ledger: None,
+            watch,
             _tmp: Some(tmp),
         },
     ))
@@ -92,6 +108,17 @@ pub(crate) fn seatbelt_profile(
         }
     }
     profile.push_str(")\n");
+    // The same names at any depth below the top: a rule is a pattern here, so it holds for a
+    // name that does not exist yet (a nested `.claude/`, a `git init`'s `.git`).
+    profile.push_str(&format!(
+        "(deny file-write* (regex #\"^{}/(.*/)?({})(/.*)?$\"))\n",
+        sbpl_regex(&regex_escape(&work.to_string_lossy())),
+        reach::READ_ONLY
+            .iter()
+            .map(|(name, _)| sbpl_regex(&any_case(&regex_escape(name))))
+            .collect::<Vec<_>>()
+            .join("|")
+    ));
     if !hidden.is_empty() {
         profile.push_str("(deny file-read* file-write*");
         for path in hidden {
@@ -104,6 +131,37 @@ pub(crate) fn seatbelt_profile(
         profile.push_str("(deny network*)\n");
     }
     profile
+}
+
+/// `text` matched literally in a regular expression.
+fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\.^$|()[]{}*+?".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A pattern's letters matched in either case (a case-insensitive disk takes `.CLAUDE`).
+fn any_case(pattern: &str) -> String {
+    pattern
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A regular expression inside SBPL's `#"…"`: a quote cannot end it early.
+fn sbpl_regex(pattern: &str) -> String {
+    pattern.replace('"', "\\\"")
 }
 
 #[cfg(test)]
@@ -148,6 +206,17 @@ mod tests {
             "(deny file-read* file-write* (subpath \"/Users/me/.local/state/vigil\") (subpath \"/Users/me/.ssh\"))"
         ));
         assert!(profile.contains("(deny signal (target others))"));
+        // Below the top, at any depth, in any case.
+        assert!(
+            profile.contains(
+                "(deny file-write* (regex #\"^/Users/me/proj/(.*/)?(\\.[cC][lL][aA][uU][dD][eE]|"
+            ),
+            "{profile}"
+        );
+        assert!(
+            profile.contains("|\\.[mM][cC][pP]\\.[jJ][sS][oO][nN]|"),
+            "{profile}"
+        );
         assert!(profile.ends_with("(deny network*)\n"));
         let open = seatbelt_profile(Path::new("/p"), &[], &[], true);
         assert!(!open.contains("network"));

@@ -127,7 +127,8 @@ pub(crate) fn gitdir_of(dot_git: &Path) -> Option<PathBuf> {
 }
 
 /// Settings that override the repository's own for every git call vigil makes. Only what informs
-/// (a handoff's HEAD and dirty state) runs git; no gate does (SPEC §9).
+/// (a handoff's HEAD and dirty state) runs git to look at the tree; a gate runs it only to read
+/// the configuration before a check (`settings`), which runs nothing it names (SPEC §9).
 const TRUSTED_SETTINGS: [&str; 8] = [
     "core.trustctime=true",
     "core.fileMode=true",
@@ -196,6 +197,56 @@ fn git_run(
         stdout: done.output,
         failure,
     })
+}
+
+/// One setting of a repository's configuration as git reads it: the file it came from
+/// (`None` for one not from a file), its key as git spells it (section and name in lower case)
+/// and its value (`None` for a bare `key`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Setting {
+    pub origin: Option<PathBuf>,
+    pub key: String,
+    pub value: Option<String>,
+}
+
+/// Every setting git reads for the repository whose `.git` is `dot_git` (a directory, or a
+/// file naming one), its includes followed as git follows them (`includeIf` conditions
+/// judged): git's own parser, never one of vigil's. A relative origin is from the working
+/// tree's top. Reading runs nothing the configuration names.
+pub(crate) fn settings(dot_git: &Path, timeout: Duration) -> Result<Vec<Setting>> {
+    let Some(top) = dot_git.parent() else {
+        return Ok(Vec::new());
+    };
+    let dot_git = dot_git.as_os_str().to_string_lossy();
+    let bytes = git_bytes(
+        top,
+        &[
+            &format!("--git-dir={dot_git}"),
+            "config",
+            "--list",
+            "-z",
+            "--show-origin",
+            "--includes",
+        ],
+        &[],
+        timeout,
+    )?;
+    let mut found = Vec::new();
+    let mut fields = bytes.split(|b| *b == 0);
+    while let (Some(origin), Some(entry)) = (fields.next(), fields.next()) {
+        let origin = String::from_utf8_lossy(origin);
+        let entry = String::from_utf8_lossy(entry);
+        let (key, value) = match entry.split_once('\n') {
+            Some((key, value)) => (key.to_string(), Some(value.to_string())),
+            None => (entry.into_owned(), None),
+        };
+        if key.is_empty() {
+            continue;
+        }
+        let origin = origin.strip_prefix("file:").map(|file| top.join(file));
+        found.push(Setting { origin, key, value });
+    }
+    Ok(found)
 }
 
 /// Runs git, returning its trimmed stdout; anything but exit 0 is an error.

@@ -271,3 +271,47 @@ fn input_the_guard_cannot_read_denies_the_write() {
         None
     );
 }
+
+/// What git runs from the project (issue 43 item 1): husky's hooks directory, a config file
+/// `include.path` brings in, a filter's program, in the top repository and in a nested one.
+#[test]
+fn the_file_tools_never_write_what_git_runs_from_the_project() {
+    let p = Project::git();
+    let home = tempfile::tempdir().unwrap();
+    let root = p.path();
+    p.write(".husky/pre-commit", "npm test\n");
+    p.write(
+        "tools/git.cfg",
+        "[filter \"fmt\"]\n\tclean = ./scripts/clean.sh %f\n",
+    );
+    p.write("scripts/clean.sh", "cat\n");
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(root, &["config", "core.hooksPath", ".husky"]);
+    git(root, &["config", "include.path", "../tools/git.cfg"]);
+    git(root, &["init", "-q", "vendor/lib"]);
+    git(
+        &root.join("vendor/lib"),
+        &["config", "core.fsmonitor", "sh ./watch.sh"],
+    );
+    for (path, why) in [
+        (".husky/pre-commit", "core.hooksPath"),
+        (".husky/post-merge", "core.hooksPath"),
+        ("tools/git.cfg", "include.path"),
+        ("scripts/clean.sh", "filter.fmt.clean"),
+        ("vendor/lib/watch.sh", "core.fsmonitor"),
+    ] {
+        let said = write(&p, home.path(), path).unwrap_or_else(|| panic!("{path} was let through"));
+        assert_contains!(said, why);
+        assert_contains!(said, "never write what git runs");
+    }
+    for path in ["scripts/build.sh", "tools/other.cfg", "vendor/lib/src.rs"] {
+        assert_eq!(write(&p, home.path(), path), None, "{path}");
+    }
+}

@@ -18,6 +18,7 @@ mod loop_commands;
 mod loop_ends;
 mod loop_run;
 mod markers;
+mod nested_reach;
 mod off_switch;
 mod project_config;
 mod project_top;
