@@ -171,6 +171,9 @@ fn run() -> Result<()> {
         progress_flag: options.progress_file.as_deref(),
         claimed,
         told,
+        // What a sandboxed shell could make that no rule can forbid before it exists (a
+        // `.claude/` below the top), new since `install --protect`: told at every start.
+        planted: crate::install::planted::nested_news(&project.dir),
     };
     let written = match briefing::context(&request) {
         Some(json) => stdout(format!("{json}\n").as_bytes()),

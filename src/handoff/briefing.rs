@@ -41,11 +41,15 @@ pub(crate) struct Request<'a> {
     pub claimed: Option<String>,
     /// What this session must hear of its own loop first (the witness of a record gone).
     pub told: Option<String>,
+    /// Code planted since `install --protect` that would run with the user's rights (a
+    /// `.claude/` below the top): told to the model and, as `systemMessage`, to the person.
+    pub planted: Vec<String>,
 }
 
 /// The context for the new session, or `None` when there is nothing to tell.
 pub(crate) fn context(request: &Request) -> Option<String> {
     let mut notes: Vec<String> = request.told.iter().cloned().collect();
+    notes.extend(request.planted.iter().map(|line| format!("vigil: {line}")));
     notes.extend(protection_notes(request.project));
     let mut records = Vec::new();
     for kind in [HandoffKind::Final, HandoffKind::Intermediate] {
@@ -130,8 +134,23 @@ pub(crate) fn context(request: &Request) -> Option<String> {
     // The claimed loop's instruction names the promise as the agent must write it: that line
     // alone is not defanged (its task text already is).
     let claimed = request.claimed.as_deref().unwrap_or("");
-    Some(fit(claimed, &records, &notes, progress.as_deref()))
+    let context = fit(claimed, &records, &notes, progress.as_deref());
+    if request.planted.is_empty() {
+        return Some(context);
+    }
+    let mut json: serde_json::Value = serde_json::from_str(&context).ok()?;
+    json["systemMessage"] = serde_json::Value::String(defang::keep_head(
+        &format!(
+            "vigil: {}; `settings-merge check` names each",
+            request.planted.join("; ")
+        ),
+        MAX_PLANTED_MESSAGE,
+    ));
+    Some(json.to_string())
 }
+
+/// The most characters the person is shown of planted code at SessionStart.
+const MAX_PLANTED_MESSAGE: usize = 2000;
 
 /// What the session must know of where vigil's protected state is: in the project (the state
 /// home could not be written), and, once per project, that loops an older vigil kept in

@@ -8,7 +8,9 @@
 //!   (`READ_ONLY`), as Claude Code's sandbox keeps them (seen with 2.1.332: `.claude/`,
 //!   `.git/hooks`, `.git/config`; its Write tool's dangerous list adds `.mcp.json`, `.vscode`,
 //!   `.idea`), and the whole `.git` (its `commondir`, a worktree's `.git` file and submodules'
-//!   directories lead git to other configs and hooks).
+//!   directories lead git to other configs and hooks). At any depth (`nested`): a
+//!   subdirectory's `.claude/` and a nested repository are read-only too, and so is what git
+//!   runs from the project (`core.hooksPath`, included files, filter programs).
 //! - **Never seen**: the state home (loops, records, trusted keys, local markers), the signing
 //!   key, the engines' own homes (`~/.claude`, `~/.claude.json`, `~/.codex`) and the user's
 //!   credentials (`HIDDEN_IN_HOME`), the user's session services (`$XDG_RUNTIME_DIR`, `/run`).

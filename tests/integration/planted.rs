@@ -457,3 +457,80 @@ fn a_planted_name_with_a_newline_stays_on_its_line() {
         "{said}"
     );
 }
+
+/// Issue 43 item 1: no rule forbids a name before it exists, so a `.claude/` the agent's shell
+/// makes below the top, or a repository it makes there, is named: the doctor fails it after
+/// `install --protect`, and the next session start tells the person and the model.
+#[test]
+fn engine_folders_and_repositories_made_below_the_top_after_protect_fail_and_are_told_at_start() {
+    let world = world();
+    // The user's own, there at install: vouched for, and never a line.
+    world.write("docs/.claude/settings.json", "{}\n");
+    world.install(&["--protect"]);
+    let (code, lines) = check(&world);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("docs/.claude")),
+        "{lines:?}"
+    );
+    let start = session_start(world.path(), "s-0", "startup");
+    assert_lacks!(stdout_of(&start), "below the project's top");
+    // The agent's shell: a folder, a repository with an fsmonitor, and the user's folder changed.
+    world.write("web/.claude/settings.json", "{\"hooks\":{}}\n");
+    world.write(
+        "docs/.claude/settings.json",
+        "{\"hooks\":{\"SessionStart\":[]}}\n",
+    );
+    let out = std::process::Command::new("git")
+        .args(["init", "-q", "vendor/lib"])
+        .current_dir(world.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (code, _) = check(&world);
+    assert_eq!(code, Some(1));
+    let web = one_line(&world, &world.path().join("web/.claude"), "[fail] ");
+    assert_contains!(
+        web,
+        "a .claude folder below the project's top appeared after vigil was installed with --protect"
+    );
+    assert_contains!(
+        web,
+        "a Claude Code session started in that folder runs its hooks"
+    );
+    let docs = one_line(&world, &world.path().join("docs/.claude"), "[fail] ");
+    assert_contains!(docs, "changed after vigil was installed with --protect");
+    let repo = one_line(&world, &world.path().join("vendor/lib/.git"), "[fail] ");
+    assert_contains!(repo, "a repository below the project's top appeared");
+    // The next session start, to the person and to the model.
+    let start = session_start(world.path(), "s-1", "startup");
+    let json: serde_json::Value = serde_json::from_slice(&start.stdout).unwrap();
+    let message = json["systemMessage"].as_str().unwrap();
+    for named in ["web/.claude", "docs/.claude", "vendor/lib/.git"] {
+        assert_contains!(message, named);
+        assert_contains!(
+            json["hookSpecificOutput"]["additionalContext"]
+                .as_str()
+                .unwrap(),
+            named
+        );
+    }
+    // Vouched for by installing again: no longer news.
+    world.install(&["--protect"]);
+    assert_eq!(check(&world).0, Some(0));
+    let start = session_start(world.path(), "s-2", "startup");
+    assert_lacks!(stdout_of(&start), "below the project's top");
+}
+
+/// Without --protect there is no baseline: a nested engine folder is a warning, a nested
+/// repository (a monorepo's norm) is not a line at all.
+#[test]
+fn without_protect_a_nested_engine_folder_warns_and_a_nested_repository_is_not_named() {
+    let world = world();
+    world.write("web/.claude/settings.json", "{}\n");
+    std::fs::create_dir_all(world.path().join("vendor/lib/.git")).unwrap();
+    let (code, lines) = check(&world);
+    assert_eq!(code, Some(0), "{lines:?}");
+    one_line(&world, &world.path().join("web/.claude"), "[warn] ");
+    assert!(naming(&world, &world.path().join("vendor/lib/.git")).is_empty());
+}

@@ -89,6 +89,9 @@ pub(crate) enum What {
         servers: Vec<String>,
         scope: Option<String>,
     },
+    /// A read-only name below the project's top (`reach::nested`), spelled in lower case: a
+    /// subdirectory's `.claude/`, a nested repository's `.git`.
+    Nested(String),
 }
 
 /// One planted thing: where, what, and a sha256 of what Claude Code would run from it.
@@ -125,6 +128,12 @@ impl Planted {
                 format!("the MCP server {}", servers[0])
             }
             What::Mcp { servers, .. } => format!("the MCP servers {}", servers.join(", ")),
+            What::Nested(name) => match name.as_str() {
+                ".git" => "a repository below the project's top".to_string(),
+                ".mcp.json" => "MCP servers below the project's top".to_string(),
+                ".vscode" | ".idea" => "an editor's folder below the project's top".to_string(),
+                _ => format!("a {name} folder below the project's top"),
+            },
         }
     }
 
@@ -138,6 +147,13 @@ impl Planted {
             What::Unparsed(..) => "it may hide hooks:, which would run with your rights, outside the sandbox".to_string(),
             What::PluginHooks => "Claude Code runs them with your rights, outside the sandbox, while the plugin is enabled".to_string(),
             What::Mcp { .. } => "Claude Code starts each with your rights, outside the sandbox, once approved".to_string(),
+            What::Nested(name) => match name.as_str() {
+                ".claude" => "a Claude Code session started in that folder runs its hooks, agents and MCP servers with your rights, outside the sandbox".to_string(),
+                ".codex" => "Codex started in that folder runs its hooks with your rights, outside the sandbox".to_string(),
+                ".mcp.json" => "a session started in that folder starts them with your rights, outside the sandbox".to_string(),
+                ".git" => "git runs its hooks and the programs its configuration names with your rights when you work in it".to_string(),
+                _ => "an editor opened on that folder runs its tasks with your rights".to_string(),
+            },
         }
     }
 
@@ -284,14 +300,18 @@ pub(crate) fn findings(project: &Path, protected: bool) -> Vec<Finding> {
         }
         Baseline::Missing => None,
     };
+    let mut told = 0;
     for planted in &scan.found {
-        let news = known
-            .as_ref()
-            .and_then(|known| match known.get(&planted.key) {
-                None => Some(News::Appeared),
-                Some(sha) if *sha != planted.sha256 => Some(News::Changed),
-                Some(_) => None,
-            });
+        let news = known.as_ref().and_then(|known| news_of(known, planted));
+        // A nested folder is told only when it is news since --protect, or (without a record)
+        // when it is an engine's: a monorepo's repositories and editor folders are the norm.
+        if let What::Nested(name) = &planted.what
+            && news.is_none()
+            && (known.is_some() || !matches!(name.as_str(), ".claude" | ".codex" | ".mcp.json"))
+        {
+            continue;
+        }
+        told += 1;
         findings.push(planted.finding(news));
     }
     for path in &scan.too_large {
@@ -307,12 +327,49 @@ pub(crate) fn findings(project: &Path, protected: bool) -> Vec<Finding> {
             dir.display()
         )));
     }
-    if scan.found.is_empty() && scan.cut_short.is_empty() && scan.too_large.is_empty() {
+    if told == 0 && scan.cut_short.is_empty() && scan.too_large.is_empty() {
         findings.push(Finding::Ok(
             "no planted code: no agent, command or skill with hooks:, no plugin hooks, no MCP servers".into(),
         ));
     }
     findings
+}
+
+/// How `planted` differs from the baseline `known`, if it does.
+fn news_of(known: &BTreeMap<String, String>, planted: &Planted) -> Option<News> {
+    match known.get(&planted.key) {
+        None => Some(News::Appeared),
+        Some(sha) if *sha != planted.sha256 => Some(News::Changed),
+        Some(_) => None,
+    }
+}
+
+/// The read-only folders and files below the project's top that appeared or changed since
+/// `install --protect` recorded the baseline, each in one line (defanged) for the person and
+/// the model at SessionStart; nothing without a baseline.
+pub(crate) fn nested_news(project: &Path) -> Vec<String> {
+    let Some(path) = baseline_path(project) else {
+        return Vec::new();
+    };
+    let Baseline::Found(known) = read_baseline(&path) else {
+        return Vec::new();
+    };
+    scan::nested(project)
+        .iter()
+        .filter_map(|planted| {
+            let news = news_of(&known, planted)?;
+            Some(format!(
+                "{}: {} {} after vigil was installed with --protect; {}",
+                defang::field(&planted.place()),
+                planted.what(),
+                match news {
+                    News::Appeared => "appeared",
+                    News::Changed => "changed",
+                },
+                planted.runs()
+            ))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -93,9 +93,69 @@ pub(crate) fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path
             None => {}
         }
     }
+    // Not for the user's own settings, whose "project" is the home directory.
+    if home.is_none_or(|home| paths::canonical(home) != paths::canonical(project)) {
+        scan.found.extend(nested(project));
+    }
     scan.found.sort_by(|a, b| a.key.cmp(&b.key));
     scan.found.dedup_by(|a, b| a.key == b.key);
     scan
+}
+
+/// The read-only names below the project's top (`reach::nested`), each with a sha256 of what
+/// would run from it: an engine folder's files, a repository's configuration and hooks (not
+/// its index or objects, which change with every commit), an `.mcp.json`'s bytes; an editor's
+/// folder by its presence alone (editors rewrite their own files all the time).
+pub(crate) fn nested(project: &Path) -> Vec<Planted> {
+    crate::reach::nested::walk(project)
+        .entries
+        .into_iter()
+        .map(|(path, _)| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().to_ascii_lowercase())
+                .unwrap_or_default();
+            let mut parts: Vec<PathBuf> = Vec::new();
+            match name.as_str() {
+                ".vscode" | ".idea" => {}
+                ".git" => {
+                    let git_dir = if path.is_dir() {
+                        Some(path.clone())
+                    } else {
+                        parts.push(path.clone());
+                        crate::sys::git::gitdir_of(&path)
+                            .map(|named| path.parent().unwrap_or(&path).join(named))
+                    };
+                    if let Some(git_dir) = git_dir {
+                        parts.push(git_dir.join("config"));
+                        parts.extend(walk(&git_dir.join("hooks"), false, |_| true).0);
+                    }
+                }
+                _ if path.is_dir() => parts.extend(walk(&path, false, |_| true).0),
+                _ => parts.push(path.clone()),
+            }
+            let mut bytes = Vec::new();
+            for part in &parts {
+                bytes.extend_from_slice(
+                    part.strip_prefix(&path)
+                        .unwrap_or(part)
+                        .to_string_lossy()
+                        .as_bytes(),
+                );
+                bytes.push(0);
+                if let Some((content, _)) = read_prefix(part, MAX_MARKDOWN) {
+                    bytes.extend_from_slice(&sha256_hex(&content).into_bytes());
+                }
+                bytes.push(0);
+            }
+            Planted {
+                key: path.display().to_string(),
+                path,
+                what: What::Nested(name),
+                sha256: sha256_hex(&bytes),
+            }
+        })
+        .collect()
 }
 
 /// The files below `root` whose names `wanted` takes, at most `MAX_DEPTH` levels down, from
