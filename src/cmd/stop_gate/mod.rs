@@ -2,6 +2,7 @@
 //! Ralph loop.
 
 mod config_cmd;
+mod confine_cmd;
 mod hold_cmd;
 mod loop_cmd;
 mod loop_run;
@@ -69,6 +70,8 @@ Usage:
   stop-gate hold add [--at REV] PATH|GLOB... | show | diff | refresh | release | cat
                                                   hold the tests that judge the work
   stop-gate wait {wait}  < Stop hook JSON (asyncRewake: the waiter)
+  stop-gate confine [--network] [--write DIR]... -- COMMAND [ARG...]
+                                                  one of your own hooks, run confined as a check is
 
 As a hook it reads the Stop or SubagentStop JSON of Claude Code or Codex on stdin, runs its
 checks in order, and blocks the stop ({\"decision\":\"block\",\"reason\":...}) at the first that
@@ -279,7 +282,7 @@ pub fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `config`, `hold`, `wait` and `loop`, each to its module, with its exit code; `None` when
+/// `config`, `hold`, `wait`, `confine` and `loop`, each to its module, with its exit code; `None` when
 /// the arguments name none of them (the hook).
 fn subcommand(args: &[OsString]) -> Option<ExitCode> {
     let first = args.first()?;
@@ -290,6 +293,8 @@ fn subcommand(args: &[OsString]) -> Option<ExitCode> {
         told(hold_cmd::hold_command(rest()))
     } else if first == "wait" {
         wait_cmd::main(rest())
+    } else if first == "confine" {
+        confine_cmd::main(rest())
     } else if first == "loop" {
         told(loop_cmd::loop_command(rest()))
     } else {

@@ -8,6 +8,7 @@ mod humans_prompt;
 mod install_protect;
 mod state_home;
 mod what_vigil_runs;
+mod your_hooks;
 
 use std::path::Path;
 

@@ -22,7 +22,10 @@ use crate::verdict::defang;
 
 /// The settings Claude Code merges for the target's project, each file once: the target
 /// first (as read already), then the others that read as settings; `true` marks the target.
-fn layers(target: &Target, own: &Map<String, Value>) -> Vec<(PathBuf, Map<String, Value>, bool)> {
+pub(super) fn layers(
+    target: &Target,
+    own: &Map<String, Value>,
+) -> Vec<(PathBuf, Map<String, Value>, bool)> {
     let home = crate::sys::user::home();
     let mut paths = vec![target.file.clone()];
     paths.extend(sandbox::layer_files(&target.project(), home.as_deref()));

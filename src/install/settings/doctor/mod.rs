@@ -6,6 +6,7 @@
 mod codex;
 mod gate;
 mod merged;
+mod own_hooks;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -91,6 +92,10 @@ pub(crate) fn check(target: &Target, engine: Engine, codex_config: Option<&Path>
         findings.extend(block_cap(target, &root, &handlers));
         findings.extend(protection(target, &root, &handlers));
         findings.extend(planted(target));
+        findings.extend(own_hooks::findings(
+            &target.project(),
+            &merged::layers(target, &root),
+        ));
     }
     // Wired when it applies (SubagentStop when the gate checks subagents' reports, the guard
     // and the settings hook under --protect), or always but missed only with a warning
