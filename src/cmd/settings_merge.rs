@@ -209,10 +209,16 @@ fn install(
     // Codex's own sandbox for the project, where it keeps the agent's commands.
     if engine == Engine::Codex && options.protect && !options.dry_run {
         let config = target.project().join(".codex/config.toml");
-        let line = if codex::protect(&config)? {
+        let read_only = codex::read_only_paths(&target.project());
+        let line = if codex::protect(&config, &read_only)? {
             format!(
-                "{}: sandbox_mode = \"workspace-write\" (--protect): Codex runs the agent's commands where they write only the project (not .git or .codex) and /tmp, never vigil's state home; Codex reads it once the project is trusted",
-                config.display()
+                "{}: sandbox_mode = \"workspace-write\" and the permission profile \"vigil\" (--protect): Codex runs the agent's commands where they write only the project and /tmp, never vigil's state home, and never {} (read-only); Codex reads it once the project is trusted",
+                config.display(),
+                read_only
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         } else {
             format!(

@@ -211,6 +211,11 @@ pub(crate) fn untrust(config: &Path, keys: &[String]) -> Result<()> {
 const PROTECT_MARK: &str =
     " # vigil --protect: the agent's commands write only the project and /tmp";
 
+/// The decor on the `default_permissions` vigil writes, and the name of its profile.
+const PROFILE_MARK: &str =
+    " # vigil --protect: what the engines and git run stays read-only to the agent's commands";
+const PROFILE: &str = "vigil";
+
 /// `install --codex --protect` (SPEC §9): the project's `.codex/config.toml` gets `sandbox_mode =
 /// "workspace-write"`. Codex 0.171.0 reads it for a trusted project over the user's own setting
 /// (seen with the real client: a trusted project's `workspace-write` confined `codex exec` whose
@@ -218,45 +223,138 @@ const PROTECT_MARK: &str =
 /// so the agent's commands can change neither it nor the state home. A mode the user set there is
 /// theirs: `workspace-write` or `read-only` is kept as it is, anything else is refused. `Ok(true)`
 /// when it was written.
-pub(crate) fn protect(project_config: &Path) -> Result<bool> {
+///
+/// Beside it, a permission profile (`default_permissions = "vigil"`, extending `:workspace`)
+/// keeps `read_only` (paths from the project's top: the other engine's `.claude/` and
+/// `.mcp.json`, what `reach::nested` finds below the top, what git runs from the project)
+/// readable but not writable to the agent's commands, whether each exists or not (issue 43:
+/// seen with the real Codex 0.171.0, which mounts an empty placeholder where one is missing).
+/// The paths are relative to where Codex starts (`:workspace_roots`): started in a
+/// subdirectory, everything above it is read-only anyway. A `default_permissions` of the
+/// user's is kept, and the profile is not written.
+pub(crate) fn protect(project_config: &Path, read_only: &[PathBuf]) -> Result<bool> {
     let _lock = lock(project_config)?;
     let (before, mut document) = read_config(project_config)?;
-    match document.get("sandbox_mode") {
-        None => {}
-        Some(item) => {
-            return match item.as_str() {
-                Some("workspace-write" | "read-only") => Ok(false),
-                other => Err(Error::usage(format!(
+    let mode_written = match document.get("sandbox_mode") {
+        None => {
+            // A key of the root table, which toml_edit writes before any table header (after
+            // one it would belong to that table).
+            let mut value = toml_edit::value("workspace-write");
+            if let Some(value) = value.as_value_mut() {
+                value.decor_mut().set_suffix(PROTECT_MARK);
+            }
+            document.as_table_mut().insert("sandbox_mode", value);
+            true
+        }
+        Some(item) => match item.as_str() {
+            Some("workspace-write" | "read-only") => false,
+            other => {
+                return Err(Error::usage(format!(
                     "{}: sandbox_mode is {}, which lets the agent's commands write anywhere you can; set it to \"workspace-write\" yourself (vigil does not override a mode you chose); nothing was changed",
                     project_config.display(),
                     other.map_or_else(|| item.to_string(), |mode| format!("\"{mode}\""))
-                ))),
-            };
+                )));
+            }
+        },
+    };
+    if document.get("default_permissions").is_none() || profile_is_ours(&document) {
+        let mut value = toml_edit::value(PROFILE);
+        if let Some(value) = value.as_value_mut() {
+            value.decor_mut().set_suffix(PROFILE_MARK);
+        }
+        document.as_table_mut().insert("default_permissions", value);
+        let mut roots = toml_edit::InlineTable::new();
+        roots.insert(".", "write".into());
+        for path in read_only {
+            let key = path.to_string_lossy().replace('\\', "/");
+            roots.insert(&key, "read".into());
+        }
+        let mut filesystem = toml_edit::Table::new();
+        filesystem.insert(":workspace_roots", toml_edit::value(roots));
+        let mut profile = toml_edit::Table::new();
+        profile.insert("extends", toml_edit::value(":workspace"));
+        profile.insert("filesystem", toml_edit::Item::Table(filesystem));
+        let permissions = document
+            .as_table_mut()
+            .entry("permissions")
+            .or_insert_with(|| {
+                let mut table = toml_edit::Table::new();
+                table.set_implicit(true);
+                toml_edit::Item::Table(table)
+            });
+        if let Some(permissions) = permissions.as_table_mut() {
+            permissions.insert(PROFILE, toml_edit::Item::Table(profile));
         }
     }
-    // A key of the root table, which toml_edit writes before any table header (after one it
-    // would belong to that table).
-    let mut value = toml_edit::value("workspace-write");
-    if let Some(value) = value.as_value_mut() {
-        value.decor_mut().set_suffix(PROTECT_MARK);
-    }
-    document.as_table_mut().insert("sandbox_mode", value);
     write(
         project_config,
         before.as_deref(),
         document.to_string().as_bytes(),
     )?;
-    Ok(true)
+    Ok(mode_written)
 }
 
-/// Uninstall: the `sandbox_mode` line `protect` wrote goes, if it still stands as written; a
-/// file left empty goes too.
+/// Whether the `default_permissions` of `document` is the one `protect` wrote.
+fn profile_is_ours(document: &toml_edit::DocumentMut) -> bool {
+    document
+        .get("default_permissions")
+        .and_then(|item| item.as_value())
+        .is_some_and(|value| {
+            value.as_str() == Some(PROFILE)
+                && value.decor().suffix().and_then(|s| s.as_str()) == Some(PROFILE_MARK)
+        })
+}
+
+/// The paths, from the project's top, that `install --codex --protect` keeps read-only to
+/// Codex's commands: the other engines' and the editors' names at the top (Codex keeps its own
+/// `.codex/` and `.git/` so already), each read-only name below the top, and what git runs from
+/// the project; found when the install runs (a folder made later is named at session start and
+/// by the doctor).
+pub(crate) fn read_only_paths(project: &Path) -> Vec<PathBuf> {
+    let top = crate::sys::paths::canonical(project);
+    let mut paths: Vec<PathBuf> = crate::reach::READ_ONLY
+        .iter()
+        .map(|(name, _)| PathBuf::from(name))
+        .collect();
+    let found = crate::reach::nested::walk(&top);
+    let deadline = crate::sys::time::Deadline::after(crate::reach::nested::CONFIG_BUDGET);
+    let mut below: Vec<PathBuf> = found.entries.iter().map(|(path, _)| path.clone()).collect();
+    for repo in crate::reach::nested::repositories(&top, &found) {
+        if let Ok(runs) = crate::reach::nested::git_runs(&top, &repo, deadline) {
+            below.extend(runs.into_iter().map(|run| run.path));
+        }
+    }
+    for path in below {
+        if let Ok(relative) = path.strip_prefix(&top)
+            && !paths.iter().any(|p| relative.starts_with(p))
+        {
+            paths.push(relative.to_path_buf());
+        }
+    }
+    paths
+}
+
+/// Uninstall: the `sandbox_mode` line and the permission profile `protect` wrote go, each if it
+/// still stands as written; a file left empty goes too.
 pub(crate) fn unprotect(project_config: &Path) -> Result<()> {
     if !project_config.exists() {
         return Ok(());
     }
     let _lock = lock(project_config)?;
     let (before, mut document) = read_config(project_config)?;
+    let profile = profile_is_ours(&document);
+    if profile {
+        document.as_table_mut().remove("default_permissions");
+        if let Some(permissions) = document
+            .get_mut("permissions")
+            .and_then(toml_edit::Item::as_table_mut)
+        {
+            permissions.remove(PROFILE);
+            if permissions.is_empty() {
+                document.as_table_mut().remove("permissions");
+            }
+        }
+    }
     let ours = document
         .get("sandbox_mode")
         .and_then(|item| item.as_value())
@@ -264,10 +362,12 @@ pub(crate) fn unprotect(project_config: &Path) -> Result<()> {
             value.as_str() == Some("workspace-write")
                 && value.decor().suffix().and_then(|s| s.as_str()) == Some(PROTECT_MARK)
         });
-    if !ours {
+    if !ours && !profile {
         return Ok(());
     }
-    document.as_table_mut().remove("sandbox_mode");
+    if ours {
+        document.as_table_mut().remove("sandbox_mode");
+    }
     let after = document.to_string();
     if after.trim().is_empty() {
         return fs_err::remove_file(project_config).map_err(Error::fs);

@@ -459,3 +459,85 @@ fn the_doctor_says_whether_the_check_is_confined() {
     );
     assert_contains!(line, "every stop is blocked");
 }
+
+/// Issue 43 item 5, across engines: under `--codex --protect` Codex's shell writes the project
+/// but not what Claude Code runs (`.claude/`, `.mcp.json`), the editors' folders, a nested
+/// engine folder, or what git runs from the project: a permission profile keeps each read-only
+/// (Codex 0.171.0 holds such a literal path whether it exists or not). A profile of the user's
+/// own is kept; uninstall takes vigil's back.
+#[test]
+fn codex_protect_keeps_the_other_engines_folders_read_only_to_codexs_shell() {
+    let dir = project_builder().home().build();
+    let project_config = dir.path().join(".codex/config.toml");
+    dir.write("web/.claude/settings.json", "{}\n");
+    dir.write(".husky/pre-commit", "npm test\n");
+    let git = std::process::Command::new("git")
+        .args(["config", "core.hooksPath", ".husky"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(git.status.success());
+    let merge = |args: &[&str]| {
+        settings_merge()
+            .env("HOME", dir.home())
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let install = [
+        "install",
+        "--settings",
+        ".codex/hooks.json",
+        "--codex",
+        "--protect",
+    ];
+    let out = ok(merge(&install));
+    assert_contains!(stdout_of(&out), "permission profile \"vigil\"");
+    let parsed: toml_edit::DocumentMut = std::fs::read_to_string(&project_config)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(parsed["default_permissions"].as_str(), Some("vigil"));
+    let profile = &parsed["permissions"]["vigil"];
+    assert_eq!(profile["extends"].as_str(), Some(":workspace"));
+    let roots = profile["filesystem"][":workspace_roots"]
+        .as_inline_table()
+        .expect("an inline table of paths");
+    assert_eq!(roots.get(".").and_then(|v| v.as_str()), Some("write"));
+    for read_only in [
+        ".claude",
+        ".mcp.json",
+        ".vscode",
+        ".idea",
+        "web/.claude",
+        ".husky",
+    ] {
+        assert_eq!(
+            roots.get(read_only).and_then(|v| v.as_str()),
+            Some("read"),
+            "{read_only}: {roots}"
+        );
+    }
+    ok(merge(&[
+        "uninstall",
+        "--settings",
+        ".codex/hooks.json",
+        "--codex",
+    ]));
+    assert!(!project_config.exists(), "vigil's lines taken back");
+    // The user's own profile stays theirs.
+    let own = "default_permissions = \"mine\"\n\n[permissions.mine]\nextends = \":workspace\"\n";
+    dir.write(".codex/config.toml", own);
+    ok(merge(&install));
+    let written = std::fs::read_to_string(&project_config).unwrap();
+    assert_contains!(written, "default_permissions = \"mine\"");
+    assert_lacks!(written, "[permissions.vigil]");
+    ok(merge(&[
+        "uninstall",
+        "--settings",
+        ".codex/hooks.json",
+        "--codex",
+    ]));
+    assert_eq!(std::fs::read_to_string(&project_config).unwrap(), own);
+}
