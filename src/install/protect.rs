@@ -172,11 +172,18 @@ impl Guarded {
         if self.home.is_some() {
             rules.push("Edit(~/.claude/settings.json)".to_string());
         }
-        // The second layer under the file tools' guard: the same read-only set (SPEC §9).
+        // The second layer under the file tools' guard: the same read-only set (SPEC §9), at
+        // the top (which Claude Code's sandbox also keeps from the shell) and at any depth
+        // (which Claude Code 2.1.332 holds for its file tools only: its sandbox skips a glob
+        // on Linux, seen with the real client; issue 43).
         for (entry, kind) in READ_ONLY {
             rules.push(match kind {
                 Entry::Dir => format!("Edit(/{entry}/**)"),
                 Entry::File => format!("Edit(/{entry})"),
+            });
+            rules.push(match kind {
+                Entry::Dir => format!("Edit(**/{entry}/**)"),
+                Entry::File => format!("Edit(**/{entry})"),
             });
         }
         if self.home.is_some() {

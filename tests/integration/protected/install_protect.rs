@@ -60,6 +60,17 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
     assert!(deny.contains(&format!("Edit(//{}/**)", bin.trim_start_matches('/')).as_str()));
     assert!(deny.contains(&"Edit(/.claude/settings.local.json)"));
     assert!(deny.contains(&"Edit(~/.claude/settings.json)"));
+    // The read-only set at the top and at any depth (issue 43: Claude Code's file tools hold a
+    // `**/` rule for names that do not exist yet).
+    for rule in [
+        "Edit(/.claude/**)",
+        "Edit(**/.claude/**)",
+        "Edit(**/.codex/**)",
+        "Edit(**/.git/**)",
+        "Edit(**/.mcp.json)",
+    ] {
+        assert!(deny.contains(&rule), "{rule}: {deny:?}");
+    }
     assert!(
         !deny.iter().any(|r| r.starts_with("Write(")),
         "Claude Code warns about Write(path) rules; Edit rules cover Write"
