@@ -277,13 +277,14 @@ pub enum HookEvent {
     UserPromptSubmit,
     StopFailure,
     PreToolUse,
+    PostToolUse,
     ConfigChange,
     Other(String),
 }
 
 impl HookEvent {
     /// Every event vigil handles.
-    pub(crate) const HANDLED: [HookEvent; 9] = [
+    pub(crate) const HANDLED: [HookEvent; 10] = [
         HookEvent::Stop,
         HookEvent::SubagentStop,
         HookEvent::SessionStart,
@@ -292,6 +293,7 @@ impl HookEvent {
         HookEvent::UserPromptSubmit,
         HookEvent::StopFailure,
         HookEvent::PreToolUse,
+        HookEvent::PostToolUse,
         HookEvent::ConfigChange,
     ];
 
@@ -306,6 +308,7 @@ impl HookEvent {
             HookEvent::UserPromptSubmit => "UserPromptSubmit",
             HookEvent::StopFailure => "StopFailure",
             HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
             HookEvent::ConfigChange => "ConfigChange",
             HookEvent::Other(name) => name,
         }

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::reach::{self, MAX_LINKS, lexical, nested, resolve};
 use crate::state::hold::{self, Hold};
 use crate::state::project::Project;
-use crate::sys::{paths, user};
+use crate::sys::{files, paths, user};
 
 /// The tools that write files, and the field of their input that names the file.
 pub(crate) const WRITERS: &[(&str, &str)] = &[
@@ -47,6 +47,36 @@ pub(crate) fn hook(config: Result<(), &Error>, input: &Result<HookInput, Error>)
         }
     };
     verdict.err()
+}
+
+/// The PostToolUse hook (under `--protect`): where the file tool's write really landed. The
+/// guard judged the path before the tool ran; a process of the agent's that swapped a
+/// directory for a link in between (or made the file a hard link) sent the write elsewhere.
+/// `Some(line)`: the path now leads out of the reach, told to the person and the model. vigil
+/// holds no bytes of a place it never judged, so it undoes nothing and deletes nothing; the
+/// person looks. A swap made and undone between the two hooks is not seen (SECURITY.md).
+pub(crate) fn landed(input: &Result<HookInput, Error>) -> Option<String> {
+    let input = input.as_ref().ok()?;
+    let tool = input.tool_name.as_deref().unwrap_or("");
+    let (_, field) = WRITERS.iter().find(|(name, _)| *name == tool)?;
+    let raw = input
+        .tool_input
+        .as_ref()
+        .and_then(|i| i.get(*field))
+        .and_then(Value::as_str)?;
+    let start = Project::start_dir(input.cwd.as_deref());
+    let cwd = input.cwd.clone().unwrap_or_else(|| start.clone());
+    let why = match judge(tool, input.tool_input.as_ref(), &cwd, &start) {
+        Ok(()) => return None,
+        Err(why) => why,
+    };
+    let why = why
+        .split_once(" denied: ")
+        .map_or(why.as_str(), |(_, why)| why)
+        .to_string();
+    Some(format!(
+        "vigil: the {tool} to {raw} was allowed, but its path now leads out of the agent's reach ({why}): the write may have landed there, with your rights; check what it changed (vigil undoes nothing)"
+    ))
 }
 
 /// The guard's part of the human's hold (SPEC §11): a write to a held file, or new runner
@@ -111,6 +141,14 @@ pub(crate) fn judge(
         if let Some(why) = outside(&place, &project, &hidden) {
             return Err(format!(
                 "vigil: {tool} to {} denied: {why}; under --protect the file tools write only the project (not .claude, .codex, .git, .mcp.json, .vscode, .idea) and the temporary directory",
+                place.display()
+            ));
+        }
+        // A file with other names: the write lands in each, wherever they are (a hard link the
+        // sandboxed shell made to `~/.bashrc`; the sandbox lets it link what it can read).
+        if files::has_other_names(&place) {
+            return Err(format!(
+                "vigil: {tool} to {} denied: the file has other names (hard links), which may be outside the project; a write lands in every one of them",
                 place.display()
             ));
         }

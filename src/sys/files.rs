@@ -206,6 +206,17 @@ pub(crate) struct StatAt {
     pub size: u64,
 }
 
+/// Whether the regular file at `path` (not followed) has other names, hard links that may be
+/// anywhere on its file system: a write to it lands in all of them. `false` when it is not
+/// there or cannot be opened.
+pub(crate) fn has_other_names(path: &Path) -> bool {
+    os::open_read(path, false)
+        .ok()
+        .filter(|file| file.metadata().is_ok_and(|m| m.is_file()))
+        .and_then(|file| os::links(&file).ok())
+        .is_some_and(|links| links > 1)
+}
+
 /// Opens a file to read, never through a symlink and never waiting on a FIFO (whatever it is:
 /// [`open_state`] also refuses what is not a regular file).
 pub(crate) fn open_no_follow(path: &Path) -> std::io::Result<File> {

@@ -243,6 +243,20 @@ pub fn main() -> ExitCode {
                 .line(),
             );
         }
+        // Under --protect: a write that left the reach after the guard let it through is told,
+        // to the model (the block's reason, after the fact) and to the person.
+        Some(HookEvent::PostToolUse) => {
+            let told = guard::landed(&input);
+            watchdog.answer(
+                Wire {
+                    decision: told.as_ref().map(|_| "block"),
+                    reason: told.as_deref(),
+                    system_message: told.as_deref(),
+                    ..Wire::default()
+                }
+                .line(),
+            );
+        }
         // Under --protect: a settings change that takes the protection away does not reach
         // the running session. The person sees it too: a change made on disk does not reach
         // this session.

@@ -103,7 +103,7 @@ const fn row(event: HookEvent, binary: &'static str, args: Args) -> Wiring {
 }
 
 /// Every handler, in the order an install writes them.
-pub(crate) static WIRING: [Wiring; 11] = [
+pub(crate) static WIRING: [Wiring; 12] = [
     // The gate (SPEC §4).
     row(HookEvent::Stop, "stop-gate", Args::Gate),
     // Codex's Stop also leaves the handoff checkpoint, so a session cut short still leaves a
@@ -144,6 +144,12 @@ pub(crate) static WIRING: [Wiring; 11] = [
     row(HookEvent::SubagentStop, "stop-gate", Args::Gate).when(When::Subagents),
     // --protect: the file tools held to the agent's reach (SPEC §9).
     row(HookEvent::PreToolUse, "stop-gate", Args::None)
+        .claude_only()
+        .when(When::Protect { unix: false })
+        .matcher(MATCHER),
+    // --protect: where each file tool's write really landed (the guard's window: a link
+    // swapped in after PreToolUse), told to the person and the model.
+    row(HookEvent::PostToolUse, "stop-gate", Args::None)
         .claude_only()
         .when(When::Protect { unix: false })
         .matcher(MATCHER),

@@ -82,6 +82,13 @@ fn install_protect_turns_the_sandbox_on_and_uninstall_takes_back_exactly_that() 
         "{value}"
     );
     assert!(runs_stop_gate(&guard["hooks"][0]), "{guard}");
+    // And where each write landed (issue 43 item 6).
+    let landed = &value["hooks"]["PostToolUse"][0];
+    assert_eq!(
+        landed["matcher"], "Edit|Write|MultiEdit|NotebookEdit",
+        "{value}"
+    );
+    assert!(runs_stop_gate(&landed["hooks"][0]), "{landed}");
     let record: Value =
         serde_json::from_slice(&std::fs::read(install_record_of(dir.path())).unwrap()).unwrap();
     assert_valid("installed.schema.json", &record);

@@ -315,3 +315,75 @@ fn the_file_tools_never_write_what_git_runs_from_the_project() {
         assert_eq!(write(&p, home.path(), path), None, "{path}");
     }
 }
+
+/// Issue 43 item 6: a hard link the agent's sandboxed shell made to a file of yours outside the
+/// project (its sandbox lets it link what it can read) would carry the Write tool's write out of
+/// the reach, whatever the path says.
+#[test]
+fn a_file_with_other_names_is_never_written() {
+    let p = Project::git();
+    let home = away_from_tmp();
+    let outside = home.path().join("dotfile");
+    std::fs::write(&outside, "mine\n").unwrap();
+    std::fs::create_dir_all(p.path().join("src")).unwrap();
+    std::fs::hard_link(&outside, p.path().join("src/notes.txt")).unwrap();
+    let said = write(&p, home.path(), "src/notes.txt").expect("a hard link is let through");
+    assert_contains!(said, "other names");
+    assert_eq!(write(&p, home.path(), "src/other.txt"), None);
+}
+
+/// The PostToolUse hook's answer for a file tool's write of `path` in `p`: `None` silent.
+fn after_write(p: &Project, home: &Path, path: &str) -> Option<serde_json::Value> {
+    let payload = json!({
+        "session_id": "s1", "hook_event_name": "PostToolUse", "cwd": p.path(),
+        "tool_name": "Write", "tool_use_id": "toolu_1",
+        "tool_input": {"file_path": path, "content": "x"},
+        "tool_response": {"filePath": path, "success": true},
+    });
+    let out = stop_gate()
+        .env("HOME", home)
+        .env("TMPDIR", "/tmp")
+        .current_dir(p.path())
+        .write_stdin(payload.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    (!out.stdout.is_empty()).then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// Issue 43 item 6, the guard's window: the agent's background command swaps a directory for
+/// a link out of the project between the guard's judgment and the Write tool's write. The
+/// PostToolUse hook sees where the path leads now and tells the person and the model; it
+/// deletes nothing.
+#[test]
+fn a_write_that_left_the_reach_after_the_guard_is_told_to_the_person_and_the_model() {
+    let p = Project::git();
+    let home = away_from_tmp();
+    std::fs::create_dir_all(p.path().join("build")).unwrap();
+    assert_eq!(
+        write(&p, home.path(), "build/out.txt"),
+        None,
+        "the guard lets it through"
+    );
+    assert_eq!(
+        after_write(&p, home.path(), "build/out.txt"),
+        None,
+        "it landed in reach"
+    );
+    // The swap, between the two hooks, and the write through it.
+    let config = home.path().join(".config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::remove_dir(p.path().join("build")).unwrap();
+    std::os::unix::fs::symlink(&config, p.path().join("build")).unwrap();
+    std::fs::write(config.join("out.txt"), "x").unwrap();
+    let told = after_write(&p, home.path(), "build/out.txt").expect("told");
+    assert_eq!(told["decision"], "block", "{told}");
+    let reason = told["reason"].as_str().unwrap();
+    assert_eq!(told["systemMessage"].as_str(), Some(reason));
+    assert_contains!(
+        reason,
+        "was allowed, but its path now leads out of the agent's reach"
+    );
+    assert_contains!(reason, "vigil undoes nothing");
+    assert!(config.join("out.txt").exists(), "nothing deleted");
+}
