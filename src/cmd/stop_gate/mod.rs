@@ -347,14 +347,32 @@ fn stop(
     // Claude Code's (Codex's input has a turn_id, and its Stop output no such field).
     let notify = config.as_ref().is_ok_and(|c| c.desktop_notification)
         && input.as_ref().is_ok_and(|i| i.turn_id.is_none());
+    // A file one of the user's own hooks runs that changed since `install --protect`: the
+    // person hears it at every Stop until they look (issue 43 item 2).
+    let changed = match (&config, &input) {
+        (Ok(config), Ok(input)) if !subagent => planted::hook_files_changed(
+            &Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).dir,
+        ),
+        _ => Vec::new(),
+    };
     let decision = gate::decide(config, input);
     let sequence = match decision.settled {
         Some(line) if notify => Some(gate::desktop_notification(&line)),
         _ => None,
     };
+    let wire = decision.output.wire(feedback, subagent);
+    let message = (!changed.is_empty()).then(|| {
+        wire.system_message
+            .into_iter()
+            .map(str::to_string)
+            .chain(changed)
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
     Wire {
         terminal_sequence: sequence.as_deref(),
-        ..decision.output.wire(feedback, subagent)
+        system_message: message.as_deref().or(wire.system_message),
+        ..wire
     }
     .line()
 }

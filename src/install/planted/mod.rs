@@ -21,6 +21,7 @@
 //! frontmatter `frontmatter`.
 
 mod frontmatter;
+pub(crate) mod hooks;
 mod scan;
 
 pub use frontmatter::frontmatter_has_hooks;
@@ -92,6 +93,9 @@ pub(crate) enum What {
     /// A read-only name below the project's top (`reach::nested`), spelled in lower case: a
     /// subdirectory's `.claude/`, a nested repository's `.git`.
     Nested(String),
+    /// A file in the project one of the user's own hooks runs, and the hook's event
+    /// (`hooks`): the agent can rewrite it.
+    HookFile(String),
 }
 
 /// One planted thing: where, what, and a sha256 of what Claude Code would run from it.
@@ -128,6 +132,7 @@ impl Planted {
                 format!("the MCP server {}", servers[0])
             }
             What::Mcp { servers, .. } => format!("the MCP servers {}", servers.join(", ")),
+            What::HookFile(event) => format!("a file your own {event} hook runs"),
             What::Nested(name) => match name.as_str() {
                 ".git" => "a repository below the project's top".to_string(),
                 ".mcp.json" => "MCP servers below the project's top".to_string(),
@@ -147,6 +152,9 @@ impl Planted {
             What::Unparsed(..) => "it may hide hooks:, which would run with your rights, outside the sandbox".to_string(),
             What::PluginHooks => "Claude Code runs them with your rights, outside the sandbox, while the plugin is enabled".to_string(),
             What::Mcp { .. } => "Claude Code starts each with your rights, outside the sandbox, once approved".to_string(),
+            What::HookFile(event) => format!(
+                "it runs with your rights at every {event}; `stop-gate confine -- …` runs the hook without them"
+            ),
             What::Nested(name) => match name.as_str() {
                 ".claude" => "a Claude Code session started in that folder runs its hooks, agents and MCP servers with your rights, outside the sandbox".to_string(),
                 ".codex" => "Codex started in that folder runs its hooks with your rights, outside the sandbox".to_string(),
@@ -219,7 +227,11 @@ pub(crate) fn record_baseline(project: &Path, found: &[Planted]) -> crate::Resul
     let path = dir.join(BASELINE_FILE);
     let planted: Vec<Value> = found
         .iter()
-        .map(|p| json!({"key": p.key, "sha256": p.sha256}))
+        .map(|p| match &p.what {
+            // Named so a Stop can look at these alone, without reading the settings.
+            What::HookFile(_) => json!({"key": p.key, "sha256": p.sha256, "kind": "hook-file"}),
+            _ => json!({"key": p.key, "sha256": p.sha256}),
+        })
         .collect();
     let mut bytes = serde_json::to_vec_pretty(&json!({
         "schema": BASELINE_SCHEMA,
@@ -305,6 +317,10 @@ pub(crate) fn findings(project: &Path, protected: bool) -> Vec<Finding> {
         let news = known.as_ref().and_then(|known| news_of(known, planted));
         // A nested folder is told only when it is news since --protect, or (without a record)
         // when it is an engine's: a monorepo's repositories and editor folders are the norm.
+        // The doctor's own-hooks line names the hook; its file is told here only as news.
+        if matches!(planted.what, What::HookFile(_)) && news.is_none() {
+            continue;
+        }
         if let What::Nested(name) = &planted.what
             && news.is_none()
             && (known.is_some() || !matches!(name.as_str(), ".claude" | ".codex" | ".mcp.json"))
@@ -342,6 +358,42 @@ fn news_of(known: &BTreeMap<String, String>, planted: &Planted) -> Option<News> 
         Some(sha) if *sha != planted.sha256 => Some(News::Changed),
         Some(_) => None,
     }
+}
+
+/// The files the user's own hooks run (recorded as `hook-file` in the baseline by `install
+/// --protect`) whose bytes are no longer what was recorded, each in one line for the person
+/// at a Stop: the hook runs them with the user's rights. Nothing without a baseline; cheap
+/// enough for every Stop (one small state file, the recorded files hashed).
+pub(crate) fn hook_files_changed(project: &Path) -> Vec<String> {
+    let Some(path) = baseline_path(project) else {
+        return Vec::new();
+    };
+    let Ok(file) = files::open_state(&path) else {
+        return Vec::new();
+    };
+    let Ok(bytes) = files::read_capped(file, 64 << 20, "the baseline", &path) else {
+        return Vec::new();
+    };
+    let Ok(root) = serde_json::from_slice::<Value>(&bytes) else {
+        return Vec::new();
+    };
+    root.get("planted")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| entry.get("kind").and_then(Value::as_str) == Some("hook-file"))
+        .filter_map(|entry| {
+            let key = entry.get("key")?.as_str()?;
+            let recorded = entry.get("sha256")?.as_str()?;
+            let now = scan::file_digest(Path::new(key));
+            (now != recorded).then(|| {
+                format!(
+                    "vigil: {}, which one of your own hooks runs with your rights, changed after vigil was installed with --protect; check it, or run the hook as `stop-gate confine -- …` (`settings-merge check` names it)",
+                    defang::field(key)
+                )
+            })
+        })
+        .collect()
 }
 
 /// The read-only folders and files below the project's top that appeared or changed since

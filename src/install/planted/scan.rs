@@ -96,10 +96,25 @@ pub(crate) fn scan(project: &Path, home: Option<&Path>, config_dir: Option<&Path
     // Not for the user's own settings, whose "project" is the home directory.
     if home.is_none_or(|home| paths::canonical(home) != paths::canonical(project)) {
         scan.found.extend(nested(project));
+        for (path, event) in super::hooks::files_run(project) {
+            scan.found.push(Planted {
+                key: path.display().to_string(),
+                sha256: file_digest(&path),
+                path,
+                what: What::HookFile(event),
+            });
+        }
     }
     scan.found.sort_by(|a, b| a.key.cmp(&b.key));
     scan.found.dedup_by(|a, b| a.key == b.key);
     scan
+}
+
+/// A file's sha256 as the baseline records it (of its first MiB; empty when it cannot be read).
+pub(crate) fn file_digest(path: &Path) -> String {
+    read_prefix(path, MAX_MARKDOWN)
+        .map(|(bytes, _)| sha256_hex(&bytes))
+        .unwrap_or_default()
 }
 
 /// The read-only names below the project's top (`reach::nested`), each with a sha256 of what
