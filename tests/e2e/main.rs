@@ -8,6 +8,7 @@ mod clients;
 mod gates;
 mod held;
 mod limits;
+mod nested;
 mod plugin;
 mod protect;
 mod quick_start;

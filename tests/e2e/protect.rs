@@ -17,7 +17,7 @@ use crate::server::{Server, Turn};
 use crate::support::*;
 
 /// Whether bubblewrap runs here; required where the suite is (CI installs it).
-fn sandbox_runs() -> bool {
+pub(crate) fn sandbox_runs() -> bool {
     let runs = Command::new("bwrap")
         .args(["--ro-bind", "/", "/", "--dev", "/dev", "true"])
         .output()
@@ -37,7 +37,7 @@ fn sandbox_runs() -> bool {
 }
 
 /// `./install.sh --protect` into `project` with HOME at `home`, the binaries built already.
-fn install_protected(project: &Path, home: &Path) {
+pub(crate) fn install_protected(project: &Path, home: &Path) {
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
     ok(Command::new(checkout.join("install.sh"))
         .args([
