@@ -236,3 +236,101 @@ fn claude_protect_keeps_the_write_tool_off_the_hooks_git_runs() {
     assert!(!husky.join("post-merge").exists());
     assert_eq!(std::fs::read_to_string(&fine).unwrap(), "fine\n");
 }
+
+/// SPEC §9, your own hooks (issue 43 item 2): the project's `.claude/settings.json` has the
+/// user's PostToolUse hook on Write that runs `scripts/format.sh`. The real Claude Code's Write
+/// tool (which `--protect` lets write an ordinary file of the project) rewrites that script to
+/// append to `~/.bashrc` and to plant into and delete from vigil's state home; the next Write
+/// fires the hook. Wrapped in `stop-gate confine --`, the hook runs (it writes the project) but
+/// neither `~/.bashrc` nor the state home is touched. The control, the same hook unwrapped,
+/// writes both: the route is real, and without `stop-gate confine` (or with a confine that runs
+/// the command unconfined) the first half fails.
+#[test]
+fn claude_your_hook_wrapped_in_stop_gate_confine_keeps_the_agents_rewrite_from_your_rights() {
+    let Some(clients) = clients() else { return };
+    if !sandbox_runs() {
+        return;
+    }
+    for confined in [true, false] {
+        let world = World::new(&[("scripts/format.sh", "#!/bin/sh\ncat > /dev/null\n")]);
+        let format = world.path().join("scripts/format.sh");
+        make_executable(&format);
+        install_protected(world.path(), &world.home);
+        let hook = if confined {
+            format!(
+                "{} confine -- scripts/format.sh",
+                bin_dir().join("stop-gate").display()
+            )
+        } else {
+            "scripts/format.sh".to_string()
+        };
+        write_file(
+            &world.path().join(".claude/settings.json"),
+            serde_json::to_vec_pretty(&json!({"hooks": {"PostToolUse": [{"matcher": "Write",
+                "hooks": [{"type": "command", "command": hook}]}]}}))
+            .unwrap(),
+        );
+        let state = state_home_of(world.path());
+        // What install --protect keeps there: its record and the planted-code baseline.
+        let kept = tree(&state);
+        assert!(
+            kept.iter().any(|f| f.ends_with("/planted-baseline.json")),
+            "{kept:?}"
+        );
+        let bashrc = world.home.join(".bashrc");
+        let planted = state.join("planted");
+        let rewrite = format!(
+            "#!/bin/sh\ncat > /dev/null\necho ran >> hook-ran.txt\necho owned >> '{bashrc}'\necho owned > '{planted}'\nrm -rf '{state}/projects'\n",
+            bashrc = bashrc.display(),
+            planted = planted.display(),
+            state = state.display(),
+        );
+        let (out, main) = world.claude(
+            &clients,
+            vec![
+                write(&format, &rewrite),
+                write(&world.path().join("src/lib.rs"), "fn main() {}\n"),
+                Turn::Text("Done.".into()),
+            ],
+            &[],
+        );
+        let what = format!("confined {confined}: {}", said(&out));
+        assert!(out.status.success(), "{what}");
+        assert_eq!(main.len(), 3, "every scripted turn was asked for: {what}");
+        // The Write tool rewrote the script (keeping it executable), and the hook ran it at each
+        // Write, confined or not: it writes the project.
+        assert_eq!(std::fs::read_to_string(&format).unwrap(), rewrite);
+        assert_eq!(
+            std::fs::read_to_string(world.path().join("hook-ran.txt")).unwrap_or_default(),
+            "ran\nran\n",
+            "{what}"
+        );
+        if confined {
+            assert!(!bashrc.exists(), "the rewrite reached ~/.bashrc: {what}");
+            assert!(
+                !planted.exists(),
+                "the rewrite reached the state home: {what}"
+            );
+            let after = tree(&state);
+            for file in &kept {
+                assert!(
+                    after.contains(file),
+                    "{file} of the state home is gone: {what}"
+                );
+            }
+        } else {
+            // Unwrapped, the rewrite runs with the user's rights.
+            assert_eq!(
+                std::fs::read_to_string(&bashrc).unwrap_or_default(),
+                "owned\nowned\n",
+                "{what}"
+            );
+            assert!(planted.exists(), "{what}");
+            let after = tree(&state);
+            assert!(
+                kept.iter().any(|file| !after.contains(file)),
+                "the rewrite deleted from the state home: {what}"
+            );
+        }
+    }
+}
