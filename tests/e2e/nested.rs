@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use super::DEADLINE;
+use super::{DEADLINE, install_codex_with};
 use crate::clients::*;
 use crate::protect::{install_protected, sandbox_runs};
 use crate::server::{Request, Server, Turn};
@@ -333,4 +333,107 @@ fn claude_your_hook_wrapped_in_stop_gate_confine_keeps_the_agents_rewrite_from_y
             );
         }
     }
+}
+
+/// SPEC §9 across engines (issue 43 item 5): `settings-merge install --codex --protect
+/// --trust` gives the project's `.codex/config.toml` the permission profile `vigil`, which the
+/// real Codex 0.171.0 reads for the trusted project over the user's own `danger-full-access`:
+/// its shell writes the project, but not what Claude Code runs: an agent under `.claude/agents`
+/// (`.claude` absent), the existing `.mcp.json`, or the existing `web/.claude/settings.json`
+/// below the top. Without the profile (the workspace-write sandbox alone, as before) all three
+/// writes land.
+#[test]
+fn codex_protect_keeps_the_agents_shell_off_what_claude_code_runs() {
+    let Some(clients) = clients() else { return };
+    // Codex refuses to set up its sandbox helper under a temporary directory: this test's
+    // homes live in the suite's cache, under the user's home.
+    let base = cache().join("work");
+    std::fs::create_dir_all(&base).unwrap();
+    let root = tempfile::tempdir_in(&base).unwrap();
+    let project = root.path().join("project");
+    let mcp = "{\"mcpServers\": {}}\n";
+    let web = "{}\n";
+    write_file(&project.join(".mcp.json"), mcp);
+    write_file(&project.join("web/.claude/settings.json"), web);
+    git(&project, &["init", "-q"]);
+    let home = root.path().join("home");
+    let tmp = root.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let agent = project.join(".claude/agents/helper.md");
+    let server = Server::start(
+        vec![
+            Turn::Bash(
+                [
+                    // One stream, so each error comes before its line.
+                    "exec 2>&1",
+                    "mkdir -p .claude/agents && printf 'x' > .claude/agents/helper.md; echo agent=$?",
+                    "printf '{\"mcpServers\":{\"x\":{\"command\":\"sh\"}}}' > .mcp.json; echo mcp=$?",
+                    "printf '{\"hooks\":{}}' > web/.claude/settings.json; echo web=$?",
+                    "echo ok > inproj.txt; echo proj=$?",
+                ]
+                .join("; "),
+            ),
+            Turn::Text("Done.".into()),
+        ],
+        None,
+    );
+    let codex_home = home.join("codex-home");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    write_codex_config_trusting(
+        &codex_home.join("config.toml"),
+        &format!(
+            "model = \"gpt-5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\nsandbox_mode = \"danger-full-access\"\n\n[model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\nenv_key = \"OPENAI_API_KEY\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n[analytics]\nenabled = false\n\n",
+            server.url
+        ),
+        &project,
+    );
+    install_codex_with(&project, &home, true, &["--protect"]);
+    let profile = std::fs::read_to_string(project.join(".codex/config.toml")).unwrap();
+    assert_contains!(profile, "default_permissions = \"vigil\"");
+    let args = [
+        "exec",
+        "--disable",
+        "plugins",
+        "-c",
+        "analytics.enabled=false",
+        "Set up.",
+    ];
+    let mut cmd = codex(&clients, &home, &project, &args);
+    cmd.env("TMPDIR", &tmp);
+    let out = ok(run(cmd, DEADLINE));
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{}", said(&out));
+    // What the shell said, the last function_call_output Codex sent back.
+    let result = main[1].body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "function_call_output")
+        .filter_map(|item| item["output"].as_str())
+        .next_back()
+        .unwrap_or_default()
+        .to_string();
+    // `.claude` absent, Codex holds its place (mkdir meets something that is no directory);
+    // the files there are read-only.
+    assert_contains!(result, ": Not a directory\nagent=1");
+    assert_contains!(result, ".mcp.json: Read-only file system\nmcp=1");
+    assert_contains!(
+        result,
+        "web/.claude/settings.json: Read-only file system\nweb=1"
+    );
+    assert_contains!(result, "proj=0");
+    assert!(!agent.exists(), "the agent's shell planted an agent");
+    assert!(!project.join(".claude").exists(), "nor left .claude behind");
+    assert_eq!(
+        std::fs::read_to_string(project.join(".mcp.json")).unwrap(),
+        mcp
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("web/.claude/settings.json")).unwrap(),
+        web
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("inproj.txt")).unwrap(),
+        "ok\n"
+    );
 }
