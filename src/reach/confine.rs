@@ -157,6 +157,9 @@ pub(crate) struct Confined {
     ledger: Option<PathBuf>,
     /// What was below the top before the run, to compare with after it (in place only).
     watch: Option<Watch>,
+    /// The project's lock on its stand-ins, held for the run: a run going on at once (two of
+    /// the user's hooks on one event) would remove stand-ins this one binds, or bind its own.
+    _stand_ins: Option<crate::sys::lock::FileLock>,
     /// Seatbelt's private temporary directory, removed with this.
     _tmp: Option<tempfile::TempDir>,
 }
@@ -168,10 +171,14 @@ pub(crate) struct Watch {
     work: PathBuf,
     before: nested::Found,
     absent: Vec<PathBuf>,
+    /// Where what a run made is listed (in the protected state), so every later run is no
+    /// pass either while one is still there: the next run's walk would take it for the user's.
+    ledger: Option<PathBuf>,
 }
 
 impl Watch {
-    /// The read-only names and places git runs from, below the top, that the run made.
+    /// The read-only names and places git runs from, below the top, that this run or an
+    /// earlier one made and that are still there.
     fn appeared(&self) -> Vec<PathBuf> {
         let mut made = nested::appeared(&self.before, &nested::walk(&self.work));
         made.extend(
@@ -180,8 +187,52 @@ impl Watch {
                 .filter(|path| std::fs::symlink_metadata(path).is_ok())
                 .cloned(),
         );
+        let Some(ledger) = &self.ledger else {
+            return made;
+        };
+        let listed = left_behind_in(ledger);
+        for path in &listed {
+            if !made.contains(path) {
+                made.push(path.clone());
+            }
+        }
+        if made != listed {
+            let text: String = made
+                .iter()
+                .filter_map(|path| Some(format!("{}\n", path.to_str()?)))
+                .collect();
+            let _ = if made.is_empty() {
+                std::fs::remove_file(ledger)
+            } else {
+                atomic::write_atomic_as(ledger, text.as_bytes(), 0o600, Durability::Wait)
+            };
+        }
         made
     }
+}
+
+/// The file in a project's protected state that lists what a confined run made below the
+/// top that the engine or git would run (`Watch`).
+pub(crate) const LEFT_BEHIND: &str = "left-behind";
+
+/// What a confined run made below the top, listed in the protected state directory `dir`, that
+/// is still there: told at session start, and no check passes while one is.
+pub(crate) fn left_behind(dir: &Path) -> Vec<PathBuf> {
+    left_behind_in(&dir.join(LEFT_BEHIND))
+}
+
+fn left_behind_in(ledger: &Path) -> Vec<PathBuf> {
+    let Ok(file) = files::open_state(ledger) else {
+        return Vec::new();
+    };
+    let Ok(bytes) = files::read_capped(file, 1 << 20, "the left-behind list", ledger) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(PathBuf::from)
+        .filter(|path| std::fs::symlink_metadata(path).is_ok())
+        .collect()
 }
 
 impl Confined {
@@ -300,11 +351,36 @@ impl Mount {
     }
 }
 
+/// What a sandbox's view is made of: its mounts, the stand-ins made for it, what is watched
+/// below the top, and the project's lock on its stand-ins.
+type View = (
+    Vec<Mount>,
+    Made,
+    Option<Watch>,
+    Option<crate::sys::lock::FileLock>,
+);
+
 /// The mounts of `plan`, parents before what is inside them, and the mount points made for
 /// read-only entries that did not exist.
-fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made, Option<Watch>), Unavailable> {
+fn mounts(plan: &Plan) -> Result<View, Unavailable> {
     let mut mounts = Vec::new();
     let mut made = Vec::new();
+    // One run of a project at a time makes, binds and removes its stand-ins.
+    let lock = match &plan.ledger {
+        Some(ledger) => Some(
+            crate::sys::lock::FileLock::acquire(
+                &ledger.with_file_name("stand-ins.lock"),
+                STAND_INS_WAIT,
+            )
+            .map_err(|e| {
+                Unavailable::Project(format!(
+                    "another confined run of this project did not end within {} s ({e})",
+                    STAND_INS_WAIT.as_secs()
+                ))
+            })?,
+        ),
+        None => None,
+    };
     // What a gate killed during its check left in the project goes first.
     if let Some(ledger) = &plan.ledger
         && ledger.exists()
@@ -331,7 +407,12 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made, Option<Watch>), Unavailable>
     }
     let planned = read_only_entries(&work, &hidden, &mut mounts)?;
     let watch = if plan.in_place {
-        Some(nested_entries(&work, &hidden, &mut mounts)?)
+        Some(nested_entries(
+            &work,
+            &hidden,
+            &mut mounts,
+            plan.ledger.as_deref(),
+        )?)
     } else {
         None
     };
@@ -397,8 +478,11 @@ fn mounts(plan: &Plan) -> Result<(Vec<Mount>, Made, Option<Watch>), Unavailable>
     // Parents first, so what is inside a mount is mounted over it (the work inside a hidden
     // directory, a read-only entry inside the work); the sort keeps the order above for equals.
     mounts.sort_by_key(|m| m.path().components().count());
-    Ok((mounts, made, watch))
+    Ok((mounts, made, watch, lock))
 }
+
+/// How long a confined run waits for another of the same project to end.
+const STAND_INS_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The read-only set below the top of an in-place `work` (`nested`): each name found bound
 /// read-only (with the git directories a `.git` file names), and each place git runs from
@@ -408,6 +492,7 @@ fn nested_entries(
     work: &Path,
     hidden: &[(PathBuf, Entry)],
     mounts: &mut Vec<Mount>,
+    ledger: Option<&Path>,
 ) -> Result<Watch, Unavailable> {
     let before = nested::walk(work);
     if let Some(link) = before.links.first() {
@@ -471,6 +556,7 @@ fn nested_entries(
         work: work.to_path_buf(),
         before,
         absent,
+        ledger: ledger.map(|l| l.with_file_name(LEFT_BEHIND)),
     })
 }
 
@@ -575,7 +661,7 @@ pub(crate) fn command(
     if bwrap.ends_with("sandbox-exec") {
         return seatbelt_command(bwrap, plan, program, args);
     }
-    let (mounts, made, watch) = mounts(plan)?;
+    let (mounts, made, watch, lock) = mounts(plan)?;
     let (status, status_writer) =
         std::io::pipe().map_err(|e| Unavailable::Machine(format!("cannot make a pipe: {e}")))?;
     let fd = process::descriptor_number(&status_writer);
@@ -648,6 +734,7 @@ pub(crate) fn command(
             made,
             ledger: plan.ledger.clone(),
             watch,
+            _stand_ins: lock,
             _tmp: None,
         },
     ))

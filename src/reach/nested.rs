@@ -37,6 +37,11 @@ pub(crate) struct Found {
     pub entries: Vec<(PathBuf, Entry)>,
     /// Which of `entries` are symlinks: a mount covers where a link leads, never the link.
     pub links: Vec<PathBuf>,
+    /// Each of `entries` with its inode: a folder replaced under the same path (the old one
+    /// renamed away, a new one made) is not the one that was there.
+    pub inodes: Vec<(PathBuf, u64)>,
+    /// Directories the walk could not read: what is in them is not known.
+    pub unreadable: Vec<PathBuf>,
 }
 
 /// Whether `name` is one of the read-only names, in any case (a case-insensitive disk takes
@@ -72,7 +77,9 @@ pub(crate) fn walk(top: &Path) -> Found {
     });
     let mut found = shared.found.into_inner().unwrap_or_else(|e| e.into_inner());
     found.entries.sort_by(|a, b| a.0.cmp(&b.0));
+    found.entries.dedup_by(|a, b| a.0 == b.0);
     found.links.sort();
+    found.unreadable.sort();
     found
 }
 
@@ -104,26 +111,51 @@ impl Shared {
             };
             let mut dirs = Vec::new();
             let mut found = Vec::new();
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                for entry in entries.flatten() {
-                    let Ok(kind) = entry.file_type() else {
-                        continue;
-                    };
-                    let name = entry.file_name();
-                    if is_read_only_name(&name) {
-                        if depth > 0 {
-                            found.push((dir.join(&name), kind.is_dir(), kind.is_symlink()));
+            let mut unreadable = false;
+            // A git directory by its shape (`HEAD`, `objects/`, `refs/`), whatever its name:
+            // `git init --bare lib` with a `core.worktree`, or `--separate-git-dir`.
+            let mut shape = (false, false, false);
+            match std::fs::read_dir(&dir) {
+                Ok(entries) => {
+                    for entry in entries.flatten() {
+                        let Ok(kind) = entry.file_type() else {
+                            continue;
+                        };
+                        let name = entry.file_name();
+                        match name.as_encoded_bytes() {
+                            b"HEAD" => shape.0 = kind.is_file(),
+                            b"objects" => shape.1 = kind.is_dir(),
+                            b"refs" => shape.2 = kind.is_dir(),
+                            _ => {}
                         }
-                    } else if kind.is_dir() {
-                        dirs.push((dir.join(&name), depth + 1));
+                        if is_read_only_name(&name) {
+                            if depth > 0 {
+                                found.push((dir.join(&name), kind.is_dir(), kind.is_symlink()));
+                            }
+                        } else if kind.is_dir() {
+                            dirs.push((dir.join(&name), depth + 1));
+                        }
                     }
                 }
+                Err(e) => unreadable = e.kind() != std::io::ErrorKind::NotFound,
             }
-            if !found.is_empty() {
+            if shape == (true, true, true) && depth > 0 {
+                // Read-only whole, as a `.git` is: nothing in it is walked.
+                dirs.clear();
+                found.push((dir.clone(), true, false));
+            }
+            if !found.is_empty() || unreadable {
                 let mut all = self.found.lock().unwrap_or_else(|e| e.into_inner());
+                if unreadable {
+                    all.unreadable.push(dir.clone());
+                }
                 for (path, is_dir, is_link) in found {
                     if is_link {
                         all.links.push(path.clone());
+                    }
+                    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                        all.inodes
+                            .push((path.clone(), crate::sys::files::inode(&meta)));
                     }
                     all.entries
                         .push((path, if is_dir { Entry::Dir } else { Entry::File }));
@@ -137,15 +169,35 @@ impl Shared {
     }
 }
 
-/// The read-only names below the top in `after` that `before` did not have: each a folder or
-/// file the engine or git would run that the agent's code made.
+/// The read-only names below the top in `after` that `before` did not have (or had as another
+/// file: one replaced under the same path), and the directories `after` could not read that
+/// `before` could (what the agent's code made there is hidden): each a place the engine or git
+/// would run that the agent's code made.
 pub(crate) fn appeared(before: &Found, after: &Found) -> Vec<PathBuf> {
-    after
+    let inode = |found: &Found, path: &Path| {
+        found
+            .inodes
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, inode)| *inode)
+    };
+    let mut made: Vec<PathBuf> = after
         .entries
         .iter()
-        .filter(|(path, _)| !before.entries.iter().any(|(p, _)| p == path))
+        .filter(|(path, _)| {
+            !before.entries.iter().any(|(p, _)| p == path)
+                || inode(before, path) != inode(after, path)
+        })
         .map(|(path, _)| path.clone())
-        .collect()
+        .collect();
+    made.extend(
+        after
+            .unreadable
+            .iter()
+            .filter(|dir| !before.unreadable.contains(dir))
+            .cloned(),
+    );
+    made
 }
 
 /// The repositories of a project at `top`: the `.git` of the top, then those `found` below it.
@@ -155,11 +207,16 @@ pub(crate) fn repositories(top: &Path, found: &Found) -> Vec<PathBuf> {
     if std::fs::symlink_metadata(&own).is_ok() {
         repos.push(own);
     }
+    // A `.git`, or a git directory by its shape (the walk lists it as a directory of the
+    // read-only set under its own name).
     repos.extend(
         found
             .entries
             .iter()
-            .filter(|(path, _)| path.file_name().is_some_and(|n| n == ".git"))
+            .filter(|(path, _)| {
+                path.file_name().is_some_and(|n| n == ".git")
+                    || !path.file_name().is_some_and(is_read_only_name)
+            })
             .map(|(path, _)| path.clone()),
     );
     repos
@@ -323,14 +380,20 @@ pub(crate) fn git_runs(
                 format!("{key} names it: git reads its configuration from it"),
             );
         } else if runs_a_program(key) {
-            let line = value.strip_prefix('!').unwrap_or(value);
-            let words = shlex::split(line)
+            // Shell punctuation glued to a word (`!f() { ./fmt.sh; }; f`) is not part of it.
+            let line = value
+                .strip_prefix('!')
+                .unwrap_or(value)
+                .replace([';', '&', '|', '(', ')', '{', '}', '<', '>', '`'], " ");
+            let words = shlex::split(&line)
                 .unwrap_or_else(|| line.split_whitespace().map(str::to_string).collect());
-            for word in words {
-                let path = expand(&word, worktree);
-                // A word that names a file, or looks like a path: a program, or a script
-                // given to one (`sh scripts/clean.sh`).
-                if word.contains('/') || std::fs::symlink_metadata(&path).is_ok() {
+            for (at, word) in words.iter().enumerate() {
+                let path = expand(word, worktree);
+                // A path (`./scripts/clean.sh`, `tools/fmt`, made later or not), or the program
+                // itself where the project holds an executable file of its name; never a bare
+                // word that only names a folder (`credential.helper = store`, `!npm test`).
+                let program = at == 0 && crate::sys::files::is_executable(&path);
+                if word.contains('/') || program {
                     let entry = if path.is_dir() {
                         Entry::Dir
                     } else {
@@ -410,5 +473,54 @@ mod tests {
         let mut after = found.clone();
         after.entries.push((top.join("new/.claude"), Entry::Dir));
         assert_eq!(appeared(&found, &after), [top.join("new/.claude")]);
+    }
+
+    /// A folder replaced under the same path (its parent renamed away, a new one made) is
+    /// not the one that was there; a directory the walk can no longer read hides what is in it.
+    #[test]
+    fn a_replaced_folder_and_a_directory_made_unreadable_count_as_made() {
+        let web = PathBuf::from("/p/web/.claude");
+        let before = Found {
+            entries: vec![(web.clone(), Entry::Dir)],
+            inodes: vec![(web.clone(), 7)],
+            ..Found::default()
+        };
+        let same = before.clone();
+        assert!(appeared(&before, &same).is_empty());
+        let replaced = Found {
+            inodes: vec![(web.clone(), 8)],
+            ..before.clone()
+        };
+        assert_eq!(appeared(&before, &replaced), std::slice::from_ref(&web));
+        let hidden = Found {
+            unreadable: vec![PathBuf::from("/p/a")],
+            ..before.clone()
+        };
+        assert_eq!(appeared(&before, &hidden), [PathBuf::from("/p/a")]);
+        assert!(
+            appeared(&hidden, &hidden).is_empty(),
+            "unreadable before too"
+        );
+    }
+
+    #[test]
+    fn a_git_directory_is_found_by_its_shape_whatever_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        for d in [
+            "vendor/pkg/objects",
+            "vendor/pkg/refs",
+            "vendor/pkg/hooks/x",
+        ] {
+            std::fs::create_dir_all(top.join(d)).unwrap();
+        }
+        std::fs::write(top.join("vendor/pkg/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let found = walk(top);
+        assert_eq!(found.entries, [(top.join("vendor/pkg"), Entry::Dir)]);
+        assert_eq!(
+            repositories(top, &found),
+            [top.join("vendor/pkg")],
+            "its configuration is read too"
+        );
     }
 }

@@ -534,3 +534,31 @@ fn without_protect_a_nested_engine_folder_warns_and_a_nested_repository_is_not_n
     one_line(&world, &world.path().join("web/.claude"), "[warn] ");
     assert!(naming(&world, &world.path().join("vendor/lib/.git")).is_empty());
 }
+
+/// Issue 43 item 5: what the other engine's shell planted (Codex's writing
+/// `.claude/agents/helper.md` with a hook) is told at the next Claude Code start, to the
+/// person and the model, not only by a doctor run by hand.
+#[test]
+fn an_agent_with_hooks_planted_after_protect_is_told_at_the_next_start() {
+    let world = world();
+    world.install(&["--protect"]);
+    let start = session_start(world.path(), "s-0", "startup");
+    assert_lacks!(
+        stdout_of(&start),
+        "after vigil was installed with --protect"
+    );
+    write_file(&world.path().join(".claude/agents/helper.md"), WITH_HOOKS);
+    let start = session_start(world.path(), "s-1", "startup");
+    let json: serde_json::Value = serde_json::from_slice(&start.stdout).unwrap();
+    let message = json["systemMessage"].as_str().unwrap();
+    assert_contains!(
+        message,
+        ".claude/agents/helper.md: an agent whose frontmatter has hooks: appeared after vigil was installed with --protect"
+    );
+    assert_contains!(
+        json["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap(),
+        ".claude/agents/helper.md"
+    );
+}

@@ -396,17 +396,19 @@ pub(crate) fn hook_files_changed(project: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The read-only folders and files below the project's top that appeared or changed since
-/// `install --protect` recorded the baseline, each in one line (defanged) for the person and
-/// the model at SessionStart; nothing without a baseline.
-pub(crate) fn nested_news(project: &Path) -> Vec<String> {
+/// Planted code that appeared or changed since `install --protect` recorded the baseline (an
+/// agent with `hooks:`, MCP servers, a `.claude/` or repository below the top, a file one of the
+/// user's hooks runs), each in one line (defanged) for the person and the model at
+/// SessionStart, not only for a doctor run by hand; nothing without a baseline.
+pub(crate) fn news(project: &Path) -> Vec<String> {
     let Some(path) = baseline_path(project) else {
         return Vec::new();
     };
     let Baseline::Found(known) = read_baseline(&path) else {
         return Vec::new();
     };
-    scan::nested(project)
+    scan_here(project)
+        .found
         .iter()
         .filter_map(|planted| {
             let news = news_of(&known, planted)?;

@@ -43,7 +43,12 @@ pub(super) fn seatbelt_command(
     let watch = if plan.in_place {
         let work = std::fs::canonicalize(&plan.work).unwrap_or_else(|_| plan.work.clone());
         let hidden = reach::hidden(&plan.project_state, &plan.hide);
-        Some(super::nested_entries(&work, &hidden, &mut nested)?)
+        Some(super::nested_entries(
+            &work,
+            &hidden,
+            &mut nested,
+            plan.ledger.as_deref(),
+        )?)
     } else {
         None
     };
@@ -72,6 +77,7 @@ pub(super) fn seatbelt_command(
             made: Vec::new(),
             ledger: None,
             watch,
+            _stand_ins: None,
             _tmp: Some(tmp),
         },
     ))

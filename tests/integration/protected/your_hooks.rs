@@ -188,3 +188,36 @@ fn a_change_to_a_file_your_hook_runs_is_told_at_the_next_stop() {
     p.install(&["--protect"]);
     assert!(p.stop_s1(&[]).silent_allow());
 }
+
+/// Claude Code runs one event's hooks at once: two of them confined must not pull the top's
+/// stand-ins (`.codex/`, `.vscode/`, …) from under each other, or the user's hook "was not
+/// run" at random.
+#[test]
+fn confined_hooks_run_at_once_all_run() {
+    let p = Project::git();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            vigil_process("stop-gate")
+                .args(["confine", "--", "true"])
+                .env("CLAUDE_PROJECT_DIR", p.path())
+                .current_dir(p.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let failed: Vec<String> = children
+        .into_iter()
+        .map(|child| child.wait_with_output().unwrap())
+        .filter(|out| !out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stderr).into_owned())
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    for stand_in in [".codex", ".vscode", ".idea", ".mcp.json"] {
+        assert!(
+            std::fs::symlink_metadata(p.path().join(stand_in)).is_err(),
+            "{stand_in} left behind"
+        );
+    }
+}

@@ -123,3 +123,90 @@ fn a_nested_engine_folder_that_is_a_symlink_is_not_run() {
     assert_contains!(line, "web/.claude is a symlink");
     assert!(!outside.path().join("settings.json").exists());
 }
+
+/// Not a pass for one Stop only: what a check made stays listed in the protected state, and
+/// every later check is no pass while it is there (the next walk would take it for the
+/// user's); the next session start names it.
+#[test]
+fn what_a_check_made_keeps_every_later_check_from_passing_until_it_is_gone() {
+    let p = Project::git();
+    let attack = "mkdir -p web/.claude && echo '{\"hooks\":{}}' > web/.claude/settings.json";
+    p.stop_s1(&["--run", &passing(attack)])
+        .assert_blocked_starting("stop-gate: `");
+    let line = p
+        .stop_s1(&["--run", "true"])
+        .assert_blocked_starting("stop-gate: `true` made");
+    assert_contains!(line, "web/.claude");
+    let start = session_start(p.path(), "s-2", "startup");
+    assert_contains!(
+        stdout_of(&start),
+        "web/.claude, which a confined check made, is still there"
+    );
+    std::fs::remove_dir_all(p.path().join("web/.claude")).unwrap();
+    p.stop_s1(&["--run", "true"]).assert_allowed();
+    assert_lacks!(
+        stdout_of(&session_start(p.path(), "s-3", "startup")),
+        "which a confined check made"
+    );
+}
+
+/// git takes a directory for a repository by its shape, not its name: a "bare" directory with
+/// `core.worktree` set, made by the check, runs its fsmonitor at the user's `git status` there.
+#[test]
+fn a_repository_not_named_dot_git_is_found_by_its_shape() {
+    let p = Project::git();
+    let attack = "git init -q --bare vendor/pkg && git -C vendor/pkg config core.bare false && \
+         git -C vendor/pkg config core.worktree . && \
+         git -C vendor/pkg config core.fsmonitor 'touch /tmp/owned; false'";
+    let line = p
+        .stop_s1(&["--run", &passing(attack)])
+        .assert_blocked_starting("stop-gate: `");
+    assert_contains!(line, "vendor/pkg");
+    std::fs::remove_dir_all(p.path().join("vendor")).unwrap();
+    // One of the user's, there before the check, is bound read-only whole.
+    git_in(p.path(), &["init", "-q", "--bare", "mirrors/lib"]);
+    let config = p.read("mirrors/lib/config");
+    p.stop_s1(&[
+        "--run",
+        &passing("git -C mirrors/lib config core.fsmonitor x"),
+    ])
+    .assert_allowed();
+    assert_eq!(p.read("mirrors/lib/config"), config);
+}
+
+/// A word of a setting is a program only where it is one: a path, or the project's own
+/// executable file. `credential.helper = store` does not freeze a `store/` folder, nor
+/// `alias.t = !npm test` a `test/`; a script glued to shell punctuation is still found.
+#[test]
+fn only_the_programs_a_setting_names_are_read_only() {
+    let p = Project::git();
+    let home = tempfile::tempdir_in("/var/tmp").unwrap();
+    p.write("store/index.js", "export default {}\n");
+    p.write("test/a.test.js", "\n");
+    p.write("scripts/fmt.sh", "true\n");
+    git_in(p.path(), &["config", "credential.helper", "store"]);
+    git_in(p.path(), &["config", "alias.t", "!npm test"]);
+    git_in(
+        p.path(),
+        &["config", "alias.fmt", "!f() { ./scripts/fmt.sh; }; f"],
+    );
+    p.stop_s1(&[
+        "--run",
+        &passing("echo x > store/new.js && echo y > test/b.test.js && echo owned > scripts/fmt.sh"),
+    ])
+    .assert_allowed();
+    assert_eq!(p.read("store/new.js"), "x\n");
+    assert_eq!(
+        p.read("scripts/fmt.sh"),
+        "true\n",
+        "the script `git fmt` runs"
+    );
+    assert_eq!(
+        p.file_tool(home.path(), "Write", "file_path", "store/index.js"),
+        None
+    );
+    assert!(
+        p.file_tool(home.path(), "Write", "file_path", "scripts/fmt.sh")
+            .is_some()
+    );
+}
