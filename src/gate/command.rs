@@ -75,9 +75,9 @@ pub(crate) fn run_check(
                 let done = process::run(cmd, timeout, true, capture);
                 if confined.started() {
                     let (mut result, output) = judge(&shown, done, timeout);
-                    let made = confined.appeared();
-                    if !made.is_empty() {
-                        result = Err(made_what_runs(&shown, &plan.work, &made));
+                    let appeared = confined.appeared();
+                    if !appeared.made.is_empty() {
+                        result = Err(made_what_runs(&shown, &plan.work, &appeared));
                     }
                     return Checked {
                         result,
@@ -146,8 +146,9 @@ pub(crate) fn run_check(
 fn made_what_runs(
     shown: &str,
     work: &std::path::Path,
-    made: &[std::path::PathBuf],
+    appeared: &confine::Appeared,
 ) -> CheckFailure {
+    let made = &appeared.made;
     let named: Vec<String> = made
         .iter()
         .map(|path| {
@@ -163,7 +164,14 @@ fn made_what_runs(
             named.join(", "),
             if made.len() == 1 { "it" } else { "them" },
             if made.len() == 1 { "it" } else { "them" },
-        ),
+        ) + &appeared
+            .unrecorded
+            .as_ref()
+            .map_or_else(String::new, |why| {
+                format!(
+                    " (vigil could not record this for the next check: {why}; it will not see it)"
+                )
+            }),
         tail: String::new(),
     }
 }

@@ -179,7 +179,7 @@ pub(crate) struct Watch {
 impl Watch {
     /// The read-only names and places git runs from, below the top, that this run or an
     /// earlier one made and that are still there.
-    fn appeared(&self) -> Vec<PathBuf> {
+    fn appeared(&self) -> Appeared {
         let mut made = nested::appeared(&self.before, &nested::walk(&self.work));
         made.extend(
             self.absent
@@ -188,7 +188,10 @@ impl Watch {
                 .cloned(),
         );
         let Some(ledger) = &self.ledger else {
-            return made;
+            return Appeared {
+                made,
+                unrecorded: None,
+            };
         };
         let listed = left_behind_in(ledger);
         for path in &listed {
@@ -196,19 +199,30 @@ impl Watch {
                 made.push(path.clone());
             }
         }
+        let mut unrecorded = None;
         if made != listed {
             let text: String = made
                 .iter()
                 .filter_map(|path| Some(format!("{}\n", path.to_str()?)))
                 .collect();
-            let _ = if made.is_empty() {
+            let written = if made.is_empty() {
                 std::fs::remove_file(ledger)
             } else {
                 atomic::write_atomic_as(ledger, text.as_bytes(), 0o600, Durability::Wait)
             };
+            unrecorded = written.err().map(|e| e.to_string());
         }
-        made
+        Appeared { made, unrecorded }
     }
+}
+
+/// What a confined run made below the top (with what earlier runs made that is still there),
+/// and why it could not be recorded for the next run, if it could not: then only this run
+/// knows, and says so.
+#[derive(Debug, Default)]
+pub(crate) struct Appeared {
+    pub made: Vec<PathBuf>,
+    pub unrecorded: Option<String>,
 }
 
 /// The file in a project's protected state that lists what a confined run made below the
@@ -250,7 +264,7 @@ impl Confined {
     /// What the run made that the engine, an editor or git would run with the user's rights
     /// (a `.claude/` or `.git` below the top, a hook where `core.hooksPath` points): in place
     /// only, where nothing throws the work away. Read once the run has ended.
-    pub(crate) fn appeared(&self) -> Vec<PathBuf> {
+    pub(crate) fn appeared(&self) -> Appeared {
         self.watch.as_ref().map(Watch::appeared).unwrap_or_default()
     }
 }

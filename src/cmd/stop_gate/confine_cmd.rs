@@ -124,7 +124,7 @@ fn run(args: Vec<OsString>) -> Result<ExitCode, String> {
             "bubblewrap cannot make a sandbox on this machine"
         }));
     }
-    let made = confined.appeared();
+    let made = confined.appeared().made;
     if !made.is_empty() {
         let named: Vec<String> = made.iter().map(|p| p.display().to_string()).collect();
         return Err(format!(
