@@ -30,6 +30,57 @@ pub(crate) const RUNNERS: &[(&str, &[&str], &str)] = &[
     ("bundle", &["exec"], "the Gemfile's binstubs"),
     ("make", &[], "the Makefile's recipes"),
     ("just", &[], "the justfile's recipes"),
+    ("python", &["-m"], "a module of the project"),
+    ("python3", &["-m"], "a module of the project"),
+    ("pytest", &[], "conftest.py and the project's tests"),
+    (
+        "cargo",
+        &["run", "test", "build", "check", "clippy", "bench"],
+        "build.rs and the project's code",
+    ),
+    (
+        "go",
+        &["run", "test", "generate", "build"],
+        "the project's code",
+    ),
+    (
+        "bun",
+        &["run", "x", "test"],
+        "package.json's scripts or the project's code",
+    ),
+    (
+        "deno",
+        &["run", "task", "test"],
+        "the project's code or deno.json's tasks",
+    ),
+    ("tox", &[], "tox.ini's commands"),
+    ("nox", &[], "noxfile.py"),
+    ("pre-commit", &[], ".pre-commit-config.yaml's hooks"),
+];
+
+/// Tools that load a configuration file of the project as code, with the files that would be.
+const CODE_CONFIGS: &[(&str, &[&str])] = &[
+    (
+        "prettier",
+        &[
+            ".prettierrc.js",
+            ".prettierrc.cjs",
+            ".prettierrc.mjs",
+            "prettier.config.js",
+            "prettier.config.cjs",
+            "prettier.config.mjs",
+        ],
+    ),
+    (
+        "eslint",
+        &[
+            "eslint.config.js",
+            "eslint.config.cjs",
+            "eslint.config.mjs",
+            ".eslintrc.js",
+            ".eslintrc.cjs",
+        ],
+    ),
 ];
 
 /// Each hook of `layers` (a settings file and its settings) that runs what the agent can
@@ -54,8 +105,11 @@ pub(crate) fn hooks_in(
                 let Some(command) = handler_line(handler) else {
                     continue;
                 };
-                // vigil's own, and a hook already run confined (`stop-gate confine -- …`).
-                if vigil_binary(&command).is_some() {
+                // vigil's own, and a hook already run confined (`stop-gate confine -- …`), when
+                // it is that alone: `stop-gate confine -- true; scripts/format.sh` is not.
+                let alone =
+                    !command.contains([';', '&', '|', '\n', '`']) && !command.contains("$(");
+                if alone && vigil_binary(&command).is_some() {
                     continue;
                 }
                 if let Some(what) = runs_from_project(&command, project) {
@@ -140,6 +194,13 @@ pub(crate) fn runs_from_project(command: &str, project: &Path) -> Option<What> {
                 return Some(What::Runner(runner, runs));
             }
         }
+        for (tool, configs) in CODE_CONFIGS {
+            if files::program_name(program) == *tool
+                && let Some(config) = configs.iter().find(|c| project.join(c).is_file())
+            {
+                return Some(What::File(project.join(config)));
+            }
+        }
     }
     None
 }
@@ -188,6 +249,12 @@ mod tests {
         assert!(runner("uv run ruff format"));
         assert!(runner("npm run lint"));
         assert!(!runner("npm --version"));
+        assert!(runner("python3 -m tools.fmt"));
+        assert!(runner("cargo clippy --fix"));
+        assert!(!runner("cargo fmt"));
+        assert!(runner("pre-commit run --all-files"));
+        std::fs::write(project.join("prettier.config.js"), "").unwrap();
+        assert!(file("prettier --write src"));
         for harmless in [
             "\"$CLAUDE_PROJECT_DIR\"/.claude/hooks/x.sh",
             "jq -r .tool_input.file_path",

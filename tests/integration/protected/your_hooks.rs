@@ -72,6 +72,13 @@ fn the_doctor_names_your_hooks_that_run_what_the_agent_can_rewrite() {
     let said = doctor(&p);
     assert_lacks!(said, "your hook");
     assert!(!said.lines().any(|l| l.starts_with("[fail]")), "{said}");
+    // Wrapped only in part, it is named.
+    let p = with_hooks(&["stop-gate confine -- true; scripts/format.sh"]);
+    p.write("scripts/format.sh", "#!/bin/sh\ntrue\n");
+    assert_contains!(
+        doctor(&p),
+        "your hook `stop-gate confine -- true; scripts/format.sh`"
+    );
 }
 
 /// The attack: the agent rewrites the script your hook runs. Confined, what it writes into
