@@ -274,6 +274,38 @@ const RUNS_A_PROGRAM: &[&str] = &[
     "pager.*",
 ];
 
+/// The hooks git runs, by name (githooks(5)).
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "fsmonitor-watchman",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+    "post-index-change",
+];
+
 /// Whether `key` (as git lists it) is one of [`RUNS_A_PROGRAM`].
 fn runs_a_program(key: &str) -> bool {
     let (section, rest) = key.split_once('.').unwrap_or((key, ""));
@@ -361,11 +393,24 @@ pub(crate) fn git_runs(
         };
         let key = setting.key.as_str();
         if key == "core.hookspath" {
-            keep(
-                expand(value, worktree),
-                Entry::Dir,
-                "core.hooksPath names it: git runs the hooks there".to_string(),
-            );
+            let dir = expand(value, worktree);
+            if paths::canonical(&paths::lexical(&dir)) == top {
+                // The project's top itself (`core.hooksPath = .`), which cannot be read-only
+                // whole: each hook git would run from it is.
+                for hook in GIT_HOOKS {
+                    keep(
+                        dir.join(hook),
+                        Entry::File,
+                        "core.hooksPath names the project's top: git runs it as a hook".to_string(),
+                    );
+                }
+            } else {
+                keep(
+                    dir,
+                    Entry::Dir,
+                    "core.hooksPath names it: git runs the hooks there".to_string(),
+                );
+            }
         } else if key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"))
         {
             // Relative to the file that includes it.

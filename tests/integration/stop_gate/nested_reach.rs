@@ -198,3 +198,24 @@ fn only_the_programs_a_setting_names_are_read_only() {
             .is_some()
     );
 }
+
+/// `core.hooksPath = .` makes the project's top git's hooks directory: the top cannot be
+/// read-only whole, so each hook git would run from it is, there or not.
+#[test]
+fn hooks_git_runs_from_the_project_top_are_read_only() {
+    let p = Project::git();
+    p.write("pre-commit", "npm test\n");
+    git(p.path(), &["config", "core.hooksPath", "."]);
+    let stop = p.stop_s1(&[
+        "--run",
+        &passing("echo owned > pre-commit; echo owned > post-checkout; echo ok > notes.txt"),
+    ]);
+    assert_eq!(p.read("pre-commit"), "npm test\n");
+    assert_eq!(
+        p.read("notes.txt"),
+        "ok\n",
+        "the rest of the top stays writable"
+    );
+    let line = stop.assert_blocked_starting("stop-gate: `");
+    assert_contains!(line, "post-checkout");
+}
