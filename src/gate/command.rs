@@ -148,30 +148,14 @@ fn made_what_runs(
     work: &std::path::Path,
     appeared: &confine::Appeared,
 ) -> CheckFailure {
-    let made = &appeared.made;
-    let named: Vec<String> = made
-        .iter()
-        .map(|path| {
-            path.strip_prefix(work)
-                .unwrap_or(path)
-                .display()
-                .to_string()
-        })
-        .collect();
     CheckFailure {
         line: format!(
-            "stop-gate: `{shown}` made {}, which the engine or git would run with your rights outside any sandbox; a check never counts when it leaves one behind: remove {} and find what made {}",
-            named.join(", "),
-            if made.len() == 1 { "it" } else { "them" },
-            if made.len() == 1 { "it" } else { "them" },
-        ) + &appeared
-            .unrecorded
-            .as_ref()
-            .map_or_else(String::new, |why| {
-                format!(
-                    " (vigil could not record this for the next check: {why}; it will not see it)"
-                )
-            }),
+            "stop-gate: `{shown}` {}",
+            appeared.told(
+                work,
+                " outside any sandbox; a check never counts when it leaves one behind:"
+            )
+        ),
         tail: String::new(),
     }
 }

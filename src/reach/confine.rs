@@ -225,6 +225,32 @@ pub(crate) struct Appeared {
     pub unrecorded: Option<String>,
 }
 
+impl Appeared {
+    /// What was made, as `made X, Y, which the engine or git would run with your rights{then}
+    /// remove them and find what made them`, each path from `base` (an empty `base` keeps them
+    /// whole), with why it could not be recorded for the next run, if it could not.
+    pub(crate) fn told(&self, base: &Path, then: &str) -> String {
+        let named: Vec<String> = self
+            .made
+            .iter()
+            .map(|path| {
+                path.strip_prefix(base)
+                    .unwrap_or(path)
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        let them = if self.made.len() == 1 { "it" } else { "them" };
+        let unrecorded = self.unrecorded.as_ref().map_or_else(String::new, |why| {
+            format!(" (vigil could not record this for the next check: {why}; it will not see it)")
+        });
+        format!(
+            "made {}, which the engine or git would run with your rights{then} remove {them} and find what made {them}{unrecorded}",
+            named.join(", ")
+        )
+    }
+}
+
 /// The file in a project's protected state that lists what a confined run made below the
 /// top that the engine or git would run (`Watch`).
 pub(crate) const LEFT_BEHIND: &str = "left-behind";

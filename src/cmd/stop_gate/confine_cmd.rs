@@ -124,14 +124,11 @@ fn run(args: Vec<OsString>) -> Result<ExitCode, String> {
             "bubblewrap cannot make a sandbox on this machine"
         }));
     }
-    let made = confined.appeared().made;
-    if !made.is_empty() {
-        let named: Vec<String> = made.iter().map(|p| p.display().to_string()).collect();
+    let appeared = confined.appeared();
+    if !appeared.made.is_empty() {
         return Err(format!(
-            "`{shown}` made {}, which the engine or git would run with your rights; remove {} and find what made {}",
-            named.join(", "),
-            if made.len() == 1 { "it" } else { "them" },
-            if made.len() == 1 { "it" } else { "them" },
+            "`{shown}` {}",
+            appeared.told(std::path::Path::new(""), ";")
         ));
     }
     Ok(ExitCode(

@@ -246,31 +246,13 @@ pub fn main() -> ExitCode {
         // Under --protect: a write that left the reach after the guard let it through is told,
         // to the model (the block's reason, after the fact) and to the person.
         Some(HookEvent::PostToolUse) => {
-            let told = guard::landed(&input);
-            watchdog.answer(
-                Wire {
-                    decision: told.as_ref().map(|_| "block"),
-                    reason: told.as_deref(),
-                    system_message: told.as_deref(),
-                    ..Wire::default()
-                }
-                .line(),
-            );
+            watchdog.answer(blocked_and_told(guard::landed(&input).as_deref()));
         }
         // Under --protect: a settings change that takes the protection away does not reach
         // the running session. The person sees it too: a change made on disk does not reach
         // this session.
         Some(HookEvent::ConfigChange) => {
-            let reason = live::hook(&input);
-            watchdog.answer(
-                Wire {
-                    decision: reason.as_ref().map(|_| "block"),
-                    reason: reason.as_deref(),
-                    system_message: reason.as_deref(),
-                    ..Wire::default()
-                }
-                .line(),
-            );
+            watchdog.answer(blocked_and_told(live::hook(&input).as_deref()));
         }
         Some(HookEvent::UserPromptSubmit) => {
             let state_dir = config.as_ref().map(|c| c.state_dir.as_deref());
@@ -294,6 +276,18 @@ pub fn main() -> ExitCode {
     }
     // A hook exits 0 whatever it decided: the decision is in the JSON.
     ExitCode::SUCCESS
+}
+
+/// A block whose reason the person is shown too (`systemMessage`); nothing when there is
+/// nothing to tell.
+fn blocked_and_told(reason: Option<&str>) -> Option<String> {
+    Wire {
+        decision: reason.map(|_| "block"),
+        reason,
+        system_message: reason,
+        ..Wire::default()
+    }
+    .line()
 }
 
 /// `config`, `hold`, `wait`, `confine` and `loop`, each to its module, with its exit code; `None` when

@@ -125,14 +125,11 @@ pub(crate) fn hooks_in(
 /// can rewrite, each with the event that runs it (not the user's own settings alone, whose
 /// "project" is the home directory).
 pub(crate) fn files_run(project: &Path) -> Vec<(PathBuf, String)> {
-    let home = crate::sys::user::home();
-    let project = paths::canonical(project);
-    if home
-        .as_deref()
-        .is_some_and(|home| paths::canonical(home) == project)
-    {
+    if crate::sys::user::is_home(project) {
         return Vec::new();
     }
+    let home = crate::sys::user::home();
+    let project = paths::canonical(project);
     let layers: Vec<(PathBuf, Map<String, Value>)> =
         crate::reach::sandbox::layer_files(&project, home.as_deref())
             .into_iter()

@@ -20,7 +20,7 @@ use crate::install::settings::{
 };
 use crate::state::wakes;
 use crate::sys::git;
-use crate::sys::{paths, programs};
+use crate::sys::programs;
 use codex::codex_trust;
 use gate::{
     check_confinement, check_held, check_program, contracts, gate_config, gate_deadline,
@@ -269,9 +269,7 @@ fn waiter(
 /// the system's places); the user's hooks and an unheld check are. Not for the user's own
 /// settings, whose "project" is the home directory.
 fn path_inside(project: &Path) -> Vec<Finding> {
-    if crate::sys::user::home()
-        .is_some_and(|home| paths::canonical(&home) == paths::canonical(project))
-    {
+    if crate::sys::user::is_home(project) {
         return Vec::new();
     }
     programs::path_entries_inside(project)

@@ -25,7 +25,7 @@ pub(super) fn findings(
 ) -> Vec<Finding> {
     let project = paths::canonical(project);
     // Not for the user's own settings alone, whose "project" is the home directory.
-    if crate::sys::user::home().is_some_and(|home| paths::canonical(&home) == project) {
+    if crate::sys::user::is_home(&project) {
         return Vec::new();
     }
     let layers: Vec<(PathBuf, Map<String, Value>)> = layers
