@@ -316,15 +316,7 @@ pub(crate) fn read_only_paths(project: &Path) -> Vec<PathBuf> {
         .iter()
         .map(|(name, _)| PathBuf::from(name))
         .collect();
-    let found = crate::reach::nested::walk(&top);
-    let deadline = crate::sys::time::Deadline::after(crate::reach::nested::CONFIG_BUDGET);
-    let mut below: Vec<PathBuf> = found.entries.iter().map(|(path, _)| path.clone()).collect();
-    for repo in crate::reach::nested::repositories(&top, &found) {
-        if let Ok(runs) = crate::reach::nested::git_runs(&top, &repo, deadline) {
-            below.extend(runs.into_iter().map(|run| run.path));
-        }
-    }
-    for path in below {
+    for (path, _) in crate::reach::nested::what_runs(&top) {
         if let Ok(relative) = path.strip_prefix(&top)
             && !paths.iter().any(|p| relative.starts_with(p))
         {

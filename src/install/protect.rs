@@ -47,6 +47,9 @@ pub(crate) struct Protection {
     /// The deny rules added for the files the human holds (SPEC §11), kept in step with the
     /// hold by every install (`sync_held`).
     pub held_added: Vec<String>,
+    /// The literal rules added for what the engine or git runs that existed below the top and
+    /// at it when the install ran (`below_rules`), kept in step by every install.
+    pub below_added: Vec<String>,
 }
 
 impl Protection {
@@ -100,12 +103,85 @@ pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<Str
         .collect()
 }
 
-/// Keeps the held files' deny rules in `root` as `wanted`: the rules vigil added for files no
-/// longer held are taken out, those now held added (a rule the user had already is theirs);
-/// `done.held_added` is what vigil added. Whether `root` changed.
-pub(crate) fn sync_held(
+/// The deny rules that keep the Bash tool off what the engine or git runs in the project at
+/// `project`, where it exists (issue 43): `Edit(/path)`, a literal path, which Claude Code's
+/// sandbox makes read-only to its commands, where it skips every glob rule on Linux (seen with
+/// 2.1.332), so the `**/` rules hold its file tools only. Each read-only name at any depth and
+/// each place git runs from; a git directory as its `config` and `hooks` (as Claude Code keeps
+/// the top's), so the agent still commits in it. Only what exists: a literal path that does not
+/// makes its first missing ancestor read-only (seen), and no rule forbids a name before it
+/// exists (what appears later is named at session start, by the Stop and by the doctor).
+/// Empty past [`MAX_HELD_RULES`].
+pub(crate) fn below_rules(project: &Path) -> Vec<String> {
+    let top = paths::canonical(project);
+    let mut found: Vec<(PathBuf, Entry)> = crate::reach::read_only_in(&top)
+        .into_iter()
+        .filter(|(path, _)| std::fs::symlink_metadata(path).is_ok())
+        .collect();
+    found.extend(crate::reach::nested::what_runs(&top));
+    let mut places: Vec<PathBuf> = Vec::new();
+    for (path, _) in found {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let git_dir = match path.file_name() {
+            Some(name) if name == ".git" && meta.is_file() => {
+                // A worktree's or a submodule's `.git` names its git directory.
+                let named = crate::sys::git::gitdir_of(&path)
+                    .map(|dir| paths::canonical(&path.parent().unwrap_or(&top).join(dir)));
+                places.push(path);
+                named
+            }
+            // A `.git` directory, or a git directory by its shape whatever its name.
+            Some(name)
+                if meta.is_dir()
+                    && (name == ".git"
+                        || (path.join("HEAD").is_file() && path.join("objects").is_dir())) =>
+            {
+                Some(path)
+            }
+            _ => {
+                places.push(path);
+                None
+            }
+        };
+        if let Some(dir) = git_dir {
+            places.extend(
+                ["config", "hooks", "commondir"]
+                    .iter()
+                    .map(|part| dir.join(part))
+                    .filter(|part| std::fs::symlink_metadata(part).is_ok()),
+            );
+        }
+    }
+    let rules: Vec<String> = places
+        .into_iter()
+        .filter_map(|path| {
+            let relative = path
+                .strip_prefix(&top)
+                .ok()?
+                .to_string_lossy()
+                .replace('\\', "/");
+            // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
+            (!relative.is_empty() && !relative.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
+                .then(|| format!("Edit(/{relative})"))
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if rules.len() > MAX_HELD_RULES {
+        return Vec::new();
+    }
+    rules
+}
+
+/// Keeps a list of vigil's deny rules in `root` as `wanted` (the held files', or those of what
+/// runs below the top): the rules vigil added (`added`) that are no longer wanted are taken
+/// out, those now wanted added (a rule the user had already is theirs, and is not recorded).
+/// Whether `root` changed.
+pub(crate) fn sync_rules(
     root: &mut Map<String, Value>,
-    done: &mut Protection,
+    added: &mut Vec<String>,
     wanted: &[String],
 ) -> bool {
     let Some(deny) = root
@@ -116,19 +192,18 @@ pub(crate) fn sync_held(
         return false;
     };
     let before = deny.len();
-    let stale: Vec<String> = done
-        .held_added
+    let stale: Vec<String> = added
         .iter()
         .filter(|rule| !wanted.contains(rule))
         .cloned()
         .collect();
     deny.retain(|rule| !rule.as_str().is_some_and(|r| stale.iter().any(|s| s == r)));
-    done.held_added.retain(|rule| !stale.contains(rule));
+    added.retain(|rule| !stale.contains(rule));
     let mut changed = deny.len() != before;
     for rule in wanted {
         if !deny.iter().any(|r| r.as_str() == Some(rule.as_str())) {
             deny.push(json!(rule));
-            done.held_added.push(rule.clone());
+            added.push(rule.clone());
             changed = true;
         }
     }
@@ -319,7 +394,9 @@ pub(crate) fn revert(root: &mut Map<String, Value>, done: &Protection) {
         if let Some(Value::Array(deny)) = permissions.get_mut("deny") {
             deny.retain(|rule| {
                 !rule.as_str().is_some_and(|r| {
-                    done.deny_added.iter().any(|a| a == r) || done.held_added.iter().any(|a| a == r)
+                    [&done.deny_added, &done.held_added, &done.below_added]
+                        .iter()
+                        .any(|list| list.iter().any(|a| a == r))
                 })
             });
             if done.created_deny && deny.is_empty() {
@@ -340,6 +417,7 @@ pub(crate) fn to_value(done: &Protection) -> Value {
         "created_deny": done.created_deny,
         "deny_added": done.deny_added,
         "held_added": done.held_added,
+        "below_added": done.below_added,
     })
 }
 
@@ -368,6 +446,14 @@ pub(crate) fn from_value(value: &Value) -> Option<Protection> {
         // Absent in records from before holds.
         held_added: value
             .get("held_added")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect(),
+        // Absent in records from before issue 43.
+        below_added: value
+            .get("below_added")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()

@@ -222,6 +222,33 @@ pub(crate) fn repositories(top: &Path, found: &Found) -> Vec<PathBuf> {
     repos
 }
 
+/// What exists in the project at `top` (canonical) that the engine or git runs, as the rules an
+/// install writes for the engines' sandboxes name it: each read-only entry below the top, and
+/// each place git runs from, there or not yet (for the top's
+/// repository, the nested ones and the one the project is part of), with its kind. The top's
+/// own names are the caller's. Configuration git cannot read in time is passed over: the guard
+/// and the Stop still hold what it names. Sorted, each once.
+pub(crate) fn what_runs(top: &Path) -> Vec<(PathBuf, Entry)> {
+    let found = walk(top);
+    let mut repos = repositories(top, &found);
+    if let Ok(holder) = git::Repository::locate(top)
+        && holder.top != top
+    {
+        repos.push(holder.top.join(".git"));
+    }
+    let mut all = found.entries;
+    let deadline = Deadline::after(CONFIG_BUDGET);
+    for repo in repos.iter().take(MAX_REPOSITORIES) {
+        if let Ok(runs) = git_runs(top, repo, deadline) {
+            all.extend(runs.into_iter().map(|run| (run.path, run.entry)));
+        }
+    }
+    all.retain(|(path, _)| paths::within(path, top) && path != top);
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all.dedup_by(|a, b| a.0 == b.0);
+    all
+}
+
 /// A place in the project git runs code from, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct GitRun {

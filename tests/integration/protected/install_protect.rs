@@ -559,3 +559,92 @@ fn codex_protect_keeps_the_other_engines_folders_read_only_to_codexs_shell() {
     ]));
     assert_eq!(std::fs::read_to_string(&project_config).unwrap(), own);
 }
+
+/// SPEC §9 below the top, for Claude Code's sandboxed shell (issue 43 item 1): its sandbox
+/// skips glob rules on Linux, so `install --protect` lists what exists of the read-only set
+/// and of what git runs as literal `Edit(/path)` rules (a git directory as its config and
+/// hooks, so the shell still commits there), never a path that does not exist (that would
+/// make its first missing ancestor read-only) nor one with glob characters; a later install
+/// brings them in step with what is there, and uninstall gives back the file byte for byte.
+/// Without the listing the rules are missing; without the sync the stale rule stays.
+#[test]
+fn install_protect_lists_what_runs_below_the_top_as_literal_rules_kept_in_step() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".claude/settings.local.json");
+    let original = "{\n  \"model\": \"opus\"\n}\n";
+    dir.write(".claude/settings.local.json", original);
+    dir.write("web/.claude/settings.json", "{}\n");
+    dir.write("a[1]/.claude/settings.json", "{}\n");
+    dir.write(".husky/pre-commit", "npm test\n");
+    dir.write("vendor/lib/a.txt", "a\n");
+    git(dir.path(), &["config", "core.hooksPath", ".husky"]);
+    git(
+        dir.path(),
+        &["config", "core.fsmonitor", "./tools/fsmonitor"],
+    );
+    git(&dir.path().join("vendor/lib"), &["init", "-q"]);
+    // A worktree of the project inside it: its `.git` file names a git directory.
+    git(dir.path(), &["worktree", "add", "-q", "wt"]);
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    ok(merge_in(&dir, &install));
+    let deny = |_: &Project| -> Vec<String> {
+        let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        value["permissions"]["deny"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .filter(|r| !r.contains('*') && !r.contains("//") && !r.contains('~'))
+            .filter(|r| !r.starts_with("Edit(/.claude/settings"))
+            .collect()
+    };
+    let listed = deny(&dir);
+    for rule in [
+        "Edit(/.claude)",
+        "Edit(/.git/config)",
+        "Edit(/.git/hooks)",
+        "Edit(/.husky)",
+        "Edit(/web/.claude)",
+        "Edit(/vendor/lib/.git/config)",
+        "Edit(/vendor/lib/.git/hooks)",
+        "Edit(/wt/.git)",
+    ] {
+        assert!(listed.contains(&rule.to_string()), "{rule}: {listed:?}");
+    }
+    for absent in [
+        "Edit(/.git)",
+        "Edit(/vendor/lib/.git)",
+        "Edit(/tools/fsmonitor)",
+        "Edit(/tools)",
+        "Edit(/.codex)",
+        "Edit(/a[1]/.claude)",
+    ] {
+        assert!(
+            !listed.contains(&absent.to_string()),
+            "{absent}: {listed:?}"
+        );
+    }
+    // In step: a folder gone since, a rule gone; the next install again changes nothing.
+    std::fs::remove_dir_all(dir.path().join("web/.claude")).unwrap();
+    ok(merge_in(&dir, &install));
+    let listed = deny(&dir);
+    assert!(
+        !listed.contains(&"Edit(/web/.claude)".to_string()),
+        "{listed:?}"
+    );
+    assert!(listed.contains(&"Edit(/.husky)".to_string()), "{listed:?}");
+    let stable = std::fs::read(&settings).unwrap();
+    ok(merge_in(&dir, &install));
+    assert_eq!(std::fs::read(&settings).unwrap(), stable);
+    ok(merge_in(&dir, &["uninstall", "--settings", file]));
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
+}

@@ -326,15 +326,19 @@ fn protection(
     };
     // The files the human holds, listed in the sandbox's rules of a protected install, as the
     // hold is now (SPEC §11): an install after `stop-gate hold` brings them in step.
-    let held = match &mut installed.protect {
+    // And what the engine or git runs there, found now (issue 43): Claude Code's sandbox holds
+    // only literal paths on Linux.
+    let listed = match &mut installed.protect {
         Some(done) if !cfg!(windows) && plan.engine == Engine::Claude => {
             let project = target.project();
-            let wanted = held_rules_of(&project);
-            protect::sync_held(root, done, &wanted)
+            let held = protect::sync_rules(root, &mut done.held_added, &held_rules_of(&project));
+            let below =
+                protect::sync_rules(root, &mut done.below_added, &protect::below_rules(&project));
+            held || below
         }
         _ => false,
     };
-    protected || held
+    protected || listed
 }
 
 /// What an install tells: the groups added, changed, removed and adopted, the gate's flags
