@@ -140,6 +140,13 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
         HandoffKind::Final
     };
     let refine_by = Deadline::after(deadline.remaining().saturating_sub(WRITE_RESERVE));
+    // Planted code the engine or git would run, as the session ends (issue 43): found while
+    // the record is written, never waited for past the deadline.
+    let (sender, planted) = std::sync::mpsc::channel();
+    let looking = project.clone();
+    std::thread::spawn(move || {
+        let _ = sender.send(crate::install::planted::told(&looking));
+    });
     let unrefined = handoff::leave(
         &project,
         &session,
@@ -147,6 +154,7 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
         kind,
         options.progress_file.as_deref(),
         refine_by,
+        planted,
     )?;
     if let Some(err) = unrefined {
         diagnostic(

@@ -174,19 +174,7 @@ fn run() -> Result<()> {
         // Planted code new since `install --protect` (what a sandboxed shell could make that no
         // rule forbids before it exists, a `.claude/` below the top among it; Codex's shell
         // writing `.claude/agents/`): told at every start, not only by a doctor run by hand.
-        planted: crate::install::planted::news(&project.dir)
-            .into_iter()
-            .chain(
-                crate::reach::confine::left_behind(&project.protected().dir)
-                    .iter()
-                    .map(|path| {
-                        format!(
-                            "{}, which a confined check made, is still there: the engine or git would run it with your rights; remove it (no check passes while it is there)",
-                            crate::verdict::defang::field(&path.display().to_string())
-                        )
-                    }),
-            )
-            .collect(),
+        planted: crate::install::planted::told(&project),
     };
     let written = match briefing::context(&request) {
         Some(json) => stdout(format!("{json}\n").as_bytes()),

@@ -522,6 +522,53 @@ fn engine_folders_and_repositories_made_below_the_top_after_protect_fail_and_are
     assert_lacks!(stdout_of(&start), "below the project's top");
 }
 
+/// Issue 43 item 1, told before a session starts there: a `.claude/` the agent's shell makes
+/// below the top after `install --protect` is named to the person at the next Stop (no check
+/// configured, so nothing walked for one), and kept in the session's handoff; once it is gone
+/// again, the next start still says it was named and may have run. Without a baseline a Stop
+/// says nothing. Without the Stop's look, or the handoff's list, each half fails.
+#[test]
+fn a_folder_the_shell_makes_below_the_top_is_told_at_the_next_stop_and_kept_in_the_handoff() {
+    let world = world();
+    world.write("web/.claude/settings.json", "{\"hooks\":{}}\n");
+    assert!(world.stop_s1(&[]).silent_allow(), "no baseline, no word");
+    std::fs::remove_dir_all(world.path().join("web/.claude")).unwrap();
+    world.install(&["--protect"]);
+    assert!(world.stop_s1(&[]).silent_allow(), "nothing new yet");
+    world.write("web/.claude/settings.json", "{\"hooks\":{}}\n");
+    let named = format!(
+        "{}: a .claude folder below the project's top appeared after vigil was installed with --protect",
+        world.path().join("web/.claude").display()
+    );
+    let stop = world.stop_s1(&[]);
+    assert_contains!(stop.system_message(), &named);
+    let end = json!({"session_id": "s1", "cwd": world.path(), "hook_event_name": "SessionEnd",
+        "reason": "prompt_input_exit"});
+    ok(session_end(world.path(), &[], end.to_string()));
+    let record = handoff_record(world.path(), "final.json");
+    let kept = record["planted"]
+        .as_array()
+        .expect("a list of planted code");
+    assert!(
+        kept.iter().any(|l| l.as_str().unwrap().starts_with(&named)),
+        "{kept:?}"
+    );
+    // Gone before the next start (it may have run in between): still told, as named before.
+    std::fs::remove_dir_all(world.path().join("web/.claude")).unwrap();
+    let start = session_start(world.path(), "s2", "startup");
+    let json: serde_json::Value = serde_json::from_slice(&start.stdout).unwrap();
+    let earlier = "(named when session s1 ended, and not now";
+    for told in [
+        json["systemMessage"].as_str().unwrap(),
+        json["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .unwrap(),
+    ] {
+        assert_contains!(told, &named);
+        assert_contains!(told, earlier);
+    }
+}
+
 /// Without --protect there is no baseline: a nested engine folder is a warning, a nested
 /// repository (a monorepo's norm) is not a line at all.
 #[test]

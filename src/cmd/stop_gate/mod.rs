@@ -341,10 +341,11 @@ fn stop(
     // Claude Code's (Codex's input has a turn_id, and its Stop output no such field).
     let notify = config.as_ref().is_ok_and(|c| c.desktop_notification)
         && input.as_ref().is_ok_and(|i| i.turn_id.is_none());
-    // A file one of the user's own hooks runs that changed since `install --protect`: the
-    // person hears it at every Stop until they look (issue 43 item 2).
+    // A file one of the user's own hooks runs that changed since `install --protect`, and a
+    // `.claude/` or repository below the top that appeared or changed: the person hears it at
+    // every Stop until they look (issue 43 items 1 and 2).
     let changed = match (&config, &input) {
-        (Ok(config), Ok(input)) if !subagent => planted::hook_files_changed(
+        (Ok(config), Ok(input)) if !subagent => planted::at_stop(
             &Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).dir,
         ),
         _ => Vec::new(),

@@ -360,11 +360,13 @@ fn news_of(known: &BTreeMap<String, String>, planted: &Planted) -> Option<News> 
     }
 }
 
-/// The files the user's own hooks run (recorded as `hook-file` in the baseline by `install
-/// --protect`) whose bytes are no longer what was recorded, each in one line for the person
-/// at a Stop: the hook runs them with the user's rights. Nothing without a baseline; cheap
-/// enough for every Stop (one small state file, the recorded files hashed).
-pub(crate) fn hook_files_changed(project: &Path) -> Vec<String> {
+/// What a Stop tells the person, where `install --protect` recorded a baseline: each file one
+/// of the user's own hooks runs whose bytes changed (the hook runs it with the user's rights),
+/// and each read-only name below the top that appeared or changed (a `.claude/` the sandboxed
+/// shell made, which no rule forbids before it exists: told at the Stop that follows, before a
+/// session starts there). One read of the baseline, one walk below the top; nothing without a
+/// baseline, so an unprotected Stop pays for neither.
+pub(crate) fn at_stop(project: &Path) -> Vec<String> {
     let Some(path) = baseline_path(project) else {
         return Vec::new();
     };
@@ -377,29 +379,52 @@ pub(crate) fn hook_files_changed(project: &Path) -> Vec<String> {
     let Ok(root) = serde_json::from_slice::<Value>(&bytes) else {
         return Vec::new();
     };
-    root.get("planted")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|entry| entry.get("kind").and_then(Value::as_str) == Some("hook-file"))
-        .filter_map(|entry| {
-            let key = entry.get("key")?.as_str()?;
-            let recorded = entry.get("sha256")?.as_str()?;
-            let now = scan::file_digest(Path::new(key));
-            (now != recorded).then(|| {
-                format!(
-                    "vigil: {}, which one of your own hooks runs with your rights, changed after vigil was installed with --protect; check it, or run the hook as `stop-gate confine -- …` (`settings-merge check` names it)",
-                    defang::field(key)
-                )
-            })
-        })
-        .collect()
+    let entries = root.get("planted").and_then(Value::as_array);
+    let mut known = BTreeMap::new();
+    let mut told = Vec::new();
+    for entry in entries.into_iter().flatten() {
+        let (Some(key), Some(recorded)) = (
+            entry.get("key").and_then(Value::as_str),
+            entry.get("sha256").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        known.insert(key.to_string(), recorded.to_string());
+        if entry.get("kind").and_then(Value::as_str) == Some("hook-file")
+            && scan::file_digest(Path::new(key)) != recorded
+        {
+            told.push(format!(
+                "vigil: {}, which one of your own hooks runs with your rights, changed after vigil was installed with --protect; check it, or run the hook as `stop-gate confine -- …` (`settings-merge check` names it)",
+                defang::field(key)
+            ));
+        }
+    }
+    told.extend(scan::nested(project).iter().filter_map(|planted| {
+        Some(format!(
+            "vigil: {}",
+            news_line(planted, news_of(&known, planted)?)
+        ))
+    }));
+    told
+}
+
+/// One line of planted code new since the baseline, defanged.
+fn news_line(planted: &Planted, news: News) -> String {
+    format!(
+        "{}: {} {} after vigil was installed with --protect; {}",
+        defang::field(&planted.place()),
+        planted.what(),
+        match news {
+            News::Appeared => "appeared",
+            News::Changed => "changed",
+        },
+        planted.runs()
+    )
 }
 
 /// Planted code that appeared or changed since `install --protect` recorded the baseline (an
 /// agent with `hooks:`, MCP servers, a `.claude/` or repository below the top, a file one of the
-/// user's hooks runs), each in one line (defanged) for the person and the model at
-/// SessionStart, not only for a doctor run by hand; nothing without a baseline.
+/// user's hooks runs), each in one line (defanged); nothing without a baseline.
 pub(crate) fn news(project: &Path) -> Vec<String> {
     let Some(path) = baseline_path(project) else {
         return Vec::new();
@@ -410,19 +435,26 @@ pub(crate) fn news(project: &Path) -> Vec<String> {
     scan_here(project)
         .found
         .iter()
-        .filter_map(|planted| {
-            let news = news_of(&known, planted)?;
-            Some(format!(
-                "{}: {} {} after vigil was installed with --protect; {}",
-                defang::field(&planted.place()),
-                planted.what(),
-                match news {
-                    News::Appeared => "appeared",
-                    News::Changed => "changed",
-                },
-                planted.runs()
-            ))
-        })
+        .filter_map(|planted| Some(news_line(planted, news_of(&known, planted)?)))
+        .collect()
+}
+
+/// What the person and the model hear of planted code at a session start, and what a handoff
+/// keeps of it for the next: the `news`, and what a confined check made below the top that is
+/// still there (`reach::confine::left_behind`), each one line.
+pub(crate) fn told(project: &crate::state::project::Project) -> Vec<String> {
+    news(&project.dir)
+        .into_iter()
+        .chain(
+            crate::reach::confine::left_behind(&project.protected().dir)
+                .iter()
+                .map(|path| {
+                    format!(
+                        "{}, which a confined check made, is still there: the engine or git would run it with your rights; remove it (no check passes while it is there)",
+                        defang::field(&path.display().to_string())
+                    )
+                }),
+        )
         .collect()
 }
 
