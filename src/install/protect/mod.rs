@@ -12,17 +12,20 @@
 //! What is changed is recorded so that uninstall takes back exactly that, and `check` says
 //! whether the state is out of the agent's reach, and why not.
 
+mod doctor;
+mod listed;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::install::finding::{Finding, typed_path};
+pub(crate) use doctor::check;
+pub(crate) use listed::{below_rules, held_rules, sync_rules};
+
 use crate::reach::Entry;
 use crate::reach::READ_ONLY;
 use crate::reach::START_UP_FILES;
-use crate::reach::sandbox::Effective;
 use crate::state::protected;
-use crate::sys::files;
 use crate::sys::paths;
 
 /// The sandbox settings `--protect` wants, in the order it writes them.
@@ -74,140 +77,6 @@ impl Protection {
             }
         }
     }
-}
-
-/// The most held files `--protect` lists one by one in the sandbox's rules; past it none is
-/// listed (the file tools' guard and the Stop still hold them all), and the doctor says so.
-pub(crate) const MAX_HELD_RULES: usize = 500;
-
-/// The deny rules for the files the human holds in the project at `project` (paths from the
-/// repository's `top`): `Edit(/path)` from the project's root, which Claude Code's sandbox also
-/// applies to the Bash tool's writes. Empty past [`MAX_HELD_RULES`].
-pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
-    if held.len() > MAX_HELD_RULES {
-        return Vec::new();
-    }
-    let below = paths::canonical(project)
-        .strip_prefix(paths::canonical(top))
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let below = below.to_string_lossy().replace('\\', "/");
-    held.iter()
-        .filter_map(|path| match below.as_str() {
-            "" => Some(path.as_str()),
-            dir => path.strip_prefix(dir)?.strip_prefix('/'),
-        })
-        // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
-        .filter(|path| !path.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
-        .map(|path| format!("Edit(/{path})"))
-        .collect()
-}
-
-/// The deny rules that keep the Bash tool off what the engine or git runs in the project at
-/// `project`, where it exists (issue 43): `Edit(/path)`, a literal path, which Claude Code's
-/// sandbox makes read-only to its commands, where it skips every glob rule on Linux (seen with
-/// 2.1.332), so the `**/` rules hold its file tools only. Each read-only name at any depth and
-/// each place git runs from; a git directory as its `config` and `hooks` (as Claude Code keeps
-/// the top's), so the agent still commits in it. Only what exists: a literal path that does not
-/// makes its first missing ancestor read-only (seen), and no rule forbids a name before it
-/// exists (what appears later is named at session start, by the Stop and by the doctor).
-/// Empty past [`MAX_HELD_RULES`].
-pub(crate) fn below_rules(project: &Path) -> Vec<String> {
-    let top = paths::canonical(project);
-    let mut found: Vec<(PathBuf, Entry)> = crate::reach::read_only_in(&top)
-        .into_iter()
-        .filter(|(path, _)| std::fs::symlink_metadata(path).is_ok())
-        .collect();
-    found.extend(crate::reach::nested::what_runs(&top));
-    let mut places: Vec<PathBuf> = Vec::new();
-    for (path, _) in found {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        let git_dir = match path.file_name() {
-            Some(name) if name == ".git" && meta.is_file() => {
-                // A worktree's or a submodule's `.git` names its git directory.
-                let named = crate::sys::git::gitdir_of(&path)
-                    .map(|dir| paths::canonical(&path.parent().unwrap_or(&top).join(dir)));
-                places.push(path);
-                named
-            }
-            // A `.git` directory, or a git directory by its shape whatever its name.
-            Some(name)
-                if meta.is_dir()
-                    && (name == ".git"
-                        || (path.join("HEAD").is_file() && path.join("objects").is_dir())) =>
-            {
-                Some(path)
-            }
-            _ => {
-                places.push(path);
-                None
-            }
-        };
-        if let Some(dir) = git_dir {
-            places.extend(
-                ["config", "hooks", "commondir"]
-                    .iter()
-                    .map(|part| dir.join(part))
-                    .filter(|part| std::fs::symlink_metadata(part).is_ok()),
-            );
-        }
-    }
-    let rules: Vec<String> = places
-        .into_iter()
-        .filter_map(|path| {
-            let relative = path
-                .strip_prefix(&top)
-                .ok()?
-                .to_string_lossy()
-                .replace('\\', "/");
-            // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
-            (!relative.is_empty() && !relative.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
-                .then(|| format!("Edit(/{relative})"))
-        })
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if rules.len() > MAX_HELD_RULES {
-        return Vec::new();
-    }
-    rules
-}
-
-/// Keeps a list of vigil's deny rules in `root` as `wanted` (the held files', or those of what
-/// runs below the top): the rules vigil added (`added`) that are no longer wanted are taken
-/// out, those now wanted added (a rule the user had already is theirs, and is not recorded).
-/// Whether `root` changed.
-pub(crate) fn sync_rules(
-    root: &mut Map<String, Value>,
-    added: &mut Vec<String>,
-    wanted: &[String],
-) -> bool {
-    let Some(deny) = root
-        .get_mut("permissions")
-        .and_then(|p| p.get_mut("deny"))
-        .and_then(Value::as_array_mut)
-    else {
-        return false;
-    };
-    let before = deny.len();
-    let stale: Vec<String> = added
-        .iter()
-        .filter(|rule| !wanted.contains(rule))
-        .cloned()
-        .collect();
-    deny.retain(|rule| !rule.as_str().is_some_and(|r| stale.iter().any(|s| s == r)));
-    added.retain(|rule| !stale.contains(rule));
-    let mut changed = deny.len() != before;
-    for rule in wanted {
-        if !deny.iter().any(|r| r.as_str() == Some(rule.as_str())) {
-            deny.push(json!(rule));
-            added.push(rule.clone());
-            changed = true;
-        }
-    }
-    changed
 }
 
 /// What the deny rules keep the Edit and Write tools off.
@@ -462,164 +331,10 @@ pub(crate) fn from_value(value: &Value) -> Option<Protection> {
     })
 }
 
-/// The doctor's lines: whether Claude Code, with these settings, keeps the agent off the
-/// protected state of the project at `project_dir`, and why not.
-pub(crate) fn check(effective: &Effective, project_dir: &Path, guarded: &Guarded) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    if !protected::home_is_writable() {
-        findings.push(Finding::Fail(format!(
-            "the state home {} cannot be written, so loops and session records are in {}, inside the project, where the agent can change them; set $VIGIL_STATE_HOME to a writable directory outside the project",
-            guarded.state_home.display(),
-            project_dir.join(".vigil/state").display()
-        )));
-        return findings;
-    }
-    let why_not = "the agent can change vigil's loops and session records";
-    if cfg!(windows) {
-        // Nothing to turn on: Claude Code's sandbox is for Linux and macOS.
-        findings.push(Finding::Warn(format!(
-            "Windows: vigil's state home is within the agent's reach (Claude Code has no sandbox here)\nthe state home is {}: the agent's shell can change vigil's loops and session records (--protect keeps only the Edit and Write tools off it), and a check runs with your rights; markers CI signs stay unforgeable (see SECURITY.md, Windows)",
-            guarded.state_home.display()
-        )));
-        return findings;
-    }
-    let home = paths::canonical(&guarded.state_home);
-    let top = protected::state_top(project_dir);
-    if home.starts_with(&top) {
-        findings.push(Finding::Fail(format!(
-            "the state home {} is inside the project, which the sandbox lets the agent write: {why_not}; set $VIGIL_STATE_HOME outside it",
-            guarded.state_home.display()
-        )));
-        return findings;
-    }
-    if let Some(bin) = &guarded.bin_dir
-        && paths::canonical(bin).starts_with(&top)
-    {
-        findings.push(Finding::Fail(format!(
-            "the hooks run vigil's binaries from {}, inside the project, where the agent can replace them and answer for the gate; install them outside it (./install.sh puts them in ~/.local/bin)",
-            bin.display()
-        )));
-        return findings;
-    }
-    // What the sandbox lets commands write besides the project (seen with 2.1.332).
-    let writable = protected::sandbox_writable;
-    if let Some(bin) = guarded.bin_dir.as_deref().filter(|bin| writable(bin)) {
-        findings.push(Finding::Warn(format!(
-            "the sandbox lets the agent replace vigil's binaries (under $TMPDIR); install them elsewhere\nthe hooks run them from {}, under $TMPDIR or /tmp/claude, which the sandbox lets commands write",
-            bin.display()
-        )));
-    }
-    if writable(&home) {
-        findings.push(Finding::Warn(format!(
-            "the sandbox lets the agent write vigil's state home (under $TMPDIR); keep it in ~/.local/state\nthe state home {} is under $TMPDIR or /tmp/claude, which the sandbox lets commands write: {why_not}",
-            guarded.state_home.display()
-        )));
-    }
-    findings.extend(sandbox_settings(&effective.sandbox, guarded, why_not));
-    let deny = &effective.deny;
-    if !guarded.state_rules().iter().any(|rule| deny.contains(rule)) {
-        findings.push(Finding::Warn(format!(
-            "Edit and Write are not denied vigil's state home; --protect adds the rule\nthe sandbox does not cover the file tools, and no {} rule denies them {}: {why_not}",
-            guarded.rule(&guarded.state_home, true),
-            guarded.state_home.display()
-        )));
-    }
-    let missing: Vec<String> = guarded
-        .rules()
-        .into_iter()
-        .skip(1)
-        .filter(|rule| !deny.contains(rule))
-        .collect();
-    if !missing.is_empty() {
-        let paths: Vec<String> = missing.iter().map(|rule| typed_path(rule)).collect();
-        findings.push(Finding::Warn(format!(
-            "Edit and Write may change what runs vigil's gate ({} paths); --protect denies them\nnot denied: {}\nthe rules --protect adds: {} (in a rule, /x is the project's x and //x the absolute /x)",
-            missing.len(),
-            paths.join(", "),
-            missing.join(", ")
-        )));
-    }
-    if guarded.on_path {
-        findings.push(Finding::Warn(
-            "the hooks find vigil on PATH, where the agent may put its own stop-gate first\nthe hooks find vigil's binaries through PATH (shared settings or the plugin), and no rule keeps Edit and Write off the directories on it: an agent that puts its own stop-gate earlier on PATH answers for the gate; install with --bin-dir and --protect in your own settings".into(),
-        ));
-    }
-    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-        findings.push(Finding::Warn(format!(
-            "CLAUDE_CONFIG_DIR is set: check the sandbox and deny rules of the settings there yourself\nClaude Code reads your user settings in {}, which this check does not read and no rule keeps Edit off",
-            Path::new(&dir).display()
-        )));
-    }
-    if findings.is_empty() {
-        findings.push(Finding::Ok(format!(
-            "vigil's protected state ({}) is out of the agent's reach: the sandbox is on, without unsandboxed retries, and Edit and Write are denied there",
-            guarded.state_home.display()
-        )));
-    }
-    findings
-}
-
-/// The doctor's lines on Claude Code's sandbox settings (`sandbox`, merged): on, without
-/// unsandboxed retries or excluded commands, failing where it cannot start, and (Linux) with
-/// what it needs on PATH. `why_not` is what is at stake.
-fn sandbox_settings(
-    sandbox: &Map<String, Value>,
-    guarded: &Guarded,
-    why_not: &str,
-) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    if sandbox.get("enabled") != Some(&json!(true)) {
-        findings.push(Finding::Warn(format!(
-            "the sandbox is off: the Bash tool can write vigil's state home; --protect turns it on\nthe state home is {}: {why_not}; run ./install.sh --protect (or settings-merge install --protect), or set sandbox.enabled in your settings",
-            guarded.state_home.display()
-        )));
-    } else {
-        if sandbox.get("allowUnsandboxedCommands") != Some(&json!(false)) {
-            findings.push(Finding::Warn(format!(
-                "the sandbox may retry a command outside it; --protect sets allowUnsandboxedCommands false\nthen {why_not}; set sandbox.allowUnsandboxedCommands to false (--protect does)"
-            )));
-        }
-        if sandbox.get("failIfUnavailable") != Some(&json!(true)) {
-            findings.push(Finding::Warn(format!(
-                "where the sandbox cannot start, commands run without it; --protect sets failIfUnavailable\nthen {why_not}; set sandbox.failIfUnavailable to true (--protect does)"
-            )));
-        }
-        let excluded: Vec<&str> = sandbox
-            .get("excludedCommands")
-            .and_then(Value::as_array)
-            .map(|list| list.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if !excluded.is_empty() {
-            findings.push(Finding::Warn(format!(
-                "sandbox.excludedCommands run outside the sandbox and can write vigil's state home\n{} run outside the sandbox, where they can write {}: {why_not}; keep the list empty, or to commands that run no code of the project's",
-                excluded.join(", "),
-                guarded.state_home.display()
-            )));
-        }
-        if cfg!(target_os = "linux") {
-            let missing: Vec<&str> = ["bwrap", "socat"]
-                .into_iter()
-                .filter(|tool| !on_path(tool))
-                .collect();
-            if !missing.is_empty() {
-                findings.push(Finding::Warn(format!(
-                    "the sandbox needs {} on PATH: apt-get install bubblewrap socat",
-                    missing.join(" and ")
-                )));
-            }
-        }
-    }
-    findings
-}
-
-/// Whether an executable named `tool` is in a directory of `$PATH`.
-fn on_path(tool: &str) -> bool {
-    files::find_on_path(tool).is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reach::sandbox::Effective;
 
     fn guarded() -> Guarded {
         Guarded {
