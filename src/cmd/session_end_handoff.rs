@@ -140,12 +140,16 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
         HandoffKind::Final
     };
     let refine_by = Deadline::after(deadline.remaining().saturating_sub(WRITE_RESERVE));
-    // Planted code the engine or git would run, as the session ends (issue 43): found while
-    // the record is written, never waited for past the deadline.
-    let (sender, planted) = std::sync::mpsc::channel();
-    let looking = project.clone();
-    std::thread::spawn(move || {
-        let _ = sender.send(crate::install::planted::told(&looking));
+    // The planted code the engine or git would run, as the session ends (issue 43), looked for
+    // while the record is written and kept beside the baseline, out of the agent's reach; never
+    // waited for past the deadline.
+    let planted = (!options.checkpoint).then(|| {
+        let (sender, planted) = std::sync::mpsc::channel();
+        let looking = project.clone();
+        std::thread::spawn(move || {
+            let _ = sender.send(crate::install::planted::told(&looking));
+        });
+        planted
     });
     let unrefined = handoff::leave(
         &project,
@@ -154,8 +158,15 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
         kind,
         options.progress_file.as_deref(),
         refine_by,
-        planted,
     )?;
+    if let Some(lines) = planted.and_then(|p| p.recv_timeout(refine_by.remaining()).ok())
+        && let Err(e) = crate::install::planted::keep_at_end(&project.dir, session.as_str(), &lines)
+    {
+        diagnostic(
+            NAME,
+            &format!("{e}; the next session start will not tell what of it is gone by then"),
+        );
+    }
     if let Some(err) = unrefined {
         diagnostic(
             NAME,

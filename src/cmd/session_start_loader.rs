@@ -163,6 +163,15 @@ fn run() -> Result<()> {
         (None, false) => Some(wakes::told(&woken)),
         (Some(claimed), false) => Some(format!("{claimed}\n{}", wakes::told(&woken))),
     };
+    // Planted code new since `install --protect` (what a sandboxed shell could make that no
+    // rule forbids before it exists, a `.claude/` below the top among it; Codex's shell
+    // writing `.claude/agents/`): told at every start, not only by a doctor run by hand; and
+    // what the last session's end saw that is gone since (issue 43).
+    let planted = {
+        let now = crate::install::planted::told(&project);
+        let gone = crate::install::planted::gone_since_end(&project.dir, &now);
+        now.into_iter().chain(gone).collect()
+    };
     let request = Request {
         project: &project,
         session: &session,
@@ -171,10 +180,7 @@ fn run() -> Result<()> {
         progress_flag: options.progress_file.as_deref(),
         claimed,
         told,
-        // Planted code new since `install --protect` (what a sandboxed shell could make that no
-        // rule forbids before it exists, a `.claude/` below the top among it; Codex's shell
-        // writing `.claude/agents/`): told at every start, not only by a doctor run by hand.
-        planted: crate::install::planted::told(&project),
+        planted,
     };
     let written = match briefing::context(&request) {
         Some(json) => stdout(format!("{json}\n").as_bytes()),

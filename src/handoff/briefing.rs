@@ -121,25 +121,6 @@ pub(crate) fn context(request: &Request) -> Option<String> {
             summary.max_iterations = state.max_iterations;
         }
     }
-    // Planted code a session's end named that is not named now: removed since, or taken into
-    // the baseline by an install; either way it may have run already (issue 43).
-    let mut planted = request.planted.clone();
-    for record in &records {
-        for line in &record.planted {
-            let line = defang::field_max(line, MAX_PLANTED_MESSAGE);
-            if request.planted.contains(&line) {
-                continue;
-            }
-            let earlier = format!(
-                "{line} (named when session {} ended, and not now: removed since, or taken in by an install; it may have run already)",
-                record.session_id
-            );
-            if !planted.contains(&earlier) {
-                notes.push(format!("vigil: {earlier}"));
-                planted.push(earlier);
-            }
-        }
-    }
     // Missing records give no output (SPEC §7): the progress file comes only with them.
     if records.is_empty() && notes.is_empty() && request.claimed.is_none() {
         return None;
@@ -154,14 +135,14 @@ pub(crate) fn context(request: &Request) -> Option<String> {
     // alone is not defanged (its task text already is).
     let claimed = request.claimed.as_deref().unwrap_or("");
     let context = fit(claimed, &records, &notes, progress.as_deref());
-    if planted.is_empty() {
+    if request.planted.is_empty() {
         return Some(context);
     }
     let mut json: serde_json::Value = serde_json::from_str(&context).ok()?;
     json["systemMessage"] = serde_json::Value::String(defang::keep_head(
         &format!(
             "vigil: {}; `settings-merge check` names each",
-            planted.join("; ")
+            request.planted.join("; ")
         ),
         MAX_PLANTED_MESSAGE,
     ));

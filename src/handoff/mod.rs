@@ -106,10 +106,6 @@ pub struct Record {
     /// A checkpoint of StopFailure: the API error the session's last turn ended on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) failure: Option<FailureNote>,
-    /// Code planted since `install --protect` that the engine or git would run with the user's
-    /// rights, as the session ended (issue 43): the next start tells what is gone since too.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) planted: Vec<String>,
 }
 
 /// The API error a turn ended on (StopFailure), as the next session is told it.
@@ -193,8 +189,6 @@ const MAX_FIELD: usize = defang::MAX_FIELD;
 /// `refine_by`, is added and the record written again. Neither write waits for the disk, so a
 /// disk busy writing back something else does not hold the hook past its budget. An error is
 /// that nothing was written; `Ok(Some(e))` that the first record stays, unrefined, because of e.
-/// `planted`: the lines of planted code, found by the caller on a thread of its own (`install`
-/// is above this layer), taken as far as they are known by `refine_by`.
 pub(crate) fn leave(
     project: &Project,
     session: &SessionId,
@@ -202,24 +196,12 @@ pub(crate) fn leave(
     kind: HandoffKind,
     progress_flag: Option<&Path>,
     refine_by: Deadline,
-    planted: std::sync::mpsc::Receiver<Vec<String>>,
 ) -> Result<Option<Error>> {
     let mut record = first(project, session, input, kind, progress_flag, refine_by);
     write(project, &mut record)?;
     refine(project, &mut record, refine_by);
-    record.planted = planted
-        .recv_timeout(refine_by.remaining())
-        .unwrap_or_default()
-        .iter()
-        .take(MAX_PLANTED)
-        .map(|line| field_max(line, MAX_PLANTED_LINE))
-        .collect();
     Ok(write(project, &mut record).err())
 }
-
-/// The most lines of planted code a record keeps, and the most characters of each.
-const MAX_PLANTED: usize = 20;
-const MAX_PLANTED_LINE: usize = 1000;
 
 /// The record without the repository's state: no git call, no walk of the tree.
 fn first(
@@ -268,7 +250,6 @@ fn first(
         failure: (input.event() == Some(HookEvent::StopFailure))
             .then(|| FailureNote::of(input))
             .flatten(),
-        planted: Vec::new(),
     }
 }
 
@@ -549,12 +530,6 @@ impl Record {
         for marker in &self.markers {
             payload::CheckName::parse(&marker.check).map_err(|e| e.to_string())?;
             one_line("markers.subject", &marker.subject, MAX_FIELD)?;
-        }
-        if self.planted.len() > MAX_PLANTED {
-            return Err(format!("`planted` has more than {MAX_PLANTED} lines"));
-        }
-        for line in &self.planted {
-            one_line("planted", line, MAX_PLANTED_LINE)?;
         }
         Ok(())
     }

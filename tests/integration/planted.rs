@@ -524,11 +524,12 @@ fn engine_folders_and_repositories_made_below_the_top_after_protect_fail_and_are
 
 /// Issue 43 item 1, told before a session starts there: a `.claude/` the agent's shell makes
 /// below the top after `install --protect` is named to the person at the next Stop (no check
-/// configured, so nothing walked for one), and kept in the session's handoff; once it is gone
-/// again, the next start still says it was named and may have run. Without a baseline a Stop
-/// says nothing. Without the Stop's look, or the handoff's list, each half fails.
+/// configured, so nothing walked for one), and what the session's end saw is kept in the state
+/// home; once it is gone again, the next start still says it was named and may have run. Without
+/// a baseline a Stop says nothing. Without the Stop's look, or what the end keeps, each half
+/// fails.
 #[test]
-fn a_folder_the_shell_makes_below_the_top_is_told_at_the_next_stop_and_kept_in_the_handoff() {
+fn a_folder_the_shell_makes_below_the_top_is_told_at_the_next_stop_and_kept_past_the_end() {
     let world = world();
     world.write("web/.claude/settings.json", "{\"hooks\":{}}\n");
     assert!(world.stop_s1(&[]).silent_allow(), "no baseline, no word");
@@ -545,13 +546,11 @@ fn a_folder_the_shell_makes_below_the_top_is_told_at_the_next_stop_and_kept_in_t
     let end = json!({"session_id": "s1", "cwd": world.path(), "hook_event_name": "SessionEnd",
         "reason": "prompt_input_exit"});
     ok(session_end(world.path(), &[], end.to_string()));
-    let record = handoff_record(world.path(), "final.json");
-    let kept = record["planted"]
-        .as_array()
-        .expect("a list of planted code");
+    // Not in the record, which is the agent's to write.
     assert!(
-        kept.iter().any(|l| l.as_str().unwrap().starts_with(&named)),
-        "{kept:?}"
+        handoff_record(world.path(), "final.json")
+            .get("planted")
+            .is_none()
     );
     // Gone before the next start (it may have run in between): still told, as named before.
     std::fs::remove_dir_all(world.path().join("web/.claude")).unwrap();
@@ -567,6 +566,9 @@ fn a_folder_the_shell_makes_below_the_top_is_told_at_the_next_stop_and_kept_in_t
         assert_contains!(told, &named);
         assert_contains!(told, earlier);
     }
+    // Told once.
+    let again = session_start(world.path(), "s3", "startup");
+    assert_lacks!(stdout_of(&again), earlier);
 }
 
 /// Without --protect there is no baseline: a nested engine folder is a warning, a nested
@@ -608,4 +610,31 @@ fn an_agent_with_hooks_planted_after_protect_is_told_at_the_next_start() {
             .unwrap(),
         ".claude/agents/helper.md"
     );
+}
+
+/// Review 43b, attack: the Stop's look below the top (issue 43) runs on every Stop under
+/// --protect, before the gate's own deadline starts, and hashes every file of each nested
+/// `.claude` (up to 10,000, a MiB each, through symlinks), for any number of them. What the
+/// agent's shell makes in moments and on no disk space (one MiB file, symlinks to it, a few
+/// `.claude` links to their folder) makes a Stop with no check at all run past its deadline,
+/// blocked NOT verified, at every turn from then on. The look must stay within a bound of its
+/// own, whatever the agent made.
+#[test]
+fn what_the_shell_makes_below_the_top_never_holds_a_stop_past_its_deadline() {
+    let world = world();
+    world.install(&["--protect"]);
+    let before = world.stop_s1(&["--deadline", "20"]);
+    assert!(before.silent_allow(), "{:?}", before.json);
+    world.write("big/blob", &"x".repeat(1 << 20));
+    for n in 0..1000 {
+        std::os::unix::fs::symlink("blob", world.path().join(format!("big/l{n}"))).unwrap();
+    }
+    for n in 0..8 {
+        std::fs::create_dir_all(world.path().join(format!("p{n}"))).unwrap();
+        std::os::unix::fs::symlink("../big", world.path().join(format!("p{n}/.claude"))).unwrap();
+    }
+    let started = std::time::Instant::now();
+    let stop = world.stop_s1(&["--deadline", "20"]);
+    eprintln!("the Stop took {:?}", started.elapsed());
+    assert!(!stop.blocked(), "{:?}", stop.reason());
 }

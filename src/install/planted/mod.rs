@@ -439,9 +439,9 @@ pub(crate) fn news(project: &Path) -> Vec<String> {
         .collect()
 }
 
-/// What the person and the model hear of planted code at a session start, and what a handoff
-/// keeps of it for the next: the `news`, and what a confined check made below the top that is
-/// still there (`reach::confine::left_behind`), each one line.
+/// What the person and the model hear of planted code at a session start: the `news`, and
+/// what a confined check made below the top that is still there (`reach::confine::left_behind`),
+/// each one line.
 pub(crate) fn told(project: &crate::state::project::Project) -> Vec<String> {
     news(&project.dir)
         .into_iter()
@@ -455,6 +455,70 @@ pub(crate) fn told(project: &crate::state::project::Project) -> Vec<String> {
                     )
                 }),
         )
+        .collect()
+}
+
+/// Where a session's end keeps the planted code it saw: beside the baseline, in the state
+/// home, out of the agent's reach (a handoff record in `.vigil/` is the agent's to write).
+const AT_END_FILE: &str = "planted-at-end.json";
+/// The most lines a session's end keeps, and the most characters of each.
+const MAX_AT_END: usize = 20;
+const MAX_AT_END_LINE: usize = 1000;
+
+/// SessionEnd: keeps `lines` (what `told` says as session `session` ends) beside the baseline,
+/// for the next start to tell what is gone since (it may have run in between). Only where a
+/// protected install keeps a baseline; nothing is written for no lines. One write that does not
+/// wait for the disk (a handoff's, P6): a lost one only loses the "gone since" line.
+pub(crate) fn keep_at_end(project: &Path, session: &str, lines: &[String]) -> crate::Result<()> {
+    let Some(baseline) = baseline_path(project).filter(|path| path.is_file()) else {
+        return Ok(());
+    };
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let path = baseline.with_file_name(AT_END_FILE);
+    let lines: Vec<String> = lines
+        .iter()
+        .take(MAX_AT_END)
+        .map(|line| defang::field_max(line, MAX_AT_END_LINE))
+        .collect();
+    let bytes = serde_json::to_vec(&json!({"session": session, "planted": lines}))
+        .expect("JSON values serialize");
+    atomic::write_atomic_as(&path, &bytes, 0o600, atomic::Durability::Skip)
+        .map_err(|e| crate::Error::io("write", &path, &e))
+}
+
+/// SessionStart: the lines a session's end kept that are not among `now` (removed since, or
+/// taken into the baseline by an install: either way it may have run), each saying which
+/// session's end named it; the kept lines are then let go, so each is told once.
+pub(crate) fn gone_since_end(project: &Path, now: &[String]) -> Vec<String> {
+    let Some(path) = baseline_path(project).map(|b| b.with_file_name(AT_END_FILE)) else {
+        return Vec::new();
+    };
+    let Ok(file) = files::open_state(&path) else {
+        return Vec::new();
+    };
+    let kept = files::read_capped(file, 1 << 20, "the planted code kept at the end", &path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok());
+    let _ = std::fs::remove_file(&path);
+    let Some(kept) = kept else {
+        return Vec::new();
+    };
+    let session = defang::field(kept.get("session").and_then(Value::as_str).unwrap_or("?"));
+    kept.get("planted")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(MAX_AT_END)
+        .map(|line| defang::field_max(line, MAX_AT_END_LINE))
+        .filter(|line| !now.contains(line))
+        .map(|line| {
+            format!(
+                "{line} (named when session {session} ended, and not now: removed since, or taken in by an install; it may have run already)"
+            )
+        })
         .collect()
 }
 

@@ -648,3 +648,93 @@ fn install_protect_lists_what_runs_below_the_top_as_literal_rules_kept_in_step()
     ok(merge_in(&dir, &["uninstall", "--settings", file]));
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
 }
+
+/// Review 43b, attack: past 500 literal rules `below_rules` lists none at all, so what the
+/// agent's shell can make (501 empty `.vscode` folders, a mkdir each; or a monorepo's many
+/// nested repositories) takes every literal rule away at the next install, the top's own
+/// hooks directory (`core.hooksPath = .husky`) among them, and the install says nothing of
+/// it. The rules that held before must hold still (or the install must refuse, or say so).
+#[test]
+fn many_planted_folders_never_take_the_literal_rule_of_the_hooks_directory_away() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".claude/settings.local.json");
+    dir.write(".claude/settings.local.json", "{}\n");
+    dir.write(".husky/pre-commit", "npm test\n");
+    git(dir.path(), &["config", "core.hooksPath", ".husky"]);
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    let install = [
+        "install",
+        "--settings",
+        file,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+        "--protect",
+    ];
+    let deny = || -> Vec<String> {
+        let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        value["permissions"]["deny"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    };
+    ok(merge_in(&dir, &install));
+    assert!(deny().contains(&"Edit(/.husky)".to_string()), "{:?}", deny());
+    // The agent's shell: one mkdir each, nothing in them.
+    for n in 0..501 {
+        std::fs::create_dir_all(dir.path().join(format!("pkg{n}/.vscode"))).unwrap();
+    }
+    let out = ok(merge_in(&dir, &install));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        deny().contains(&"Edit(/.husky)".to_string()) || said.contains("literal"),
+        "the hooks directory's rule is gone, and the install said: {said}"
+    );
+}
+
+/// Review 43b, attack: a nested repository's configuration is the agent's to write (one it
+/// made with `git init`, told as "appeared" and then recorded by the install the person is
+/// told to run), and every word with a `/` in a setting that runs a program becomes a literal
+/// rule, a folder included, which no program can be: `alias.fmt = !../../src` makes the
+/// user's whole `src/` read-only to every later session's shell and file tools.
+#[test]
+fn a_nested_repositorys_alias_never_makes_the_users_source_folder_read_only() {
+    let dir = project_builder().home().build();
+    let settings = dir.path().join(".claude/settings.local.json");
+    dir.write(".claude/settings.local.json", "{}\n");
+    dir.write("src/main.rs", "fn main() {}\n");
+    dir.write("vendor/lib/a.txt", "a\n");
+    git(&dir.path().join("vendor/lib"), &["init", "-q"]);
+    git(
+        &dir.path().join("vendor/lib"),
+        &["config", "alias.fmt", "!../../src"],
+    );
+    let file = settings.to_str().unwrap();
+    let bin = bin_dir();
+    ok(merge_in(
+        &dir,
+        &[
+            "install",
+            "--settings",
+            file,
+            "--bin-dir",
+            bin.to_str().unwrap(),
+            "--protect",
+        ],
+    ));
+    let value: Value = serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+    let deny: Vec<&str> = value["permissions"]["deny"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(deny.contains(&"Edit(/vendor/lib/.git/config)"), "{deny:?}");
+    assert!(!deny.contains(&"Edit(/src)"), "{deny:?}");
+}
