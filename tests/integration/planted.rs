@@ -625,7 +625,7 @@ fn what_the_shell_makes_below_the_top_never_holds_a_stop_past_its_deadline() {
     world.install(&["--protect"]);
     let before = world.stop_s1(&["--deadline", "20"]);
     assert!(before.silent_allow(), "{:?}", before.json);
-    world.write("big/blob", &"x".repeat(1 << 20));
+    world.write("big/blob", "x".repeat(1 << 20));
     for n in 0..1000 {
         std::os::unix::fs::symlink("blob", world.path().join(format!("big/l{n}"))).unwrap();
     }
@@ -637,4 +637,22 @@ fn what_the_shell_makes_below_the_top_never_holds_a_stop_past_its_deadline() {
     let stop = world.stop_s1(&["--deadline", "20"]);
     eprintln!("the Stop took {:?}", started.elapsed());
     assert!(!stop.blocked(), "{:?}", stop.reason());
+}
+
+/// Review 43b: what a Stop tells of planted code is bounded too: past ten lines, one more
+/// says how many were left out and where each is named.
+#[test]
+fn a_stop_tells_at_most_ten_planted_lines_and_how_many_more() {
+    let world = world();
+    world.install(&["--protect"]);
+    for n in 0..15 {
+        world.write(&format!("p{n:02}/.claude/settings.json"), "{}\n");
+    }
+    let message = world.stop_s1(&[]).system_message();
+    let lines: Vec<&str> = message.lines().collect();
+    assert_eq!(lines.len(), 11, "{message}");
+    assert_contains!(
+        lines[10],
+        "and 5 more planted since vigil was installed with --protect; `settings-merge check` names each"
+    );
 }

@@ -344,13 +344,25 @@ fn stop(
     // A file one of the user's own hooks runs that changed since `install --protect`, and a
     // `.claude/` or repository below the top that appeared or changed: the person hears it at
     // every Stop until they look (issue 43 items 1 and 2).
-    let changed = match (&config, &input) {
-        (Ok(config), Ok(input)) if !subagent => planted::at_stop(
-            &Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).dir,
-        ),
-        _ => Vec::new(),
+    // Looked for beside the decision, on a thread of its own, and waited for at most
+    // `PLANTED_LOOK`: the agent's shell can make a tree that takes long to walk, and a Stop
+    // that said nothing of it is still named at the next start and by the doctor.
+    let looking = match (&config, &input) {
+        (Ok(config), Ok(input)) if !subagent => {
+            let dir = Project::resolve(config.state_dir.as_deref(), input.cwd.as_deref()).dir;
+            let (sender, looked) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = sender.send(planted::at_stop(&dir));
+            });
+            Some(looked)
+        }
+        _ => None,
     };
+    let look_by = crate::sys::time::Deadline::after(PLANTED_LOOK);
     let decision = gate::decide(config, input);
+    let changed = looking
+        .and_then(|looked| looked.recv_timeout(look_by.remaining()).ok())
+        .unwrap_or_default();
     let sequence = match decision.settled {
         Some(line) if notify => Some(gate::desktop_notification(&line)),
         _ => None,
@@ -371,6 +383,9 @@ fn stop(
     }
     .line()
 }
+
+/// The longest a Stop waits for its look at what was planted below the top (issue 43).
+const PLANTED_LOOK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// `VIGIL_DISABLE=1` (SPEC §2): the hook allows at once, writes nothing, and says so in one
 /// `systemMessage`; a Stop whose session has a loop running says that loop is NOT verified. A

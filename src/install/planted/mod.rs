@@ -405,8 +405,18 @@ pub(crate) fn at_stop(project: &Path) -> Vec<String> {
             news_line(planted, news_of(&known, planted)?)
         ))
     }));
+    if told.len() > MAX_AT_STOP {
+        let more = told.len() - MAX_AT_STOP;
+        told.truncate(MAX_AT_STOP);
+        told.push(format!(
+            "vigil: and {more} more planted since vigil was installed with --protect; `settings-merge check` names each"
+        ));
+    }
     told
 }
+
+/// The most lines of planted code a Stop tells the person.
+const MAX_AT_STOP: usize = 10;
 
 /// One line of planted code new since the baseline, defanged.
 fn news_line(planted: &Planted, news: News) -> String {

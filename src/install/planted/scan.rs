@@ -117,24 +117,36 @@ pub(crate) fn file_digest(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The most bytes the nested names' digests read in all, and the most names read at all:
+/// what is past them is known by its names and sizes, or its presence, alone. The agent's
+/// shell makes folders in moments; every Stop of a protected install reads them.
+const NESTED_BYTES: u64 = 32 << 20;
+const MAX_NESTED: usize = 256;
+
 /// The read-only names below the project's top (`reach::nested`), each with a sha256 of what
 /// would run from it: an engine folder's files, a repository's configuration and hooks (not
 /// its index or objects, which change with every commit), an `.mcp.json`'s bytes; an editor's
-/// folder by its presence alone (editors rewrite their own files all the time).
+/// folder by its presence alone (editors rewrite their own files all the time). No link is
+/// followed (a link is known by where it points), and the reading is bounded
+/// ([`NESTED_BYTES`], [`MAX_NESTED`]).
 pub(crate) fn nested(project: &Path) -> Vec<Planted> {
+    let mut budget = NESTED_BYTES;
+    let is_dir = |path: &Path| std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
     crate::reach::nested::walk(project)
         .entries
         .into_iter()
-        .map(|(path, _)| {
+        .enumerate()
+        .map(|(at, (path, _))| {
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().to_ascii_lowercase())
                 .unwrap_or_default();
             let mut parts: Vec<PathBuf> = Vec::new();
             match name.as_str() {
+                _ if at >= MAX_NESTED => {}
                 ".vscode" | ".idea" => {}
                 ".git" => {
-                    let git_dir = if path.is_dir() {
+                    let git_dir = if is_dir(&path) {
                         Some(path.clone())
                     } else {
                         parts.push(path.clone());
@@ -143,10 +155,15 @@ pub(crate) fn nested(project: &Path) -> Vec<Planted> {
                     };
                     if let Some(git_dir) = git_dir {
                         parts.push(git_dir.join("config"));
-                        parts.extend(walk(&git_dir.join("hooks"), false, |_| true).0);
+                        let hooks = git_dir.join("hooks");
+                        if is_dir(&hooks) {
+                            parts.extend(walk(&hooks, false, |_| true).0);
+                        } else {
+                            parts.push(hooks);
+                        }
                     }
                 }
-                _ if path.is_dir() => parts.extend(walk(&path, false, |_| true).0),
+                _ if is_dir(&path) => parts.extend(walk(&path, false, |_| true).0),
                 _ => parts.push(path.clone()),
             }
             let mut bytes = Vec::new();
@@ -158,8 +175,23 @@ pub(crate) fn nested(project: &Path) -> Vec<Planted> {
                         .as_bytes(),
                 );
                 bytes.push(0);
-                if let Some((content, _)) = read_prefix(part, MAX_MARKDOWN) {
-                    bytes.extend_from_slice(&sha256_hex(&content).into_bytes());
+                match std::fs::symlink_metadata(part) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        if let Ok(to) = std::fs::read_link(part) {
+                            bytes.extend_from_slice(b"-> ");
+                            bytes.extend_from_slice(to.to_string_lossy().as_bytes());
+                        }
+                    }
+                    Ok(meta) if budget == 0 => {
+                        bytes.extend_from_slice(format!("{} bytes", meta.len()).as_bytes());
+                    }
+                    Ok(_) => {
+                        if let Some((content, _)) = read_prefix(part, MAX_MARKDOWN.min(budget)) {
+                            budget = budget.saturating_sub(content.len() as u64);
+                            bytes.extend_from_slice(&sha256_hex(&content).into_bytes());
+                        }
+                    }
+                    Err(_) => {}
                 }
                 bytes.push(0);
             }
