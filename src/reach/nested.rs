@@ -465,13 +465,10 @@ pub(crate) fn git_runs(
                 // itself where the project holds an executable file of its name; never a bare
                 // word that only names a folder (`credential.helper = store`, `!npm test`).
                 let program = at == 0 && crate::sys::files::is_executable(&path);
-                if word.contains('/') || program {
-                    let entry = if path.is_dir() {
-                        Entry::Dir
-                    } else {
-                        Entry::File
-                    };
-                    keep(path, entry, format!("{key} names it: git runs it"));
+                // A folder is never a program (`alias.fmt = !../../src` would keep the user's
+                // own sources from them and from a check).
+                if (word.contains('/') || program) && !path.is_dir() {
+                    keep(path, Entry::File, format!("{key} names it: git runs it"));
                 }
             }
         }

@@ -12,13 +12,13 @@ use crate::sys::paths;
 
 /// The most held files `--protect` lists one by one in the sandbox's rules; past it none is
 /// listed (the file tools' guard and the Stop still hold them all), and the doctor says so.
-const MAX_HELD_RULES: usize = 500;
+pub(crate) const MAX_LISTED: usize = 500;
 
 /// The deny rules for the files the human holds in the project at `project` (paths from the
 /// repository's `top`): `Edit(/path)` from the project's root, which Claude Code's sandbox also
-/// applies to the Bash tool's writes. Empty past [`MAX_HELD_RULES`].
+/// applies to the Bash tool's writes. Empty past [`MAX_LISTED`].
 pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<String> {
-    if held.len() > MAX_HELD_RULES {
+    if held.len() > MAX_LISTED {
         return Vec::new();
     }
     let below = paths::canonical(project)
@@ -31,8 +31,9 @@ pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<Str
             "" => Some(path.as_str()),
             dir => path.strip_prefix(dir)?.strip_prefix('/'),
         })
-        // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
-        .filter(|path| !path.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
+        // A rule is a glob to Claude Code: a name with glob characters (or a backslash, its
+        // escape) is left to the guard.
+        .filter(|path| !path.contains(['*', '?', '[', ']', '{', '}', '(', ')', '\\']))
         .map(|path| format!("Edit(/{path})"))
         .collect()
 }
@@ -45,14 +46,16 @@ pub(crate) fn held_rules(top: &Path, project: &Path, held: &[String]) -> Vec<Str
 /// the top's), so the agent still commits in it. Only what exists: a literal path that does not
 /// makes its first missing ancestor read-only (seen), and no rule forbids a name before it
 /// exists (what appears later is named at session start, by the Stop and by the doctor).
-/// Empty past [`MAX_HELD_RULES`].
-pub(crate) fn below_rules(project: &Path) -> Vec<String> {
+/// At most [`MAX_LISTED`].
+pub(crate) fn below_rules(project: &Path) -> Listed {
     let top = paths::canonical(project);
     let mut found: Vec<(PathBuf, Entry)> = crate::reach::read_only_in(&top)
         .into_iter()
         .filter(|(path, _)| std::fs::symlink_metadata(path).is_ok())
         .collect();
     found.extend(crate::reach::nested::what_runs(&top));
+    // A git directory by its shape: what git would take for one.
+    let git_shaped = |dir: &Path| dir.join("HEAD").is_file() && dir.join("objects").is_dir();
     let mut places: Vec<PathBuf> = Vec::new();
     for (path, _) in found {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
@@ -62,18 +65,13 @@ pub(crate) fn below_rules(project: &Path) -> Vec<String> {
             Some(name) if name == ".git" && meta.is_file() => {
                 // A worktree's or a submodule's `.git` names its git directory.
                 let named = crate::sys::git::gitdir_of(&path)
-                    .map(|dir| paths::canonical(&path.parent().unwrap_or(&top).join(dir)));
+                    .map(|dir| paths::canonical(&path.parent().unwrap_or(&top).join(dir)))
+                    .filter(|dir| git_shaped(dir));
                 places.push(path);
                 named
             }
             // A `.git` directory, or a git directory by its shape whatever its name.
-            Some(name)
-                if meta.is_dir()
-                    && (name == ".git"
-                        || (path.join("HEAD").is_file() && path.join("objects").is_dir())) =>
-            {
-                Some(path)
-            }
+            Some(name) if meta.is_dir() && (name == ".git" || git_shaped(&path)) => Some(path),
             _ => {
                 places.push(path);
                 None
@@ -88,25 +86,39 @@ pub(crate) fn below_rules(project: &Path) -> Vec<String> {
             );
         }
     }
-    let rules: Vec<String> = places
+    let mut rules: Vec<(u8, String)> = places
         .into_iter()
         .filter_map(|path| {
-            let relative = path
-                .strip_prefix(&top)
-                .ok()?
-                .to_string_lossy()
-                .replace('\\', "/");
-            // A rule is a glob to Claude Code: a name with glob characters is left to the guard.
-            (!relative.is_empty() && !relative.contains(['*', '?', '[', ']', '{', '}', '(', ')']))
-                .then(|| format!("Edit(/{relative})"))
+            let relative = path.strip_prefix(&top).ok()?.to_str()?.to_string();
+            // A rule is a glob to Claude Code: a name with glob characters (or a backslash,
+            // its escape) is left to the guard.
+            let glob = ['*', '?', '[', ']', '{', '}', '(', ')', '\\'];
+            if relative.is_empty() || relative.contains(glob) {
+                return None;
+            }
+            // What git runs first, then the engines' folders, then the editors'.
+            let rank = match path.file_name().and_then(|n| n.to_str()) {
+                Some(".vscode" | ".idea") => 2,
+                Some(".claude" | ".codex" | ".mcp.json") => 1,
+                _ => 0,
+            };
+            Some((rank, format!("Edit(/{relative})")))
         })
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
         .collect();
-    if rules.len() > MAX_HELD_RULES {
-        return Vec::new();
-    }
-    rules
+    rules.sort();
+    rules.dedup_by(|a, b| a.1 == b.1);
+    let left_out = rules.len().saturating_sub(MAX_LISTED);
+    rules.truncate(MAX_LISTED);
+    let mut rules: Vec<String> = rules.into_iter().map(|(_, rule)| rule).collect();
+    rules.sort();
+    Listed { rules, left_out }
+}
+
+/// The literal rules for what runs below the top, and how many places were past
+/// [`MAX_LISTED`] (the editors' folders go first, what git runs last).
+pub(crate) struct Listed {
+    pub(crate) rules: Vec<String>,
+    pub(crate) left_out: usize,
 }
 
 /// Keeps a list of vigil's deny rules in `root` as `wanted` (the held files', or those of what

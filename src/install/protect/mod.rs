@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 pub(crate) use doctor::check;
-pub(crate) use listed::{below_rules, held_rules, sync_rules};
+pub(crate) use listed::{MAX_LISTED, below_rules, held_rules, sync_rules};
 
 use crate::reach::Entry;
 use crate::reach::READ_ONLY;

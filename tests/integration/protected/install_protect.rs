@@ -575,6 +575,10 @@ fn install_protect_lists_what_runs_below_the_top_as_literal_rules_kept_in_step()
     dir.write(".claude/settings.local.json", original);
     dir.write("web/.claude/settings.json", "{}\n");
     dir.write("a[1]/.claude/settings.json", "{}\n");
+    dir.write("a\\b/.claude/settings.json", "{}\n");
+    // A `.git` file naming a folder that is no git directory: its `config/` is the user's.
+    dir.write("app/config/routes.rb", "\n");
+    dir.write("app/sub/.git", "gitdir: ..\n");
     dir.write(".husky/pre-commit", "npm test\n");
     dir.write("vendor/lib/a.txt", "a\n");
     git(dir.path(), &["config", "core.hooksPath", ".husky"]);
@@ -627,6 +631,9 @@ fn install_protect_lists_what_runs_below_the_top_as_literal_rules_kept_in_step()
         "Edit(/tools)",
         "Edit(/.codex)",
         "Edit(/a[1]/.claude)",
+        "Edit(/a/b/.claude)",
+        "Edit(/a\\b/.claude)",
+        "Edit(/app/config)",
     ] {
         assert!(
             !listed.contains(&absent.to_string()),
@@ -681,7 +688,11 @@ fn many_planted_folders_never_take_the_literal_rule_of_the_hooks_directory_away(
             .collect()
     };
     ok(merge_in(&dir, &install));
-    assert!(deny().contains(&"Edit(/.husky)".to_string()), "{:?}", deny());
+    assert!(
+        deny().contains(&"Edit(/.husky)".to_string()),
+        "{:?}",
+        deny()
+    );
     // The agent's shell: one mkdir each, nothing in them.
     for n in 0..501 {
         std::fs::create_dir_all(dir.path().join(format!("pkg{n}/.vscode"))).unwrap();
@@ -693,8 +704,12 @@ fn many_planted_folders_never_take_the_literal_rule_of_the_hooks_directory_away(
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        deny().contains(&"Edit(/.husky)".to_string()) || said.contains("literal"),
+        deny().contains(&"Edit(/.husky)".to_string()),
         "the hooks directory's rule is gone, and the install said: {said}"
+    );
+    assert_contains!(
+        said,
+        "5 places below the top that the engine or git runs are past the 500 literal rules"
     );
 }
 

@@ -103,7 +103,7 @@ pub(super) fn merge(
         gate.group.as_ref(),
         unrecorded,
     );
-    let protected = protection(target, plan, &mut root, &mut installed);
+    let (protected, left_out) = protection(target, plan, &mut root, &mut installed);
     let after = if tally.added == 0
         && tally.dropped == 0
         && !protected
@@ -114,7 +114,13 @@ pub(super) fn merge(
     } else {
         Some(render(&root))
     };
-    let summary = summary(plan, &tally, &gate, protected);
+    let mut summary = summary(plan, &tally, &gate, protected);
+    if left_out > 0 {
+        summary.push_str(&format!(
+            "\n  {left_out} places below the top that the engine or git runs are past the {} literal rules --protect lists for Claude Code's sandboxed shell (the editors' folders first, what git runs last); the file tools' guard, the Stop and the doctor still hold them all",
+            crate::install::protect::MAX_LISTED
+        ));
+    }
     Ok(Merge {
         change: Change {
             before,
@@ -296,13 +302,13 @@ fn merge_entries(
 }
 
 /// `--protect`'s settings in `root`, and the held files in the sandbox's rules: whether either
-/// changed the file.
+/// changed the file, and how many places below the top were past the rules' limit.
 fn protection(
     target: &Target,
     plan: &Plan,
     root: &mut Map<String, Value>,
     installed: &mut Installed,
-) -> bool {
+) -> (bool, usize) {
     // The protection, once asked for, stays through later installs without --protect: only
     // uninstall takes it back.
     let protected = match &plan.protect {
@@ -328,17 +334,17 @@ fn protection(
     // hold is now (SPEC §11): an install after `stop-gate hold` brings them in step.
     // And what the engine or git runs there, found now (issue 43): Claude Code's sandbox holds
     // only literal paths on Linux.
-    let listed = match &mut installed.protect {
+    let (listed, left_out) = match &mut installed.protect {
         Some(done) if !cfg!(windows) && plan.engine == Engine::Claude => {
             let project = target.project();
             let held = protect::sync_rules(root, &mut done.held_added, &held_rules_of(&project));
-            let below =
-                protect::sync_rules(root, &mut done.below_added, &protect::below_rules(&project));
-            held || below
+            let below_top = protect::below_rules(&project);
+            let below = protect::sync_rules(root, &mut done.below_added, &below_top.rules);
+            (held || below, below_top.left_out)
         }
-        _ => false,
+        _ => (false, 0),
     };
-    protected || listed
+    (protected || listed, left_out)
 }
 
 /// What an install tells: the groups added, changed, removed and adopted, the gate's flags
