@@ -231,6 +231,11 @@ pub(crate) fn peek(
             "the session record {} is damaged: {why}",
             path.display()
         )),
+        record::Read::Failed(e) => Err(format!(
+            "the session record {} cannot be read: {}",
+            path.display(),
+            crate::error::plain_io(&e)
+        )),
         record::Read::Missing => {
             if std::fs::symlink_metadata(running_marker(&path, session)).is_ok() {
                 Err(format!(
@@ -275,6 +280,11 @@ impl Session {
                         )
                     }
                 }
+            }
+            // Nothing is known of what it holds: neither an older copy nor a fresh record may
+            // stand for it, and it is never moved aside (issue 44). The caller blocks.
+            record::Read::Failed(e) => {
+                return Err(Error::io("read the session record", &path, &e));
             }
             record::Read::Corrupt(why) => {
                 let kept = set_aside(&path);

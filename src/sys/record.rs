@@ -14,7 +14,6 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::error;
 use crate::sys::{atomic, files};
 
 const MAGIC: &[u8; 8] = b"VIGILR02";
@@ -34,6 +33,10 @@ pub enum Read {
     Found { payload: Vec<u8>, seq: u64 },
     /// A file is there, but no slot holds a whole copy (or it is not a regular file).
     Corrupt(String),
+    /// The file could not be read (an I/O error, a refused open): nothing is known of what it
+    /// holds, so neither copy may be taken for the newest, nor the file for a damaged one
+    /// (issue 44).
+    Failed(std::io::Error),
 }
 
 /// Reads the newest whole copy. The file is opened never through a symlink and never waiting
@@ -42,7 +45,11 @@ pub fn read(path: &Path) -> Read {
     let file = match files::open_no_follow(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Read::Missing,
-        Err(e) => return Read::Corrupt(error::plain_io(&e)),
+        // A link in the record's place is no record vigil wrote (`open_no_follow` refuses it).
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            return Read::Corrupt("it is a symlink".into());
+        }
+        Err(e) => return Read::Failed(e),
     };
     match file.metadata() {
         Ok(meta) if meta.is_file() && meta.len() == 2 * SLOT as u64 => {}
@@ -54,34 +61,43 @@ pub fn read(path: &Path) -> Read {
             ));
         }
         Ok(_) => return Read::Corrupt("it is not a regular file".into()),
-        Err(e) => return Read::Corrupt(error::plain_io(&e)),
+        Err(e) => return Read::Failed(e),
     }
-    let newest = (0..2)
-        .filter_map(|slot| read_slot(&file, slot))
-        .max_by_key(|(seq, _)| *seq);
+    // Both slots read whole, or nothing is taken: an error on the newest must never make the
+    // older copy look like the newest.
+    let mut slots = Vec::with_capacity(2);
+    for slot in 0..2 {
+        match read_slot(&file, slot) {
+            Ok(found) => slots.extend(found),
+            Err(e) => return Read::Failed(e),
+        }
+    }
+    let newest = slots.into_iter().max_by_key(|(seq, _)| *seq);
     match newest {
         Some((seq, payload)) => Read::Found { payload, seq },
         None => Read::Corrupt("neither of its two copies is whole".into()),
     }
 }
 
-fn read_slot(file: &File, slot: usize) -> Option<(u64, Vec<u8>)> {
+/// The copy in `slot`: `Ok(None)` when it is not whole (torn, never written), `Err` when it
+/// could not be read.
+fn read_slot(file: &File, slot: usize) -> std::io::Result<Option<(u64, Vec<u8>)>> {
     let offset = (slot * SLOT) as u64;
     let mut header = [0u8; HEADER];
     let mut file = file;
-    file.seek(SeekFrom::Start(offset)).ok()?;
-    file.read_exact(&mut header).ok()?;
+    file.seek(SeekFrom::Start(offset))?;
+    file.read_exact(&mut header)?;
     if &header[..8] != MAGIC || header[20..24] != [0; 4] {
-        return None;
+        return Ok(None);
     }
-    let seq = u64::from_le_bytes(header[8..16].try_into().ok()?);
-    let len = u32::from_le_bytes(header[16..20].try_into().ok()?) as usize;
+    let seq = u64::from_le_bytes(header[8..16].try_into().expect("eight bytes"));
+    let len = u32::from_le_bytes(header[16..20].try_into().expect("four bytes")) as usize;
     if len > MAX_PAYLOAD {
-        return None;
+        return Ok(None);
     }
     let mut payload = vec![0u8; len];
-    file.read_exact(&mut payload).ok()?;
-    (digest(seq, &payload) == header[24..56]).then_some((seq, payload))
+    file.read_exact(&mut payload)?;
+    Ok((digest(seq, &payload) == header[24..56]).then_some((seq, payload)))
 }
 
 fn digest(seq: u64, payload: &[u8]) -> [u8; 32] {

@@ -24,5 +24,6 @@ mod project_config;
 mod project_top;
 mod ralph_loop;
 mod slash_commands;
+mod state_faults;
 
 const DECLARED: &str = "Everything works now.\n\n<promise>DONE</promise>";

@@ -1,0 +1,173 @@
+//! Issue 44 item 1, one error taxonomy for the gate's own state: a copy of the session record
+//! that fails its checksum is torn, and the other copy stands; a read that fails is an I/O
+//! error, which blocks the Stop with its line and writes nothing. It never makes the older copy
+//! look like the newest (a passed loop, or one running before a cancel), and never moves an
+//! intact record aside. Faults are injected with strace on the record alone (`-P`).
+
+use std::path::Path;
+
+use crate::support::*;
+
+/// stop-gate on a Stop of session s1, under strace injecting `errno` at the `when`-th
+/// `syscall` that touches the session record `record` (`when` empty: at every one). A Stop
+/// that prints nothing lets the stop through, and fails here.
+fn stop_faulted(p: &Project, record: &Path, syscall: &str, errno: &str, when: &str) -> Stop {
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(record)
+        .args(["-e", &format!("trace={syscall}")])
+        .args(["-e", &format!("inject={syscall}:error={errno}{when}")])
+        .arg(bin_dir().join("stop-gate"))
+        .current_dir(p.path());
+    // A message of its own each time: the same one three times over is a stalled loop.
+    let message = format!("working ({syscall} {errno}{when})");
+    let out = output_with_stdin(cmd, p.payload("s1", Some(&message)).to_string().as_bytes());
+    assert!(
+        out.status.code() == Some(0) && !out.stdout.is_empty(),
+        "{syscall} {errno}{when}: a Stop that says nothing lets the stop through: {}",
+        said(&out)
+    );
+    stop_of(&out)
+}
+
+/// The sha256 of the file at `path`, to compare without printing it.
+fn digest(path: &Path) -> Vec<u8> {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).to_vec()
+}
+
+fn strace_runs() -> bool {
+    let there = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        assert!(
+            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
+            "strace is needed here (CI installs it)"
+        );
+        skip("strace is not installed");
+    }
+    there
+}
+
+/// What is left beside the record: no `.damaged-…` copy.
+fn set_aside(record: &Path) -> Vec<String> {
+    std::fs::read_dir(record.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains("damaged"))
+        .collect()
+}
+
+/// The record's path for session s1.
+fn record_of(p: &Project) -> std::path::PathBuf {
+    p.protected().join("sessions/s1.rec")
+}
+
+/// A loop passed, and a second started in the same session: the record's two copies are the
+/// passed loop and the running one. An I/O error on any one read of the record, or on opening
+/// it or on its stat (EIO, EACCES), blocks the Stop with the error's line, leaves the record
+/// byte for byte and where it was; the next Stop, unfaulted, finds the second loop running.
+/// Before, an EIO on the newest copy let the stop through silently (the passed loop), and an
+/// EACCES on opening moved the intact record aside and ended the loop.
+#[test]
+fn an_io_error_on_the_session_record_blocks_and_never_takes_the_older_copy() {
+    if !strace_runs() {
+        return;
+    }
+    // A Stop reads the record three times (two looks, then under the lock), four reads each:
+    // an error at each one of them, and at all.
+    let whens: Vec<String> = (1..=12).map(|n| format!(":when={n}")).collect();
+    let mut faults: Vec<(&str, &str, &str)> =
+        whens.iter().map(|w| ("read", "EIO", w.as_str())).collect();
+    faults.extend([
+        ("read", "EIO", ""),
+        ("openat", "EACCES", ""),
+        ("openat", "EIO", ":when=1"),
+        ("openat", "EIO", ":when=3"),
+        ("statx", "EIO", ""),
+    ]);
+    for (syscall, errno, when) in faults {
+        let what = format!("{syscall} {errno}{when}");
+        let p = two_loops();
+        let record = record_of(&p);
+        let before = digest(&record);
+        let stop = stop_faulted(&p, &record, syscall, errno, when);
+        assert!(
+            stop.blocked(),
+            "{what}: the stop went through: {:?}",
+            stop.json
+        );
+        assert!(
+            set_aside(&record).is_empty(),
+            "{what}: {:?}",
+            set_aside(&record)
+        );
+        // A fault at every read or open: nothing known, nothing written. A fault at one read
+        // only: a read after it may find the record whole and go on (a pass of the loop).
+        if when.is_empty() {
+            assert!(digest(&record) == before, "{what}: the record changed");
+        }
+        let state = p.loop_state("s1");
+        assert_eq!(state["status"], "running", "{what}: {state}");
+        assert_eq!(state["prompt"], "the second task", "{what}: {state}");
+        p.stop_s1(&[]).assert_task_saying("the second task");
+    }
+}
+
+/// A project whose session s1 ran a loop that passed, then started a second: the record's two
+/// copies are the passed loop and the running one.
+fn two_loops() -> Project {
+    let p = Project::git();
+    let start = |task: &str| {
+        ok(p.start(&[
+            "--session",
+            "s1",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            task,
+        ]))
+    };
+    start("the first task");
+    let passed = p.stop(&[], "s1", Some("<promise>DONE</promise>"));
+    assert!(!passed.blocked(), "{:?}", passed.json);
+    start("the second task");
+    p
+}
+
+/// A cancel, once acknowledged, is the person's word: an I/O error on a read of the record at
+/// the next Stop blocks that Stop or tells the cancel (the gate cannot know more), and never
+/// brings the loop back to running.
+#[test]
+fn an_io_error_after_a_cancel_never_brings_the_loop_back() {
+    if !strace_runs() {
+        return;
+    }
+    for when in [":when=1", ":when=2", ":when=3", ":when=4", ""] {
+        let p = Project::git();
+        ok(p.start(&[
+            "--session",
+            "s1",
+            "--max-iterations",
+            "5",
+            "--completion-promise",
+            "DONE",
+            "--",
+            "the task",
+        ]));
+        assert!(p.stop_s1(&[]).blocked());
+        ok(p.loop_command(&["cancel", "--session", "s1"]));
+        let stop = stop_faulted(&p, &record_of(&p), "read", "EIO", when);
+        if !stop.blocked() {
+            assert_contains!(stop.system_message(), "cancelled");
+        }
+        assert_eq!(p.loop_state("s1")["status"], "cancelled", "read EIO{when}");
+        assert!(!p.stop_s1(&[]).blocked(), "read EIO{when}");
+    }
+}
