@@ -343,9 +343,6 @@ impl Session {
         self.record.updated_at = time::now_rfc3339();
         let payload = serde_json::to_vec(&self.record).expect("a session record serializes");
         let next = self.seq + 1;
-        record::write(&self.path, next, &payload)
-            .map_err(|e| Error::io("write the session record", &self.path, &e))?;
-        self.seq = next;
         let session = SessionId::parse(&self.record.session_id)?;
         let marker = running_marker(&self.path, &session);
         let running = self
@@ -354,12 +351,24 @@ impl Session {
             .as_ref()
             .is_some_and(|ralph| ralph.status.is_live());
         let marked = std::fs::symlink_metadata(&marker).is_ok();
-        if running && !marked {
+        // The record's write is the one commit point (issue 44): the marker a running loop
+        // needs is made before it, and taken back if the record cannot be written, so a save
+        // that reports failure took no effect.
+        let made = running && !marked;
+        if made {
             let dir = marker.parent().unwrap_or(Path::new("."));
             fs_err::create_dir_all(dir).map_err(Error::fs)?;
             atomic::write_atomic(&marker, b"", 0o600)
                 .map_err(|e| Error::io("write", &marker, &e))?;
-        } else if !running && marked {
+        }
+        if let Err(e) = record::write(&self.path, next, &payload) {
+            if made {
+                let _ = std::fs::remove_file(&marker);
+            }
+            return Err(Error::io("write the session record", &self.path, &e));
+        }
+        self.seq = next;
+        if !running && marked {
             let _ = std::fs::remove_file(&marker);
         }
         Ok(())

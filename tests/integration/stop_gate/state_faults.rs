@@ -171,3 +171,67 @@ fn an_io_error_after_a_cancel_never_brings_the_loop_back() {
         assert!(!p.stop_s1(&[]).blocked(), "read EIO{when}");
     }
 }
+
+/// `stop-gate loop start` under strace, injecting `errno` at every rename that names `path`.
+fn start_faulted(p: &Project, path: &Path, errno: &str) -> std::process::Output {
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(path)
+        .args(["-e", "trace=rename,renameat,renameat2"])
+        .args([
+            "-e",
+            &format!("inject=rename,renameat,renameat2:error={errno}"),
+        ])
+        .arg(bin_dir().join("stop-gate"))
+        .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
+        .args(["--completion-promise", "DONE", "--", "the task"])
+        .current_dir(p.path());
+    output_with_stdin(cmd, b"")
+}
+
+/// Issue 44 item 1, one commit point: `loop start` that cannot make the running marker, or
+/// cannot write the record, says it failed and took no effect: no loop runs, no marker is left
+/// to call a later record gone, and starting again works. Before, an EACCES on the marker
+/// left the loop running after exit 2, and the retry was refused as "already running".
+#[test]
+fn a_loop_start_that_says_it_failed_took_no_effect() {
+    if !strace_runs() {
+        return;
+    }
+    let p = Project::git();
+    // Another session's loop makes the project's protected state, so its paths are known.
+    ok(p.start(&[
+        "--session",
+        "s0",
+        "--max-iterations",
+        "5",
+        "--completion-promise",
+        "DONE",
+        "--",
+        "another task",
+    ]));
+    let marker = p.protected().join("running/s1");
+    for (path, errno) in [(&marker, "EACCES"), (&record_of(&p), "EIO")] {
+        let out = start_faulted(&p, path, errno);
+        assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+        assert!(
+            std::fs::symlink_metadata(&marker).is_err(),
+            "{errno}: the marker stayed"
+        );
+        let status = p.loop_command(&["status", "--session", "s1"]);
+        assert_lacks!(stdout_of(&status), "running");
+        assert!(!p.stop_s1(&[]).blocked(), "{errno}: a loop is running");
+    }
+    ok(p.start(&[
+        "--session",
+        "s1",
+        "--max-iterations",
+        "5",
+        "--completion-promise",
+        "DONE",
+        "--",
+        "the task",
+    ]));
+    p.stop_s1(&[]).assert_task_saying("the task");
+}
