@@ -100,6 +100,15 @@ fn run(deadline: Deadline) -> Result<ExitCode> {
             .as_deref()
             .ok_or_else(|| Error::input("the hook input has no session_id"))?,
     )?;
+    // A `cwd` that is no directory names no project: nothing is made there (issue 44).
+    if let Some(cwd) = input.cwd.as_deref()
+        && !cwd.is_dir()
+    {
+        return Err(Error::input(format!(
+            "the hook input's cwd {} is not a directory",
+            cwd.display()
+        )));
+    }
     let project = Project::resolve(options.state_dir.as_deref(), input.cwd.as_deref());
     // A failed turn (StopFailure) is recorded in the session and its loop.
     if input.event() == Some(HookEvent::StopFailure)

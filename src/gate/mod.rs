@@ -199,6 +199,27 @@ impl Gate<'_> {
                 ));
             }
         };
+        // A `cwd` that is no directory names no project vigil can judge, and nothing is made
+        // for it, in it or in the state home (issue 44): the stop is blocked once, and the
+        // forced continuation let through NOT verified.
+        if let Some(cwd) = input.cwd.as_deref()
+            && !cwd.is_dir()
+        {
+            let line = format!(
+                "stop-gate: the hook input's cwd {} is not a directory, so there is no project to check",
+                crate::verdict::defang::field(&cwd.display().to_string())
+            );
+            return Err(if self.stop_hook_active {
+                StopOutput::Allow(Some(format!(
+                    "vigil: {line}; allowing this stop. The work is NOT verified"
+                )))
+            } else {
+                StopOutput::Block {
+                    reason: line,
+                    system_message: None,
+                }
+            });
+        }
         let config = match config {
             Ok(config) => config,
             Err(e) => {

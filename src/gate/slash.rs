@@ -237,6 +237,15 @@ pub(crate) fn handle(project: &Project, input: &HookInput) -> PromptOutput {
         return PromptOutput::Nothing;
     }
     let refused = |e: &dyn std::fmt::Display| PromptOutput::Refused(format!("vigil: {e}"));
+    // A `cwd` that is no directory names no project: no loop is started for it (issue 44).
+    if let Some(cwd) = input.cwd.as_deref()
+        && !cwd.is_dir()
+    {
+        return refused(&format!(
+            "the hook input's cwd {} is not a directory, so no loop can be tied to a project",
+            crate::verdict::defang::field(&cwd.display().to_string())
+        ));
+    }
     let session = match input.session_id.as_deref().map(SessionId::parse) {
         Some(Ok(session)) => session,
         Some(Err(e)) => return refused(&e),

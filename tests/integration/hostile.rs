@@ -177,3 +177,58 @@ fn hook_binaries_on_a_terminal_say_what_they_expect_at_once() {
         assert!(out.stdout.is_empty(), "{binary}: nothing for the engine");
     }
 }
+
+/// Issue 44 item 5, hooks never create what the payload names: a `cwd` that does not exist
+/// blocks a Stop (a gate that cannot tell its project denies) and lets the forced continuation
+/// through NOT verified, refuses a loop command at the prompt, and is a skip for a handoff
+/// (exit 1, one line). Nothing is made at that path, and nothing in the state home for it.
+/// Before, the handoff made the whole path and wrote a record there, and the prompt started a
+/// loop for it.
+#[test]
+fn a_cwd_that_does_not_exist_is_never_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("gone/deeper");
+    let projects = |name: &str| -> Vec<String> {
+        std::fs::read_dir(state_home().join("projects"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("{name}-")))
+            .collect()
+    };
+    let payload = |event: &str, active: bool| {
+        json!({"session_id": "s1", "hook_event_name": event, "cwd": gone,
+            "stop_hook_active": active, "last_assistant_message": "x", "reason": "other",
+            "prompt": "/vigil-loop do it --max-iterations 3 --completion-promise DONE"})
+        .to_string()
+    };
+    let stop = stop_gate()
+        .write_stdin(payload("Stop", false))
+        .output()
+        .unwrap();
+    let blocked = stop_of(&stop);
+    blocked.assert_blocked_saying("is not a directory, so there is no project to check");
+    let forced = stop_gate()
+        .write_stdin(payload("Stop", true))
+        .output()
+        .unwrap();
+    let allowed = stop_of(&forced);
+    allowed.assert_allowed_saying("NOT verified");
+    let prompt = stop_gate()
+        .write_stdin(payload("UserPromptSubmit", false))
+        .output()
+        .unwrap();
+    assert_contains!(stdout_of(&prompt), "so no loop can be tied to a project");
+    let end = session_end_handoff()
+        .write_stdin(payload("SessionEnd", false))
+        .output()
+        .unwrap();
+    assert_eq!(end.status.code(), Some(1), "{}", said(&end));
+    assert_contains!(String::from_utf8_lossy(&end.stderr), "is not a directory");
+    assert!(
+        !dir.path().join("gone").exists(),
+        "the payload's path was made"
+    );
+    assert!(projects("deeper").is_empty(), "{:?}", projects("deeper"));
+}

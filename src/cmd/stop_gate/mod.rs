@@ -271,7 +271,24 @@ pub fn main() -> ExitCode {
         }
         event => {
             let subagent = event == Some(HookEvent::SubagentStop) && input.is_ok();
-            watchdog.answer(stop(config, input, feedback, subagent));
+            let answer = stop(config, input, feedback, subagent);
+            // An answer that cannot be written (a full disk behind stdout) is no answer: the
+            // engine would read an empty output as "let it through". Exit 2 blocks, with the
+            // reason on stderr, where the engine reads it (issue 44).
+            if !watchdog.answer(answer.clone()) {
+                let reason = answer
+                    .as_deref()
+                    .and_then(|json| serde_json::from_str::<serde_json::Value>(json).ok())
+                    .and_then(|json| json.get("reason")?.as_str().map(str::to_string));
+                diagnostic(
+                    NAME,
+                    &format!(
+                        "cannot write the Stop's answer to standard output, so the stop is blocked{}",
+                        reason.map_or_else(String::new, |r| format!(": {r}"))
+                    ),
+                );
+                return ExitCode::from(2);
+            }
         }
     }
     // A hook exits 0 whatever it decided: the decision is in the JSON.

@@ -235,3 +235,37 @@ fn a_loop_start_that_says_it_failed_took_no_effect() {
     ]));
     p.stop_s1(&[]).assert_task_saying("the task");
 }
+
+/// Issue 44 item 5: a Stop that cannot write its answer (ENOSPC behind stdout) never exits 0
+/// with nothing said, which the engine takes for "let it through": it exits 2, which blocks,
+/// with the block's reason on stderr. Before, it exited 0 with no output.
+#[test]
+fn a_stop_that_cannot_write_its_answer_exits_2_with_the_reason() {
+    if !strace_runs() {
+        return;
+    }
+    let p = Project::git();
+    let answer = p.path().join("answer.out");
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-qq", "-o", "/dev/null", "-P"])
+        .arg(&answer)
+        .args(["-e", "trace=write", "-e", "inject=write:error=ENOSPC"])
+        .arg(bin_dir().join("stop-gate"))
+        .args(["--run", "false"])
+        .current_dir(p.path());
+    let payload = p.payload("s1", Some("x")).to_string();
+    let payload_file = p.path().join("payload.json");
+    std::fs::write(&payload_file, payload).unwrap();
+    cmd.stdin(std::fs::File::open(&payload_file).unwrap())
+        .stdout(std::fs::File::create(&answer).unwrap())
+        .stderr(std::process::Stdio::piped());
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert_eq!(std::fs::read(&answer).unwrap(), b"", "nothing was written");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_contains!(
+        stderr,
+        "cannot write the Stop's answer to standard output, so the stop is blocked: stop-gate: `false` failed (exit 1)"
+    );
+}
