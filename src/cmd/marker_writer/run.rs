@@ -104,18 +104,29 @@ pub(super) fn run(
     // A pass in place vouches for the content it ran on; if that changed under it, nothing is
     // vouched. (A snapshot cannot change: the agent's edits land in the worktree.)
     let mut note = None;
-    if isolation == payload::Isolation::InPlace
-        && matches!(subject, Subject::Worktree)
-        && subject.id(project, None, limits.renewed()).ok().as_deref() != Some(subject_id.as_str())
-    {
-        diagnostic(
-            NAME,
-            &format!("the worktree changed while `{shown}` ran; recording aborted"),
-        );
-        if status == Status::Passed {
-            status = Status::Aborted;
+    if isolation == payload::Isolation::InPlace && matches!(subject, Subject::Worktree) {
+        // What the worktree holds now: the same content, other content, or not known (an I/O
+        // error is no change, and is said as itself: issue 44).
+        let why = match subject.id(project, None, limits.renewed()) {
+            Ok(now) if now == subject_id => None,
+            Ok(_) => Some((
+                format!("the worktree changed while `{shown}` ran; recording aborted"),
+                "the worktree changed while the command ran".to_string(),
+            )),
+            Err(e) => Some((
+                format!(
+                    "the worktree could not be read again after `{shown}` ran ({e}); recording aborted"
+                ),
+                "the worktree could not be read again after the command ran".to_string(),
+            )),
+        };
+        if let Some((line, recorded)) = why {
+            diagnostic(NAME, &line);
+            if status == Status::Passed {
+                status = Status::Aborted;
+            }
+            note = Some(recorded);
         }
-        note = Some("the worktree changed while the command ran".to_string());
     }
     let record = Run {
         command: shown,
@@ -175,6 +186,11 @@ fn told(
                 NAME,
                 &format!("{check} {} for {subject_id}{how}", status.as_str()),
             );
+            // A command that passed on content no one can vouch for (the worktree changed, or
+            // could not be read again) is no success: CI must not go green on it.
+            if code == 0 && status != Status::Passed {
+                return Ok(1);
+            }
             Ok(u8::try_from(code.clamp(0, 255)).unwrap_or(1))
         }
         // The command passed but nothing vouches for it: that must not look like success.

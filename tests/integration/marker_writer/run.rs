@@ -181,7 +181,8 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
         repo.path(),
         &tests_run_by_sh("echo '// sneaked in' >> lib.rs"),
     );
-    assert_eq!(out.status.code(), Some(0), "the command's own code");
+    // Not the command's own 0 (issue 44 item 4): CI must not go green on it.
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
     let payload = only_payload(repo.path(), "tests");
     assert_eq!(payload["status"], "aborted");
     assert_eq!(
@@ -189,6 +190,47 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
         "the worktree changed while the command ran"
     );
     assert_eq!(verify(repo.path(), "tests").status.code(), Some(1));
+}
+
+/// Issue 44 item 4: an I/O error hashing the worktree after the command ran is said as itself,
+/// never as a change, and is no success either: the marker is aborted and marker-writer exits
+/// 1 where the command passed. Before, it said "the worktree changed" and exited 0.
+#[test]
+fn an_io_error_hashing_the_worktree_after_the_run_is_told_as_itself_and_fails() {
+    let there = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
+        return skip("strace is not installed");
+    }
+    let repo = Project::git();
+    let file = repo.path().join("lib.rs");
+    assert!(file.is_file());
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&file)
+        .args(["-e", "trace=read", "-e", "inject=read:error=EIO:when=2"])
+        .arg(bin_dir().join("marker-writer"))
+        .args(["run", "--check", "tests", "--", "true"])
+        .current_dir(repo.path());
+    let out = output_with_stdin(cmd, b"");
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_contains!(
+        stderr,
+        "the worktree could not be read again after `true` ran"
+    );
+    assert_contains!(stderr, "Input/output error");
+    assert_lacks!(stderr, "changed while");
+    let payload = only_payload(repo.path(), "tests");
+    assert_eq!(payload["status"], "aborted");
+    assert_eq!(
+        payload["note"],
+        "the worktree could not be read again after the command ran"
+    );
 }
 
 #[test]
