@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::target::MAX_SETTINGS;
 use super::{Installed, Target, installed_of, parse};
 use crate::cli::hook::HookInput;
 use crate::error;
@@ -26,9 +27,6 @@ use crate::state::project::{Project, SessionId};
 use crate::state::session;
 use crate::sys::files;
 use crate::sys::paths;
-
-/// The most of a proposed settings file read; a larger one is blocked.
-const MAX_SETTINGS: u64 = 8 << 20;
 
 /// The user's settings file: in `$CLAUDE_CONFIG_DIR` where that is set, else `~/.claude`.
 fn user_settings() -> Option<PathBuf> {

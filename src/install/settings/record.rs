@@ -54,10 +54,30 @@ impl Record {
         }
     }
 
-    /// The record's place, made when missing: the state home's, else the fallback.
+    /// The record's place, made when missing: the state home's, else the fallback, but only
+    /// where the state home cannot be written at all (none, a file in its way, or no
+    /// permission: the case every other state falls back for). A fault making it (a full disk, an I/O error) is an error:
+    /// the record never moves into the agent's reach on one (issue 44).
     fn made(&self) -> Result<PathBuf> {
-        if let Ok(dir) = protected::made_install_dir(&self.project) {
-            return Ok(dir.join(RECORD_FILE));
+        match protected::made_install_dir(&self.project) {
+            Ok(dir) => return Ok(dir.join(RECORD_FILE)),
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::NotADirectory
+                        | std::io::ErrorKind::PermissionDenied
+                        | std::io::ErrorKind::ReadOnlyFilesystem
+                ) =>
+            {
+                let dir = protected::install_dir(&self.project).unwrap_or_default();
+                return Err(Error::input(format!(
+                    "cannot make the install record's place {} in the state home ({}); nothing was changed",
+                    dir.display(),
+                    crate::error::plain_io(&e)
+                )));
+            }
+            Err(_) => {}
         }
         let path = self.fallback();
         let dir = path.parent().expect("the fallback state");

@@ -90,18 +90,22 @@ impl Target {
     }
 
     /// The file's bytes, `None` when it does not exist. Only a regular file is read: a FIFO
-    /// or device in its place is refused rather than waited on.
+    /// or device in its place is refused rather than waited on, and one larger than
+    /// [`MAX_SETTINGS`] before it is read whole (issue 44).
     pub(super) fn read(&self) -> Result<Option<Vec<u8>>> {
-        use std::io::Read;
-        let mut file = match files::open_regular(&self.file) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("read", &self.file, &e)),
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| Error::io("read", &self.file, &e))?;
-        Ok(Some(bytes))
+        read_settings(&self.file, &self.given, "settings file")
+    }
+
+    /// The backup's bytes, `None` when there is none. One that is there but cannot be read is
+    /// an error: the user's original bytes may be all it holds, so nothing may go on as if it
+    /// were not there (issue 44).
+    pub(super) fn read_backup(&self) -> Result<Option<Vec<u8>>> {
+        let backup = self.backup();
+        read_settings(&backup, &backup, "backup").map_err(|e| {
+            Error::input(format!(
+                "{e}; it may hold your original settings, so nothing was changed: read it, or move it aside, and run again"
+            ))
+        })
     }
 
     /// Refuses a file its owner made read-only: rewriting it (by rename, which the directory
@@ -115,4 +119,30 @@ impl Target {
             _ => Ok(()),
         }
     }
+}
+
+/// The most of a settings file vigil reads: a larger one is refused before it is read whole.
+pub(crate) const MAX_SETTINGS: u64 = 8 << 20;
+
+/// A settings file's bytes (or its backup's), `None` when it does not exist; `shown` names it
+/// in an error.
+fn read_settings(path: &Path, shown: &Path, what: &str) -> Result<Option<Vec<u8>>> {
+    let file = match files::open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("read", path, &e)),
+    };
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io("read", path, &e))?
+        .len();
+    if size > MAX_SETTINGS {
+        return Err(Error::input(format!(
+            "the {what} {} is {}, larger than the {} vigil reads; nothing was changed",
+            shown.display(),
+            files::human_bytes(size),
+            files::human_bytes(MAX_SETTINGS)
+        )));
+    }
+    files::read_capped(file, MAX_SETTINGS, &format!("the {what}"), path).map(Some)
 }

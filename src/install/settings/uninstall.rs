@@ -54,8 +54,8 @@ pub(crate) fn uninstall(target: &Target, dry_run: bool) -> Result<Change> {
         before.as_deref().map(sha256_hex).as_deref() == Some(installed.written_sha256.as_str());
     let mut missing = Vec::new();
     let backup = target.backup();
-    let original = std::fs::read(&backup)
-        .ok()
+    let original = target
+        .read_backup()?
         .filter(|bytes| installed.original_sha256.as_deref() == Some(sha256_hex(bytes).as_str()));
     // Gone: what else install did (the record, Codex's trust) is still taken back.
     let gone = before.is_none();
@@ -244,8 +244,8 @@ fn without_record(target: &Target, before: Option<Vec<u8>>, dry_run: bool) -> Re
     }
     // The user's original, when the backup is exactly what is left.
     let backup = target.backup();
-    let original = std::fs::read(&backup)
-        .ok()
+    let original = target
+        .read_backup()?
         .filter(|kept| parse(kept, &backup).is_ok_and(|kept| kept == root));
     let after = original.clone().unwrap_or_else(|| render(&root));
     let handlers = if removed.len() == 1 {

@@ -186,3 +186,132 @@ fn uninstall_works_from_the_settings_file_when_every_vigil_file_is_gone() {
     assert!(stdout_of(&out).contains("vigil is not installed in this file"));
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
+
+/// settings-merge ACTION on `path` under strace, injecting `errno` at every one of `syscalls`
+/// that names `at`.
+fn merge_faulted(
+    action: &str,
+    path: &std::path::Path,
+    at: &std::path::Path,
+    syscalls: &str,
+    errno: &str,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(at)
+        .args(["-e", &format!("trace={syscalls}")])
+        .args(["-e", &format!("inject={syscalls}:error={errno}")])
+        .arg(bin_dir().join("settings-merge"))
+        .arg(action)
+        .arg("--settings")
+        .arg(path);
+    if action == "install" {
+        cmd.arg("--bin-dir").arg(bin_dir());
+    }
+    output_with_stdin(cmd, b"")
+}
+
+fn strace_runs() -> bool {
+    let there = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
+        skip("strace is not installed");
+    }
+    there
+}
+
+/// Issue 44 item 3, the installer never loses the user's bytes: a `.vigil-backup` that cannot
+/// be read (EIO) makes uninstall refuse, with one line, changing nothing: the settings file and
+/// the backup stay. Unfaulted, the next uninstall gives the original back byte for byte.
+/// Before, uninstall said "removed vigil's hooks", wrote the file normalized and deleted the
+/// backup: the original bytes were gone.
+#[test]
+fn an_unreadable_backup_makes_uninstall_refuse_and_keep_it() {
+    if !strace_runs() {
+        return;
+    }
+    let (_dir, path, _) = project_with("claude-four-spaces.json");
+    let original = std::fs::read(&path).unwrap();
+    ok(merge("install", &path, false, &[]));
+    let installed = std::fs::read(&path).unwrap();
+    let backup = backup_of(&path);
+    assert_eq!(std::fs::read(&backup).unwrap(), original);
+    let out = merge_faulted("uninstall", &path, &backup, "read", "EIO");
+    assert_ne!(out.status.code(), Some(0), "{}", said(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_contains!(stderr, "Input/output error");
+    assert_contains!(
+        stderr,
+        "it may hold your original settings, so nothing was changed"
+    );
+    assert!(
+        std::fs::read(&path).unwrap() == installed,
+        "the file changed"
+    );
+    assert!(
+        std::fs::read(&backup).unwrap() == original,
+        "the backup changed"
+    );
+    ok(merge("uninstall", &path, false, &[]));
+    assert!(
+        std::fs::read(&path).unwrap() == original,
+        "not the original"
+    );
+}
+
+/// Issue 44 item 3: a full disk (ENOSPC) or an I/O error making the project's directory in the
+/// state home refuses the install with one line, and nothing is changed: the record never moves
+/// into the project's `.vigil/state/`, where the agent writes. Before, it did, with exit 0.
+#[test]
+fn an_install_whose_record_cannot_go_to_the_state_home_is_refused() {
+    if !strace_runs() {
+        return;
+    }
+    for errno in ["ENOSPC", "EIO"] {
+        let (dir, path, _) = project_with("claude-four-spaces.json");
+        let original = std::fs::read(&path).unwrap();
+        let place = install_record_of(dir.path())
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let out = merge_faulted("install", &path, &place, "mkdir,mkdirat", errno);
+        assert_ne!(out.status.code(), Some(0), "{errno}: {}", said(&out));
+        assert_contains!(
+            String::from_utf8_lossy(&out.stderr),
+            "cannot make the install record's place"
+        );
+        assert!(
+            std::fs::read(&path).unwrap() == original,
+            "{errno}: the file changed"
+        );
+        assert!(
+            !dir.path().join(".vigil/state").exists(),
+            "{errno}: the record moved into the project"
+        );
+    }
+}
+
+/// Issue 44 item 3: a settings file larger than the 8 MiB vigil reads is refused with one line
+/// before it is read whole, and stays as it was.
+#[test]
+fn a_settings_file_past_8_mib_is_refused_before_it_is_read() {
+    let (_dir, path, _) = project_with("claude-four-spaces.json");
+    let mut big = b"{\"model\": \"".to_vec();
+    big.extend(std::iter::repeat_n(b'x', 9 << 20));
+    big.extend(b"\"}\n");
+    std::fs::write(&path, &big).unwrap();
+    for action in ["install", "uninstall", "check"] {
+        let out = merge(action, &path, false, &[]);
+        assert_ne!(out.status.code(), Some(0), "{action}: {}", said(&out));
+        // The doctor's `[fail]` line is on stdout; the others' error on stderr.
+        assert_contains!(said(&out), "larger than the 8 MiB vigil reads");
+        assert!(
+            std::fs::read(&path).unwrap() == big,
+            "{action}: the file changed"
+        );
+    }
+}
