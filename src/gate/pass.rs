@@ -504,11 +504,16 @@ impl Gate<'_> {
             state.reported = true;
             record.save()?;
             let state = record.record.ralph.as_ref().expect("the loop is there");
-            wakes::settle(state);
+            let unwoken = wakes::settle(state);
             if let Some(report) = &state.report {
                 let line = wakes::loop_line(state, report);
                 self.heard.borrow_mut().settled = Some(line);
             }
+            // A wake that could not be written is told to the person, not only on stderr.
+            let message = match unwoken {
+                Some(line) => format!("{message}\nvigil: {line}"),
+                None => message,
+            };
             return Ok(Some(Step::Output(StopOutput::Allow(Some(message)))));
         }
         if record.record != before {

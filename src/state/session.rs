@@ -209,7 +209,7 @@ fn running_marker(record: &Path, session: &SessionId) -> PathBuf {
 pub(crate) fn peek(
     project: &Project,
     session: &SessionId,
-) -> std::result::Result<Option<SessionRecord>, String> {
+) -> std::result::Result<Option<SessionRecord>, Unread> {
     let path = path(project, session);
     match record::read(&path) {
         record::Read::Found { payload, .. } => {
@@ -217,35 +217,58 @@ pub(crate) fn peek(
                 Ok(record) if record.schema == SCHEMA && record.session_id == session.as_str() => {
                     match record.lost {
                         // Found by a hook that could not tell it: the next Stop does.
-                        Some(lost) => Err(lost),
+                        Some(lost) => Err(Unread::said(lost)),
                         None => Ok(Some(record)),
                     }
                 }
-                _ => Err(format!(
+                _ => Err(Unread::said(format!(
                     "the session record {} is not one vigil wrote",
                     path.display()
-                )),
+                ))),
             }
         }
-        record::Read::Corrupt(why) => Err(format!(
+        record::Read::Corrupt(why) => Err(Unread::said(format!(
             "the session record {} is damaged: {why}",
             path.display()
-        )),
-        record::Read::Failed(e) => Err(format!(
-            "the session record {} cannot be read: {}",
-            path.display(),
-            crate::error::plain_io(&e)
-        )),
+        ))),
+        record::Read::Failed(e) => Err(Unread {
+            why: format!(
+                "the session record {} cannot be read: {}",
+                path.display(),
+                crate::error::plain_io(&e)
+            ),
+            io: true,
+        }),
         record::Read::Missing => {
             if std::fs::symlink_metadata(running_marker(&path, session)).is_ok() {
-                Err(format!(
+                Err(Unread::said(format!(
                     "the record of this session's loop is gone from {}",
                     path.parent().unwrap_or(Path::new(".")).display()
-                ))
+                )))
             } else {
                 Ok(None)
             }
         }
+    }
+}
+
+/// Why a session's record could not be taken at its word: damaged, gone while its loop was
+/// known to run, or (`io`) not read at all, an I/O error that says nothing of what it holds.
+#[derive(Debug)]
+pub(crate) struct Unread {
+    pub(crate) why: String,
+    pub(crate) io: bool,
+}
+
+impl Unread {
+    fn said(why: String) -> Unread {
+        Unread { why, io: false }
+    }
+}
+
+impl std::fmt::Display for Unread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
     }
 }
 

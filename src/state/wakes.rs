@@ -349,23 +349,22 @@ pub(crate) fn amend(state: &LoopState) {
 }
 
 /// [`settled`], for a caller that must go on whatever happens to the wake: a wake that cannot
-/// be written is said in one line on stderr.
-pub(crate) fn settle(state: &LoopState) {
-    if let Err(e) = settled(state) {
-        let binary = std::env::args()
-            .next()
-            .and_then(|a| {
-                Path::new(&a)
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-            })
-            .unwrap_or_else(|| "vigil".into());
-        // Not eprintln!, which panics when stderr is gone (a hook that outlives its engine).
-        crate::cli::output::diagnostic(
-            &binary,
-            &format!("{e}; the loop's commander will not be woken"),
-        );
-    }
+/// be written is said in one line on stderr, and returned, for the caller to tell where a
+/// person sees it (issue 44).
+pub(crate) fn settle(state: &LoopState) -> Option<String> {
+    let e = settled(state).err()?;
+    let binary = std::env::args()
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "vigil".into());
+    let line = format!("{e}; the loop's commander may not be woken");
+    // Not eprintln!, which panics when stderr is gone (a hook that outlives its engine).
+    crate::cli::output::diagnostic(&binary, &line);
+    Some(line)
 }
 
 /// `loop parser-fix in ../wt-parser: running -> passed after 7 passes, checks green`.

@@ -707,3 +707,70 @@ fn a_cut_already_told_is_not_told_again_when_its_failed_turn_comes() {
     });
     assert!(dir.wakes().is_empty(), "told once already");
 }
+
+/// Issue 44 item 2: a reader that cannot read the loop's record (EIO) cannot tell whether its
+/// wake is still news, so it keeps the wake queued rather than judge it stale and delete it;
+/// the next start, unfaulted, tells it. Before, the wake was deleted, and the end never
+/// reached the commander.
+#[test]
+fn a_wake_whose_loop_cannot_be_read_stays_queued() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
+        return skip("strace is not installed");
+    }
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "kept");
+    assert_eq!(dir.wakes().len(), 1);
+    let record = dir.protected().join("sessions/w1.rec");
+    let mut cmd = std::process::Command::new("strace");
+    let payload = serde_json::json!({"session_id": fresh("n"), "cwd": dir.path(),
+        "hook_event_name": "SessionStart", "source": "startup"});
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&record)
+        .args(["-e", "trace=read", "-e", "inject=read:error=EIO"])
+        .arg(bin_dir().join("session-start-loader"))
+        .current_dir(dir.path());
+    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    assert_lacks!(stdout_of(&out), "loop kept");
+    assert_eq!(dir.wakes().len(), 1, "the wake was dropped");
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    assert_contains!(stdout_of(&start), "loop kept in .: running -> passed");
+    assert!(dir.wakes().is_empty());
+}
+
+/// Issue 44 item 2: a wake the ending Stop cannot make durable (EIO on each fsync) is told to
+/// the person in the Stop's `systemMessage`, not only on the stderr of a hook that exits 0.
+#[test]
+fn a_wake_that_cannot_be_written_is_told_to_the_person_at_the_stop() {
+    if std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
+        return skip("strace is not installed");
+    }
+    let dir = Project::git();
+    dir.loop_for("w1").flags(&["--name", "a"]).start();
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(["-e", "trace=fsync", "-e", "inject=fsync:error=EIO"])
+        .arg(bin_dir().join("stop-gate"))
+        .current_dir(dir.path());
+    let payload = dir.payload("w1", Some("<promise>DONE</promise>"));
+    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    let stop = stop_of(&out);
+    assert!(!stop.blocked(), "{:?}", stop.json);
+    let message = stop.system_message();
+    assert_contains!(message, "cannot write the wake");
+    assert_contains!(
+        message,
+        "Input/output error; the loop's commander may not be woken"
+    );
+}

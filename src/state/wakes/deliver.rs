@@ -92,24 +92,26 @@ fn recover_older(queue: &Path, expires: Duration) {
 
 /// Whether `wake` is still news: a loop's, when the loop's session still holds that loop with
 /// that status (not restarted or changed since); a CI verdict's always (a newer one replaced it
-/// when it came).
-pub(crate) fn is_news(wake: &Wake) -> bool {
+/// when it came). `None`: not known now, the session's record could not be read (an I/O
+/// error): the wake stays queued for a reader that can tell (issue 44).
+pub(crate) fn is_news(wake: &Wake) -> Option<bool> {
     if wake.kind == Kind::Ci {
-        return true;
+        return Some(true);
     }
     let Some(session) = wake
         .session_id
         .as_deref()
         .and_then(|s| SessionId::parse(s).ok())
     else {
-        return false;
+        return Some(false);
     };
     let project = Project::at(&wake.worktree).for_reading();
     match session::peek(&project, &session) {
-        Ok(Some(record)) => record.ralph.is_some_and(|ralph| {
+        Ok(Some(record)) => Some(record.ralph.is_some_and(|ralph| {
             ralph.report.is_some_and(|r| r.id == wake.id) && ralph.status.as_str() == wake.status
-        }),
-        _ => false,
+        })),
+        Err(unread) if unread.io => None,
+        _ => Some(false),
     }
 }
 
@@ -132,11 +134,13 @@ pub(crate) fn take(queues: &[PathBuf]) -> Vec<Claimed> {
             let Some(claimed) = claim(&path, wake) else {
                 continue;
             };
-            if is_news(&claimed.wake) {
-                size += cost;
-                taken.push(claimed);
-            } else {
-                claimed.done();
+            match is_news(&claimed.wake) {
+                Some(true) => {
+                    size += cost;
+                    taken.push(claimed);
+                }
+                Some(false) => claimed.done(),
+                None => claimed.put_back(),
             }
         }
     }
