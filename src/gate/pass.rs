@@ -470,6 +470,8 @@ impl Gate<'_> {
         step: impl FnOnce(&mut LoopState, &mut Budget) -> Result<Step>,
     ) -> Result<Option<Step>> {
         let mut record = Session::open(&self.project, session)?;
+        // A wake an end still owes (a kill came between the end and its wake): written now.
+        let _ = wakes::settle_owed(&mut record);
         if let Some(lost) = record.take_lost() {
             // Told now: the record is saved without it (and without the running marker).
             record.save()?;
@@ -502,9 +504,12 @@ impl Gate<'_> {
             let state = record.record.ralph.as_mut().expect("the loop is there");
             state.end(why);
             state.reported = true;
+            // The end and the wake it owes are one save: a kill before the wake is written
+            // leaves it owed, for the session's next hook (issue 44).
+            state.wake_owed = state.report.is_some();
             record.save()?;
+            let unwoken = wakes::settle_owed(&mut record);
             let state = record.record.ralph.as_ref().expect("the loop is there");
-            let unwoken = wakes::settle(state);
             if let Some(report) = &state.report {
                 let line = wakes::loop_line(state, report);
                 self.heard.borrow_mut().settled = Some(line);

@@ -276,6 +276,11 @@ pub struct LoopState {
     /// the pass stands for a tree that is no longer there, NOT verified.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub changed_after: bool,
+    /// The loop ended with a report, and its wake is not known to be queued yet: written with
+    /// the end in one save, cleared once the wake is, so a kill between the two leaves the end
+    /// and its wake owed, which the next hook of the session writes (issue 44).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) wake_owed: bool,
 }
 
 /// How many paths or tests a loop keeps in each list of [`HeldTold`].
@@ -374,6 +379,7 @@ impl LoopState {
             held: None,
             vouched: None,
             changed_after: false,
+            wake_owed: false,
         }
     }
 

@@ -302,7 +302,11 @@ pub(crate) fn settled(state: &LoopState) -> Result<()> {
             "no state home ($VIGIL_STATE_HOME and $HOME are not absolute paths), so the loop's wake cannot be written",
         ));
     };
-    enqueue(&queue, &Wake::of_loop(state, report))?;
+    // At most once: a wake of this loop's end already queued, claimed or told (a drain after a
+    // kill between the wake and the save that cleared its debt) is not written again.
+    if !already_woken(&queue, &report.id) {
+        enqueue(&queue, &Wake::of_loop(state, report))?;
+    }
     // `loop list`'s line: the wake is queued already, whatever becomes of it.
     for queue in entry_queues(report) {
         let _ = write_entry(&queue, &Entry::of(state, report));
@@ -365,6 +369,46 @@ pub(crate) fn settle(state: &LoopState) -> Option<String> {
     // Not eprintln!, which panics when stderr is gone (a hook that outlives its engine).
     crate::cli::output::diagnostic(&binary, &line);
     Some(line)
+}
+
+/// The wake `record`'s ended loop owes (`wake_owed`), written, and the debt cleared in the
+/// record: right after the save that ended the loop, and at the next hook of the session where
+/// a kill came between the two. The line of a wake that could not be written, for the caller
+/// to tell the person; it stays owed.
+pub(crate) fn settle_owed(record: &mut crate::state::session::Session) -> Option<String> {
+    let state = record.record.ralph.as_ref()?;
+    if !state.wake_owed || state.status.is_live() {
+        return None;
+    }
+    if let Some(line) = settle(state) {
+        return Some(line);
+    }
+    if let Some(state) = record.record.ralph.as_mut() {
+        state.wake_owed = false;
+    }
+    // A save that fails leaves it owed: the next hook finds the wake queued, and writes none.
+    let _ = record.save();
+    None
+}
+
+/// The name a delivered wake leaves in its queue's `told/`, so it is never told again.
+pub(crate) fn told_mark(queue: &Path, id: &str) -> PathBuf {
+    queue.join("told").join(file_safe(id))
+}
+
+/// Whether `queue` holds a wake of the loop `id` (waiting or claimed), or told one.
+fn already_woken(queue: &Path, id: &str) -> bool {
+    let suffix = format!("-{}.json", file_safe(id));
+    let holds = |dir: &Path| {
+        std::fs::read_dir(dir).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+        })
+    };
+    holds(queue)
+        || holds(&queue.join("claimed"))
+        || std::fs::symlink_metadata(told_mark(queue, id)).is_ok()
 }
 
 /// `loop parser-fix in ../wt-parser: running -> passed after 7 passes, checks green`.

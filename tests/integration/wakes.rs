@@ -774,3 +774,94 @@ fn a_wake_that_cannot_be_written_is_told_to_the_person_at_the_stop() {
         "Input/output error; the loop's commander may not be woken"
     );
 }
+
+/// Whether strace runs here (CI installs it).
+fn strace_runs() -> bool {
+    let there = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !there {
+        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
+        skip("strace is not installed");
+    }
+    there
+}
+
+/// Issue 44 item 2, every end has its wake: the Stop that ends a loop is killed (SIGKILL) at
+/// the rename that would queue its wake, after the save that ended it. The end and the wake it
+/// owes were one save, so the session's next hook writes the wake; it is told once, and no
+/// later hook writes it again. Before, no wake was ever written: the commander never heard.
+#[test]
+fn a_stop_killed_between_the_end_and_its_wake_leaves_the_wake_owed_and_the_next_hook_writes_it() {
+    if !strace_runs() {
+        return;
+    }
+    let dir = Project::git();
+    dir.loop_for("w1").flags(&["--name", "owed"]).start();
+    let mut cmd = std::process::Command::new("strace");
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(["-e", "trace=rename,renameat,renameat2"])
+        .args(["-e", "inject=rename,renameat,renameat2:signal=KILL:when=1"])
+        .arg(bin_dir().join("stop-gate"))
+        .current_dir(dir.path());
+    let payload = dir.payload("w1", Some("<promise>DONE</promise>"));
+    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    assert!(
+        out.status.code() != Some(0) || out.stdout.is_empty(),
+        "{}",
+        said(&out)
+    );
+    let state = dir.loop_state("w1");
+    assert_eq!(state["status"], "passed", "{state}");
+    assert_eq!(state["wake_owed"], true, "{state}");
+    assert!(dir.wakes().is_empty(), "the kill came before the wake");
+    // The session's next Stop writes it, and clears the debt.
+    assert!(!dir.stop(&[], "w1", Some("next")).blocked());
+    assert_eq!(dir.wakes().len(), 1);
+    assert!(dir.loop_state("w1").get("wake_owed").is_none());
+    let start = session_start(dir.path(), &fresh("n"), "startup");
+    assert_contains!(stdout_of(&start), "loop owed in .: running -> passed");
+    assert!(!dir.stop(&[], "w1", Some("again")).blocked());
+    assert!(dir.wakes().is_empty(), "written twice");
+}
+
+/// Issue 44 item 2, at most once: a reader told a wake and could not remove its claim (EIO on
+/// unlink). Two minutes on, the claim looks like one whose holder died; it is never put back
+/// and told again. Before, the same wake came twice.
+#[test]
+fn a_told_wake_whose_claim_cannot_be_removed_is_never_told_again() {
+    if !strace_runs() {
+        return;
+    }
+    let dir = Project::git();
+    passed_loop(&dir, "w1", "once");
+    let mut cmd = std::process::Command::new("strace");
+    let payload = serde_json::json!({"session_id": fresh("n"), "cwd": dir.path(),
+        "hook_event_name": "SessionStart", "source": "startup"});
+    isolated(&mut cmd)
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args([
+            "-e",
+            "trace=unlink,unlinkat",
+            "-e",
+            "inject=unlink,unlinkat:error=EIO",
+        ])
+        .arg(bin_dir().join("session-start-loader"))
+        .current_dir(dir.path());
+    let out = output_with_stdin(cmd, payload.to_string().as_bytes());
+    assert_contains!(stdout_of(&out), "loop once in .: running -> passed");
+    let claimed = queue_of(dir.path()).join("claimed");
+    let held: Vec<_> = std::fs::read_dir(&claimed).unwrap().flatten().collect();
+    assert_eq!(held.len(), 1, "the claim could not be removed");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(held[0].path())
+        .unwrap();
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(121))
+        .unwrap();
+    let again = session_start(dir.path(), &fresh("n"), "startup");
+    assert_lacks!(stdout_of(&again), "loop once");
+    assert!(dir.wakes().is_empty());
+}

@@ -173,6 +173,8 @@ pub(crate) fn told_passed(state: &LoopState) -> String {
 /// was cut.
 pub(crate) fn end_session(project: &Project, session: &SessionId) -> Result<Option<LoopState>> {
     let mut record = Session::open(project, session)?;
+    // A wake an end still owes (a kill came between the end and its wake): written now.
+    let _ = wakes::settle_owed(&mut record);
     let Some(state) = record.record.ralph.as_mut() else {
         return Ok(None);
     };
@@ -188,9 +190,10 @@ pub(crate) fn end_session(project: &Project, session: &SessionId) -> Result<Opti
     };
     state.end(reason);
     state.reported = false;
-    let state = state.clone();
+    state.wake_owed = state.report.is_some();
     record.save()?;
-    wakes::settle(&state);
+    wakes::settle_owed(&mut record);
+    let state = record.record.ralph.clone().expect("the loop is there");
     Ok(Some(state))
 }
 
@@ -268,8 +271,9 @@ pub(crate) fn cancel(project: &Project, session: &SessionId) -> Result<Option<Ca
     }
     state.end(EndReason::Cancelled);
     state.reported = false;
-    let state = state.clone();
+    state.wake_owed = state.report.is_some();
     record.save()?;
-    wakes::settle(&state);
+    wakes::settle_owed(&mut record);
+    let state = record.record.ralph.clone().expect("the loop is there");
     Ok(Some(Cancelled::Loop(Box::new(state))))
 }

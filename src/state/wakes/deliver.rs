@@ -36,8 +36,17 @@ pub(crate) struct Claimed {
 }
 
 impl Claimed {
-    /// Delivered: gone for good.
+    /// Delivered: gone for good. A mark in the queue's `told/` is left first, so a claim that
+    /// cannot be removed is never put back and told again (issue 44).
     pub(crate) fn done(self) {
+        if let Some(queue) = self.from.parent() {
+            let mark = super::told_mark(queue, &self.wake.id);
+            if let Some(dir) = mark.parent()
+                && files::make_private_dir(dir).is_ok()
+            {
+                let _ = atomic::write_atomic_as(&mark, b"", 0o600, Durability::Skip);
+            }
+        }
         let _ = std::fs::remove_file(&self.at);
     }
 
@@ -68,16 +77,41 @@ pub(super) fn claim(path: &Path, wake: Wake) -> Option<Claimed> {
     })
 }
 
-/// Puts back every claim in `queue` older than [`CLAIM_EXPIRES`]: its holder died.
+/// Puts back every claim in `queue` older than [`CLAIM_EXPIRES`]: its holder died. The marks
+/// of wakes told more than [`TOLD_KEPT`] ago go.
 pub(crate) fn recover(queue: &Path) {
     recover_older(queue, CLAIM_EXPIRES);
+    if let Ok(told) = std::fs::read_dir(queue.join("told")) {
+        for entry in told.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= TOLD_KEPT);
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
 }
+
+/// How long the mark of a told wake is kept: far longer than a kill and the next hook apart.
+const TOLD_KEPT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 fn recover_older(queue: &Path, expires: Duration) {
     let Ok(dir) = std::fs::read_dir(queue.join("claimed")) else {
         return;
     };
     for entry in dir.flatten() {
+        // Told already (its removal failed): never put back.
+        let told = read_json::<Wake>(&entry.path()).is_some_and(|wake| {
+            std::fs::symlink_metadata(super::told_mark(queue, &wake.id)).is_ok()
+        });
+        if told {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
         let old = entry
             .metadata()
             .and_then(|m| m.modified())
