@@ -23,6 +23,7 @@
 //! | [`gate`] | the Stop hook's decision: the loop, the check command, the markers, the budget | §4 |
 //! | [`install`] | settings merge, `--protect`, planted code, Codex trust, the doctor | §8, §9 |
 //! | [`cmd`] | each binary's work: its flags, its help, its commands | §2 |
+//! | [`fuzzing`] | what each fuzz target checks, replayed by the tests | P1 |
 
 // Only what a binary, a test or a fuzz target names is `pub`; the rest is `pub(crate)`, and the
 // lint keeps it so (issue 42).
@@ -54,6 +55,8 @@ pub(crate) mod gate;
 pub mod install;
 
 pub mod cmd;
+
+pub mod fuzzing;
 
 #[cfg(test)]
 mod layers;

@@ -18,6 +18,7 @@ mod by_stat;
 mod commonmark;
 mod faults;
 mod flags;
+mod fuzz_regressions;
 mod handoff;
 mod help;
 mod hostile;
