@@ -714,27 +714,17 @@ fn a_cut_already_told_is_not_told_again_when_its_failed_turn_comes() {
 /// reached the commander.
 #[test]
 fn a_wake_whose_loop_cannot_be_read_stays_queued() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
-        return skip("strace is not installed");
+    if !strace_runs() {
+        return;
     }
     let dir = Project::git();
     passed_loop(&dir, "w1", "kept");
     assert_eq!(dir.wakes().len(), 1);
     let record = dir.protected().join("sessions/w1.rec");
-    let mut cmd = std::process::Command::new("strace");
     let payload = serde_json::json!({"session_id": fresh("n"), "cwd": dir.path(),
         "hook_event_name": "SessionStart", "source": "startup"});
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(&record)
-        .args(["-e", "trace=read", "-e", "inject=read:error=EIO"])
-        .arg(bin_dir().join("session-start-loader"))
-        .current_dir(dir.path());
+    let mut cmd = faulted("session-start-loader", Some(&record), "read", "error=EIO");
+    cmd.current_dir(dir.path());
     let out = output_with_stdin(cmd, payload.to_string().as_bytes());
     assert_lacks!(stdout_of(&out), "loop kept");
     assert_eq!(dir.wakes().len(), 1, "the wake was dropped");
@@ -747,22 +737,13 @@ fn a_wake_whose_loop_cannot_be_read_stays_queued() {
 /// the person in the Stop's `systemMessage`, not only on the stderr of a hook that exits 0.
 #[test]
 fn a_wake_that_cannot_be_written_is_told_to_the_person_at_the_stop() {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
-        return skip("strace is not installed");
+    if !strace_runs() {
+        return;
     }
     let dir = Project::git();
     dir.loop_for("w1").flags(&["--name", "a"]).start();
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null"])
-        .args(["-e", "trace=fsync", "-e", "inject=fsync:error=EIO"])
-        .arg(bin_dir().join("stop-gate"))
-        .current_dir(dir.path());
+    let mut cmd = faulted("stop-gate", None, "fsync", "error=EIO");
+    cmd.current_dir(dir.path());
     let payload = dir.payload("w1", Some("<promise>DONE</promise>"));
     let out = output_with_stdin(cmd, payload.to_string().as_bytes());
     let stop = stop_of(&out);
@@ -773,19 +754,6 @@ fn a_wake_that_cannot_be_written_is_told_to_the_person_at_the_stop() {
         message,
         "Input/output error; the loop's commander may not be woken"
     );
-}
-
-/// Whether strace runs here (CI installs it).
-fn strace_runs() -> bool {
-    let there = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
-        skip("strace is not installed");
-    }
-    there
 }
 
 /// Issue 44 item 2, every end has its wake: the Stop that ends a loop is killed (SIGKILL) at
@@ -799,13 +767,13 @@ fn a_stop_killed_between_the_end_and_its_wake_leaves_the_wake_owed_and_the_next_
     }
     let dir = Project::git();
     dir.loop_for("w1").flags(&["--name", "owed"]).start();
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null"])
-        .args(["-e", "trace=rename,renameat,renameat2"])
-        .args(["-e", "inject=rename,renameat,renameat2:signal=KILL:when=1"])
-        .arg(bin_dir().join("stop-gate"))
-        .current_dir(dir.path());
+    let mut cmd = faulted(
+        "stop-gate",
+        None,
+        "rename,renameat,renameat2",
+        "signal=KILL:when=1",
+    );
+    cmd.current_dir(dir.path());
     let payload = dir.payload("w1", Some("<promise>DONE</promise>"));
     let out = output_with_stdin(cmd, payload.to_string().as_bytes());
     assert!(
@@ -837,19 +805,10 @@ fn a_told_wake_whose_claim_cannot_be_removed_is_never_told_again() {
     }
     let dir = Project::git();
     passed_loop(&dir, "w1", "once");
-    let mut cmd = std::process::Command::new("strace");
     let payload = serde_json::json!({"session_id": fresh("n"), "cwd": dir.path(),
         "hook_event_name": "SessionStart", "source": "startup"});
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null"])
-        .args([
-            "-e",
-            "trace=unlink,unlinkat",
-            "-e",
-            "inject=unlink,unlinkat:error=EIO",
-        ])
-        .arg(bin_dir().join("session-start-loader"))
-        .current_dir(dir.path());
+    let mut cmd = faulted("session-start-loader", None, "unlink,unlinkat", "error=EIO");
+    cmd.current_dir(dir.path());
     let out = output_with_stdin(cmd, payload.to_string().as_bytes());
     assert_contains!(stdout_of(&out), "loop once in .: running -> passed");
     let claimed = queue_of(dir.path()).join("claimed");

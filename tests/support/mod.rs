@@ -23,6 +23,7 @@ pub mod serve;
 mod sessions;
 mod state;
 mod stop;
+mod strace;
 
 pub use assertions::*;
 pub use commands::*;
@@ -35,3 +36,4 @@ pub use project::*;
 pub use sessions::*;
 pub use state::*;
 pub use stop::*;
+pub use strace::*;

@@ -264,16 +264,7 @@ pub fn traced_with(
     input: &[u8],
     trace: &str,
 ) -> Option<(std::process::Output, Calls)> {
-    if std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-            "strace is needed here (CI installs it)"
-        );
-        skip("strace is not installed");
+    if !super::strace_runs() {
         return None;
     }
     let file = tempfile::NamedTempFile::new().unwrap();

@@ -83,13 +83,7 @@ pub(crate) fn recover(queue: &Path) {
     recover_older(queue, CLAIM_EXPIRES);
     if let Ok(told) = std::fs::read_dir(queue.join("told")) {
         for entry in told.flatten() {
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= TOLD_KEPT);
-            if old {
+            if older_than(&entry, TOLD_KEPT) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -112,16 +106,20 @@ fn recover_older(queue: &Path, expires: Duration) {
             let _ = std::fs::remove_file(entry.path());
             continue;
         }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= expires);
-        if old {
+        if older_than(&entry, expires) {
             let _ = std::fs::rename(entry.path(), queue.join(entry.file_name()));
         }
     }
+}
+
+/// Whether `entry` was last modified at least `age` ago.
+fn older_than(entry: &std::fs::DirEntry, age: Duration) -> bool {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|elapsed| elapsed >= age)
 }
 
 /// Whether `wake` is still news: a loop's, when the loop's session still holds that loop with

@@ -196,32 +196,17 @@ fn merge_faulted(
     syscalls: &str,
     errno: &str,
 ) -> std::process::Output {
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(at)
-        .args(["-e", &format!("trace={syscalls}")])
-        .args(["-e", &format!("inject={syscalls}:error={errno}")])
-        .arg(bin_dir().join("settings-merge"))
-        .arg(action)
-        .arg("--settings")
-        .arg(path);
+    let mut cmd = faulted(
+        "settings-merge",
+        Some(at),
+        syscalls,
+        &format!("error={errno}"),
+    );
+    cmd.arg(action).arg("--settings").arg(path);
     if action == "install" {
         cmd.arg("--bin-dir").arg(bin_dir());
     }
     output_with_stdin(cmd, b"")
-}
-
-fn strace_runs() -> bool {
-    let there = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
-        skip("strace is not installed");
-    }
-    there
 }
 
 /// Issue 44 item 3, the installer never loses the user's bytes: a `.vigil-backup` that cannot

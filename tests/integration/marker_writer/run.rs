@@ -197,24 +197,14 @@ fn a_worktree_that_changes_during_the_run_is_recorded_aborted() {
 /// 1 where the command passed. Before, it said "the worktree changed" and exited 0.
 #[test]
 fn an_io_error_hashing_the_worktree_after_the_run_is_told_as_itself_and_fails() {
-    let there = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        assert!(std::env::var_os("VIGIL_E2E_REQUIRED").is_none());
-        return skip("strace is not installed");
+    if !strace_runs() {
+        return;
     }
     let repo = Project::git();
     let file = repo.path().join("lib.rs");
     assert!(file.is_file());
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(&file)
-        .args(["-e", "trace=read", "-e", "inject=read:error=EIO:when=2"])
-        .arg(bin_dir().join("marker-writer"))
-        .args(["run", "--check", "tests", "--", "true"])
+    let mut cmd = faulted("marker-writer", Some(&file), "read", "error=EIO:when=2");
+    cmd.args(["run", "--check", "tests", "--", "true"])
         .current_dir(repo.path());
     let out = output_with_stdin(cmd, b"");
     assert_eq!(out.status.code(), Some(1), "{}", said(&out));

@@ -7,24 +7,9 @@ use std::path::{Path, PathBuf};
 
 use crate::support::*;
 
-fn strace() -> bool {
-    let there = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        assert!(
-            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-            "strace is needed here (CI installs it)"
-        );
-        skip("strace is not installed");
-    }
-    there
-}
-
 /// Where strace runs: [`held_project`].
 fn held_traced() -> Option<Project> {
-    strace().then(held_project)
+    strace_runs().then(held_project)
 }
 
 /// A project whose `tests/` the human holds.

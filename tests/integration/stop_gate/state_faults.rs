@@ -12,14 +12,13 @@ use crate::support::*;
 /// `syscall` that touches the session record `record` (`when` empty: at every one). A Stop
 /// that prints nothing lets the stop through, and fails here.
 fn stop_faulted(p: &Project, record: &Path, syscall: &str, errno: &str, when: &str) -> Stop {
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(record)
-        .args(["-e", &format!("trace={syscall}")])
-        .args(["-e", &format!("inject={syscall}:error={errno}{when}")])
-        .arg(bin_dir().join("stop-gate"))
-        .current_dir(p.path());
+    let mut cmd = faulted(
+        "stop-gate",
+        Some(record),
+        syscall,
+        &format!("error={errno}{when}"),
+    );
+    cmd.current_dir(p.path());
     // A message of its own each time: the same one three times over is a stalled loop.
     let message = format!("working ({syscall} {errno}{when})");
     let out = output_with_stdin(cmd, p.payload("s1", Some(&message)).to_string().as_bytes());
@@ -35,21 +34,6 @@ fn stop_faulted(p: &Project, record: &Path, syscall: &str, errno: &str, when: &s
 fn digest(path: &Path) -> Vec<u8> {
     use sha2::Digest as _;
     sha2::Sha256::digest(std::fs::read(path).unwrap()).to_vec()
-}
-
-fn strace_runs() -> bool {
-    let there = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !there {
-        assert!(
-            std::env::var_os("VIGIL_E2E_REQUIRED").is_none(),
-            "strace is needed here (CI installs it)"
-        );
-        skip("strace is not installed");
-    }
-    there
 }
 
 /// What is left beside the record: no `.damaged-…` copy.
@@ -122,22 +106,10 @@ fn an_io_error_on_the_session_record_blocks_and_never_takes_the_older_copy() {
 /// copies are the passed loop and the running one.
 fn two_loops() -> Project {
     let p = Project::git();
-    let start = |task: &str| {
-        ok(p.start(&[
-            "--session",
-            "s1",
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
-            task,
-        ]))
-    };
-    start("the first task");
+    start(&p, "s1", "the first task");
     let passed = p.stop(&[], "s1", Some("<promise>DONE</promise>"));
     assert!(!passed.blocked(), "{:?}", passed.json);
-    start("the second task");
+    start(&p, "s1", "the second task");
     p
 }
 
@@ -151,16 +123,7 @@ fn an_io_error_after_a_cancel_never_brings_the_loop_back() {
     }
     for when in [":when=1", ":when=2", ":when=3", ":when=4", ""] {
         let p = Project::git();
-        ok(p.start(&[
-            "--session",
-            "s1",
-            "--max-iterations",
-            "5",
-            "--completion-promise",
-            "DONE",
-            "--",
-            "the task",
-        ]));
+        start(&p, "s1", "the task");
         assert!(p.stop_s1(&[]).blocked());
         ok(p.loop_command(&["cancel", "--session", "s1"]));
         let stop = stop_faulted(&p, &record_of(&p), "read", "EIO", when);
@@ -174,17 +137,13 @@ fn an_io_error_after_a_cancel_never_brings_the_loop_back() {
 
 /// `stop-gate loop start` under strace, injecting `errno` at every rename that names `path`.
 fn start_faulted(p: &Project, path: &Path, errno: &str) -> std::process::Output {
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
-        .arg(path)
-        .args(["-e", "trace=rename,renameat,renameat2"])
-        .args([
-            "-e",
-            &format!("inject=rename,renameat,renameat2:error={errno}"),
-        ])
-        .arg(bin_dir().join("stop-gate"))
-        .args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
+    let mut cmd = faulted(
+        "stop-gate",
+        Some(path),
+        "rename,renameat,renameat2",
+        &format!("error={errno}"),
+    );
+    cmd.args(["loop", "start", "--session", "s1", "--max-iterations", "5"])
         .args(["--completion-promise", "DONE", "--", "the task"])
         .current_dir(p.path());
     output_with_stdin(cmd, b"")
@@ -201,16 +160,7 @@ fn a_loop_start_that_says_it_failed_took_no_effect() {
     }
     let p = Project::git();
     // Another session's loop makes the project's protected state, so its paths are known.
-    ok(p.start(&[
-        "--session",
-        "s0",
-        "--max-iterations",
-        "5",
-        "--completion-promise",
-        "DONE",
-        "--",
-        "another task",
-    ]));
+    start(&p, "s0", "another task");
     let marker = p.protected().join("running/s1");
     for (path, errno) in [(&marker, "EACCES"), (&record_of(&p), "EIO")] {
         let out = start_faulted(&p, path, errno);
@@ -223,16 +173,7 @@ fn a_loop_start_that_says_it_failed_took_no_effect() {
         assert_lacks!(stdout_of(&status), "running");
         assert!(!p.stop_s1(&[]).blocked(), "{errno}: a loop is running");
     }
-    ok(p.start(&[
-        "--session",
-        "s1",
-        "--max-iterations",
-        "5",
-        "--completion-promise",
-        "DONE",
-        "--",
-        "the task",
-    ]));
+    start(&p, "s1", "the task");
     p.stop_s1(&[]).assert_task_saying("the task");
 }
 
@@ -246,14 +187,8 @@ fn a_stop_that_cannot_write_its_answer_exits_2_with_the_reason() {
     }
     let p = Project::git();
     let answer = p.path().join("answer.out");
-    let mut cmd = std::process::Command::new("strace");
-    isolated(&mut cmd)
-        .args(["-qq", "-o", "/dev/null", "-P"])
-        .arg(&answer)
-        .args(["-e", "trace=write", "-e", "inject=write:error=ENOSPC"])
-        .arg(bin_dir().join("stop-gate"))
-        .args(["--run", "false"])
-        .current_dir(p.path());
+    let mut cmd = faulted("stop-gate", Some(&answer), "write", "error=ENOSPC");
+    cmd.args(["--run", "false"]).current_dir(p.path());
     let payload = p.payload("s1", Some("x")).to_string();
     let payload_file = p.path().join("payload.json");
     std::fs::write(&payload_file, payload).unwrap();
@@ -268,4 +203,18 @@ fn a_stop_that_cannot_write_its_answer_exits_2_with_the_reason() {
         stderr,
         "cannot write the Stop's answer to standard output, so the stop is blocked: stop-gate: `false` failed (exit 1)"
     );
+}
+
+/// `loop start` of `session` in `p`, up to 5 passes, ending on DONE, for `task`; it must work.
+fn start(p: &Project, session: &str, task: &str) -> std::process::Output {
+    ok(p.start(&[
+        "--session",
+        session,
+        "--max-iterations",
+        "5",
+        "--completion-promise",
+        "DONE",
+        "--",
+        task,
+    ]))
 }
