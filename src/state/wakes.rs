@@ -197,6 +197,10 @@ pub(crate) struct Wake {
     /// What the commander's model is told: one line, defanged.
     pub line: String,
     pub at: String,
+    /// A reader claimed it and died before it said it was told: it may have reached the
+    /// commander or not, and is told once more as such (issue 44: never silently twice).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unconfirmed: bool,
 }
 
 impl Wake {
@@ -214,6 +218,7 @@ impl Wake {
             subject: None,
             line: defang::field_max(&loop_line(state, report), 600),
             at: time::now_rfc3339(),
+            unconfirmed: false,
         }
     }
 }
@@ -483,6 +488,7 @@ pub(crate) fn ci_verdict(worktree: &Path, check: &str, result: &str, subject: &s
         subject: Some(subject.to_string()),
         line: defang::field_max(&line, 600),
         at: time::now_rfc3339(),
+        unconfirmed: false,
     };
     enqueue(&queue, &wake)
 }

@@ -249,8 +249,10 @@ fn a_worker_session_is_told_nothing_of_the_projects_wakes() {
     assert_eq!(dir.wakes().len(), 1, "the worker took the wake");
 }
 
+/// A reader claimed a wake and was killed: two minutes on, it is told once more, as one that
+/// may not have reached the commander (issue 44: never silently twice), and then no more.
 #[test]
-fn a_claim_whose_holder_died_is_delivered_after_two_minutes() {
+fn a_claim_whose_holder_died_is_told_after_two_minutes_as_one_that_may_not_have_reached_you() {
     let dir = Project::git();
     passed_loop(&dir, "w1", "a");
     let queue = queue_of(dir.path());
@@ -270,8 +272,13 @@ fn a_claim_whose_holder_died_is_delivered_after_two_minutes() {
     file.set_modified(std::time::SystemTime::now() - Duration::from_secs(121))
         .unwrap();
     let start = session_start(dir.path(), &fresh("n"), "startup");
-    assert_contains!(stdout_of(&start), "loop a in .: running -> passed");
+    assert_contains!(
+        stdout_of(&start),
+        "- (may not have reached you before) loop a in .: running -> passed"
+    );
     assert!(!held.exists());
+    let again = session_start(dir.path(), &fresh("n"), "startup");
+    assert_lacks!(stdout_of(&again), "loop a");
 }
 
 #[test]

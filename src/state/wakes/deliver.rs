@@ -107,7 +107,24 @@ fn recover_older(queue: &Path, expires: Duration) {
             continue;
         }
         if older_than(&entry, expires) {
-            let _ = std::fs::rename(entry.path(), queue.join(entry.file_name()));
+            // Its holder died: it may have been told, or not. Back in the queue marked so, to be
+            // told once more as such, never silently twice (issue 44).
+            let back = queue.join(entry.file_name());
+            match read_json::<Wake>(&entry.path()) {
+                Some(wake) => {
+                    let marked = Wake {
+                        unconfirmed: true,
+                        ..wake
+                    };
+                    let json = serde_json::to_vec(&marked).expect("a wake serializes");
+                    if atomic::write_atomic(&back, &json, 0o600).is_ok() {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
+                None => {
+                    let _ = std::fs::rename(entry.path(), back);
+                }
+            }
         }
     }
 }
@@ -189,7 +206,14 @@ fn shown(line: &str) -> String {
 pub(crate) fn told(taken: &[Claimed]) -> String {
     let lines: Vec<String> = taken
         .iter()
-        .map(|c| format!("- {}", shown(&c.wake.line)))
+        .map(|c| {
+            let maybe = if c.wake.unconfirmed {
+                "(may not have reached you before) "
+            } else {
+                ""
+            };
+            format!("- {maybe}{}", shown(&c.wake.line))
+        })
         .collect();
     format!(
         "vigil: {} settled since you last heard:\n{}\nRun `stop-gate loop list` for every loop of this project.",
